@@ -1,0 +1,66 @@
+"""Common pieces of the preconditioners: the interface and stencil helpers."""
+from __future__ import annotations
+
+
+class Preconditioner:
+    """Applies an approximation of ``A^-1`` (symmetric positive definite).
+
+    Subclasses set ``name`` and implement :meth:`apply` for flat vectors.
+    ``M.matvec(r)``, ``M @ r`` and ``M(r)`` are all :meth:`apply`, so an
+    instance can be passed wherever SciPy expects ``M``.
+    """
+
+    name = "abstract"
+
+    def apply(self, r):
+        raise NotImplementedError
+
+    def matvec(self, r):
+        return self.apply(r)
+
+    def __matmul__(self, r):
+        return self.apply(r)
+
+    def __call__(self, r):
+        return self.apply(r)
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class Identity(Preconditioner):
+    """No preconditioning (``M = I``)."""
+
+    name = "none"
+
+    def __init__(self, A=None):
+        pass
+
+    def apply(self, r):
+        return r.copy()
+
+
+def require_grid_operator(A, name):
+    """The 5-point grid operator behind ``A``, or a clear error."""
+    if not hasattr(A, "entries") or not hasattr(A, "grid_shape"):
+        raise TypeError(
+            f"preconditioner {name!r} needs the 5-point grid operator "
+            f"(bubbleflow.PoissonOperator); got {type(A).__name__}. "
+            "For a general sparse matrix use 'jacobi' or pass your own M.")
+    return A
+
+
+def lower_neighbours(x, W, S):
+    """``W * x[west] + S * x[south]`` on a (ny, nx) grid, zero across walls."""
+    out = W * 0
+    out[:, 1:] += W[:, 1:] * x[:, :-1]
+    out[1:, :] += S[1:, :] * x[:-1, :]
+    return out
+
+
+def upper_neighbours(x, E, N):
+    """``E * x[east] + N * x[north]`` on a (ny, nx) grid, zero across walls."""
+    out = E * 0
+    out[:, :-1] += E[:, :-1] * x[:, 1:]
+    out[:-1, :] += N[:-1, :] * x[1:, :]
+    return out

@@ -1,0 +1,71 @@
+"""Incomplete Poisson preconditioning (Ament et al. 2010), plain and scaled.
+
+Plain (the seed's form, section 3.2.2)::
+
+    M^-1 = (I - L D^-1) (I - D^-1 L^T)
+
+with ``L`` the strict lower part and ``D`` the diagonal of ``A``.  It is two
+fully parallel stencil passes, but at a density jump ``L D^-1`` mixes
+couplings of very different size and the preconditioner degrades (hundreds
+of iterations at contrast 1e3).
+
+Scaled (our default): the same construction on ``A~ = D^-1/2 A D^-1/2``,
+whose diagonal is one, so every coupling is measured against its own rows::
+
+    M^-1 = D^-1/2 (I - L~) (I - L~^T) D^-1/2
+
+Both are ``K K^T`` with ``K`` unit triangular: symmetric positive definite.
+"""
+from __future__ import annotations
+
+from .base import Preconditioner, lower_neighbours, require_grid_operator, upper_neighbours
+
+
+class IncompletePoisson(Preconditioner):
+    """The seed's incomplete Poisson preconditioner (unscaled)."""
+
+    name = "incomplete_poisson"
+
+    def __init__(self, A):
+        A = require_grid_operator(A, self.name)
+        self.grid_shape = A.grid_shape
+        S, W, C, E, N = A.entries()
+        self.S, self.W, self.E, self.N = S, W, E, N
+        self.inv_diagonal = 1.0 / C
+
+    def apply(self, r):
+        shape = r.shape
+        r = r.reshape(self.grid_shape)
+        t = r - self.inv_diagonal * upper_neighbours(r, self.E, self.N)   # (I - D^-1 L^T) r
+        y = t - lower_neighbours(self.inv_diagonal * t, self.W, self.S)   # (I - L D^-1) t
+        return y.reshape(shape)
+
+
+class ScaledIncompletePoisson(Preconditioner):
+    """Incomplete Poisson on the symmetrically scaled matrix (default)."""
+
+    name = "incomplete_poisson_scaled"
+
+    def __init__(self, A):
+        A = require_grid_operator(A, self.name)
+        self.grid_shape = A.grid_shape
+        xp = A.backend.xp
+        S, W, C, E, N = A.entries()
+        s = 1.0 / xp.sqrt(C)
+        self.inv_sqrt_diagonal = s
+        # Scaled couplings a_pq / sqrt(d_p d_q); zero entries at walls stay zero.
+        self.W = W * s
+        self.W[:, 1:] *= s[:, :-1]
+        self.E = E * s
+        self.E[:, :-1] *= s[:, 1:]
+        self.S = S * s
+        self.S[1:, :] *= s[:-1, :]
+        self.N = N * s
+        self.N[:-1, :] *= s[1:, :]
+
+    def apply(self, r):
+        shape = r.shape
+        z = self.inv_sqrt_diagonal * r.reshape(self.grid_shape)
+        t = z - upper_neighbours(z, self.E, self.N)   # (I - L~^T) z
+        u = t - lower_neighbours(t, self.W, self.S)   # (I - L~) t
+        return (self.inv_sqrt_diagonal * u).reshape(shape)
