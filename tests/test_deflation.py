@@ -1,0 +1,74 @@
+"""Deflation space: labels, Z^T r, A Z, E and the exact singular coarse solve."""
+import numpy as np
+import pytest
+
+from bubbleflow.deflation import (Deflation, make_deflation, subdomain_labels, stripe_labels,
+                                  levelset_subdomain_labels)
+from bubbleflow.problem import bubbly_column
+
+
+def dense_Z(labels, k):
+    Z = np.zeros((labels.size, k))
+    Z[np.arange(labels.size), labels] = 1.0
+    return Z
+
+
+def test_label_layouts():
+    lab = subdomain_labels(8, 12, 3, 2)
+    assert lab.shape == (8, 12) and lab.max() == 5
+    assert (lab[:4, :4] == 0).all() and (lab[4:, 8:] == 5).all()
+    st = stripe_labels(8, 12, 4)
+    assert (st[2:4] == 1).all() and st.max() == 3
+    phi = np.ones((8, 12))
+    phi[1:3, 1:3] = -1
+    ls = levelset_subdomain_labels(phi, 3, 2)
+    assert set(np.unique(ls)) == {0, 1, 2, 4, 6, 8, 10}
+
+
+@pytest.mark.parametrize("kind", ["subdomains", "stripes", "levelset_subdomains"])
+def test_pieces_match_dense_definitions(kind, backend):
+    A, b, phi = bubbly_column(32, 1e3, backend=backend)
+    D = make_deflation(kind, A, phi=phi, subdomains=(4, 4), stripes=8)
+    labels = backend.to_host(D.labels)
+    Z = dense_Z(labels, D.k)
+    C = A.to_scipy().toarray()
+    if kind == "levelset_subdomains":
+        assert D.k > 16                      # blocks cut by bubbles and the surface
+    rng = np.random.default_rng(0)
+    r = rng.standard_normal(A.shape[0])
+    xp = backend.xp
+    np.testing.assert_allclose(backend.to_host(D.restrict(xp.asarray(r))), Z.T @ r, rtol=1e-12, atol=1e-12)
+    y = rng.standard_normal(D.k)
+    np.testing.assert_allclose(backend.to_host(D.prolong(xp.asarray(y))), Z @ y)
+    AZ = C @ Z
+    np.testing.assert_allclose(backend.to_host(D.AZ @ xp.asarray(y)), AZ @ y, rtol=1e-10, atol=1e-10 * abs(AZ @ y).max())
+    E = Z.T @ C @ Z
+    np.testing.assert_allclose(D.E.toarray(), E, rtol=1e-12, atol=1e-12 * abs(E).max())
+    # E is singular (constants); the coarse solve is E^+ on range(E).
+    s = rng.standard_normal(D.k)
+    s -= s.mean()
+    yc = backend.to_host(D.coarse.solve(xp.asarray(s)))
+    assert abs(yc.mean()) < 1e-10 * abs(yc).max()
+    np.testing.assert_allclose(E @ yc, s, atol=1e-8 * abs(s).max())
+    np.testing.assert_allclose(yc, np.linalg.pinv(E) @ s, rtol=1e-6, atol=1e-8 * abs(yc).max())
+
+
+def test_large_coarse_system_uses_sparse_factorisation():
+    A, b, phi = bubbly_column(64, 1e3)
+    dense = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16))
+    sparse = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16), dense_limit=10)
+    assert dense.coarse.dense and not sparse.coarse.dense
+    s = np.random.default_rng(2).standard_normal(dense.k)
+    np.testing.assert_allclose(sparse.coarse.solve(s), dense.coarse.solve(s), rtol=1e-8, atol=1e-10)
+
+
+def test_deflation_of_a_user_matrix_with_labels():
+    """A non-singular user matrix: E is factorised as it is."""
+    import scipy.sparse as sp
+
+    A = sp.diags([-1, 2.5, -1], [-1, 0, 1], shape=(40, 40), format="csr")
+    D = Deflation(A, np.arange(40) // 10)
+    assert D.k == 4 and not D.coarse.singular
+    s = np.arange(4.0)
+    E = D.E.toarray()
+    np.testing.assert_allclose(E @ D.coarse.solve(s), s, atol=1e-12)

@@ -1,0 +1,148 @@
+"""CG / PCG / DPCG on the bubbly column against SciPy, robustness to contrast."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from bubbleflow.krylov import cg, dpcg, REASONS
+from bubbleflow.problem import bubbly_column
+from bubbleflow.solver import PressureSolver
+
+PRECONDITIONERS = ["none", "jacobi", "block_ic", "incomplete_poisson", "incomplete_poisson_scaled"]
+DEFLATIONS = ["subdomains", "stripes", "levelset_subdomains"]
+COMBINATIONS = (
+    [("cg", "none", "none", "adef2")]
+    + [("pcg", p, "none", "adef2") for p in PRECONDITIONERS[1:]]
+    + [("dpcg", p, d, v) for p in PRECONDITIONERS for d in DEFLATIONS for v in ("adef2", "def1")]
+)
+
+
+def gauged_reference(A, b):
+    """spsolve of the bordered system [[A, 1], [1^T, 0]]: the zero-mean answer."""
+    C = A.to_scipy()
+    n = C.shape[0]
+    one = sp.csr_matrix(np.ones((n, 1)))
+    K = sp.bmat([[C, one], [one.T, None]]).tocsc()
+    return spla.spsolve(K, np.concatenate([b - b.mean(), [0.0]]))[:n]
+
+
+_problems = {}
+
+
+def problem(n, contrast=1e3):
+    if (n, contrast) not in _problems:
+        A, b, phi = bubbly_column(n, contrast)
+        _problems[n, contrast] = (A, b, phi, gauged_reference(A, b))
+    return _problems[n, contrast]
+
+
+def solve(backend, n, contrast, method, pre, defl, variant="adef2", rtol=1e-8, blocks=(8, 8), **kw):
+    A, b, phi = bubbly_column(n, contrast, backend=backend)
+    s = PressureSolver(A, method=method, preconditioner=pre, deflation=defl, phi=phi,
+                       subdomains=blocks, stripes=blocks[1], variant=variant, rtol=rtol,
+                       maxiter=kw.pop("maxiter", 20 * n * n), **kw)
+    x, rec = s.solve(b)
+    return backend.to_host(x), rec
+
+
+@pytest.mark.parametrize("n", [64, 128])
+@pytest.mark.parametrize("method,pre,defl,variant", COMBINATIONS)
+def test_every_combination_agrees_with_spsolve(n, method, pre, defl, variant, backend):
+    A, b, phi, ref = problem(n)
+    x, rec = solve(backend, n, 1e3, method, pre, defl, variant)
+    assert rec.converged, rec.summary()
+    assert rec.reason == "converged" and rec.residual <= 1e-8
+    assert abs(x.mean()) <= 1e-12 * np.abs(x).max()          # gauged to zero mean
+    assert np.linalg.norm(x - ref) <= 1e-7 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("pre", ["jacobi", "block_ic", "incomplete_poisson_scaled"])
+def test_levelset_deflation_is_robust_to_contrast(pre, backend):
+    its = {}
+    for contrast in (1.0, 1e3, 1e6):
+        x, rec = solve(backend, 128, contrast, "dpcg", pre, "levelset_subdomains",
+                       rtol=1e-6, blocks=(16, 16), check_every=1)
+        assert rec.converged, (contrast, rec.summary())
+        its[contrast] = rec.iterations
+    assert its[1e6] <= 1.6 * its[1.0], its
+
+
+def test_unscaled_incomplete_poisson_degrades_scaled_does_not(backend):
+    its = {}
+    for pre in ("incomplete_poisson", "incomplete_poisson_scaled"):
+        for contrast in (1.0, 1e3):
+            x, rec = solve(backend, 128, contrast, "dpcg", pre, "levelset_subdomains",
+                           rtol=1e-6, blocks=(16, 16), check_every=1)
+            assert rec.converged
+            its[pre, contrast] = rec.iterations
+    assert its["incomplete_poisson", 1e3] > 5 * its["incomplete_poisson", 1.0], its
+    assert its["incomplete_poisson_scaled", 1e3] <= 1.6 * its["incomplete_poisson_scaled", 1.0], its
+    assert its["incomplete_poisson", 1e3] > 5 * its["incomplete_poisson_scaled", 1e3], its
+
+
+@pytest.mark.parametrize("pre", ["jacobi", "incomplete_poisson_scaled"])
+def test_tight_tolerance_reached_at_1e3_stagnation_reported_at_1e6(pre, backend):
+    x, rec = solve(backend, 128, 1e3, "dpcg", pre, "levelset_subdomains", rtol=1e-8, blocks=(16, 16))
+    assert rec.converged and rec.residual <= 1e-8
+    for variant in ("adef2", "def1"):
+        x, rec = solve(backend, 128, 1e6, "dpcg", pre, "levelset_subdomains", variant=variant,
+                       rtol=1e-8, blocks=(16, 16), maxiter=5000)
+        assert not rec.converged
+        assert rec.reason == "stagnation", rec.summary()
+        assert rec.iterations < 5000
+        # The residual reached is reported, true, and at the float64 floor.
+        A, b, phi = bubbly_column(128, 1e6)
+        bc = b - b.mean()
+        true = np.linalg.norm(bc - A @ x) / np.linalg.norm(bc)
+        assert true == pytest.approx(rec.residual, rel=1e-6, abs=1e-12)
+        assert 1e-8 < rec.residual < 1e-5
+        assert rec.true_residual_checks
+
+
+# ------------------------------------------------------------------ SciPy conventions
+def laplacian_1d(n=60, shift=0.01):
+    return sp.diags([-1, 2 + shift, -1], [-1, 0, 1], shape=(n, n), format="csr")
+
+
+def test_user_scipy_matrix_callback_x0_and_info():
+    A = laplacian_1d()
+    b = np.random.default_rng(0).standard_normal(60)
+    seen = []
+    x, rec = cg(A, b, rtol=1e-10, M="jacobi", callback=lambda xk: seen.append(xk.copy()))
+    assert rec.converged and rec.info == 0 and rec.method == "pcg"
+    assert len(seen) == rec.iterations
+    np.testing.assert_allclose(A @ x, b, atol=1e-8 * np.linalg.norm(b))
+    x2, rec2 = cg(A, b, x0=x, rtol=1e-10)
+    assert rec2.iterations <= 1
+    x3, rec3 = cg(A, b, rtol=1e-14, maxiter=5)
+    assert rec3.reason == "maxiter" and rec3.info == 5 and not rec3.converged
+    x4, rec4 = cg(A, b, atol=1e3)
+    assert rec4.converged and rec4.iterations == 0
+    x5, rec5 = dpcg(A, b, rtol=1e-10, deflation=np.arange(60) // 6, variant="def1")
+    assert rec5.converged and rec5.deflation_vectors == 10
+    np.testing.assert_allclose(x5, x, rtol=1e-7, atol=1e-7)
+    # A LinearOperator and a callable preconditioner work too.
+    L = spla.aslinearoperator(A)
+    x6, rec6 = cg(L, b, rtol=1e-10, M=lambda r: r / 2.01)
+    assert rec6.converged
+
+
+def test_non_finite_and_breakdown_are_reported():
+    A = laplacian_1d()
+    b = np.ones(60)
+    b[3] = np.nan
+    x, rec = cg(A, b)
+    assert rec.reason == "non-finite" and not rec.converged
+    indefinite = sp.diags([np.r_[np.ones(30), -np.ones(30)]], [0], format="csr")
+    x, rec = cg(indefinite, np.ones(60), rtol=1e-10, maxiter=200)
+    assert rec.reason in ("breakdown", "converged")
+    assert set(REASONS) >= {rec.reason}
+
+
+def test_zero_rhs_and_gauge():
+    A, b, phi = bubbly_column(16, 10.0)
+    x, rec = cg(A, np.zeros_like(b))
+    assert rec.converged and not x.any()
+    # A constant right-hand side is incompatible; its mean is removed and recorded.
+    x, rec = cg(A, b + 5.0, rtol=1e-9)
+    assert rec.converged and rec.rhs_mean_removed == pytest.approx(5.0)
