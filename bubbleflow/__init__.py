@@ -1,1 +1,25 @@
-"""bubbleflow."""
+"""bubbleflow: two-phase bubbly-flow pressure solves on NumPy or CuPy.
+
+The solver pieces can be used from your own code::
+
+    from bubbleflow import cg, dpcg, PoissonOperator, make_deflation, make_preconditioner
+
+``cg`` and ``dpcg`` take SciPy's arguments (``x0, rtol, atol, maxiter, M,
+callback``) and also accept SciPy or CuPy sparse matrices.
+"""
+__version__ = "0.1.0"
+
+from .backend import Backend, BackendUnavailable, get_backend
+from .deflation import Deflation, make_deflation
+from .grid import Grid
+from .krylov import SolveRecord, cg, dpcg, pcg
+from .operator import PoissonOperator, assemble_pressure_operator, gravity_rhs
+from .precond import make_preconditioner
+from .problem import bubbly_column
+from .solver import PressureSolver
+
+__all__ = [
+    "__version__", "Backend", "BackendUnavailable", "get_backend", "Grid", "PoissonOperator",
+    "assemble_pressure_operator", "gravity_rhs", "make_preconditioner", "Deflation",
+    "make_deflation", "cg", "pcg", "dpcg", "SolveRecord", "PressureSolver", "bubbly_column",
+]

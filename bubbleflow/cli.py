@@ -1,0 +1,136 @@
+"""The ``bubbleflow`` command line.
+
+::
+
+    bubbleflow run CASE.yaml [-o OUTDIR] [--backend auto|numpy|cupy]
+                             [--set key.path=value ...] [--quiet]
+    bubbleflow --version
+
+Each subcommand is one ``cmd_<name>(args) -> int`` function.  A mistake in
+the case (or in an override, or a backend this machine cannot run) is a
+:class:`~bubbleflow.config.CaseError`: it is printed as one ``error: ...``
+line on stderr and the exit code is 2, without a traceback, because the fix
+is in the user's file, not in the code.  A solve that fails exits with 1.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .config import BACKENDS, CaseError, load_case
+
+__all__ = ["main", "build_parser", "cmd_run"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1       # the case ran but did not succeed (e.g. no convergence)
+EXIT_USAGE = 2        # the case cannot be run as written (same code as argparse's)
+
+
+def _version():
+    """The installed distribution's version, else the package's, else "unknown"."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("bubbleflow")
+        except PackageNotFoundError:
+            pass
+    except ImportError:  # pragma: no cover - Python < 3.8
+        pass
+    try:
+        from . import __version__
+
+        return __version__
+    except ImportError:
+        return "unknown"
+
+
+def cmd_run(args):
+    """``bubbleflow run``: validate the case, pick the backend, run it.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``case``, ``output``, ``backend``, ``set``, ``quiet``.
+
+    Returns
+    -------
+    int
+        The exit code of :func:`bubbleflow.app.run_case` (0 or 1).
+
+    Raises
+    ------
+    CaseError
+        The case, an override or the backend choice is unusable.
+    """
+    from .backend import BackendUnavailable, get_backend
+
+    # -o and --backend go through the same validation as --set, after the
+    # --set items so that they win.  Their values are used unparsed (a
+    # directory called `2024` stays a string) and errors name the option.
+    overrides = list(args.set or [])
+    if args.output is not None:
+        overrides.append(("output.directory", args.output, f"-o {args.output}"))
+    if args.backend is not None:
+        overrides.append(("backend", args.backend, f"--backend {args.backend}"))
+    case = load_case(args.case, overrides)
+    try:
+        backend = get_backend(case.backend)
+    except BackendUnavailable as exc:
+        allowed = " or ".join(repr(b) for b in BACKENDS if b != case.backend)
+        raise CaseError.from_runtime(
+            case, "backend", f"got {case.backend!r}",
+            f"{allowed} on this machine ({case.backend} unavailable: {exc})",
+            value=case.backend) from None
+
+    # Imported here so that case errors are reported even if the numerics
+    # cannot be imported, and `--help` stays fast.
+    from .app import run_case
+
+    return run_case(case, backend, quiet=args.quiet)
+
+
+def build_parser():
+    """The argument parser, one subparser per ``cmd_*`` function."""
+    parser = argparse.ArgumentParser(
+        prog="bubbleflow",
+        description="Two-phase bubbly-flow pressure solver (NumPy or CuPy).")
+    parser.add_argument("--version", action="version", version=f"bubbleflow {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser("run", help="run a YAML case file",
+                         description="Validate a YAML case file and run it.")
+    run.add_argument("case", metavar="CASE.yaml", help="the case file")
+    run.add_argument("-o", "--output", metavar="OUTDIR",
+                     help="output directory (overrides output.directory)")
+    run.add_argument("--backend", choices=BACKENDS,
+                     help="array backend (overrides the case's backend)")
+    run.add_argument("--set", action="append", metavar="KEY.PATH=VALUE", default=[],
+                     help="override a case value, parsed as YAML, e.g. --set grid.nx=256 "
+                          "--set solver.deflation.subdomains=[8,8]; may be repeated")
+    run.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv=None):
+    """Entry point of the ``bubbleflow`` console script; returns the exit code.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CaseError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr, flush=True)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

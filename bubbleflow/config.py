@@ -1,0 +1,1047 @@
+"""Case files: YAML validated into a typed, frozen :class:`Case`.
+
+A case file is a YAML mapping of sections (``grid``, ``fluids``, ``physics``,
+``geometry``, ``operator``, ``solver``, ``output``) plus a few top-level
+scalars (``name``, ``mode``, ``backend``, ``precision``).  :func:`load_case`
+reads one, applies ``--set key.path=value`` overrides, checks every value and
+the consistency between values, fills the defaults and returns a tree of
+frozen dataclasses::
+
+    case = load_case("cases/bubbly_column.yaml", ["grid.nx=512"])
+    case.grid.nx, case.solver.preconditioner.type
+
+Every problem is reported as one :class:`CaseError` whose message is a single
+line naming the file (and line), the key path, the offending value and what
+was expected, e.g.::
+
+    cases/a.yaml:7: grid.nx: got -5; expected an integer >= 4
+
+The schema lives in the dataclasses below: each field carries its checker
+(``metadata["spec"]``) next to its default, so adding a key or an enum value
+(``MODES`` will gain ``"flow"``) is a one-line change.  The validation is
+hand-written on purpose (no schema library): the messages are the product.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import math
+import numbers
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+import yaml
+
+__all__ = [
+    "CaseError", "Case", "load_case", "case_from_dict", "lattice_centres",
+    "GridConfig", "FluidConfig", "FluidsConfig", "PhysicsConfig", "CircleConfig",
+    "LatticeConfig", "RandomBubblesConfig", "GeometryConfig", "OperatorConfig",
+    "PreconditionerConfig", "DeflationConfig", "SolverConfig", "OutputConfig",
+    "MODES", "BACKENDS", "PRECISIONS", "FACE_DENSITIES", "STORAGES", "METHODS", "VARIANTS",
+    "PRECONDITIONERS", "DEFLATIONS", "DEFAULT_PRECONDITIONER", "DEFAULT_DEFLATION",
+]
+
+# Allowed values of the enum fields.  They are spelled out here rather than
+# imported from the numerics so that reading a case file stays independent of
+# (and cannot be broken by) the solver modules; tests check they agree.
+MODES = ("pressure",)
+BACKENDS = ("auto", "numpy", "cupy")
+PRECISIONS = ("float64", "float32")
+FACE_DENSITIES = ("arithmetic", "harmonic", "levelset")
+STORAGES = ("diagonals", "matrix_free")
+METHODS = ("cg", "pcg", "dpcg")
+VARIANTS = ("adef2", "def1")
+PRECONDITIONERS = ("none", "jacobi", "block_ic", "incomplete_poisson", "incomplete_poisson_scaled")
+DEFLATIONS = ("none", "subdomains", "stripes", "levelset_subdomains")
+
+#: ``solver.preconditioner.type`` when the case does not give one.
+DEFAULT_PRECONDITIONER = {"cg": "none", "pcg": "incomplete_poisson_scaled",
+                          "dpcg": "incomplete_poisson_scaled"}
+#: ``solver.deflation.type`` when the case does not give one.
+DEFAULT_DEFLATION = {"cg": "none", "pcg": "none", "dpcg": "levelset_subdomains"}
+
+# Circles may touch the wall; this relative slack keeps e.g. 0.7 + 0.3 <= 1.0
+# from failing on rounding.
+_WALL_SLACK = 1e-12
+
+_NOVALUE = object()
+
+
+# --------------------------------------------------------------------------
+# The error
+# --------------------------------------------------------------------------
+
+class CaseError(Exception):
+    """A case file (or override) that cannot be run; ``str()`` is one line.
+
+    The message reads ``"<file>[:<line>[:<col>]]: <key.path>: <what is
+    wrong>; expected <what is expected>"``.  A value that came from an
+    override names it instead of a line: ``"<file> (--set grid.nz=3): ..."``.
+
+    Parameters
+    ----------
+    file : str
+        The case file (or ``"<dict>"``).
+    key : str or None
+        Dotted key path such as ``"geometry.bubbles[2].radius"``; None for
+        errors about the file as a whole.
+    problem : str
+        What is wrong, e.g. ``"got -5"``.
+    expected : str or None
+        What would be accepted.
+    value : object, optional
+        The offending value (None when there is none).
+    line, column : int, optional
+        1-based position in the file.
+    origin : str, optional
+        The command-line override the value came from (``"--set grid.nz=3"``).
+    text : str, optional
+        Replaces ``"<problem>; expected <expected>"`` in the message, for the
+        few messages that read better in another shape (unknown keys).
+
+    Attributes
+    ----------
+    file, key, value, expected, problem, line, column, origin
+        As given.
+    """
+
+    def __init__(self, file, key=None, problem="", expected=None, *, value=_NOVALUE, line=None,
+                 column=None, origin=None, text=None):
+        self.file = str(file) if file is not None else "<case>"
+        self.key = key
+        self.problem = problem
+        self.expected = expected
+        self.value = None if value is _NOVALUE else value
+        self.line = line
+        self.column = column
+        self.origin = origin
+        if text is None:
+            text = problem + (f"; expected {expected}" if expected else "")
+        loc = self.file
+        if origin:
+            loc += f" ({origin})"
+        elif line is not None:
+            loc += f":{line}" + (f":{column}" if column is not None else "")
+        msg = f"{loc}: {key}: {text}" if key else f"{loc}: {text}"
+        # One line, always: file names, YAML problems or shown values may
+        # carry newlines, and callers print this as a single `error:` line.
+        self.message = re.sub(r"\s*[\r\n]+\s*", " ", msg)
+        super().__init__(self.message)
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        # Keyword-only arguments defeat Exception's default pickling, and
+        # studies may send errors back from worker processes.
+        return _restore_case_error, (dict(self.__dict__),)
+
+    @classmethod
+    def from_runtime(cls, case, key, problem, expected=None, value=_NOVALUE):
+        """An error found after validation (e.g. while building the geometry).
+
+        Points at ``key``'s line in the case file, or at the override that
+        set it, when the case knows them.
+
+        Parameters
+        ----------
+        case : Case
+        key : str
+            Dotted key path (``"geometry"``, ``"backend"``, ...).
+        problem, expected : str
+            As for :class:`CaseError`.
+        """
+        where = getattr(case, "_where", None)
+        line = origin = None
+        if where is not None:
+            line, origin = where.locate(_split_dotted(key))
+        return cls(getattr(case, "source", "<case>"), key, problem, expected, value=value,
+                   line=line, origin=origin)
+
+
+def _restore_case_error(state):
+    err = CaseError.__new__(CaseError)
+    Exception.__init__(err, state["message"])
+    err.__dict__.update(state)
+    return err
+
+
+# --------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------
+
+def _dotted(path):
+    """``("geometry", "bubbles", 2, "radius")`` -> ``"geometry.bubbles[2].radius"``."""
+    out = ""
+    for seg in path:
+        if isinstance(seg, int):
+            out += f"[{seg}]"
+        else:
+            out += ("." if out else "") + str(seg)
+    return out
+
+
+_SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)((?:\[\d+\])*)\Z")
+
+
+def _split_dotted(key):
+    """Inverse of :func:`_dotted`; None if ``key`` is not a well-formed path."""
+    if not isinstance(key, str) or not key:
+        return None
+    path = []
+    for part in key.split("."):
+        m = _SEGMENT.match(part)
+        if not m:
+            return None
+        path.append(m.group(1))
+        path.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+    return tuple(path)
+
+
+def _show(value, limit=80):
+    """A value as the user wrote it (YAML spelling), cut to ``limit`` characters."""
+    if value is None:
+        s = "null"
+    elif isinstance(value, bool):
+        s = "true" if value else "false"
+    elif isinstance(value, str):
+        s = repr(value)
+    elif isinstance(value, (list, tuple)):
+        s = "[" + ", ".join(_show(v, limit) for v in value) + "]"
+    elif isinstance(value, Mapping):
+        s = "{" + ", ".join(f"{k}: {_show(v, limit)}" for k, v in value.items()) + "}"
+    else:
+        s = str(value)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _num(x):
+    """A number for messages: ``1.0`` -> ``1``, ``0.08`` -> ``0.08``."""
+    return f"{x:g}"
+
+
+def _kind(value):
+    """``"a list"``, ``"a mapping"``... for wrong-container messages."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return _show(value)
+
+
+# --------------------------------------------------------------------------
+# Where values came from: file lines and command-line overrides
+# --------------------------------------------------------------------------
+
+class _Where:
+    """Maps key paths to their file line or to the override that set them."""
+
+    def __init__(self, lines=None, origins=None):
+        self.lines = dict(lines or {})       # path tuple -> 1-based line
+        self.origins = dict(origins or {})   # path tuple -> "--set a.b=c"
+
+    def locate(self, path, missing=False):
+        """``(line, origin)`` for ``path``; at most one of them is not None.
+
+        An override owns everything below the path it set (it may have
+        replaced a whole section), so the longest overridden prefix wins.
+        A missing key has no line of its own: point at its parent's.
+        """
+        if path is None:
+            return None, None
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.origins:
+                return None, self.origins[path[:n]]
+        if path in self.lines:
+            return self.lines[path], None
+        if missing:
+            for n in range(len(path) - 1, 0, -1):
+                if path[:n] in self.lines:
+                    return self.lines[path[:n]], None
+        return None, None
+
+
+class _Ctx:
+    """Validation state: the source, where values came from, explicit keys."""
+
+    def __init__(self, file, where):
+        self.file = file
+        self.where = where
+        self.explicit = set()    # key paths present in the file or set by an override
+
+    def fail(self, path, problem, expected=None, value=_NOVALUE, text=None, missing=False):
+        line, origin = self.where.locate(path, missing=missing)
+        raise CaseError(self.file, _dotted(path) or None, problem, expected, value=value,
+                        line=line, origin=origin, text=text)
+
+    def bad(self, path, value, expected):
+        """The common case: ``<key>: got <value>; expected <expected>``."""
+        self.fail(path, f"got {_show(value)}", expected, value=value)
+
+
+# --------------------------------------------------------------------------
+# Field checkers
+# --------------------------------------------------------------------------
+
+class _Spec:
+    """Checks and converts one value; ``expected(path)`` describes what is accepted."""
+
+    def expected(self, path):
+        raise NotImplementedError
+
+    def convert(self, ctx, path, value):
+        raise NotImplementedError
+
+
+class _Int(_Spec):
+    def __init__(self, min=None):
+        self.min = min
+
+    def expected(self, path):
+        return "an integer" + (f" >= {self.min}" if self.min is not None else "")
+
+    def convert(self, ctx, path, value):
+        # bool is an int in Python, and 256.0 is not what an integer field
+        # means: both are rejected rather than silently converted.
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            ctx.bad(path, value, self.expected(path))
+        if self.min is not None and value < self.min:
+            ctx.bad(path, value, self.expected(path))
+        return int(value)
+
+
+# PyYAML follows YAML 1.1, where ``1e-8`` (no dot) is a string, not a float;
+# numeric strings of this shape are accepted by float fields.
+_FLOAT_STRING = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+
+
+class _Float(_Spec):
+    def __init__(self, gt=None, ge=None, lt=None):
+        self.gt, self.ge, self.lt = gt, ge, lt
+
+    def expected(self, path):
+        lower = (("<", ">", self.gt) if self.gt is not None else
+                 ("<=", ">=", self.ge) if self.ge is not None else None)
+        if lower and self.lt is not None:
+            name = path[-1] if path and isinstance(path[-1], str) else "x"
+            return f"a number with {_num(lower[2])} {lower[0]} {name} < {_num(self.lt)}"
+        if lower:
+            return f"a number {lower[1]} {_num(lower[2])}"
+        if self.lt is not None:
+            return f"a number < {_num(self.lt)}"
+        return "a number"
+
+    def convert(self, ctx, path, value):
+        if isinstance(value, str) and _FLOAT_STRING.match(value.strip()):
+            x = float(value)
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            x = float(value)
+        else:
+            ctx.bad(path, value, self.expected(path))
+        if not math.isfinite(x):
+            ctx.bad(path, value, "a finite " + self.expected(path)[2:])
+        if ((self.gt is not None and not x > self.gt) or (self.ge is not None and not x >= self.ge)
+                or (self.lt is not None and not x < self.lt)):
+            ctx.bad(path, value, self.expected(path))
+        return x
+
+
+class _Str(_Spec):
+    def __init__(self, what="a non-empty string", forbid=""):
+        self.what = what
+        self.forbid = forbid
+
+    def expected(self, path):
+        return self.what
+
+    def convert(self, ctx, path, value):
+        # YAML turns `name: 2024` into an int; saying so beats a surprise
+        # conversion, and quoting fixes it.
+        if not isinstance(value, str):
+            ctx.bad(path, value, self.what + " (quote it in YAML if it looks like a number)")
+        if not value.strip() or any(c in value for c in self.forbid) or value in (".", ".."):
+            ctx.bad(path, value, self.what)
+        return value
+
+
+class _Enum(_Spec):
+    def __init__(self, choices):
+        self.choices = tuple(choices)
+
+    def expected(self, path):
+        return "one of: " + ", ".join(self.choices)
+
+    def convert(self, ctx, path, value):
+        if isinstance(value, str) and value in self.choices:
+            return value
+        expected = self.expected(path)
+        if isinstance(value, str):
+            near = difflib.get_close_matches(value.lower(), self.choices, n=1, cutoff=0.6)
+            if near:
+                expected += f" (did you mean {near[0]!r}?)"
+        ctx.bad(path, value, expected)
+
+
+class _Optional(_Spec):
+    """``null`` or the inner value."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def expected(self, path):
+        return "null or " + self.inner.expected(path)
+
+    def convert(self, ctx, path, value):
+        return None if value is None else self.inner.convert(ctx, path, value)
+
+
+class _Tuple(_Spec):
+    """A list of exactly ``n`` items, stored as a tuple."""
+
+    def __init__(self, item, n, what):
+        self.item, self.n, self.what = item, n, what
+
+    def expected(self, path):
+        return self.what
+
+    def convert(self, ctx, path, value):
+        if not isinstance(value, (list, tuple)) or len(value) != self.n:
+            ctx.bad(path, value, self.what)
+        # Item errors name the whole list: "[0.5, -1]" reads better than "[1]".
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(self.item.convert(ctx, path + (i,), v))
+            except CaseError:
+                out = None
+                break
+        if out is None:     # raised outside the handler: no chained traceback
+            ctx.bad(path, value, self.what)
+        return tuple(out)
+
+
+class _List(_Spec):
+    """A list of any length (``null`` = empty), stored as a tuple."""
+
+    def __init__(self, item, what):
+        self.item, self.what = item, what
+
+    def expected(self, path):
+        return self.what
+
+    def convert(self, ctx, path, value):
+        if value is None:
+            return ()
+        if not isinstance(value, (list, tuple)):
+            ctx.fail(path, f"got {_kind(value)}", self.what, value=value)
+        return tuple(self.item.convert(ctx, path + (i,), v) for i, v in enumerate(value))
+
+
+class _Section(_Spec):
+    """A mapping checked field by field against the dataclass ``cls``.
+
+    Keys are the dataclass fields that carry a ``spec``; ``defaults``
+    replaces some dataclass defaults (the gas has other defaults than the
+    liquid).  ``null`` or an absent section means "all defaults".
+    """
+
+    def __init__(self, cls, defaults=None):
+        self.cls = cls
+        self.defaults = dict(defaults or {})
+
+    def fields(self):
+        return [f for f in dataclasses.fields(self.cls) if "spec" in f.metadata]
+
+    def keys(self):
+        return [f.name for f in self.fields()]
+
+    def expected(self, path):
+        return "a mapping with keys " + ", ".join(self.keys())
+
+    def convert(self, ctx, path, value):
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            expected = self.expected(path)
+            # `preconditioner: none` is a natural slip for `{type: none}`.
+            type_field = next((f for f in self.fields() if f.name == "type"), None)
+            if (type_field is not None and isinstance(value, str)
+                    and value in type_field.metadata["spec"].choices):
+                expected = f"a mapping, e.g. {{type: {value}}}"
+            ctx.fail(path, f"got {_kind(value)}", expected, value=value)
+        keys = self.keys()
+        # Unknown keys first: a misspelt key usually also makes a required
+        # one "missing", and the typo is the useful message.
+        for k in value:
+            if not isinstance(k, str) or k not in keys:
+                # Short keys (nx, ly) differ by one letter at ratio 0.5.
+                near = difflib.get_close_matches(str(k), keys, n=1,
+                                                 cutoff=0.5 if len(str(k)) <= 3 else 0.6)
+                allowed = ", ".join(keys)
+                text = (f"unknown key; did you mean {near[0]!r}? (expected one of: {allowed})"
+                        if near else f"unknown key; expected one of: {allowed}")
+                ctx.fail(path + (str(k),), "unknown key", f"one of: {allowed}",
+                         value=value[k], text=text)
+        kwargs = {}
+        for f in self.fields():
+            p = path + (f.name,)
+            spec = f.metadata["spec"]
+            if f.name in value:
+                ctx.explicit.add(p)
+                kwargs[f.name] = spec.convert(ctx, p, value[f.name])
+            elif f.name in self.defaults:
+                kwargs[f.name] = self.defaults[f.name]
+            elif isinstance(spec, _Section):
+                kwargs[f.name] = spec.convert(ctx, p, None)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                ctx.fail(p, "missing required key", spec.expected(p), missing=True)
+        return self.cls(**kwargs)
+
+
+def _f(spec, default=dataclasses.MISSING, factory=dataclasses.MISSING, doc=""):
+    """A dataclass field that carries its checker."""
+    return field(default=default, default_factory=factory, metadata={"spec": spec, "doc": doc})
+
+
+_POINT = _Tuple(_Float(), 2, "two numbers [x, y]")
+
+
+# --------------------------------------------------------------------------
+# The schema
+# --------------------------------------------------------------------------
+
+class _Node:
+    """Shared behaviour of the config dataclasses."""
+
+    def to_dict(self):
+        """Plain nested ``dict``/``list``/scalars, defaults included."""
+        return _plain(self)
+
+
+def _plain(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name))
+                for f in dataclasses.fields(obj) if "spec" in f.metadata}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+@dataclass(frozen=True)
+class GridConfig(_Node):
+    """``grid``: cells and domain size (m)."""
+
+    nx: int = _f(_Int(min=4), 128)
+    ny: int = _f(_Int(min=4), 128)
+    lx: float = _f(_Float(gt=0), 1.0)
+    ly: float = _f(_Float(gt=0), 1.0)
+
+
+@dataclass(frozen=True)
+class FluidConfig(_Node):
+    """One fluid: density (kg/m^3) and dynamic viscosity (Pa s)."""
+
+    density: float = _f(_Float(gt=0), 1000.0)
+    viscosity: float = _f(_Float(gt=0), 1.0e-3)
+
+
+_GAS = {"density": 1.0, "viscosity": 1.8e-5}
+
+
+@dataclass(frozen=True)
+class FluidsConfig(_Node):
+    """``fluids``: the liquid (water by default) and the gas (air)."""
+
+    liquid: FluidConfig = _f(_Section(FluidConfig), factory=FluidConfig)
+    gas: FluidConfig = _f(_Section(FluidConfig, _GAS), factory=lambda: FluidConfig(**_GAS))
+
+
+@dataclass(frozen=True)
+class PhysicsConfig(_Node):
+    """``physics``: gravity (m/s^2), acting along -y."""
+
+    gravity: float = _f(_Float(ge=0), 9.81)
+
+
+@dataclass(frozen=True)
+class CircleConfig(_Node):
+    """A bubble (gas) or droplet (liquid): centre ``(x, y)`` and radius (m)."""
+
+    center: Tuple[float, float] = _f(_POINT)
+    radius: float = _f(_Float(gt=0))
+
+
+@dataclass(frozen=True)
+class LatticeConfig(_Node):
+    """``geometry.bubble_lattice``: ``columns x rows`` equal bubbles.
+
+    Centres are spread evenly over ``x_range`` and ``y_range`` (ends
+    included); see :func:`lattice_centres`.
+    """
+
+    columns: int = _f(_Int(min=1))
+    rows: int = _f(_Int(min=1))
+    radius: float = _f(_Float(gt=0))
+    x_range: Tuple[float, float] = _f(_Tuple(_Float(), 2, "two numbers [x0, x1] with x0 <= x1"))
+    y_range: Tuple[float, float] = _f(_Tuple(_Float(), 2, "two numbers [y0, y1] with y0 <= y1"))
+
+
+@dataclass(frozen=True)
+class RandomBubblesConfig(_Node):
+    """``geometry.random_bubbles``: ``count`` non-overlapping bubbles, reproducible
+    from ``seed``, in ``region = [x0, x1, y0, y1]`` (None: the whole domain)."""
+
+    count: int = _f(_Int(min=1))
+    radius: float = _f(_Float(gt=0))
+    seed: int = _f(_Int(min=0), 0)
+    min_gap: float = _f(_Float(ge=0), 0.0)
+    region: Optional[Tuple[float, float, float, float]] = _f(
+        _Optional(_Tuple(_Float(), 4, "null or four numbers [x0, x1, y0, y1]")), None)
+
+
+@dataclass(frozen=True)
+class GeometryConfig(_Node):
+    """``geometry``: where the liquid and the gas are at the start."""
+
+    free_surface: Optional[float] = _f(_Optional(_Float()), None,
+                                       doc="liquid below this height; None: liquid everywhere")
+    bubbles: Tuple[CircleConfig, ...] = _f(
+        _List(_Section(CircleConfig), "a list of {center: [x, y], radius: r}"), ())
+    droplets: Tuple[CircleConfig, ...] = _f(
+        _List(_Section(CircleConfig), "a list of {center: [x, y], radius: r}"), ())
+    bubble_lattice: Optional[LatticeConfig] = _f(_Optional(_Section(LatticeConfig)), None)
+    random_bubbles: Optional[RandomBubblesConfig] = _f(_Optional(_Section(RandomBubblesConfig)), None)
+
+
+@dataclass(frozen=True)
+class OperatorConfig(_Node):
+    """``operator``: face-density rule and how the 5-point operator is stored."""
+
+    face_density: str = _f(_Enum(FACE_DENSITIES), "arithmetic")
+    storage: str = _f(_Enum(STORAGES), "diagonals")
+
+
+@dataclass(frozen=True)
+class PreconditionerConfig(_Node):
+    """``solver.preconditioner``.  ``type``'s default depends on the method."""
+
+    type: str = _f(_Enum(PRECONDITIONERS), DEFAULT_PRECONDITIONER["dpcg"])
+    block_lines: int = _f(_Int(min=2), 2, doc="block_ic: grid lines per IC block")
+
+
+@dataclass(frozen=True)
+class DeflationConfig(_Node):
+    """``solver.deflation``.  ``type``'s default depends on the method."""
+
+    type: str = _f(_Enum(DEFLATIONS), DEFAULT_DEFLATION["dpcg"])
+    subdomains: Tuple[int, int] = _f(_Tuple(_Int(min=1), 2, "two integers [px, py] >= 1"), (16, 16))
+    stripes: int = _f(_Int(min=1), 16)
+
+
+@dataclass(frozen=True)
+class SolverConfig(_Node):
+    """``solver``: Krylov method, preconditioner, deflation, stopping."""
+
+    method: str = _f(_Enum(METHODS), "dpcg")
+    variant: str = _f(_Enum(VARIANTS), "adef2", doc="deflation variant (dpcg only)")
+    preconditioner: PreconditionerConfig = _f(_Section(PreconditionerConfig),
+                                              factory=PreconditionerConfig)
+    deflation: DeflationConfig = _f(_Section(DeflationConfig), factory=DeflationConfig)
+    rtol: float = _f(_Float(gt=0, lt=1), 1.0e-8)
+    atol: float = _f(_Float(ge=0), 0.0)
+    maxiter: int = _f(_Int(min=1), 10000)
+    check_every: int = _f(_Int(min=1), 10, doc="iterations between host-side convergence checks")
+
+
+@dataclass(frozen=True)
+class OutputConfig(_Node):
+    """``output``: where results are written."""
+
+    directory: str = _f(_Str("a non-empty directory path"), "outputs")
+
+
+@dataclass(frozen=True)
+class Case(_Node):
+    """A validated case: every value checked, every default filled.
+
+    Attributes
+    ----------
+    name, mode, backend, precision : str
+    grid : GridConfig
+    fluids : FluidsConfig
+    physics : PhysicsConfig
+    geometry : GeometryConfig
+    operator : OperatorConfig
+    solver : SolverConfig
+    output : OutputConfig
+    source : str
+        The case file's path, or ``"<dict>"``; not part of :meth:`to_dict`.
+    """
+
+    # `name` names the output file, so no path separators.
+    name: str = _f(_Str("a non-empty name without '/' or '\\' (it names the output file)",
+                        forbid="/\\\0"), "")
+    mode: str = _f(_Enum(MODES), "pressure")
+    backend: str = _f(_Enum(BACKENDS), "auto")
+    precision: str = _f(_Enum(PRECISIONS), "float64")
+    grid: GridConfig = _f(_Section(GridConfig), factory=GridConfig)
+    fluids: FluidsConfig = _f(_Section(FluidsConfig), factory=FluidsConfig)
+    physics: PhysicsConfig = _f(_Section(PhysicsConfig), factory=PhysicsConfig)
+    geometry: GeometryConfig = _f(_Section(GeometryConfig), factory=GeometryConfig)
+    operator: OperatorConfig = _f(_Section(OperatorConfig), factory=OperatorConfig)
+    solver: SolverConfig = _f(_Section(SolverConfig), factory=SolverConfig)
+    output: OutputConfig = _f(_Section(OutputConfig), factory=OutputConfig)
+    source: str = "<dict>"
+    # Lines and overrides, for errors found later (CaseError.from_runtime).
+    _where: Optional[_Where] = field(default=None, repr=False, compare=False)
+
+    def to_yaml(self):
+        """The resolved case as YAML text (loads back to an equal case)."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+
+
+# --------------------------------------------------------------------------
+# Geometry helper shared with bubbleflow.levelset
+# --------------------------------------------------------------------------
+
+def lattice_centres(lattice):
+    """Centres of a bubble lattice, bottom row first, left to right.
+
+    ``x = linspace(x0, x1, columns)`` (the midpoint when ``columns == 1``),
+    likewise ``y`` over ``y_range`` and ``rows``.
+
+    Parameters
+    ----------
+    lattice : LatticeConfig or mapping
+        With ``columns``, ``rows``, ``x_range`` and ``y_range``.
+
+    Returns
+    -------
+    list of (float, float)
+    """
+    import numpy as np
+
+    get = lattice.get if isinstance(lattice, Mapping) else lambda k: getattr(lattice, k)
+
+    def spread(rng, n):
+        lo, hi = (float(v) for v in rng)
+        n = int(n)
+        return [0.5 * (lo + hi)] if n == 1 else [float(v) for v in np.linspace(lo, hi, n)]
+
+    xs = spread(get("x_range"), get("columns"))
+    ys = spread(get("y_range"), get("rows"))
+    return [(x, y) for y in ys for x in xs]
+
+
+# --------------------------------------------------------------------------
+# Reading, overriding, checking
+# --------------------------------------------------------------------------
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _index_lines(node, file, path=(), lines=None, stack=None):
+    """Map each key path of a composed YAML node tree to its 1-based line.
+
+    Also rejects duplicate keys, which PyYAML would silently resolve to the
+    last one: a case file where ``rtol`` is given twice is a mistake.
+    """
+    lines = {} if lines is None else lines
+    stack = set() if stack is None else stack
+    if id(node) in stack:           # a recursive alias: nothing new below
+        return lines
+    stack.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen = {}
+        for knode, vnode in node.value:
+            if not isinstance(knode, yaml.ScalarNode) or knode.tag == _MERGE_TAG:
+                continue
+            key, line = knode.value, knode.start_mark.line + 1
+            if key in seen:
+                raise CaseError(file, _dotted(path + (key,)),
+                                f"duplicate key (first at line {seen[key]})",
+                                "each key once per section", line=line)
+            seen[key] = line
+            lines[path + (key,)] = line
+            _index_lines(vnode, file, path + (key,), lines, stack)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[path + (i,)] = item.start_mark.line + 1
+            _index_lines(item, file, path + (i,), lines, stack)
+    stack.discard(id(node))
+    return lines
+
+
+def _parse_yaml(text, file):
+    """``(data, lines)`` of a YAML document; syntax errors become CaseError."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or str(exc).splitlines()[0]
+        raise CaseError(file, None, f"YAML syntax error: {problem}",
+                        line=mark.line + 1 if mark else None,
+                        column=mark.column + 1 if mark else None) from None
+    except yaml.YAMLError as exc:
+        raise CaseError(file, None, f"YAML error: {exc}") from None
+    finally:
+        loader.dispose()
+    lines = _index_lines(node, file) if node is not None else {}
+    return data, lines
+
+
+def _read(file):
+    try:
+        with open(file, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        problem = "file not found"
+    except IsADirectoryError:
+        problem = "is a directory"
+    except PermissionError:
+        problem = "permission denied"
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+    except OSError as exc:
+        problem = f"cannot read ({exc.strerror or exc})"
+    raise CaseError(file, None, problem, "a readable YAML case file")
+
+
+def _apply_overrides(data, overrides, file):
+    """Apply ``key.path=value`` overrides to a copy of ``data``.
+
+    Returns ``(data, origins)`` where ``origins`` maps each path an override
+    set (or created on the way) to the override's text.  Unknown keys are
+    not rejected here: the validation does it, with the same message as for
+    the file.
+
+    Each override is a string ``"key.path=value"`` (value parsed as YAML) or
+    a tuple ``(key_path, value[, label])`` (value used as is: the CLI's
+    ``-o DIR`` must not turn a directory called ``2024`` into an int).
+    """
+    data = copy.deepcopy(data)
+    origins = {}
+    if isinstance(overrides, str):      # one override passed bare, not in a list
+        overrides = [overrides]
+    for item in overrides or ():
+        if isinstance(item, str):
+            label = f"--set {item.strip()}"
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise CaseError(file, None, f"malformed override {item!r}",
+                                "key.path=value, e.g. --set grid.nx=256", origin=label)
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError as exc:
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                raise CaseError(file, key, f"cannot parse value {raw!r} ({problem})",
+                                "a YAML value, e.g. 256, 1e-8, [8, 8], null",
+                                origin=label) from None
+        else:
+            key, value, *rest = item
+            label = rest[0] if rest else f"--set {key}={_show(value)}"
+        path = _split_dotted(key)
+        if path is None or isinstance(path[0], int):
+            raise CaseError(file, None, f"malformed key path {key!r}",
+                            "key.path=value, e.g. --set grid.nx=256 or "
+                            "--set geometry.bubbles[0].radius=0.1", origin=label)
+
+        def refuse(n, child):
+            raise CaseError(file, _dotted(path), f"{_dotted(path[:n])} is {_kind(child)}",
+                            "an existing list to index" if isinstance(path[n], int)
+                            else "a section (mapping) to set a key in", origin=label)
+
+        node = data
+        for n, seg in enumerate(path[:-1]):
+            if isinstance(seg, int):
+                if seg >= len(node):
+                    raise CaseError(file, _dotted(path), f"{_dotted(path[:n])} has no item {seg}",
+                                    f"an index below {len(node)}", origin=label)
+                child = node[seg]
+            else:
+                child = node.get(seg)
+                if child is None and not isinstance(path[n + 1], int):
+                    # `--set` may create sections absent from the file.
+                    child = node[seg] = {}
+                    origins[path[: n + 1]] = label
+            if isinstance(path[n + 1], int) != isinstance(child, list) or not isinstance(
+                    child, (list, dict)):
+                refuse(n + 1, child)
+            node = child
+        last = path[-1]
+        if isinstance(last, int):
+            if last >= len(node):
+                raise CaseError(file, _dotted(path), f"{_dotted(path[:-1])} has no item {last}",
+                                f"an index below {len(node)}", origin=label)
+        node[last] = value
+        # This override replaces whatever earlier ones set below it.
+        for p in [p for p in origins if p[: len(path)] == path]:
+            del origins[p]
+        origins[path] = label
+    return data, origins
+
+
+def _check_case(case, ctx):
+    """Cross-field checks and method-dependent defaults; returns the final case."""
+    rep = dataclasses.replace
+    g, geo, s = case.grid, case.geometry, case.solver
+    P = ("solver", "preconditioner", "type")
+    D = ("solver", "deflation", "type")
+
+    # Method-dependent defaults: only keys the user did not write are filled.
+    pc = s.preconditioner.type if P in ctx.explicit else DEFAULT_PRECONDITIONER[s.method]
+    df = s.deflation.type if D in ctx.explicit else DEFAULT_DEFLATION[s.method]
+    m = s.method
+    if m == "cg" and pc != "none":
+        ctx.fail(P, f"got {pc!r} with method 'cg'", "method pcg or dpcg, or preconditioner none",
+                 value=pc)
+    if m == "pcg" and pc == "none":
+        ctx.fail(P, "got 'none' with method 'pcg'", "a preconditioner, or method cg", value=pc)
+    if m in ("cg", "pcg") and df != "none":
+        ctx.fail(D, f"got {df!r} with method {m!r}", "method dpcg, or deflation none", value=df)
+    if m == "dpcg" and df == "none":
+        ctx.fail(D, "got 'none' with method 'dpcg'", "a deflation type, or method pcg", value=df)
+    s = rep(s, preconditioner=rep(s.preconditioner, type=pc), deflation=rep(s.deflation, type=df))
+
+    lx, ly = g.lx, g.ly
+    domain = f"[0, {_num(lx)}] x [0, {_num(ly)}]"
+    slack = _WALL_SLACK * max(lx, ly)
+
+    if geo.free_surface is not None and not 0 < geo.free_surface <= ly:
+        ctx.bad(("geometry", "free_surface"), geo.free_surface,
+                f"a height with 0 < h <= ly = {_num(ly)}, or null (liquid everywhere)")
+
+    def inside(path, x, y, r, what=""):
+        if x - r < -slack or x + r > lx + slack or y - r < -slack or y + r > ly + slack:
+            ctx.fail(path, f"got{what} centre ({_num(x)}, {_num(y)}) with radius {_num(r)}",
+                     f"a circle inside the domain {domain}")
+
+    for kind in ("bubbles", "droplets"):
+        for i, c in enumerate(getattr(geo, kind)):
+            inside(("geometry", kind, i), c.center[0], c.center[1], c.radius)
+
+    lat = geo.bubble_lattice
+    if lat is not None:
+        for axis in ("x", "y"):
+            lo, hi = getattr(lat, f"{axis}_range")
+            if lo > hi:
+                ctx.bad(("geometry", "bubble_lattice", f"{axis}_range"), [lo, hi],
+                        f"two numbers [{axis}0, {axis}1] with {axis}0 <= {axis}1")
+        for k, (x, y) in enumerate(lattice_centres(lat)):
+            row, col = divmod(k, lat.columns)
+            inside(("geometry", "bubble_lattice"), x, y, lat.radius,
+                   f" (column {col + 1}, row {row + 1})")
+
+    rb = geo.random_bubbles
+    if rb is not None:
+        if rb.region is None:
+            if 2 * rb.radius > min(lx, ly):
+                ctx.bad(("geometry", "random_bubbles", "radius"), rb.radius,
+                        f"a radius that fits the domain {domain}")
+        else:
+            x0, x1, y0, y1 = rb.region
+            path = ("geometry", "random_bubbles", "region")
+            if not (x0 < x1 and y0 < y1):
+                ctx.bad(path, list(rb.region), "[x0, x1, y0, y1] with x0 < x1 and y0 < y1")
+            if x0 < -slack or x1 > lx + slack or y0 < -slack or y1 > ly + slack:
+                ctx.bad(path, list(rb.region), f"a region inside the domain {domain}")
+            if x1 - x0 < 2 * rb.radius or y1 - y0 < 2 * rb.radius:
+                ctx.bad(path, list(rb.region),
+                        f"a region at least 2 * radius = {_num(2 * rb.radius)} wide and tall")
+
+    grid = f"a {g.nx} x {g.ny} grid"
+    if df in ("subdomains", "levelset_subdomains"):
+        px, py = s.deflation.subdomains
+        if g.nx % px or g.ny % py:
+            ctx.fail(("solver", "deflation", "subdomains"), f"got [{px}, {py}] for {grid}",
+                     "divisors of nx and ny", value=[px, py])
+    if df == "stripes" and g.ny % s.deflation.stripes:
+        ctx.fail(("solver", "deflation", "stripes"), f"got {s.deflation.stripes} for {grid}",
+                 f"a divisor of ny = {g.ny}", value=s.deflation.stripes)
+    if pc == "block_ic":
+        m_ = s.preconditioner.block_lines
+        if g.ny % m_ or m_ >= g.ny:
+            ctx.fail(("solver", "preconditioner", "block_lines"), f"got {m_} for {grid}",
+                     f"a divisor of ny = {g.ny} smaller than ny (at least two blocks)", value=m_)
+    return rep(case, solver=s)
+
+
+def _build(data, file, lines, overrides):
+    if data is None:
+        raise CaseError(file, None, "empty case file",
+                        "a mapping of case sections (name, grid, fluids, ...)")
+    if not isinstance(data, Mapping):
+        raise CaseError(file, None, f"top level is {_kind(data)}",
+                        "a mapping of case sections (name, grid, fluids, ...)",
+                        value=data, line=1 if lines is not None else None)
+    data, origins = _apply_overrides(dict(data), overrides, file)
+    where = _Where(lines, origins)
+    ctx = _Ctx(file, where)
+    case = _Section(Case).convert(ctx, (), data)
+    case = _check_case(case, ctx)
+    name = case.name
+    if ("name",) not in ctx.explicit:
+        # Sources such as "<dict>" or "<study>" are not files: no stem.
+        stem = os.path.splitext(os.path.basename(file))[0]
+        name = "case" if file.startswith("<") or not stem else stem
+    return dataclasses.replace(case, name=name, source=file, _where=where)
+
+
+def load_case(path, overrides=()):
+    """Read, override, validate and complete a YAML case file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The case file.
+    overrides : sequence of str
+        ``"key.path=value"`` items (the CLI's ``--set``), applied in order;
+        ``value`` is parsed as YAML (``256``, ``1e-8``, ``[8, 8]``, ``null``).
+        Tuples ``(key_path, value[, label])`` set ``value`` unparsed.
+
+    Returns
+    -------
+    Case
+
+    Raises
+    ------
+    CaseError
+        For anything wrong with the file, an override or a value; the
+        message is one line.
+    """
+    file = os.fspath(path)
+    data, lines = _parse_yaml(_read(file), file)
+    return _build(data, file, lines, overrides)
+
+
+def case_from_dict(data, source="<dict>", overrides=()):
+    """Validate and complete a case given as a (nested) dict.
+
+    Same checks and messages as :func:`load_case`, without line numbers;
+    ``Case.to_dict()`` round-trips through it.
+
+    Parameters
+    ----------
+    data : mapping
+    source : str
+        Named in error messages and kept as ``case.source``.
+    overrides : sequence of str
+        As for :func:`load_case`.
+
+    Returns
+    -------
+    Case
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise CaseError(source, None, f"top level is {_kind(data)}",
+                        "a mapping of case sections (name, grid, fluids, ...)", value=data)
+    return _build(data, str(source), None, overrides)

@@ -1,0 +1,564 @@
+"""Case files: defaults, overrides, and one clear line for every kind of mistake."""
+import dataclasses
+import glob
+import os
+import pickle
+import textwrap
+
+import pytest
+import yaml
+
+from bubbleflow.config import (
+    DEFLATIONS, METHODS, PRECONDITIONERS, VARIANTS, Case, CaseError, case_from_dict,
+    lattice_centres, load_case,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write(tmp_path, text, name="case.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return str(path)
+
+
+def error_of(fn, *args, **kwargs):
+    """The CaseError raised by ``fn``; checks that its message is one line."""
+    with pytest.raises(CaseError) as info:
+        fn(*args, **kwargs)
+    msg = str(info.value)
+    assert "\n" not in msg and "\r" not in msg
+    return info.value
+
+
+# --------------------------------------------------------------------------
+# Defaults and method-dependent defaults
+# --------------------------------------------------------------------------
+
+def test_defaults_filled(tmp_path):
+    case = load_case(write(tmp_path, "grid: {nx: 64}\n", name="my_case.yaml"))
+    assert isinstance(case, Case)
+    assert case.name == "my_case"                      # the file stem
+    assert case.source.endswith("my_case.yaml")
+    assert (case.mode, case.backend, case.precision) == ("pressure", "auto", "float64")
+    assert (case.grid.nx, case.grid.ny, case.grid.lx, case.grid.ly) == (64, 128, 1.0, 1.0)
+    assert case.fluids.liquid.density == 1000.0 and case.fluids.liquid.viscosity == 1.0e-3
+    assert case.fluids.gas.density == 1.0 and case.fluids.gas.viscosity == 1.8e-5
+    assert case.physics.gravity == 9.81
+    g = case.geometry
+    assert g.free_surface is None and g.bubbles == () and g.droplets == ()
+    assert g.bubble_lattice is None and g.random_bubbles is None
+    assert (case.operator.face_density, case.operator.storage) == ("arithmetic", "diagonals")
+    s = case.solver
+    assert (s.method, s.variant) == ("dpcg", "adef2")
+    assert s.preconditioner.type == "incomplete_poisson_scaled" and s.preconditioner.block_lines == 2
+    assert s.deflation.type == "levelset_subdomains"
+    assert s.deflation.subdomains == (16, 16) and s.deflation.stripes == 16
+    assert (s.rtol, s.atol, s.maxiter, s.check_every) == (1e-8, 0.0, 10000, 10)
+    assert case.output.directory == "outputs"
+
+
+def test_dict_defaults_and_name():
+    case = case_from_dict({})
+    assert case.name == "case" and case.source == "<dict>"
+    assert case_from_dict({"name": "x"}).name == "x"
+    # Sections given as null mean "all defaults".
+    assert case_from_dict({"grid": None, "geometry": {"bubbles": None}}).grid.nx == 128
+
+
+@pytest.mark.parametrize("method, pc, df", [
+    ("cg", "none", "none"),
+    ("pcg", "incomplete_poisson_scaled", "none"),
+    ("dpcg", "incomplete_poisson_scaled", "levelset_subdomains"),
+])
+def test_method_dependent_defaults(method, pc, df):
+    s = case_from_dict({"solver": {"method": method}}).solver
+    assert (s.preconditioner.type, s.deflation.type) == (pc, df)
+
+
+def test_explicit_choices_kept():
+    s = case_from_dict({"solver": {"method": "pcg", "preconditioner": {"type": "jacobi"}}}).solver
+    assert (s.preconditioner.type, s.deflation.type) == ("jacobi", "none")
+    s = case_from_dict({"solver": {"method": "dpcg", "preconditioner": {"type": "none"},
+                                   "deflation": {"type": "subdomains"}}}).solver
+    assert (s.preconditioner.type, s.deflation.type) == ("none", "subdomains")
+
+
+def test_case_is_frozen_and_hashable():
+    case = case_from_dict({})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        case.grid.nx = 3
+    assert hash(case) == hash(case_from_dict({}))
+
+
+def test_enums_match_the_numerics():
+    from bubbleflow.deflation import DEFLATIONS as NUM_DEFLATIONS
+    from bubbleflow.precond import PRECONDITIONERS as NUM_PRECONDITIONERS
+    from bubbleflow.solver import METHODS as NUM_METHODS, VARIANTS as NUM_VARIANTS
+
+    assert set(PRECONDITIONERS) == set(NUM_PRECONDITIONERS)
+    assert set(DEFLATIONS) == set(NUM_DEFLATIONS)
+    assert set(METHODS) == set(NUM_METHODS) and set(VARIANTS) == set(NUM_VARIANTS)
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "cases", "*.yaml"))))
+def test_shipped_cases_load(path):
+    case = load_case(path)
+    assert case_from_dict(yaml.safe_load(case.to_yaml())).to_dict() == case.to_dict()
+
+
+# --------------------------------------------------------------------------
+# Round trip
+# --------------------------------------------------------------------------
+
+FULL = """
+name: full
+backend: numpy
+precision: float32
+grid: {nx: 64, ny: 32, lx: 2.0, ly: 1.0}
+fluids:
+  gas: {density: 1.2}
+geometry:
+  free_surface: 0.8
+  bubbles:
+    - {center: [0.5, 0.3], radius: 0.1}
+  droplets:
+    - {center: [1.5, 0.9], radius: 0.05}
+  bubble_lattice: {columns: 2, rows: 1, radius: 0.05, x_range: [1.0, 1.8], y_range: [0.1, 0.5]}
+  random_bubbles: {count: 3, radius: 0.02, seed: 7, region: [0.1, 1.9, 0.1, 0.7]}
+operator: {face_density: harmonic, storage: matrix_free}
+solver:
+  method: dpcg
+  variant: def1
+  preconditioner: {type: block_ic, block_lines: 4}
+  deflation: {type: stripes, stripes: 8}
+  rtol: 1e-6
+  maxiter: 500
+output: {directory: results}
+"""
+
+
+def test_to_yaml_round_trips(tmp_path):
+    case = load_case(write(tmp_path, FULL))
+    d = case.to_dict()
+    assert d["solver"]["rtol"] == 1e-6
+    assert d["geometry"]["bubbles"] == [{"center": [0.5, 0.3], "radius": 0.1}]
+    assert d["solver"]["deflation"]["subdomains"] == [16, 16]       # lists, not tuples
+    again = case_from_dict(yaml.safe_load(case.to_yaml()))
+    assert again.to_dict() == d
+    assert dataclasses.replace(again, source=case.source) == case
+    assert "source" not in d
+
+
+def test_to_dict_is_plain():
+    def check(obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                assert isinstance(k, str)
+                check(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                check(v)
+        else:
+            assert obj is None or isinstance(obj, (str, int, float, bool))
+    check(case_from_dict(yaml.safe_load(FULL)).to_dict())
+
+
+# --------------------------------------------------------------------------
+# Overrides
+# --------------------------------------------------------------------------
+
+def test_set_overrides_nested_keys(tmp_path):
+    path = write(tmp_path, FULL)
+    case = load_case(path, ["grid.nx=256", "solver.deflation.type=subdomains",
+                            "solver.deflation.subdomains=[8,8]", "geometry.free_surface=null",
+                            "solver.rtol=1e-10", "geometry.bubbles[0].radius=0.2",
+                            "fluids.liquid.density=998.2"])
+    assert case.grid.nx == 256
+    assert case.solver.deflation.type == "subdomains"
+    assert case.solver.deflation.subdomains == (8, 8)
+    assert case.geometry.free_surface is None
+    assert case.solver.rtol == 1e-10
+    assert case.geometry.bubbles[0].radius == 0.2
+    assert case.fluids.liquid.density == 998.2
+    assert case.grid.ny == 32                             # untouched keys stay
+
+
+def test_set_creates_missing_sections(tmp_path):
+    path = write(tmp_path, "name: bare\n")
+    case = load_case(path, ["solver.preconditioner.type=jacobi", "solver.method=pcg",
+                            "geometry.bubble_lattice={columns: 1, rows: 1, radius: 0.1, "
+                            "x_range: [0.5, 0.5], y_range: [0.5, 0.5]}"])
+    assert case.solver.preconditioner.type == "jacobi"
+    assert case.geometry.bubble_lattice.columns == 1
+
+
+def test_later_override_wins_and_tuple_overrides_are_unparsed(tmp_path):
+    path = write(tmp_path, "name: x\n")
+    case = load_case(path, ["grid.nx=64", "grid.nx=32", ("output.directory", "2024", "-o 2024")])
+    assert case.grid.nx == 32
+    assert case.output.directory == "2024"
+
+
+def test_set_unknown_key_names_the_override(tmp_path):
+    path = write(tmp_path, "grid: {nx: 64}\n")
+    err = error_of(load_case, path, ["grid.nz=3"])
+    msg = str(err)
+    assert msg.startswith(f"{path} (--set grid.nz=3): grid.nz: unknown key")
+    assert "did you mean" in msg and "nx, ny, lx, ly" in msg
+    assert err.key == "grid.nz" and err.line is None and err.origin == "--set grid.nz=3"
+
+
+def test_set_unknown_section_with_suggestion():
+    msg = str(error_of(case_from_dict, {}, overrides=["solvr.rtol=1e-6"]))
+    assert "(--set solvr.rtol=1e-6): solvr: unknown key; did you mean 'solver'?" in msg
+
+
+def test_set_bad_value_names_the_override(tmp_path):
+    path = write(tmp_path, "grid:\n  nx: 64\n")
+    msg = str(error_of(load_case, path, ["grid.nx=-1"]))
+    assert msg == f"{path} (--set grid.nx=-1): grid.nx: got -1; expected an integer >= 4"
+
+
+@pytest.mark.parametrize("item", ["gridnx256", "=3", "grid..nx=3", "grid.nx[x]=3"])
+def test_malformed_override(item):
+    err = error_of(case_from_dict, {}, overrides=[item])
+    assert "malformed" in str(err) and "key.path=value" in err.expected
+
+
+def test_override_through_a_scalar_or_missing_item():
+    msg = str(error_of(case_from_dict, {}, overrides=["grid.nx.deep=3"]))
+    assert "grid.nx is 128" not in msg     # grid.nx was not in the data: a section is created
+    msg = str(error_of(case_from_dict, {"grid": {"nx": 64}}, overrides=["grid.nx.deep=3"]))
+    assert "grid.nx.deep: grid.nx is 64; expected a section" in msg
+    msg = str(error_of(case_from_dict, {}, overrides=["geometry.bubbles[0].radius=0.1"]))
+    assert "geometry.bubbles[0].radius" in msg
+
+
+def test_override_value_yaml_error():
+    msg = str(error_of(case_from_dict, {}, overrides=["grid.nx=[1"]))
+    assert "(--set grid.nx=[1): grid.nx: cannot parse value" in msg
+
+
+# --------------------------------------------------------------------------
+# Bad input: one line naming file, line, key path, value and expectation
+# --------------------------------------------------------------------------
+
+def test_yaml_syntax_error_has_line_and_column(tmp_path):
+    path = write(tmp_path, """
+        name: x
+        grid:
+          nx: 64
+          ny 3
+          lx: 1.0
+    """)
+    err = error_of(load_case, path)
+    assert str(err).startswith(f"{path}:5:")
+    assert "YAML syntax error:" in str(err)
+    assert err.line == 5
+
+
+def test_yaml_syntax_error_unclosed_flow(tmp_path):
+    path = write(tmp_path, "grid: {nx: 64\nsolver: {}\n")
+    err = error_of(load_case, path)
+    assert "YAML syntax error" in str(err) and err.line is not None
+
+
+def test_missing_file(tmp_path):
+    path = str(tmp_path / "nope.yaml")
+    assert str(error_of(load_case, path)) == (
+        f"{path}: file not found; expected a readable YAML case file")
+
+
+@pytest.mark.parametrize("text, what", [("", "empty case file"), ("- 1\n- 2\n", "top level is a list"),
+                                        ("just a string\n", "top level is 'just a string'")])
+def test_top_level_must_be_a_mapping(tmp_path, text, what):
+    path = write(tmp_path, text) if text else write(tmp_path, "# only a comment\n")
+    msg = str(error_of(load_case, path))
+    assert what in msg and "expected a mapping" in msg
+
+
+def test_unknown_key_in_file_with_did_you_mean(tmp_path):
+    path = write(tmp_path, """
+        grid: {nx: 64}
+        solver:
+          method: dpcg
+          preconditoner:
+            type: jacobi
+    """)
+    err = error_of(load_case, path)
+    assert str(err) == (
+        f"{path}:4: solver.preconditoner: unknown key; did you mean 'preconditioner'? "
+        "(expected one of: method, variant, preconditioner, deflation, rtol, atol, maxiter, "
+        "check_every)")
+    assert err.key == "solver.preconditoner" and err.line == 4
+
+
+def test_unknown_key_without_suggestion():
+    msg = str(error_of(case_from_dict, {"grid": {"resolution": 64}}))
+    assert msg == "<dict>: grid.resolution: unknown key; expected one of: nx, ny, lx, ly"
+
+
+def test_duplicate_key(tmp_path):
+    path = write(tmp_path, "solver:\n  rtol: 1.0e-6\n  rtol: 1.0e-7\n")
+    msg = str(error_of(load_case, path))
+    assert msg.startswith(f"{path}:3: solver.rtol: duplicate key (first at line 2)")
+
+
+@pytest.mark.parametrize("text, key, shown, expected", [
+    ("grid: {nx: -5}", "grid.nx", "-5", "an integer >= 4"),
+    ("grid: {nx: 0}", "grid.nx", "0", "an integer >= 4"),
+    ("grid: {nx: 256.0}", "grid.nx", "256.0", "an integer >= 4"),
+    ("grid: {nx: true}", "grid.nx", "true", "an integer >= 4"),
+    ("grid: {nx: '64'}", "grid.nx", "'64'", "an integer >= 4"),
+    ("grid: {lx: 0}", "grid.lx", "0", "a number > 0"),
+    ("grid: {ly: -1.0}", "grid.ly", "-1.0", "a number > 0"),
+    ("fluids: {liquid: {density: 0}}", "fluids.liquid.density", "0", "a number > 0"),
+    ("fluids: {gas: {density: -1.0}}", "fluids.gas.density", "-1.0", "a number > 0"),
+    ("fluids: {gas: {viscosity: abc}}", "fluids.gas.viscosity", "'abc'", "a number > 0"),
+    ("physics: {gravity: -9.81}", "physics.gravity", "-9.81", "a number >= 0"),
+    ("physics: {gravity: .inf}", "physics.gravity", "inf", "a finite number >= 0"),
+    ("solver: {rtol: 1.5}", "solver.rtol", "1.5", "a number with 0 < rtol < 1"),
+    ("solver: {rtol: 0}", "solver.rtol", "0", "a number with 0 < rtol < 1"),
+    ("solver: {maxiter: 0}", "solver.maxiter", "0", "an integer >= 1"),
+    ("solver: {check_every: 2.5}", "solver.check_every", "2.5", "an integer >= 1"),
+    ("solver: {preconditioner: {block_lines: 1}}", "solver.preconditioner.block_lines", "1",
+     "an integer >= 2"),
+    ("solver: {deflation: {subdomains: [8]}}", "solver.deflation.subdomains", "[8]",
+     "two integers [px, py] >= 1"),
+    ("solver: {deflation: {subdomains: [0, 8]}}", "solver.deflation.subdomains", "[0, 8]",
+     "two integers [px, py] >= 1"),
+    ("geometry: {bubbles: [{center: [0.5], radius: 0.1}]}", "geometry.bubbles[0].center",
+     "[0.5]", "two numbers [x, y]"),
+    ("geometry: {bubbles: [{center: [0.5, 0.5], radius: 0}]}", "geometry.bubbles[0].radius",
+     "0", "a number > 0"),
+    ("name: ''", "name", "''", "a non-empty name"),
+    ("name: 2024", "name", "2024", "a non-empty name"),
+    ("output: {directory: 3}", "output.directory", "3", "a non-empty directory path"),
+])
+def test_wrong_values(tmp_path, text, key, shown, expected):
+    path = write(tmp_path, "# a comment first\n" + text + "\n")
+    err = error_of(load_case, path)
+    msg = str(err)
+    assert msg.startswith(f"{path}:2: {key}: got {shown}; expected {expected}"), msg
+    assert err.key == key and err.file == path and err.line == 2
+    assert err.expected.startswith(expected)
+
+
+@pytest.mark.parametrize("text, key, expected", [
+    ("mode: flow", "mode", "one of: pressure"),
+    ("backend: gpu", "backend", "one of: auto, numpy, cupy"),
+    ("precision: float16", "precision", "one of: float64, float32"),
+    ("operator: {face_density: geometric}", "operator.face_density",
+     "one of: arithmetic, harmonic, levelset"),
+    ("solver: {method: gmres}", "solver.method", "one of: cg, pcg, dpcg"),
+    ("solver: {variant: def2}", "solver.variant", "one of: adef2, def1"),
+])
+def test_enum_lists_allowed_values(tmp_path, text, key, expected):
+    msg = str(error_of(load_case, write(tmp_path, text + "\n")))
+    assert msg.startswith(f"{msg.split(':')[0]}:1: {key}: got ") and expected in msg
+
+
+def test_enum_did_you_mean():
+    msg = str(error_of(case_from_dict, {"solver": {"method": "dpgc"}}))
+    assert "got 'dpgc'; expected one of: cg, pcg, dpcg (did you mean 'dpcg'?)" in msg
+
+
+@pytest.mark.parametrize("data, key, got, expected", [
+    ({"grid": 5}, "grid", "got 5", "a mapping with keys nx, ny, lx, ly"),
+    ({"grid": [64, 64]}, "grid", "got a list", "a mapping with keys nx, ny, lx, ly"),
+    ({"geometry": {"bubbles": {"center": [0.5, 0.5], "radius": 0.1}}}, "geometry.bubbles",
+     "got a mapping", "a list of {center: [x, y], radius: r}"),
+    ({"geometry": {"bubble_lattice": [1, 2]}}, "geometry.bubble_lattice", "got a list",
+     "a mapping with keys columns"),
+    ({"solver": {"preconditioner": "jacobi"}}, "solver.preconditioner", "got 'jacobi'",
+     "a mapping, e.g. {type: jacobi}"),
+])
+def test_wrong_container_types(data, key, got, expected):
+    err = error_of(case_from_dict, data)
+    assert str(err).startswith(f"<dict>: {key}: {got}; expected {expected}")
+
+
+def test_missing_required_key_points_at_parent_line(tmp_path):
+    path = write(tmp_path, """
+        geometry:
+          bubbles:
+            - center: [0.5, 0.5]
+    """)
+    err = error_of(load_case, path)
+    assert str(err) == (f"{path}:3: geometry.bubbles[0].radius: missing required key; "
+                        "expected a number > 0")
+
+
+def test_float_strings_accepted(tmp_path):
+    # PyYAML reads 1e-8 (no dot) as a string; float fields take it anyway.
+    path = write(tmp_path, """
+        solver: {rtol: 1e-8, atol: 1E-12}
+        fluids: {gas: {viscosity: 2e-5}}
+        grid: {lx: 2e0}
+    """)
+    assert yaml.safe_load(open(path))["solver"]["rtol"] == "1e-8"
+    case = load_case(path, ["solver.rtol=1e-9"])
+    assert case.solver.rtol == 1e-9 and isinstance(case.solver.rtol, float)
+    assert case.solver.atol == 1e-12
+    assert case.fluids.gas.viscosity == 2e-5
+    assert case.grid.lx == 2.0
+    # Integer fields do not take them: 1e3 is not written as an integer.
+    assert "got '1e3'; expected an integer" in str(error_of(case_from_dict, {"grid": {"nx": "1e3"}}))
+
+
+def test_ints_accepted_for_floats():
+    case = case_from_dict({"grid": {"lx": 2}, "physics": {"gravity": 0}})
+    assert case.grid.lx == 2.0 and isinstance(case.grid.lx, float)
+    assert case.physics.gravity == 0.0
+
+
+# --------------------------------------------------------------------------
+# Cross-field checks
+# --------------------------------------------------------------------------
+
+def test_bubble_outside_the_domain(tmp_path):
+    path = write(tmp_path, """
+        grid: {lx: 2.0}
+        geometry:
+          bubbles:
+            - {center: [0.5, 0.5], radius: 0.1}
+            - {center: [1.0, 0.5], radius: 0.2}
+            - {center: [1.95, 0.5], radius: 0.1}
+    """)
+    err = error_of(load_case, path)
+    assert str(err) == (f"{path}:6: geometry.bubbles[2]: got centre (1.95, 0.5) with radius 0.1; "
+                        "expected a circle inside the domain [0, 2] x [0, 1]")
+
+
+def test_circle_touching_the_wall_is_inside():
+    case_from_dict({"geometry": {"bubbles": [{"center": [0.7, 0.3], "radius": 0.3}]}})
+
+
+def test_droplet_outside_the_domain():
+    msg = str(error_of(case_from_dict,
+                       {"geometry": {"droplets": [{"center": [0.5, 0.02], "radius": 0.05}]}}))
+    assert "geometry.droplets[0]: got centre (0.5, 0.02) with radius 0.05" in msg
+
+
+def test_lattice_centres_and_checks():
+    lat = {"columns": 3, "rows": 2, "radius": 0.05, "x_range": [0.2, 0.8], "y_range": [0.3, 0.6]}
+    case = case_from_dict({"geometry": {"bubble_lattice": lat}})
+    centres = lattice_centres(case.geometry.bubble_lattice)
+    expected = [(0.2, 0.3), (0.5, 0.3), (0.8, 0.3), (0.2, 0.6), (0.5, 0.6), (0.8, 0.6)]
+    assert len(centres) == len(expected)
+    for got, want in zip(centres, expected):       # bottom row first, left to right
+        assert got == pytest.approx(want)
+    (single,) = lattice_centres({**lat, "columns": 1, "rows": 1})
+    assert single == pytest.approx((0.5, 0.45))    # one column/row: the midpoint
+    msg = str(error_of(case_from_dict, {"geometry": {"bubble_lattice": {**lat, "radius": 0.25}}}))
+    assert msg.startswith("<dict>: geometry.bubble_lattice: got (column 1, row 1) centre (0.2, 0.3)")
+    msg = str(error_of(case_from_dict,
+                       {"geometry": {"bubble_lattice": {**lat, "x_range": [0.8, 0.2]}}}))
+    assert "geometry.bubble_lattice.x_range: got [0.8, 0.2]; expected" in msg
+
+
+@pytest.mark.parametrize("region, what", [
+    ([0.5, 0.4, 0.0, 1.0], "x0 < x1 and y0 < y1"),
+    ([0.0, 1.5, 0.0, 1.0], "a region inside the domain [0, 1] x [0, 1]"),
+    ([0.1, 0.15, 0.0, 1.0], "at least 2 * radius = 0.1 wide and tall"),
+    ([0.1, 0.5], "four numbers"),
+])
+def test_random_bubbles_region(region, what):
+    data = {"geometry": {"random_bubbles": {"count": 4, "radius": 0.05, "region": region}}}
+    err = error_of(case_from_dict, data)
+    assert err.key == "geometry.random_bubbles.region" and what in str(err)
+
+
+def test_random_bubbles_defaults():
+    rb = case_from_dict({"geometry": {"random_bubbles": {"count": 4, "radius": 0.05}}}
+                        ).geometry.random_bubbles
+    assert (rb.seed, rb.min_gap, rb.region) == (0, 0.0, None)
+
+
+@pytest.mark.parametrize("h", [0, -0.1, 1.5])
+def test_free_surface_range(h):
+    err = error_of(case_from_dict, {"geometry": {"free_surface": h}})
+    assert err.key == "geometry.free_surface" and "0 < h <= ly = 1" in str(err)
+
+
+def test_subdomains_must_fit_the_grid(tmp_path):
+    path = write(tmp_path, """
+        grid: {nx: 128, ny: 128}
+        solver:
+          deflation:
+            subdomains: [5, 16]
+    """)
+    assert str(error_of(load_case, path)) == (
+        f"{path}:4: solver.deflation.subdomains: got [5, 16] for a 128 x 128 grid; "
+        "expected divisors of nx and ny")
+
+
+def test_default_subdomains_checked_without_line(tmp_path):
+    # The subdomains are the default, so the error has no line to point at.
+    path = write(tmp_path, "grid: {nx: 100}\n")
+    msg = str(error_of(load_case, path))
+    assert msg.startswith(f"{path}: solver.deflation.subdomains: got [16, 16] for a 100 x 128 grid")
+
+
+def test_only_the_deflation_in_use_is_checked():
+    case_from_dict({"grid": {"nx": 100},
+                    "solver": {"deflation": {"type": "stripes", "stripes": 8}}})
+    msg = str(error_of(case_from_dict, {"solver": {"deflation": {"type": "stripes", "stripes": 10}}}))
+    assert "solver.deflation.stripes: got 10 for a 128 x 128 grid; expected a divisor of ny" in msg
+
+
+@pytest.mark.parametrize("lines", [3, 128])
+def test_block_ic_lines_must_fit(lines):
+    err = error_of(case_from_dict, {"solver": {"preconditioner": {"type": "block_ic",
+                                                                  "block_lines": lines}}})
+    assert err.key == "solver.preconditioner.block_lines" and "at least two blocks" in str(err)
+
+
+@pytest.mark.parametrize("solver, key, expected", [
+    ({"method": "cg", "preconditioner": {"type": "jacobi"}}, "solver.preconditioner.type",
+     "method pcg or dpcg, or preconditioner none"),
+    ({"method": "pcg", "preconditioner": {"type": "none"}}, "solver.preconditioner.type",
+     "a preconditioner, or method cg"),
+    ({"method": "pcg", "deflation": {"type": "subdomains"}}, "solver.deflation.type", "method dpcg"),
+    ({"method": "cg", "deflation": {"type": "stripes"}}, "solver.deflation.type", "method dpcg"),
+    ({"method": "dpcg", "deflation": {"type": "none"}}, "solver.deflation.type",
+     "a deflation type, or method pcg"),
+])
+def test_method_contradictions(solver, key, expected):
+    err = error_of(case_from_dict, {"solver": solver})
+    assert err.key == key and err.expected.startswith(expected)
+    assert f"with method '{solver['method']}'" in str(err)
+
+
+def test_method_contradiction_in_file_has_line(tmp_path):
+    path = write(tmp_path, """
+        solver:
+          method: cg
+          preconditioner: {type: jacobi}
+    """)
+    assert str(error_of(load_case, path)) == (
+        f"{path}:3: solver.preconditioner.type: got 'jacobi' with method 'cg'; "
+        "expected method pcg or dpcg, or preconditioner none")
+
+
+def test_from_runtime_points_at_the_key(tmp_path):
+    path = write(tmp_path, "name: x\nbackend: cupy\n")
+    case = load_case(path)
+    err = CaseError.from_runtime(case, "backend", "got 'cupy'", "'auto' or 'numpy'")
+    assert str(err) == f"{path}:2: backend: got 'cupy'; expected 'auto' or 'numpy'"
+    case = load_case(path, [("backend", "cupy", "--backend cupy")])
+    err = CaseError.from_runtime(case, "backend", "got 'cupy'")
+    assert str(err) == f"{path} (--backend cupy): backend: got 'cupy'"
+
+
+def test_case_error_pickles():
+    err = error_of(case_from_dict, {"grid": {"nx": -5}})
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == str(err) and again.key == "grid.nx" and again.value == -5
+
+
+def test_tuple_item_error_names_the_whole_list():
+    err = error_of(case_from_dict, {"geometry": {"bubbles": [{"center": [0.5, "x"], "radius": 0.1}]}})
+    assert str(err) == "<dict>: geometry.bubbles[0].center: got [0.5, 'x']; expected two numbers [x, y]"
+    assert err.__context__ is None

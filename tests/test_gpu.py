@@ -1,0 +1,74 @@
+"""CuPy against NumPy on the GPU machine (skipped where no GPU is usable)."""
+import numpy as np
+import pytest
+
+from bubbleflow import PressureSolver, bubbly_column, get_backend, make_deflation
+from bubbleflow.precond import PRECONDITIONERS, make_preconditioner
+
+pytestmark = pytest.mark.gpu
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+@pytest.fixture(scope="module")
+def pair():
+    out = {}
+    for contrast in (1e3, 1e6):
+        out[contrast] = (bubbly_column(128, contrast, backend="numpy"),
+                         bubbly_column(128, contrast, backend="cupy"))
+    return out
+
+
+@pytest.mark.parametrize("storage", ["diagonals", "matrix_free"])
+@pytest.mark.parametrize("contrast", [1e3, 1e6])
+def test_operator_apply_matches(storage, contrast, cupy_backend):
+    An, bn, phi = bubbly_column(256, contrast, backend="numpy", storage=storage)
+    Ac, bc, _ = bubbly_column(256, contrast, backend="cupy", storage=storage)
+    x = np.random.default_rng(0).standard_normal(An.shape[0])
+    assert rel(cupy_backend.to_host(Ac @ cupy_backend.xp.asarray(x)), An @ x) < 1e-10
+
+
+@pytest.mark.parametrize("name", sorted(PRECONDITIONERS))
+@pytest.mark.parametrize("contrast", [1e3, 1e6])
+def test_preconditioners_match(name, contrast, pair, cupy_backend):
+    (An, bn, phi), (Ac, bc, _) = pair[contrast]
+    for m in ((2, 4) if name == "block_ic" else (None,)):
+        opts = {"block_lines": m} if m else {}
+        Mn, Mc = make_preconditioner(name, An, **opts), make_preconditioner(name, Ac, **opts)
+        r = np.random.default_rng(1).standard_normal(An.shape[0])
+        assert rel(cupy_backend.to_host(Mc.apply(cupy_backend.xp.asarray(r))), Mn.apply(r)) < 1e-10
+
+
+@pytest.mark.parametrize("kind", ["subdomains", "stripes", "levelset_subdomains"])
+def test_deflation_pieces_match(kind, pair, cupy_backend):
+    (An, bn, phi), (Ac, bc, _) = pair[1e6]
+    Dn = make_deflation(kind, An, phi=phi, subdomains=(16, 16))
+    Dc = make_deflation(kind, Ac, phi=phi, subdomains=(16, 16))
+    xp = cupy_backend.xp
+    r = np.random.default_rng(2).standard_normal(An.shape[0])
+    assert rel(cupy_backend.to_host(Dc.Q(xp.asarray(r))), Dn.Q(r)) < 1e-8
+    assert rel(cupy_backend.to_host(Dc.restrict(xp.asarray(r))), Dn.restrict(r)) < 1e-12
+
+
+CONFIGS = [("pcg", "jacobi", "none", "adef2"), ("pcg", "block_ic", "none", "adef2")] + [
+    ("dpcg", p, d, v) for p in ("jacobi", "block_ic", "incomplete_poisson_scaled")
+    for d in ("subdomains", "levelset_subdomains") for v in ("adef2", "def1")]
+
+
+@pytest.mark.parametrize("method,pre,defl,variant", CONFIGS)
+@pytest.mark.parametrize("contrast", [1e3, 1e6])
+def test_same_iterations_and_answer(method, pre, defl, variant, contrast, pair, cupy_backend):
+    rtol = 1e-6 if contrast >= 1e6 else 1e-8
+    results = []
+    for (A, b, phi) in pair[contrast]:
+        s = PressureSolver(A, method=method, preconditioner=pre, deflation=defl, phi=phi,
+                           subdomains=(16, 16), variant=variant, rtol=rtol, check_every=1,
+                           maxiter=40000)
+        x, rec = s.solve(b)
+        results.append((A.backend.to_host(x), rec))
+    (xn, rn), (xc, rc) = results
+    assert rn.converged and rc.converged, (rn.summary(), rc.summary())
+    assert abs(rn.iterations - rc.iterations) <= 2, (rn.iterations, rc.iterations)
+    assert rel(xc, xn) < 1e-5
