@@ -94,7 +94,9 @@ def test_tight_tolerance_reached_at_1e3_stagnation_reported_at_1e6(pre, backend)
         A, b, phi = bubbly_column(128, 1e6)
         bc = b - b.mean()
         true = np.linalg.norm(bc - A @ x) / np.linalg.norm(bc)
-        assert true == pytest.approx(rec.residual, rel=1e-6, abs=1e-12)
+        # At the floor the residual is rounding noise: recomputed elsewhere it
+        # agrees to a few per cent, not to all digits.
+        assert true == pytest.approx(rec.residual, rel=0.05)
         assert 1e-8 < rec.residual < 1e-5
         assert rec.true_residual_checks
 
