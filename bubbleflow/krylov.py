@@ -297,7 +297,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     best_rec = rn
                     x_rec[...] = x
                 if rn <= tol or broke or diverged:
-                    candidate = x if (rn <= tol and not broke and not diverged) else x_rec
+                    candidate = x if (rn <= tol and not diverged) else x_rec
                     xf, rt, rtn = verify(candidate)
                     record.true_residual_checks.append((it, rtn / bnorm))
                     if not math.isfinite(rtn):
@@ -352,7 +352,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             y = apply_prec(r)
             rz_new = xp.dot(r, y)
             bad |= ~(rz_new >= 0)
-            beta = rz_new / rz
+            beta = xp.where(bad, 0.0, rz_new / rz)   # keep p finite while frozen
             rz = rz_new
             p *= beta
             p += y
@@ -420,7 +420,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     --------
     >>> import numpy as np, scipy.sparse as sp
     >>> from bubbleflow import cg
-    >>> A = sp.diags([-1, 2, -1], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
     >>> x, rec = cg(A, np.ones(50), rtol=1e-10, M="jacobi")
     >>> rec.converged, rec.residual < 1e-10
     (True, True)
@@ -451,7 +451,7 @@ def dpcg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
     --------
     >>> import numpy as np, scipy.sparse as sp
     >>> from bubbleflow import dpcg
-    >>> A = sp.diags([-1, 2.01, -1], [-1, 0, 1], shape=(64, 64), format="csr")
+    >>> A = sp.diags([-1.0, 2.01, -1.0], [-1, 0, 1], shape=(64, 64), format="csr")
     >>> labels = np.arange(64) // 8            # eight subdomains of eight unknowns
     >>> x, rec = dpcg(A, np.ones(64), rtol=1e-10, M="jacobi", deflation=labels)
     >>> rec.converged

@@ -148,3 +148,10 @@ def test_zero_rhs_and_gauge():
     # A constant right-hand side is incompatible; its mean is removed and recorded.
     x, rec = cg(A, b + 5.0, rtol=1e-9)
     assert rec.converged and rec.rhs_mean_removed == pytest.approx(5.0)
+
+
+def test_exact_convergence_between_checks_is_kept():
+    """CG can hit r = 0 exactly between two checks: nothing may turn it into NaN."""
+    A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
+    x, rec = cg(A, np.ones(50), rtol=1e-10, M="jacobi", check_every=10)
+    assert rec.converged and rec.residual < 1e-12 and np.isfinite(x).all()
