@@ -101,7 +101,9 @@ def build_levelset(grid, free_surface=None, circles=()):
 def heaviside(phi, eps, xp=np):
     """Smoothed Heaviside of Sussman, Smereka and Osher (1994), width ``eps``."""
     t = xp.clip(phi / eps, -1.0, 1.0)
-    return 0.5 * (1.0 + t + xp.sin(np.pi * t) / np.pi)
+    H = 0.5 * (1.0 + t + xp.sin(np.pi * t) / np.pi)
+    # sin(+-pi) is not exactly zero in floating point: keep H in [0, 1].
+    return xp.clip(H, 0.0, 1.0)
 
 
 @dataclass

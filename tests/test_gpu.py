@@ -75,3 +75,22 @@ def test_same_iterations_and_answer(method, pre, defl, variant, contrast, pair, 
     allowed = 2 if method == "dpcg" else max(2, int(0.02 * rn.iterations))
     assert abs(rn.iterations - rc.iterations) <= allowed, (rn.iterations, rc.iterations)
     assert rel(xc, xn) < 1e-5
+
+
+def test_user_cupy_sparse_matrix(cupy_backend):
+    """cg and dpcg take a user's cuSPARSE matrix and stay on the device."""
+    import cupyx.scipy.sparse as csp
+    import scipy.sparse as sp
+
+    from bubbleflow import cg, dpcg
+
+    A = sp.diags([-1.0, 2.01, -1.0], [-1, 0, 1], shape=(400, 400), format="csr")
+    b = np.random.default_rng(0).standard_normal(400)
+    Ac = csp.csr_matrix(A)
+    xp = cupy_backend.xp
+    x, rec = cg(Ac, xp.asarray(b), rtol=1e-10, M="jacobi")
+    assert isinstance(x, xp.ndarray) and rec.converged
+    xd, recd = dpcg(Ac, xp.asarray(b), rtol=1e-10, M="jacobi", deflation=np.arange(400) // 20)
+    assert recd.converged and recd.iterations < rec.iterations
+    ref = sp.linalg.spsolve(A.tocsc(), b)
+    assert rel(cupy_backend.to_host(x), ref) < 1e-8 and rel(cupy_backend.to_host(xd), ref) < 1e-8

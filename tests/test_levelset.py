@@ -1,0 +1,56 @@
+"""Level set, random layouts and phase fields."""
+import numpy as np
+import pytest
+from types import SimpleNamespace
+
+from bubbleflow.grid import Grid
+from bubbleflow.levelset import (Circle, build_levelset, heaviside, phase_fields,
+                                 place_random_bubbles)
+
+
+def test_signed_distance_of_one_bubble_and_surface():
+    g = Grid(64, 64)
+    X, Y = g.mesh()
+    phi = build_levelset(g, None, [Circle(0.5, 0.5, 0.2)])
+    np.testing.assert_allclose(phi, np.hypot(X - 0.5, Y - 0.5) - 0.2)
+    phi = build_levelset(g, 0.6)
+    np.testing.assert_allclose(phi, 0.6 - Y)
+    # A droplet in the gas above the surface is liquid.
+    phi = build_levelset(g, 0.3, [Circle(0.5, 0.7, 0.1, gas=False)])
+    assert phi[int(0.7 * 64), 32] > 0 and phi[int(0.5 * 64), 32] < 0
+
+
+def test_random_bubbles_reproducible_inside_and_apart():
+    g = Grid(64, 64)
+    spec = SimpleNamespace(count=12, radius=0.05, seed=3, min_gap=0.01, region=(0.1, 0.9, 0.1, 0.7))
+    a = place_random_bubbles(spec, g)
+    b = place_random_bubbles(spec, g)
+    assert a == b and len(a) == 12
+    for i, c in enumerate(a):
+        assert 0.1 + 0.05 <= c.x <= 0.9 - 0.05 and 0.1 + 0.05 <= c.y <= 0.7 - 0.05
+        for d in a[i + 1:]:
+            assert np.hypot(c.x - d.x, c.y - d.y) >= 0.11 - 1e-12
+    other = place_random_bubbles(SimpleNamespace(**{**vars(spec), "seed": 4}), g)
+    assert other != a
+    with pytest.raises(ValueError, match="could place only"):
+        place_random_bubbles(SimpleNamespace(count=200, radius=0.1, seed=0, min_gap=0.0, region=None), g)
+
+
+def test_heaviside_and_face_density_rules():
+    eps = 0.1
+    phi = np.linspace(-0.3, 0.3, 61)
+    H = heaviside(phi, eps)
+    assert H[0] == 0 and H[-1] == 1 and H[30] == pytest.approx(0.5)
+    assert np.all(np.diff(H) >= 0)
+    g = Grid(8, 8)
+    phi = build_levelset(g, 0.5)
+    for rule in ("arithmetic", "harmonic", "levelset"):
+        ph = phase_fields(g, phi, 1000.0, 1.0, 1e-3, 1e-5, rule=rule)
+        assert ph.rho_x.shape == (8, 7) and ph.rho_y.shape == (7, 8)
+        assert ph.rho.min() >= 1.0 and ph.rho.max() <= 1000.0
+    # Across the surface (between rows 3 and 4) the rules differ as they should.
+    a = phase_fields(g, phi, 1000.0, 1.0, 1e-3, 1e-5, "arithmetic").rho_y[3, 0]
+    h = phase_fields(g, phi, 1000.0, 1.0, 1e-3, 1e-5, "harmonic").rho_y[3, 0]
+    assert a == pytest.approx(500.5) and h == pytest.approx(2000 / 1001)
+    with pytest.raises(ValueError):
+        phase_fields(g, phi, 1000.0, 1.0, 1e-3, 1e-5, "geometric")
