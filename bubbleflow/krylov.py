@@ -144,6 +144,27 @@ def _norm_inf(A):
     return None
 
 
+def _reductions(backend):
+    """Inner product and 2-norm for the Krylov loop.
+
+    On NumPy a threaded BLAS ``dot`` on a busy machine wakes sleeping threads
+    for every call and can cost milliseconds per reduction (seen: 11 ms for
+    16k entries on a loaded 2-core machine); ``einsum``'s single-threaded
+    loop costs microseconds.  CuPy keeps cuBLAS.
+    """
+    xp = backend.xp
+    if backend.name == "numpy":
+        def dot(a, b):
+            return np.einsum("i,i->", a, b)
+    else:
+        dot = xp.dot
+
+    def norm(a):
+        return xp.sqrt(dot(a, a))
+
+    return dot, norm
+
+
 def _nullspace_of(A, nullspace):
     if nullspace == "auto":
         return getattr(A, "nullspace", None)
@@ -193,7 +214,8 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
     record.setup_seconds = time.perf_counter() - t_setup
 
     t_solve = time.perf_counter()
-    bnorm = float(xp.linalg.norm(b))
+    dot, norm = _reductions(backend)
+    bnorm = float(norm(b))
     x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=b.dtype, copy=True).ravel()
     if x.shape != b.shape:
         raise ValueError(f"x0 has {x.size} entries; b has {n}")
@@ -253,7 +275,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
     def floor_estimate(x):
         if norm_A is None:
             return 0.0
-        return eps * norm_A * float(xp.linalg.norm(x))
+        return eps * norm_A * float(norm(x))
 
     def verify(candidate):
         """The solution an iterate stands for, gauged, with its true residual."""
@@ -261,15 +283,15 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         if nullspace == "constant":
             xf = xf - xf.mean()
         rt = b - matvec(xf)
-        return xf, rt, float(xp.linalg.norm(rt))
+        return xf, rt, float(norm(rt))
 
     hist = xp.zeros(maxiter + 1, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x, r = start(x)
         y = apply_prec(r)
         p = y.copy()
-        rz = xp.dot(r, y)
-        hist[0] = xp.linalg.norm(r) / bnorm
+        rz = dot(r, y)
+        hist[0] = norm(r) / bnorm
         bad = xp.zeros((), dtype=bool)
         it = 0
         best_true, best_x, stalls, restarts = math.inf, None, 0, 0
@@ -304,7 +326,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                         reason = "non-finite"
                         break
                     if rtn < best_true:
-                        stalls = 0 if rtn < 0.5 * best_true else stalls + 1
+                        stalls = 0 if rtn < 0.9 * best_true else stalls + 1
                         best_true, best_x = rtn, xf.copy()
                     else:
                         stalls += 1
@@ -324,7 +346,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     r = rt
                     y = apply_prec(r)
                     p = y.copy()
-                    rz = xp.dot(r, y)
+                    rz = dot(r, y)
                     bad[...] = False
                     hist[it] = rtn / bnorm
                     best_rec, last_improvement = rtn, it
@@ -341,7 +363,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     reason = "stagnation"
                     break
             w = apply_op(p)
-            pw = xp.dot(p, w)
+            pw = dot(p, w)
             # A non-positive or non-finite curvature (rounding near the
             # attainable accuracy, or an indefinite operator) freezes the
             # iterate until the next check, which looks at the true residual.
@@ -350,14 +372,14 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             x += alpha * p
             r -= alpha * w
             y = apply_prec(r)
-            rz_new = xp.dot(r, y)
+            rz_new = dot(r, y)
             bad |= ~(rz_new >= 0)
             beta = xp.where(bad, 0.0, rz_new / rz)   # keep p finite while frozen
             rz = rz_new
             p *= beta
             p += y
             it += 1
-            hist[it] = xp.sqrt(xp.dot(r, r)) / bnorm
+            hist[it] = xp.sqrt(dot(r, r)) / bnorm
             if callback is not None:
                 callback(finish(x))
 
