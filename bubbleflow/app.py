@@ -21,13 +21,20 @@ def _say(quiet, *parts, file=None):
         print(*parts, file=file or sys.stdout, flush=True)
 
 
-def run_case(case, backend, quiet=False, outdir=None):
+def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=True):
     """Run a validated case on ``backend``; return the process exit code."""
-    runners = {"pressure": run_pressure}
-    return runners[case.mode](case, backend, quiet=quiet, outdir=outdir)
+    from .config import CaseError
+
+    if case.mode == "flow":
+        return run_flow(case, backend, quiet=quiet, outdir=outdir, restart=restart,
+                        progress=progress)
+    if restart is not None:
+        raise CaseError(case.source, "mode", f"got --restart with mode {case.mode!r}",
+                        "mode 'flow' (only time-dependent runs have checkpoints)", value=case.mode)
+    return run_pressure(case, backend, quiet=quiet, outdir=outdir)
 
 
-def run_pressure(case, backend, quiet=False, outdir=None):
+def run_pressure(case, backend, quiet=False, outdir=None, **_):
     """One pressure solve of the first projection step; returns 0 or 1."""
     from .config import CaseError
 
@@ -66,3 +73,133 @@ def run_pressure(case, backend, quiet=False, outdir=None):
           f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
           f"(rtol {s.rtol:g}); wrote {path}", file=sys.stderr, flush=True)
     return 1
+
+
+# Keys that may differ between a run and the file it restarts from.
+_RESTART_FREE = {"name", "backend", "output", ("time", "end"), ("solver", "check_every"),
+                 ("solver", "maxiter")}
+
+
+def _first_difference(a, b, path=()):
+    if path in _RESTART_FREE or (len(path) == 1 and path[0] in _RESTART_FREE):
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            d = _first_difference(a.get(k), b.get(k), path + (k,))
+            if d:
+                return d
+        return None
+    return None if a == b else (".".join(map(str, path)), a, b)
+
+
+def _open_restart(case, restart, backend, solver):
+    """State from the last checkpoint of ``restart``, checked against ``case``."""
+    import yaml
+
+    from .config import CaseError
+    from .flow.navier_stokes import FlowState
+    from .flow.output import read_checkpoint
+
+    if not os.path.isfile(restart):
+        raise CaseError(restart, None, "restart file not found", "an HDF5 file written by a flow run")
+    try:
+        ck = read_checkpoint(restart)
+        theirs = yaml.safe_load(ck["case"])
+    except Exception as exc:    # not HDF5, not ours, no snapshot
+        raise CaseError(restart, None, f"cannot restart from it ({type(exc).__name__}: {exc})",
+                        "an HDF5 file written by a bubbleflow flow run") from None
+    diff = _first_difference(theirs, case.to_dict())
+    if diff:
+        key, there, here = diff
+        raise CaseError(restart, key, f"restart file is from another case ({key} is {there!r} "
+                        f"there, {here!r} here)", f"a file written by case {case.name!r} "
+                        "with the same physics, grid and solver")
+    if ck["time"] >= case.time.end:
+        raise CaseError(restart, "time.end", f"the checkpoint is at t = {ck['time']:g}, "
+                        f"not before time.end = {case.time.end:g}", "a later time.end",
+                        value=case.time.end)
+    xp, dt = backend.xp, solver.dtype
+    state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
+                      v=xp.asarray(ck["v"], dtype=dt), p=xp.asarray(ck["p"], dtype=dt),
+                      time=ck["time"], step=ck["step"])
+    return state
+
+
+def run_flow(case, backend, quiet=False, outdir=None, restart=None, progress=True):
+    """Time-dependent run; returns 0, or 1 if a pressure solve failed."""
+    import math
+    import time as _time
+
+    from .flow.navier_stokes import FlowSolver, StepReport
+    from .flow.output import FlowWriter
+
+    outdir = outdir or case.output.directory
+    path = os.path.join(outdir, f"{case.name}.h5")
+    solver = FlowSolver(case, backend)
+    if restart is not None:
+        state = _open_restart(case, restart, backend, solver)
+        writer = FlowWriter.resume(path, restart)
+        writer.set_attrs(case=case.to_yaml(), backend=backend.name, device=backend.device_name)
+        _say(quiet, f"{case.name}: restarting from {restart} at t = {state.time:g} (step {state.step})")
+    else:
+        state = solver.initial_state()
+        attrs = {"bubbleflow_version": __version__, "case": case.to_yaml(), "mode": "flow",
+                 "backend": backend.name, "device": backend.device_name,
+                 "precision": case.precision, "face_density": case.operator.face_density}
+        writer = FlowWriter.create(path, attrs, solver.grid)
+        first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
+                           divergence=0.0, diagnostics=solver.diagnostics(state))
+        writer.write_step(first, initial=True)
+        writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+    g = solver.grid
+    _say(quiet, f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "
+                f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
+                f"{case.solver.deflation.type}; backend {backend.name} on {backend.device_name}")
+    bar = None
+    if progress and not quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=case.time.end, initial=state.time, unit="s", unit_scale=False,
+                   bar_format="{l_bar}{bar}| t={n:.4f}/{total:g} s [{elapsed}<{remaining}] {postfix}",
+                   file=sys.stderr, dynamic_ncols=True)
+    interval = case.output.interval
+    t_wall = _time.perf_counter()
+    failures, worst, iters = 0, 0.0, []
+    try:
+        while state.time < case.time.end:
+            state, rep = solver.step(state)
+            writer.write_step(rep)
+            rec = rep.record
+            iters.append(rec.iterations)
+            worst = max(worst, rec.residual)
+            if not rec.converged:
+                failures += 1
+                print(f"error: {case.name}: pressure solve failed at step {rep.step} "
+                      f"(t = {rep.time:.6g}): reason {rec.reason}, {rec.iterations} iterations, "
+                      f"true relative residual {rec.residual:.3e}", file=sys.stderr, flush=True)
+            if not all(math.isfinite(v) for v in rep.diagnostics.values()):
+                print(f"error: {case.name}: the flow blew up at step {rep.step} (t = {rep.time:.6g})",
+                      file=sys.stderr, flush=True)
+                failures += 1
+                break
+            on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
+            if on_snapshot or state.time >= case.time.end:
+                writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+            if bar is not None:
+                bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}")
+                bar.update(rep.dt)
+    finally:
+        if bar is not None:
+            bar.close()
+        wall = _time.perf_counter() - t_wall
+        if writer.fh is not None:
+            previous = float(writer.fh.attrs.get("wall_seconds", 0.0)) if restart else 0.0
+            writer.set_attrs(wall_seconds=previous + wall)
+        writer.close()
+    d = rep.diagnostics if iters else {}
+    _say(quiet, f"{state.step} steps to t = {state.time:g} s in {wall:.1f} s; pressure iterations "
+                f"mean {sum(iters) / max(len(iters), 1):.1f}, max {max(iters, default=0)}; "
+                f"worst true residual {worst:.2e}; wrote {path}")
+    if d:
+        _say(quiet, "final: " + ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
+    return 1 if failures else 0

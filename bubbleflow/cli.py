@@ -4,6 +4,7 @@
 
     bubbleflow run CASE.yaml [-o OUTDIR] [--backend auto|numpy|cupy]
                              [--set key.path=value ...] [--quiet]
+                             [--restart FILE.h5] [--no-progress]
     bubbleflow --version
 
 Each subcommand is one ``cmd_<name>(args) -> int`` function.  A mistake in
@@ -87,7 +88,8 @@ def cmd_run(args):
     # cannot be imported, and `--help` stays fast.
     from .app import run_case
 
-    return run_case(case, backend, quiet=args.quiet)
+    return run_case(case, backend, quiet=args.quiet, restart=args.restart,
+                    progress=not args.no_progress)
 
 
 def build_parser():
@@ -109,6 +111,10 @@ def build_parser():
                      help="override a case value, parsed as YAML, e.g. --set grid.nx=256 "
                           "--set solver.deflation.subdomains=[8,8]; may be repeated")
     run.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    run.add_argument("--restart", metavar="FILE.h5",
+                     help="mode flow: continue from the last checkpoint (snapshot) in FILE.h5")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no progress bar (it is also off when stderr is not a terminal)")
     run.set_defaults(func=cmd_run)
     return parser
 

@@ -41,6 +41,7 @@ __all__ = [
     "GridConfig", "FluidConfig", "FluidsConfig", "PhysicsConfig", "CircleConfig",
     "LatticeConfig", "RandomBubblesConfig", "GeometryConfig", "OperatorConfig",
     "PreconditionerConfig", "DeflationConfig", "SolverConfig", "OutputConfig",
+    "TimeConfig", "BoundariesConfig", "LevelSetConfig", "WALL_CONDITIONS",
     "MODES", "BACKENDS", "PRECISIONS", "FACE_DENSITIES", "STORAGES", "METHODS", "VARIANTS",
     "PRECONDITIONERS", "DEFLATIONS", "DEFAULT_PRECONDITIONER", "DEFAULT_DEFLATION",
 ]
@@ -48,7 +49,8 @@ __all__ = [
 # Allowed values of the enum fields.  They are spelled out here rather than
 # imported from the numerics so that reading a case file stays independent of
 # (and cannot be broken by) the solver modules; tests check they agree.
-MODES = ("pressure",)
+MODES = ("pressure", "flow")
+WALL_CONDITIONS = ("no_slip", "free_slip")
 BACKENDS = ("auto", "numpy", "cupy")
 PRECISIONS = ("float64", "float32")
 FACE_DENSITIES = ("arithmetic", "harmonic", "levelset")
@@ -320,19 +322,21 @@ _FLOAT_STRING = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
 
 
 class _Float(_Spec):
-    def __init__(self, gt=None, ge=None, lt=None):
-        self.gt, self.ge, self.lt = gt, ge, lt
+    def __init__(self, gt=None, ge=None, lt=None, le=None):
+        self.gt, self.ge, self.lt, self.le = gt, ge, lt, le
 
     def expected(self, path):
         lower = (("<", ">", self.gt) if self.gt is not None else
                  ("<=", ">=", self.ge) if self.ge is not None else None)
-        if lower and self.lt is not None:
+        upper = (("<", self.lt) if self.lt is not None else
+                 ("<=", self.le) if self.le is not None else None)
+        if lower and upper:
             name = path[-1] if path and isinstance(path[-1], str) else "x"
-            return f"a number with {_num(lower[2])} {lower[0]} {name} < {_num(self.lt)}"
+            return f"a number with {_num(lower[2])} {lower[0]} {name} {upper[0]} {_num(upper[1])}"
         if lower:
             return f"a number {lower[1]} {_num(lower[2])}"
-        if self.lt is not None:
-            return f"a number < {_num(self.lt)}"
+        if upper:
+            return f"a number {upper[0]} {_num(upper[1])}"
         return "a number"
 
     def convert(self, ctx, path, value):
@@ -345,7 +349,8 @@ class _Float(_Spec):
         if not math.isfinite(x):
             ctx.bad(path, value, "a finite " + self.expected(path)[2:])
         if ((self.gt is not None and not x > self.gt) or (self.ge is not None and not x >= self.ge)
-                or (self.lt is not None and not x < self.lt)):
+                or (self.lt is not None and not x < self.lt)
+                or (self.le is not None and not x <= self.le)):
             ctx.bad(path, value, self.expected(path))
         return x
 
@@ -565,6 +570,7 @@ class PhysicsConfig(_Node):
     """``physics``: gravity (m/s^2), acting along -y."""
 
     gravity: float = _f(_Float(ge=0), 9.81)
+    surface_tension: float = _f(_Float(ge=0), 0.0, doc="N/m, between liquid and gas (flow)")
 
 
 @dataclass(frozen=True)
@@ -659,9 +665,46 @@ class SolverConfig(_Node):
 
 @dataclass(frozen=True)
 class OutputConfig(_Node):
-    """``output``: where results are written."""
+    """``output``: where results are written.
+
+    ``interval``: simulated time (s) between field snapshots in ``mode: flow``
+    (each snapshot is also a restart checkpoint); null: start and end only.
+    """
 
     directory: str = _f(_Str("a non-empty directory path"), "outputs")
+    interval: Optional[float] = _f(_Optional(_Float(gt=0)), None)
+
+
+@dataclass(frozen=True)
+class TimeConfig(_Node):
+    """``time`` (mode flow): end time (s) and time-step control.
+
+    The step is the smallest of the convective (``cfl``), viscous, capillary
+    and gravity limits and ``dt_max``; ``dt`` fixes it instead.
+    """
+
+    end: float = _f(_Float(gt=0), 1.0)
+    cfl: float = _f(_Float(gt=0, le=1), 0.25)
+    dt: Optional[float] = _f(_Optional(_Float(gt=0)), None, doc="fixed time step (s)")
+    dt_max: Optional[float] = _f(_Optional(_Float(gt=0)), None)
+
+
+@dataclass(frozen=True)
+class BoundariesConfig(_Node):
+    """``boundaries`` (mode flow): wall condition of each side."""
+
+    left: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
+    right: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
+    bottom: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
+    top: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
+
+
+@dataclass(frozen=True)
+class LevelSetConfig(_Node):
+    """``levelset`` (mode flow): reinitialisation schedule."""
+
+    reinit_every: int = _f(_Int(min=0), 5, doc="steps between reinitialisations; 0: never")
+    reinit_iterations: int = _f(_Int(min=1), 4)
 
 
 @dataclass(frozen=True)
@@ -695,6 +738,9 @@ class Case(_Node):
     operator: OperatorConfig = _f(_Section(OperatorConfig), factory=OperatorConfig)
     solver: SolverConfig = _f(_Section(SolverConfig), factory=SolverConfig)
     output: OutputConfig = _f(_Section(OutputConfig), factory=OutputConfig)
+    time: TimeConfig = _f(_Section(TimeConfig), factory=TimeConfig)
+    boundaries: BoundariesConfig = _f(_Section(BoundariesConfig), factory=BoundariesConfig)
+    levelset: LevelSetConfig = _f(_Section(LevelSetConfig), factory=LevelSetConfig)
     source: str = "<dict>"
     # Lines and overrides, for errors found later (CaseError.from_runtime).
     _where: Optional[_Where] = field(default=None, repr=False, compare=False)
@@ -918,10 +964,15 @@ def _check_case(case, ctx):
         ctx.bad(("geometry", "free_surface"), geo.free_surface,
                 f"a height with 0 < h <= ly = {_num(ly)}, or null (liquid everywhere)")
 
+    # In a flow the interface must not touch a wall (the wall conditions and
+    # the level set would fight); keep at least one cell of liquid between.
+    gap = max(lx / g.nx, ly / g.ny) if case.mode == "flow" else -slack
+
     def inside(path, x, y, r, what=""):
-        if x - r < -slack or x + r > lx + slack or y - r < -slack or y + r > ly + slack:
+        if x - r < gap or x + r > lx - gap or y - r < gap or y + r > ly - gap:
+            clear = " clear of the walls by at least one cell" if case.mode == "flow" else ""
             ctx.fail(path, f"got{what} centre ({_num(x)}, {_num(y)}) with radius {_num(r)}",
-                     f"a circle inside the domain {domain}")
+                     f"a circle inside the domain {domain}{clear}")
 
     for kind in ("bubbles", "droplets"):
         for i, c in enumerate(getattr(geo, kind)):

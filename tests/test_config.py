@@ -346,7 +346,7 @@ def test_wrong_values(tmp_path, text, key, shown, expected):
 
 
 @pytest.mark.parametrize("text, key, expected", [
-    ("mode: flow", "mode", "one of: pressure"),
+    ("mode: turbulent", "mode", "one of: pressure, flow"),
     ("backend: gpu", "backend", "one of: auto, numpy, cupy"),
     ("precision: float16", "precision", "one of: float64, float32"),
     ("operator: {face_density: geometric}", "operator.face_density",

@@ -1,0 +1,1 @@
+"""Time-dependent two-phase flow: MAC grid, level set, projection."""
