@@ -941,6 +941,13 @@ def _check_case(case, ctx):
     P = ("solver", "preconditioner", "type")
     D = ("solver", "deflation", "type")
 
+    # A method the user did not write follows from what they did write: no
+    # deflation means pcg, and no preconditioner either means cg.  (Studies
+    # sweep solver.deflation.type over none, subdomains, ... this way.)
+    M = ("solver", "method")
+    if M not in ctx.explicit and D in ctx.explicit and s.deflation.type == "none":
+        pc_given = s.preconditioner.type if P in ctx.explicit else None
+        s = rep(s, method="cg" if pc_given == "none" else "pcg")
     # Method-dependent defaults: only keys the user did not write are filled.
     pc = s.preconditioner.type if P in ctx.explicit else DEFAULT_PRECONDITIONER[s.method]
     df = s.deflation.type if D in ctx.explicit else DEFAULT_DEFLATION[s.method]

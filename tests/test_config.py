@@ -562,3 +562,16 @@ def test_tuple_item_error_names_the_whole_list():
     err = error_of(case_from_dict, {"geometry": {"bubbles": [{"center": [0.5, "x"], "radius": 0.1}]}})
     assert str(err) == "<dict>: geometry.bubbles[0].center: got [0.5, 'x']; expected two numbers [x, y]"
     assert err.__context__ is None
+
+
+def test_method_follows_from_deflation_and_preconditioner_when_not_written():
+    from bubbleflow.config import case_from_dict
+
+    c = case_from_dict({"solver": {"deflation": {"type": "none"}}})
+    assert c.solver.method == "pcg" and c.solver.preconditioner.type == "incomplete_poisson_scaled"
+    c = case_from_dict({"solver": {"deflation": {"type": "none"}, "preconditioner": {"type": "none"}}})
+    assert c.solver.method == "cg"
+    c = case_from_dict({"solver": {"deflation": {"type": "stripes"}}})
+    assert c.solver.method == "dpcg"
+    with pytest.raises(CaseError, match="method"):
+        case_from_dict({"solver": {"method": "dpcg", "deflation": {"type": "none"}}})
