@@ -130,6 +130,8 @@ def run_flow(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     import math
     import time as _time
 
+    import numpy as np
+
     from .flow.navier_stokes import FlowSolver, StepReport
     from .flow.output import FlowWriter
 
@@ -167,7 +169,18 @@ def run_flow(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     failures, worst, iters = 0, 0.0, []
     try:
         while state.time < case.time.end:
-            state, rep = solver.step(state)
+            try:
+                # Overflow on the way to a blow-up is detected and reported
+                # below as one line; numpy's warnings would only add noise.
+                with np.errstate(all="ignore"):
+                    state, rep = solver.step(state)
+            except (FloatingPointError, ValueError, ArithmeticError) as exc:
+                # A blown-up flow: say so in one line; the completed
+                # snapshots and rows stay in the file.
+                print(f"error: {case.name}: the flow failed at step {state.step + 1} "
+                      f"(t = {state.time:.6g}): {exc}", file=sys.stderr, flush=True)
+                failures += 1
+                break
             writer.write_step(rep)
             rec = rep.record
             iters.append(rec.iterations)
@@ -196,7 +209,7 @@ def run_flow(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
             previous = float(writer.fh.attrs.get("wall_seconds", 0.0)) if restart else 0.0
             writer.set_attrs(wall_seconds=previous + wall)
         writer.close()
-    d = rep.diagnostics if iters else {}
+    d = rep.diagnostics if iters and failures == 0 else {}
     _say(quiet, f"{state.step} steps to t = {state.time:g} s in {wall:.1f} s; pressure iterations "
                 f"mean {sum(iters) / max(len(iters), 1):.1f}, max {max(iters, default=0)}; "
                 f"worst true residual {worst:.2e}; wrote {path}")
