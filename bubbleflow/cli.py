@@ -116,6 +116,17 @@ def build_parser():
     run.add_argument("--no-progress", action="store_true",
                      help="no progress bar (it is also off when stderr is not a terminal)")
     run.set_defaults(func=cmd_run)
+
+    # Subcommands that live beside their code: each module has
+    # add_subparser(subparsers), registering a cmd_* function.
+    import importlib
+
+    for module in ("bubbleflow.study", "bubbleflow.plots"):
+        try:
+            importlib.import_module(module).add_subparser(sub)
+        except ModuleNotFoundError as exc:      # TEMPORARY while the modules are written
+            if exc.name != module:
+                raise
     return parser
 
 

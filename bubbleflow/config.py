@@ -1039,6 +1039,10 @@ def _build(data, file, lines, overrides):
         raise CaseError(file, None, f"top level is {_kind(data)}",
                         "a mapping of case sections (name, grid, fluids, ...)",
                         value=data, line=1 if lines is not None else None)
+    if "sweep" in data:
+        raise CaseError(file, "sweep", "this file describes a parameter study",
+                        "`bubbleflow sweep` for it, or a case file without the sweep block",
+                        line=(lines or {}).get(("sweep",)) if isinstance(lines, dict) else None)
     data, origins = _apply_overrides(dict(data), overrides, file)
     where = _Where(lines, origins)
     ctx = _Ctx(file, where)
