@@ -118,15 +118,11 @@ def build_parser():
     run.set_defaults(func=cmd_run)
 
     # Subcommands that live beside their code: each module has
-    # add_subparser(subparsers), registering a cmd_* function.
-    import importlib
+    # add_subparser(subparsers), registering its cmd_* function.
+    from . import plots, study
 
-    for module in ("bubbleflow.study", "bubbleflow.plots"):
-        try:
-            importlib.import_module(module).add_subparser(sub)
-        except ModuleNotFoundError as exc:      # TEMPORARY while the modules are written
-            if exc.name != module:
-                raise
+    study.add_subparser(sub)
+    plots.add_subparser(sub)
     return parser
 
 

@@ -1,0 +1,1035 @@
+"""Figures of runs and studies: ``bubbleflow plot``.
+
+::
+
+    bubbleflow plot RUN.h5 [-o DIR]              # a run file (mode pressure or flow)
+    bubbleflow plot STUDY/summary.csv [-o DIR]   # a study summary (bubbleflow sweep)
+
+PNGs are written beside the input unless ``-o DIR`` is given, each atomically
+(a temporary file in the same folder, renamed into place), and their paths
+are printed one per line.
+
+Run file ``<stem>.h5``:
+
+* ``<stem>_fields.png``: pressure (Pa) and density (kg/m^3; log colour scale
+  when the density ratio exceeds 10) on the physical domain, with the
+  interface ``phi = 0`` drawn on top; flow runs show their last snapshot.
+* ``<stem>_convergence.png``: relative residual per iteration (log scale);
+  pressure runs: the solve, its true-residual checks and ``rtol``; flow runs:
+  the first and last solve and the one with the most iterations.
+* flow runs only: ``<stem>_benchmark.png`` (rise velocity, circularity and
+  centroid height against time, with the published curves of Hysing et al.
+  (2009) overlaid for test case 1) and ``<stem>_iterations.png`` (pressure
+  iterations per step; solve and set-up time per step).
+
+Study summary ``<stem>.csv``: ``<stem>_iterations.png`` and ``<stem>_time.png``:
+iterations and solve time against the numeric swept parameter, one line per
+combination of the other swept parameters; rows whose ``status`` is not
+``ok`` are drawn as hollow markers.
+
+From Python::
+
+    from bubbleflow.plots import plot_run, plot_study
+    paths = plot_run("outputs/two_phase.h5")                 # list of PNG paths
+    paths = plot_study("studies/contrast/summary.csv", "figs")
+
+:func:`run_figures` and :func:`study_figures` return the
+:class:`matplotlib.figure.Figure` objects instead of writing them.
+
+Everything draws on :class:`matplotlib.figure.Figure` with the Agg canvas:
+no pyplot, no global state, no display needed.  Bad input (a missing file,
+a file not written by bubbleflow, a CSV that is not a study summary) is a
+:class:`~bubbleflow.config.CaseError`, printed by ``bubbleflow`` as one line
+with exit code 2.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import uuid
+
+import numpy as np
+
+from .config import CaseError
+
+__all__ = [
+    "add_subparser", "cmd_plot", "plot_run", "plot_study", "run_figures", "study_figures",
+    "save_figure", "is_hysing_case1", "DPI",
+]
+
+#: Resolution of the written PNGs.
+DPI = 130
+
+_RUN_EXPECTED = "an HDF5 file written by `bubbleflow run` (mode pressure or flow)"
+_STUDY_EXPECTED = ("a study summary written by `bubbleflow sweep` (a CSV with a header "
+                   "naming the swept parameters, status and iterations columns)")
+
+# Columns a study summary may use for its quantities, most specific first.
+_ITERATION_COLUMNS = ("iterations", "iterations_mean", "mean_iterations")
+_ITERATION_MAX_COLUMNS = ("iterations_max", "max_iterations")
+_SOLVE_COLUMNS = ("solve_seconds", "solve_seconds_total", "solve_seconds_mean")
+# Columns before `status` that are bookkeeping, not swept parameters.
+_NOT_PARAMETERS = {"run", "run_id", "name", "path", "file", "output", "index", "id"}
+
+# Axis labels of known swept parameters (the last dotted segment is matched
+# too); anything else is labelled with its key.
+_PARAMETER_LABELS = {
+    "contrast": "density contrast $\\rho_\\mathrm{liquid} / \\rho_\\mathrm{gas}$ (-)",
+    "grid.nx": "cells in x, $n_x$ (-)",
+    "grid.ny": "cells in y, $n_y$ (-)",
+    "nx": "cells in x, $n_x$ (-)",
+    "ny": "cells in y, $n_y$ (-)",
+    "n": "cells per side, $n$ (-)",
+    "resolution": "cells per side (-)",
+    "grid.lx": "domain width $l_x$ (m)",
+    "grid.ly": "domain height $l_y$ (m)",
+    "fluids.liquid.density": "liquid density (kg/m$^3$)",
+    "fluids.gas.density": "gas density (kg/m$^3$)",
+    "fluids.liquid.viscosity": "liquid viscosity (Pa s)",
+    "fluids.gas.viscosity": "gas viscosity (Pa s)",
+    "physics.gravity": "gravity (m/s$^2$)",
+    "physics.surface_tension": "surface tension (N/m)",
+    "solver.rtol": "relative tolerance rtol (-)",
+    "solver.atol": "absolute tolerance atol (-)",
+    "solver.maxiter": "iteration limit (-)",
+    "solver.check_every": "iterations between checks (-)",
+    "solver.preconditioner.block_lines": "block IC lines per block (-)",
+    "solver.deflation.stripes": "deflation stripes (-)",
+    "time.end": "end time (s)",
+    "time.cfl": "CFL number (-)",
+    "time.dt": "time step (s)",
+    "time.dt_max": "maximum time step (s)",
+    "levelset.reinit_every": "steps between reinitialisations (-)",
+    "levelset.reinit_iterations": "reinitialisation iterations (-)",
+}
+
+
+# ==========================================================================
+# Command line
+# ==========================================================================
+def add_subparser(subparsers):
+    """Register ``bubbleflow plot`` on the ``subparsers`` of the main parser."""
+    p = subparsers.add_parser(
+        "plot", help="plot a run file or a study summary",
+        description="Write PNG figures of a run file (RUN.h5: fields, convergence; flow runs "
+                    "also benchmark quantities and iterations per step) or of a study summary "
+                    "(STUDY/summary.csv: iterations and solve time against the swept "
+                    "parameter).  The paths of the PNGs are printed.")
+    p.add_argument("input", metavar="RUN.h5|summary.csv",
+                   help="a run file written by `bubbleflow run`, or a study summary "
+                        "(or its folder) written by `bubbleflow sweep`")
+    p.add_argument("-o", "--output", metavar="DIR", default=None,
+                   help="folder for the PNGs (default: the input file's folder)")
+    p.set_defaults(func=cmd_plot)
+    return p
+
+
+def cmd_plot(args):
+    """``bubbleflow plot``: write the figures of a run or a study, print their paths.
+
+    Returns
+    -------
+    int
+        0.
+
+    Raises
+    ------
+    CaseError
+        The input is missing or not a bubbleflow run file / study summary, or
+        the output folder cannot be written.
+    """
+    path = _resolve_input(args.input)
+    if _is_hdf5(path):
+        written = plot_run(path, args.output)
+    elif path.lower().endswith(".csv"):
+        written = plot_study(path, args.output)
+    else:
+        # Not HDF5 and not named .csv: report it as a run file that is not one.
+        written = plot_run(path, args.output)
+    for p in written:
+        print(p, flush=True)
+    return 0
+
+
+def _resolve_input(path):
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        summary = os.path.join(path, "summary.csv")
+        if os.path.isfile(summary):
+            return summary
+        raise CaseError(path, None, "is a folder without a summary.csv",
+                        f"{_RUN_EXPECTED}, or {_STUDY_EXPECTED}")
+    if not os.path.exists(path):
+        raise CaseError(path, None, "no such file",
+                        f"{_RUN_EXPECTED}, or {_STUDY_EXPECTED}")
+    return path
+
+
+def _is_hdf5(path):
+    import h5py
+
+    try:
+        return bool(h5py.is_hdf5(path))
+    except OSError:
+        return False
+
+
+# ==========================================================================
+# Writing
+# ==========================================================================
+def _outdir(input_path, outdir):
+    folder = outdir if outdir is not None else (os.path.dirname(os.path.abspath(input_path)))
+    folder = os.fspath(folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise CaseError(folder, None, f"cannot create the output folder ({exc.strerror or exc})",
+                        "a writable folder") from None
+    if not os.access(folder, os.W_OK):
+        raise CaseError(folder, None, "the output folder is not writable", "a writable folder")
+    return folder
+
+
+def save_figure(fig, path, dpi=DPI):
+    """Write ``fig`` as a PNG to ``path`` atomically; return ``path``.
+
+    The figure goes to a temporary file in the same folder (created with the
+    usual permissions, i.e. subject to the umask) which is then renamed over
+    ``path``; on any error the temporary is removed and ``path`` is untouched.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
+    else:  # pragma: no cover
+        raise OSError(f"cannot create a temporary file in {folder}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=dpi, facecolor="white")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def _write_all(figures, folder):
+    written = []
+    for filename, fig in figures.items():
+        written.append(save_figure(fig, os.path.join(folder, filename)))
+    return written
+
+
+def _new_figure(width, height):
+    """A constrained-layout figure on its own Agg canvas (no pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+# ==========================================================================
+# Run files
+# ==========================================================================
+def plot_run(path, outdir=None):
+    """Write the figures of a run file; return the PNG paths.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``<stem>.h5`` written by ``bubbleflow run`` (mode pressure or flow).
+    outdir : str, optional
+        Folder for the PNGs (default: the run file's folder).
+
+    Returns
+    -------
+    list of str
+        ``<stem>_fields.png``, ``<stem>_convergence.png`` and, for flow runs,
+        ``<stem>_benchmark.png``, ``<stem>_iterations.png`` (a figure whose
+        data the file does not hold yet, e.g. a flow run killed before its
+        first snapshot, is left out).
+
+    Raises
+    ------
+    CaseError
+        Not a readable bubbleflow run file, or ``outdir`` not writable.
+    """
+    path = _resolve_input(path)
+    figures = run_figures(path)
+    return _write_all(figures, _outdir(path, outdir))
+
+
+def run_figures(path):
+    """The figures of a run file, not written: ``{file name: Figure}``.
+
+    File names are ``<stem>_fields.png`` etc. as in :func:`plot_run`.
+    """
+    run = _read_run_file(os.fspath(path))
+    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    figs = {}
+    if run["fields"] is not None:
+        figs[f"{stem}_fields.png"] = _fields_figure(run)
+    if run["histories"]:
+        figs[f"{stem}_convergence.png"] = _convergence_figure(run)
+    if run["mode"] == "flow":
+        if run["diagnostics"] is not None and len(run["diagnostics"]["time"]):
+            figs[f"{stem}_benchmark.png"] = _benchmark_figure(run)
+        if run["solves"] is not None and len(run["solves"]["iterations"]):
+            figs[f"{stem}_iterations.png"] = _iterations_figure(run)
+    if not figs:
+        raise CaseError(path, None, "holds nothing to plot (no field snapshot, no solve)",
+                        "a run file with at least one snapshot or pressure solve")
+    return figs
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return _text(value[()])
+    return None if value is None else str(value)
+
+
+def _nested(mapping, dotted, default=None):
+    node = mapping
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return default
+        node = node[key]
+    return node
+
+
+def _read_run_file(path):
+    """Everything the figures need, as host arrays; CaseError when it is no run file."""
+    import h5py
+    import yaml
+
+    if not _is_hdf5(path):
+        raise CaseError(path, None, "is not an HDF5 file", _RUN_EXPECTED)
+    try:
+        fh = h5py.File(path, "r")
+    except OSError as exc:
+        raise CaseError(path, None, f"cannot be opened ({exc})", _RUN_EXPECTED) from None
+
+    def need(name):
+        if name not in fh:
+            raise CaseError(path, name, "missing", _RUN_EXPECTED)
+        return fh[name]
+
+    def series(group, name, dtype=np.float64):
+        if group is None or name not in group:
+            return None
+        return np.asarray(group[name][()], dtype=dtype).ravel()
+
+    with fh:
+        attrs = {k: fh.attrs[k] for k in fh.attrs}
+        if "bubbleflow_version" not in attrs and "case" not in attrs:
+            raise CaseError(path, None, "has no bubbleflow attributes (bubbleflow_version, case)",
+                            _RUN_EXPECTED)
+        mode = _text(attrs.get("mode")) or ("flow" if "diagnostics" in fh else "pressure")
+        if mode not in ("pressure", "flow"):
+            raise CaseError(path, "mode", f"got {mode!r}", "'pressure' or 'flow'")
+        try:
+            case = yaml.safe_load(_text(attrs.get("case")) or "") or {}
+        except yaml.YAMLError:
+            case = {}
+        if not isinstance(case, dict):
+            case = {}
+        x = np.asarray(need("grid/x")[()], dtype=np.float64)
+        y = np.asarray(need("grid/y")[()], dtype=np.float64)
+
+        fields = None
+        for name in ("p", "rho", "phi"):
+            need(f"fields/{name}")
+        f = fh["fields"]
+        if mode == "flow":
+            if f["p"].ndim != 3:
+                raise CaseError(path, "fields/p", f"has shape {f['p'].shape}",
+                                "(snapshots, ny, nx) in a flow run")
+            if f["p"].shape[0] > 0:
+                k = f["p"].shape[0] - 1
+                fields = {name: np.asarray(f[name][k], dtype=np.float64) for name in ("p", "rho", "phi")}
+                fields["time"] = float(f["time"][k]) if "time" in f and f["time"].shape[0] > k else None
+                fields["step"] = int(f["step"][k]) if "step" in f and f["step"].shape[0] > k else None
+                fields["snapshots"] = int(f["p"].shape[0])
+        else:
+            fields = {name: np.asarray(f[name][()], dtype=np.float64) for name in ("p", "rho", "phi")}
+        if fields is not None:
+            for name in ("p", "rho", "phi"):
+                if fields[name].shape != (len(y), len(x)):
+                    raise CaseError(path, f"fields/{name}", f"has shape {fields[name].shape}",
+                                    f"(ny, nx) = ({len(y)}, {len(x)}) as /grid/y, /grid/x")
+
+        s = fh["solver"] if "solver" in fh else None
+        solver_attrs = {k: s.attrs[k] for k in s.attrs} if s is not None else {}
+        histories = []        # (label step or None, history array)
+        solves = None
+        if s is not None:
+            hist = series(s, "residual_history")
+            its = series(s, "iterations", np.int64)
+            solves = {
+                "iterations": its if its is not None else np.zeros(0, np.int64),
+                "step": series(s, "step", np.int64),
+                "time": series(s, "time"),
+                "solve_seconds": series(s, "solve_seconds"),
+                "setup_seconds": series(s, "setup_seconds"),
+                "converged": series(s, "converged", np.bool_),
+                "residual": series(s, "residual"),
+                "reason": ([_text(r) for r in s["reason"][()]] if "reason" in s else None),
+            }
+            checks = None
+            if "true_residual_checks" in s:
+                checks = np.asarray(s["true_residual_checks"][()], dtype=np.float64).reshape(-1, 2)
+            offsets = series(s, "history_offsets", np.int64)
+            if hist is not None and hist.size:
+                if offsets is not None and offsets.size >= 2:
+                    n = min(offsets.size - 1, len(solves["iterations"]) or offsets.size - 1)
+                    for i in range(n):
+                        a, b = int(offsets[i]), int(offsets[i + 1])
+                        if b > a:
+                            histories.append((i, hist[a:b]))
+                else:
+                    histories.append((0, hist))
+            solves["checks"] = checks
+
+        diagnostics = None
+        if "diagnostics" in fh:
+            d = fh["diagnostics"]
+            diagnostics = {name: series(d, name) for name in
+                           ("step", "time", "rise_velocity", "circularity", "centroid_y", "area")}
+            if diagnostics["time"] is None:
+                diagnostics = None
+
+    rtol = solver_attrs.get("rtol")
+    if rtol is None:
+        rtol = _nested(case, "solver.rtol")
+    try:
+        rtol = float(rtol) if rtol is not None else None
+    except (TypeError, ValueError):
+        rtol = None
+    solver_desc = {k: _text(solver_attrs.get(k)) or _text(_nested(case, f"solver.{k}"))
+                   for k in ("method", "variant")}
+    solver_desc["preconditioner"] = (_text(solver_attrs.get("preconditioner"))
+                                     or _text(_nested(case, "solver.preconditioner.type")))
+    solver_desc["deflation"] = (_text(solver_attrs.get("deflation"))
+                                or _text(_nested(case, "solver.deflation.type")))
+    name = _text(_nested(case, "name")) or os.path.splitext(os.path.basename(path))[0]
+    return {
+        "path": path, "name": name, "mode": mode, "case": case, "x": x, "y": y,
+        "fields": fields, "histories": histories, "solves": solves,
+        "diagnostics": diagnostics, "rtol": rtol, "solver": solver_desc,
+        "backend": _text(attrs.get("backend")),
+    }
+
+
+# -------------------------------------------------------------- helpers
+def _solver_text(run):
+    s = run["solver"]
+    parts = [p for p in (s.get("method"), s.get("variant")) if p]
+    text = " ".join(parts[:1]) + (f" ({parts[1]})" if len(parts) > 1 else "")
+    extras = [p for p in (s.get("preconditioner"), s.get("deflation")) if p and p != "none"]
+    if extras:
+        text += ", " + " + ".join(extras)
+    return text.strip(", ")
+
+
+def _grid_text(run):
+    return f"{len(run['x'])} x {len(run['y'])} cells"
+
+
+def _interface_style():
+    """A white line with a black edge: visible on any colour map."""
+    from matplotlib import patheffects
+
+    return dict(colors="white", linewidths=1.6,
+                path_effects=[patheffects.Stroke(linewidth=3.0, foreground="black"),
+                              patheffects.Normal()])
+
+
+def _draw_field(fig, ax, run, data, cmap, norm, title, unit_label):
+    x, y = run["x"], run["y"]
+    hx = (x[-1] - x[0]) / (len(x) - 1) if len(x) > 1 else 1.0
+    hy = (y[-1] - y[0]) / (len(y) - 1) if len(y) > 1 else 1.0
+    extent = (x[0] - hx / 2, x[-1] + hx / 2, y[0] - hy / 2, y[-1] + hy / 2)
+    im = ax.imshow(data, origin="lower", extent=extent, cmap=cmap, norm=norm,
+                   interpolation="nearest", aspect="equal")
+    phi = run["fields"]["phi"]
+    if np.nanmin(phi) < 0.0 < np.nanmax(phi):
+        ax.contour(x, y, phi, levels=[0.0], **_interface_style())
+    ax.set_xlim(extent[0], extent[1])
+    ax.set_ylim(extent[2], extent[3])
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.set_title(title)
+    cb = fig.colorbar(im, ax=ax, shrink=0.9)
+    cb.set_label(unit_label)
+    return im
+
+
+def _fields_figure(run):
+    from matplotlib.colors import LogNorm, Normalize
+    from matplotlib.lines import Line2D
+
+    f = run["fields"]
+    x, y = run["x"], run["y"]
+    lx = max(x[-1] - x[0], 1e-300) * len(x) / max(len(x) - 1, 1)
+    ly = max(y[-1] - y[0], 1e-300) * len(y) / max(len(y) - 1, 1)
+    aspect = ly / lx if lx > 0 else 1.0
+    panel_w = 4.6 if aspect <= 1.2 else max(2.8, 5.0 / aspect + 1.2)
+    panel_h = min(max(panel_w * aspect, 3.0), 7.0)
+    fig = _new_figure(2 * panel_w + 1.2, panel_h + 1.0)
+    ax_p, ax_r = fig.subplots(1, 2)
+
+    p = f["p"]
+    finite = p[np.isfinite(p)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if lo == hi:
+        lo, hi = lo - 1.0, hi + 1.0
+    _draw_field(fig, ax_p, run, p, "viridis", Normalize(lo, hi), "pressure p", "p (Pa)")
+
+    rho = f["rho"]
+    pos = rho[np.isfinite(rho) & (rho > 0)]
+    rmin, rmax = (float(pos.min()), float(pos.max())) if pos.size else (1.0, 1.0)
+    ratio = rmax / rmin if rmin > 0 else math.inf
+    if pos.size and ratio > 10.0:
+        norm = LogNorm(rmin, rmax)
+        label = "density $\\rho$ (kg/m$^3$, log scale)"
+    else:
+        lo, hi = (rmin, rmax) if rmin < rmax else (rmin - 0.5, rmax + 0.5)
+        norm = Normalize(lo, hi)
+        label = "density $\\rho$ (kg/m$^3$)"
+    _draw_field(fig, ax_r, run, rho, "Blues", norm,
+                f"density $\\rho$ (ratio {ratio:.3g})" if math.isfinite(ratio) else "density $\\rho$",
+                label)
+    handle = Line2D([], [], color="white", lw=1.6,
+                    path_effects=_interface_style()["path_effects"], label="interface $\\phi = 0$")
+    for ax in (ax_p, ax_r):
+        ax.legend(handles=[handle], loc="upper right", fontsize=8, framealpha=0.8)
+
+    if run["mode"] == "flow":
+        when = f"t = {f['time']:.4g} s" if f.get("time") is not None else "last snapshot"
+        if f.get("step") is not None:
+            when += f" (step {f['step']})"
+        fig.suptitle(f"{run['name']} (flow): pressure and density at {when}; {_grid_text(run)}",
+                     fontsize=11)
+    else:
+        fig.suptitle(f"{run['name']} (pressure solve): pressure and density; {_grid_text(run)}",
+                     fontsize=11)
+    return fig
+
+
+def _semilogy_safe(ax, it, res, **kw):
+    res = np.asarray(res, dtype=np.float64)
+    keep = np.isfinite(res) & (res > 0)
+    return ax.semilogy(np.asarray(it)[keep], res[keep], **kw)
+
+
+def _convergence_figure(run):
+    fig = _new_figure(7.4, 4.8)
+    ax = fig.subplots()
+    solves = run["solves"] or {}
+    its = solves.get("iterations")
+    if run["mode"] == "pressure":
+        _, hist = run["histories"][0]
+        _semilogy_safe(ax, np.arange(hist.size), hist, color="C0", lw=1.5,
+                       label="recursive residual")
+        checks = solves.get("checks")
+        if checks is not None and len(checks):
+            _semilogy_safe(ax, checks[:, 0], checks[:, 1], ls="none", marker="o", ms=7,
+                           mfc="none", mec="C3", mew=1.5, label="true residual checks")
+        status = ""
+        if its is not None and len(its):
+            status = f"{int(its[0])} iterations"
+            reason = (solves.get("reason") or [None])[0]
+            if reason:
+                status += f", {reason}"
+            res = solves.get("residual")
+            if res is not None and len(res):
+                status += f", true residual {float(res[0]):.2e}"
+        title = f"{run['name']}: convergence of the pressure solve\n{_solver_text(run)}"
+        if status:
+            title += f"; {status}"
+    else:
+        hists = run["histories"]
+        steps = solves.get("step")
+
+        def label(i, h):
+            step = int(steps[i]) if steps is not None and i < len(steps) else i + 1
+            return f"step {step} ({h.size - 1} iterations)"
+
+        chosen = [0, len(hists) - 1, int(np.argmax([h.size for _, h in hists]))]
+        names = ["first", "last", "most iterations"]
+        picked = {}
+        for idx, nm in zip(chosen, names):
+            picked.setdefault(idx, []).append(nm)
+        others = [k for k in range(len(hists)) if k not in picked]
+        if len(others) > 60:
+            others = [others[int(k)] for k in np.linspace(0, len(others) - 1, 60)]
+        for n, k in enumerate(others):
+            _, h = hists[k]
+            _semilogy_safe(ax, np.arange(h.size), h, color="0.75", lw=0.7,
+                           label="other steps" if n == 0 else None, zorder=1)
+        for c, (k, nms) in enumerate(sorted(picked.items())):
+            i, h = hists[k]
+            _semilogy_safe(ax, np.arange(h.size), h, color=f"C{c}", lw=1.8, zorder=3,
+                           label=f"{label(i, h)}: {', '.join(nms)}")
+        title = (f"{run['name']}: convergence of the pressure solves ({len(hists)} steps)\n"
+                 f"{_solver_text(run)}")
+    if run["rtol"] is not None and run["rtol"] > 0:
+        ax.axhline(run["rtol"], color="k", ls="--", lw=1.0, label=f"rtol = {run['rtol']:.0e}")
+    ax.set_xlabel("iteration (-)")
+    ax.set_ylabel("relative residual $\\|r_k\\| / \\|b\\|$ (-)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.4)
+    ax.grid(True, which="minor", alpha=0.12)
+    ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+# ---------------------------------------------------------------- Hysing
+def _close(a, b, rel=1e-6):
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def is_hysing_case1(case):
+    """True if ``case`` (the resolved case, a dict) is Hysing et al.'s test case 1.
+
+    Test case 1: domain 1 x 2 m, a single bubble of radius 0.25 at (0.5, 0.5),
+    no other interface (no free surface, droplets, lattice or random bubbles),
+    liquid density 1000, gas density 100, surface tension 24.5 (and, where
+    the case states them, gravity 0.98 and viscosities 10 / 1).  The grid is
+    free.
+
+    >>> is_hysing_case1({"grid": {"lx": 1, "ly": 2},
+    ...     "fluids": {"liquid": {"density": 1000}, "gas": {"density": 100}},
+    ...     "physics": {"surface_tension": 24.5},
+    ...     "geometry": {"bubbles": [{"center": [0.5, 0.5], "radius": 0.25}]}})
+    True
+    """
+    if not isinstance(case, dict):
+        return False
+    g = lambda key: _nested(case, key)  # noqa: E731
+    if not (_close(g("grid.lx"), 1.0) and _close(g("grid.ly"), 2.0)):
+        return False
+    if not (_close(g("fluids.liquid.density"), 1000.0) and _close(g("fluids.gas.density"), 100.0)):
+        return False
+    if not _close(g("physics.surface_tension"), 24.5):
+        return False
+    for key, value in (("physics.gravity", 0.98), ("fluids.liquid.viscosity", 10.0),
+                       ("fluids.gas.viscosity", 1.0)):
+        if g(key) is not None and not _close(g(key), value):
+            return False
+    bubbles = g("geometry.bubbles") or []
+    if not isinstance(bubbles, list) or len(bubbles) != 1 or not isinstance(bubbles[0], dict):
+        return False
+    centre, radius = bubbles[0].get("center"), bubbles[0].get("radius")
+    if not (isinstance(centre, (list, tuple)) and len(centre) == 2 and _close(centre[0], 0.5)
+            and _close(centre[1], 0.5) and _close(radius, 0.25)):
+        return False
+    for key in ("geometry.droplets", "geometry.bubble_lattice", "geometry.random_bubbles",
+                "geometry.free_surface"):
+        if g(key):
+            return False
+    return True
+
+
+def _benchmark_figure(run):
+    from .validation import REFERENCE_GROUPS, load_reference
+
+    d = run["diagnostics"]
+    t = d["time"]
+    hysing = is_hysing_case1(run["case"])
+    fig = _new_figure(14.0, 4.6)
+    axes = fig.subplots(1, 3)
+    panels = (("rise_velocity", "rise velocity (m/s)", "rise velocity of the bubble"),
+              ("circularity", "circularity (-)", "circularity"),
+              ("centroid_y", "centroid y (m)", "height of the centroid"))
+    refs = []
+    if hysing:
+        styles = {"tp2d": "k", "freelife": "C3", "moonmd": "C2"}
+        for key, (_, label) in REFERENCE_GROUPS.items():
+            try:
+                refs.append((label, styles.get(key, "0.4"), load_reference(key)))
+            except (OSError, ValueError, KeyError):  # pragma: no cover - packaging
+                continue
+    nx, ny = len(run["x"]), len(run["y"])
+    ours = f"bubbleflow ({nx} x {ny})"
+    t_end = float(np.nanmax(t)) if t.size else 0.0
+    for ax, (key, ylabel, title) in zip(axes, panels):
+        for label, colour, ref in refs:
+            ax.plot(ref["time"], ref[key], ls="--", lw=1.2, color=colour, label=label)
+        values = d.get(key)
+        if values is not None:
+            ax.plot(t, values, "-", color="C0", lw=1.8, label=ours,
+                    marker="o" if t.size <= 30 else None, ms=3)
+        ax.set_xlabel("time t (s)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.35)
+        if t_end > 0:
+            ax.set_xlim(float(np.nanmin(t)), t_end)
+            # Keep the y range to what is on screen, references included.
+            on = [np.asarray(values)[np.isfinite(values)]] if values is not None else []
+            for _, _, ref in refs:
+                m = (ref["time"] >= np.nanmin(t)) & (ref["time"] <= t_end)
+                on.append(ref[key][m])
+            on = np.concatenate([a for a in on if a.size]) if on else np.zeros(0)
+            if on.size:
+                lo, hi = float(on.min()), float(on.max())
+                pad = 0.06 * (hi - lo) if hi > lo else max(abs(hi) * 0.02, 1e-3)
+                ax.set_ylim(lo - pad, hi + pad)
+    axes[0].legend(fontsize=8, loc="best")
+    title = f"{run['name']}: benchmark quantities of the gas"
+    if hysing:
+        title += " vs Hysing et al. (2009), test case 1 (dashed)"
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _iterations_figure(run):
+    s = run["solves"]
+    its = s["iterations"].astype(np.float64)
+    steps = s["step"] if s["step"] is not None and len(s["step"]) == len(its) else np.arange(1, len(its) + 1)
+    fig = _new_figure(8.0, 6.2)
+    ax_i, ax_t = fig.subplots(2, 1, sharex=True)
+    marker = "o" if len(its) <= 60 else None
+    ax_i.plot(steps, its, "-", color="C0", lw=1.2, marker=marker, ms=3, label="iterations")
+    ax_i.axhline(float(np.mean(its)), color="C0", ls=":", lw=1.0,
+                 label=f"mean {np.mean(its):.1f}")
+    conv = s.get("converged")
+    if conv is not None and len(conv) == len(its) and not np.all(conv):
+        bad = ~conv.astype(bool)
+        ax_i.plot(steps[bad], its[bad], ls="none", marker="x", color="C3", ms=8, mew=2,
+                  label="not converged")
+    ax_i.set_ylabel("pressure iterations (-)")
+    ax_i.set_ylim(bottom=0)
+    ax_i.grid(True, alpha=0.35)
+    ax_i.legend(fontsize=8, loc="best")
+    ax_i.set_title("pressure iterations per step", fontsize=10)
+
+    plotted = []
+    for key, colour, label in (("solve_seconds", "C1", "solve"), ("setup_seconds", "C2", "setup")):
+        v = s.get(key)
+        if v is not None and len(v) == len(its):
+            ax_t.plot(steps, v, "-", color=colour, lw=1.2, marker=marker, ms=3,
+                      label=f"{label} (total {np.nansum(v):.3g} s)")
+            plotted.append(v[np.isfinite(v) & (v > 0)])
+    allv = np.concatenate(plotted) if plotted else np.zeros(0)
+    if allv.size and allv.max() / allv.min() > 100.0:
+        ax_t.set_yscale("log")
+    else:
+        ax_t.set_ylim(bottom=0)
+    ax_t.set_xlabel("time step (-)")
+    ax_t.set_ylabel("time per step (s)")
+    ax_t.set_title("pressure solve and set-up time per step", fontsize=10)
+    ax_t.grid(True, alpha=0.35)
+    if plotted:
+        ax_t.legend(fontsize=8, loc="best")
+    fig.suptitle(f"{run['name']}: pressure solver per time step ({len(its)} steps)\n"
+                 f"{_solver_text(run)}; {_grid_text(run)}"
+                 + (f"; backend {run['backend']}" if run.get("backend") else ""), fontsize=10)
+    return fig
+
+
+# ==========================================================================
+# Study summaries
+# ==========================================================================
+def plot_study(csv_path, outdir=None):
+    """Write the figures of a study summary; return the PNG paths.
+
+    Parameters
+    ----------
+    csv_path : str or os.PathLike
+        ``<stem>.csv`` written by ``bubbleflow sweep`` (or its folder, when it
+        holds a ``summary.csv``).
+    outdir : str, optional
+        Folder for the PNGs (default: the CSV's folder).
+
+    Returns
+    -------
+    list of str
+        ``<stem>_iterations.png`` and ``<stem>_time.png`` (the latter only when
+        the summary has a solve-time column).
+
+    Raises
+    ------
+    CaseError
+        Not a study summary, or ``outdir`` not writable.
+    """
+    csv_path = _resolve_input(csv_path)
+    figures = study_figures(csv_path)
+    return _write_all(figures, _outdir(csv_path, outdir))
+
+
+def _float(text):
+    if text is None:
+        return math.nan
+    text = str(text).strip()
+    if text == "":
+        return math.nan
+    low = text.lower()
+    if low in ("true", "false"):
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _is_numeric_column(values):
+    present = [v for v in values if v is not None and str(v).strip() != ""]
+    return bool(present) and all(math.isfinite(_float(v)) or str(v).strip().lower() in ("nan", "inf")
+                                 for v in present)
+
+
+def _read_study(path):
+    """Header, rows, parameter columns and study name; CaseError if not a summary."""
+    import yaml
+
+    if _is_hdf5(path):
+        raise CaseError(path, None, "is an HDF5 file, not a CSV", _STUDY_EXPECTED)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            lines = [ln for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaseError(path, None, f"cannot be read ({exc})", _STUDY_EXPECTED) from None
+    try:
+        rows = list(csv.reader(lines))
+    except csv.Error as exc:
+        raise CaseError(path, None, f"is not valid CSV ({exc})", _STUDY_EXPECTED) from None
+    if not rows:
+        raise CaseError(path, None, "is empty", _STUDY_EXPECTED)
+    header = [h.strip() for h in rows[0]]
+    if len(set(header)) != len(header) or any(not h for h in header):
+        raise CaseError(path, None, "has an empty or repeated column name in its header",
+                        _STUDY_EXPECTED)
+    body = []
+    for n, r in enumerate(rows[1:], start=2):
+        if len(r) != len(header):
+            raise CaseError(path, None, f"row {n} has {len(r)} values, the header {len(header)}",
+                            _STUDY_EXPECTED)
+        body.append({h: v.strip() for h, v in zip(header, r)})
+    if not body:
+        raise CaseError(path, None, "has a header but no rows", _STUDY_EXPECTED)
+    table = {h: [row[h] for row in body] for h in header}
+
+    iterations = next((c for c in _ITERATION_COLUMNS if c in table), None)
+    if iterations is None:
+        raise CaseError(path, None, "has no iterations column (one of "
+                        + ", ".join(_ITERATION_COLUMNS) + ")", _STUDY_EXPECTED)
+
+    # The swept parameters: from study.yaml beside the CSV, else the columns
+    # before `status`.
+    folder = os.path.dirname(os.path.abspath(path))
+    params = None
+    study_name = None
+    spec_path = os.path.join(folder, "study.yaml")
+    if os.path.isfile(spec_path):
+        try:
+            with open(spec_path, encoding="utf-8") as fh:
+                spec = yaml.safe_load(fh)
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            spec = None
+        if isinstance(spec, dict):
+            if isinstance(spec.get("name"), str):
+                study_name = spec["name"]
+            declared = spec.get("parameters")
+            keys = []
+            if isinstance(declared, dict):
+                keys = [str(k) for k in declared]
+            elif isinstance(declared, list):
+                for item in declared:
+                    if isinstance(item, str):
+                        keys.append(item)
+                    elif isinstance(item, dict):
+                        k = item.get("key", item.get("name"))
+                        if k is None and len(item) == 1:
+                            k = next(iter(item))
+                        if k is not None:
+                            keys.append(str(k))
+            keys = [k for k in keys if k in table]
+            if keys:
+                params = keys
+    if params is None:
+        if "status" not in table:
+            raise CaseError(path, None, "has no status column and no study.yaml beside it naming "
+                            "the parameters", _STUDY_EXPECTED)
+        params = [h for h in header[:header.index("status")] if h.lower() not in _NOT_PARAMETERS]
+        if not params:
+            raise CaseError(path, None, "has no parameter columns before its status column",
+                            _STUDY_EXPECTED)
+    if study_name is None:
+        study_name = os.path.basename(folder) or os.path.splitext(os.path.basename(path))[0]
+    return {"path": path, "header": header, "table": table, "rows": len(body),
+            "params": params, "name": study_name, "iterations": iterations}
+
+
+def _short(key):
+    """``solver.preconditioner.type`` -> ``preconditioner``; ``grid.nx`` -> ``nx``."""
+    parts = [p for p in str(key).split(".") if p]
+    if len(parts) > 1 and parts[-1] == "type":
+        parts = parts[:-1]
+    return parts[-1] if parts else str(key)
+
+
+def _parameter_label(key):
+    if key in _PARAMETER_LABELS:
+        return _PARAMETER_LABELS[key]
+    last = str(key).split(".")[-1]
+    if last in _PARAMETER_LABELS:
+        return _PARAMETER_LABELS[last]
+    return f"{key} (-)" if not key.endswith(")") else key
+
+
+def _study_layout(study):
+    """x parameter, line parameters, the x values, the line keys and the status mask."""
+    table, params = study["table"], study["params"]
+    varying = [p for p in params if len(set(table[p])) > 1]
+    numeric = [p for p in params if _is_numeric_column(table[p])]
+    numeric_varying = [p for p in numeric if p in varying]
+    if numeric_varying:
+        xkey = numeric_varying[0]
+    elif numeric:
+        xkey = numeric[0]
+    else:
+        xkey = None                      # categorical x: the first parameter
+    line_keys = [p for p in varying if p != xkey]
+    if xkey is None:
+        xkey_cat = varying[0] if varying else params[0]
+        line_keys = [p for p in line_keys if p != xkey_cat]
+    else:
+        xkey_cat = None
+    status = table.get("status")
+    ok = np.array([(s or "").strip().lower() == "ok" for s in status], dtype=bool) if status \
+        else np.ones(study["rows"], dtype=bool)
+    return xkey, xkey_cat, line_keys, ok
+
+
+def _study_axis(ax, study, column, ylabel, title, log_y=False, max_column=None):
+    from matplotlib.lines import Line2D
+
+    table = study["table"]
+    xkey, xcat, line_keys, ok = _study_layout(study)
+    n = study["rows"]
+    if xkey is not None:
+        xs = np.array([_float(v) for v in table[xkey]])
+        xlabel = _parameter_label(xkey)
+        categories = None
+    else:
+        categories = list(dict.fromkeys(table[xcat]))
+        xs = np.array([float(categories.index(v)) for v in table[xcat]])
+        xlabel = f"{xcat} (-)"
+    ys = np.array([_float(v) for v in table[column]])
+    ymax = np.array([_float(v) for v in table[max_column]]) if max_column else None
+
+    groups = {}
+    for i in range(n):
+        key = tuple(table[k][i] for k in line_keys)
+        groups.setdefault(key, []).append(i)
+
+    omitted = 0
+    hollow = 0
+    for c, (key, idx) in enumerate(groups.items()):
+        idx = np.array(idx)
+        idx = idx[np.argsort(xs[idx], kind="stable")]
+        label = " + ".join(str(v) for v in key) if key else "all runs"
+        colour = f"C{c % 10}"
+        marker = "osD^v<>ph*"[c % 10]
+        good = idx[ok[idx] & np.isfinite(ys[idx]) & np.isfinite(xs[idx])
+                   & ((ys[idx] > 0) if log_y else True)]
+        bad = idx[~ok[idx] & np.isfinite(ys[idx]) & np.isfinite(xs[idx])
+                  & ((ys[idx] > 0) if log_y else True)]
+        omitted += len(idx) - len(good) - len(bad)
+        hollow += len(bad)
+        ax.plot(xs[good], ys[good], "-", color=colour, marker=marker, ms=6, lw=1.6, label=label)
+        if len(bad):
+            ax.plot(xs[bad], ys[bad], ls="none", marker=marker, ms=8, mfc="none", mec=colour,
+                    mew=1.6)
+        if ymax is not None:
+            m = idx[ok[idx] & np.isfinite(ymax[idx]) & np.isfinite(xs[idx])]
+            ax.plot(xs[m], ymax[m], ls="--", color=colour, lw=1.0, alpha=0.8)
+
+    handles, labels = ax.get_legend_handles_labels()
+    if ymax is not None:
+        handles.append(Line2D([], [], color="0.3", ls="--", lw=1.0))
+        labels.append("dashed: maximum per step")
+    if hollow:
+        handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="none", mec="0.3", mew=1.6))
+        labels.append("hollow: status not ok")
+    legend_title = " + ".join(_short(k) for k in line_keys) if line_keys else None
+    ax.legend(handles, labels, title=legend_title, fontsize=8, title_fontsize=8, loc="best")
+
+    if xkey is not None:
+        finite = xs[np.isfinite(xs) & (xs > 0)]
+        is_contrast = _short(xkey).lower() == "contrast"
+        if finite.size == np.isfinite(xs).sum() and finite.size and (
+                is_contrast or finite.max() / finite.min() > 100.0):
+            ax.set_xscale("log")
+        if finite.size and len(np.unique(finite)) <= 12 and ax.get_xscale() == "linear":
+            ax.set_xticks(np.unique(xs[np.isfinite(xs)]))
+    else:
+        ax.set_xticks(range(len(categories)))
+        ax.set_xticklabels(categories, rotation=20, ha="right")
+    if log_y:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.4)
+    ax.grid(True, which="minor", alpha=0.12)
+    notes = []
+    if hollow:
+        notes.append(f"{hollow} run(s) with status other than ok drawn hollow")
+    if omitted:
+        notes.append(f"{omitted} run(s) without a value omitted")
+    if notes:
+        title += "\n(" + "; ".join(notes) + ")"
+    ax.set_title(title, fontsize=10)
+
+
+def study_figures(csv_path):
+    """The figures of a study summary, not written: ``{file name: Figure}``."""
+    path = os.fspath(csv_path)
+    study = _read_study(path)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    xkey, xcat, _, _ = _study_layout(study)
+    against = _short(xkey or xcat)
+    if (xkey or "").split(".")[-1] == "contrast":
+        against = "density contrast"
+    figs = {}
+    its_col = study["iterations"]
+    flow = its_col != "iterations"
+    max_col = next((c for c in _ITERATION_MAX_COLUMNS if c in study["table"]), None) if flow else None
+    fig = _new_figure(7.6, 5.0)
+    _study_axis(fig.subplots(), study, its_col,
+                "mean pressure iterations per step (-)" if flow else "pressure iterations (-)",
+                f"study {study['name']}: iterations vs {against}", max_column=max_col)
+    figs[f"{stem}_iterations.png"] = fig
+    solve_col = next((c for c in _SOLVE_COLUMNS if c in study["table"]), None)
+    if solve_col is not None:
+        fig = _new_figure(7.6, 5.0)
+        _study_axis(fig.subplots(), study, solve_col,
+                    "solve time (s)" if not flow else "pressure solve time (s)",
+                    f"study {study['name']}: solve time vs {against}", log_y=True)
+        figs[f"{stem}_time.png"] = fig
+    return figs
