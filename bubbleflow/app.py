@@ -76,27 +76,15 @@ def run_pressure(case, backend, quiet=False, outdir=None, **_):
 
 
 # Keys that may differ between a run and the file it restarts from.
-_RESTART_FREE = {"name", "backend", "output", ("time", "end"), ("solver", "check_every"),
-                 ("solver", "maxiter")}
-
-
-def _first_difference(a, b, path=()):
-    if path in _RESTART_FREE or (len(path) == 1 and path[0] in _RESTART_FREE):
-        return None
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in list(a) + [k for k in b if k not in a]:
-            d = _first_difference(a.get(k), b.get(k), path + (k,))
-            if d:
-                return d
-        return None
-    return None if a == b else (".".join(map(str, path)), a, b)
+_RESTART_FREE = (("name",), ("backend",), ("output",), ("time", "end"),
+                 ("solver", "check_every"), ("solver", "maxiter"))
 
 
 def _open_restart(case, restart, backend, solver):
     """State from the last checkpoint of ``restart``, checked against ``case``."""
     import yaml
 
-    from .config import CaseError
+    from .config import CaseError, first_difference
     from .flow.navier_stokes import FlowState
     from .flow.output import read_checkpoint
 
@@ -108,7 +96,7 @@ def _open_restart(case, restart, backend, solver):
     except Exception as exc:    # not HDF5, not ours, no snapshot
         raise CaseError(restart, None, f"cannot restart from it ({type(exc).__name__}: {exc})",
                         "an HDF5 file written by a bubbleflow flow run") from None
-    diff = _first_difference(theirs, case.to_dict())
+    diff = first_difference(theirs, case.to_dict(), skip=_RESTART_FREE)
     if diff:
         key, there, here = diff
         raise CaseError(restart, key, f"restart file is from another case ({key} is {there!r} "

@@ -37,7 +37,7 @@ from typing import Optional, Tuple
 import yaml
 
 __all__ = [
-    "CaseError", "Case", "load_case", "case_from_dict", "lattice_centres",
+    "CaseError", "Case", "load_case", "case_from_dict", "lattice_centres", "first_difference",
     "GridConfig", "FluidConfig", "FluidsConfig", "PhysicsConfig", "CircleConfig",
     "LatticeConfig", "RandomBubblesConfig", "GeometryConfig", "OperatorConfig",
     "PreconditionerConfig", "DeflationConfig", "SolverConfig", "OutputConfig",
@@ -753,6 +753,23 @@ class Case(_Node):
 # --------------------------------------------------------------------------
 # Geometry helper shared with bubbleflow.levelset
 # --------------------------------------------------------------------------
+
+def first_difference(a, b, skip=(), _path=()):
+    """First place where two nested case dicts differ.
+
+    Returns ``(dotted key path, value in a, value in b)``, or None when they
+    agree outside the key paths (tuples) in ``skip``.
+    """
+    if _path in skip:
+        return None
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for k in list(a) + [k for k in b if k not in a]:
+            d = first_difference(a.get(k), b.get(k), skip, _path + (k,))
+            if d:
+                return d
+        return None
+    return None if a == b else (".".join(map(str, _path)), a, b)
+
 
 def lattice_centres(lattice):
     """Centres of a bubble lattice, bottom row first, left to right.

@@ -86,7 +86,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from .config import BACKENDS, CaseError, case_from_dict, load_case
+from .config import BACKENDS, CaseError, case_from_dict, first_difference, load_case
 
 __all__ = [
     "add_subparser", "cmd_sweep", "run_point", "parse_values", "parse_range", "expand",
@@ -828,16 +828,6 @@ def _fingerprint(record):
     return {"parameters": [[k, v] for k, v in params.items()], "case": case}
 
 
-def _first_difference(a, b, path=""):
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        for k in list(a) + [k for k in b if k not in a]:
-            d = _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
-            if d:
-                return d
-        return None
-    return None if a == b else (path, a, b)
-
-
 def _check_folder(study, resume):
     """Refuse a folder holding another study; return the rows to keep (for --resume)."""
     d = study.directory
@@ -869,7 +859,7 @@ def _check_folder(study, resume):
             k = next(k for k in here if there[k] != here[k])
             what = f"parameter {k}: {_show(there[k])} there, {_show(here[k])} here"
         raise CaseError(record_path, None, f"holds another study ({what})", expected)
-    diff = _first_difference(a["case"], b["case"])
+    diff = first_difference(a["case"], b["case"])
     if diff:
         key, there, here = diff
         raise CaseError(record_path, None, f"holds another study (base case {key}: "
