@@ -47,6 +47,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import sys
 import uuid
 
 import numpy as np
@@ -140,15 +141,16 @@ def cmd_plot(args):
         the output folder cannot be written.
     """
     path = _resolve_input(args.input)
-    if _is_hdf5(path):
-        written = plot_run(path, args.output)
-    elif path.lower().endswith(".csv"):
+    notes = []
+    if path.lower().endswith(".csv") and not _is_hdf5(path):
         written = plot_study(path, args.output)
     else:
-        # Not HDF5 and not named .csv: report it as a run file that is not one.
-        written = plot_run(path, args.output)
+        # HDF5, or neither: then reported as a run file that is not one.
+        written, notes = _plot_run(path, args.output)
     for p in written:
         print(p, flush=True)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr, flush=True)
     return 0
 
 
@@ -161,8 +163,8 @@ def _resolve_input(path):
         raise CaseError(path, None, "is a folder without a summary.csv",
                         f"{_RUN_EXPECTED}, or {_STUDY_EXPECTED}")
     if not os.path.exists(path):
-        raise CaseError(path, None, "no such file",
-                        f"{_RUN_EXPECTED}, or {_STUDY_EXPECTED}")
+        expected = _STUDY_EXPECTED if path.lower().endswith(".csv") else _RUN_EXPECTED
+        raise CaseError(path, None, "no such file", expected)
     return path
 
 
@@ -270,8 +272,13 @@ def plot_run(path, outdir=None):
         Not a readable bubbleflow run file, or ``outdir`` not writable.
     """
     path = _resolve_input(path)
-    figures = run_figures(path)
-    return _write_all(figures, _outdir(path, outdir))
+    return _plot_run(path, outdir)[0]
+
+
+def _plot_run(path, outdir):
+    """``(written paths, notes)``: notes name the figures left out and why."""
+    figures, notes = _run_figures(path)
+    return _write_all(figures, _outdir(path, outdir)), notes
 
 
 def run_figures(path):
@@ -279,22 +286,35 @@ def run_figures(path):
 
     File names are ``<stem>_fields.png`` etc. as in :func:`plot_run`.
     """
+    return _run_figures(path)[0]
+
+
+def _run_figures(path):
     run = _read_run_file(os.fspath(path))
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
     figs = {}
+    notes = []
     if run["fields"] is not None:
         figs[f"{stem}_fields.png"] = _fields_figure(run)
+    else:
+        notes.append(f"{stem}_fields.png not written: the run has no field snapshot yet")
     if run["histories"]:
         figs[f"{stem}_convergence.png"] = _convergence_figure(run)
+    else:
+        notes.append(f"{stem}_convergence.png not written: no residual history")
     if run["mode"] == "flow":
         if run["diagnostics"] is not None and len(run["diagnostics"]["time"]):
             figs[f"{stem}_benchmark.png"] = _benchmark_figure(run)
+        else:
+            notes.append(f"{stem}_benchmark.png not written: no diagnostics")
         if run["solves"] is not None and len(run["solves"]["iterations"]):
             figs[f"{stem}_iterations.png"] = _iterations_figure(run)
+        else:
+            notes.append(f"{stem}_iterations.png not written: no pressure solve yet")
     if not figs:
         raise CaseError(path, None, "holds nothing to plot (no field snapshot, no solve)",
                         "a run file with at least one snapshot or pressure solve")
-    return figs
+    return figs, notes
 
 
 def _text(value):
@@ -338,6 +358,10 @@ def _read_run_file(path):
 
     with fh:
         attrs = {k: fh.attrs[k] for k in fh.attrs}
+        if "summary" in fh and "study" in attrs:
+            csv_path = os.path.join(os.path.dirname(path) or ".", "summary.csv")
+            raise CaseError(path, None, "is a study's summary.h5",
+                            f"the summary.csv beside it (bubbleflow plot {csv_path})")
         if "bubbleflow_version" not in attrs and "case" not in attrs:
             raise CaseError(path, None, "has no bubbleflow attributes (bubbleflow_version, case)",
                             _RUN_EXPECTED)
@@ -476,7 +500,10 @@ def _draw_field(fig, ax, run, data, cmap, norm, title, unit_label):
     ax.set_xlabel("x (m)")
     ax.set_ylabel("y (m)")
     ax.set_title(title)
-    cb = fig.colorbar(im, ax=ax, shrink=0.9)
+    # The colour bar in an inset of the image axes: exactly as tall as the
+    # (equal-aspect) image, whatever the domain's shape.
+    cax = ax.inset_axes([1.04, 0.0, 0.05, 1.0])
+    cb = fig.colorbar(im, cax=cax)
     cb.set_label(unit_label)
     return im
 
@@ -490,9 +517,11 @@ def _fields_figure(run):
     lx = max(x[-1] - x[0], 1e-300) * len(x) / max(len(x) - 1, 1)
     ly = max(y[-1] - y[0], 1e-300) * len(y) / max(len(y) - 1, 1)
     aspect = ly / lx if lx > 0 else 1.0
-    panel_w = 4.6 if aspect <= 1.2 else max(2.8, 5.0 / aspect + 1.2)
-    panel_h = min(max(panel_w * aspect, 3.0), 7.0)
-    fig = _new_figure(2 * panel_w + 1.2, panel_h + 1.0)
+    # Panel size: the image (at most 4.2 x 6.4 in) plus room for its labels
+    # and colour bar (about 2 in across, 1.3 in down with the titles).
+    img_w = min(4.2, 6.4 / aspect)
+    img_h = img_w * aspect
+    fig = _new_figure(2 * (img_w + 2.1) + 0.2, img_h + 1.5)
     ax_p, ax_r = fig.subplots(1, 2)
 
     p = f["p"]
@@ -540,7 +569,7 @@ def _semilogy_safe(ax, it, res, **kw):
 
 
 def _convergence_figure(run):
-    fig = _new_figure(7.4, 4.8)
+    fig = _new_figure(7.4, 5.2)
     ax = fig.subplots()
     solves = run["solves"] or {}
     its = solves.get("iterations")
@@ -563,7 +592,7 @@ def _convergence_figure(run):
                 status += f", true residual {float(res[0]):.2e}"
         title = f"{run['name']}: convergence of the pressure solve\n{_solver_text(run)}"
         if status:
-            title += f"; {status}"
+            title += f"\n{status}"
     else:
         hists = run["histories"]
         steps = solves.get("step")
@@ -850,8 +879,10 @@ def _read_study(path):
         except (OSError, yaml.YAMLError, UnicodeDecodeError):
             spec = None
         if isinstance(spec, dict):
-            if isinstance(spec.get("name"), str):
-                study_name = spec["name"]
+            for key in ("study", "name"):
+                if isinstance(spec.get(key), str):
+                    study_name = spec[key]
+                    break
             declared = spec.get("parameters")
             keys = []
             if isinstance(declared, dict):
@@ -946,14 +977,28 @@ def _study_axis(ax, study, column, ylabel, title, log_y=False, max_column=None):
         key = tuple(table[k][i] for k in line_keys)
         groups.setdefault(key, []).append(i)
 
+    # Styles: with two line parameters (e.g. preconditioner + deflation) the
+    # colour tells the first and the marker the second; otherwise every line
+    # gets its own colour, and past ten lines the markers tell them apart.
+    markers = "osD^v<>ph*"
+    if len(line_keys) == 2:
+        firsts = list(dict.fromkeys(k[0] for k in groups))
+        seconds = list(dict.fromkeys(k[1] for k in groups))
+
+        def style(c, key):
+            return (f"C{firsts.index(key[0]) % 10}",
+                    markers[seconds.index(key[1]) % len(markers)])
+    else:
+        def style(c, key):
+            return f"C{c % 10}", markers[(c + c // 10) % len(markers)]
+
     omitted = 0
     hollow = 0
     for c, (key, idx) in enumerate(groups.items()):
         idx = np.array(idx)
         idx = idx[np.argsort(xs[idx], kind="stable")]
         label = " + ".join(str(v) for v in key) if key else "all runs"
-        colour = f"C{c % 10}"
-        marker = "osD^v<>ph*"[c % 10]
+        colour, marker = style(c, key)
         good = idx[ok[idx] & np.isfinite(ys[idx]) & np.isfinite(xs[idx])
                    & ((ys[idx] > 0) if log_y else True)]
         bad = idx[~ok[idx] & np.isfinite(ys[idx]) & np.isfinite(xs[idx])
@@ -966,17 +1011,20 @@ def _study_axis(ax, study, column, ylabel, title, log_y=False, max_column=None):
                     mew=1.6)
         if ymax is not None:
             m = idx[ok[idx] & np.isfinite(ymax[idx]) & np.isfinite(xs[idx])]
-            ax.plot(xs[m], ymax[m], ls="--", color=colour, lw=1.0, alpha=0.8)
+            ax.plot(xs[m], ymax[m], ls=":", color=colour, lw=1.2, marker=marker, ms=3,
+                    alpha=0.9)
 
     handles, labels = ax.get_legend_handles_labels()
     if ymax is not None:
-        handles.append(Line2D([], [], color="0.3", ls="--", lw=1.0))
-        labels.append("dashed: maximum per step")
+        handles.append(Line2D([], [], color="0.3", ls=":", lw=1.2))
+        labels.append("dotted: maximum per step")
     if hollow:
         handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="none", mec="0.3", mew=1.6))
         labels.append("hollow: status not ok")
     legend_title = " + ".join(_short(k) for k in line_keys) if line_keys else None
-    ax.legend(handles, labels, title=legend_title, fontsize=8, title_fontsize=8, loc="best")
+    # Outside, right of the axes: the lines often fill the whole plot.
+    ax.legend(handles, labels, title=legend_title, fontsize=8, title_fontsize=8,
+              loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
     if xkey is not None:
         finite = xs[np.isfinite(xs) & (xs > 0)]
@@ -1020,14 +1068,14 @@ def study_figures(csv_path):
     its_col = study["iterations"]
     flow = its_col != "iterations"
     max_col = next((c for c in _ITERATION_MAX_COLUMNS if c in study["table"]), None) if flow else None
-    fig = _new_figure(7.6, 5.0)
+    fig = _new_figure(10.0, 5.2)
     _study_axis(fig.subplots(), study, its_col,
                 "mean pressure iterations per step (-)" if flow else "pressure iterations (-)",
                 f"study {study['name']}: iterations vs {against}", max_column=max_col)
     figs[f"{stem}_iterations.png"] = fig
     solve_col = next((c for c in _SOLVE_COLUMNS if c in study["table"]), None)
     if solve_col is not None:
-        fig = _new_figure(7.6, 5.0)
+        fig = _new_figure(10.0, 5.2)
         _study_axis(fig.subplots(), study, solve_col,
                     "solve time (s)" if not flow else "pressure solve time (s)",
                     f"study {study['name']}: solve time vs {against}", log_y=True)
