@@ -70,6 +70,10 @@ class SolveRecord:
         Relative recursive residual after each iteration (entry 0: start).
     true_residual_checks : list of (iteration, relative true residual)
     setup_seconds, solve_seconds : float
+    engine : str
+        ``generic`` (the backend loop) or ``fused`` (:mod:`bubbleflow.fused`).
+    bytes_per_iteration : int
+        Device traffic of one fused iteration (our count; 0 for generic).
     """
 
     iterations: int = 0
@@ -87,6 +91,8 @@ class SolveRecord:
     variant: str = ""
     rtol: float = 0.0
     rhs_mean_removed: float = 0.0
+    engine: str = "generic"
+    bytes_per_iteration: int = 0
 
     @property
     def info(self) -> int:
@@ -113,21 +119,21 @@ def _matvec_of(A):
 
 
 def _preconditioner_of(M, A):
-    """A function r -> M^-1 r, and a name for the record."""
+    """A function r -> M^-1 r, a name for the record, and the object (or None)."""
     if M is None:
-        return (lambda r: r), "none"
+        return (lambda r: r), "none", None
     if isinstance(M, str):
         from .precond import make_preconditioner
 
         P = make_preconditioner(M, A)
-        return P.apply, M
+        return P.apply, M, P
     if hasattr(M, "apply"):
-        return M.apply, getattr(M, "name", type(M).__name__)
+        return M.apply, getattr(M, "name", type(M).__name__), M
     if hasattr(M, "matvec"):
-        return M.matvec, getattr(M, "name", type(M).__name__)
+        return M.matvec, getattr(M, "name", type(M).__name__), None
     if callable(M) and not hasattr(M, "shape"):
-        return M, getattr(M, "__name__", "callable")
-    return (lambda r: M @ r), type(M).__name__
+        return M, getattr(M, "__name__", "callable"), None
+    return (lambda r: M @ r), type(M).__name__, None
 
 
 def _norm_inf(A):
@@ -183,16 +189,18 @@ def _deflation_of(deflation, A):
 
 # ------------------------------------------------------------------------ the solver
 def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check_every,
-           nullspace, method, stagnation_restarts=2):
+           nullspace, method, stagnation_restarts=2, engine="auto"):
     if rtol < 0 or atol < 0:
         raise ValueError(f"rtol={rtol} and atol={atol} must be non-negative")
     if variant not in ("adef2", "def1"):
         raise ValueError(f"variant={variant!r}; expected 'adef2' or 'def1'")
+    if engine not in ("auto", "generic", "fused"):
+        raise ValueError(f"engine={engine!r}; expected 'auto', 'generic' or 'fused'")
     t_setup = time.perf_counter()
     backend = backend_of(b)
     xp = backend.xp
     matvec = _matvec_of(A)
-    prec, prec_name = _preconditioner_of(M, A)
+    prec, prec_name, prec_obj = _preconditioner_of(M, A)
     defl = _deflation_of(deflation, A)
     nullspace = _nullspace_of(A, nullspace)
     b = xp.array(b, copy=True).ravel()
@@ -304,6 +312,20 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         final = None                            # (x, true residual norm) when known
         if not math.isfinite(best_rec):
             reason = "non-finite"
+        fused = None
+        if engine != "generic" and callback is None and reason is None:
+            from .fused import fused_engine_for
+
+            fused = fused_engine_for(A, prec_obj, prec_name, defl, variant, b)
+            if fused is None and engine == "fused":
+                raise ValueError("engine='fused' needs CuPy float64, the grid operator, a "
+                                 "preconditioner among none/jacobi/incomplete_poisson_scaled/"
+                                 "block_ic, A-DEF2, and tiles that divide the grid")
+        if fused is not None:
+            fused.load(x, r, p, rz, bad, hist, 0, bnorm)
+            x, r, p = fused.x, fused.r_current, fused.p
+            record.engine = "fused"
+            record.bytes_per_iteration = fused.bytes_per_iteration
         while reason is None:
             if it % check_every == 0 or it >= maxiter:
                 rn = float(hist[it]) * bnorm    # the one host synchronisation
@@ -348,6 +370,9 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     p = y.copy()
                     rz = dot(r, y)
                     bad[...] = False
+                    if fused is not None:
+                        fused.load(x, r, p, rz, bad, hist, it, bnorm)
+                        x, r, p = fused.x, fused.r_current, fused.p
                     hist[it] = rtn / bnorm
                     best_rec, last_improvement = rtn, it
                     x_rec[...] = x
@@ -362,6 +387,13 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                 if (restarts or near_floor) and it - last_improvement > window:
                     reason = "stagnation"
                     break
+            if fused is not None:
+                count = max(1, min(check_every - it % check_every, maxiter - it))
+                fused.iterate(count)
+                it += count
+                r = fused.r_current
+                bad = fused.scal[3] != 0
+                continue
             w = apply_op(p)
             pw = dot(p, w)
             # A non-positive or non-finite curvature (rounding near the
@@ -407,7 +439,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-       check_every=10, nullspace="auto"):
+       check_every=10, nullspace="auto", engine="auto"):
     """(Preconditioned) conjugate gradients.
 
     Parameters
@@ -432,6 +464,10 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         ``"constant"``: singular with constants in the null space (remove the
         mean of ``b``, return the zero-mean answer).  ``"auto"`` takes it from
         ``A.nullspace`` (set by the pressure operator).
+    engine : {"auto", "generic", "fused"}
+        ``"auto"`` runs the fused GPU iteration (:mod:`bubbleflow.fused`)
+        where it applies (CuPy, float64, grid operator, a fused or grid
+        preconditioner, A-DEF2) and the generic backend loop otherwise.
 
     Returns
     -------
@@ -451,14 +487,14 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if isinstance(M, str) and M == "none":
         M = None
     return _solve(A, b, x0, rtol, atol, maxiter, M, callback, None, "adef2", check_every,
-                  nullspace, method)
+                  nullspace, method, engine=engine)
 
 
 pcg = cg
 
 
 def dpcg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-         deflation, variant="adef2", check_every=10, nullspace="auto"):
+         deflation, variant="adef2", check_every=10, nullspace="auto", engine="auto"):
     """Deflated preconditioned conjugate gradients.
 
     Parameters are those of :func:`cg`, plus
@@ -484,4 +520,4 @@ def dpcg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
     if isinstance(M, str) and M == "none":
         M = None
     return _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check_every,
-                  nullspace, "dpcg")
+                  nullspace, "dpcg", engine=engine)

@@ -155,3 +155,9 @@ def test_exact_convergence_between_checks_is_kept():
     A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
     x, rec = cg(A, np.ones(50), rtol=1e-10, M="jacobi", check_every=10)
     assert rec.converged and rec.residual < 1e-12 and np.isfinite(x).all()
+
+
+def test_engine_fused_refused_clearly_on_numpy():
+    A, b, phi = bubbly_column(32, 1e3, backend="numpy")
+    with pytest.raises(ValueError, match="engine='fused' needs"):
+        cg(A, b, M="jacobi", engine="fused")

@@ -1,0 +1,653 @@
+"""Fused GPU iteration of (deflated) preconditioned CG.
+
+The generic loop of :mod:`bubbleflow.krylov` is written once against the
+array backend and is the reference.  On CuPy it runs one library call per
+vector operation, and every one of them reads and writes whole grid arrays.
+This module runs the same iteration with a handful of fused CUDA kernels,
+all scalars kept on the device and all buffers allocated once:
+
+``direction_spmv``  one block per tile: ``p' = y + Z e + beta p`` on the tile
+             and a one-cell halo (``p`` is double-buffered), ``w = A p'`` from
+             the face couplings, and the tile's sum of ``p' . w``.  All sums
+             are per tile in a fixed order, so runs are reproducible bit for
+             bit.
+``alpha``    one block: ``alpha = rz / (p . w)``, the breakdown flag.
+``update``   one block per subdomain tile: ``x += alpha p``,
+             ``r' = r - alpha w``, the preconditioner ``y = M^-1 r'`` (Jacobi,
+             or both passes of scaled incomplete Poisson with a one-cell halo
+             recomputed from ``r`` and ``w`` of the neighbouring tiles), and
+             per-tile sums of ``r' . y``, ``r' . r'`` and ``Z^T r'`` (the
+             liquid and gas part of the tile).  ``r`` is double-buffered so
+             that the halo reads never race with a neighbour's writes.
+``restrict`` one warp per deflation vector: ``g = Z^T r - (A Z)^T y`` with
+             ``(A Z)^T`` in CSR (only cells next to a subdomain boundary have
+             entries: the operator's rows sum to zero).
+coarse       ``e = E^+ g`` (:class:`bubbleflow.coarse.CoarseSolver`).
+``beta``     one block: ``r . y' = r . y + e . Z^T r``, ``beta``, the
+             recursive residual norm into the history.
+
+For A-DEF2 (Tang et al. 2009) this is exactly the generic
+``y' = M^-1 r + Z E^+ (Z^T r - (AZ)^T M^-1 r)``.  Preconditioners other than
+``none``, ``jacobi`` and ``incomplete_poisson_scaled`` (``block_ic``) are
+applied by their own kernels between ``update`` and a fused dot.
+
+Every kernel has its NumPy twin: the generic loop in ``krylov`` computes the
+same quantities, and the tests compare the two on the GPU (iterations and
+solutions).  Counted traffic per iteration (each array read once and written
+once, the floor of the benchmark) is :attr:`FusedEngine.bytes_per_iteration`.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+__all__ = ["FusedEngine", "fused_engine_for", "FUSED_PRECONDITIONERS"]
+
+FUSED_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson_scaled")
+
+_THREADS = 256
+_ROWS = 32                # rows of a tile processed per pass of the update kernel (at most)
+_MAX_TILE_WIDTH = 256     # shared memory: (rows + 2) x (width + 2) doubles, twice
+
+# Scalars on the device, one float64 array: indices.
+_ALPHA, _BETA, _RZ, _BAD = 0, 1, 2, 3
+
+_COMMON = r"""
+typedef double T;
+
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum of v over the thread block, fixed order; valid in thread 0.
+template <int NV>
+__device__ __forceinline__ void block_sum(T* v, T* shm) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = (blockDim.x + 31) >> 5;
+    for (int k = 0; k < NV; ++k) {
+        T s = warp_sum(v[k]);
+        __syncthreads();
+        if (lane == 0) shm[warp] = s;
+        __syncthreads();
+        if (warp == 0) {
+            s = lane < nwarps ? shm[lane] : 0.0;
+            s = warp_sum(s);
+            if (lane == 0) v[k] = s;
+        }
+    }
+}
+
+// Sum of a[0..n) by one block, fixed order; result in thread 0.
+__device__ __forceinline__ T block_sum_array(const T* __restrict__ a, long long n, T* shm) {
+    T v[1] = {0.0};
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) v[0] += a[i];
+    block_sum<1>(v, shm);
+    return v[0];
+}
+"""
+
+_SPMV = r"""
+extern "C" __global__ void bf_alpha(const T* __restrict__ part_pw, const int nparts, T* scal)
+{
+    __shared__ T shm[32];
+    const T pw = block_sum_array(part_pw, nparts, shm);
+    if (threadIdx.x == 0) {
+        T bad = scal[3];
+        if (!(pw > 0.0)) bad = 1.0;
+        scal[3] = bad;
+        scal[0] = bad != 0.0 ? 0.0 : scal[2] / pw;
+    }
+}
+
+extern "C" __global__ void bf_dot_tiles(const T* __restrict__ a, const T* __restrict__ b,
+        T* __restrict__ part, const long long n)
+{
+    __shared__ T shm[32];
+    T acc[1] = {0.0};
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < n;
+         q += (long long)gridDim.x * blockDim.x)
+        acc[0] += a[q] * b[q];
+    block_sum<1>(acc, shm);
+    if (threadIdx.x == 0) part[blockIdx.x] = acc[0];
+}
+
+// beta, rz and the history.  part_ry / part_rr: nry / nrr entries; with
+// deflation r.y' = r.y + e . Z^T r, Z^T r of vector k at part_zr[owner[k]].
+extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
+        const T* __restrict__ part_rr, const int nrr,
+        const T* __restrict__ e, const T* __restrict__ part_zr, const int* __restrict__ owner,
+        const int k, T* scal, T* hist, int* counter, const T inv_bnorm)
+{
+    __shared__ T shm[32];
+    T ry = block_sum_array(part_ry, nry, shm);
+    T rr = block_sum_array(part_rr, nrr, shm);
+    T v[1] = {0.0};
+    for (int c = threadIdx.x; c < k; c += blockDim.x) v[0] += e[c] * part_zr[owner[c]];
+    block_sum<1>(v, shm);
+    if (threadIdx.x == 0) {
+        ry += v[0];
+        T bad = scal[3];
+        if (!(ry >= 0.0)) bad = 1.0;
+        scal[3] = bad;
+        scal[1] = bad != 0.0 ? 0.0 : ry / scal[2];
+        scal[2] = ry;
+        const int it = counter[0] + 1;
+        counter[0] = it;
+        hist[it] = sqrt(rr) * inv_bnorm;
+    }
+}
+
+// One tile per block: p' = y + Z e + beta p on the tile and a one-cell halo
+// (recomputed: p is double-buffered), then w = A p' and the tile's p' . w.
+extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* __restrict__ e,
+        const int* __restrict__ labels, const T* __restrict__ scal,
+        const T* __restrict__ p_old, T* __restrict__ p_new, T* __restrict__ w,
+        const T* __restrict__ cx, const T* __restrict__ cy, T* __restrict__ part_pw,
+        const int nx, const int ny, const int BX, const int BY, const int ROWS)
+{
+    extern __shared__ T smem[];
+    __shared__ T red[32];
+    const T beta = scal[1];
+    const int ntx = nx / BX;
+    const int tile = blockIdx.x;
+    const int i0 = (tile % ntx) * BX, j0 = (tile / ntx) * BY;
+    const int W2 = BX + 2;
+    T acc[1] = {0.0};
+    for (int row0 = j0; row0 < j0 + BY; row0 += ROWS) {
+        const int rows = min(ROWS, j0 + BY - row0);
+        const int ne = (rows + 2) * W2;
+        for (int k = threadIdx.x; k < ne; k += blockDim.x) {
+            const int jj = row0 - 1 + k / W2, ii = i0 - 1 + k % W2;
+            T v = 0.0;
+            if (jj >= 0 && jj < ny && ii >= 0 && ii < nx) {
+                const long long q = (long long)jj * nx + ii;
+                v = y[q] + beta * p_old[q];
+                if (labels != NULL) v += e[labels[q]];
+            }
+            smem[k] = v;
+        }
+        __syncthreads();
+        const int no = rows * BX;
+        for (int k = threadIdx.x; k < no; k += blockDim.x) {
+            const int a = k / BX + 1, b = k % BX + 1;
+            const int jj = row0 + a - 1, ii = i0 + b - 1;
+            const long long q = (long long)jj * nx + ii;
+            const T pc = smem[a * W2 + b];
+            T acc_w = 0.0;
+            if (ii > 0)      acc_w += cx[(long long)jj * (nx - 1) + ii - 1] * (pc - smem[a * W2 + b - 1]);
+            if (ii < nx - 1) acc_w += cx[(long long)jj * (nx - 1) + ii] * (pc - smem[a * W2 + b + 1]);
+            if (jj > 0)      acc_w += cy[(long long)(jj - 1) * nx + ii] * (pc - smem[(a - 1) * W2 + b]);
+            if (jj < ny - 1) acc_w += cy[(long long)jj * nx + ii] * (pc - smem[(a + 1) * W2 + b]);
+            p_new[q] = pc;
+            w[q] = acc_w;
+            acc[0] += pc * acc_w;
+        }
+        __syncthreads();
+    }
+    block_sum<1>(acc, red);
+    if (threadIdx.x == 0) part_pw[tile] = acc[0];
+}
+
+// g[k] = Z^T r [k] - sum_j AZT[k, j] y[j]: one warp per row.
+extern "C" __global__ void bf_restrict(const int* __restrict__ indptr, const int* __restrict__ indices,
+        const T* __restrict__ data, const T* __restrict__ y, const T* __restrict__ part_zr,
+        const int* __restrict__ owner, T* __restrict__ g, const int k)
+{
+    const int lane = threadIdx.x & 31;
+    const int row = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    if (row >= k) return;
+    T s = 0.0;
+    for (int c = indptr[row] + lane; c < indptr[row + 1]; c += 32) s += data[c] * y[indices[c]];
+    s = warp_sum(s);
+    if (lane == 0) g[row] = part_zr[owner[row]] - s;
+}
+"""
+
+# The update kernel: one block per tile of BY x BX cells (a subdomain block
+# when deflating), processed ROWS rows at a time.  PREC: 0 none, 1 jacobi,
+# 2 scaled incomplete Poisson, 3 none but y not written (generic M after).
+_UPDATE = r"""
+#ifndef PREC
+#define PREC 2
+#endif
+extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restrict__ w,
+        const T* __restrict__ r_old, T* __restrict__ r_new, T* __restrict__ x, T* __restrict__ y,
+        const T* __restrict__ s, const T* __restrict__ cxs, const T* __restrict__ cys,
+        const signed char* __restrict__ part, const T* __restrict__ scal,
+        T* __restrict__ part_ry, T* __restrict__ part_rr, T* __restrict__ part_zr,
+        const int nx, const int ny, const int BX, const int BY, const int ROWS)
+{
+    extern __shared__ T smem[];
+    __shared__ T red[32];
+    const T alpha = scal[0];
+    const int ntx = nx / BX;
+    const int tile = blockIdx.x;
+    const int i0 = (tile % ntx) * BX, j0 = (tile / ntx) * BY;
+    const int W2 = BX + 2;
+    T* zs = smem;                       // (ROWS + 2) x (BX + 2): z = s r' with a halo
+    T* ts = smem + (ROWS + 2) * W2;     // (ROWS + 1) x (BX + 1): t on the tile + S/W halo
+    T acc[4] = {0.0, 0.0, 0.0, 0.0};    // r.y, r.r, Z^T r (part 0), Z^T r (part 1)
+    for (int row0 = j0; row0 < j0 + BY; row0 += ROWS) {
+        const int rows = min(ROWS, j0 + BY - row0);
+#if PREC == 2
+        // z on rows row0-1 .. row0+rows, columns i0-1 .. i0+BX
+        const int ne = (rows + 2) * W2;
+        for (int e = threadIdx.x; e < ne; e += blockDim.x) {
+            const int jj = row0 - 1 + e / W2, ii = i0 - 1 + e % W2;
+            T z = 0.0;
+            if (jj >= 0 && jj < ny && ii >= 0 && ii < nx) {
+                const long long q = (long long)jj * nx + ii;
+                z = s[q] * (r_old[q] - alpha * w[q]);
+            }
+            zs[e] = z;
+        }
+        __syncthreads();
+        // t = z + cxs z_east + cys z_north on rows row0-1 .. row0+rows-1, cols i0-1 .. i0+BX-1
+        const int W1 = BX + 1;
+        const int nt = (rows + 1) * W1;
+        for (int e = threadIdx.x; e < nt; e += blockDim.x) {
+            const int a = e / W1, b = e % W1;            // zs row a, col b
+            const int jj = row0 - 1 + a, ii = i0 - 1 + b;
+            T t = 0.0;
+            if (jj >= 0 && ii >= 0) {
+                t = zs[a * W2 + b];
+                if (ii < nx - 1) t += cxs[(long long)jj * (nx - 1) + ii] * zs[a * W2 + b + 1];
+                if (jj < ny - 1) t += cys[(long long)jj * nx + ii] * zs[(a + 1) * W2 + b];
+            }
+            ts[e] = t;
+        }
+        __syncthreads();
+#endif
+        const int no = rows * BX;
+        for (int e = threadIdx.x; e < no; e += blockDim.x) {
+            const int a = e / BX, b = e % BX;
+            const int jj = row0 + a, ii = i0 + b;
+            const long long q = (long long)jj * nx + ii;
+            const T rn = r_old[q] - alpha * w[q];
+            x[q] += alpha * p[q];
+            r_new[q] = rn;
+#if PREC == 2
+            const int W1 = BX + 1;
+            T u = ts[(a + 1) * W1 + b + 1];
+            if (ii > 0) u += cxs[(long long)jj * (nx - 1) + ii - 1] * ts[(a + 1) * W1 + b];
+            if (jj > 0) u += cys[(long long)(jj - 1) * nx + ii] * ts[a * W1 + b + 1];
+            const T yv = s[q] * u;
+#elif PREC == 1
+            const T yv = s[q] * rn;
+#else
+            const T yv = rn;
+#endif
+#if PREC != 3
+            y[q] = yv;
+            acc[0] += rn * yv;
+#endif
+            acc[1] += rn * rn;
+            if (part != NULL && part[q]) acc[3] += rn; else acc[2] += rn;
+        }
+        __syncthreads();
+    }
+    block_sum<4>(acc, red);
+    if (threadIdx.x == 0) {
+        part_ry[tile] = acc[0];
+        part_rr[tile] = acc[1];
+        if (part_zr != NULL) { part_zr[2 * tile] = acc[2]; part_zr[2 * tile + 1] = acc[3]; }
+    }
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _module(prec_code: int):
+    import cupy
+
+    code = _COMMON + f"#define PREC {prec_code}\n" + _SPMV + _UPDATE
+    return cupy.RawModule(code=code, options=("-std=c++14",))
+
+
+def _kernel(name, prec_code=2):
+    return _module(prec_code).get_function(name)
+
+
+def _reduction_blocks():
+    import cupy
+
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    return 16 * sms
+
+
+def _tile_shape(ny, nx, deflation):
+    """The update kernel's tile: the deflation's blocks, or a divisor tile."""
+    if deflation is not None:
+        shape = getattr(deflation, "block_shape", None)
+        if shape is None:
+            return None
+        by, bx = (int(v) for v in shape)
+        if ny % by or nx % bx or bx > _MAX_TILE_WIDTH:
+            return None
+        return by, bx
+    for bx in (128, 64, 32, 16, 8):
+        if nx % bx == 0:
+            break
+    else:
+        return None
+    for by in (32, 16, 8, 4, 2, 1):
+        if ny % by == 0:
+            return by, bx
+    return None
+
+
+def _tile_structure(labels, ny, nx, by, bx, k, xp):
+    """Per-cell part (0/1) in its tile and the owner slot of every label.
+
+    Returns ``(part, owner)`` or None when a tile holds more than two labels
+    or a label spans two tiles (then per-tile sums cannot give ``Z^T r``).
+    """
+    lab = labels.reshape(ny // by, by, nx // bx, bx)
+    lo = lab.min(axis=(1, 3))
+    hi = lab.max(axis=(1, 3))
+    part = (lab != lo[:, None, :, None])
+    ok = (lab == lo[:, None, :, None]) | (lab == hi[:, None, :, None])
+    # Every label in exactly one (tile, part) slot.
+    slots = xp.stack([lo.ravel(), xp.where(hi != lo, hi, -1).ravel()], axis=1)   # (ntiles, 2)
+    used = slots.ravel()
+    used = used[used >= 0]
+    if not bool(ok.all()) or int(used.size) != k:
+        return None
+    owner = xp.full(k, -1, dtype=xp.int32)
+    idx = xp.nonzero(slots.ravel() >= 0)[0].astype(xp.int32)
+    owner[used] = idx
+    if bool((owner < 0).any()):
+        return None
+    part = part.transpose(0, 1, 2, 3).reshape(ny, nx).astype(xp.int8)
+    return part, owner
+
+
+def fused_engine_for(A, prec_obj, prec_name, defl, variant, b):
+    """A :class:`FusedEngine` when this solve can run fused, else None."""
+    from .backend import backend_of
+
+    backend = backend_of(b)
+    if backend.name != "cupy" or b.dtype != np.float64:
+        return None
+    if not (hasattr(A, "grid_shape") and hasattr(A, "entries") and hasattr(A, "backend")):
+        return None
+    if defl is not None and variant != "adef2":
+        return None
+    if prec_obj is None and prec_name != "none":
+        return None                        # a user's callable: the generic loop applies it
+    if prec_obj is not None and not hasattr(prec_obj, "apply"):
+        return None
+    ny, nx = A.grid_shape
+    tile = _tile_shape(ny, nx, defl)
+    if tile is None:
+        return None
+    try:
+        return FusedEngine(A, prec_obj, prec_name, defl, b, tile)
+    except ValueError:                     # labels that are not two parts per tile
+        return None
+
+
+class FusedEngine:
+    """Buffers and kernels of the fused iteration for one solve.
+
+    The state (``x``, ``r``, ``p``, ``rz``, the breakdown flag) lives in
+    device buffers; :meth:`load` takes it from the generic loop after a
+    start or restart and :meth:`iterate` advances it by ``count``
+    iterations, writing the relative recursive residual into ``hist``.
+    """
+
+    def __init__(self, A, prec_obj, prec_name, defl, b, tile):
+        import cupy as cp
+
+        self.cp = cp
+        ny, nx = A.grid_shape
+        self.ny, self.nx, self.n = ny, nx, ny * nx
+        self.by, self.bx = tile
+        self.ntiles = (ny // self.by) * (nx // self.bx)
+        self.prec_name = prec_name
+        self.prec_obj = prec_obj
+        if prec_name == "none" or prec_obj is None:
+            self.prec_code = 0
+        elif prec_name == "jacobi":
+            self.prec_code = 1
+        elif prec_name == "incomplete_poisson_scaled":
+            self.prec_code = 2
+        else:
+            self.prec_code = 3                     # generic M applied after the update
+        S, W, C, E, N = A.entries()
+        if getattr(A, "storage", None) == "matrix_free":
+            self.cx, self.cy = A.cx, A.cy
+        else:
+            self.cx = cp.ascontiguousarray(-E[:, :-1])
+            self.cy = cp.ascontiguousarray(-N[:-1, :])
+        # Preconditioner coefficients.
+        self.s = self.cxs = self.cys = None
+        if self.prec_code == 1:
+            self.s = cp.ascontiguousarray(prec_obj.inv_diagonal.reshape(ny, nx))
+        elif self.prec_code == 2:
+            self.s = cp.ascontiguousarray(prec_obj.inv_sqrt_diagonal)
+            self.cxs = cp.ascontiguousarray(-prec_obj.E[:, :-1])
+            self.cys = cp.ascontiguousarray(-prec_obj.N[:-1, :])
+        # Deflation pieces.
+        self.defl = defl
+        self.k = 0
+        self.part = None
+        if defl is not None:
+            k = defl.n_vectors
+            # Built once per deflation space (every solve of a time step reuses it).
+            cache = defl.__dict__.setdefault("_fused_cache", {})
+            if (self.by, self.bx) not in cache:
+                labels = defl.labels.reshape(ny, nx)
+                structure = _tile_structure(labels, ny, nx, self.by, self.bx, k, cp)
+                if structure is None:
+                    raise ValueError("fused DPCG needs labels that split each tile in at most "
+                                     "two parts")
+                AZT = defl.AZT
+                cache[(self.by, self.bx)] = structure + (
+                    labels.ravel().astype(cp.int32), AZT.indptr.astype(cp.int32),
+                    AZT.indices.astype(cp.int32), AZT.data.astype(cp.float64))
+            (self.part, self.owner, self.labels32, self.azt_indptr, self.azt_indices,
+             self.azt_data) = cache[(self.by, self.bx)]
+            self.k = k
+            self.g = cp.zeros(k, dtype=cp.float64)
+            self.e = cp.zeros(k, dtype=cp.float64)
+            self.part_zr = cp.zeros(2 * self.ntiles, dtype=cp.float64)
+        else:
+            self.owner = cp.zeros(1, dtype=cp.int32)
+            self.e = cp.zeros(1, dtype=cp.float64)
+            self.part_zr = None
+        # Vectors, allocated once.
+        self.x = cp.empty(self.n, dtype=cp.float64)
+        self.r = [cp.empty(self.n, dtype=cp.float64), cp.empty(self.n, dtype=cp.float64)]
+        self.cur = 0
+        self.pbuf = [cp.empty(self.n, dtype=cp.float64), cp.empty(self.n, dtype=cp.float64)]
+        self.pcur = 0
+        self.w = cp.empty(self.n, dtype=cp.float64)
+        self.y = cp.empty(self.n, dtype=cp.float64)
+        self.nred = _reduction_blocks()
+        self.part_pw = cp.zeros(max(self.nred, self.ntiles), dtype=cp.float64)
+        self.part_ry = cp.zeros(max(self.ntiles, self.nred), dtype=cp.float64)
+        self.part_rr = cp.zeros(self.ntiles, dtype=cp.float64)
+        self.scal = cp.zeros(4, dtype=cp.float64)
+        self.counter = cp.zeros(1, dtype=cp.int32)
+        self.bnorm_inv = 1.0
+        # Kernels.
+        self.k_dirspmv = _kernel("bf_direction_spmv")
+        self.k_alpha = _kernel("bf_alpha")
+        self.k_update = _kernel("bf_update", self.prec_code)
+        self.k_beta = _kernel("bf_beta")
+        self.k_restrict = _kernel("bf_restrict")
+        self.k_dot = _kernel("bf_dot_tiles")
+        # Rows per pass: the halo costs 2 / rows of extra reads; shared memory
+        # is (rows + 2) (bx + 2) + (rows + 1) (bx + 1) doubles, kept <= 40 KiB.
+        rows = min(_ROWS, self.by)
+        while rows > 4 and 8 * ((rows + 2) * (self.bx + 2) + (rows + 1) * (self.bx + 1)) > 40 * 1024:
+            rows //= 2
+        self.rows = rows
+        self.smem = 8 * ((rows + 2) * (self.bx + 2) + (rows + 1) * (self.bx + 1)) \
+            if self.prec_code == 2 else 0
+        self.smem_dir = 8 * (rows + 2) * (self.bx + 2)
+        self.bytes_per_iteration = self._count_bytes()
+
+    def _coarse(self, g, out):
+        coarse = self.defl.coarse
+        try:
+            coarse.solve(g, out=out)
+        except TypeError:                  # a solver without ``out``
+            out[...] = coarse.solve(g)
+
+    # ------------------------------------------------------------------ model
+    def _count_bytes(self):
+        """Bytes one iteration moves: each array read once, written once."""
+        n8 = 8 * self.n
+        arrays = 6.0                    # direction + spmv: y, p, cx, cy -> p', w
+        # x, p, r, w (+ M's coefficients) read; x, r (and y) written
+        update = {0: 7, 1: 8, 2: 10, 3: 6}[self.prec_code]
+        arrays += update
+        if self.prec_code == 3:
+            arrays += 2                                # r . y after the generic M
+        if self.defl is not None:
+            arrays += 0.5 + 0.125                      # int32 labels, int8 parts
+        extra = 0
+        if self.defl is not None:
+            nnz = int(self.azt_data.size)
+            extra += nnz * (8 + 4 + 8) + (self.k + 1) * 4 + 3 * 8 * self.k
+            extra += int(getattr(self.defl.coarse, "nbytes", 8 * self.k * self.k))
+        return int(arrays * n8 + extra)
+
+    # ------------------------------------------------------------------ state
+    def load(self, x, r, p, rz, bad, hist, it, bnorm):
+        """Take the generic loop's state (after a start or a restart)."""
+        cp = self.cp
+        self.x[...] = x
+        self.r[self.cur][...] = r
+        # The first direction is p itself: y = p, beta = 0, e = 0.
+        self.pbuf[self.pcur][...] = p
+        self.y[...] = p
+        self.e[...] = 0
+        self.scal[_BETA] = 0
+        self.scal[_RZ] = rz
+        self.scal[_BAD] = bad
+        self.hist = hist
+        self.counter[0] = it
+        self.bnorm_inv = 1.0 / bnorm
+        self._f_inv_bnorm = np.float64(self.bnorm_inv)
+        del cp
+
+    @property
+    def r_current(self):
+        return self.r[self.cur]
+
+    @property
+    def p(self):
+        """The current search direction."""
+        return self.pbuf[self.pcur]
+
+    def state(self):
+        """Views of the current iterate, residual, direction, rz and flag."""
+        return self.x, self.r[self.cur], self.p, self.scal[_RZ], self.scal[_BAD] != 0
+
+    # ------------------------------------------------------------------ profile
+    def profile(self, repeat=50):
+        """Median milliseconds of each stage of one iteration (CUDA events).
+
+        Every stage is launched ``repeat`` times on its own, on the current
+        state; the iterate is changed by it, so profile after a solve.
+        """
+        cp = self.cp
+        stages = self._stages()
+        out = {}
+        for name, fn in stages:
+            fn()
+            times = []
+            for _ in range(repeat):
+                start, stop = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                fn()
+                stop.record()
+                stop.synchronize()
+                times.append(cp.cuda.get_elapsed_time(start, stop))
+            out[name] = float(np.median(times))
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        self.iterate(2)
+        start.record()
+        self.iterate(repeat)
+        stop.record()
+        stop.synchronize()
+        out["iteration"] = cp.cuda.get_elapsed_time(start, stop) / repeat
+        return out
+
+    # ------------------------------------------------------------------ kernels
+    def _stages(self):
+        """The launches of one iteration as (name, callable) pairs."""
+        nx, ny = np.int32(self.nx), np.int32(self.ny)
+        n = np.int64(self.n)
+        T = _THREADS
+        nred = self.nred
+        null = np.uint64(0)                 # a NULL pointer argument
+        k = self.k
+
+        def direction_spmv():
+            labels = self.labels32 if self.defl is not None else null
+            p_old, p_new = self.pbuf[self.pcur], self.pbuf[1 - self.pcur]
+            self.k_dirspmv((self.ntiles,), (T,),
+                           (self.y, self.e, labels, self.scal, p_old, p_new, self.w,
+                            self.cx, self.cy, self.part_pw, nx, ny,
+                            np.int32(self.bx), np.int32(self.by), np.int32(self.rows)),
+                           shared_mem=self.smem_dir)
+            self.pcur = 1 - self.pcur
+
+        def alpha():
+            self.k_alpha((1,), (1024,), (self.part_pw, np.int32(self.ntiles), self.scal))
+
+        def update():
+            r_old, r_new = self.r[self.cur], self.r[1 - self.cur]
+            self.k_update((self.ntiles,), (T,),
+                          (self.p, self.w, r_old, r_new, self.x, self.y,
+                           self.s if self.s is not None else null,
+                           self.cxs if self.cxs is not None else null,
+                           self.cys if self.cys is not None else null,
+                           self.part if self.part is not None else null,
+                           self.scal, self.part_ry, self.part_rr,
+                           self.part_zr if self.part_zr is not None else null,
+                           nx, ny, np.int32(self.bx), np.int32(self.by), np.int32(self.rows)),
+                          shared_mem=self.smem)
+
+        def precondition():                 # a preconditioner without a fused kernel
+            r_new = self.r[1 - self.cur]
+            self.y[...] = self.prec_obj.apply(r_new)
+            self.k_dot((nred,), (T,), (r_new, self.y, self.part_ry, n))
+
+        def restrict():
+            self.k_restrict(((32 * k + T - 1) // T,), (T,),
+                            (self.azt_indptr, self.azt_indices, self.azt_data, self.y,
+                             self.part_zr, self.owner, self.g, np.int32(k)))
+
+        def coarse():
+            self._coarse(self.g, self.e)
+
+        def beta():
+            nry = nred if self.prec_code == 3 else self.ntiles
+            zr = self.part_zr if self.part_zr is not None else self.part_ry
+            self.k_beta((1,), (1024,),
+                        (self.part_ry, np.int32(nry), self.part_rr, np.int32(self.ntiles),
+                         self.e, zr, self.owner, np.int32(k), self.scal,
+                         self.hist, self.counter, self._f_inv_bnorm))
+
+        stages = [("direction_spmv", direction_spmv), ("alpha", alpha), ("update", update)]
+        if self.prec_code == 3:
+            stages.append(("precondition", precondition))
+        if self.defl is not None:
+            stages += [("restrict", restrict), ("coarse", coarse)]
+        stages.append(("beta", beta))
+        return stages
+
+    def iterate(self, count):
+        """``count`` iterations, no host synchronisation."""
+        stages = [fn for _, fn in self._stages()]
+        for _ in range(count):
+            for fn in stages:
+                fn()
+            self.cur = 1 - self.cur

@@ -1,0 +1,137 @@
+"""The fused GPU iteration against its twins: the generic loop and NumPy.
+
+Skipped where no GPU is usable (marker ``gpu``).
+"""
+import numpy as np
+import pytest
+
+from bubbleflow import bubbly_column, cg, dpcg, make_deflation
+from bubbleflow.precond import make_preconditioner
+
+pytestmark = pytest.mark.gpu
+
+FUSED_PRECS = ["none", "jacobi", "incomplete_poisson_scaled", "block_ic"]
+
+
+def _deflation(A, phi, kind, blocks):
+    ny, nx = A.grid_shape
+    defl = make_deflation(kind, A, phi=phi, subdomains=blocks)
+    if getattr(defl, "block_shape", None) is None:
+        defl.block_shape = (ny // blocks[1], nx // blocks[0])
+    return defl
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+@pytest.mark.parametrize("prec", FUSED_PRECS)
+@pytest.mark.parametrize("kind", ["levelset_subdomains", "subdomains"])
+@pytest.mark.parametrize("contrast", [1e3, 1e6])
+def test_fused_dpcg_matches_generic_and_numpy(prec, kind, contrast, cupy_backend):
+    rtol = 1e-8 if contrast < 1e5 else 1e-6
+    records, xs = {}, {}
+    for name, backend, engine in (("numpy", "numpy", "generic"), ("generic", "cupy", "generic"),
+                                  ("fused", "cupy", "fused")):
+        A, b, phi = bubbly_column(128, contrast, backend=backend)
+        defl = _deflation(A, phi, kind, (8, 8))
+        x, rec = dpcg(A, b, rtol=rtol, M=prec, deflation=defl, maxiter=4000, engine=engine)
+        records[name], xs[name] = rec, _host(x)
+    fused = records["fused"]
+    assert fused.engine == "fused" and fused.bytes_per_iteration > 0
+    assert records["generic"].engine == "generic"
+    assert fused.converged, fused.summary()
+    assert fused.residual <= rtol
+    for other in ("generic", "numpy"):
+        its = records[other].iterations
+        # Within 2 iterations; runs of thousands of iterations (no
+        # preconditioner) are sensitive to the summation order: 1 % there.
+        allowed = 2 if its < 500 else 0.01 * its
+        assert abs(fused.iterations - its) <= allowed, (fused.iterations, other, its)
+        err = np.linalg.norm(xs["fused"] - xs[other]) / np.linalg.norm(xs[other])
+        assert err < 1e-5, (other, err)
+
+
+@pytest.mark.parametrize("prec", FUSED_PRECS)
+def test_fused_pcg_matches_numpy(prec, cupy_backend):
+    out = {}
+    for backend, engine in (("numpy", "generic"), ("cupy", "fused")):
+        A, b, phi = bubbly_column(64, 1e3, backend=backend)
+        x, rec = cg(A, b, rtol=1e-8, M=prec, maxiter=20000, engine=engine)
+        out[engine] = (rec, _host(x))
+    (rn, xn), (rf, xf) = out["generic"], out["fused"]
+    assert rf.engine == "fused" and rf.converged and rf.residual <= 1e-8
+    # Undeflated CG runs hundreds to thousands of iterations: rounding-order
+    # sensitivity is a few percent there (see test_gpu).
+    assert abs(rf.iterations - rn.iterations) <= max(2, 0.05 * rn.iterations)
+    assert np.linalg.norm(xf - xn) / np.linalg.norm(xn) < 1e-5
+
+
+def test_fused_non_square_grid_and_rectangular_tiles(cupy_backend):
+    """Tiles of 16 x 32 cells on a 128 x 64 grid: halos on every side."""
+    from bubbleflow.grid import Grid
+    from bubbleflow.levelset import Circle, build_levelset, phase_fields
+    from bubbleflow.operator import assemble_pressure_operator, gravity_rhs
+
+    grid = Grid(64, 128, 1.0, 2.0)
+    phi = build_levelset(grid, 1.7, [Circle(0.3, 0.5, 0.15), Circle(0.6, 1.1, 0.2)])
+    ph = phase_fields(grid, phi, 1000.0, 1.0, 1e-3, 1.8e-5)
+    res = {}
+    for backend, engine in (("numpy", "generic"), ("cupy", "fused")):
+        A = assemble_pressure_operator(grid, ph, backend=backend)
+        b = A.backend.xp.asarray(gravity_rhs(grid, 9.81).ravel())
+        defl = _deflation(A, phi, "levelset_subdomains", (2, 8))     # 32 x 16 cells
+        assert tuple(defl.block_shape) == (16, 32)
+        x, rec = dpcg(A, b, rtol=1e-9, M="incomplete_poisson_scaled", deflation=defl,
+                      engine=engine)
+        res[engine] = (rec, _host(x))
+    (rn, xn), (rf, xf) = res["generic"], res["fused"]
+    assert rf.converged and abs(rf.iterations - rn.iterations) <= 2
+    assert np.linalg.norm(xf - xn) / np.linalg.norm(xn) < 1e-6
+
+
+@pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled", "block_ic"])
+def test_one_fused_iteration_equals_numpy_twin(prec, cupy_backend):
+    """Every kernel of one A-DEF2 iteration against the plain NumPy formulas."""
+    import cupy as cp
+
+    from bubbleflow.fused import fused_engine_for
+
+    An, bn, phi = bubbly_column(64, 1e3, backend="numpy")
+    Ac, bc, _ = bubbly_column(64, 1e3, backend="cupy")
+    dn = _deflation(An, phi, "levelset_subdomains", (4, 4))
+    dc = _deflation(Ac, phi, "levelset_subdomains", (4, 4))
+    Mn, Mc = make_preconditioner(prec, An), make_preconditioner(prec, Ac)
+    rng = np.random.default_rng(3)
+    x, r, p = (rng.standard_normal(bn.size) for _ in range(3))
+    rz = float(rng.random() + 0.5)
+    eng = fused_engine_for(Ac, Mc, prec, dc, "adef2", bc)
+    hist = cp.zeros(4)
+    eng.load(cp.asarray(x), cp.asarray(r), cp.asarray(p), cp.asarray(rz), cp.asarray(False),
+             hist, 0, 2.0)
+    for arr in (eng.w, eng.r[1], eng.pbuf[1]):
+        arr.fill(np.nan)                                 # every entry must be written
+    eng.iterate(1)
+    # NumPy twin
+    w = An @ p
+    alpha = rz / (p @ w)
+    x1, r1 = x + alpha * p, r - alpha * w
+    s = Mn.apply(r1)
+    e = dn.coarse.solve(dn.restrict(r1) - dn.AZT @ s)
+    y = s + dn.prolong(e)
+    rz1 = r1 @ y
+    p1 = y + rz1 / rz * p
+    got = {k: cp.asnumpy(v) for k, v in (("x", eng.x), ("r", eng.r_current), ("p", eng.p))}
+    for name, ref in (("x", x1), ("r", r1), ("p", p1)):
+        assert np.linalg.norm(got[name] - ref) / np.linalg.norm(ref) < 1e-11, name
+    assert abs(float(eng.scal[2]) - rz1) < 1e-11 * abs(rz1)
+    assert abs(float(hist[1]) - np.linalg.norm(r1) / 2.0) < 1e-12 * np.linalg.norm(r1)
+
+
+def test_fused_is_reproducible(cupy_backend):
+    A, b, phi = bubbly_column(128, 1e3, backend="cupy")
+    defl = _deflation(A, phi, "levelset_subdomains", (8, 8))
+    runs = [dpcg(A, b, rtol=1e-9, M="incomplete_poisson_scaled", deflation=defl, engine="fused")
+            for _ in range(2)]
+    np.testing.assert_array_equal(_host(runs[0][0]), _host(runs[1][0]))
+    np.testing.assert_array_equal(runs[0][1].residual_history, runs[1][1].residual_history)
