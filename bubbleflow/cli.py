@@ -5,6 +5,9 @@
     bubbleflow run CASE.yaml [-o OUTDIR] [--backend auto|numpy|cupy]
                              [--set key.path=value ...] [--quiet]
                              [--restart FILE.h5] [--no-progress]
+    bubbleflow sweep CASE.yaml --param KEY --values V1,V2,... [...]   (bubbleflow.study)
+    bubbleflow plot RUN.h5|summary.csv [-o DIR]                       (bubbleflow.plots)
+    bubbleflow bench [--sizes N ...] [--contrasts C ...] [...]        (bubbleflow.bench)
     bubbleflow --version
 
 Each subcommand is one ``cmd_<name>(args) -> int`` function.  A mistake in
@@ -119,10 +122,11 @@ def build_parser():
 
     # Subcommands that live beside their code: each module has
     # add_subparser(subparsers), registering its cmd_* function.
-    from . import plots, study
+    from . import bench, plots, study
 
     study.add_subparser(sub)
     plots.add_subparser(sub)
+    bench.add_subparser(sub)
     return parser
 
 
@@ -134,8 +138,16 @@ def main(argv=None):
     argv : list of str, optional
         Arguments without the program name (default ``sys.argv[1:]``).
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
     try:
+        # Subcommands that set `one_line_errors` report argument errors as a
+        # CaseError (one line, exit 2) instead of argparse's usage message.
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            if getattr(args, "one_line_errors", False):
+                raise CaseError(f"bubbleflow {args.command}", None,
+                                f"unrecognized arguments: {' '.join(extra)}")
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return args.func(args)
     except CaseError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

@@ -3,8 +3,8 @@
 The deflation vectors are piecewise constant: column ``c`` of ``Z`` is the
 indicator of the cells labelled ``c``.  ``Z`` is therefore never stored, only
 the label of each cell: ``Z^T r`` is a per-label sum and ``Z y`` a gather.
-``A Z`` is a sparse ``N x k`` matrix (about five entries per row) and
-``E = Z^T A Z`` a sparse ``k x k`` matrix, factorised once per operator.
+``A Z`` is a sparse ``N x k`` matrix and ``E = Z^T A Z`` a sparse ``k x k``
+matrix, factorised once per operator.
 
 Kinds (``make_deflation``):
 
@@ -14,6 +14,22 @@ Kinds (``make_deflation``):
                          (Tang and Vuik 2007): one vector per bubble piece,
                          which captures the small eigenvalues that density
                          contrast creates.
+
+Set-up on the backend.  For the grid operator (:class:`PoissonOperator`)
+everything is built on its backend (the GPU with CuPy) from the face
+couplings, without a host matrix: the rows of the operator sum to zero, so
+``(A Z)_{p,l} = -sum c_f`` over the faces ``f`` from cell ``p`` to cells
+labelled ``l != label(p)`` and ``(A Z)_{p,label(p)} = +sum c_f`` over the
+same "cut" faces (those whose two cells carry different labels); a cell
+with no cut face has a zero row, which is not stored.  Likewise
+``E_kl = -sum c_f`` over the cut faces between ``k`` and ``l`` and
+``E_kk = sum c_f`` over the cut faces leaving ``k``.  Only the cut faces
+(block boundaries and the interface) are touched after one pass over the
+grid.  Host synchronisations: the number of vectors ``k``, the number of
+cut faces, the numbers of entries of ``E`` and ``A Z`` (array sizes), and
+the copy of the small ``E`` to the host for :class:`CoarseSolver`.  A
+general sparse matrix (SciPy or CuPy) with arbitrary labels takes the
+generic path, ``A Z`` and ``Z^T (A Z)`` by sparse products on its backend.
 
 The singular Neumann operator: the labels partition the grid, so ``Z`` spans
 the constants and ``E`` is singular with null space ``span{1_k}``.  The
@@ -28,7 +44,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from .backend import backend_of, get_backend
+from .coarse import CoarseSolver
+from .backend import backend_of
 
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
            "levelset_subdomain_labels", "DEFLATIONS"]
@@ -36,81 +53,31 @@ __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "s
 DEFLATIONS = ("none", "subdomains", "stripes", "levelset_subdomains")
 
 
-def subdomain_labels(ny, nx, px, py):
-    """Label of each cell for ``px x py`` rectangular subdomains (NumPy)."""
-    j = (np.arange(ny) * py) // ny
-    i = (np.arange(nx) * px) // nx
-    return (j[:, None] * px + i[None, :]).astype(np.int64)
+def subdomain_labels(ny, nx, px, py, xp=np):
+    """Label of each cell for ``px x py`` rectangular subdomains (on ``xp``).
+
+    Block ``(bj, bi)`` (row ``bj < py``, column ``bi < px``) has label
+    ``bj * px + bi``; the block edges are ``floor(j * py / ny)``, so the
+    blocks differ by at most one cell when ``py`` does not divide ``ny``.
+    """
+    j = (xp.arange(ny, dtype=xp.int64) * py) // ny
+    i = (xp.arange(nx, dtype=xp.int64) * px) // nx
+    return j[:, None] * px + i[None, :]
 
 
-def stripe_labels(ny, nx, stripes):
-    """Label of each cell for ``stripes`` horizontal stripes of grid rows."""
-    j = (np.arange(ny) * stripes) // ny
-    return np.repeat(j[:, None], nx, axis=1).astype(np.int64)
+def stripe_labels(ny, nx, stripes, xp=np):
+    """Label of each cell for ``stripes`` horizontal stripes of grid rows
+    (the same as ``subdomain_labels(ny, nx, 1, stripes)``)."""
+    return subdomain_labels(ny, nx, 1, stripes, xp=xp)
 
 
 def levelset_subdomain_labels(phi, px, py):
-    """Subdomains split into liquid (``phi >= 0``) and gas parts."""
+    """Subdomains split into liquid (``phi >= 0``) and gas parts:
+    ``2 * block + (phi < 0)``, on the array backend of ``phi``."""
+    xp = backend_of(phi).xp
+    phi = xp.asarray(phi)
     ny, nx = phi.shape
-    return 2 * subdomain_labels(ny, nx, px, py) + (np.asarray(phi) < 0)
-
-
-class CoarseSolver:
-    """Solves ``E y = s`` for the sparse symmetric coarse matrix ``E``.
-
-    Parameters
-    ----------
-    E : scipy.sparse matrix (k x k), host
-    singular : bool
-        ``E`` has the null space ``span{1}`` (the labels cover the grid and
-        the operator annihilates constants).
-    backend : Backend
-    dense_limit : int
-        Up to this many unknowns the coarse matrix is factorised densely
-        (Cholesky) and solved on the device; beyond it a sparse LU on the
-        host is used.
-    """
-
-    def __init__(self, E, singular, backend, dense_limit=4000):
-        self.backend = backend
-        self.k = E.shape[0]
-        self.singular = bool(singular)
-        Er = E[:-1, :-1] if self.singular else E
-        self.n = Er.shape[0]
-        self.dense = self.n <= dense_limit
-        if self.n == 0:
-            return
-        if self.dense:
-            L = scipy.linalg.cholesky(Er.toarray(), lower=True)
-            xp = backend.xp
-            self.L = xp.asarray(L)
-            self.LT = xp.asarray(np.ascontiguousarray(L.T))
-            if backend.name == "cupy":
-                from cupyx.scipy.linalg import solve_triangular
-            else:
-                from scipy.linalg import solve_triangular
-            self._tri = solve_triangular
-        else:
-            import scipy.sparse.linalg as spla
-
-            self.lu = spla.splu(sp.csc_matrix(Er))
-
-    def solve(self, s):
-        xp = self.backend.xp
-        if self.singular:
-            s = s - s.mean()          # project onto range(E)
-        y = xp.zeros_like(s)
-        if self.n == 0:
-            return y
-        rhs = s[: self.n]
-        if self.dense:
-            t = self._tri(self.L, rhs, lower=True)
-            y[: self.n] = self._tri(self.LT, t, lower=False)
-        else:
-            y[: self.n] = xp.asarray(self.lu.solve(self.backend.to_host(rhs)))
-        if self.singular:
-            y -= y.mean()             # the minimum-norm answer, E^+ s
-        return y
+    return 2 * subdomain_labels(ny, nx, px, py, xp=xp) + (phi < 0)
 
 
 class Deflation:
@@ -119,46 +86,129 @@ class Deflation:
     Parameters
     ----------
     A : PoissonOperator, or a SciPy / CuPy sparse matrix
-    labels : int array (N,) or grid-shaped
+    labels : int array (N,) or grid-shaped, NumPy or of A's backend
         Cells with equal labels share a deflation vector.  Labels need not
-        be contiguous; empty labels are removed.
+        be contiguous; empty labels are removed (vector ``c`` is the
+        ``c``-th smallest label present).
     kind : str
         A name for reports.
+    dense_limit : int
+        Passed to :class:`CoarseSolver`.
+
+    Attributes
+    ----------
+    k : int
+        Number of deflation vectors (``n_vectors``).
+    labels : int64 array (N,), backend
+        Vector of each cell, ``0 .. k-1``.
+    AZ, AZT : CSR matrices of the backend (``N x k``, ``k x N``), A's dtype
+        ``A Z`` and its transpose.  For the grid operator only the rows of
+        cells with a cut face hold entries.
+    E : scipy.sparse CSR (k x k), host, float64
+        ``Z^T A Z`` (for :class:`CoarseSolver`).
+    E_backend : CSR matrix of the backend (k x k), float64
+        The same matrix, built on the backend (``E`` is its host copy).
+    coarse : CoarseSolver
+    groups : int32 array (k,), backend, or None
+        For labels from rectangular blocks (:meth:`from_blocks`: the kinds
+        ``subdomains``, ``stripes``, ``levelset_subdomains``): the index of
+        the block each vector lives in (``bj * px + bi``); None for
+        arbitrary labels.
+    block_shape : (by, bx) or None
+        Cells per block, when the blocks tile the grid exactly (``px``
+        divides ``nx`` and ``py`` divides ``ny``); else None.
+    part : int8 array (ny, nx), backend, or None
+        With ``block_shape``: 0 for the liquid, 1 for the gas part of a
+        block (``levelset_subdomains``), all 0 otherwise.
+    lut : int32 array (nblocks, 2), backend, or None
+        With ``block_shape``: the vector of (block, part), -1 where that
+        part of the block is empty.
     """
 
-    def __init__(self, A, labels, kind="custom", dense_limit=4000):
+    def __init__(self, A, labels, kind="custom", dense_limit=6000, *, _layout=None):
         if hasattr(A, "backend"):
             self.backend = A.backend
         else:
             self.backend = backend_of(getattr(A, "data", A))
-        xp = self.backend.xp
+        backend = self.backend
+        xp = backend.xp
         self.kind = kind
-        lab = np.asarray(self.backend.to_host(labels)).ravel()
-        _, lab = np.unique(lab, return_inverse=True)
-        lab = lab.astype(np.int64).ravel()
-        self.k = int(lab.max()) + 1
+        lab = _on_backend(labels, backend).ravel()
+        if lab.dtype == bool:
+            lab = lab.astype(xp.int64)
         n = lab.size
-        A_host = _host_csr(A)
-        if A_host.shape != (n, n):
-            raise ValueError(f"labels have {n} entries; the matrix is {A_host.shape}")
-        Z = sp.csr_matrix((np.ones(n), (np.arange(n), lab)), shape=(n, self.k))
-        AZ = (A_host @ Z).tocsr()
-        E = (Z.T @ AZ).tocsr()
-        E = 0.5 * (E + E.T)
-        # Z spans the constants (labels partition the grid); if A kills them,
-        # E is singular with null space span{1}.
-        diag_scale = float(np.abs(A_host.diagonal()).max()) or 1.0
-        singular = float(np.abs(A_host @ np.ones(n)).max()) <= 1e-10 * diag_scale
-        dtype = getattr(A, "dtype", np.float64)
-        self.labels = xp.asarray(lab)
-        self.E = E
-        self.coarse = CoarseSolver(E, singular, self.backend, dense_limit)
-        if self.backend.name == "cupy":
-            self.AZ = self.backend.sparse.csr_matrix(AZ.astype(dtype))
-            self.AZT = self.backend.sparse.csr_matrix(AZ.T.tocsr().astype(dtype))
+        if tuple(A.shape) != (n, n):
+            raise ValueError(f"labels have {n} entries; the matrix is {tuple(A.shape)}")
+        if _layout is not None:
+            self.labels, self.k, slot, original = _compact_present(lab, _layout["present"], xp)
         else:
-            self.AZ = AZ.astype(dtype)
-            self.AZT = AZ.T.tocsr().astype(dtype)
+            self.labels, self.k, slot, original = _compact_labels(lab, xp)
+        dtype = np.dtype(getattr(A, "dtype", np.float64))
+        if hasattr(A, "couplings") and hasattr(A, "grid_shape"):
+            AZ, AZT, E = _face_pieces(A, self.labels, self.k, dtype)
+            singular = getattr(A, "nullspace", None) == "constant"
+        else:
+            AZ, AZT, E, singular = _matrix_pieces(A, self.labels, self.k, dtype, backend)
+        self.AZ, self.AZT = AZ, AZT
+        self.E_backend = E
+        # One transfer of the small coarse matrix for the (host-built) coarse factorisation.
+        self.E = E.get() if backend.name == "cupy" else E
+        self.coarse = CoarseSolver(self.E, singular, backend, dense_limit)
+        self.groups = self.block_shape = self.part = self.lut = None
+        if _layout is not None:
+            self._set_layout(_layout, slot, original)
+
+    @classmethod
+    def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=6000):
+        """The deflation space of ``px x py`` rectangular blocks of the grid
+        operator ``A``, every block split into liquid and gas parts by the
+        level set ``phi`` when given (``levelset_subdomains``).
+
+        The labels are built on A's backend (``phi`` is moved there if it is
+        not); the layout gives :attr:`groups`, :attr:`block_shape`,
+        :attr:`part` and :attr:`lut`.
+        """
+        backend = A.backend
+        xp = backend.xp
+        ny, nx = A.grid_shape
+        px, py = int(px), int(py)
+        if px < 1 or py < 1:
+            raise ValueError(f"subdomains ({px}, {py}) must be positive")
+        # Cells per block (host arithmetic): which blocks, and which parts, are empty.
+        rows = np.bincount((np.arange(ny) * py) // ny, minlength=py)
+        cols = np.bincount((np.arange(nx) * px) // nx, minlength=px)
+        size = (rows[:, None] * cols[None, :]).ravel()            # (nblocks,)
+        if phi is None:
+            labels = subdomain_labels(ny, nx, px, py, xp=xp)
+            nparts, part = 1, None
+            present = size > 0                                    # host: k without a sync
+            kind = kind or "subdomains"
+        else:
+            phi = _on_backend(phi, backend).reshape(ny, nx)
+            labels = levelset_subdomain_labels(phi, px, py)
+            nparts, part = 2, labels % 2
+            gas = _block_sums(part, px, py, xp)                   # gas cells per block
+            present = xp.stack([gas < xp.asarray(size), gas > 0], axis=1).ravel()
+            kind = kind or "levelset_subdomains"
+        layout = dict(px=px, py=py, nparts=nparts, present=present, part=part, grid_shape=(ny, nx))
+        return cls(A, labels, kind=kind, dense_limit=dense_limit, _layout=layout)
+
+    def _set_layout(self, layout, slot, original):
+        xp = self.backend.xp
+        ny, nx = layout["grid_shape"]
+        px, py, nparts = layout["px"], layout["py"], layout["nparts"]
+        nblocks = px * py
+        self.groups = (original // nparts).astype(xp.int32)
+        if nx % px or ny % py:
+            return
+        self.block_shape = (ny // py, nx // px)
+        part = layout["part"]
+        self.part = (xp.zeros((ny, nx), dtype=xp.int8) if part is None
+                     else part.reshape(ny, nx).astype(xp.int8))
+        lut = slot.astype(xp.int32).reshape(nblocks, nparts)
+        if nparts == 1:
+            lut = xp.concatenate([lut, xp.full((nblocks, 1), -1, dtype=xp.int32)], axis=1)
+        self.lut = lut
 
     @property
     def n_vectors(self):
@@ -180,36 +230,213 @@ class Deflation:
         return f"<Deflation {self.kind}: {self.k} vectors on {self.backend.name}>"
 
 
-def _host_csr(A):
-    if hasattr(A, "to_scipy"):
-        return A.to_scipy()
-    if sp.issparse(A):
-        return sp.csr_matrix(A)
-    mod = type(A).__module__
-    if mod.startswith("cupyx"):
-        return A.get().tocsr()
-    return sp.csr_matrix(np.asarray(A))
+# --------------------------------------------------------------------------- #
+# Set-up helpers (backend-generic: NumPy or CuPy arrays through ``xp``)
+# --------------------------------------------------------------------------- #
+def _on_backend(a, backend):
+    """``a`` as an array of ``backend`` (moved only when it lives elsewhere)."""
+    if backend.name == "numpy":
+        return np.asarray(backend_of(a).to_host(a))
+    return backend.xp.asarray(a)
 
 
-def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_limit=4000):
+def _compact_labels(lab, xp):
+    """Arbitrary labels to ``0 .. k-1``, in increasing order of the original labels.
+
+    Non-negative integer labels not much larger than their number: the
+    occupancy of every value is marked (a scatter) and its cumulative sum
+    is the lookup table (:func:`_compact_present`), no sort; otherwise
+    ``xp.unique``.  Returns ``(compact int64 (N,), k, slot, original)``, see
+    :func:`_compact_present` (``slot`` None after ``unique``).  Host
+    synchronisations: the range of the labels and ``k``.
+    """
+    n = lab.size
+    if n == 0:
+        return lab.astype(xp.int64), 0, None, lab
+    if np.issubdtype(lab.dtype, np.integer):
+        lo, hi = (int(v) for v in _host(xp.stack([lab.min(), lab.max()])))
+        if lo >= 0 and hi < 4 * n + 1024:
+            lab = lab.astype(xp.int64, copy=False)
+            present = xp.zeros(hi + 1, dtype=bool)
+            present[lab] = True
+            return _compact_present(lab, present, xp)
+    original, compact = xp.unique(lab, return_inverse=True)
+    return compact.ravel().astype(xp.int64, copy=False), int(original.size), None, original
+
+
+def _compact_present(lab, present, xp):
+    """Compact labels from the occupancy ``present`` of the possible values ``0 .. len-1``.
+
+    Returns ``(compact int64 (N,), k, slot, original)``: ``slot`` (int64, one
+    per possible value) the compact label of every value, -1 where absent;
+    ``original`` (``(k,)``) the value of every compact label, both on ``xp``.
+    ``present`` may be a host array (then no synchronisation); on the
+    device, reading ``k`` is one.
+    """
+    pxp = backend_of(present).xp               # the small table is computed where it lives
+    cum = pxp.cumsum(present, dtype=pxp.int64)
+    k = int(cum[-1]) if cum.size else 0
+    slot = pxp.where(present, cum - 1, -1)
+    original = pxp.searchsorted(cum, pxp.arange(1, k + 1, dtype=pxp.int64))
+    slot, original = xp.asarray(slot), xp.asarray(original)
+    compact = slot[lab.astype(xp.int64, copy=False)]
+    return compact, k, slot, original
+
+
+def _block_sums(a, px, py, xp):
+    """Sum of the grid array ``a`` over each block of :func:`subdomain_labels`, ``(py * px,)``.
+
+    A reshaped reduction when the blocks tile the grid exactly; otherwise a
+    scatter-add over the block labels (float64, exact for counts).
+    """
+    ny, nx = a.shape
+    if ny % py == 0 and nx % px == 0:
+        return a.reshape(py, ny // py, px, nx // px).sum(axis=(1, 3)).ravel()
+    blocks = subdomain_labels(ny, nx, px, py, xp=xp).ravel()
+    return _scatter_add(blocks, a.ravel().astype(np.float64), px * py, xp).astype(xp.int64)
+
+
+def _scatter_add(idx, vals, size, xp):
+    """``out[idx] += vals`` with repeated indices accumulated, float64, ``(size,)``.
+
+    ``xp.add.at``: no host synchronisation on CuPy (``cupy.bincount`` checks
+    the signs and the maximum of its input on the host).
+    """
+    out = xp.zeros(size, dtype=np.float64)
+    if idx.size:
+        xp.add.at(out, idx, vals)
+    return out
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def _face_pieces(A, labels, k, dtype):
+    """``A Z``, ``(A Z)^T`` and ``E`` of the grid operator from its cut faces, on its backend."""
+    backend = A.backend
+    xp = backend.xp
+    ny, nx = A.grid_shape
+    n = nx * ny
+    L = labels.reshape(ny, nx)
+    cx, cy = A.couplings()
+    nfx = ny * (nx - 1)
+    cut = xp.concatenate([(L[:, 1:] != L[:, :-1]).ravel(), (L[1:, :] != L[:-1, :]).ravel()])
+    f = xp.flatnonzero(cut)                      # host sync: the number of cut faces
+    is_x = f < nfx
+    fy = f - nfx
+    # Vertical face (j, i) of cx, index j*(nx-1) + i, joins cells p = j*nx + i and p + 1;
+    # horizontal face (j, i) of cy, index j*nx + i, joins p = j*nx + i and p + nx.
+    p = xp.where(is_x, f + f // max(nx - 1, 1), fy)
+    q = p + xp.where(is_x, 1, nx)
+    c = xp.where(is_x, _gather(cx, f, xp), _gather(cy, fy, xp))
+    a = labels[p]
+    b = labels[q]
+    # E: canonical pairs (lo < hi) summed once and mirrored, so E is exactly symmetric.
+    lo = xp.minimum(a, b)
+    hi = xp.maximum(a, b)
+    er, ec, ev = _sum_duplicates(lo, hi, c, k, xp)
+    diag = _scatter_add(xp.concatenate([a, b]), xp.concatenate([c, c]), k, xp)
+    ar = xp.arange(k, dtype=xp.int64)
+    E = _csr(xp.concatenate([er, ec, ar]), xp.concatenate([ec, er, ar]),
+             xp.concatenate([-ev, -ev, diag]), (k, k), backend)
+    # A Z: four entries per cut face, (p, b) -c, (q, a) -c, (p, a) +c, (q, b) +c.
+    rows = xp.concatenate([p, q, p, q])
+    cols = xp.concatenate([b, a, a, b])
+    vals = xp.concatenate([-c, -c, c, c])
+    zr, zc, zv = _sum_duplicates(rows, cols, vals, k, xp)
+    zv = zv.astype(dtype, copy=False)
+    AZ = _csr(zr, zc, zv, (n, k), backend, presorted=True)
+    AZT = _csr(zc, zr, zv, (k, n), backend)
+    return AZ, AZT, E
+
+
+def _gather(a, idx, xp):
+    """``a.ravel()[idx]`` in float64, with ``idx`` clipped to ``a`` (the caller masks)."""
+    if a.size == 0:
+        return xp.zeros(idx.shape, dtype=np.float64)
+    return a.ravel()[xp.clip(idx, 0, a.size - 1)].astype(np.float64, copy=False)
+
+
+def _sum_duplicates(rows, cols, vals, ncols, xp):
+    """Entries with equal ``(row, col)`` summed; returned sorted by row, then column."""
+    if rows.size == 0:
+        return rows, cols, vals
+    key = rows * ncols + cols
+    order = xp.argsort(key)
+    key = key[order]
+    vals = vals[order]
+    new = xp.empty(key.size, dtype=bool)
+    new[0] = True
+    xp.not_equal(key[1:], key[:-1], out=new[1:])
+    seg = xp.cumsum(new, dtype=xp.int64) - 1
+    nu = int(seg[-1]) + 1                        # host sync: the number of distinct entries
+    summed = _scatter_add(seg, vals, nu, xp)
+    ukey = xp.empty(nu, dtype=key.dtype)
+    ukey[seg] = key
+    return ukey // ncols, ukey % ncols, summed
+
+
+def _csr(rows, cols, vals, shape, backend, presorted=False):
+    """CSR matrix of the backend from entries without duplicates (in any order,
+    or sorted by row and column with ``presorted``): sorted column indices,
+    int32 index arrays."""
+    xp = backend.xp
+    nrows, ncols = shape
+    if rows.size and not presorted:
+        order = xp.argsort(rows * ncols + cols)
+        rows, cols, vals = rows[order], cols[order], vals[order]
+    if xp is np:                                 # O(n); np.bincount does not synchronise
+        indptr = np.zeros(nrows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=nrows), out=indptr[1:])
+    else:                                        # cupy.bincount would (twice): binary search
+        indptr = xp.searchsorted(rows, xp.arange(nrows + 1, dtype=rows.dtype))
+    indptr = indptr.astype(xp.int32)
+    return backend.sparse.csr_matrix((vals, cols.astype(xp.int32), indptr), shape=shape)
+
+
+def _matrix_pieces(A, labels, k, dtype, backend):
+    """``A Z``, ``(A Z)^T``, ``E`` and the singularity of ``E`` for a general matrix."""
+    xp = backend.xp
+    sparse = backend.sparse
+    if sparse.issparse(A):
+        As = sparse.csr_matrix(A, dtype=np.float64)
+    else:
+        As = sparse.csr_matrix(xp.asarray(A, dtype=np.float64))
+    n = As.shape[0]
+    Z = sparse.csr_matrix((xp.ones(n, dtype=np.float64), labels.astype(xp.int32),
+                           xp.arange(n + 1, dtype=xp.int32)), shape=(n, k))
+    AZ = (As @ Z).tocsr()
+    E = (Z.T.tocsr() @ AZ).tocsr()
+    E = (0.5 * (E + E.T.tocsr())).tocsr()
+    # Z spans the constants (labels partition the grid); if A kills them,
+    # E is singular with null space span{1}.  One host synchronisation.
+    scale, res = (float(v) for v in _host(xp.stack([abs(As.diagonal()).max(),
+                                                    abs(As @ xp.ones(n)).max()])))
+    singular = res <= 1e-10 * (scale or 1.0)
+    AZ = AZ.astype(dtype)
+    AZT = AZ.T.tocsr()
+    for M in (AZ, AZT, E):
+        M.sort_indices()
+    return AZ, AZT, E, singular
+
+
+def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_limit=6000):
     """Build the deflation space ``kind`` for the grid operator ``A``.
 
-    Returns None for ``"none"``.  ``phi`` (grid-shaped) is needed for
-    ``levelset_subdomains``.
+    Returns None for ``"none"``.  ``phi`` (grid-shaped, NumPy or on A's
+    backend) is needed for ``levelset_subdomains``.  Built on A's backend
+    (:meth:`Deflation.from_blocks`); stripes are ``1 x stripes`` blocks.
     """
     if kind == "none" or kind is None:
         return None
-    ny, nx = A.grid_shape
     px, py = (int(v) for v in subdomains)
     if kind == "subdomains":
-        labels = subdomain_labels(ny, nx, px, py)
-    elif kind == "stripes":
-        labels = stripe_labels(ny, nx, int(stripes))
-    elif kind == "levelset_subdomains":
+        return Deflation.from_blocks(A, px, py, kind=kind, dense_limit=dense_limit)
+    if kind == "stripes":
+        return Deflation.from_blocks(A, 1, int(stripes), kind=kind, dense_limit=dense_limit)
+    if kind == "levelset_subdomains":
         if phi is None:
             raise ValueError("levelset_subdomains deflation needs the level set phi")
-        phi = get_backend("numpy").to_host(A.backend.to_host(phi)).reshape(ny, nx)
-        labels = levelset_subdomain_labels(phi, px, py)
-    else:
-        raise ValueError(f"unknown deflation {kind!r}; expected one of {', '.join(DEFLATIONS)}")
-    return Deflation(A, labels, kind=kind, dense_limit=dense_limit)
+        return Deflation.from_blocks(A, px, py, phi=phi, kind=kind, dense_limit=dense_limit)
+    raise ValueError(f"unknown deflation {kind!r}; expected one of {', '.join(DEFLATIONS)}")

@@ -265,16 +265,20 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         def apply_prec(r):
             return prec(r)
 
+        # DEF1 needs accurate coarse solves (E y = s to rounding): refine.
+        def coarse(s):
+            return defl.coarse.solve(s, refine=True)
+
         def apply_op(p):                        # w = P A p = A p - A Z E^+ Z^T A p
             w = matvec(p)
-            return w - defl.AZ @ defl.coarse.solve(defl.restrict(w))
+            return w - defl.AZ @ coarse(defl.restrict(w))
 
         def start(x):                           # r^ = P (b - A x)
             r = b - matvec(x)
-            return x, r - defl.AZ @ defl.coarse.solve(defl.restrict(r))
+            return x, r - defl.AZ @ coarse(defl.restrict(r))
 
         def finish(x):                          # x = Q b + P^T x^ = x^ + Q (b - A x^)
-            return x + defl.Q(b - matvec(x))
+            return x + defl.prolong(coarse(defl.restrict(b - matvec(x))))
 
     # Attainable accuracy of the recursion: about eps ||A|| ||x|| (absolute).
     norm_A = _norm_inf(A)

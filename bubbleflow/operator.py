@@ -19,9 +19,11 @@ storages give the same matrix:
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from .backend import get_backend
+from .backend import backend_of, get_backend
 
 __all__ = ["PoissonOperator", "assemble_pressure_operator", "gravity_rhs", "STORAGES"]
 
@@ -57,8 +59,11 @@ class PoissonOperator:
             raise ValueError(f"unknown storage {storage!r}; expected one of {STORAGES}")
         self.backend = get_backend(backend)
         xp = self.backend.xp
-        beta_x = np.asarray(self.backend.to_host(beta_x), dtype=np.float64)
-        beta_y = np.asarray(self.backend.to_host(beta_y), dtype=np.float64)
+        # On the backend, in float64 (one transfer when given host arrays for CuPy).
+        beta_x = _on_backend(beta_x, self.backend)
+        beta_y = _on_backend(beta_y, self.backend)
+        if beta_x.ndim != 2 or beta_y.ndim != 2:
+            raise ValueError(f"beta_x and beta_y must be 2D; got shapes {beta_x.shape}, {beta_y.shape}")
         self.ny, nxm1 = beta_x.shape
         self.nx = nxm1 + 1
         if beta_y.shape != (self.ny - 1, self.nx):
@@ -67,16 +72,15 @@ class PoissonOperator:
         self.dtype = np.dtype(dtype)
         self.storage = storage
         self.shape = (self.nx * self.ny, self.nx * self.ny)
+        self._norm_inf = None
         cx = beta_x / self.hx ** 2
         cy = beta_y / self.hy ** 2
-        self._cx_host, self._cy_host = cx, cy
-        S, W, C, E, N = _diagonals_from_couplings(cx, cy)
-        self._diagonals_host = (S, W, C, E, N)
         if storage == "diagonals":
-            self.diagonals = tuple(xp.asarray(d, dtype=self.dtype) for d in (S, W, C, E, N))
+            self.diagonals = tuple(d.astype(self.dtype, copy=False)
+                                   for d in _diagonals_from_couplings(cx, cy, xp))
         else:
-            self.cx = xp.asarray(cx, dtype=self.dtype)
-            self.cy = xp.asarray(cy, dtype=self.dtype)
+            self.cx = cx.astype(self.dtype, copy=False)
+            self.cy = cy.astype(self.dtype, copy=False)
 
     # ------------------------------------------------------------------ entries
     @property
@@ -84,19 +88,71 @@ class PoissonOperator:
         return (self.ny, self.nx)
 
     def entries(self):
-        """The five diagonals (S, W, C, E, N), each ``(ny, nx)``, on the backend."""
+        """The five diagonals (S, W, C, E, N), each ``(ny, nx)``, on the backend.
+
+        With ``diagonals`` storage these are the operator's own arrays (do not
+        modify them); with ``matrix_free`` they are computed on the backend
+        from the face couplings at every call.
+        """
         if self.storage == "diagonals":
             return self.diagonals
         xp = self.backend.xp
-        return tuple(xp.asarray(d, dtype=self.dtype) for d in self._diagonals_host)
+        return tuple(d.astype(self.dtype, copy=False)
+                     for d in _diagonals_from_couplings(_f64(self.cx, xp), _f64(self.cy, xp), xp))
+
+    def couplings(self):
+        """Face couplings ``(cx, cy)`` on the backend: ``cx`` (ny, nx-1) on the
+        vertical faces, ``cy`` (ny-1, nx) on the horizontal ones (positive).
+
+        The stored arrays for ``matrix_free`` storage (do not modify them); new
+        arrays (``-E[:, :-1]``, ``-N[:-1, :]``) for ``diagonals`` storage.
+        """
+        if self.storage == "matrix_free":
+            return self.cx, self.cy
+        S, W, C, E, N = self.diagonals
+        return -E[:, :-1], -N[:-1, :]
 
     def norm_inf(self):
-        """Largest absolute row sum (twice the largest diagonal entry)."""
-        return 2.0 * float(self._diagonals_host[2].max())
+        """Largest absolute row sum (twice the largest diagonal entry).
+
+        One host synchronisation the first time; the value is kept.
+        """
+        if self._norm_inf is None:
+            C = self.diagonals[2] if self.storage == "diagonals" else self._centre()
+            self._norm_inf = 2.0 * float(C.max()) if C.size else 0.0
+        return self._norm_inf
 
     def diagonal(self):
-        """Main diagonal as a flat backend array."""
-        return self.backend.xp.asarray(self._diagonals_host[2].ravel(), dtype=self.dtype)
+        """Main diagonal as a flat backend array (a new array)."""
+        if self.storage == "diagonals":
+            return self.diagonals[2].ravel().copy()
+        return self._centre().ravel()
+
+    def _centre(self):
+        xp = self.backend.xp
+        return _centre_from_couplings(_f64(self.cx, xp), _f64(self.cy, xp), xp).astype(self.dtype,
+                                                                                        copy=False)
+
+    # ------------------------------------------------------------ host copies
+    @functools.cached_property
+    def diagonals_host(self):
+        """The five diagonals ``(S, W, C, E, N)`` as NumPy arrays of the operator's dtype.
+
+        For host-only exports (:meth:`to_scipy`, checks): copied from the
+        backend once, on first use, and kept.  Nothing in the solve or the
+        set-up of a time step uses it.
+        """
+        return tuple(np.asarray(self.backend.to_host(d)) for d in self.entries())
+
+    @functools.cached_property
+    def couplings_host(self):
+        """The face couplings ``(cx, cy)`` as NumPy arrays (lazy host copy, kept)."""
+        return tuple(np.array(self.backend.to_host(c)) for c in self.couplings())
+
+    # Old private names, kept for code written against them: lazy host copies.
+    _diagonals_host = property(lambda self: self.diagonals_host)
+    _cx_host = property(lambda self: self.couplings_host[0])
+    _cy_host = property(lambda self: self.couplings_host[1])
 
     # -------------------------------------------------------------------- apply
     def matvec(self, x, out=None):
@@ -131,7 +187,7 @@ class PoissonOperator:
 
         nx, ny = self.nx, self.ny
         idx = np.arange(nx * ny).reshape(ny, nx)
-        S, W, C, E, N = self._diagonals_host
+        S, W, C, E, N = self.diagonals_host
         rows = [idx.ravel()]
         cols = [idx.ravel()]
         vals = [C.ravel()]
@@ -150,30 +206,77 @@ class PoissonOperator:
         return A.astype(self.dtype)
 
     def to_backend_sparse(self):
-        """The matrix as a CSR matrix of the backend (SciPy or cuSPARSE)."""
-        A = self.to_scipy()
-        if self.backend.name == "cupy":
-            return self.backend.sparse.csr_matrix(A)
-        return A
+        """The matrix as a CSR matrix of the backend (SciPy, or cuSPARSE), built on the backend.
+
+        Rows hold their entries in column order S, W, C, E, N (sorted), walls
+        left out, the same pattern and values as :meth:`to_scipy`.
+        """
+        xp = self.backend.xp
+        ny, nx = self.ny, self.nx
+        n = nx * ny
+        S, W, C, E, N = self.entries()
+        j = xp.arange(ny)[:, None]
+        i = xp.arange(nx)[None, :]
+        present = xp.stack([xp.broadcast_to(j > 0, (ny, nx)), xp.broadcast_to(i > 0, (ny, nx)),
+                            xp.ones((ny, nx), dtype=bool), xp.broadcast_to(i < nx - 1, (ny, nx)),
+                            xp.broadcast_to(j < ny - 1, (ny, nx))], axis=-1).reshape(n, 5)
+        vals = xp.stack([S, W, C, E, N], axis=-1).reshape(n, 5)
+        offsets = xp.asarray([-nx, -1, 0, 1, nx], dtype=xp.int64)
+        cols = (xp.arange(n, dtype=xp.int64)[:, None] + offsets[None, :])
+        indptr = xp.zeros(n + 1, dtype=xp.int64)
+        xp.cumsum(present.sum(axis=1), out=indptr[1:])
+        keep = present.ravel()
+        data = vals.ravel()[keep]
+        indices = cols.ravel()[keep].astype(xp.int32)
+        return self.backend.sparse.csr_matrix((data, indices, indptr.astype(xp.int32)),
+                                              shape=self.shape)
 
     def __repr__(self):
         return (f"<PoissonOperator {self.ny}x{self.nx} {self.storage} {self.dtype} "
                 f"on {self.backend.name}>")
 
 
-def _diagonals_from_couplings(cx, cy):
-    """Five diagonals of matrix entries from positive face couplings (NumPy)."""
+def _on_backend(a, backend):
+    """``a`` as a float64 array of ``backend`` (a transfer only across backends)."""
+    if backend.name == "numpy":
+        a = backend_of(a).to_host(a)
+    return backend.xp.asarray(a, dtype=np.float64)
+
+
+def _f64(a, xp):
+    return a.astype(np.float64, copy=False)
+
+
+def _centre_from_couplings(cx, cy, xp=np):
+    """Main diagonal ``C = -(S + W + E + N)`` from positive couplings (any backend).
+
+    Summed in the order S, W, E, N, so that it equals the ``C`` of the
+    seed's ``-(S + W + E + N)`` bit for bit.  In-place adds on a view given as
+    its own output (CuPy copies an input that overlaps a different output).
+    """
     ny, nx = cx.shape[0], cx.shape[1] + 1
-    S = np.zeros((ny, nx))
-    W = np.zeros((ny, nx))
-    E = np.zeros((ny, nx))
-    N = np.zeros((ny, nx))
-    W[:, 1:] = -cx
-    E[:, :-1] = -cx
-    S[1:, :] = -cy
-    N[:-1, :] = -cy
-    C = -(S + W + E + N)
-    return S, W, C, E, N
+    C = xp.zeros((ny, nx), dtype=cx.dtype)
+    C[1:, :] = cy
+    for view, c in ((C[:, 1:], cx), (C[:, :-1], cx), (C[:-1, :], cy)):
+        xp.add(view, c, out=view)
+    return C
+
+
+def _diagonals_from_couplings(cx, cy, xp=np):
+    """Five diagonals ``(S, W, C, E, N)`` of matrix entries from positive face
+    couplings (any backend; zero across the walls)."""
+    ny, nx = cx.shape[0], cx.shape[1] + 1
+    out = []
+    for c, wall, inner in ((cy, (0, slice(None)), (slice(1, None), slice(None))),          # S
+                           (cx, (slice(None), 0), (slice(None), slice(1, None))),          # W
+                           (cx, (slice(None), -1), (slice(None), slice(None, -1))),        # E
+                           (cy, (-1, slice(None)), (slice(None, -1), slice(None)))):       # N
+        d = xp.empty((ny, nx), dtype=cx.dtype)
+        d[wall] = 0
+        xp.negative(c, out=d[inner])
+        out.append(d)
+    S, W, E, N = out
+    return S, W, _centre_from_couplings(cx, cy, xp), E, N
 
 
 def apply_diagonals(diagonals, x, y):

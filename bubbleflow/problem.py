@@ -9,7 +9,7 @@ from .grid import Grid
 from .levelset import Circle, PhaseFields, build_levelset, geometry_circles, phase_fields
 from .operator import PoissonOperator, assemble_pressure_operator, gravity_rhs
 
-__all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column"]
+__all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column", "bubbly_column_phases"]
 
 
 @dataclass
@@ -39,6 +39,20 @@ def build_pressure_problem(case, backend):
     return PressureProblem(grid=grid, phi=phi, phases=phases, A=A, rhs=rhs, circles=circles)
 
 
+def bubbly_column_phases(n=128, contrast=1000.0, rule="arithmetic", rho_liquid=1000.0):
+    """The geometry of :func:`bubbly_column` on the host, before any assembly.
+
+    Returns ``(grid, phi, phases)``: the ``n x n`` grid, the level set and
+    the phase fields, from which :func:`assemble_pressure_operator` builds the
+    operator (``bubbleflow bench`` times that assembly on its own).
+    """
+    grid = Grid(n, n)
+    circles = [Circle(x, y, 0.08) for y in (0.2, 0.4, 0.6) for x in (0.25, 0.5, 0.75)]
+    phi = build_levelset(grid, 0.85, circles)
+    phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1e-3, 1.8e-5, rule=rule)
+    return grid, phi, phases
+
+
 def bubbly_column(n=128, contrast=1000.0, backend="numpy", rule="arithmetic", storage="diagonals",
                   rho_liquid=1000.0, gravity=9.81, dtype=np.float64):
     """The standard solver problem of ``docs``/benchmarks: unit square, ``n x n``
@@ -50,10 +64,7 @@ def bubbly_column(n=128, contrast=1000.0, backend="numpy", rule="arithmetic", st
     from .backend import get_backend
 
     backend = get_backend(backend)
-    grid = Grid(n, n)
-    circles = [Circle(x, y, 0.08) for y in (0.2, 0.4, 0.6) for x in (0.25, 0.5, 0.75)]
-    phi = build_levelset(grid, 0.85, circles)
-    phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1e-3, 1.8e-5, rule=rule)
+    grid, phi, phases = bubbly_column_phases(n, contrast, rule=rule, rho_liquid=rho_liquid)
     A = assemble_pressure_operator(grid, phases, backend=backend, dtype=dtype, storage=storage)
     b = backend.xp.asarray(gravity_rhs(grid, gravity).ravel(), dtype=dtype)
     return A, b, phi

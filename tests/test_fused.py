@@ -45,8 +45,8 @@ def test_fused_dpcg_matches_generic_and_numpy(prec, kind, contrast, cupy_backend
     for other in ("generic", "numpy"):
         its = records[other].iterations
         # Within 2 iterations; runs of thousands of iterations (no
-        # preconditioner) are sensitive to the summation order: 1 % there.
-        allowed = 2 if its < 500 else 0.01 * its
+        # preconditioner) are sensitive to the summation order: 3 % there.
+        allowed = 2 if its < 500 else 0.03 * its
         assert abs(fused.iterations - its) <= allowed, (fused.iterations, other, its)
         err = np.linalg.norm(xs["fused"] - xs[other]) / np.linalg.norm(xs[other])
         assert err < 1e-5, (other, err)

@@ -14,12 +14,29 @@ dropped, hence non-singular, and the pivots stay positive.
 
 The two triangular solves are :func:`block_sweep`, which runs on the GPU as a
 parallel scan over the columns of every block (not a thread walking a block).
+
+The pivots (:func:`block_ic_pivots_scan`, on any backend) are computed line by
+line: once line ``l - 1`` of every block is known, line ``l`` is the scalar
+recurrence ``d_i = c_i - w_i^2 / d_{i-1}`` along the columns with
+``c_i = a_pp - a_ps^2 / d_s`` known.  Each step is the Moebius map
+``f_i(x) = c_i - w_i^2 / x``; Moebius maps compose associatively, so the
+recurrence is an inclusive scan of maps (:func:`moebius_scan`), vectorised
+over all blocks: ``m`` scans, no loop over columns.  :func:`block_ic_pivots`
+(NumPy, a loop over columns and lines) is the reference it is tested against.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from ..backend import backend_of
 from .base import Preconditioner, require_grid_operator
+
+__all__ = ["BlockIC", "block_ic_pivots", "block_ic_pivots_scan", "moebius_scan"]
+
+#: Maps composed sequentially per chunk in :func:`moebius_scan` (one launch each).
+SCAN_CHUNK = 8
 
 
 def block_ic_pivots(C, W, S, m):
@@ -48,6 +65,130 @@ def block_ic_pivots(C, W, S, m):
     return d.reshape(ny, nx)
 
 
+def block_ic_pivots_scan(C, W, S, m, xp=None, chunk=SCAN_CHUNK):
+    """:func:`block_ic_pivots` on the array backend of ``C``, without loops over columns.
+
+    ``C``, ``W``, ``S`` (ny, nx), NumPy or CuPy; ``S`` zero on the first row
+    of each block, ``W`` on the first column (a wall) whatever it holds.
+    Returns the float64 pivots ``(ny, nx)`` on the same backend.  Loops over
+    the ``m`` lines of a block only; each line is one :func:`moebius_scan`
+    over all blocks at once.  No check of the signs (no host synchronisation).
+    """
+    if xp is None:
+        xp = backend_of(C).xp
+    ny, nx = C.shape
+    nb = ny // m
+    f64 = np.float64
+    Cb = C.reshape(nb, m, nx)
+    Wb = W.reshape(nb, m, nx)
+    Sb = S.reshape(nb, m, nx)
+    d = xp.empty((nb, m, nx), dtype=f64)
+    for l in range(m):
+        p = Cb[:, l, :].astype(f64)                       # a new contiguous array
+        if l > 0:
+            s = Sb[:, l, :].astype(f64)
+            p -= s * s / d[:, l - 1, :]
+        w = Wb[:, l, :].astype(f64)
+        q = w * w
+        q[:, 0] = 0.0                                     # the west wall: f_0 is the constant c_0
+        r = xp.zeros_like(p)
+        moebius_scan(p, q, r, xp=xp, chunk=chunk, need_qr=False)
+        d[:, l, :] = p                                    # q = 0 in every prefix: F_i = d_i
+    return d.reshape(ny, nx)
+
+
+def moebius_scan(p, q, r, xp=None, chunk=SCAN_CHUNK, need_qr=True):
+    """Inclusive scan of Moebius maps along the last axis, in place.
+
+    Element ``i`` of a row is the map ``f_i(x) = p_i - q_i / (x + r_i)``; on
+    return it holds ``F_i = f_i o f_(i-1) o ... o f_0`` in the same form
+    (``p``, ``q``, ``r`` overwritten; only ``p`` when ``need_qr`` is false).
+    Maps of this form compose in closed form (:func:`_compose_numpy`): with
+    ``s = p1 + r2``, ``f2 o f1 = (p2 - q2/s, (q2/s)(q1/s), r1 - q1/s)``.  For the
+    IC(0) pivots of an M-matrix every ``s`` is positive (the value a segment
+    of the row hands on stays to the right of the next segment's pole), so
+    nothing overflows and no scaling is needed.
+
+    Arrays of shape ``(rows, n)``, float64, NumPy or CuPy.  Rows are
+    independent.  Chunks of ``chunk`` maps are composed sequentially (one
+    vectorised step per position, over all chunks and rows), the chunk
+    totals are scanned recursively, and the chunk prefixes are composed
+    with them: ``chunk - 1`` steps per level, ``log_chunk(n)`` levels.
+    """
+    if xp is None:
+        xp = backend_of(p).xp
+    compose = _composer(xp)
+    rows, n = p.shape
+    if n <= 1:
+        return p, q, r
+    # Chunk-major copies (L, rows, G): position j of every chunk is one contiguous
+    # slab (CuPy copies an input whose memory range overlaps an output's, so
+    # strided columns would cost copies).  Padding maps (1, 0, 0) go after the
+    # last column: nothing reads them.
+    L = chunk if n > chunk else n
+    G = -(-n // L)
+    Tp, Tq, Tr = (_chunk_major(a, pad, G, L, xp) for a, pad in ((p, 1.0), (q, 0.0), (r, 0.0)))
+    for j in range(1, L):                        # prefixes inside every chunk
+        cur = (Tp[j], Tq[j], Tr[j])              # the same objects in and out: no copy
+        compose(Tp[j - 1], Tq[j - 1], Tr[j - 1], *cur, *cur)
+    if G > 1:
+        moebius_scan(Tp[-1], Tq[-1], Tr[-1], xp=xp, chunk=chunk)   # chunk ends: global prefixes
+        # The other positions of chunk g >= 1: (prefix in the chunk) o (global prefix to g-1).
+        e = (Tp[-1][None, :, :-1], Tq[-1][None, :, :-1], Tr[-1][None, :, :-1])
+        later = (Tp[:-1, :, 1:], Tq[:-1, :, 1:], Tr[:-1, :, 1:])
+        compose(*e, *later, *later)
+    outs = ((p, Tp), (q, Tq), (r, Tr)) if need_qr else ((p, Tp),)
+    for a, t in outs:
+        a[...] = t.transpose(1, 2, 0).reshape(rows, G * L)[:, :n]
+    return p, q, r
+
+
+def _chunk_major(a, pad, G, chunk, xp):
+    rows, n = a.shape
+    if G * chunk != n:
+        b = xp.full((rows, G * chunk), pad, dtype=a.dtype)
+        b[:, :n] = a
+        a = b
+    return xp.ascontiguousarray(a.reshape(rows, G, chunk).transpose(2, 0, 1))
+
+
+def _compose_numpy(p1, q1, r1, p2, q2, r2, po, qo, ro):
+    """``(po, qo, ro) = f2 o f1`` elementwise (outputs may alias ``f2``)."""
+    s = p1 + r2
+    u = q2 / s
+    t = q1 / s
+    np.subtract(p2, u, out=po)
+    np.multiply(u, t, out=qo)
+    np.subtract(r1, t, out=ro)
+
+
+_COMPOSE_CUDA = """
+const double s = p1 + r2;
+const double u = q2 / s;
+const double t = q1 / s;
+po = p2 - u;
+qo = u * t;
+ro = r1 - t;
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _compose_cupy():
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "float64 p1, float64 q1, float64 r1, float64 p2, float64 q2, float64 r2",
+        "float64 po, float64 qo, float64 ro", _COMPOSE_CUDA, "bubbleflow_moebius_compose")
+
+
+def _composer(xp):
+    """The elementwise composition of the backend: one fused kernel on CuPy,
+    :func:`_compose_numpy` (the same arithmetic, same order) on NumPy."""
+    if xp is np:
+        return _compose_numpy
+    return _compose_cupy()
+
+
 class BlockIC(Preconditioner):
     """IC(0) in blocks of ``block_lines`` grid lines, inter-block couplings dropped.
 
@@ -56,11 +197,18 @@ class BlockIC(Preconditioner):
     A : PoissonOperator
     block_lines : int, default 2
         Grid lines per block; must divide ``ny`` and be smaller than it.
+    check_pivots : bool or None
+        Raise ``FloatingPointError`` on a non-positive pivot.  The check costs
+        a host synchronisation, so the default (None) checks on NumPy only;
+        the pivots of the pressure operator (an M-matrix) are positive.
+
+    Everything is built on the operator's backend from its diagonals (no
+    host round trip): the pivots by :func:`block_ic_pivots_scan`.
     """
 
     name = "block_ic"
 
-    def __init__(self, A, block_lines=2):
+    def __init__(self, A, block_lines=2, check_pivots=None):
         A = require_grid_operator(A, self.name)
         ny, nx = A.grid_shape
         m = int(block_lines)
@@ -68,19 +216,23 @@ class BlockIC(Preconditioner):
             raise ValueError(f"block_ic: block_lines={m} must divide ny={ny} and be smaller than it")
         self.grid_shape = (ny, nx)
         self.block_lines = m
-        S, W, C, E, N = A._diagonals_host
+        xp, dtype = A.backend.xp, A.dtype
+        S, W, C, E, N = A.entries()               # on the backend; W and E are shared, not copied
         S = S.copy()
         S[::m, :] = 0.0          # first row of each block: the south coupling is dropped
         N = N.copy()
         N[m - 1::m, :] = 0.0     # last row of each block: the north coupling is dropped
-        d = block_ic_pivots(C, W, S, m)
-        xp, dtype = A.backend.xp, A.dtype
-        self.pivots = xp.asarray(d, dtype=dtype)
-        self.inv_pivots = xp.asarray(1.0 / d, dtype=dtype)
-        self.W = xp.asarray(W, dtype=dtype)
-        self.S = xp.asarray(S, dtype=dtype)
-        self.E = xp.asarray(E, dtype=dtype)
-        self.N = xp.asarray(N, dtype=dtype)
+        d = block_ic_pivots_scan(C, W, S, m, xp=xp)          # float64
+        if check_pivots is None:
+            check_pivots = A.backend.name == "numpy"
+        if check_pivots and not bool((d > 0).all()):
+            raise FloatingPointError("block_ic: non-positive pivot in the incomplete factorisation")
+        self.pivots = d.astype(dtype, copy=False)
+        self.inv_pivots = (1.0 / d).astype(dtype, copy=False)
+        self.W = W
+        self.S = S
+        self.E = E
+        self.N = N
 
     def apply(self, r):
         from .block_sweep import block_sweep
