@@ -215,8 +215,27 @@ class Deflation:
         return self.k
 
     def restrict(self, r):
-        """``Z^T r``: the sum of ``r`` over each subdomain."""
-        return self.backend.xp.bincount(self.labels, weights=r.ravel(), minlength=self.k).astype(r.dtype)
+        """``Z^T r``: the sum of ``r`` over each subdomain.
+
+        With a block layout the sums are reductions over the blocks, in a
+        fixed order (reproducible on the GPU, where ``bincount`` adds with
+        atomics in a varying order); otherwise ``bincount``.
+        """
+        xp = self.backend.xp
+        if self.block_shape is None:
+            return xp.bincount(self.labels, weights=r.ravel(), minlength=self.k).astype(r.dtype)
+        by, bx = self.block_shape
+        ny, nx = self.part.shape
+        rb = r.reshape(ny // by, by, nx // bx, bx)
+        gas = self.part.reshape(ny // by, by, nx // bx, bx)
+        s_gas = xp.where(gas != 0, rb, 0).sum(axis=(1, 3)).ravel()
+        s_all = rb.sum(axis=(1, 3)).ravel()
+        sums = xp.stack([s_all - s_gas, s_gas], axis=1).ravel()
+        lut = self.lut.ravel()
+        out = xp.zeros(self.k, dtype=r.dtype)
+        valid = lut >= 0
+        out[lut[valid]] = sums[valid]
+        return out
 
     def prolong(self, y):
         """``Z y``: each cell takes its subdomain's value."""
