@@ -145,3 +145,21 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "CPU"
+
+
+def gpu_median_ms(fn, repeat=20, warmup=1):
+    """Median device time of ``fn()`` in milliseconds, timed with CUDA events
+    (each call on its own, after ``warmup`` untimed calls)."""
+    import cupy
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return float(np.median(times))

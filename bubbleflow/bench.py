@@ -395,27 +395,17 @@ def copy_bandwidth(backend, nbytes, repeat=20):
     found = {}
     try:
         if backend.name == "cupy":
-            import cupy
-
             def kernel():
                 b[...] = a
 
             def memcpy():
                 b.data.copy_from_device_async(a.data, a.nbytes)
 
+            from .backend import gpu_median_ms
+
             for name, fn in (("kernel", kernel), ("memcpy", memcpy)):
                 try:
-                    for _ in range(3):
-                        fn()
-                    times = []
-                    for _ in range(repeat):
-                        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-                        start.record()
-                        fn()
-                        stop.record()
-                        stop.synchronize()
-                        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-                    found[name] = 2 * a.nbytes / float(np.median(times))
+                    found[name] = 2 * a.nbytes / (gpu_median_ms(fn, repeat, warmup=3) / 1e3)
                 except Exception:                 # pragma: no cover - old CuPy
                     continue
         else:

@@ -545,10 +545,6 @@ class FusedEngine:
         """The current search direction."""
         return self.pbuf[self.pcur]
 
-    def state(self):
-        """Views of the current iterate, residual, direction, rz and flag."""
-        return self.x, self.r[self.cur], self.p, self.scal[_RZ], self.scal[_BAD] != 0
-
     # ------------------------------------------------------------------ profile
     def profile(self, repeat=50):
         """Median milliseconds of each stage of one iteration (CUDA events).
@@ -556,20 +552,10 @@ class FusedEngine:
         Every stage is launched ``repeat`` times on its own, on the current
         state; the iterate is changed by it, so profile after a solve.
         """
+        from .backend import gpu_median_ms
+
         cp = self.cp
-        stages = self._stages()
-        out = {}
-        for name, fn in stages:
-            fn()
-            times = []
-            for _ in range(repeat):
-                start, stop = cp.cuda.Event(), cp.cuda.Event()
-                start.record()
-                fn()
-                stop.record()
-                stop.synchronize()
-                times.append(cp.cuda.get_elapsed_time(start, stop))
-            out[name] = float(np.median(times))
+        out = {name: gpu_median_ms(fn, repeat) for name, fn in self._stages()}
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         self.iterate(2)
         start.record()

@@ -16,21 +16,6 @@ import sys
 import numpy as np
 
 
-def copy_bandwidth(cp, nbytes=1 << 30, repeat=20):
-    a = cp.random.random(nbytes // 8)
-    b = cp.empty_like(a)
-    b[...] = a
-    times = []
-    for _ in range(repeat):
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        s.record()
-        b[...] = a
-        e.record()
-        e.synchronize()
-        times.append(cp.cuda.get_elapsed_time(s, e) / 1e3)
-    return 2 * nbytes / float(np.median(times))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
@@ -44,11 +29,12 @@ def main(argv=None):
 
     import cupy as cp
 
-    from bubbleflow import bubbly_column, cg, dpcg, make_deflation
+    from bubbleflow import bubbly_column, cg, dpcg, get_backend, make_deflation
+    from bubbleflow.bench import copy_bandwidth
     from bubbleflow.fused import fused_engine_for
     from bubbleflow.precond import make_preconditioner
 
-    bw = copy_bandwidth(cp)
+    bw, _ = copy_bandwidth(get_backend("cupy"), 1 << 30)
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, copy {bw / 1e12:.2f} TB/s",
           flush=True)
     rows = []
