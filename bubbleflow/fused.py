@@ -50,8 +50,10 @@ _THREADS = 256
 _ROWS = 8                 # rows of a tile per pass (measured at 4096^2: 8 beat 32)
 _MAX_TILE_WIDTH = 256     # shared memory: (rows + 2) x (width + 2) doubles, twice
 
-# Scalars on the device, one float64 array: indices.
-_ALPHA, _BETA, _RZ, _BAD = 0, 1, 2, 3
+# Scalars on the device, one float64 array: indices.  DONE is set by ``beta``
+# when the recursive residual reaches the tolerance; every kernel of the next
+# iterations then returns at once (the iterate stays at the converged one).
+_ALPHA, _BETA, _RZ, _BAD, _DONE = 0, 1, 2, 3, 4
 
 _COMMON = r"""
 typedef double T;
@@ -92,6 +94,7 @@ _SPMV = r"""
 extern "C" __global__ void bf_alpha(const T* __restrict__ part_pw, const int nparts, T* scal)
 {
     __shared__ T shm[32];
+    if (scal[4] != 0.0) return;
     const T pw = block_sum_array(part_pw, nparts, shm);
     if (threadIdx.x == 0) {
         T bad = scal[3];
@@ -118,9 +121,10 @@ extern "C" __global__ void bf_dot_tiles(const T* __restrict__ a, const T* __rest
 extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
         const T* __restrict__ part_rr, const int nrr,
         const T* __restrict__ e, const T* __restrict__ part_zr, const int* __restrict__ owner,
-        const int k, T* scal, T* hist, int* counter, const T inv_bnorm)
+        const int k, T* scal, T* hist, int* counter, const T inv_bnorm, const T tol_rel)
 {
     __shared__ T shm[32];
+    if (scal[4] != 0.0) return;
     T ry = block_sum_array(part_ry, nry, shm);
     T rr = block_sum_array(part_rr, nrr, shm);
     T v[1] = {0.0};
@@ -135,7 +139,9 @@ extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
         scal[2] = ry;
         const int it = counter[0] + 1;
         counter[0] = it;
-        hist[it] = sqrt(rr) * inv_bnorm;
+        const T h = sqrt(rr) * inv_bnorm;
+        hist[it] = h;
+        if (h <= tol_rel) scal[4] = 1.0;
     }
 }
 
@@ -149,6 +155,7 @@ extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* _
 {
     extern __shared__ T smem[];
     __shared__ T red[32];
+    if (scal[4] != 0.0) return;
     const T beta = scal[1];
     const int ntx = nx / BX;
     const int tile = blockIdx.x;
@@ -193,8 +200,9 @@ extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* _
 // g[k] = Z^T r [k] - sum_j AZT[k, j] y[j]: one warp per row.
 extern "C" __global__ void bf_restrict(const int* __restrict__ indptr, const int* __restrict__ indices,
         const T* __restrict__ data, const T* __restrict__ y, const T* __restrict__ part_zr,
-        const int* __restrict__ owner, T* __restrict__ g, const int k)
+        const int* __restrict__ owner, T* __restrict__ g, const int k, const T* __restrict__ scal)
 {
+    if (scal[4] != 0.0) return;
     const int lane = threadIdx.x & 31;
     const int row = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     if (row >= k) return;
@@ -221,6 +229,7 @@ extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restric
 {
     extern __shared__ T smem[];
     __shared__ T red[32];
+    if (scal[4] != 0.0) return;
     const T alpha = scal[0];
     const int ntx = nx / BX;
     const int tile = blockIdx.x;
@@ -470,7 +479,7 @@ class FusedEngine:
         self.part_pw = cp.zeros(max(self.nred, self.ntiles), dtype=cp.float64)
         self.part_ry = cp.zeros(max(self.ntiles, self.nred), dtype=cp.float64)
         self.part_rr = cp.zeros(self.ntiles, dtype=cp.float64)
-        self.scal = cp.zeros(4, dtype=cp.float64)
+        self.scal = cp.zeros(5, dtype=cp.float64)
         self.counter = cp.zeros(1, dtype=cp.int32)
         self.bnorm_inv = 1.0
         # Kernels.
@@ -518,8 +527,12 @@ class FusedEngine:
         return int(arrays * n8 + extra)
 
     # ------------------------------------------------------------------ state
-    def load(self, x, r, p, rz, bad, hist, it, bnorm):
-        """Take the generic loop's state (after a start or a restart)."""
+    def load(self, x, r, p, rz, bad, hist, it, bnorm, tol_rel=0.0):
+        """Take the generic loop's state (after a start or a restart).
+
+        The iteration stops on the device after the iteration whose relative
+        recursive residual ``hist[it]`` is ``<= tol_rel`` (see :meth:`settle`).
+        """
         cp = self.cp
         self.x[...] = x
         self.r[self.cur][...] = r
@@ -530,11 +543,25 @@ class FusedEngine:
         self.scal[_BETA] = 0
         self.scal[_RZ] = rz
         self.scal[_BAD] = bad
+        self.scal[_DONE] = 0
         self.hist = hist
         self.counter[0] = it
+        self._f_tol_rel = np.float64(tol_rel)
         self.bnorm_inv = 1.0 / bnorm
         self._f_inv_bnorm = np.float64(self.bnorm_inv)
         del cp
+
+    def settle(self, it, count):
+        """The iteration number after :meth:`iterate` ``(count)`` from ``it``.
+
+        Reads the device counter (a host synchronisation): fewer than
+        ``count`` iterations ran when the tolerance was reached on the
+        device; the buffer parities follow the iterations that ran.
+        """
+        done = int(self.counter[0]) - it
+        if (count - done) % 2:
+            self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
+        return it + done
 
     @property
     def r_current(self):
@@ -555,6 +582,8 @@ class FusedEngine:
         from .backend import gpu_median_ms
 
         cp = self.cp
+        self.scal[_DONE] = 0                # keep iterating past the tolerance
+        self._f_tol_rel = np.float64(0.0)
         out = {name: gpu_median_ms(fn, repeat) for name, fn in self._stages()}
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         self.iterate(2)
@@ -609,7 +638,7 @@ class FusedEngine:
         def restrict():
             self.k_restrict(((32 * k + T - 1) // T,), (T,),
                             (self.azt_indptr, self.azt_indices, self.azt_data, self.y,
-                             self.part_zr, self.owner, self.g, np.int32(k)))
+                             self.part_zr, self.owner, self.g, np.int32(k), self.scal))
 
         def coarse():
             self._coarse(self.g, self.e)
@@ -620,7 +649,7 @@ class FusedEngine:
             self.k_beta((1,), (1024,),
                         (self.part_ry, np.int32(nry), self.part_rr, np.int32(self.ntiles),
                          self.e, zr, self.owner, np.int32(k), self.scal,
-                         self.hist, self.counter, self._f_inv_bnorm))
+                         self.hist, self.counter, self._f_inv_bnorm, self._f_tol_rel))
 
         stages = [("direction_spmv", direction_spmv), ("alpha", alpha), ("update", update)]
         if self.prec_code == 3:

@@ -21,7 +21,10 @@ residual is replaced by the true one and CG restarts; when repeated restarts
 no longer improve the true residual the solve stops with reason
 ``stagnation`` and returns the best ``x`` seen.  The convergence test needs
 a host synchronisation, so it runs every ``check_every`` iterations only;
-between checks all scalars stay on the device.
+between checks all scalars stay on the device.  The recursive test itself is
+made every iteration, on the device: the iteration that reaches the
+tolerance freezes the iterate until the check, so the reported count is the
+exact first iteration below it, whatever ``check_every``.
 
 Deflation variants (Tang, Nabben, Vuik, Erlangga, J. Sci. Comput. 2009)
 -----------------------------------------------------------------------
@@ -305,7 +308,12 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         rz = dot(r, y)
         hist[0] = norm(r) / bnorm
         bad = xp.zeros((), dtype=bool)
-        it = 0
+        # Set on the device when the recursive residual reaches the tolerance:
+        # later iterations until the next check leave the iterate as it is, so
+        # the count is the exact first iteration below it (no host sync).
+        done = xp.zeros((), dtype=bool)
+        tol_rel = tol / bnorm
+        it = last_check = 0
         best_true, best_x, stalls, restarts = math.inf, None, 0, 0
         # The iterate with the smallest recursive residual so far: near the
         # attainable accuracy rounding can make the recursion grow again, and
@@ -326,13 +334,22 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                                  "preconditioner among none/jacobi/incomplete_poisson_scaled/"
                                  "block_ic, A-DEF2, and tiles that divide the grid")
         if fused is not None:
-            fused.load(x, r, p, rz, bad, hist, 0, bnorm)
+            fused.load(x, r, p, rz, bad, hist, 0, bnorm, tol_rel)
             x, r, p = fused.x, fused.r_current, fused.p
             record.engine = "fused"
             record.bytes_per_iteration = fused.bytes_per_iteration
         while reason is None:
-            if it % check_every == 0 or it >= maxiter:
-                rn = float(hist[it]) * bnorm    # the one host synchronisation
+            if fused is not None or it % check_every == 0 or it >= maxiter:
+                if bool(done):
+                    # The tolerance was reached inside the last stretch: the
+                    # iterate has been frozen since (generic loop; the fused
+                    # one stopped on the device, ``settle``).  Its iteration.
+                    seg = hist[last_check + 1: it + 1] <= tol_rel
+                    it = last_check + 1 + int(xp.argmax(seg))
+                h = float(hist[it])             # the one host synchronisation
+                rn = h * bnorm
+                below = h <= tol_rel            # the device's test, to the bit
+                last_check = it
                 broke = bool(bad)
                 # Growth of the recursive residual is normal for CG far from
                 # the solution; only near the attainable accuracy is it the
@@ -344,8 +361,8 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                         last_improvement = it
                     best_rec = rn
                     x_rec[...] = x
-                if rn <= tol or broke or diverged:
-                    candidate = x if (rn <= tol and not diverged) else x_rec
+                if below or broke or diverged:
+                    candidate = x if (below and not diverged) else x_rec
                     xf, rt, rtn = verify(candidate)
                     record.true_residual_checks.append((it, rtn / bnorm))
                     if not math.isfinite(rtn):
@@ -374,8 +391,9 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     p = y.copy()
                     rz = dot(r, y)
                     bad[...] = False
+                    done[...] = False
                     if fused is not None:
-                        fused.load(x, r, p, rz, bad, hist, it, bnorm)
+                        fused.load(x, r, p, rz, bad, hist, it, bnorm, tol_rel)
                         x, r, p = fused.x, fused.r_current, fused.p
                     hist[it] = rtn / bnorm
                     best_rec, last_improvement = rtn, it
@@ -394,7 +412,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             if fused is not None:
                 count = max(1, min(check_every - it % check_every, maxiter - it))
                 fused.iterate(count)
-                it += count
+                it = fused.settle(it, count)    # stopped on the device at the tolerance?
                 r = fused.r_current
                 bad = fused.scal[3] != 0
                 continue
@@ -404,18 +422,20 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             # attainable accuracy, or an indefinite operator) freezes the
             # iterate until the next check, which looks at the true residual.
             bad |= ~(pw > 0)
-            alpha = xp.where(bad, 0.0, rz / pw)
+            frozen = bad | done
+            alpha = xp.where(frozen, 0.0, rz / pw)
             x += alpha * p
             r -= alpha * w
             y = apply_prec(r)
             rz_new = dot(r, y)
             bad |= ~(rz_new >= 0)
-            beta = xp.where(bad, 0.0, rz_new / rz)   # keep p finite while frozen
+            beta = xp.where(bad | frozen, 0.0, rz_new / rz)   # keep p finite while frozen
             rz = rz_new
             p *= beta
             p += y
             it += 1
             hist[it] = xp.sqrt(dot(r, r)) / bnorm
+            done |= hist[it] <= tol_rel
             if callback is not None:
                 callback(finish(x))
 

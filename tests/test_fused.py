@@ -44,10 +44,16 @@ def test_fused_dpcg_matches_generic_and_numpy(prec, kind, contrast, cupy_backend
     assert fused.residual <= rtol
     for other in ("generic", "numpy"):
         its = records[other].iterations
-        # Within 2 iterations, or 6 %: the fused sums (per tile, fixed order)
-        # round differently from cuBLAS / NumPy dots; at contrast 1e6 or
-        # without a preconditioner that moves the count (seen: 460 vs 480).
-        allowed = max(2, 0.06 * its)
+        # The count is exact (the tolerance is tested every iteration on the
+        # device).  The fused sums (per tile, fixed order) round differently
+        # from cuBLAS / NumPy dots; measured on an H200: identical or 1 apart
+        # with the level-set space, up to 3 with plain subdomains at 1e6
+        # (455 NumPy, 454 generic CuPy, 452 fused), and ~1 % over the
+        # thousands of iterations without a preconditioner.
+        if prec == "none":
+            allowed = 0.02 * its
+        else:
+            allowed = 2 if kind == "levelset_subdomains" else 3
         assert abs(fused.iterations - its) <= allowed, (fused.iterations, other, its)
         err = np.linalg.norm(xs["fused"] - xs[other]) / np.linalg.norm(xs[other])
         assert err < 1e-5, (other, err)
@@ -89,7 +95,7 @@ def test_fused_non_square_grid_and_rectangular_tiles(cupy_backend):
                       engine=engine)
         res[engine] = (rec, _host(x))
     (rn, xn), (rf, xf) = res["generic"], res["fused"]
-    assert rf.converged and abs(rf.iterations - rn.iterations) <= max(2, 0.06 * rn.iterations)
+    assert rf.converged and abs(rf.iterations - rn.iterations) <= 2
     assert np.linalg.norm(xf - xn) / np.linalg.norm(xn) < 1e-6
 
 

@@ -161,3 +161,25 @@ def test_engine_fused_refused_clearly_on_numpy():
     A, b, phi = bubbly_column(32, 1e3, backend="numpy")
     with pytest.raises(ValueError, match="engine='fused' needs"):
         cg(A, b, M="jacobi", engine="fused")
+
+
+@pytest.mark.parametrize("method,pre,defl", [("pcg", "jacobi", "none"),
+                                             ("dpcg", "incomplete_poisson_scaled",
+                                              "levelset_subdomains")])
+def test_iteration_count_does_not_depend_on_check_every(method, pre, defl):
+    """The recursive test runs every iteration (on the device): the count is
+    the first iteration below the tolerance, not a multiple of check_every,
+    and the answer is the same iterate."""
+    A, b, phi, _ = problem(32)
+    out = []
+    for every in (1, 9, 25):
+        s = PressureSolver(A, method=method, preconditioner=pre, deflation=defl, phi=phi,
+                           subdomains=(4, 4), rtol=1e-8, check_every=every)
+        x, rec = s.solve(b)
+        assert rec.converged, rec.summary()
+        out.append((rec.iterations, x))
+    its = [o[0] for o in out]
+    assert len(set(its)) == 1, its
+    assert its[0] % 9 and its[0] % 25, its    # not stopped at a check by chance
+    for _, x in out[1:]:
+        np.testing.assert_array_equal(x, out[0][1])
