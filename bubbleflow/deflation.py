@@ -44,7 +44,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from .coarse import CoarseSolver
+from .coarse import DENSE_LIMIT, CoarseSolver
 from .backend import backend_of
 
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
@@ -103,7 +103,8 @@ class Deflation:
         Vector of each cell, ``0 .. k-1``.
     AZ, AZT : CSR matrices of the backend (``N x k``, ``k x N``), A's dtype
         ``A Z`` and its transpose.  For the grid operator only the rows of
-        cells with a cut face hold entries.
+        cells with a cut face hold entries; ``AZ`` is then formed from
+        ``AZT`` on first use (A-DEF2 never needs it).
     E : scipy.sparse CSR (k x k), host, float64
         ``Z^T A Z`` (for :class:`CoarseSolver`).
     E_backend : CSR matrix of the backend (k x k), float64
@@ -125,7 +126,7 @@ class Deflation:
         part of the block is empty.
     """
 
-    def __init__(self, A, labels, kind="custom", dense_limit=6000, *, _layout=None):
+    def __init__(self, A, labels, kind="custom", dense_limit=DENSE_LIMIT, *, _layout=None):
         if hasattr(A, "backend"):
             self.backend = A.backend
         else:
@@ -149,17 +150,22 @@ class Deflation:
             singular = getattr(A, "nullspace", None) == "constant"
         else:
             AZ, AZT, E, singular = _matrix_pieces(A, self.labels, self.k, dtype, backend)
-        self.AZ, self.AZT = AZ, AZT
+        self._AZ, self.AZT = AZ, AZT
         self.E_backend = E
         # One transfer of the small coarse matrix for the (host-built) coarse factorisation.
         self.E = E.get() if backend.name == "cupy" else E
-        self.coarse = CoarseSolver(self.E, singular, backend, dense_limit)
         self.groups = self.block_shape = self.part = self.lut = None
+        self.owner = self.labels32 = None
+        coarse_groups = None
         if _layout is not None:
             self._set_layout(_layout, slot, original)
+            coarse_groups = self._coarse_groups(_layout, original)
+        self.coarse_groups = coarse_groups
+        self.coarse = CoarseSolver(self.E, singular, backend, dense_limit, groups=coarse_groups,
+                                   E_backend=E)
 
     @classmethod
-    def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=6000):
+    def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=DENSE_LIMIT):
         """The deflation space of ``px x py`` rectangular blocks of the grid
         operator ``A``, every block split into liquid and gas parts by the
         level set ``phi`` when given (``levelset_subdomains``).
@@ -209,6 +215,36 @@ class Deflation:
         if nparts == 1:
             lut = xp.concatenate([lut, xp.full((nblocks, 1), -1, dtype=xp.int32)], axis=1)
         self.lut = lut
+        # For the fused GPU iteration (bubbleflow.fused), built here so that it
+        # counts as set-up: the slot 2 * block + part of every vector (where
+        # the per-block sums of Z^T r land) and the labels as int32.
+        flat = lut.ravel()
+        owner = xp.zeros(self.k + 1, dtype=xp.int32)
+        owner[xp.where(flat >= 0, flat, self.k)] = xp.arange(flat.size, dtype=xp.int32)
+        self.owner = owner[: self.k]
+        self.labels32 = self.labels.astype(xp.int32)
+
+    @staticmethod
+    def _coarse_groups(layout, original, target=128):
+        """Groups of about ``target`` vectors for the condensed coarse solve:
+        squares of ``g x g`` blocks of the layout (host, ``(k,)``).  Compact
+        groups of a 2D block grid give a short separator."""
+        px, py, nparts = layout["px"], layout["py"], layout["nparts"]
+        block = np.asarray(_host(original)) // nparts
+        k = block.size
+        if k == 0:
+            return None
+        g = max(1, int(round(np.sqrt(target * px * py / k))))
+        gx = -(-px // g)
+        return (block // px // g) * gx + (block % px) // g
+
+    @property
+    def AZ(self):
+        """``A Z`` in CSR (``N x k``), built from ``AZT`` on first use."""
+        if self._AZ is None:
+            self._AZ = self.AZT.T.tocsr()
+            self._AZ.sort_indices()
+        return self._AZ
 
     @property
     def n_vectors(self):
@@ -359,15 +395,16 @@ def _face_pieces(A, labels, k, dtype):
     ar = xp.arange(k, dtype=xp.int64)
     E = _csr(xp.concatenate([er, ec, ar]), xp.concatenate([ec, er, ar]),
              xp.concatenate([-ev, -ev, diag]), (k, k), backend)
-    # A Z: four entries per cut face, (p, b) -c, (q, a) -c, (p, a) +c, (q, b) +c.
-    rows = xp.concatenate([p, q, p, q])
-    cols = xp.concatenate([b, a, a, b])
+    # (A Z)^T: four entries per cut face, (b, p) -c, (a, q) -c, (a, p) +c, (b, q) +c,
+    # summed and sorted by (vector, cell) in one pass: CSR order.  A Z itself is
+    # built from it only when asked for (Deflation.AZ; A-DEF2 does not need it).
+    rows = xp.concatenate([b, a, a, b])
+    cols = xp.concatenate([p, q, p, q])
     vals = xp.concatenate([-c, -c, c, c])
-    zr, zc, zv = _sum_duplicates(rows, cols, vals, k, xp)
+    zr, zc, zv = _sum_duplicates(rows, cols, vals, n, xp)
     zv = zv.astype(dtype, copy=False)
-    AZ = _csr(zr, zc, zv, (n, k), backend, presorted=True)
-    AZT = _csr(zc, zr, zv, (k, n), backend)
-    return AZ, AZT, E
+    AZT = _csr(zr, zc, zv, (k, n), backend, presorted=True)
+    return None, AZT, E
 
 
 def _gather(a, idx, xp):
@@ -440,7 +477,7 @@ def _matrix_pieces(A, labels, k, dtype, backend):
     return AZ, AZT, E, singular
 
 
-def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_limit=6000):
+def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_limit=DENSE_LIMIT):
     """Build the deflation space ``kind`` for the grid operator ``A``.
 
     Returns None for ``"none"``.  ``phi`` (grid-shaped, NumPy or on A's

@@ -448,15 +448,23 @@ class FusedEngine:
             # Built once per deflation space (every solve of a time step reuses it).
             cache = defl.__dict__.setdefault("_fused_cache", {})
             if (self.by, self.bx) not in cache:
-                labels = defl.labels.reshape(ny, nx)
-                structure = _tile_structure(labels, ny, nx, self.by, self.bx, k, cp)
-                if structure is None:
-                    raise ValueError("fused DPCG needs labels that split each tile in at most "
-                                     "two parts")
+                layout = getattr(defl, "owner", None) is not None and \
+                    tuple(defl.block_shape) == (self.by, self.bx)
+                if layout:                 # built with the deflation space (its set-up)
+                    structure = (defl.part, defl.owner)
+                    labels32 = defl.labels32
+                else:
+                    labels = defl.labels.reshape(ny, nx)
+                    structure = _tile_structure(labels, ny, nx, self.by, self.bx, k, cp)
+                    if structure is None:
+                        raise ValueError("fused DPCG needs labels that split each tile in at "
+                                         "most two parts")
+                    labels32 = labels.ravel().astype(cp.int32)
                 AZT = defl.AZT
-                cache[(self.by, self.bx)] = structure + (
-                    labels.ravel().astype(cp.int32), AZT.indptr.astype(cp.int32),
-                    AZT.indices.astype(cp.int32), AZT.data.astype(cp.float64))
+                cache[(self.by, self.bx)] = tuple(structure) + (
+                    labels32, AZT.indptr.astype(cp.int32, copy=False),
+                    AZT.indices.astype(cp.int32, copy=False),
+                    AZT.data.astype(cp.float64, copy=False))
             (self.part, self.owner, self.labels32, self.azt_indptr, self.azt_indices,
              self.azt_data) = cache[(self.by, self.bx)]
             self.k = k

@@ -259,8 +259,8 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
 
         def start(x):                           # x0 = Q b + P^T x = x + Q (b - A x)
             r = b - matvec(x)
-            yc = defl.coarse.solve(defl.restrict(r))
-            return x + defl.prolong(yc), r - defl.AZ @ yc
+            x = x + defl.prolong(defl.coarse.solve(defl.restrict(r)))
+            return x, b - matvec(x)             # = r - A Z y: no A Z needed
 
         def finish(x):
             return x

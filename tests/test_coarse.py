@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from bubbleflow.backend import get_backend
-from bubbleflow.coarse import CoarseSolver, partition_groups, separator_mask
+from bubbleflow.coarse import CoarseSolver, gauss_jordan_inverse, partition_groups, separator_mask
 from bubbleflow.deflation import make_deflation, subdomain_labels
 from bubbleflow.problem import bubbly_column
 
@@ -270,3 +270,29 @@ def test_solve_does_not_synchronise(backend):
             c.solve(s, out=out)
             y = c.solve(s)
         assert_close(backend.to_host(y), reference(E, backend.to_host(s), True))
+
+
+def _spd_batch(G, m, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((G, m, m))
+    return X @ X.transpose(0, 2, 1) + m * np.eye(m)
+
+
+def test_gauss_jordan_reference_against_numpy_inv():
+    B = _spd_batch(3, 17)
+    np.testing.assert_allclose(gauss_jordan_inverse(B), np.linalg.inv(B), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 5, 64, 150])
+def test_gauss_jordan_kernel_against_reference(m, cupy_backend):
+    """The shared-memory kernel (150: over 48 KiB, opt-in shared memory)."""
+    import cupy as cp
+
+    from bubbleflow.coarse import _batched_spd_inverse
+
+    B = _spd_batch(4, m, seed=m)
+    got = cp.asnumpy(_batched_spd_inverse(get_backend("cupy"), cp.asarray(B)))
+    ref = gauss_jordan_inverse(B)
+    assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max()
+    np.testing.assert_allclose(got, np.linalg.inv(B), rtol=1e-10, atol=1e-13)

@@ -46,14 +46,17 @@ def test_fused_dpcg_matches_generic_and_numpy(prec, kind, contrast, cupy_backend
         its = records[other].iterations
         # The count is exact (the tolerance is tested every iteration on the
         # device).  The fused sums (per tile, fixed order) round differently
-        # from cuBLAS / NumPy dots; measured on an H200: identical or 1 apart
-        # with the level-set space, up to 3 with plain subdomains at 1e6
-        # (455 NumPy, 454 generic CuPy, 452 fused), and ~1 % over the
-        # thousands of iterations without a preconditioner.
+        # from cuBLAS / NumPy dots.  Measured on an H200: identical or 1 apart
+        # with the level-set space and a preconditioner (the benchmark's
+        # configurations); plain subdomains at contrast 1e6 are rounding-
+        # sensitive, 452 to 476 among NumPy, generic CuPy and fused, and runs
+        # without a preconditioner (thousands of iterations) ~1 % apart.
         if prec == "none":
             allowed = 0.02 * its
+        elif kind == "levelset_subdomains":
+            allowed = 2
         else:
-            allowed = 2 if kind == "levelset_subdomains" else 3
+            allowed = max(3, 0.06 * its)
         assert abs(fused.iterations - its) <= allowed, (fused.iterations, other, its)
         err = np.linalg.norm(xs["fused"] - xs[other]) / np.linalg.norm(xs[other])
         assert err < 1e-5, (other, err)
