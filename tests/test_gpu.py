@@ -48,7 +48,10 @@ def test_deflation_pieces_match(kind, pair, cupy_backend):
     Dc = make_deflation(kind, Ac, phi=phi, subdomains=(16, 16))
     xp = cupy_backend.xp
     r = np.random.default_rng(2).standard_normal(An.shape[0])
-    assert rel(cupy_backend.to_host(Dc.Q(xp.asarray(r))), Dn.Q(r)) < 1e-8
+    # Q = Z E^+ Z^T: at contrast 1e6 cond(E) reaches ~1e8 (stripes: 3e7 at
+    # 64^2), so two correct factorisations (cuSOLVER, LAPACK) agree to about
+    # eps cond(E) ~ 1e-8 (seen: 1.7e-8 for stripes).
+    assert rel(cupy_backend.to_host(Dc.Q(xp.asarray(r))), Dn.Q(r)) < 1e-7
     assert rel(cupy_backend.to_host(Dc.restrict(xp.asarray(r))), Dn.restrict(r)) < 1e-12
 
 
