@@ -86,7 +86,8 @@ def bench(n, args, backend):
     out["  (levelset k)"] = D.k
     coarse = type(D.coarse)                       # whichever coarse solver the deflation uses
     out["  of which coarse factorisation"] = median_ms(
-        lambda: coarse(D.E, D.coarse.singular, backend), backend, args.repeats)
+        lambda: coarse(D.E, D.coarse.singular, backend, groups=D.coarse_groups,
+                       E_backend=D.E_backend), backend, args.repeats)
     out["solver setup"] = median_ms(lambda: PressureSolver(A, phi=phi, subdomains=subdomains),
                                     backend, args.repeats)
     return out
