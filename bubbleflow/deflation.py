@@ -121,6 +121,9 @@ class Deflation:
     part : int8 array (ny, nx), backend, or None
         With ``block_shape``: 0 for the liquid, 1 for the gas part of a
         block (``levelset_subdomains``), all 0 otherwise.
+    coarse_groups : int array (k,), host, or None
+        For labels from blocks: the group of every vector in the condensed
+        coarse solve (squares of blocks, see :class:`CoarseSolver`).
     lut : int32 array (nblocks, 2), backend, or None
         With ``block_shape``: the vector of (block, part), -1 where that
         part of the block is empty.

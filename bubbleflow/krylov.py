@@ -213,6 +213,8 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
     if maxiter is None:
         maxiter = 10 * n
     check_every = max(1, int(check_every))
+    if callback is not None:
+        check_every = 1          # the callback sees every iteration: none may be a frozen one
     record = SolveRecord(method=method, preconditioner=prec_name, rtol=float(rtol),
                          deflation=getattr(defl, "kind", "none") if defl is not None else "none",
                          deflation_vectors=defl.n_vectors if defl is not None else 0,
