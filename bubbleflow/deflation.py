@@ -225,7 +225,8 @@ class Deflation:
         owner = xp.zeros(self.k + 1, dtype=xp.int32)
         owner[xp.where(flat >= 0, flat, self.k)] = xp.arange(flat.size, dtype=xp.int32)
         self.owner = owner[: self.k]
-        self.labels32 = self.labels.astype(xp.int32)
+        if self.backend.name == "cupy":          # the fused iteration is GPU-only
+            self.labels32 = self.labels.astype(xp.int32)
 
     @staticmethod
     def _coarse_groups(layout, original, target=128):

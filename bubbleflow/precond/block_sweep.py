@@ -63,7 +63,7 @@ import functools
 
 import numpy as np
 
-from ..backend import backend_of
+from ..backend import backend_of, gpu_median_ms
 
 __all__ = ["block_sweep", "MAX_KERNEL_M"]
 
@@ -405,20 +405,8 @@ def _block_sweep_cupy(r, W, S, invd, m, reverse, out):
 # --------------------------------------------------------------------------- #
 # Timing (CuPy): python -m bubbleflow.precond.block_sweep [ny nx m]
 # --------------------------------------------------------------------------- #
-def _time_gpu(fn, repeats=30, warmup=3):
-    import cupy
-
-    for _ in range(warmup):
-        fn()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(repeats):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return float(np.median(times))
+def _time_gpu(fn):
+    return gpu_median_ms(fn, repeat=30, warmup=3)
 
 
 def _main(argv):
