@@ -104,22 +104,22 @@ def test_fused_non_square_grid_and_rectangular_tiles(cupy_backend):
     assert np.linalg.norm(xf - xn) / np.linalg.norm(xn) < 1e-6
 
 
-@pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled", "block_ic"])
-def test_one_fused_iteration_equals_numpy_twin(prec, cupy_backend):
-    """Every kernel of one A-DEF2 iteration against the plain NumPy formulas."""
+def _one_iteration_against_numpy(prec, n, blocks):
+    """One fused A-DEF2 iteration on the bubbly column against the NumPy formulas."""
     import cupy as cp
 
     from bubbleflow.fused import fused_engine_for
 
-    An, bn, phi = bubbly_column(64, 1e3, backend="numpy")
-    Ac, bc, _ = bubbly_column(64, 1e3, backend="cupy")
-    dn = _deflation(An, phi, "levelset_subdomains", (4, 4))
-    dc = _deflation(Ac, phi, "levelset_subdomains", (4, 4))
+    An, bn, phi = bubbly_column(n, 1e3, backend="numpy")
+    Ac, bc, _ = bubbly_column(n, 1e3, backend="cupy")
+    dn = _deflation(An, phi, "levelset_subdomains", blocks)
+    dc = _deflation(Ac, phi, "levelset_subdomains", blocks)
     Mn, Mc = make_preconditioner(prec, An), make_preconditioner(prec, Ac)
     rng = np.random.default_rng(3)
     x, r, p = (rng.standard_normal(bn.size) for _ in range(3))
     rz = float(rng.random() + 0.5)
     eng = fused_engine_for(Ac, Mc, prec, dc, "adef2", bc)
+    assert eng is not None
     hist = cp.zeros(4)
     eng.load(cp.asarray(x), cp.asarray(r), cp.asarray(p), cp.asarray(rz), cp.asarray(False),
              hist, 0, 2.0)
@@ -138,11 +138,48 @@ def test_one_fused_iteration_equals_numpy_twin(prec, cupy_backend):
     # The next direction is formed at the start of the next iteration (fused
     # with its SpMV): y + Z e + beta p from the engine's buffers.
     pending = eng.y + eng.e[eng.labels32] + eng.scal[1] * eng.p
-    got = {k: cp.asnumpy(v) for k, v in (("x", eng.x), ("r", eng.r_current), ("p", pending))}
-    for name, ref in (("x", x1), ("r", r1), ("p", p1)):
+    got = {k: cp.asnumpy(v) for k, v in (("x", eng.x), ("r", eng.r_current), ("p", pending),
+                                         ("w", eng.w))}
+    for name, ref in (("x", x1), ("r", r1), ("p", p1), ("w", w)):
         assert np.linalg.norm(got[name] - ref) / np.linalg.norm(ref) < 1e-11, name
     assert abs(float(eng.scal[2]) - rz1) < 1e-11 * abs(rz1)
     assert abs(float(hist[1]) - np.linalg.norm(r1) / 2.0) < 1e-12 * np.linalg.norm(r1)
+    return eng
+
+
+@pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled", "block_ic"])
+@pytest.mark.parametrize("offsets", [32, 64])
+def test_one_fused_iteration_equals_numpy_twin(prec, offsets, cupy_backend, monkeypatch):
+    """Every kernel of one A-DEF2 iteration against the plain NumPy formulas
+    (with 32-bit and, as for grids of 2^31 cells, 64-bit cell offsets)."""
+    import bubbleflow.fused as fused
+
+    if offsets == 64:
+        monkeypatch.setattr(fused, "_IDX32_LIMIT", 0)
+    _one_iteration_against_numpy(prec, 64, (4, 4))
+
+
+@pytest.mark.parametrize("n,blocks,chunk_rows", [
+    (96, (4, 4), 16),      # 24 x 24 tiles: 8 idle lanes of 32, one chunk
+    (96, (2, 4), 7),       # 24 rows x 48 columns: two warps, 3 chunks of 8 rows
+    (96, (1, 8), 5),       # 12 x 96: three full warps, 2 uneven chunks (6 + 6)
+    (96, (8, 2), 10),      # 48 rows x 12 columns: 16-lane segments, 4 chunks of 12
+    (64, (32, 4), 3),      # 16 x 2 tiles: segments of 2 lanes, 5 uneven chunks
+    (64, (64, 2), 32),     # one-column tiles: every lane reads both halos
+    (128, (2, 2), 16),     # 64 x 64 tiles: the benchmark's shape, 4 chunks
+])
+@pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled"])
+def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, monkeypatch):
+    """The column-walking kernels on every kind of tile: widths below, at and
+    above a warp, not powers of two, uneven row chunks, one-column tiles."""
+    import bubbleflow.fused as fused
+
+    monkeypatch.setattr(fused, "_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(fused, "_CHUNK_ROWS_WIDE", chunk_rows)
+    eng = _one_iteration_against_numpy(prec, n, blocks)
+    by, bx = n // blocks[1], n // blocks[0]
+    assert (eng.by, eng.bx) == (by, bx)
+    assert eng.dir_walk == eng.upd_walk == fused._walk_geometry(by, bx, chunk_rows)
 
 
 def test_fused_is_reproducible(cupy_backend):
