@@ -327,6 +327,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         if not math.isfinite(best_rec):
             reason = "non-finite"
         fused = None
+        fused_chunk, prev_check = check_every, None
         if engine != "generic" and callback is None and reason is None:
             from .fused import fused_engine_for
 
@@ -363,6 +364,11 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                         last_improvement = it
                     best_rec = rn
                     x_rec[...] = x
+                if fused is not None:
+                    fused_chunk = _fused_chunk(check_every, h, prev_check, it, tol_rel,
+                                               steady=not (restarts or near_floor or broke
+                                                           or diverged))
+                    prev_check = (it, h)
                 if below or broke or diverged:
                     candidate = x if (below and not diverged) else x_rec
                     xf, rt, rtn = verify(candidate)
@@ -412,7 +418,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     reason = "stagnation"
                     break
             if fused is not None:
-                count = max(1, min(check_every - it % check_every, maxiter - it))
+                count = max(1, min(fused_chunk, maxiter - it))
                 fused.iterate(count)
                 it = fused.settle(it, count)    # stopped on the device at the tolerance?
                 r = fused.r_current
@@ -464,6 +470,37 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
     return xf, record
 
 
+def _fused_chunk(check_every, h, prev_check, it, tol_rel, steady):
+    """Iterations the fused engine runs before the next host check.
+
+    The fused engine tests the tolerance on the device every iteration and
+    stops there, so its host checks only watch for breakdown, divergence and
+    stagnation; each costs the GPU about 0.3 ms of idling (measured at
+    4096^2: 0.033 ms per iteration with a check every 10).  While the
+    recursive residual falls steadily the checks are spaced out to half the
+    iterations its last rate predicts to the tolerance, at most
+    ``8 * check_every`` and at least ``check_every``: iterations queued past
+    convergence are no-ops, but each still costs its launches.
+
+    >>> _fused_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, True)      # 1e-3 per 100: 167 to go
+    80
+    >>> _fused_chunk(10, 1e-7, (80, 1e-6), 100, 1e-8, True)    # 20 to go
+    10
+    >>> _fused_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, False)
+    10
+    """
+    if not steady or prev_check is None:
+        return check_every
+    it0, h0 = prev_check
+    if not (it > it0 and 0.0 < h < h0 and tol_rel > 0.0 and math.isfinite(h0)):
+        return check_every
+    if h <= tol_rel:
+        return check_every
+    rate = math.log(h / h0) / (it - it0)                # < 0
+    to_go = math.log(tol_rel / h) / rate                # > 0
+    return int(min(8 * check_every, max(check_every, 0.5 * to_go)))
+
+
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
        check_every=10, nullspace="auto", engine="auto"):
     """(Preconditioned) conjugate gradients.
@@ -485,7 +522,10 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     callback : callable, optional
         ``callback(xk)`` after every iteration.
     check_every : int
-        Iterations between host-side convergence checks.
+        Iterations between host-side convergence checks.  The fused GPU
+        engine tests the tolerance on the device every iteration; its host
+        checks (breakdown, divergence, stagnation) are spaced out to up to
+        ``8 * check_every`` while the residual falls steadily.
     nullspace : {"auto", "constant", None}
         ``"constant"``: singular with constants in the null space (remove the
         mean of ``b``, return the zero-mean answer).  ``"auto"`` takes it from

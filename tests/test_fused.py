@@ -189,3 +189,17 @@ def test_fused_is_reproducible(cupy_backend):
             for _ in range(2)]
     np.testing.assert_array_equal(_host(runs[0][0]), _host(runs[1][0]))
     np.testing.assert_array_equal(runs[0][1].residual_history, runs[1][1].residual_history)
+
+
+def test_fused_result_does_not_depend_on_host_checks(cupy_backend):
+    """The tolerance is tested on the device every iteration and the host
+    checks are spaced out adaptively: the count and the answer are the same,
+    bit for bit, whatever ``check_every``."""
+    A, b, phi = bubbly_column(128, 1e3, backend="cupy")
+    defl = _deflation(A, phi, "levelset_subdomains", (8, 8))
+    runs = [dpcg(A, b, rtol=1e-9, M="jacobi", deflation=defl, engine="fused", check_every=c)
+            for c in (1, 7, 10, 40)]
+    for x, rec in runs[1:]:
+        assert rec.iterations == runs[0][1].iterations
+        np.testing.assert_array_equal(_host(x), _host(runs[0][0]))
+        np.testing.assert_array_equal(rec.residual_history, runs[0][1].residual_history)
