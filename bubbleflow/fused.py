@@ -132,20 +132,32 @@ extern "C" __global__ void bf_dot_tiles(const T* __restrict__ a, const T* __rest
 extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
         const T* __restrict__ part_rr, const int nrr,
         const T* __restrict__ e, const T* __restrict__ part_zr, const int* __restrict__ owner,
-        const int k, T* scal, T* hist, int* counter, const T inv_bnorm, const T tol_rel)
+        const int k, T* scal, T* hist, int* counter, const T inv_bnorm, const T tol_rel,
+        const int start)
 {
     __shared__ T shm[32];
     if (scal[4] != 0.0) return;
-    T ry = block_sum_array(part_ry, nry, shm);
-    T rr = block_sum_array(part_rr, nrr, shm);
-    T v[1] = {0.0};
-    for (int c = threadIdx.x; c < k; c += blockDim.x) v[0] += e[c] * part_zr[owner[c]];
-    block_sum<1>(v, shm);
+    // r.y, r.r and e . Z^T r in one pass and one block reduction.
+    T v[3] = {0.0, 0.0, 0.0};
+    const int nmax = max(max(nry, nrr), k);
+    for (int c = threadIdx.x; c < nmax; c += blockDim.x) {
+        if (c < nry) v[0] += part_ry[c];
+        if (c < nrr) v[1] += part_rr[c];
+        if (c < k) v[2] += e[c] * part_zr[owner[c]];
+    }
+    block_sum<3>(v, shm);
+    T ry = v[0];
+    const T rr = v[1];
     if (threadIdx.x == 0) {
-        ry += v[0];
+        ry += v[2];
         T bad = scal[3];
         if (!(ry >= 0.0)) bad = 1.0;
         scal[3] = bad;
+        if (start) {                     // the first direction is y itself
+            scal[1] = 0.0;
+            scal[2] = ry;
+            return;
+        }
         scal[1] = bad != 0.0 ? 0.0 : ry / scal[2];
         scal[2] = ry;
         const int it = counter[0] + 1;
@@ -292,19 +304,21 @@ extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* _
     if (threadIdx.x == 0) part_pw[blockIdx.x] = acc[0];
 }
 
-// g[k] = Z^T r [k] - sum_j AZT[k, j] y[j]: one warp per row.
+// g[k] = Z^T r [k] - sum_j AZT[k, j] y[j]: one block per row (a row holds the
+// cells along the vector's cut faces, hundreds of entries: a warp per row
+// waited on a chain of dependent loads).
 extern "C" __global__ void bf_restrict(const int* __restrict__ indptr, const int* __restrict__ indices,
         const T* __restrict__ data, const T* __restrict__ y, const T* __restrict__ part_zr,
         const int* __restrict__ owner, T* __restrict__ g, const int k, const T* __restrict__ scal)
 {
+    __shared__ T shm[32];
     if (scal[4] != 0.0) return;
-    const int lane = threadIdx.x & 31;
-    const int row = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-    if (row >= k) return;
-    T s = 0.0;
-    for (int c = indptr[row] + lane; c < indptr[row + 1]; c += 32) s += data[c] * y[indices[c]];
-    s = warp_sum(s);
-    if (lane == 0) g[row] = part_zr[owner[row]] - s;
+    const int row = blockIdx.x;
+    T v[1] = {0.0};
+    for (int c = indptr[row] + threadIdx.x; c < indptr[row + 1]; c += blockDim.x)
+        v[0] += data[c] * y[indices[c]];
+    block_sum<1>(v, shm);
+    if (threadIdx.x == 0) g[row] = part_zr[owner[row]] - v[0];
 }
 """
 
@@ -654,6 +668,7 @@ class FusedEngine:
         self.scal = cp.zeros(5, dtype=cp.float64)
         self.counter = cp.zeros(1, dtype=cp.int32)
         self.bnorm_inv = 1.0
+        self._starting = 0
         # Kernels.
         # 32-bit cell offsets in bf_direction_spmv when every offset (and the
         # halo's, one row beyond) fits.
@@ -720,6 +735,37 @@ class FusedEngine:
         self.bnorm_inv = 1.0 / bnorm
         self._f_inv_bnorm = np.float64(self.bnorm_inv)
         del cp
+
+    def begin(self, x, r, hist, it, bnorm, tol_rel=0.0):
+        """Start from ``x`` and its residual ``r`` with the engine's kernels.
+
+        The generic start's ``y = M^-1 r + Z E^+ (Z^T r - (AZ)^T M^-1 r)``,
+        ``rz = r . y`` and first direction ``p = y`` (A-DEF2; ``y = M^-1 r``
+        without deflation) are the update, restriction, coarse solve and
+        ``beta`` kernels of an iteration with ``alpha = 0`` and ``beta = 0``:
+        one fused pass instead of a dozen library calls.  The direction is
+        formed by the next iteration's first kernel.  Afterwards
+        ``scal[_RZ]`` holds ``rz`` and ``scal[_BAD]`` the breakdown flag.
+        """
+        self.x[...] = x
+        self.r[self.cur][...] = r
+        self.pbuf[self.pcur].fill(0)           # 0 * p and 0 * w must stay 0
+        self.w.fill(0)
+        self.e[...] = 0
+        self.scal.fill(0)                      # alpha = beta = 0, not bad, not done
+        self.hist = hist
+        self.counter[0] = it
+        self._f_tol_rel = np.float64(tol_rel)
+        self.bnorm_inv = 1.0 / bnorm
+        self._f_inv_bnorm = np.float64(self.bnorm_inv)
+        self._starting = 1
+        try:
+            for name, fn in self._stages():
+                if name not in ("direction_spmv", "alpha"):
+                    fn()
+        finally:
+            self._starting = 0
+        self.cur = 1 - self.cur                # update wrote r' (= r) to the other buffer
 
     def settle(self, it, count):
         """The iteration number after :meth:`iterate` ``(count)`` from ``it``.
@@ -808,7 +854,7 @@ class FusedEngine:
             self.k_dot((nred,), (T,), (r_new, self.y, self.part_ry, n))
 
         def restrict():
-            self.k_restrict(((32 * k + T - 1) // T,), (T,),
+            self.k_restrict((k,), (128,),
                             (self.azt_indptr, self.azt_indices, self.azt_data, self.y,
                              self.part_zr, self.owner, self.g, np.int32(k), self.scal))
 
@@ -821,7 +867,8 @@ class FusedEngine:
             self.k_beta((1,), (1024,),
                         (self.part_ry, np.int32(nry), self.part_rr, np.int32(self.ntiles),
                          self.e, zr, self.owner, np.int32(k), self.scal,
-                         self.hist, self.counter, self._f_inv_bnorm, self._f_tol_rel))
+                         self.hist, self.counter, self._f_inv_bnorm, self._f_tol_rel,
+                         np.int32(self._starting)))
 
         stages = [("direction_spmv", direction_spmv), ("alpha", alpha), ("update", update)]
         if self.prec_code == 3:

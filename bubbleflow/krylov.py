@@ -305,11 +305,28 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
     hist = xp.zeros(maxiter + 1, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x, r = start(x)
-        y = apply_prec(r)
-        p = y.copy()
-        rz = dot(r, y)
         hist[0] = norm(r) / bnorm
-        bad = xp.zeros((), dtype=bool)
+        fused = None
+        if engine != "generic" and callback is None:
+            from .fused import fused_engine_for
+
+            fused = fused_engine_for(A, prec_obj, prec_name, defl, variant, b)
+            if fused is None and engine == "fused":
+                raise ValueError("engine='fused' needs CuPy float64, the grid operator, a "
+                                 "preconditioner among none/jacobi/incomplete_poisson_scaled/"
+                                 "block_ic, A-DEF2, and tiles that divide the grid")
+        if fused is not None:
+            # The first preconditioned residual and direction by the engine's
+            # own kernels (the generic apply_prec is a dozen library calls).
+            fused.begin(x, r, hist, 0, bnorm, tol / bnorm)
+            x, r, p = fused.x, fused.r_current, fused.p
+            rz = fused.scal[2]
+            bad = fused.scal[3] != 0
+        else:
+            y = apply_prec(r)
+            p = y.copy()
+            rz = dot(r, y)
+            bad = xp.zeros((), dtype=bool)
         # Set on the device when the recursive residual reaches the tolerance:
         # later iterations until the next check leave the iterate as it is, so
         # the count is the exact first iteration below it (no host sync).
@@ -326,19 +343,9 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         final = None                            # (x, true residual norm) when known
         if not math.isfinite(best_rec):
             reason = "non-finite"
-        fused = None
+            fused = None
         fused_chunk, prev_check = check_every, None
-        if engine != "generic" and callback is None and reason is None:
-            from .fused import fused_engine_for
-
-            fused = fused_engine_for(A, prec_obj, prec_name, defl, variant, b)
-            if fused is None and engine == "fused":
-                raise ValueError("engine='fused' needs CuPy float64, the grid operator, a "
-                                 "preconditioner among none/jacobi/incomplete_poisson_scaled/"
-                                 "block_ic, A-DEF2, and tiles that divide the grid")
         if fused is not None:
-            fused.load(x, r, p, rz, bad, hist, 0, bnorm, tol_rel)
-            x, r, p = fused.x, fused.r_current, fused.p
             record.engine = "fused"
             record.bytes_per_iteration = fused.bytes_per_iteration
         while reason is None:
@@ -356,9 +363,13 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                 broke = bool(bad)
                 # Growth of the recursive residual is normal for CG far from
                 # the solution; only near the attainable accuracy is it the
-                # rounding instability we must not follow.
-                near_floor = best_rec <= 10.0 * floor_estimate(x)
-                diverged = not math.isfinite(rn) or (near_floor and rn > 10.0 * best_rec)
+                # rounding instability we must not follow.  Near it?  (A
+                # reduction and a host sync: asked only when a test needs it.)
+                def near_floor(rec=best_rec):
+                    return rec <= 10.0 * floor_estimate(x)
+
+
+                diverged = not math.isfinite(rn) or (rn > 10.0 * best_rec and near_floor())
                 if not diverged and not broke and rn < best_rec:
                     if rn < 0.99 * best_rec:
                         last_improvement = it
@@ -366,8 +377,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     x_rec[...] = x
                 if fused is not None:
                     fused_chunk = _fused_chunk(check_every, h, prev_check, it, tol_rel,
-                                               steady=not (restarts or near_floor or broke
-                                                           or diverged))
+                                               steady=not (restarts or broke or diverged))
                     prev_check = (it, h)
                 if below or broke or diverged:
                     candidate = x if (below and not diverged) else x_rec
@@ -414,7 +424,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                 # from it CG's residual may stall for long stretches while the
                 # error still falls, and maxiter is the only honest limit.
                 window = max(100, it // 4) if restarts else max(500, it // 2)
-                if (restarts or near_floor) and it - last_improvement > window:
+                if it - last_improvement > window and (restarts or near_floor()):
                     reason = "stagnation"
                     break
             if fused is not None:

@@ -203,3 +203,35 @@ def test_fused_result_does_not_depend_on_host_checks(cupy_backend):
         assert rec.iterations == runs[0][1].iterations
         np.testing.assert_array_equal(_host(x), _host(runs[0][0]))
         np.testing.assert_array_equal(rec.residual_history, runs[0][1].residual_history)
+
+
+@pytest.mark.parametrize("prec", ["none", "jacobi", "incomplete_poisson_scaled", "block_ic"])
+@pytest.mark.parametrize("deflate", [True, False])
+def test_fused_begin_equals_numpy_start(prec, deflate, cupy_backend):
+    """``FusedEngine.begin``: the first preconditioned residual, ``rz`` and
+    direction against the generic start's formulas in NumPy."""
+    import cupy as cp
+
+    from bubbleflow.fused import fused_engine_for
+
+    An, bn, phi = bubbly_column(64, 1e3, backend="numpy")
+    Ac, bc, _ = bubbly_column(64, 1e3, backend="cupy")
+    dn = _deflation(An, phi, "levelset_subdomains", (4, 4)) if deflate else None
+    dc = _deflation(Ac, phi, "levelset_subdomains", (4, 4)) if deflate else None
+    Mn = None if prec == "none" else make_preconditioner(prec, An)
+    Mc = None if prec == "none" else make_preconditioner(prec, Ac)
+    rng = np.random.default_rng(5)
+    x, r = rng.standard_normal(bn.size), rng.standard_normal(bn.size)
+    eng = fused_engine_for(Ac, Mc, prec, dc, "adef2", bc)
+    hist = cp.zeros(4)
+    eng.begin(cp.asarray(x), cp.asarray(r), hist, 0, 2.0, 0.0)
+    s = r if Mn is None else Mn.apply(r)
+    y = s if dn is None else s + dn.prolong(dn.coarse.solve(dn.restrict(r) - dn.AZT @ s))
+    pending = eng.y + (eng.e[eng.labels32] if deflate else 0) + eng.scal[1] * eng.p
+    assert float(eng.scal[1]) == 0.0 and float(eng.scal[3]) == 0.0
+    assert abs(float(eng.scal[2]) - r @ y) < 1e-11 * abs(r @ y)
+    np.testing.assert_array_equal(cp.asnumpy(eng.x), x)
+    np.testing.assert_array_equal(cp.asnumpy(eng.r_current), r)
+    got = cp.asnumpy(pending)
+    assert np.linalg.norm(got - y) / np.linalg.norm(y) < 1e-11
+    assert float(eng.counter[0]) == 0 and float(hist[1]) == 0.0
