@@ -221,9 +221,11 @@ class CoarseSolver:
             grp = np.asarray(self.backend.to_host(groups)).ravel()
             if grp.size not in (self.k, n):
                 raise ValueError(f"groups has {grp.size} entries; expected {self.k} (or {n})")
-            grp = np.unique(grp[:n], return_inverse=True)[1].ravel().astype(np.int64)
+            grp = _dense_ids(grp[:n])
         self.groups = grp
-        sep = separator_mask(M, grp, separator)
+        C = M.tocoo()
+        r, c, v = C.row.astype(np.int64), C.col.astype(np.int64), C.data
+        sep = _separator_of_entries(r, c, v, grp, n, separator)
 
         # Separator numbering, interior numbering (grouped, padded to m).
         S = np.flatnonzero(sep)
@@ -232,7 +234,9 @@ class CoarseSolver:
         spos[S] = np.arange(nS)
         interior = np.flatnonzero(~sep)
         interior = interior[np.argsort(grp[interior], kind="stable")]
-        present, counts = np.unique(grp[interior], return_counts=True)
+        counts = np.bincount(grp[interior], minlength=int(grp.max()) + 1 if grp.size else 0)
+        present = np.flatnonzero(counts)             # = np.unique(..., return_counts=True)
+        counts = counts[present]
         Gb = present.size
         m = int(counts.max()) if Gb else 0
         slot = np.full(int(grp.max()) + 1, -1, dtype=np.int64)
@@ -246,14 +250,12 @@ class CoarseSolver:
         ipos = bpos * m + lpos                       # padded position (interior only)
         GbM = Gb * m
 
-        C = M.tocoo()
-        r, c, v = C.row.astype(np.int64), C.col.astype(np.int64), C.data
         rs, cs = sep[r], sep[c]
 
         # Separator unknowns next to each interior: (slot, separator) pairs.
         mis = ~rs & cs
         key = bpos[r[mis]] * max(nS, 1) + spos[c[mis]]
-        ukey = np.unique(key)
+        ukey = _sorted_unique(key)
         ub, uj = ukey // max(nS, 1), ukey % max(nS, 1)
         per = np.bincount(ub, minlength=Gb) if Gb else np.zeros(0, dtype=np.int64)
         smax = int(per.max()) if per.size else 0
@@ -323,9 +325,13 @@ class CoarseSolver:
         self._ESI = None
         msi = rs & ~cs
         if Gb and nS and np.any(msi):
-            ESI = sp.csr_matrix((v[msi], (spos[r[msi]], ipos[c[msi]])), shape=(nS, GbM))
-            ESI.sum_duplicates()
-            ESI.sort_indices()
+            # M has no duplicate entries: CSR directly (rows, then columns, sorted).
+            er, ec, ev = spos[r[msi]], ipos[c[msi]], v[msi]
+            order = np.lexsort((ec, er))
+            indptr = np.zeros(nS + 1, dtype=np.int64)
+            np.cumsum(np.bincount(er, minlength=nS), out=indptr[1:])
+            ESI = sp.csr_matrix((ev[order], ec[order].astype(np.int32), indptr.astype(np.int32)),
+                                shape=(nS, GbM))
             if self.backend.name == "numpy":
                 self._ESI = ESI
                 stored += [ESI.data, ESI.indices, ESI.indptr]
@@ -523,12 +529,18 @@ def separator_mask(M, groups, separator="one-sided"):
     if separator not in SEPARATORS:
         raise ValueError(f"unknown separator {separator!r}; expected one of {SEPARATORS}")
     C = sp.coo_matrix(M)
-    groups = np.asarray(groups)
-    keep = C.data != 0
-    r, c = C.row[keep], C.col[keep]
+    return _separator_of_entries(C.row, C.col, C.data, np.asarray(groups), M.shape[0], separator)
+
+
+def _separator_of_entries(r, c, data, groups, n, separator):
+    """:func:`separator_mask` from the entries ``(r, c, data)`` of ``M`` (n x n)."""
+    if separator not in SEPARATORS:
+        raise ValueError(f"unknown separator {separator!r}; expected one of {SEPARATORS}")
+    keep = data != 0
+    r, c = r[keep], c[keep]
     gr, gc = groups[r], groups[c]
     cut = gr != gc
-    mask = np.zeros(M.shape[0], dtype=bool)
+    mask = np.zeros(n, dtype=bool)
     if separator == "two-sided":
         mask[r[cut]] = True
         mask[c[cut]] = True
@@ -538,6 +550,29 @@ def separator_mask(M, groups, separator="one-sided"):
 
 
 # ---------------------------------------------------------------------- helpers
+def _dense_ids(a):
+    """Ids ``0 .. G-1`` in the order of the distinct values of the integer
+    array ``a`` (``np.unique(a, return_inverse=True)[1]``), int64; by an
+    occupancy table when the values are small non-negative integers (the
+    set-up's group ids: no sort)."""
+    a = np.asarray(a).ravel()
+    if a.size and np.issubdtype(a.dtype, np.integer):
+        lo, hi = int(a.min()), int(a.max())
+        if lo >= 0 and hi < 4 * a.size + 1024:
+            present = np.zeros(hi + 1, dtype=bool)
+            present[a] = True
+            return (np.cumsum(present) - 1)[a].astype(np.int64)
+    return np.unique(a, return_inverse=True)[1].ravel().astype(np.int64)
+
+
+def _sorted_unique(a):
+    """``np.unique(a)`` for a 1D integer array by one sort."""
+    a = np.sort(np.asarray(a).ravel())
+    if a.size == 0:
+        return a
+    return a[np.concatenate(([True], a[1:] != a[:-1]))]
+
+
 def _host_csr(E):
     if sp.issparse(E):
         return sp.csr_matrix(E)

@@ -331,3 +331,17 @@ def test_raw_condensed_kernels_against_backend_twin(case, cupy_backend):
                                atol=1e-12 * float(abs(twin).max()))
     assert_close(cp.asnumpy(raw), reference(E, s_host, singular))
     np.testing.assert_array_equal(cp.asnumpy(s), s_host)          # input untouched
+
+
+@pytest.mark.parametrize("values", [
+    np.array([5, 3, 5, 0, 3, 9]),                  # small non-negative: occupancy table
+    np.array([7000, 12, 7000, 3]),                 # large range: np.unique
+    np.array([-2, 4, -2, 1]),                      # negative: np.unique
+    np.zeros(0, dtype=np.int64),
+])
+def test_set_up_index_helpers_equal_numpy_unique(values):
+    from bubbleflow.coarse import _dense_ids, _sorted_unique
+
+    np.testing.assert_array_equal(_dense_ids(values),
+                                  np.unique(values, return_inverse=True)[1].ravel())
+    np.testing.assert_array_equal(_sorted_unique(values), np.unique(values))
