@@ -839,19 +839,19 @@ class _RawCondensed:
                              (self.k_sep, 8 * solver.n_separator)):
             if nbytes > 48 * 1024:
                 kern.max_dynamic_shared_size_bytes = nbytes
-        s = solver
-        self.s = s
-        self.singular = bool(s.singular)
-        self.t = cupy.empty(s._GbM, dtype=np.float64)
-        self.yS = cupy.empty(s.n_separator, dtype=np.float64)
+        self.solver = solver
+        self.singular = bool(solver.singular)
+        self.t = cupy.empty(solver._GbM, dtype=np.float64)
+        self.yS = cupy.empty(solver.n_separator, dtype=np.float64)
         self.mean = cupy.zeros(1, dtype=np.float64)
-        self.esi = (s._ESI.indptr.astype(cupy.int32, copy=False),
-                    s._ESI.indices.astype(cupy.int32, copy=False),
-                    s._ESI.data.astype(cupy.float64, copy=False))
+        esi = solver._ESI
+        self.esi = (esi.indptr.astype(cupy.int32, copy=False),
+                    esi.indices.astype(cupy.int32, copy=False),
+                    esi.data.astype(cupy.float64, copy=False))
 
     def solve(self, s, out):
         """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``)."""
-        c = self.s
+        c = self.solver
         Gb, m, nS, GbM, k = c.n_groups, c.block_size, c.n_separator, c._GbM, c.k
         mean = np.uint64(0)
         if self.singular:
