@@ -546,7 +546,8 @@ def run_ours(problem, config, bench, warm_up, say):
     """One of our configurations on ``problem``: one row.
 
     Optional warm-up (set-up and solve); the timed set-up (operator assembly
-    plus :class:`PressureSolver`); a memory solve (the pool emptied of free
+    plus :class:`PressureSolver`, ``bench.repeat`` times, the median
+    reported); a memory solve (the pool emptied of free
     blocks before it, its size read after it); ``bench.repeat`` timed solves.
     """
     from .operator import assemble_pressure_operator
@@ -583,7 +584,15 @@ def run_ours(problem, config, bench, warm_up, say):
         del A, s, b, x, rec
     _release(backend)
     b = xp.asarray(problem.rhs)
-    A, s, op_s, solver_s = build()
+    # The set-up is timed ``bench.repeat`` times (each a fresh operator and
+    # solver); the run with the median total is reported and kept.
+    setups = []
+    for _ in range(bench.repeat):
+        A = s = None
+        _release(backend)
+        A, s, op_s, solver_s = build()
+        setups.append((op_s + solver_s, op_s, solver_s))
+    _, op_s, solver_s = sorted(setups)[(len(setups) - 1) // 2]
     _release(backend)                  # set-up temporaries out of the memory count
     x, rec = s.solve(b)                # the memory solve
     peaks = [_pool_bytes(backend)]

@@ -101,6 +101,13 @@ class CoarseSolver:
         How the separator is chosen, see :func:`separator_mask`.  Both give
         the same answer; ``"one-sided"`` gives a separator about half as
         large (a Schur complement about four times smaller).
+    E_backend : backend sparse matrix, optional
+        ``E`` already on the backend (the dense mode densifies it there; with
+        ``symmetric`` the refinement step uses it).
+    symmetric : bool, default False
+        ``E`` is exactly symmetric, without duplicate entries and with sorted
+        indices (as :class:`~bubbleflow.deflation.Deflation` builds it): its
+        symmetrisation ``(E + E^T) / 2`` is skipped.
 
     Attributes
     ----------
@@ -140,7 +147,7 @@ class CoarseSolver:
     separator_warn = 8000
 
     def __init__(self, E, singular, backend, dense_limit=DENSE_LIMIT, groups=None,
-                 group_size=256, separator="one-sided", E_backend=None):
+                 group_size=256, separator="one-sided", E_backend=None, symmetric=False):
         t0 = time.perf_counter()
         if separator not in SEPARATORS:
             raise ValueError(f"unknown separator {separator!r}; expected one of {SEPARATORS}")
@@ -157,11 +164,20 @@ class CoarseSolver:
         self.groups = None
         self._raw = None
         self._dtype = np.dtype(np.float64)
-        E = E.astype(np.float64)
-        E = ((E + E.T) * 0.5).tocsr()
+        E = E.astype(np.float64, copy=False)
+        if symmetric:
+            # The caller's word: exactly symmetric, canonical (sorted, no duplicates).
+            M = _leading_block(E, self.n)
+        else:
+            E = ((E + E.T) * 0.5).tocsr()
+            M = E[: self.n, : self.n].tocsr()
         # E itself on the backend, for the optional refinement step of solve.
-        self._E = E if backend.name == "numpy" else backend.sparse.csr_matrix(E)
-        M = E[: self.n, : self.n].tocsr()
+        if backend.name == "numpy":
+            self._E = E
+        elif symmetric and E_backend is not None and E_backend.dtype == np.float64:
+            self._E = E_backend
+        else:
+            self._E = backend.sparse.csr_matrix(E)
         M.eliminate_zeros()
         M.sum_duplicates()
         M.sort_indices()
@@ -274,70 +290,37 @@ class CoarseSolver:
                           f"{8 * nS * nS / 2**20:.0f} MiB. Larger or better-shaped groups give "
                           f"a smaller separator.", RuntimeWarning, stacklevel=3)
 
-        stored = []
-        with _linalg_errors(self.backend):
-            # Interior blocks, padded with the identity, inverted as a batch.
-            if Gb:
-                mii = ~rs & ~cs
-                flat = bpos[r[mii]] * m * m + lpos[r[mii]] * m + lpos[c[mii]]
-                pb, pl = np.nonzero(np.arange(m)[None, :] >= counts[:, None])
-                pad = pb * m * m + pl * (m + 1)
-                B = xp.zeros(Gb * m * m, dtype=self._dtype)
-                B[xp.asarray(flat)] = xp.asarray(v[mii])
-                B[xp.asarray(pad)] = 1.0
-                B = B.reshape(Gb, m, m)
-                Binv = _batched_spd_inverse(self.backend, B)
-                del B
-                Binv += Binv.transpose(0, 2, 1).copy()
-                Binv *= 0.5
-                valid = xp.asarray((np.arange(m)[None, :] < counts[:, None]).astype(np.float64))
-                Binv *= valid[:, :, None]
-                Binv *= valid[:, None, :]            # the padding contributes exact zeros
-                self._Binv = Binv
-                stored.append(Binv)
-            # F_g = M_{I_g I_g}^-1 M_{I_g S_g} and the Schur complement.
-            self._F = None
-            if nS:
-                Sc = xp.zeros(nS * nS, dtype=self._dtype)
-                mss = rs & cs
-                Sc[xp.asarray(spos[r[mss]] * nS + spos[c[mss]])] = xp.asarray(v[mss])
-                if Gb and smax:
-                    flat = bpos[r[mis]] * m * smax + lpos[r[mis]] * smax + elocal
-                    Cb = xp.zeros(Gb * m * smax, dtype=self._dtype)
-                    Cb[xp.asarray(flat)] = xp.asarray(v[mis])
-                    Cb = Cb.reshape(Gb, m, smax)
-                    F = xp.matmul(self._Binv, Cb)
-                    W = xp.matmul(Cb.transpose(0, 2, 1), F)
-                    del Cb
-                    widx = (sidx[:, :, None] * nS + sidx[:, None, :]).ravel()
-                    Sc -= xp.bincount(xp.asarray(widx), weights=W.ravel(), minlength=nS * nS)
-                    del W
-                    self._F = F
-                    self._sidx = xp.asarray(sidx.ravel().astype(np.int32))
-                    stored += [F, self._sidx]
-                Sc = Sc.reshape(nS, nS)
-                Sc += Sc.T.copy()
-                Sc *= 0.5
-                self._Sinv = _spd_inverse(self.backend, Sc)
-                del Sc
-                stored.append(self._Sinv)
+        # Every index and value array the device needs, built on the host
+        # first and sent in one transfer (each separate small copy cost about
+        # 0.05 ms at 4096^2).
+        host = {}
+        if Gb:
+            mii = ~rs & ~cs
+            host["b_idx"] = bpos[r[mii]] * m * m + lpos[r[mii]] * m + lpos[c[mii]]
+            host["b_val"] = v[mii]
+            pb, pl = np.nonzero(np.arange(m)[None, :] >= counts[:, None])
+            host["pad"] = pb * m * m + pl * (m + 1)
+            host["valid"] = (np.arange(m)[None, :] < counts[:, None]).astype(np.float64)
+        if nS:
+            mss = rs & cs
+            host["s_idx"] = spos[r[mss]] * nS + spos[c[mss]]
+            host["s_val"] = v[mss]
+            if Gb and smax:
+                host["c_idx"] = bpos[r[mis]] * m * smax + lpos[r[mis]] * smax + elocal
+                host["c_val"] = v[mis]
+                host["sidx"] = sidx.ravel().astype(np.int32)
         # M_SI in CSR, columns in the padded interior layout.
-        self._ESI = None
         msi = rs & ~cs
-        if Gb and nS and np.any(msi):
+        has_esi = bool(Gb and nS and np.any(msi))
+        if has_esi:
             # M has no duplicate entries: CSR directly (rows, then columns, sorted).
             er, ec, ev = spos[r[msi]], ipos[c[msi]], v[msi]
             order = np.lexsort((ec, er))
             indptr = np.zeros(nS + 1, dtype=np.int64)
             np.cumsum(np.bincount(er, minlength=nS), out=indptr[1:])
-            ESI = sp.csr_matrix((ev[order], ec[order].astype(np.int32), indptr.astype(np.int32)),
-                                shape=(nS, GbM))
-            if self.backend.name == "numpy":
-                self._ESI = ESI
-                stored += [ESI.data, ESI.indices, ESI.indptr]
-            else:
-                self._ESI = self.backend.sparse.csr_matrix(ESI)
-                stored += [self._ESI.data, self._ESI.indices, self._ESI.indptr]
+            host["esi_data"] = ev[order]
+            host["esi_indices"] = ec[order].astype(np.int32)
+            host["esi_indptr"] = indptr.astype(np.int32)
         # Gathers into (interior padded | separator) and back (| grounded zero).
         take_in = np.zeros(GbM + nS, dtype=np.int64)
         take_in[ipos[interior]] = interior
@@ -346,8 +329,64 @@ class CoarseSolver:
         take_out[interior] = ipos[interior]
         take_out[S] = GbM + spos[S]
         take_out[n:] = GbM + nS                      # the grounded unknown: the zero slot
-        self._take_in = xp.asarray(take_in.astype(np.int32))
-        self._take_out = xp.asarray(take_out.astype(np.int32))
+        host["take_in"] = take_in.astype(np.int32)
+        host["take_out"] = take_out.astype(np.int32)
+        dev = _upload(self.backend, host)
+
+        stored = []
+        with _linalg_errors(self.backend):
+            # Interior blocks, padded with the identity, inverted as a batch.
+            if Gb:
+                B = xp.zeros(Gb * m * m, dtype=self._dtype)
+                B[dev["b_idx"]] = dev["b_val"]
+                B[dev["pad"]] = 1.0
+                B = B.reshape(Gb, m, m)
+                Binv = _batched_spd_inverse(self.backend, B, overwrite=True)
+                del B
+                Binv += Binv.transpose(0, 2, 1).copy()
+                Binv *= 0.5
+                valid = dev["valid"]
+                Binv *= valid[:, :, None]
+                Binv *= valid[:, None, :]            # the padding contributes exact zeros
+                self._Binv = Binv
+                stored.append(Binv)
+            # F_g = M_{I_g I_g}^-1 M_{I_g S_g} and the Schur complement.
+            self._F = None
+            if nS:
+                Sc = xp.zeros(nS * nS, dtype=self._dtype)
+                Sc[dev["s_idx"]] = dev["s_val"]
+                if Gb and smax:
+                    Cb = xp.zeros(Gb * m * smax, dtype=self._dtype)
+                    Cb[dev["c_idx"]] = dev["c_val"]
+                    Cb = Cb.reshape(Gb, m, smax)
+                    F = xp.matmul(self._Binv, Cb)
+                    W = xp.matmul(Cb.transpose(0, 2, 1), F)
+                    del Cb
+                    sd = dev["sidx"].reshape(Gb, smax).astype(np.int64)
+                    widx = (sd[:, :, None] * nS + sd[:, None, :]).ravel()
+                    if xp is np:
+                        Sc -= np.bincount(widx, weights=W.ravel(), minlength=nS * nS)
+                    else:                    # no host sync (cupy.bincount checks its input)
+                        W *= -1.0
+                        xp.add.at(Sc, widx, W.ravel())
+                    del W
+                    self._F = F
+                    self._sidx = dev["sidx"]
+                    stored += [F, self._sidx]
+                Sc = Sc.reshape(nS, nS)
+                Sc += Sc.T.copy()
+                Sc *= 0.5
+                self._Sinv = _spd_inverse(self.backend, Sc)
+                del Sc
+                stored.append(self._Sinv)
+        self._ESI = None
+        if has_esi:
+            parts = (dev["esi_data"], dev["esi_indices"], dev["esi_indptr"])
+            sparse = sp if self.backend.name == "numpy" else self.backend.sparse
+            self._ESI = sparse.csr_matrix(parts, shape=(nS, GbM))
+            stored += list(parts)
+        self._take_in = dev["take_in"]
+        self._take_out = dev["take_out"]
         self._zero = xp.zeros(1, dtype=self._dtype)
         stored += [self._take_in, self._take_out]
         self._GbM = GbM
@@ -573,6 +612,19 @@ def _sorted_unique(a):
     return a[np.concatenate(([True], a[1:] != a[:-1]))]
 
 
+def _leading_block(E, n):
+    """``E[:n, :n]`` of a CSR matrix with sorted indices, by filtering its
+    entries (SciPy's slicing costs a few passes more)."""
+    if n == E.shape[0]:
+        return E.copy()
+    end = int(E.indptr[n])
+    keep = E.indices[:end] < n
+    cum = np.zeros(end + 1, dtype=np.int64)
+    np.cumsum(keep, out=cum[1:])
+    indptr = cum[np.asarray(E.indptr[: n + 1], dtype=np.int64)]
+    return sp.csr_matrix((E.data[:end][keep], E.indices[:end][keep], indptr), shape=(n, n))
+
+
 def _host_csr(E):
     if sp.issparse(E):
         return sp.csr_matrix(E)
@@ -652,6 +704,7 @@ extern "C" __global__ void bf_gauss_jordan(double* __restrict__ B, const int m)
     double* row = col + m;
     double* M = B + (long long)blockIdx.x * m * m;
     const int mm = m * m;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     for (int e = threadIdx.x; e < mm; e += blockDim.x) a[e] = M[e];
     __syncthreads();
     for (int k = 0; k < m; ++k) {
@@ -661,13 +714,17 @@ extern "C" __global__ void bf_gauss_jordan(double* __restrict__ B, const int m)
             row[i] = a[k * m + i] * piv;
         }
         __syncthreads();
-        for (int e = threadIdx.x; e < mm; e += blockDim.x) {
-            const int i = e / m, j = e % m;
-            double v;
-            if (i == k) v = (j == k) ? piv : row[j];
-            else if (j == k) v = -col[i] * piv;
-            else v = a[e] - col[i] * row[j];
-            a[e] = v;
+        // A warp per row, its lanes along the row: no index division.
+        for (int i = warp; i < m; i += nwarps) {
+            const double ci = col[i];
+            double* ai = a + i * m;
+            for (int j = lane; j < m; j += 32) {
+                double v;
+                if (i == k) v = (j == k) ? piv : row[j];
+                else if (j == k) v = -ci * piv;
+                else v = ai[j] - ci * row[j];
+                ai[j] = v;
+            }
         }
         __syncthreads();
     }
@@ -883,8 +940,32 @@ def _gj_kernel():
 _GJ_KERNEL = None
 
 
-def _batched_spd_inverse(backend, B):
-    """Inverses of the SPD batch ``B`` (G, m, m), a new array.
+def _upload(backend, arrays):
+    """The NumPy arrays of the dict ``arrays`` on the backend, same keys: on
+    CuPy packed into one host buffer and sent in one transfer, then viewed
+    (each piece 16-byte aligned); on NumPy the arrays themselves."""
+    if backend.name == "numpy" or not arrays:
+        return dict(arrays)
+    xp = backend.xp
+    offsets, total = {}, 0
+    for key, a in arrays.items():
+        offsets[key] = total
+        total += -(-a.nbytes // 16) * 16
+    buf = np.empty(max(total, 16), dtype=np.uint8)
+    for key, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        buf[offsets[key]: offsets[key] + a.nbytes] = a.reshape(-1).view(np.uint8)
+    dbuf = xp.asarray(buf)
+    out = {}
+    for key, a in arrays.items():
+        o = offsets[key]
+        out[key] = dbuf[o: o + a.nbytes].view(a.dtype).reshape(a.shape)
+    return out
+
+
+def _batched_spd_inverse(backend, B, overwrite=False):
+    """Inverses of the SPD batch ``B`` (G, m, m): a new array, or ``B``
+    itself overwritten with ``overwrite`` (on the GPU path).
 
     On the GPU one thread block inverts one matrix in shared memory
     (:func:`gauss_jordan_inverse` is its NumPy twin): cuBLAS' batched LU is
@@ -902,8 +983,10 @@ def _batched_spd_inverse(backend, B):
             kern = _gj_kernel()
             if need > 48 * 1024:
                 kern.max_dynamic_shared_size_bytes = need
-            out = xp.ascontiguousarray(B, dtype=xp.float64).copy()
-            kern((G,), (512,), (out, np.int32(m)), shared_mem=need)
+            out = xp.ascontiguousarray(B, dtype=xp.float64)
+            if out is B and not overwrite:
+                out = B.copy()
+            kern((G,), (1024,), (out, np.int32(m)), shared_mem=need)
             return out
     return xp.linalg.inv(B)
 

@@ -46,6 +46,7 @@ import scipy.sparse as sp
 
 from .coarse import DENSE_LIMIT, CoarseSolver
 from .backend import backend_of
+from .setup_gpu import deflation_blocks, raw_deflation_ok
 
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
            "levelset_subdomain_labels", "DEFLATIONS"]
@@ -99,7 +100,7 @@ class Deflation:
     ----------
     k : int
         Number of deflation vectors (``n_vectors``).
-    labels : int64 array (N,), backend
+    labels : int64 array (N,), backend (int32 when built by the GPU set-up kernels)
         Vector of each cell, ``0 .. k-1``.
     AZ, AZT : CSR matrices of the backend (``N x k``, ``k x N``), A's dtype
         ``A Z`` and its transpose.  For the grid operator only the rows of
@@ -129,7 +130,8 @@ class Deflation:
         part of the block is empty.
     """
 
-    def __init__(self, A, labels, kind="custom", dense_limit=DENSE_LIMIT, *, _layout=None):
+    def __init__(self, A, labels, kind="custom", dense_limit=DENSE_LIMIT, *, _layout=None,
+                 _pieces=None):
         if hasattr(A, "backend"):
             self.backend = A.backend
         else:
@@ -137,22 +139,28 @@ class Deflation:
         backend = self.backend
         xp = backend.xp
         self.kind = kind
-        lab = _on_backend(labels, backend).ravel()
-        if lab.dtype == bool:
-            lab = lab.astype(xp.int64)
-        n = lab.size
-        if tuple(A.shape) != (n, n):
-            raise ValueError(f"labels have {n} entries; the matrix is {tuple(A.shape)}")
-        if _layout is not None:
-            self.labels, self.k, slot, original = _compact_present(lab, _layout["present"], xp)
-        else:
-            self.labels, self.k, slot, original = _compact_labels(lab, xp)
         dtype = np.dtype(getattr(A, "dtype", np.float64))
-        if hasattr(A, "couplings") and hasattr(A, "grid_shape"):
-            AZ, AZT, E = _face_pieces(A, self.labels, self.k, dtype)
+        if _pieces is not None:            # built by the GPU set-up kernels (from_blocks)
+            self.labels, self.k = _pieces["labels"], _pieces["k"]
+            slot, original = _pieces["slot"], _pieces["original"]
+            AZ, AZT, E = None, _pieces["AZT"], _pieces["E"]
             singular = getattr(A, "nullspace", None) == "constant"
         else:
-            AZ, AZT, E, singular = _matrix_pieces(A, self.labels, self.k, dtype, backend)
+            lab = _on_backend(labels, backend).ravel()
+            if lab.dtype == bool:
+                lab = lab.astype(xp.int64)
+            n = lab.size
+            if tuple(A.shape) != (n, n):
+                raise ValueError(f"labels have {n} entries; the matrix is {tuple(A.shape)}")
+            if _layout is not None:
+                self.labels, self.k, slot, original = _compact_present(lab, _layout["present"], xp)
+            else:
+                self.labels, self.k, slot, original = _compact_labels(lab, xp)
+            if hasattr(A, "couplings") and hasattr(A, "grid_shape"):
+                AZ, AZT, E = _face_pieces(A, self.labels, self.k, dtype)
+                singular = getattr(A, "nullspace", None) == "constant"
+            else:
+                AZ, AZT, E, singular = _matrix_pieces(A, self.labels, self.k, dtype, backend)
         self._AZ, self.AZT = AZ, AZT
         self.E_backend = E
         # One transfer of the small coarse matrix for the (host-built) coarse factorisation.
@@ -164,8 +172,11 @@ class Deflation:
             self._set_layout(_layout, slot, original)
             coarse_groups = self._coarse_groups(_layout, original)
         self.coarse_groups = coarse_groups
+        # E is exactly symmetric and canonical by construction (face pieces:
+        # canonical pairs mirrored; GPU kernels: the mean of both sums;
+        # general matrices: (E + E^T) / 2, sorted).
         self.coarse = CoarseSolver(self.E, singular, backend, dense_limit, groups=coarse_groups,
-                                   E_backend=E)
+                                   E_backend=E, symmetric=True)
 
     @classmethod
     def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=DENSE_LIMIT):
@@ -187,6 +198,18 @@ class Deflation:
         rows = np.bincount((np.arange(ny) * py) // ny, minlength=py)
         cols = np.bincount((np.arange(nx) * px) // nx, minlength=px)
         size = (rows[:, None] * cols[None, :]).ravel()            # (nblocks,)
+        if raw_deflation_ok(A, px, py):
+            # On the GPU with blocks that tile the grid: a few raw kernels
+            # (bubbleflow.setup_gpu) instead of the array code below, its twin.
+            if phi is not None:
+                phi = _on_backend(phi, backend).reshape(ny, nx)
+            pieces, part, present = deflation_blocks(A, phi, px, py, size, _present_table)
+            nparts = 1 if phi is None else 2
+            kind = kind or ("subdomains" if phi is None else "levelset_subdomains")
+            layout = dict(px=px, py=py, nparts=nparts, present=present, part=part,
+                          grid_shape=(ny, nx))
+            return cls(A, None, kind=kind, dense_limit=dense_limit, _layout=layout,
+                       _pieces=pieces)
         if phi is None:
             labels = subdomain_labels(ny, nx, px, py, xp=xp)
             nparts, part = 1, None
@@ -213,7 +236,7 @@ class Deflation:
         self.block_shape = (ny // py, nx // px)
         part = layout["part"]
         self.part = (xp.zeros((ny, nx), dtype=xp.int8) if part is None
-                     else part.reshape(ny, nx).astype(xp.int8))
+                     else part.reshape(ny, nx).astype(xp.int8, copy=False))
         lut = slot.astype(xp.int32).reshape(nblocks, nparts)
         if nparts == 1:
             lut = xp.concatenate([lut, xp.full((nblocks, 1), -1, dtype=xp.int32)], axis=1)
@@ -226,7 +249,7 @@ class Deflation:
         owner[xp.where(flat >= 0, flat, self.k)] = xp.arange(flat.size, dtype=xp.int32)
         self.owner = owner[: self.k]
         if self.backend.name == "cupy":          # the fused iteration is GPU-only
-            self.labels32 = self.labels.astype(xp.int32)
+            self.labels32 = self.labels.astype(xp.int32, copy=False)
 
     @staticmethod
     def _coarse_groups(layout, original, target=128):
@@ -332,14 +355,21 @@ def _compact_present(lab, present, xp):
     ``present`` may be a host array (then no synchronisation); on the
     device, reading ``k`` is one.
     """
+    k, slot, original = _present_table(present)
+    slot, original = xp.asarray(slot), xp.asarray(original)
+    compact = slot[lab.astype(xp.int64, copy=False)]
+    return compact, k, slot, original
+
+
+def _present_table(present):
+    """``(k, slot, original)`` of :func:`_compact_present`, on the array
+    backend of ``present`` (reading ``k`` is a sync on the device)."""
     pxp = backend_of(present).xp               # the small table is computed where it lives
     cum = pxp.cumsum(present, dtype=pxp.int64)
     k = int(cum[-1]) if cum.size else 0
     slot = pxp.where(present, cum - 1, -1)
     original = pxp.searchsorted(cum, pxp.arange(1, k + 1, dtype=pxp.int64))
-    slot, original = xp.asarray(slot), xp.asarray(original)
-    compact = slot[lab.astype(xp.int64, copy=False)]
-    return compact, k, slot, original
+    return k, slot, original
 
 
 def _block_sums(a, px, py, xp):

@@ -73,6 +73,12 @@ class PoissonOperator:
         self.storage = storage
         self.shape = (self.nx * self.ny, self.nx * self.ny)
         self._norm_inf = None
+        if storage == "diagonals" and self.backend.name == "cupy" and self.dtype == np.float64:
+            # One pass on the GPU (bubbleflow.setup_gpu; the array code below is its twin).
+            from .setup_gpu import op_diagonals
+
+            self.diagonals = op_diagonals(beta_x, beta_y, self.hx, self.hy)
+            return
         cx = beta_x / self.hx ** 2
         cy = beta_y / self.hy ** 2
         if storage == "diagonals":

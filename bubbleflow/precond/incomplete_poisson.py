@@ -51,17 +51,14 @@ class ScaledIncompletePoisson(Preconditioner):
         self.grid_shape = A.grid_shape
         xp = A.backend.xp
         S, W, C, E, N = A.entries()
-        s = 1.0 / xp.sqrt(C)
-        self.inv_sqrt_diagonal = s
-        # Scaled couplings a_pq / sqrt(d_p d_q); zero entries at walls stay zero.
-        self.W = W * s
-        self.W[:, 1:] *= s[:, :-1]
-        self.E = E * s
-        self.E[:, :-1] *= s[:, 1:]
-        self.S = S * s
-        self.S[1:, :] *= s[:-1, :]
-        self.N = N * s
-        self.N[:-1, :] *= s[1:, :]
+        if A.backend.name == "cupy" and all(d.dtype == xp.float64 for d in (S, W, C, E, N)):
+            # One pass on the GPU (bubbleflow.setup_gpu), its twin scaled_coefficients.
+            from ..setup_gpu import ips_coefficients
+
+            coefficients = ips_coefficients(S, W, C, E, N)
+        else:
+            coefficients = scaled_coefficients(S, W, C, E, N, xp)
+        self.inv_sqrt_diagonal, self.S, self.W, self.E, self.N = coefficients
 
     def apply(self, r):
         shape = r.shape
@@ -69,3 +66,19 @@ class ScaledIncompletePoisson(Preconditioner):
         t = z - upper_neighbours(z, self.E, self.N)   # (I - L~^T) z
         u = t - lower_neighbours(t, self.W, self.S)   # (I - L~) t
         return (self.inv_sqrt_diagonal * u).reshape(shape)
+
+
+def scaled_coefficients(S, W, C, E, N, xp):
+    """``(s, S~, W~, E~, N~)``: ``s = D^-1/2`` and the couplings
+    ``a_pq s_p s_q`` (zero entries at the walls stay zero), array code on
+    ``xp``."""
+    s = 1.0 / xp.sqrt(C)
+    Wt = W * s
+    Wt[:, 1:] *= s[:, :-1]
+    Et = E * s
+    Et[:, :-1] *= s[:, 1:]
+    St = S * s
+    St[1:, :] *= s[:-1, :]
+    Nt = N * s
+    Nt[:-1, :] *= s[1:, :]
+    return s, St, Wt, Et, Nt
