@@ -115,6 +115,17 @@ extern "C" __global__ void bf_alpha(const T* __restrict__ part_pw, const int npa
     }
 }
 
+// What a host check reads, in one transfer: the iteration count, its relative
+// recursive residual and the breakdown flag.
+extern "C" __global__ void bf_status(const int* __restrict__ counter, const T* __restrict__ hist,
+        const T* __restrict__ scal, T* __restrict__ out)
+{
+    const int it = counter[0];
+    out[0] = (T)it;
+    out[1] = hist[it];
+    out[2] = scal[3];
+}
+
 extern "C" __global__ void bf_dot_tiles(const T* __restrict__ a, const T* __restrict__ b,
         T* __restrict__ part, const long long n)
 {
@@ -681,6 +692,8 @@ class FusedEngine:
         self.k_beta = _kernel("bf_beta")
         self.k_restrict = _kernel("bf_restrict")
         self.k_dot = _kernel("bf_dot_tiles")
+        self.k_status = _kernel("bf_status")
+        self.status_buf = cp.zeros(3, dtype=cp.float64)
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
         self.dir_walk = _walk_geometry(self.by, self.bx, _CHUNK_ROWS_WIDE)
         self.upd_walk = _walk_geometry(self.by, self.bx, _CHUNK_ROWS_WIDE if self.prec_code == 2
@@ -769,17 +782,25 @@ class FusedEngine:
             self._starting = 0
         self.cur = 1 - self.cur                # update wrote r' (= r) to the other buffer
 
-    def settle(self, it, count):
-        """The iteration number after :meth:`iterate` ``(count)`` from ``it``.
+    def status(self):
+        """``(iteration, hist[iteration], broke)`` from the device: one launch
+        and one transfer (the host synchronisation of a check)."""
+        self.k_status((1,), (1,), (self.counter, self.hist, self.scal, self.status_buf))
+        it, h, bad = self.status_buf.get()
+        return int(it), float(h), bool(bad != 0.0)
 
-        Reads the device counter (a host synchronisation): fewer than
-        ``count`` iterations ran when the tolerance was reached on the
-        device; the buffer parities follow the iterations that ran.
+    def settle(self, it, count):
+        """After :meth:`iterate` ``(count)`` from ``it``: ``(iteration,
+        relative recursive residual, broke)`` (:meth:`status`).
+
+        Fewer than ``count`` iterations ran when the tolerance was reached
+        on the device; the buffer parities follow the iterations that ran.
         """
-        done = int(self.counter[0]) - it
+        counter, h, bad = self.status()
+        done = counter - it
         if (count - done) % 2:
             self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
-        return it + done
+        return it + done, h, bad
 
     @property
     def r_current(self):

@@ -238,6 +238,11 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         return xp.zeros_like(b), record
     tol = max(float(rtol) * bnorm, float(atol))
 
+    def residual0(x):
+        """``b - A x`` for the initial guess (``b`` itself, not a copy, for
+        the default zero guess: no product with A)."""
+        return b if x0 is None else b - matvec(x)
+
     # The pieces that differ between CG/PCG, DEF1 and A-DEF2.
     if defl is None:
         def apply_prec(r):
@@ -247,7 +252,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             return matvec(p)
 
         def start(x):
-            return x, b - matvec(x)
+            return x, residual0(x).copy()       # r is updated in place
 
         def finish(x):
             return x
@@ -260,7 +265,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             return matvec(p)
 
         def start(x):                           # x0 = Q b + P^T x = x + Q (b - A x)
-            r = b - matvec(x)
+            r = residual0(x)
             x = x + defl.prolong(defl.coarse.solve(defl.restrict(r)))
             return x, b - matvec(x)             # = r - A Z y: no A Z needed
 
@@ -279,7 +284,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             return w - defl.AZ @ coarse(defl.restrict(w))
 
         def start(x):                           # r^ = P (b - A x)
-            r = b - matvec(x)
+            r = residual0(x)
             return x, r - defl.AZ @ coarse(defl.restrict(r))
 
         def finish(x):                          # x = Q b + P^T x^ = x^ + Q (b - A x^)
@@ -322,11 +327,13 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             x, r, p = fused.x, fused.r_current, fused.p
             rz = fused.scal[2]
             bad = fused.scal[3] != 0
+            status = fused.status()[1:]
         else:
             y = apply_prec(r)
             p = y.copy()
             rz = dot(r, y)
             bad = xp.zeros((), dtype=bool)
+            status = None
         # Set on the device when the recursive residual reaches the tolerance:
         # later iterations until the next check leave the iterate as it is, so
         # the count is the exact first iteration below it (no host sync).
@@ -350,17 +357,22 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             record.bytes_per_iteration = fused.bytes_per_iteration
         while reason is None:
             if fused is not None or it % check_every == 0 or it >= maxiter:
-                if bool(done):
-                    # The tolerance was reached inside the last stretch: the
-                    # iterate has been frozen since (generic loop; the fused
-                    # one stopped on the device, ``settle``).  Its iteration.
-                    seg = hist[last_check + 1: it + 1] <= tol_rel
-                    it = last_check + 1 + int(xp.argmax(seg))
-                h = float(hist[it])             # the one host synchronisation
+                if status is not None:
+                    # Fused: read by ``status``/``settle`` in one transfer (the
+                    # engine stops on the device at the tolerance: no ``done``).
+                    h, broke = status
+                    status = None
+                else:
+                    if bool(done):
+                        # The tolerance was reached inside the last stretch:
+                        # the iterate has been frozen since.  Its iteration.
+                        seg = hist[last_check + 1: it + 1] <= tol_rel
+                        it = last_check + 1 + int(xp.argmax(seg))
+                    h = float(hist[it])         # the one host synchronisation
+                    broke = bool(bad)
                 rn = h * bnorm
                 below = h <= tol_rel            # the device's test, to the bit
                 last_check = it
-                broke = bool(bad)
                 # Growth of the recursive residual is normal for CG far from
                 # the solution; only near the attainable accuracy is it the
                 # rounding instability we must not follow.  Near it?  (A
@@ -430,7 +442,9 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             if fused is not None:
                 count = max(1, min(fused_chunk, maxiter - it))
                 fused.iterate(count)
-                it = fused.settle(it, count)    # stopped on the device at the tolerance?
+                # Stopped on the device at the tolerance?  (One transfer.)
+                it, h_dev, broke_dev = fused.settle(it, count)
+                status = (h_dev, broke_dev)
                 r = fused.r_current
                 bad = fused.scal[3] != 0
                 continue

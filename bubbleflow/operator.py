@@ -44,6 +44,10 @@ class PoissonOperator:
     backend : str or Backend
     dtype : numpy dtype, default float64
     storage : {"diagonals", "matrix_free"}
+    densities : bool, default False
+        ``beta_x`` and ``beta_y`` are the face densities ``rho``; the
+        operator takes their reciprocals (``1.0 / rho``, rounded as that
+        expression is).
 
     Notes
     -----
@@ -54,7 +58,8 @@ class PoissonOperator:
 
     nullspace = "constant"
 
-    def __init__(self, beta_x, beta_y, hx, hy, backend="numpy", dtype=np.float64, storage="diagonals"):
+    def __init__(self, beta_x, beta_y, hx, hy, backend="numpy", dtype=np.float64, storage="diagonals",
+                 densities=False):
         if storage not in STORAGES:
             raise ValueError(f"unknown storage {storage!r}; expected one of {STORAGES}")
         self.backend = get_backend(backend)
@@ -77,8 +82,10 @@ class PoissonOperator:
             # One pass on the GPU (bubbleflow.setup_gpu; the array code below is its twin).
             from .setup_gpu import op_diagonals
 
-            self.diagonals = op_diagonals(beta_x, beta_y, self.hx, self.hy)
+            self.diagonals = op_diagonals(beta_x, beta_y, self.hx, self.hy, reciprocal=densities)
             return
+        if densities:
+            beta_x, beta_y = 1.0 / beta_x, 1.0 / beta_y
         cx = beta_x / self.hx ** 2
         cy = beta_y / self.hy ** 2
         if storage == "diagonals":
@@ -317,8 +324,8 @@ def assemble_pressure_operator(grid, phases, backend="numpy", dtype=np.float64, 
     phases : PhaseFields
         Face densities ``rho_x``, ``rho_y`` (kg/m^3).
     """
-    return PoissonOperator(1.0 / phases.rho_x, 1.0 / phases.rho_y, grid.hx, grid.hy,
-                           backend=backend, dtype=dtype, storage=storage)
+    return PoissonOperator(phases.rho_x, phases.rho_y, grid.hx, grid.hy, backend=backend,
+                           dtype=dtype, storage=storage, densities=True)
 
 
 def gravity_rhs(grid, gravity):

@@ -53,13 +53,18 @@ __device__ __forceinline__ unsigned warp_or(unsigned v) {
     return v;
 }
 
+// beta of a face: the value given, or 1 / rho when given densities.
+__device__ __forceinline__ T face(const T v, const int reciprocal) {
+    return reciprocal ? 1.0 / v : v;
+}
+
 // S, W, C, E, N of -div(beta grad) from beta_x (ny, nx-1) and beta_y (ny-1, nx):
 // couplings beta / h^2 (divided, as the array code does), zero across the walls,
 // C summed in the order S, W, E, N (bit for bit the array code's C).
 extern "C" __global__ void bf_op_diagonals(const T* __restrict__ beta_x,
         const T* __restrict__ beta_y, const T hx2, const T hy2, T* __restrict__ S,
         T* __restrict__ W, T* __restrict__ C, T* __restrict__ E, T* __restrict__ N,
-        const int nx, const int ny)
+        const int nx, const int ny, const int reciprocal)
 {
     // Grid (columns / blockDim, rows): no index division.
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -69,10 +74,10 @@ extern "C" __global__ void bf_op_diagonals(const T* __restrict__ beta_x,
         const long long fx = (long long)j * (nx - 1) + i;
         T c = 0.0;
         T s = 0.0, w = 0.0, e = 0.0, nn = 0.0;
-        if (j > 0)      { s = beta_y[p - nx] / hy2; c = s; }
-        if (i > 0)      { w = beta_x[fx - 1] / hx2; c += w; }
-        if (i < nx - 1) { e = beta_x[fx] / hx2;     c += e; }
-        if (j < ny - 1) { nn = beta_y[p] / hy2;     c += nn; }
+        if (j > 0)      { s = face(beta_y[p - nx], reciprocal) / hy2; c = s; }
+        if (i > 0)      { w = face(beta_x[fx - 1], reciprocal) / hx2; c += w; }
+        if (i < nx - 1) { e = face(beta_x[fx], reciprocal) / hx2;     c += e; }
+        if (j < ny - 1) { nn = face(beta_y[p], reciprocal) / hy2;     c += nn; }
         S[p] = j > 0 ? -s : 0.0;
         W[p] = i > 0 ? -w : 0.0;
         E[p] = i < nx - 1 ? -e : 0.0;
@@ -321,10 +326,11 @@ def _rows_grid(nx, ny, threads=_THREADS):
     return (-(-nx // threads), min(ny, 65535))
 
 
-def op_diagonals(beta_x, beta_y, hx, hy):
+def op_diagonals(beta_x, beta_y, hx, hy, reciprocal=False):
     """The five diagonals ``(S, W, C, E, N)`` (CuPy, float64) from the face
-    ``1/rho``: one pass (twin: ``operator._diagonals_from_couplings`` of
-    ``beta / h**2``, equal bit for bit)."""
+    ``beta = 1/rho`` (or from ``rho`` with ``reciprocal``): one pass (twin:
+    ``operator._diagonals_from_couplings`` of ``beta / h**2``, equal bit for
+    bit)."""
     import cupy as cp
 
     beta_x = cp.ascontiguousarray(beta_x, dtype=cp.float64)
@@ -333,7 +339,7 @@ def op_diagonals(beta_x, beta_y, hx, hy):
     out = [cp.empty((ny, nx), dtype=cp.float64) for _ in range(5)]
     _fn("bf_op_diagonals")(_rows_grid(nx, ny), (_THREADS,),
                            (beta_x, beta_y, np.float64(float(hx) ** 2), np.float64(float(hy) ** 2),
-                            *out, np.int32(nx), np.int32(ny)))
+                            *out, np.int32(nx), np.int32(ny), np.int32(bool(reciprocal))))
     return tuple(out)
 
 

@@ -116,3 +116,13 @@ def test_uniform_columns_give_hydrostatic_pressure():
     p = p.reshape(grid.shape)
     dp = p[1:, :] - p[:-1, :]                 # p_{j+1} - p_j = -rho_f g hy
     np.testing.assert_allclose(dp, -ph.rho_y * 9.81 * grid.hy, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("storage", ["diagonals", "matrix_free"])
+def test_operator_from_densities_equals_operator_from_reciprocals(storage, backend):
+    rng = np.random.default_rng(11)
+    rho_x, rho_y = 10.0 ** rng.uniform(0, 3, (9, 12)), 10.0 ** rng.uniform(0, 3, (8, 13))
+    A = PoissonOperator(rho_x, rho_y, 0.1, 0.2, backend=backend, storage=storage, densities=True)
+    B = PoissonOperator(1.0 / rho_x, 1.0 / rho_y, 0.1, 0.2, backend=backend, storage=storage)
+    for a, b in zip(A.entries(), B.entries()):
+        np.testing.assert_array_equal(backend.to_host(a), backend.to_host(b))
