@@ -108,6 +108,10 @@ class CoarseSolver:
         ``E`` is exactly symmetric, without duplicate entries and with sorted
         indices (as :class:`~bubbleflow.deflation.Deflation` builds it): its
         symmetrisation ``(E + E^T) / 2`` is skipped.
+    sync : bool, default True
+        Synchronise with the device at the end (``setup_seconds`` then
+        covers the device work).  False leaves the queued factorisation
+        running, for a caller that has other work to queue behind it.
 
     Attributes
     ----------
@@ -123,7 +127,8 @@ class CoarseSolver:
         Bytes of the backend arrays stored for, and read by, one solve (the
         operand of a bandwidth model).
     setup_seconds : float
-        Wall time of the constructor (synchronised with the device).
+        Wall time of the constructor (synchronised with the device unless
+        ``sync`` is False).
     n_separator : int
         Condensed mode: ``|S|`` (0 otherwise).
     n_groups : int
@@ -147,7 +152,8 @@ class CoarseSolver:
     separator_warn = 8000
 
     def __init__(self, E, singular, backend, dense_limit=DENSE_LIMIT, groups=None,
-                 group_size=256, separator="one-sided", E_backend=None, symmetric=False):
+                 group_size=256, separator="one-sided", E_backend=None, symmetric=False,
+                 sync=True):
         t0 = time.perf_counter()
         if separator not in SEPARATORS:
             raise ValueError(f"unknown separator {separator!r}; expected one of {SEPARATORS}")
@@ -194,7 +200,8 @@ class CoarseSolver:
             # Warm-up: compiles the elementwise kernels and lets CuPy cache what it
             # checks lazily (e.g. the CSR format), so that solve never synchronises.
             self.solve(self._xp.zeros(self.k, dtype=self._dtype))
-        backend.synchronize()
+        if sync:
+            backend.synchronize()
         self.setup_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ dense

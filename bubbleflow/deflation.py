@@ -175,8 +175,10 @@ class Deflation:
         # E is exactly symmetric and canonical by construction (face pieces:
         # canonical pairs mirrored; GPU kernels: the mean of both sums;
         # general matrices: (E + E^T) / 2, sorted).
+        # Not synchronised: the caller (PressureSolver) queues more set-up work
+        # behind the factorisation and synchronises once.
         self.coarse = CoarseSolver(self.E, singular, backend, dense_limit, groups=coarse_groups,
-                                   E_backend=E, symmetric=True)
+                                   E_backend=E, symmetric=True, sync=False)
 
     @classmethod
     def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=DENSE_LIMIT):

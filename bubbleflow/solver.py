@@ -59,9 +59,11 @@ class PressureSolver:
         backend = A.backend
         t0 = time.perf_counter()
         options = {"block_lines": block_lines} if preconditioner == "block_ic" else {}
+        # The deflation space first: its coarse factorisation is left running on
+        # the device while the host builds the preconditioner.
+        self.deflation = make_deflation(deflation, A, phi=phi, subdomains=subdomains, stripes=stripes)
         self.M = make_preconditioner(preconditioner, A, **options)
         self.preconditioner_name = preconditioner
-        self.deflation = make_deflation(deflation, A, phi=phi, subdomains=subdomains, stripes=stripes)
         backend.synchronize()
         self.setup_seconds = time.perf_counter() - t0
 
