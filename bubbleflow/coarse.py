@@ -658,23 +658,31 @@ def _linalg_errors(backend):
 
 
 def _spd_inverse(backend, A):
-    """Symmetric inverse of the SPD backend matrix ``A``: ``L^-T L^-1``."""
+    """Symmetric inverse of the SPD backend matrix ``A`` (which may be
+    overwritten): by Cholesky, ``L^-T L^-1`` on the host; on the GPU
+    cuSOLVER's ``posv`` with the identity (the factorisation and two
+    triangular solves: at 647 x 647 on the H200 1.04 ms against 1.39 for
+    Cholesky, a triangular inverse and a product)."""
     xp = backend.xp
     n = A.shape[0]
-    if backend.name == "cupy":
-        from cupyx.scipy.linalg import solve_triangular
-    else:
-        from scipy.linalg import solve_triangular
     with _linalg_errors(backend):
         try:
-            L = xp.linalg.cholesky(A)
+            if backend.name == "cupy":
+                from cupyx import lapack
+
+                inv = lapack.posv(A, xp.eye(n, dtype=A.dtype))
+            else:
+                L = xp.linalg.cholesky(A)
         except np.linalg.LinAlgError as exc:
             raise np.linalg.LinAlgError(f"coarse matrix ({n} x {n}) is not positive definite "
                                         f"after grounding: {exc}") from None
-    Linv = solve_triangular(L, xp.eye(n, dtype=A.dtype), lower=True, overwrite_b=True)
-    del L
-    inv = xp.matmul(Linv.T, Linv)
-    del Linv
+    if backend.name != "cupy":
+        from scipy.linalg import solve_triangular
+
+        Linv = solve_triangular(L, xp.eye(n, dtype=A.dtype), lower=True, overwrite_b=True)
+        del L
+        inv = xp.matmul(Linv.T, Linv)
+        del Linv
     inv += inv.T.copy()
     inv *= 0.5
     if not bool(xp.isfinite(inv).all()):

@@ -95,6 +95,8 @@ class Deflation:
         A name for reports.
     dense_limit : int
         Passed to :class:`CoarseSolver`.
+    factorise : bool, default True
+        Build :attr:`coarse` now; False leaves it to :meth:`factorise`.
 
     Attributes
     ----------
@@ -110,7 +112,7 @@ class Deflation:
         ``Z^T A Z`` (for :class:`CoarseSolver`).
     E_backend : CSR matrix of the backend (k x k), float64
         The same matrix, built on the backend (``E`` is its host copy).
-    coarse : CoarseSolver
+    coarse : CoarseSolver, or None until :meth:`factorise` (``factorise=False``)
     groups : int32 array (k,), backend, or None
         For labels from rectangular blocks (:meth:`from_blocks`: the kinds
         ``subdomains``, ``stripes``, ``levelset_subdomains``): the index of
@@ -130,8 +132,8 @@ class Deflation:
         part of the block is empty.
     """
 
-    def __init__(self, A, labels, kind="custom", dense_limit=DENSE_LIMIT, *, _layout=None,
-                 _pieces=None):
+    def __init__(self, A, labels, kind="custom", dense_limit=DENSE_LIMIT, *, factorise=True,
+                 _layout=None, _pieces=None):
         if hasattr(A, "backend"):
             self.backend = A.backend
         else:
@@ -172,16 +174,27 @@ class Deflation:
             self._set_layout(_layout, slot, original)
             coarse_groups = self._coarse_groups(_layout, original)
         self.coarse_groups = coarse_groups
-        # E is exactly symmetric and canonical by construction (face pieces:
-        # canonical pairs mirrored; GPU kernels: the mean of both sums;
-        # general matrices: (E + E^T) / 2, sorted).
-        # Not synchronised: the caller (PressureSolver) queues more set-up work
-        # behind the factorisation and synchronises once.
-        self.coarse = CoarseSolver(self.E, singular, backend, dense_limit, groups=coarse_groups,
-                                   E_backend=E, symmetric=True, sync=False)
+        self._singular, self._dense_limit = singular, dense_limit
+        self.coarse = None
+        if factorise:
+            self.factorise()
+
+    def factorise(self):
+        """Build :attr:`coarse`, the factorisation of ``E`` (the constructor
+        does it unless given ``factorise=False``: a caller may first queue
+        other device work, which then runs while the host prepares the
+        factorisation).  Not synchronised with the device.  Returns self."""
+        if self.coarse is None:
+            # E is exactly symmetric and canonical by construction (face pieces:
+            # canonical pairs mirrored; GPU kernels: the mean of both sums;
+            # general matrices: (E + E^T) / 2, sorted).
+            self.coarse = CoarseSolver(self.E, self._singular, self.backend, self._dense_limit,
+                                       groups=self.coarse_groups, E_backend=self.E_backend,
+                                       symmetric=True, sync=False)
+        return self
 
     @classmethod
-    def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=DENSE_LIMIT):
+    def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=DENSE_LIMIT, factorise=True):
         """The deflation space of ``px x py`` rectangular blocks of the grid
         operator ``A``, every block split into liquid and gas parts by the
         level set ``phi`` when given (``levelset_subdomains``).
@@ -210,8 +223,8 @@ class Deflation:
             kind = kind or ("subdomains" if phi is None else "levelset_subdomains")
             layout = dict(px=px, py=py, nparts=nparts, present=present, part=part,
                           grid_shape=(ny, nx))
-            return cls(A, None, kind=kind, dense_limit=dense_limit, _layout=layout,
-                       _pieces=pieces)
+            return cls(A, None, kind=kind, dense_limit=dense_limit, factorise=factorise,
+                       _layout=layout, _pieces=pieces)
         if phi is None:
             labels = subdomain_labels(ny, nx, px, py, xp=xp)
             nparts, part = 1, None
@@ -225,7 +238,8 @@ class Deflation:
             present = xp.stack([gas < xp.asarray(size), gas > 0], axis=1).ravel()
             kind = kind or "levelset_subdomains"
         layout = dict(px=px, py=py, nparts=nparts, present=present, part=part, grid_shape=(ny, nx))
-        return cls(A, labels, kind=kind, dense_limit=dense_limit, _layout=layout)
+        return cls(A, labels, kind=kind, dense_limit=dense_limit, factorise=factorise,
+                   _layout=layout)
 
     def _set_layout(self, layout, slot, original):
         xp = self.backend.xp
@@ -513,22 +527,27 @@ def _matrix_pieces(A, labels, k, dtype, backend):
     return AZ, AZT, E, singular
 
 
-def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_limit=DENSE_LIMIT):
+def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_limit=DENSE_LIMIT,
+                   factorise=True):
     """Build the deflation space ``kind`` for the grid operator ``A``.
 
     Returns None for ``"none"``.  ``phi`` (grid-shaped, NumPy or on A's
-    backend) is needed for ``levelset_subdomains``.  Built on A's backend
+    backend) is needed for ``levelset_subdomains``.  ``factorise=False``
+    leaves the coarse factorisation to :meth:`Deflation.factorise`.  Built on A's backend
     (:meth:`Deflation.from_blocks`); stripes are ``1 x stripes`` blocks.
     """
     if kind == "none" or kind is None:
         return None
     px, py = (int(v) for v in subdomains)
     if kind == "subdomains":
-        return Deflation.from_blocks(A, px, py, kind=kind, dense_limit=dense_limit)
+        return Deflation.from_blocks(A, px, py, kind=kind, dense_limit=dense_limit,
+                                     factorise=factorise)
     if kind == "stripes":
-        return Deflation.from_blocks(A, 1, int(stripes), kind=kind, dense_limit=dense_limit)
+        return Deflation.from_blocks(A, 1, int(stripes), kind=kind, dense_limit=dense_limit,
+                                     factorise=factorise)
     if kind == "levelset_subdomains":
         if phi is None:
             raise ValueError("levelset_subdomains deflation needs the level set phi")
-        return Deflation.from_blocks(A, px, py, phi=phi, kind=kind, dense_limit=dense_limit)
+        return Deflation.from_blocks(A, px, py, phi=phi, kind=kind, dense_limit=dense_limit,
+                                     factorise=factorise)
     raise ValueError(f"unknown deflation {kind!r}; expected one of {', '.join(DEFLATIONS)}")

@@ -59,12 +59,18 @@ class PressureSolver:
         backend = A.backend
         t0 = time.perf_counter()
         options = {"block_lines": block_lines} if preconditioner == "block_ic" else {}
-        # The deflation space first: its coarse factorisation is left running on
-        # the device while the host builds the preconditioner.
-        self.deflation = make_deflation(deflation, A, phi=phi, subdomains=subdomains, stripes=stripes)
+        if preconditioner == "jacobi":
+            options = {"check": False}          # checked after the one synchronisation
+        # The deflation space, then the preconditioner, whose device work runs
+        # while the host prepares the coarse factorisation; one synchronisation.
+        self.deflation = make_deflation(deflation, A, phi=phi, subdomains=subdomains,
+                                        stripes=stripes, factorise=False)
         self.M = make_preconditioner(preconditioner, A, **options)
         self.preconditioner_name = preconditioner
+        if self.deflation is not None:
+            self.deflation.factorise()
         backend.synchronize()
+        self.M.check()
         self.setup_seconds = time.perf_counter() - t0
 
     @classmethod

@@ -75,3 +75,15 @@ def test_deflation_of_a_user_matrix_with_labels():
     s = np.arange(4.0)
     E = D.E.toarray()
     np.testing.assert_allclose(E @ D.coarse.solve(s), s, atol=1e-12)
+
+
+def test_deferred_factorisation_equals_default(backend):
+    """``factorise=False`` then :meth:`Deflation.factorise`: the same coarse solver."""
+    A, b, phi = bubbly_column(32, 1e3, backend=backend)
+    D1 = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(4, 4))
+    D2 = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(4, 4), factorise=False)
+    assert D2.coarse is None
+    assert D2.factorise() is D2 and D2.coarse is not None and D2.factorise().coarse is D2.coarse
+    s = backend.xp.asarray(np.random.default_rng(0).standard_normal(D1.k))
+    np.testing.assert_array_equal(backend.to_host(D1.coarse.solve(s)),
+                                  backend.to_host(D2.coarse.solve(s)))

@@ -99,3 +99,27 @@ def test_bad_block_lines_and_general_matrix():
         make_preconditioner("incomplete_poisson_scaled", sp.eye(5, format="csr"))
     J = make_preconditioner("jacobi", sp.diags([2.0, 4.0]).tocsr())
     np.testing.assert_allclose(J.apply(np.array([2.0, 2.0])), [1.0, 0.5])
+
+
+def test_jacobi_rejects_a_non_positive_diagonal_now_or_at_check(backend):
+    """The default check raises in the constructor; ``check=False`` defers it
+    to :meth:`check`, which PressureSolver calls after its one synchronisation."""
+    from bubbleflow.operator import PoissonOperator
+    from bubbleflow.precond.jacobi import Jacobi
+    from bubbleflow.solver import PressureSolver
+
+    bx, by = np.ones((4, 4)), np.ones((3, 5))
+    bx[:, 0] = 0.0
+    bx[:, 1] = 0.0
+    by[:, 1] = 0.0                                  # cell column 1 is cut off: zero diagonal
+    A = PoissonOperator(bx, by, 1.0, 1.0, backend=backend)
+    with pytest.raises(ValueError, match="non-positive diagonal"):
+        Jacobi(A)
+    M = Jacobi(A, check=False)
+    with pytest.raises(ValueError, match="non-positive diagonal"):
+        M.check()
+    M.check()                                       # reported once
+    with pytest.raises(ValueError, match="non-positive diagonal"):
+        PressureSolver(A, method="pcg", preconditioner="jacobi", deflation="none")
+    good = PoissonOperator(np.ones((4, 4)), np.ones((3, 5)), 1.0, 1.0, backend=backend)
+    Jacobi(good, check=False).check()

@@ -25,14 +25,15 @@ PRECONDITIONERS = {
 def make_preconditioner(name, A, **options):
     """Build the preconditioner called ``name`` for operator ``A``.
 
-    ``options`` go to the constructor (``block_lines`` for ``block_ic``).
+    ``options`` go to the constructor (``block_lines`` for ``block_ic``;
+    ``check`` for ``jacobi``).
     """
     try:
         cls = PRECONDITIONERS[name]
     except KeyError:
         raise ValueError(f"unknown preconditioner {name!r}; expected one of "
                          f"{', '.join(PRECONDITIONERS)}") from None
-    if cls is BlockIC:
+    if cls is BlockIC or cls is Jacobi:
         return cls(A, **options)
     return cls(A)
 

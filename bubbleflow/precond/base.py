@@ -15,6 +15,10 @@ class Preconditioner:
     def apply(self, r):
         raise NotImplementedError
 
+    def check(self):
+        """Raise the error a constructor given ``check=False`` deferred
+        (a host synchronisation); nothing for most preconditioners."""
+
     def matvec(self, r):
         return self.apply(r)
 

@@ -10,16 +10,26 @@ class Jacobi(Preconditioner):
 
     name = "jacobi"
 
-    def __init__(self, A):
+    def __init__(self, A, check=True):
         if hasattr(A, "diagonal"):
             d = A.diagonal()
         else:
             raise TypeError(f"jacobi needs a matrix with .diagonal(); got {type(A).__name__}")
         xp = backend_of(d).xp
         d = xp.asarray(d).ravel()
-        if bool((d <= 0).any()):
-            raise ValueError("jacobi: the matrix has a non-positive diagonal entry")
+        # check=False: the test of the diagonal (a host synchronisation on the
+        # GPU) waits for :meth:`check`, so that the set-up can queue more work.
+        self._nonpositive = (d <= 0).any()
+        if check:
+            self.check()
         self.inv_diagonal = 1.0 / d
+
+    def check(self):
+        """Raise ValueError if the diagonal has a non-positive entry."""
+        if self._nonpositive is not None:
+            bad, self._nonpositive = bool(self._nonpositive), None
+            if bad:
+                raise ValueError("jacobi: the matrix has a non-positive diagonal entry")
 
     def apply(self, r):
         return self.inv_diagonal * r
