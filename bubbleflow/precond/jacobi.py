@@ -1,6 +1,8 @@
 """Jacobi (diagonal) preconditioning, ``M^-1 = D^-1``."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..backend import backend_of
 from .base import Preconditioner
 
@@ -22,7 +24,8 @@ class Jacobi(Preconditioner):
         self._nonpositive = (d <= 0).any()
         if check:
             self.check()
-        self.inv_diagonal = 1.0 / d
+        with np.errstate(divide="ignore"):     # a zero is reported by check
+            self.inv_diagonal = 1.0 / d
 
     def check(self):
         """Raise ValueError if the diagonal has a non-positive entry."""
