@@ -172,11 +172,17 @@ class CoarseSolver:
         self._dtype = np.dtype(np.float64)
         E = E.astype(np.float64, copy=False)
         if symmetric:
-            # The caller's word: exactly symmetric, canonical (sorted, no duplicates).
-            M = _leading_block(E, self.n)
+            # The caller's word: exactly symmetric, canonical (sorted, no
+            # duplicates): the entries of E[:n, :n] straight from its arrays.
+            entries = _leading_entries(E, self.n)
         else:
             E = ((E + E.T) * 0.5).tocsr()
             M = E[: self.n, : self.n].tocsr()
+            M.eliminate_zeros()
+            M.sum_duplicates()
+            M.sort_indices()
+            C = M.tocoo()
+            entries = (C.row.astype(np.int64), C.col.astype(np.int64), C.data)
         # E itself on the backend, for the optional refinement step of solve.
         if backend.name == "numpy":
             self._E = E
@@ -184,18 +190,15 @@ class CoarseSolver:
             self._E = E_backend
         else:
             self._E = backend.sparse.csr_matrix(E)
-        M.eliminate_zeros()
-        M.sum_duplicates()
-        M.sort_indices()
         if self.n == 0:
             self.mode = "empty"
             self.nbytes = 0
         elif self.n <= self.dense_limit:
             self.mode = "dense"
-            self._setup_dense(M, E_backend)
+            self._setup_dense(entries, E_backend)
         else:
             self.mode = "condensed"
-            self._setup_condensed(M, groups, int(group_size), separator)
+            self._setup_condensed(entries, groups, int(group_size), separator)
         if self.mode != "empty":
             # Warm-up: compiles the elementwise kernels and lets CuPy cache what it
             # checks lazily (e.g. the CSR format), so that solve never synchronises.
@@ -205,17 +208,19 @@ class CoarseSolver:
         self.setup_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ dense
-    def _setup_dense(self, M, E_backend=None):
+    def _setup_dense(self, entries, E_backend=None):
         xp = self._xp
-        if self.backend.name == "numpy":
-            Md = M.toarray()
-        elif E_backend is not None and E_backend.shape == (self.k, self.k):
+        if self.backend.name != "numpy" and E_backend is not None and \
+                E_backend.shape == (self.k, self.k):
             # Densified on the device: no dense host array, no big transfer.
             Md = E_backend.toarray()[: self.n, : self.n]
             Md += Md.T.copy()
             Md *= 0.5
         else:
-            Md = self.backend.sparse.csr_matrix(M).toarray()
+            r, c, v = entries
+            Md = np.zeros((self.n, self.n))
+            Md[r, c] = v
+            Md = xp.asarray(Md)
         Minv = _spd_inverse(self.backend, xp.ascontiguousarray(Md))
         del Md
         if self.singular:
@@ -235,19 +240,18 @@ class CoarseSolver:
         self.nbytes = int(self._K.nbytes)
 
     # -------------------------------------------------------------- condensed
-    def _setup_condensed(self, M, groups, group_size, separator):
+    def _setup_condensed(self, entries, groups, group_size, separator):
         xp = self._xp
         n = self.n
+        r, c, v = entries
         if groups is None:
-            grp = partition_groups(M, group_size)
+            grp = partition_groups(sp.csr_matrix((v, (r, c)), shape=(n, n)), group_size)
         else:
             grp = np.asarray(self.backend.to_host(groups)).ravel()
             if grp.size not in (self.k, n):
                 raise ValueError(f"groups has {grp.size} entries; expected {self.k} (or {n})")
             grp = _dense_ids(grp[:n])
         self.groups = grp
-        C = M.tocoo()
-        r, c, v = C.row.astype(np.int64), C.col.astype(np.int64), C.data
         sep = _separator_of_entries(r, c, v, grp, n, separator)
 
         # Separator numbering, interior numbering (grouped, padded to m).
@@ -386,12 +390,11 @@ class CoarseSolver:
                 self._Sinv = _spd_inverse(self.backend, Sc)
                 del Sc
                 stored.append(self._Sinv)
-        self._ESI = None
-        if has_esi:
-            parts = (dev["esi_data"], dev["esi_indices"], dev["esi_indptr"])
-            sparse = sp if self.backend.name == "numpy" else self.backend.sparse
-            self._ESI = sparse.csr_matrix(parts, shape=(nS, GbM))
-            stored += list(parts)
+        self._esi_parts = self._esi_matrix = None
+        if has_esi:                              # the matrix itself is built on first use
+            self._esi_parts = ((dev["esi_data"], dev["esi_indices"], dev["esi_indptr"]),
+                               (nS, GbM))
+            stored += list(self._esi_parts[0])
         self._take_in = dev["take_in"]
         self._take_out = dev["take_out"]
         self._zero = xp.zeros(1, dtype=self._dtype)
@@ -400,8 +403,18 @@ class CoarseSolver:
         self.nbytes = int(sum(int(a.nbytes) for a in stored))
         self._raw = None
         if (self.backend.name == "cupy" and Gb and nS and self._F is not None
-                and self._ESI is not None):
+                and self._esi_parts is not None):
             self._raw = _RawCondensed.for_solver(self)
+
+    @property
+    def _ESI(self):
+        """M_SI in CSR (backend), built from its arrays on first use (the raw
+        GPU solve reads the arrays themselves)."""
+        if getattr(self, "_esi_matrix", None) is None and getattr(self, "_esi_parts", None):
+            parts, shape = self._esi_parts
+            sparse = sp if self.backend.name == "numpy" else self.backend.sparse
+            self._esi_matrix = sparse.csr_matrix(parts, shape=shape)
+        return getattr(self, "_esi_matrix", None)
 
     # ------------------------------------------------------------------ solve
     def solve(self, s, out=None, refine=False):
@@ -619,17 +632,18 @@ def _sorted_unique(a):
     return a[np.concatenate(([True], a[1:] != a[:-1]))]
 
 
-def _leading_block(E, n):
-    """``E[:n, :n]`` of a CSR matrix with sorted indices, by filtering its
-    entries (SciPy's slicing costs a few passes more)."""
-    if n == E.shape[0]:
-        return E.copy()
-    end = int(E.indptr[n])
-    keep = E.indices[:end] < n
-    cum = np.zeros(end + 1, dtype=np.int64)
-    np.cumsum(keep, out=cum[1:])
-    indptr = cum[np.asarray(E.indptr[: n + 1], dtype=np.int64)]
-    return sp.csr_matrix((E.data[:end][keep], E.indices[:end][keep], indptr), shape=(n, n))
+def _leading_entries(E, n):
+    """``(rows, cols, values)`` (int64, int64, float64) of the non-zero
+    entries of ``E[:n, :n]``, ``E`` in CSR without duplicates, in its order
+    (sorted by row, then column, when its indices are): read from its
+    arrays (SciPy's slicing and conversions cost several passes more)."""
+    indptr = np.asarray(E.indptr, dtype=np.int64)
+    end = int(indptr[n])
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr[: n + 1]))
+    cols = np.asarray(E.indices[:end], dtype=np.int64)
+    vals = np.asarray(E.data[:end], dtype=np.float64)
+    keep = (cols < n) & (vals != 0)
+    return rows[keep], cols[keep], vals[keep]
 
 
 def _host_csr(E):
@@ -916,10 +930,9 @@ class _RawCondensed:
         self.t = cupy.empty(solver._GbM, dtype=np.float64)
         self.yS = cupy.empty(solver.n_separator, dtype=np.float64)
         self.mean = cupy.zeros(1, dtype=np.float64)
-        esi = solver._ESI
-        self.esi = (esi.indptr.astype(cupy.int32, copy=False),
-                    esi.indices.astype(cupy.int32, copy=False),
-                    esi.data.astype(cupy.float64, copy=False))
+        (data, indices, indptr), _ = solver._esi_parts
+        self.esi = (indptr.astype(cupy.int32, copy=False), indices.astype(cupy.int32, copy=False),
+                    data.astype(cupy.float64, copy=False))
 
     def solve(self, s, out):
         """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``)."""
