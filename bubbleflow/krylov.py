@@ -252,7 +252,8 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             return matvec(p)
 
         def start(x):
-            return x, residual0(x).copy()       # r is updated in place
+            r = residual0(x)
+            return x, (r.copy() if r is b else r)   # r is updated in place
 
         def finish(x):
             return x
