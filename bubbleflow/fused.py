@@ -946,7 +946,9 @@ class FusedEngine:
             return graphs[key]
         stages = [fn for _, fn in self._stages()]
         parity = (self.cur, self.pcur)
-        stream = self.__dict__.setdefault("_capture_stream", cp.cuda.Stream(non_blocking=True))
+        stream = self.__dict__.get("_capture_stream")
+        if stream is None:
+            stream = self._capture_stream = cp.cuda.Stream(non_blocking=True)
         graph = None
         try:
             with stream:
