@@ -345,3 +345,24 @@ def test_set_up_index_helpers_equal_numpy_unique(values):
     np.testing.assert_array_equal(_dense_ids(values),
                                   np.unique(values, return_inverse=True)[1].ravel())
     np.testing.assert_array_equal(_sorted_unique(values), np.unique(values))
+
+
+def test_leading_entries_equal_scipy_slicing():
+    """``_leading_entries`` (the entries of E[:n, :n] read from E's arrays)
+    against SciPy's slicing, explicit zeros dropped, in CSR order."""
+    from bubbleflow.coarse import _leading_entries
+
+    rng = np.random.default_rng(4)
+    E = sp.random(40, 40, density=0.2, random_state=5, format="csr")
+    E = (E + E.T).tocsr()
+    E.data[rng.random(E.nnz) < 0.1] = 0.0           # explicit zeros
+    E.sort_indices()
+    for n in (40, 39, 17, 0):
+        r, c, v = _leading_entries(E, n)
+        ref = E[:n, :n].tocsr()
+        ref.eliminate_zeros()
+        ref = ref.tocoo()
+        assert r.dtype == c.dtype == np.int64
+        np.testing.assert_array_equal(r, ref.row)
+        np.testing.assert_array_equal(c, ref.col)
+        np.testing.assert_array_equal(v, ref.data)
