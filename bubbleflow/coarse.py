@@ -169,6 +169,7 @@ class CoarseSolver:
         self.n_separator = self.n_groups = self.block_size = self.separator_width = 0
         self.groups = None
         self._raw = None
+        self._esi_parts = self._esi_matrix = None  # condensed mode: M_SI (see _ESI)
         self._dtype = np.dtype(np.float64)
         E = E.astype(np.float64, copy=False)
         if symmetric:
@@ -390,7 +391,6 @@ class CoarseSolver:
                 self._Sinv = _spd_inverse(self.backend, Sc)
                 del Sc
                 stored.append(self._Sinv)
-        self._esi_parts = self._esi_matrix = None
         if has_esi:                              # the matrix itself is built on first use
             self._esi_parts = ((dev["esi_data"], dev["esi_indices"], dev["esi_indptr"]),
                                (nS, GbM))
@@ -410,11 +410,11 @@ class CoarseSolver:
     def _ESI(self):
         """M_SI in CSR (backend), built from its arrays on first use (the raw
         GPU solve reads the arrays themselves)."""
-        if getattr(self, "_esi_matrix", None) is None and getattr(self, "_esi_parts", None):
+        if self._esi_matrix is None and self._esi_parts is not None:
             parts, shape = self._esi_parts
             sparse = sp if self.backend.name == "numpy" else self.backend.sparse
             self._esi_matrix = sparse.csr_matrix(parts, shape=shape)
-        return getattr(self, "_esi_matrix", None)
+        return self._esi_matrix
 
     # ------------------------------------------------------------------ solve
     def solve(self, s, out=None, refine=False):

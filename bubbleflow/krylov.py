@@ -327,7 +327,9 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             fused.begin(x, r, hist, 0, bnorm, tol / bnorm)
             x, r, p = fused.x, fused.r_current, fused.p
             rz = fused.scal[2]
-            bad = fused.scal[3] != 0
+            # The engine keeps its breakdown flag (read by ``status``); this
+            # one only carries the cleared flag into ``load`` at a restart.
+            bad = xp.zeros((), dtype=bool)
             status = fused.status()[1:]
         else:
             y = apply_prec(r)
@@ -447,7 +449,6 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                 it, h_dev, broke_dev = fused.settle(it, count)
                 status = (h_dev, broke_dev)
                 r = fused.r_current
-                bad = fused.scal[3] != 0
                 continue
             w = apply_op(p)
             pw = dot(p, w)
