@@ -934,12 +934,21 @@ class _RawCondensed:
         self.esi = (indptr.astype(cupy.int32, copy=False), indices.astype(cupy.int32, copy=False),
                     data.astype(cupy.float64, copy=False))
 
-    def solve(self, s, out):
-        """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``)."""
+    def solve(self, s, out, mean=None, gather=True):
+        """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``).
+
+        For the fused iteration (:mod:`bubbleflow.fused`), which does the
+        first and the last step in its own kernels: ``mean``, a device
+        array whose one entry already holds the mean of ``s`` (singular
+        ``E``); ``gather=False`` stops before the gather into ``out``, which
+        the caller then does from :attr:`t` and :attr:`yS` with
+        ``take_out`` (and the mean removal), as ``bf_cs_out`` does.
+        """
         c = self.solver
         Gb, m, nS, GbM, k = c.n_groups, c.block_size, c.n_separator, c._GbM, c.k
-        mean = np.uint64(0)
-        if self.singular:
+        if not self.singular:
+            mean = np.uint64(0)
+        elif mean is None:
             self.k_mean((1,), (1024,), (s, np.int32(k), self.mean))
             mean = self.mean
         rows = (m + 31) // 32                         # 32 warps a block, a warp a row
@@ -951,6 +960,8 @@ class _RawCondensed:
                     self.t, c._Sinv, self.yS), shared_mem=8 * nS)
         self.k_back((Gb, rows), (1024,), (self.t, c._F, self.yS, c._sidx, np.int32(m),
                                           np.int32(c.separator_width)))
+        if not gather:
+            return out
         self.k_out((1,), (1024,), (self.t, self.yS, c._take_out, np.int32(k), np.int32(GbM),
                                    np.int32(nS), np.int32(self.singular), out))
         return out

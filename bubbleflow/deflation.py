@@ -298,23 +298,31 @@ class Deflation:
 
         With a block layout the sums are reductions over the blocks, in a
         fixed order (reproducible on the GPU, where ``bincount`` adds with
-        atomics in a varying order); otherwise ``bincount``.
+        atomics in a varying order), then each vector takes the sum of its
+        slot (``owner``); otherwise ``bincount``.  On CuPy the block sums
+        are one kernel (:func:`bubbleflow.kernels.tile_part_sums`, whose
+        twin is the array code here).
         """
         xp = self.backend.xp
         if self.block_shape is None:
             return xp.bincount(self.labels, weights=r.ravel(), minlength=self.k).astype(r.dtype)
+        if self.backend.name == "cupy" and r.dtype in (np.float64, np.float32):
+            from .kernels import tile_part_sums
+
+            return tile_part_sums(r, self.part, self.block_shape)[self.owner]
+        return self._block_sums(r)[self.owner]
+
+    def _block_sums(self, r):
+        """``(blocks * 2,)``: the sums of ``r`` over the liquid and the gas
+        part of every block (array code on the backend)."""
+        xp = self.backend.xp
         by, bx = self.block_shape
         ny, nx = self.part.shape
         rb = r.reshape(ny // by, by, nx // bx, bx)
         gas = self.part.reshape(ny // by, by, nx // bx, bx)
         s_gas = xp.where(gas != 0, rb, 0).sum(axis=(1, 3)).ravel()
-        s_all = rb.sum(axis=(1, 3)).ravel()
-        sums = xp.stack([s_all - s_gas, s_gas], axis=1).ravel()
-        lut = self.lut.ravel()
-        out = xp.zeros(self.k, dtype=r.dtype)
-        valid = lut >= 0
-        out[lut[valid]] = sums[valid]
-        return out
+        s_liquid = xp.where(gas == 0, rb, 0).sum(axis=(1, 3)).ravel()
+        return xp.stack([s_liquid, s_gas], axis=1).ravel()
 
     def prolong(self, y):
         """``Z y``: each cell takes its subdomain's value."""

@@ -87,3 +87,52 @@ def stencil5_faces(cx, cy, x, y, nx, ny):
     k = _raw_kernel(_STENCIL5_FACES, "bubbleflow_stencil5_faces", str(x.dtype))
     launch_1d(k, nx * ny, (cx, cy, x, y, np.int32(nx), np.int32(ny)))
     return y
+
+
+_TILE_PART_SUMS = r"""
+// The sums of r over the two parts (part 0 / 1) of every BY x BX tile, one
+// block per tile, in a fixed order: sums[2 * tile + part].
+extern "C" __global__
+void bubbleflow_tile_part_sums(const T* __restrict__ r, const signed char* __restrict__ part,
+                               T* __restrict__ sums, const int nx, const int BX, const int BY)
+{
+    __shared__ T shm[2][32];
+    const int tile = blockIdx.x, ntx = nx / BX;
+    const long long i0 = (long long)(tile % ntx) * BX, j0 = (long long)(tile / ntx) * BY;
+    T a[2] = {0, 0};
+    for (int c = threadIdx.x; c < BX * BY; c += blockDim.x) {
+        const long long q = (j0 + c / BX) * nx + i0 + c % BX;
+        a[part[q] != 0 ? 1 : 0] += r[q];
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    for (int k = 0; k < 2; ++k) {
+        for (int o = 16; o > 0; o >>= 1) a[k] += __shfl_down_sync(0xffffffffu, a[k], o);
+        if (lane == 0) shm[k][warp] = a[k];
+    }
+    __syncthreads();
+    if (warp == 0) {
+        for (int k = 0; k < 2; ++k) {
+            T v = lane < nwarps ? shm[k][lane] : (T)0;
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+            if (lane == 0) sums[2 * tile + k] = v;
+        }
+    }
+}
+"""
+
+
+def tile_part_sums(r, part, block_shape):
+    """``(ntiles * 2,)``: the sums of ``r`` over part 0 and part 1 of every
+    block of ``block_shape`` (row-major blocks; CuPy).  Its twin is the array
+    code of :meth:`bubbleflow.deflation.Deflation.restrict`."""
+    import cupy
+    import numpy as np
+
+    ny, nx = part.shape
+    by, bx = block_shape
+    ntiles = (ny // by) * (nx // bx)
+    k = _raw_kernel(_TILE_PART_SUMS, "bubbleflow_tile_part_sums", str(r.dtype))
+    sums = cupy.empty(2 * ntiles, dtype=r.dtype)
+    k((ntiles,), (256,), (cupy.ascontiguousarray(r.reshape(ny, nx)), part, sums, np.int32(nx),
+                          np.int32(bx), np.int32(by)))
+    return sums

@@ -167,6 +167,7 @@ def test_one_fused_iteration_equals_numpy_twin(prec, offsets, cupy_backend, monk
     (64, (32, 4), 3),      # 16 x 2 tiles: segments of 2 lanes, 5 uneven chunks
     (64, (64, 2), 32),     # one-column tiles: every lane reads both halos
     (128, (2, 2), 16),     # 64 x 64 tiles: the benchmark's shape, 4 chunks
+    (128, (2, 2), 64),     # 64 x 64 tiles, one chunk (the scaled IP update's)
 ])
 @pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled"])
 def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, monkeypatch):
@@ -176,6 +177,7 @@ def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, m
 
     monkeypatch.setattr(fused, "_CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(fused, "_CHUNK_ROWS_WIDE", chunk_rows)
+    monkeypatch.setattr(fused, "_CHUNK_ROWS_IP", chunk_rows)
     eng = _one_iteration_against_numpy(prec, n, blocks)
     by, bx = n // blocks[1], n // blocks[0]
     assert (eng.by, eng.bx) == (by, bx)
@@ -237,12 +239,16 @@ def test_fused_begin_equals_numpy_start(prec, deflate, cupy_backend):
     assert float(eng.counter[0]) == 0 and float(hist[1]) == 0.0
 
 
+@pytest.mark.parametrize("length", [8, 2])
 @pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled", "none"])
 @pytest.mark.parametrize("deflate", [True, False])
-def test_graph_replay_equals_direct_launches(prec, deflate, cupy_backend, monkeypatch):
-    """Pairs of iterations replayed from a CUDA graph: the same count, answer
-    and history, bit for bit, as direct launches (odd chunks included)."""
+def test_graph_replay_equals_direct_launches(prec, deflate, length, cupy_backend, monkeypatch):
+    """Runs of iterations replayed from CUDA graphs (of ``length``, then
+    pairs): the same count, answer and history, bit for bit, as direct
+    launches (odd chunks included)."""
     from bubbleflow.fused import FusedEngine
+
+    monkeypatch.setattr(FusedEngine, "graph_iterations", length)
 
     A, b, phi = bubbly_column(128, 1e3, backend="cupy")
     defl = _deflation(A, phi, "levelset_subdomains", (8, 8)) if deflate else None
@@ -256,3 +262,50 @@ def test_graph_replay_equals_direct_launches(prec, deflate, cupy_backend, monkey
     assert r1.engine == r2.engine == "fused" and r1.iterations == r2.iterations
     np.testing.assert_array_equal(_host(x1), _host(x2))
     np.testing.assert_array_equal(r1.residual_history, r2.residual_history)
+
+
+def test_fused_gather_of_the_condensed_coarse_solve(cupy_backend):
+    """With the raw condensed coarse solve, ``beta`` does its last step (the
+    gather into ``e`` and the mean removal): ``e`` equal, bit for bit, to the
+    solver's own five-kernel solve of the same ``g``; and the solve itself
+    within 2 iterations of the generic loop."""
+    import cupy as cp
+
+    from bubbleflow.fused import fused_engine_for
+
+    A, b, phi = bubbly_column(256, 1e3, backend="cupy")
+    defl = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16), dense_limit=10)
+    assert defl.coarse.mode == "condensed" and defl.coarse._raw is not None
+    assert defl.coarse.n_groups > 1 and defl.coarse.n_separator > 0
+    M = make_preconditioner("incomplete_poisson_scaled", A)
+    eng = fused_engine_for(A, M, "incomplete_poisson_scaled", defl, "adef2", b)
+    assert eng is not None and eng.cs is not None
+    r = cp.asarray(np.random.default_rng(2).standard_normal(b.size))
+    eng.begin(cp.zeros_like(r), r, cp.zeros(8), 0, 1.0)    # update, restrict, coarse, beta
+    np.testing.assert_array_equal(cp.asnumpy(eng.e), cp.asnumpy(defl.coarse.solve(eng.g)))
+    runs = [dpcg(A, b, rtol=1e-9, M=M, deflation=defl, engine=e) for e in ("fused", "generic")]
+    assert runs[0][1].engine == "fused" and runs[0][1].converged and runs[1][1].converged
+    assert abs(runs[0][1].iterations - runs[1][1].iterations) <= 2
+
+
+def test_fused_begin_takes_over_the_callers_arrays(cupy_backend):
+    """``begin(own=True)`` iterates in the arrays handed over (no copies of x
+    and r at the start of a solve); without ``own`` they are copied."""
+    import cupy as cp
+
+    from bubbleflow.fused import fused_engine_for
+
+    A, b, phi = bubbly_column(64, 1e3, backend="cupy")
+    defl = _deflation(A, phi, "levelset_subdomains", (4, 4))
+    M = make_preconditioner("jacobi", A)
+    rng = np.random.default_rng(4)
+    for own in (True, False):
+        x, r = (cp.asarray(rng.standard_normal(b.size)) for _ in range(2))
+        x_host, r_host = cp.asnumpy(x), cp.asnumpy(r)
+        eng = fused_engine_for(A, M, "jacobi", defl, "adef2", b)
+        eng.begin(x, r, cp.zeros(8), 0, 1.0, own=own)
+        assert (eng.x.data.ptr == x.data.ptr) is own
+        assert (eng.r[0].data.ptr == r.data.ptr) is own
+        if not own:
+            np.testing.assert_array_equal(cp.asnumpy(x), x_host)
+            np.testing.assert_array_equal(cp.asnumpy(r), r_host)
