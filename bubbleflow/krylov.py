@@ -511,7 +511,7 @@ def _fused_chunk(check_every, h, prev_check, it, tol_rel, steady):
     queued past convergence are no-ops, but each still costs its launches
     (about a tenth of a check).  On the residual histories of the standard
     problem (256^2 to 1024^2, scaled incomplete Poisson and Jacobi) this
-    takes 5 to 12 checks where half the predicted distance took 9 to 25,
+    takes 5 to 12 checks where half the predicted distance took 6 to 25,
     with at most 54 no-op iterations queued.
 
     >>> _fused_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, True)      # 1e-3 per 100: 167 to go
