@@ -934,21 +934,18 @@ class _RawCondensed:
         self.esi = (indptr.astype(cupy.int32, copy=False), indices.astype(cupy.int32, copy=False),
                     data.astype(cupy.float64, copy=False))
 
-    def solve(self, s, out, mean=None, gather=True):
+    def solve(self, s, out, gather=True):
         """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``).
 
-        For the fused iteration (:mod:`bubbleflow.fused`), which does the
-        first and the last step in its own kernels: ``mean``, a device
-        array whose one entry already holds the mean of ``s`` (singular
-        ``E``); ``gather=False`` stops before the gather into ``out``, which
-        the caller then does from :attr:`t` and :attr:`yS` with
-        ``take_out`` (and the mean removal), as ``bf_cs_out`` does.
+        ``gather=False`` (the fused iteration, :mod:`bubbleflow.fused`) stops
+        before the gather into ``out``, which the caller then does from
+        :attr:`t` and :attr:`yS` with ``take_out`` (and the mean removal), as
+        ``bf_cs_out`` does.
         """
         c = self.solver
         Gb, m, nS, GbM, k = c.n_groups, c.block_size, c.n_separator, c._GbM, c.k
-        if not self.singular:
-            mean = np.uint64(0)
-        elif mean is None:
+        mean = np.uint64(0)
+        if self.singular:
             self.k_mean((1,), (1024,), (s, np.int32(k), self.mean))
             mean = self.mean
         rows = (m + 31) // 32                         # 32 warps a block, a warp a row

@@ -742,10 +742,8 @@ class FusedEngine:
         # 32-bit cell offsets in bf_direction_spmv when every offset (and the
         # halo's, one row beyond) fits.
         small = self.n + 2 * nx < _IDX32_LIMIT
-        self.dir_defines = "#define BF_IDX32 1\n" if small else ""
-        self.upd_defines = ""
-        self.k_dirspmv = _kernel("bf_direction_spmv", 2, self.dir_defines)
-        self.k_update = _kernel("bf_update", self.prec_code, self.upd_defines)
+        self.k_dirspmv = _kernel("bf_direction_spmv", 2, "#define BF_IDX32 1\n" if small else "")
+        self.k_update = _kernel("bf_update", self.prec_code)
         self.k_alpha = _kernel("bf_alpha")
         self.k_beta = _kernel("bf_beta")
         self.k_restrict = _kernel("bf_restrict")
