@@ -6,20 +6,21 @@ vector operation, and every one of them reads and writes whole grid arrays.
 This module runs the same iteration with a handful of fused CUDA kernels,
 all scalars kept on the device and all buffers allocated once:
 
-``direction_spmv``  one block per tile: ``p' = y + Z e + beta p`` on the tile and
-             its one-cell halo (``p`` is double-buffered), ``w = A p'`` from
-             the face couplings, and the tile's sum of ``p' . w``.  All sums
-             are per tile in a fixed order, so runs are reproducible bit for
-             bit.
+``direction_spmv``  one block per band of rows of a strip of columns (or per
+             tile): ``p' = y + Z e + beta p`` on it and its one-cell halo
+             (``p`` is double-buffered), ``w = A p'`` from the face couplings,
+             and the block's sum of ``p' . w``.  All sums are per block in a
+             fixed order, so runs are reproducible bit for bit.  As many
+             bands as make one wave of resident blocks.
 ``alpha``    one block: ``alpha = rz / (p . w)``, the breakdown flag.
-``update``   one block per subdomain tile: ``x += alpha p``,
-             ``r' = r - alpha w``, the preconditioner ``y = M^-1 r'`` (Jacobi,
-             or both passes of scaled incomplete Poisson, the halo recomputed
-             from ``r`` and ``w``), and per-tile sums of ``r' . y``,
-             ``r' . r'`` and ``Z^T r'`` (the liquid and gas part of the tile).
-             ``r`` is double-buffered so that the halo reads never race with
-             a neighbour's writes.
-             Both tile kernels walk the tile by columns: one thread per column
+``update``   one block per subdomain tile, or per row of a few of them:
+             ``x += alpha p``, ``r' = r - alpha w``, the preconditioner
+             ``y = M^-1 r'`` (Jacobi, or both passes of scaled incomplete
+             Poisson, the halo recomputed from ``r`` and ``w``), and per-tile
+             sums of ``r' . y``, ``r' . r'`` and ``Z^T r'`` (the liquid and
+             gas part of the tile).  ``r`` is double-buffered so that the
+             halo reads never race with a neighbour's writes.
+             Both kernels walk their block by columns: one thread per column
              (and row chunk) keeps the rows below and above in registers and
              takes its east and west neighbours from the adjacent lanes by
              warp shuffles, so every value is read once per cell, with no
@@ -63,6 +64,25 @@ _THREADS = 256
 _CHUNK_ROWS = 16
 _CHUNK_ROWS_WIDE = 32
 _CHUNK_ROWS_IP = 64
+# The direction kernel's layout: its sums need no subdomain tiles.  Row
+# bands: strips of _DIR_BAND_COLS columns (or the widest of 128, 64, 32 that
+# divides the row), cut into as many bands of rows as make one wave of
+# resident blocks on the device (see :func:`_dir_bands`).  Where that does
+# not apply, tiles of _DIR_TILE, else the update's.  Measured at 4096^2 on an
+# H200 (one kernel: a wave is 792 blocks of 256 threads): 64 x 64 tiles
+# 0.2677 ms; 32 x 128 tiles 0.2627 (2.59 waves); bands of 256 columns 0.2537
+# with 49 bands (0.99 waves), 0.2575 with 99 (2.00), 0.2726 with 128 (2.59),
+# 0.3157 with 64 (1.29).  The last, partly filled wave costs nearly as much
+# as a full one.
+_DIR_BAND_COLS = 256
+_DIR_BAND_MIN_ROWS = 8
+_DIR_TILE = (32, 128)
+# Columns of a scaled incomplete Poisson update block: as many subdomain
+# tiles side by side as fit (tiles a whole number of warps wide), fewer halo
+# recomputations and longer rows.  At 4096^2, 64 x 64 subdomains, H200:
+# 0.4096 ms with one tile a block, 0.4035 with two, 0.4022 with four.  (The
+# Jacobi update was slower with wider blocks: 0.2784 -> 0.2846 ms.)
+_IP_BLOCK_COLS = 256
 _IDX32_LIMIT = 2 ** 31    # bf_direction_spmv uses 32-bit cell offsets below it
 _MAX_TILE_WIDTH = 1024    # one thread per column of a tile
 
@@ -255,6 +275,28 @@ __device__ __forceinline__ Walk walk_setup(const int nx, const int BX, const int
     return wk;
 }
 
+// Row bands instead of tiles: block b walks columns i0 .. i0 + BX of strip
+// b % (nx / BX) on rows band * ny / NB .. (band + 1) * ny / NB of band
+// b / (nx / BX), one thread per column (BXP threads a block, or a warp).
+__device__ __forceinline__ Walk walk_band(const int nx, const int ny, const int BX,
+                                          const int NB, const int BXP, const int SW)
+{
+    Walk wk;
+    const int t = threadIdx.x;
+    const int ntx = nx / BX;
+    const int band = blockIdx.x / ntx;
+    const int c = t % BXP;
+    wk.active = c < BX && t < BXP;
+    wk.ii = (blockIdx.x % ntx) * BX + c;
+    wk.ja = (band * ny) / NB;                    // ny * NB < 2^31 (checked by the host)
+    wk.jb = ((band + 1) * ny) / NB;
+    wk.R = (ny + NB - 1) / NB;
+    const int sl = (t & 31) & (SW - 1);
+    wk.first = sl == 0;
+    wk.last = sl == SW - 1 || c == BX - 1;
+    return wk;
+}
+
 #define FULL_MASK 0xffffffffu
 
 // The vector label of cell (jj, ii), 0 outside the grid or without labels.
@@ -296,7 +338,11 @@ extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* _
     if (scal[4] != 0.0) return;
     const T beta = scal[1];
     const int SW = BXP < 32 ? BXP : 32;
+    #ifdef DIR_BANDS
+    const Walk wk = walk_band(nx, ny, BX, BY, BXP, SW);       // BY: the number of bands
+#else
     const Walk wk = walk_setup(nx, BX, BY, BXP, H, SW);
+#endif
     const int ii = wk.ii;
     const int ih = wk.first ? ii - 1 : ii + 1;
     const bool both = wk.first && wk.last;
@@ -370,13 +416,17 @@ extern "C" __global__ void bf_restrict(const int* __restrict__ indptr, const int
 }
 """
 
-# The update kernel: one block per tile of BY x BX cells (a subdomain block
-# when deflating), walked by columns like ``bf_direction_spmv``.  PREC: 0
+# The update kernel: one block per tile of BY x BX cells, walked by columns
+# like ``bf_direction_spmv``: G tiles of BY x BX / G (the subdomain blocks
+# when deflating) side by side, each with its own sums.  PREC: 0
 # none, 1 jacobi, 2 scaled incomplete Poisson, 3 none but y not written
 # (generic M after).
 _UPDATE = r"""
 #ifndef PREC
 #define PREC 2
+#endif
+#ifndef UPD_G
+#define UPD_G 1
 #endif
 // r' = r - alpha w at (jj, ii) and z = s r' there; 0 outside the grid.
 __device__ __forceinline__ T ip_z(const T* __restrict__ s, const T* __restrict__ r_old,
@@ -504,6 +554,7 @@ extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restric
         if (part != NULL && part[q]) acc[3] += rn; else acc[2] += rn;
     }
 #endif
+#if UPD_G == 1
     block_sum<4>(acc, red);
     if (threadIdx.x == 0) {
         const int tile = blockIdx.x;
@@ -511,6 +562,31 @@ extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restric
         part_rr[tile] = acc[1];
         if (part_zr != NULL) { part_zr[2 * tile] = acc[2]; part_zr[2 * tile + 1] = acc[3]; }
     }
+#else
+    // UPD_G tiles side by side (each a whole number of warps wide): for each
+    // sum, every warp sums its lanes, then thread g adds the warps of tile g
+    // in warp order.  (The four sums in one table of warps, or G a run-time
+    // argument, took the kernel to 72 registers and 0.48 to 0.56 ms at
+    // 4096^2, H200, from 0.41 with 64.)
+    const int G = UPD_G, SBX = BX / G;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int ntxb = nx / BX;
+    const int tile = (blockIdx.x / ntxb) * (nx / SBX) + (blockIdx.x % ntxb) * G + threadIdx.x;
+    for (int k = 0; k < 4; ++k) {
+        const T sk = warp_sum(acc[k]);
+        __syncthreads();
+        if (lane == 0) red[warp] = sk;
+        __syncthreads();
+        if (threadIdx.x < G) {
+            T v = 0.0;
+            for (int u = 0; u < (int)(blockDim.x >> 5); ++u)
+                if (((u * 32) % BXP) / SBX == (int)threadIdx.x) v += red[u];
+            if (k == 0) part_ry[tile] = v;
+            else if (k == 1) part_rr[tile] = v;
+            else if (part_zr != NULL) part_zr[2 * tile + k - 2] = v;
+        }
+    }
+#endif
 }
 """
 
@@ -553,6 +629,68 @@ def _tile_shape(ny, nx, deflation):
         if ny % by == 0:
             return by, bx
     return None
+
+
+def _dir_tile(ny, nx, tile):
+    """The direction kernel's tile: :data:`_DIR_TILE` where it divides the
+    grid, else ``tile`` (the update's)."""
+    if _DIR_TILE is not None:
+        by, bx = _DIR_TILE
+        if ny % by == 0 and nx % bx == 0 and bx <= _MAX_TILE_WIDTH:
+            return by, bx
+    return tuple(tile)
+
+
+def _dir_bands(ny, nx, kernel):
+    """Row bands of the direction kernel: ``(columns, bands)`` or None.
+
+    One block per strip and band, one thread per column; as many bands as
+    fill one wave of the blocks the device keeps resident (CUDA's occupancy
+    for this kernel, times the multiprocessors), at least
+    :data:`_DIR_BAND_MIN_ROWS` rows a band.
+    """
+    if _DIR_BAND_COLS is None:
+        return None
+    for bx in (_DIR_BAND_COLS, 128, 64, 32):
+        if bx <= _DIR_BAND_COLS and nx % bx == 0:
+            break
+    else:
+        return None
+    nb = max(1, min(ny // _DIR_BAND_MIN_ROWS, _resident_blocks(kernel, bx) // (nx // bx)))
+    if ny * nb >= 2 ** 31:
+        return None
+    return bx, nb
+
+
+def _resident_blocks(kernel, threads):
+    """Blocks of ``threads`` the whole device keeps resident for ``kernel``."""
+    import cupy
+
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    try:
+        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            getattr(kernel, "kernel", kernel).ptr, int(threads), 0)
+    except Exception:                      # no occupancy query: from the registers
+        warps = -(-int(threads) // 32)
+        regs = -(-max(1, int(kernel.num_regs)) * 32 // 256) * 256
+        per_sm = max(1, min(2048 // (32 * warps), 65536 // (regs * warps), 32))
+    return max(1, int(per_sm)) * sms
+
+
+def _update_group(nx, bx, prec_code):
+    """Tiles side by side in one update block (the scaled IP update only):
+    the most, up to :data:`_IP_BLOCK_COLS` columns, that divide the row of
+    tiles, each a whole number of warps wide.
+
+    >>> _update_group(4096, 64, 2), _update_group(4096, 64, 1), _update_group(96, 48, 2)
+    (4, 1, 1)
+    """
+    if prec_code != 2 or bx % 32:
+        return 1
+    g = 1
+    while 2 * g * bx <= _IP_BLOCK_COLS and (nx // bx) % (2 * g) == 0:
+        g *= 2
+    return g
 
 
 def _walk_geometry(by, bx, chunk_rows=None):
@@ -731,7 +869,6 @@ class FusedEngine:
         self.w = cp.empty(self.n, dtype=cp.float64)
         self.y = cp.empty(self.n, dtype=cp.float64)
         self.nred = _reduction_blocks()
-        self.part_pw = cp.zeros(max(self.nred, self.ntiles), dtype=cp.float64)
         self.part_ry = cp.zeros(max(self.ntiles, self.nred), dtype=cp.float64)
         self.part_rr = cp.zeros(self.ntiles, dtype=cp.float64)
         self.scal = cp.zeros(5, dtype=cp.float64)
@@ -742,8 +879,25 @@ class FusedEngine:
         # 32-bit cell offsets in bf_direction_spmv when every offset (and the
         # halo's, one row beyond) fits.
         small = self.n + 2 * nx < _IDX32_LIMIT
-        self.k_dirspmv = _kernel("bf_direction_spmv", 2, "#define BF_IDX32 1\n" if small else "")
-        self.k_update = _kernel("bf_update", self.prec_code)
+        idx32 = "#define BF_IDX32 1\n" if small else ""
+        # The direction kernel's layout: row bands, else tiles.
+        self.k_dirspmv = _kernel("bf_direction_spmv", 2, idx32 + "#define DIR_BANDS 1\n")
+        self.dir_bands = _dir_bands(ny, nx, self.k_dirspmv)
+        if self.dir_bands is not None:
+            dbx, nb = self.dir_bands
+            self.dir_tile = None
+            self.ndir = (nx // dbx) * nb
+            self.dir_launch = ((self.ndir,), (dbx,), (dbx, nb, dbx, 1))
+        else:
+            self.k_dirspmv = _kernel("bf_direction_spmv", 2, idx32)
+            self.dir_tile = dby, dbx = _dir_tile(ny, nx, tile)
+            self.ndir = (ny // dby) * (nx // dbx)
+            bxp, chunks, threads = _walk_geometry(dby, dbx, _CHUNK_ROWS_WIDE)
+            self.dir_launch = ((self.ndir,), (threads,), (dbx, dby, bxp, chunks))
+        self.part_pw = cp.zeros(max(self.nred, self.ndir), dtype=cp.float64)
+        self.group = _update_group(nx, self.bx, self.prec_code)
+        self.k_update = _kernel("bf_update", self.prec_code,
+                                f"#define UPD_G {self.group}\n" if self.group > 1 else "")
         self.k_alpha = _kernel("bf_alpha")
         self.k_beta = _kernel("bf_beta")
         self.k_restrict = _kernel("bf_restrict")
@@ -751,9 +905,8 @@ class FusedEngine:
         self.k_status = _kernel("bf_status")
         self.status_buf = cp.zeros(3, dtype=cp.float64)
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
-        self.dir_walk = _walk_geometry(self.by, self.bx, _CHUNK_ROWS_WIDE)
-        self.upd_walk = _walk_geometry(self.by, self.bx, _CHUNK_ROWS_IP if self.prec_code == 2
-                                       else _CHUNK_ROWS)
+        self.upd_walk = _walk_geometry(self.by, self.group * self.bx,
+                                       _CHUNK_ROWS_IP if self.prec_code == 2 else _CHUNK_ROWS)
         self.bytes_per_iteration = self._count_bytes()
 
     def _coarse(self, g, out):
@@ -914,26 +1067,25 @@ class FusedEngine:
         nred = self.nred
         null = np.uint64(0)                 # a NULL pointer argument
         k = self.k
-
+        dgrid, dthreads, dgeom = self.dir_launch
+        dgeom = tuple(np.int32(v) for v in dgeom)
+        group = self.group
 
         def direction_spmv():
             labels = self.labels32 if self.defl is not None else null
             p_old, p_new = self.pbuf[self.pcur], self.pbuf[1 - self.pcur]
-            bxp, chunks, threads = self.dir_walk
-            self.k_dirspmv((self.ntiles,), (threads,),
+            self.k_dirspmv(dgrid, dthreads,
                            (self.y, self.e, labels, self.scal, p_old, p_new, self.w,
-                            self.cx, self.cy, self.part_pw, nx, ny,
-                            np.int32(self.bx), np.int32(self.by), np.int32(bxp),
-                            np.int32(chunks)))
+                            self.cx, self.cy, self.part_pw, nx, ny) + dgeom)
             self.pcur = 1 - self.pcur
 
         def alpha():
-            self.k_alpha((1,), (1024,), (self.part_pw, np.int32(self.ntiles), self.scal))
+            self.k_alpha((1,), (1024,), (self.part_pw, np.int32(self.ndir), self.scal))
 
         def update():
             r_old, r_new = self.r[self.cur], self.r[1 - self.cur]
             bxp, chunks, threads = self.upd_walk
-            self.k_update((self.ntiles,), (threads,),
+            self.k_update((self.ntiles // group,), (threads,),
                           (self.p, self.w, r_old, r_new, self.x, self.y,
                            self.s if self.s is not None else null,
                            self.cxs if self.cxs is not None else null,
@@ -941,8 +1093,8 @@ class FusedEngine:
                            self.part if self.part is not None else null,
                            self.scal, self.part_ry, self.part_rr,
                            self.part_zr if self.part_zr is not None else null,
-                           nx, ny, np.int32(self.bx), np.int32(self.by), np.int32(bxp),
-                           np.int32(chunks)))
+                           nx, ny, np.int32(group * self.bx), np.int32(self.by),
+                           np.int32(bxp), np.int32(chunks)))
 
         def precondition():                 # a preconditioner without a fused kernel
             r_new = self.r[1 - self.cur]

@@ -206,7 +206,8 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
     prec, prec_name, prec_obj = _preconditioner_of(M, A)
     defl = _deflation_of(deflation, A)
     nullspace = _nullspace_of(A, nullspace)
-    b = xp.array(b, copy=True).ravel()
+    # The caller's b is never changed: copied below (with the mean removed).
+    b = xp.asarray(b).ravel()
     if not np.issubdtype(b.dtype, np.floating):
         b = b.astype(np.float64)
     n = b.size
@@ -221,8 +222,10 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                          variant=variant if defl is not None else "")
     if nullspace == "constant":
         mean_b = float(b.mean())
-        b -= mean_b
+        b = b - mean_b                     # the copy, in the same pass
         record.rhs_mean_removed = mean_b
+    else:
+        b = b.copy()
     backend.synchronize()
     record.setup_seconds = time.perf_counter() - t_setup
 

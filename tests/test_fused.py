@@ -123,7 +123,8 @@ def _one_iteration_against_numpy(prec, n, blocks):
     hist = cp.zeros(4)
     eng.load(cp.asarray(x), cp.asarray(r), cp.asarray(p), cp.asarray(rz), cp.asarray(False),
              hist, 0, 2.0)
-    for arr in (eng.w, eng.r[1], eng.pbuf[1]):
+    for arr in (eng.w, eng.r[1], eng.pbuf[1], eng.part_pw[:eng.ndir], eng.part_rr,
+                eng.part_ry[:eng.ntiles], eng.part_zr):
         arr.fill(np.nan)                                 # every entry must be written
     eng.iterate(1)
     # NumPy twin
@@ -178,10 +179,69 @@ def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, m
     monkeypatch.setattr(fused, "_CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(fused, "_CHUNK_ROWS_WIDE", chunk_rows)
     monkeypatch.setattr(fused, "_CHUNK_ROWS_IP", chunk_rows)
+    monkeypatch.setattr(fused, "_DIR_BAND_COLS", None)     # both kernels on the subdomain tile
+    monkeypatch.setattr(fused, "_DIR_TILE", None)
+    monkeypatch.setattr(fused, "_IP_BLOCK_COLS", 0)
     eng = _one_iteration_against_numpy(prec, n, blocks)
     by, bx = n // blocks[1], n // blocks[0]
-    assert (eng.by, eng.bx) == (by, bx)
-    assert eng.dir_walk == eng.upd_walk == fused._walk_geometry(by, bx, chunk_rows)
+    assert (eng.by, eng.bx) == (by, bx) == eng.dir_tile
+    assert eng.group == 1
+    bxp, chunks, threads = fused._walk_geometry(by, bx, chunk_rows)
+    assert eng.upd_walk == (bxp, chunks, threads)
+    assert eng.dir_launch == ((eng.ntiles,), (threads,), (bx, by, bxp, chunks))
+
+
+@pytest.mark.parametrize("n,blocks,dir_tile,group", [
+    (256, (4, 4), (32, 128), 4),    # the benchmark's 64 x 64 subdomains, four to an update block
+    (128, (4, 4), (32, 128), 4),    # 32 x 32 subdomains
+    (192, (6, 6), (32, 32), 2),     # 6 tiles a row: pairs; no 128-column direction tile
+    (128, (2, 4), (32, 128), 2),    # 32 rows x 64 columns, two a row: pairs
+    (96, (2, 4), (32, 96), 1),      # 48-column tiles: not whole warps
+])
+@pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled"])
+def test_fused_direction_tile_and_update_groups(prec, n, blocks, dir_tile, group, cupy_backend,
+                                                monkeypatch):
+    """The direction kernel on its own tile (not the subdomains'), and the
+    scaled IP update with several subdomain tiles side by side in a block,
+    each with its own sums."""
+    import bubbleflow.fused as fused
+
+    monkeypatch.setattr(fused, "_DIR_BAND_COLS", None)
+    if dir_tile == (32, 96):
+        monkeypatch.setattr(fused, "_DIR_TILE", (32, 96))
+    eng = _one_iteration_against_numpy(prec, n, blocks)
+    assert eng.dir_bands is None and eng.dir_tile == dir_tile
+    assert eng.group == (group if prec == "incomplete_poisson_scaled" else 1)
+
+
+@pytest.mark.parametrize("n,blocks,cols,bands,strip", [
+    (128, (4, 4), 256, 1, 128),     # one band: whole columns, one strip
+    (128, (4, 4), 256, 3, 128),     # uneven bands (43, 43, 42 rows)
+    (256, (4, 4), 128, 7, 128),     # two strips of 128 columns, 7 bands
+    (192, (6, 6), 256, 16, 64),     # 192 columns: strips of 64
+    (96, (4, 4), 256, 96, 32),      # one row a band, strips of 32 (at least 1 row a band)
+    (96, (2, 4), 256, None, 32),    # the band count from the device's occupancy
+])
+@pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled"])
+def test_fused_direction_row_bands(prec, n, blocks, cols, bands, strip, cupy_backend,
+                                   monkeypatch):
+    """The direction kernel on row bands of column strips: one band or many,
+    uneven bands, one row a band, several strips."""
+    import bubbleflow.fused as fused
+
+    monkeypatch.setattr(fused, "_DIR_BAND_COLS", cols)
+    monkeypatch.setattr(fused, "_DIR_BAND_MIN_ROWS", 1 if bands == n else 8)
+    if bands is not None:
+        monkeypatch.setattr(fused, "_resident_blocks",
+                            lambda kernel, threads, nb=bands, nx=n, bx=strip: nb * (nx // bx))
+    eng = _one_iteration_against_numpy(prec, n, blocks)
+    assert eng.dir_bands[0] == strip
+    if bands is not None:
+        assert eng.dir_bands == (strip, bands)
+    else:
+        resident = fused._resident_blocks(eng.k_dirspmv, strip)
+        assert eng.dir_bands[1] == max(1, min(n // 8, resident // (n // strip)))
+    assert eng.ndir == (n // strip) * eng.dir_bands[1]
 
 
 def test_fused_is_reproducible(cupy_backend):
