@@ -992,6 +992,13 @@ class FusedEngine:
         finally:
             self._starting = 0
         self.cur = 1 - self.cur                # update wrote r' (= r) to the other buffer
+        # Capture the iteration's graphs now, while the device runs the
+        # start: captured at the first :meth:`iterate`, after a host check,
+        # the device waited for it.
+        if self.use_graphs and self._graphable():
+            for length in self._graph_lengths():
+                if self._graph(length) is None:
+                    break
 
     def _take(self, x, r, own):
         """The iterate and the residual into the engine's buffers."""
@@ -1157,8 +1164,8 @@ class FusedEngine:
         same, bit for bit.
         """
         if count >= 2 and self.use_graphs and self._graphable():
-            for length in sorted({int(self.graph_iterations), 2}, reverse=True):
-                if count < length or length < 2 or length % 2:
+            for length in self._graph_lengths():
+                if count < length:
                     continue
                 graph = self._graph(length)
                 if graph is None:
@@ -1171,6 +1178,12 @@ class FusedEngine:
             for fn in stages:
                 fn()
             self.cur = 1 - self.cur
+
+    def _graph_lengths(self):
+        """The graphs' lengths, longest first: :attr:`graph_iterations` and 2
+        (even: an iteration swaps the double buffers)."""
+        return [n for n in sorted({int(self.graph_iterations), 2}, reverse=True)
+                if n >= 2 and n % 2 == 0]
 
     def _graphable(self):
         if self.prec_code == 3:

@@ -449,6 +449,11 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                     break
             if fused is not None:
                 count = max(1, min(fused_chunk, maxiter - it))
+                if count % 2 and count < maxiter - it:
+                    # Even: the buffers' parity, and so the CUDA graphs
+                    # captured for it, stay the same (iterations past the
+                    # tolerance are no-ops on the device).
+                    count += 1
                 fused.iterate(count)
                 # Stopped on the device at the tolerance?  (One transfer.)
                 it, h_dev, broke_dev = fused.settle(it, count)
