@@ -244,11 +244,15 @@ def test_fused_direction_row_bands(prec, n, blocks, cols, bands, strip, cupy_bac
     assert eng.ndir == (n // strip) * eng.dir_bands[1]
 
 
-def test_fused_is_reproducible(cupy_backend):
-    A, b, phi = bubbly_column(128, 1e3, backend="cupy")
-    defl = _deflation(A, phi, "levelset_subdomains", (8, 8))
-    runs = [dpcg(A, b, rtol=1e-9, M="incomplete_poisson_scaled", deflation=defl, engine="fused")
-            for _ in range(2)]
+@pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled"])
+@pytest.mark.parametrize("n,blocks", [(128, (8, 8)), (256, (4, 4))])
+def test_fused_is_reproducible(prec, n, blocks, cupy_backend):
+    """Bit for bit the same twice: 16 x 16 tiles, and 64 x 64 tiles (four to a
+    scaled-IP update block), the direction kernel on row bands."""
+    A, b, phi = bubbly_column(n, 1e3, backend="cupy")
+    defl = _deflation(A, phi, "levelset_subdomains", blocks)
+    runs = [dpcg(A, b, rtol=1e-9, M=prec, deflation=defl, engine="fused") for _ in range(2)]
+    assert runs[0][1].engine == "fused" and runs[0][1].converged
     np.testing.assert_array_equal(_host(runs[0][0]), _host(runs[1][0]))
     np.testing.assert_array_equal(runs[0][1].residual_history, runs[1][1].residual_history)
 
