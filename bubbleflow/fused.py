@@ -72,16 +72,18 @@ _CHUNK_ROWS_IP = 64
 # H200 (one kernel: a wave is 792 blocks of 256 threads): 64 x 64 tiles
 # 0.2677 ms; 32 x 128 tiles 0.2627 (2.59 waves); bands of 256 columns 0.2537
 # with 49 bands (0.99 waves), 0.2575 with 99 (2.00), 0.2726 with 128 (2.59),
-# 0.3157 with 64 (1.29).  The last, partly filled wave costs nearly as much
-# as a full one.
+# 0.3157 with 64 (1.29): the last, partly filled wave costs nearly as much
+# as a full one.  (That sweep divided the band bounds in 64-bit integers; the
+# kernel as it is, side by side with 64 x 64 tiles: 0.2433 against 0.2696.)
 _DIR_BAND_COLS = 256
 _DIR_BAND_MIN_ROWS = 8
 _DIR_TILE = (32, 128)
 # Columns of a scaled incomplete Poisson update block: as many subdomain
 # tiles side by side as fit (tiles a whole number of warps wide), fewer halo
-# recomputations and longer rows.  At 4096^2, 64 x 64 subdomains, H200:
-# 0.4096 ms with one tile a block, 0.4035 with two, 0.4022 with four.  (The
-# Jacobi update was slower with wider blocks: 0.2784 -> 0.2846 ms.)
+# recomputations and longer rows.  At 4096^2, 64 x 64 subdomains, H200, side
+# by side: 0.4127 ms with one tile a block, 0.4084 with four, 0.4079 to 0.4094
+# with two.  (The Jacobi update was slower with wider blocks: 0.2784 -> 0.2846
+# ms with two, timed before the per-tile sums were in.)
 _IP_BLOCK_COLS = 256
 _IDX32_LIMIT = 2 ** 31    # bf_direction_spmv uses 32-bit cell offsets below it
 _MAX_TILE_WIDTH = 1024    # one thread per column of a tile
@@ -338,7 +340,7 @@ extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* _
     if (scal[4] != 0.0) return;
     const T beta = scal[1];
     const int SW = BXP < 32 ? BXP : 32;
-    #ifdef DIR_BANDS
+#ifdef DIR_BANDS
     const Walk wk = walk_band(nx, ny, BX, BY, BXP, SW);       // BY: the number of bands
 #else
     const Walk wk = walk_setup(nx, BX, BY, BXP, H, SW);
