@@ -68,16 +68,15 @@ _CHUNK_ROWS_IP = 64
 # bands: strips of _DIR_BAND_COLS columns (or the widest of 128, 64, 32 that
 # divides the row), cut into as many bands of rows as make one wave of
 # resident blocks on the device (see :func:`_dir_bands`).  Where that does
-# not apply, tiles of _DIR_TILE, else the update's.  Measured at 4096^2 on an
-# H200 (one kernel: a wave is 792 blocks of 256 threads): 64 x 64 tiles
-# 0.2677 ms; 32 x 128 tiles 0.2627 (2.59 waves); bands of 256 columns 0.2537
+# not apply (rows not a multiple of 32 cells), the update's tiles.  Measured
+# at 4096^2 on an H200 (one kernel: a wave is 792 blocks of 256 threads):
+# 64 x 64 tiles 0.2677 ms; 32 x 128 tiles 0.2627 (2.59 waves); bands of 256 columns 0.2537
 # with 49 bands (0.99 waves), 0.2575 with 99 (2.00), 0.2726 with 128 (2.59),
 # 0.3157 with 64 (1.29): the last, partly filled wave costs nearly as much
 # as a full one.  (That sweep divided the band bounds in 64-bit integers; the
 # kernel as it is, side by side with 64 x 64 tiles: 0.2433 against 0.2696.)
 _DIR_BAND_COLS = 256
 _DIR_BAND_MIN_ROWS = 8
-_DIR_TILE = (32, 128)
 # Columns of a scaled incomplete Poisson update block: as many subdomain
 # tiles side by side as fit (tiles a whole number of warps wide), fewer halo
 # recomputations and longer rows.  At 4096^2, 64 x 64 subdomains, H200, side
@@ -633,16 +632,6 @@ def _tile_shape(ny, nx, deflation):
     return None
 
 
-def _dir_tile(ny, nx, tile):
-    """The direction kernel's tile: :data:`_DIR_TILE` where it divides the
-    grid, else ``tile`` (the update's)."""
-    if _DIR_TILE is not None:
-        by, bx = _DIR_TILE
-        if ny % by == 0 and nx % bx == 0 and bx <= _MAX_TILE_WIDTH:
-            return by, bx
-    return tuple(tile)
-
-
 def _dir_bands(ny, nx, kernel):
     """Row bands of the direction kernel: ``(columns, bands)`` or None.
 
@@ -658,24 +647,27 @@ def _dir_bands(ny, nx, kernel):
             break
     else:
         return None
-    nb = max(1, min(ny // _DIR_BAND_MIN_ROWS, _resident_blocks(kernel, bx) // (nx // bx)))
+    resident = _resident_blocks(kernel, bx)
+    if resident is None:
+        return None
+    nb = max(1, min(ny // _DIR_BAND_MIN_ROWS, resident // (nx // bx)))
     if ny * nb >= 2 ** 31:
         return None
     return bx, nb
 
 
 def _resident_blocks(kernel, threads):
-    """Blocks of ``threads`` the whole device keeps resident for ``kernel``."""
+    """Blocks of ``threads`` the whole device keeps resident for ``kernel``
+    (CUDA's occupancy query), or None where it cannot be asked (then the
+    direction kernel walks tiles)."""
     import cupy
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     try:
         per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
             getattr(kernel, "kernel", kernel).ptr, int(threads), 0)
-    except Exception:                      # no occupancy query: from the registers
-        warps = -(-int(threads) // 32)
-        regs = -(-max(1, int(kernel.num_regs)) * 32 // 256) * 256
-        per_sm = max(1, min(2048 // (32 * warps), 65536 // (regs * warps), 32))
+    except Exception:
+        return None
     return max(1, int(per_sm)) * sms
 
 
@@ -892,7 +884,7 @@ class FusedEngine:
             self.dir_launch = ((self.ndir,), (dbx,), (dbx, nb, dbx, 1))
         else:
             self.k_dirspmv = _kernel("bf_direction_spmv", 2, idx32)
-            self.dir_tile = dby, dbx = _dir_tile(ny, nx, tile)
+            self.dir_tile = dby, dbx = tuple(tile)
             self.ndir = (ny // dby) * (nx // dbx)
             bxp, chunks, threads = _walk_geometry(dby, dbx, _CHUNK_ROWS_WIDE)
             self.dir_launch = ((self.ndir,), (threads,), (dbx, dby, bxp, chunks))

@@ -180,7 +180,6 @@ def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, m
     monkeypatch.setattr(fused, "_CHUNK_ROWS_WIDE", chunk_rows)
     monkeypatch.setattr(fused, "_CHUNK_ROWS_IP", chunk_rows)
     monkeypatch.setattr(fused, "_DIR_BAND_COLS", None)     # both kernels on the subdomain tile
-    monkeypatch.setattr(fused, "_DIR_TILE", None)
     monkeypatch.setattr(fused, "_IP_BLOCK_COLS", 0)
     eng = _one_iteration_against_numpy(prec, n, blocks)
     by, bx = n // blocks[1], n // blocks[0]
@@ -191,26 +190,23 @@ def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, m
     assert eng.dir_launch == ((eng.ntiles,), (threads,), (bx, by, bxp, chunks))
 
 
-@pytest.mark.parametrize("n,blocks,dir_tile,group", [
-    (256, (4, 4), (32, 128), 4),    # the benchmark's 64 x 64 subdomains, four to an update block
-    (128, (4, 4), (32, 128), 4),    # 32 x 32 subdomains
-    (192, (6, 6), (32, 32), 2),     # 6 tiles a row: pairs; no 128-column direction tile
-    (128, (2, 4), (32, 128), 2),    # 32 rows x 64 columns, two a row: pairs
-    (96, (2, 4), (32, 96), 1),      # 48-column tiles: not whole warps
+@pytest.mark.parametrize("n,blocks,group", [
+    (256, (4, 4), 4),       # the benchmark's 64 x 64 subdomains, four to an update block
+    (128, (4, 4), 4),       # 32 x 32 subdomains
+    (192, (6, 6), 2),       # 6 tiles a row: pairs
+    (128, (2, 4), 2),       # 32 rows x 64 columns, two a row: pairs
+    (96, (2, 4), 1),        # 48-column tiles: not whole warps
 ])
 @pytest.mark.parametrize("prec", ["jacobi", "incomplete_poisson_scaled"])
-def test_fused_direction_tile_and_update_groups(prec, n, blocks, dir_tile, group, cupy_backend,
-                                                monkeypatch):
-    """The direction kernel on its own tile (not the subdomains'), and the
-    scaled IP update with several subdomain tiles side by side in a block,
-    each with its own sums."""
+def test_fused_update_groups(prec, n, blocks, group, cupy_backend, monkeypatch):
+    """The scaled IP update with several subdomain tiles side by side in a
+    block, each with its own sums (the direction kernel on the subdomain
+    tiles, as where row bands do not apply)."""
     import bubbleflow.fused as fused
 
     monkeypatch.setattr(fused, "_DIR_BAND_COLS", None)
-    if dir_tile == (32, 96):
-        monkeypatch.setattr(fused, "_DIR_TILE", (32, 96))
     eng = _one_iteration_against_numpy(prec, n, blocks)
-    assert eng.dir_bands is None and eng.dir_tile == dir_tile
+    assert eng.dir_bands is None and eng.dir_tile == (eng.by, eng.bx)
     assert eng.group == (group if prec == "incomplete_poisson_scaled" else 1)
 
 
