@@ -21,25 +21,34 @@ def _say(quiet, *parts, file=None):
         print(*parts, file=file or sys.stdout, flush=True)
 
 
-def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=True):
-    """Run a validated case on ``backend``; return the process exit code."""
-    from .config import CaseError
+def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=True,
+             overwrite=False):
+    """Run a validated case on ``backend``; return the process exit code.
 
-    if case.mode == "flow":
-        return run_flow(case, backend, quiet=quiet, outdir=outdir, restart=restart,
-                        progress=progress)
-    if restart is not None:
+    The output location is checked, locked and protected (see
+    :mod:`bubbleflow.outdir`) before any work starts.
+    """
+    from .config import CaseError
+    from .outdir import RunOutput
+
+    if case.mode != "flow" and restart is not None:
         raise CaseError(case.source, "mode", f"got --restart with mode {case.mode!r}",
                         "mode 'flow' (only time-dependent runs have checkpoints)", value=case.mode)
-    return run_pressure(case, backend, quiet=quiet, outdir=outdir)
+    outdir = outdir or case.output.directory
+    with RunOutput(case, outdir, overwrite=overwrite, restart=restart,
+                   flow=case.mode == "flow") as out:
+        if case.mode == "flow":
+            return run_flow(case, backend, quiet=quiet, out=out, restart=restart,
+                            progress=progress)
+        return run_pressure(case, backend, quiet=quiet, out=out, progress=progress)
 
 
-def run_pressure(case, backend, quiet=False, outdir=None, **_):
+def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=True, **_):
     """One pressure solve of the first projection step; returns 0 or 1."""
     from .config import CaseError
 
-    outdir = outdir or case.output.directory
-    path = os.path.join(outdir, f"{case.name}.h5")
+    path = out.path if out is not None else os.path.join(outdir or case.output.directory,
+                                                         f"{case.name}.h5")
     try:
         prob = build_pressure_problem(case, backend)
     except ValueError as exc:          # random bubbles that do not fit their region
@@ -57,7 +66,9 @@ def run_pressure(case, backend, quiet=False, outdir=None, **_):
     _say(quiet, f"solver: {s.method}{variant}, preconditioner {s.preconditioner.type}, "
                 f"deflation {s.deflation.type} ({ndefl} vectors), rtol {s.rtol:g}; "
                 f"backend {backend.name} on {backend.device_name}")
-    p, record = solver.solve(prob.rhs)
+    with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol,
+                        maxiter=s.maxiter) as shown:
+        p, record = _solve_with_progress(solver, prob.rhs, shown)
     from .output import write_pressure_result
 
     write_pressure_result(
@@ -65,6 +76,7 @@ def run_pressure(case, backend, quiet=False, outdir=None, **_):
         device=backend.device_name, precision=case.precision,
         face_density=case.operator.face_density, grid=g, phi=prob.phi,
         rho=prob.phases.rho, p=backend.to_host(p), record=record)
+    _pressure_sidecar(path, g)
     if record.converged:
         _say(quiet, f"{record.summary()}")
         _say(quiet, f"pressure range {float(p.min()):.6g} .. {float(p.max()):.6g} Pa; wrote {path}")
@@ -73,6 +85,53 @@ def run_pressure(case, backend, quiet=False, outdir=None, **_):
           f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
           f"(rtol {s.rtol:g}); wrote {path}", file=sys.stderr, flush=True)
     return 1
+
+
+def _pressure_sidecar(path, grid):
+    """``<name>.xdmf`` beside a pressure result, for ParaView."""
+    try:
+        from .xdmf import write_xdmf
+    except ImportError:
+        return
+    stem, _ = os.path.splitext(path)
+    write_xdmf(stem + ".xdmf", grid, [(0.0, os.path.basename(path), "/fields")],
+               ("p", "rho", "phi"))
+
+
+class _SolveProgress:
+    """One terminal line, rewritten at the solver's host checks: iteration and residual."""
+
+    def __init__(self, enabled, rtol, maxiter):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.rtol = rtol
+        self.maxiter = maxiter
+        self.shown = False
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, iteration, residual):
+        if not self.enabled:
+            return
+        sys.stderr.write(f"\r  iteration {iteration}: relative residual {residual:.3e} "
+                         f"(rtol {self.rtol:g})   ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def __exit__(self, *exc):
+        if self.shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+        return False
+
+
+def _solve_with_progress(solver, rhs, progress):
+    """``solver.solve`` with a progress hook where the solver offers one."""
+    import inspect
+
+    if progress.enabled and "progress" in inspect.signature(solver.solve).parameters:
+        return solver.solve(rhs, progress=progress)
+    return solver.solve(rhs)
 
 
 # Keys that may differ between a run and the file it restarts from.
@@ -113,9 +172,48 @@ def _open_restart(case, restart, backend, solver):
     return state
 
 
-def run_flow(case, backend, quiet=False, outdir=None, restart=None, progress=True):
-    """Time-dependent run; returns 0, or 1 if a pressure solve failed."""
+class _StopSignals:
+    """SIGTERM (a cluster's time limit) and SIGINT end the run after the current step.
+
+    The first signal sets :attr:`received`; the loop then writes the state
+    and stops.  A second SIGINT interrupts at once (the files on disk are
+    complete at every instant, so nothing is lost but the steps since the
+    last snapshot).
+    """
+
+    def __init__(self):
+        self.received = None
+        self._old = {}
+
+    def _handle(self, signum, frame):
+        import signal
+
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        return False
+
+
+def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, progress=True):
+    """Time-dependent run; returns 0, 1 if a pressure solve failed or the flow
+    blew up, 128 + signal number when stopped by SIGTERM / SIGINT."""
     import math
+    import signal
     import time as _time
 
     import numpy as np
@@ -123,28 +221,42 @@ def run_flow(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     from .flow.navier_stokes import FlowSolver, StepReport
     from .flow.output import FlowWriter
 
-    outdir = outdir or case.output.directory
-    path = os.path.join(outdir, f"{case.name}.h5")
+    path = out.path if out is not None else os.path.join(outdir or case.output.directory,
+                                                         f"{case.name}.h5")
     solver = FlowSolver(case, backend)
+    attrs = {"bubbleflow_version": __version__, "case": case.to_yaml(), "mode": "flow",
+             "backend": backend.name, "device": backend.device_name,
+             "precision": case.precision, "face_density": case.operator.face_density}
     if restart is not None:
         state = _open_restart(case, restart, backend, solver)
-        writer = FlowWriter.resume(path, restart)
-        writer.set_attrs(case=case.to_yaml(), backend=backend.name, device=backend.device_name)
+        if out is not None:
+            aside = out.set_aside()
+            if aside:
+                _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run "
+                            "finishes")
+        attrs.pop("mode")
+        writer = FlowWriter.resume(path, restart, attrs, solver.grid)
+        previous_wall = float(writer.attrs.get("wall_seconds", 0.0))
         _say(quiet, f"{case.name}: restarting from {restart} at t = {state.time:g} (step {state.step})")
     else:
         state = solver.initial_state()
-        attrs = {"bubbleflow_version": __version__, "case": case.to_yaml(), "mode": "flow",
-                 "backend": backend.name, "device": backend.device_name,
-                 "precision": case.precision, "face_density": case.operator.face_density}
+        if out is not None:
+            aside = out.set_aside()
+            if aside:
+                _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run "
+                            "finishes")
         writer = FlowWriter.create(path, attrs, solver.grid)
+        previous_wall = 0.0
         first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
                            divergence=0.0, diagnostics=solver.diagnostics(state))
         writer.write_step(first, initial=True)
         writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
     g = solver.grid
+    gas = writer.diag["area"][0] > 0 if writer.diag["area"] else True
     _say(quiet, f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "
                 f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
-                f"{case.solver.deflation.type}; backend {backend.name} on {backend.device_name}")
+                f"{case.solver.deflation.type}; backend {backend.name} on {backend.device_name}"
+                + ("" if gas else "; no gas: no bubble diagnostics"))
     bar = None
     if progress and not quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -154,50 +266,71 @@ def run_flow(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
                    file=sys.stderr, dynamic_ncols=True)
     interval = case.output.interval
     t_wall = _time.perf_counter()
-    failures, worst, iters = 0, 0.0, []
-    try:
-        while state.time < case.time.end:
-            try:
-                # Overflow on the way to a blow-up is detected and reported
-                # below as one line; numpy's warnings would only add noise.
-                with np.errstate(all="ignore"):
-                    state, rep = solver.step(state)
-            except (FloatingPointError, ValueError, ArithmeticError) as exc:
-                # A blown-up flow: say so in one line; the completed
-                # snapshots and rows stay in the file.
-                print(f"error: {case.name}: the flow failed at step {state.step + 1} "
-                      f"(t = {state.time:.6g}): {exc}", file=sys.stderr, flush=True)
-                failures += 1
-                break
-            writer.write_step(rep)
-            rec = rep.record
-            iters.append(rec.iterations)
-            worst = max(worst, rec.residual)
-            if not rec.converged:
-                failures += 1
-                print(f"error: {case.name}: pressure solve failed at step {rep.step} "
-                      f"(t = {rep.time:.6g}): reason {rec.reason}, {rec.iterations} iterations, "
-                      f"true relative residual {rec.residual:.3e}", file=sys.stderr, flush=True)
-            if not all(math.isfinite(v) for v in rep.diagnostics.values()):
-                print(f"error: {case.name}: the flow blew up at step {rep.step} (t = {rep.time:.6g})",
-                      file=sys.stderr, flush=True)
-                failures += 1
-                break
-            on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
-            if on_snapshot or state.time >= case.time.end:
-                writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+    failures, worst, iters, blown, status = 0, 0.0, [], False, "running"
+    rep = None
+    with _StopSignals() as stop:
+        try:
+            while state.time < case.time.end and stop.received is None:
+                try:
+                    # Overflow on the way to a blow-up is detected and reported
+                    # below as one line; numpy's warnings would only add noise.
+                    with np.errstate(all="ignore"):
+                        state, rep = solver.step(state)
+                except (FloatingPointError, ValueError, ArithmeticError) as exc:
+                    # A blown-up flow: say so in one line; the completed
+                    # snapshots and rows stay in the files.
+                    print(f"error: {case.name}: the flow failed at step {state.step + 1} "
+                          f"(t = {state.time:.6g}): {exc}", file=sys.stderr, flush=True)
+                    failures += 1
+                    blown = True
+                    break
+                writer.write_step(rep)
+                rec = rep.record
+                iters.append(rec.iterations)
+                worst = max(worst, rec.residual)
+                if not rec.converged:
+                    failures += 1
+                    print(f"error: {case.name}: pressure solve failed at step {rep.step} "
+                          f"(t = {rep.time:.6g}): reason {rec.reason}, {rec.iterations} iterations, "
+                          f"true relative residual {rec.residual:.3e}", file=sys.stderr, flush=True)
+                # Without gas the bubble quantities are undefined (NaN), not a blow-up.
+                checked = [rep.divergence] + ([v for v in rep.diagnostics.values()] if gas else [])
+                if not all(math.isfinite(v) for v in checked):
+                    print(f"error: {case.name}: the flow blew up at step {rep.step} "
+                          f"(t = {rep.time:.6g})", file=sys.stderr, flush=True)
+                    failures += 1
+                    blown = True
+                    break
+                on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
+                if on_snapshot or state.time >= case.time.end:
+                    writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+                if bar is not None:
+                    bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}")
+                    bar.update(rep.dt)
+            if blown:
+                status = "failed"
+            elif state.time >= case.time.end:
+                status = "finished"
+            else:
+                status = "stopped"
+                if writer.last_snapshot_step != state.step:
+                    writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+        finally:
             if bar is not None:
-                bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}")
-                bar.update(rep.dt)
-    finally:
-        if bar is not None:
-            bar.close()
-        wall = _time.perf_counter() - t_wall
-        if writer.fh is not None:
-            previous = float(writer.fh.attrs.get("wall_seconds", 0.0)) if restart else 0.0
-            writer.set_attrs(wall_seconds=previous + wall)
-        writer.close()
-    d = rep.diagnostics if iters and failures == 0 else {}
+                bar.close()
+            wall = _time.perf_counter() - t_wall
+            writer.set_attrs(wall_seconds=previous_wall + wall)
+            # On an exception (a second Ctrl-C, an error) the index on disk is
+            # left as it is: it ends at the last snapshot, where a restart goes on.
+            if status != "running":
+                writer.close(status)
+    if status == "finished" and out is not None:
+        out.finished()
+    if status == "stopped":
+        print(f"{case.name}: stopped by {stop.received} at t = {state.time:.6g} (step {state.step}); "
+              f"state written; continue with --restart {path}", file=sys.stderr, flush=True)
+        return 128 + int(getattr(signal, stop.received))
+    d = rep.diagnostics if iters and failures == 0 and gas else {}
     _say(quiet, f"{state.step} steps to t = {state.time:g} s in {wall:.1f} s; pressure iterations "
                 f"mean {sum(iters) / max(len(iters), 1):.1f}, max {max(iters, default=0)}; "
                 f"worst true residual {worst:.2e}; wrote {path}")

@@ -4,7 +4,7 @@
 
     bubbleflow run CASE.yaml [-o OUTDIR] [--backend auto|numpy|cupy]
                              [--set key.path=value ...] [--quiet]
-                             [--restart FILE.h5] [--no-progress]
+                             [--restart FILE.h5] [--overwrite] [--no-progress]
     bubbleflow sweep CASE.yaml --param KEY --values V1,V2,... [...]   (bubbleflow.study)
     bubbleflow plot RUN.h5|summary.csv [-o DIR]                       (bubbleflow.plots)
     bubbleflow bench [--sizes N ...] [--contrasts C ...] [...]        (bubbleflow.bench)
@@ -91,8 +91,14 @@ def cmd_run(args):
     # cannot be imported, and `--help` stays fast.
     from .app import run_case
 
+    try:
+        from .resources import check_memory
+    except ImportError:
+        check_memory = None
+    if check_memory is not None:
+        check_memory(case, backend)
     return run_case(case, backend, quiet=args.quiet, restart=args.restart,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, overwrite=args.overwrite)
 
 
 def build_parser():
@@ -116,6 +122,9 @@ def build_parser():
     run.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     run.add_argument("--restart", metavar="FILE.h5",
                      help="mode flow: continue from the last checkpoint (snapshot) in FILE.h5")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace an existing result in OUTDIR once this run has finished "
+                          "(until then it is kept, as NAME.previous.h5 for flow runs)")
     run.add_argument("--no-progress", action="store_true",
                      help="no progress bar (it is also off when stderr is not a terminal)")
     run.set_defaults(func=cmd_run)

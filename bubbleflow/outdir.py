@@ -1,0 +1,250 @@
+"""Where a run writes: checked before any work, locked, never silently replaced.
+
+A run named ``<name>`` writing to ``OUTDIR`` owns ``OUTDIR/<name>.h5``, its
+``<name>.xdmf`` sidecar and, in mode flow, the ``<name>.snapshots`` folder.
+:class:`RunOutput` is entered before the computation starts:
+
+* the folder is created if needed and probed by creating (and removing) a
+  file with the longest name the run will use, so a folder that is a
+  regular file, is not writable, lies under a file, or a name that is too
+  long is one line at the start, not a traceback at the end;
+* a lock (``OUTDIR/.<name>.lock``, ``flock``: released by the kernel when
+  the process dies, so a killed run leaves no stale lock) stops two runs
+  from writing one result;
+* an existing ``<name>.h5`` is refused unless ``overwrite``; then it is
+  renamed to ``<name>.previous.h5`` (with its sidecar; the snapshot files it
+  reads stay where they are) and removed only when the new run has
+  finished, so a killed new run never costs the old result.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import uuid
+
+from .config import CaseError
+
+__all__ = ["RunOutput", "check_name"]
+
+_NAME_LIMIT = 200        # leaves room for the suffixes and temporary names below 255 bytes
+
+
+def check_name(case):
+    """The run name makes file names: no path separators, not too long."""
+    name = case.name
+    bad = [c for c in (os.sep, os.altsep, "\0") if c and c in name]
+    if bad or name in (".", "..") or not name.strip():
+        raise CaseError.from_runtime(case, "name", f"got {name!r}",
+                                     "a file name without '/' (it names the output file)",
+                                     value=name)
+    if len(name.encode("utf-8", "surrogateescape")) > _NAME_LIMIT:
+        raise CaseError.from_runtime(case, "name", f"got a name of {len(name)} characters",
+                                     f"at most {_NAME_LIMIT} bytes (it names the output files)",
+                                     value=name[:40] + "...")
+
+
+def _flock(fd):
+    try:
+        import fcntl
+    except ImportError:        # pragma: no cover - no flock (Windows): O_EXCL file only
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        return True             # a file system without locks: proceed unlocked
+
+
+class RunOutput:
+    """The output files of one run; a context manager holding their lock.
+
+    Parameters
+    ----------
+    case : Case
+        The validated case (for error messages and the run name).
+    outdir : str
+        Output folder.
+    overwrite : bool
+        Replace an existing result once this run has finished.
+    restart : str, optional
+        The index a flow run restarts from; when it is this run's own
+        output the run continues in place (appending), which needs no
+        ``overwrite``.
+    flow : bool
+        Mode flow (a snapshot folder belongs to the run).
+    """
+
+    def __init__(self, case, outdir, overwrite=False, restart=None, flow=False):
+        self.case = case
+        self.outdir = outdir
+        self.name = case.name
+        self.path = os.path.join(outdir, f"{case.name}.h5")
+        self.xdmf = os.path.join(outdir, f"{case.name}.xdmf")
+        self.previous = os.path.join(outdir, f"{case.name}.previous.h5")
+        self.previous_xdmf = os.path.join(outdir, f"{case.name}.previous.xdmf")
+        self.overwrite = overwrite
+        self.in_place = restart is not None and os.path.abspath(restart) == os.path.abspath(self.path)
+        self.flow = flow
+        self._lock_fd = None
+        self.moved_aside = False
+
+    # ------------------------------------------------------------- checks
+    def _fail(self, problem, expected, key="output.directory"):
+        raise CaseError.from_runtime(self.case, key, problem, expected, value=self.outdir)
+
+    def check_location(self):
+        """Create the folder and prove a file of the longest name can be written there."""
+        check_name(self.case)
+        outdir = self.outdir
+        probe_dir = outdir
+        while probe_dir and not os.path.exists(probe_dir):
+            probe_dir = os.path.dirname(probe_dir.rstrip(os.sep))
+        if probe_dir and not os.path.isdir(probe_dir):
+            self._fail(f"{probe_dir!r} is a file, not a folder",
+                       "a folder (or a path where one can be created)")
+        try:
+            os.makedirs(outdir, exist_ok=True)
+        except OSError as exc:
+            self._fail(f"cannot create the folder {outdir!r} ({exc.strerror})",
+                       "a writable location")
+        # The longest names the run writes: the lock, the set-aside result and
+        # the temporary files beside them (atomic writes add ~20 characters).
+        longest = f".{self.name}.previous.xdmf.{uuid.uuid4().hex}.tmp"
+        probe = os.path.join(outdir, longest)
+        try:
+            fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                raise CaseError.from_runtime(
+                    self.case, "name", f"makes file names too long for {outdir!r} "
+                    f"({len(longest)} characters)", "a shorter name", value=self.name) from None
+            self._fail(f"cannot write in {outdir!r} ({exc.strerror})", "a writable folder")
+
+    def _lock(self):
+        lock_path = os.path.join(self.outdir, f".{self.name}.lock")
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o666)
+        if not _flock(fd):
+            try:
+                other = os.read(fd, 200).decode(errors="replace").strip()
+            finally:
+                os.close(fd)
+            self._fail(f"another bubbleflow run ({other or 'unknown process'}) is writing "
+                       f"{self.path}", "one run per output: wait for it, or use another -o "
+                       "or name")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {os.uname().nodename}".encode())
+        self._lock_fd = fd
+
+    def _remove_stale_temporaries(self):
+        """Half-written temporaries of a killed run of this name (we hold the lock)."""
+        prefixes = tuple(f".{self.name}.{ext}." for ext in ("h5", "xdmf", "previous.h5"))
+        for entry in os.listdir(self.outdir):
+            if entry.startswith(prefixes) and entry.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.outdir, entry))
+
+    def _check_existing(self):
+        if self.in_place:
+            return
+        if os.path.exists(self.previous) and (os.path.exists(self.path) or self.overwrite):
+            self._fail(f"{self.previous} is kept from an interrupted --overwrite run",
+                       f"move or delete it first (it may be the last complete result; "
+                       f"{self.path} is the interrupted run)")
+        if not os.path.exists(self.path):
+            return
+        if not self.overwrite:
+            status = _status(self.path)
+            self._fail(f"{self.path} exists ({status})",
+                       "--overwrite to replace it once this run has finished"
+                       + (f", --restart {self.path} to continue it" if self.flow else "")
+                       + ", or another -o or name")
+
+    # ------------------------------------------------------------- life
+    def __enter__(self):
+        self.check_location()
+        self._lock()
+        try:
+            self._remove_stale_temporaries()
+            self._check_existing()
+        except BaseException:
+            self._unlock()
+            raise
+        return self
+
+    def set_aside(self):
+        """Rename an existing result to ``<name>.previous.*`` (overwrite)."""
+        if self.in_place or not self.overwrite or not os.path.exists(self.path):
+            return None
+        if self.flow or _is_flow(self.path):
+            os.replace(self.path, self.previous)
+            if os.path.exists(self.xdmf):
+                os.replace(self.xdmf, self.previous_xdmf)
+            self.moved_aside = True
+            return self.previous
+        return None          # a pressure result is replaced atomically at the end
+
+    def finished(self):
+        """The new result is complete: drop the set-aside one and its snapshots."""
+        if not self.moved_aside:
+            return
+        folder, run_id = _snapshot_run(self.previous)
+        own = _snapshot_run(self.path)[1] if os.path.exists(self.path) else None
+        if folder and run_id and run_id != own:
+            shutil.rmtree(os.path.join(folder, run_id), ignore_errors=True)
+        for p in (self.previous, self.previous_xdmf):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+        self.moved_aside = False
+
+    def _unlock(self):
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __exit__(self, *exc):
+        self._unlock()
+        return False
+
+
+def _attrs(path):
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as fh:
+            return {k: fh.attrs[k] for k in fh.attrs}
+    except Exception:       # noqa: BLE001 - only describes the file
+        return None
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _is_flow(path):
+    a = _attrs(path)
+    return bool(a) and _text(a.get("mode", "")) == "flow"
+
+
+def _status(path):
+    a = _attrs(path)
+    if a is None:
+        return "not a readable bubbleflow file"
+    mode = _text(a.get("mode", "?"))
+    if mode == "flow":
+        return f"a flow run, status {_text(a.get('run_status', 'unknown'))}"
+    return f"a {mode} result"
+
+
+def _snapshot_run(path):
+    a = _attrs(path)
+    if not a or "snapshot_dir" not in a:
+        return None, None
+    rel = _text(a["snapshot_dir"])            # "<name>.snapshots/<run id>"
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.dirname(rel))
+    return folder, os.path.basename(rel)
