@@ -520,6 +520,73 @@ def gas_area(phi, hx, hy, eps):
     return float(xp.sum(1.0 - heaviside(phi, eps, xp))) * hx * hy
 
 
+def _contour_area(phi, hx, hy, xp):
+    """Area of the gas polygon bounded by the marching-squares contour.
+
+    The region ``phi < 0`` is cut into lattice squares (cell centres at the
+    corners) exactly as :func:`_marching_squares` traces it: in each square
+    the gas part is the polygon of its gas corners and the crossings on its
+    edges (linear interpolation), taken counter-clockwise round the square;
+    its area is the shoelace sum.  In a saddle square whose centre is liquid
+    the gas is two separate corner triangles, whose area is the square's
+    less the liquid polygon.  The half cell between the outermost centres and
+    the walls is not covered (as for :func:`interface_length`).
+
+    This is the area enclosed by the very contour whose length
+    :func:`interface_length` measures, so the two give a consistent
+    isoperimetric ratio (at most 1, by the isoperimetric inequality for
+    polygons).
+    """
+    a = phi[:-1, :-1]
+    b = phi[:-1, 1:]
+    c = phi[1:, 1:]
+    d = phi[1:, :-1]
+    la, lb, lc, ld = a >= 0, b >= 0, c >= 0, d >= 0
+
+    def frac(f, g, crossed):
+        return xp.where(crossed, f / xp.where(crossed, f - g, 1.0), 0.0)
+
+    cr = [la != lb, lb != lc, ld != lc, la != ld]
+    t0, t1, t2, t3 = frac(a, b, cr[0]), frac(b, c, cr[1]), frac(d, c, cr[2]), frac(a, d, cr[3])
+    zero = xp.zeros_like(a)
+    one = zero + 1.0
+    # The square's eight candidate vertices, counter-clockwise from corner a,
+    # in units of (hx, hy) relative to corner a.
+    px = [zero, t0, one, one, one, t2, zero, zero]
+    py = [zero, zero, zero, t1, one, one, one, t3]
+    crossings = [cr[0], cr[1], cr[2], cr[3]]
+
+    def polygon_area(corner_in):
+        inc = [corner_in[0], crossings[0], corner_in[1], crossings[1],
+               corner_in[2], crossings[2], corner_in[3], crossings[3]]
+        # Left out vertices take the place of the previous vertex that is in
+        # (a repeated vertex adds nothing to the shoelace sum); two rounds so
+        # that the first vertices see the last ones.
+        lx, ly = zero, zero
+        for k in range(8):
+            lx = xp.where(inc[k], px[k], lx)
+            ly = xp.where(inc[k], py[k], ly)
+        qx, qy = [], []
+        for k in range(8):
+            lx = xp.where(inc[k], px[k], lx)
+            ly = xp.where(inc[k], py[k], ly)
+            qx.append(lx)
+            qy.append(ly)
+        twice = zero
+        for k in range(8):
+            m = (k + 1) % 8
+            twice = twice + qx[k] * qy[m] - qx[m] * qy[k]
+        return 0.5 * twice
+
+    gas = polygon_area([~la, ~lb, ~lc, ~ld])
+    saddle = cr[0] & cr[1] & cr[2] & cr[3]
+    liquid_centre = (a + b + c + d) >= 0
+    split = saddle & liquid_centre
+    if bool(xp.any(split)):
+        gas = xp.where(split, 1.0 - polygon_area([la, lb, lc, ld]), gas)
+    return float(xp.sum(gas)) * hx * hy
+
+
 def bubble_diagnostics(phi, u, v, hx, hy, eps):
     """Benchmark quantities of a rising bubble (Hysing et al. 2009).
 
@@ -540,10 +607,19 @@ def bubble_diagnostics(phi, u, v, hx, hy, eps):
         ``rise_velocity``: ``integral of v_c (1 - H) / area`` with ``v_c``
         the cell-centre vertical velocity (mean of the two faces);
         ``interface_length``: from :func:`interface_length`;
-        ``circularity``: ``2 sqrt(pi area) / interface_length``, the
+        ``contour_area``: the area enclosed by that same contour (the
+        marching-squares polygon, :func:`_contour_area`);
+        ``circularity``: ``2 sqrt(pi contour_area) / interface_length``, the
         perimeter of the circle of equal area over the actual perimeter
         (1 for a circle, < 1 otherwise).
         Without gas (or without a contour) the quotients are NaN.
+
+    The circularity takes the area from the contour, not the smoothed
+    Heaviside ``area``: the latter is biased by about ``+0.13 (eps/R)^2``
+    while the polygon's perimeter is short by about ``(h/R)^2 / 24``, which
+    put a resolved circle at 1.002 on a 40 x 80 grid (R = 10 cells).  Area
+    and length of one polygon keep the ratio at most 1; a circle of radius R
+    sampled as a signed distance gives ``1 - O((h/R)^2)`` (2e-5 at R = 10 h).
 
     Notes
     -----
@@ -560,16 +636,18 @@ def bubble_diagnostics(phi, u, v, hx, hy, eps):
     mass = float(xp.sum(w))
     area = mass * hx * hy
     length = interface_length(phi, hx, hy)
+    enclosed = _contour_area(phi, hx, hy, xp) if min(ny, nx) >= 2 else 0.0
     nan = float("nan")
     if mass <= 0.0:
         return {"area": area, "centroid_x": nan, "centroid_y": nan,
-                "rise_velocity": nan, "interface_length": length, "circularity": nan}
+                "rise_velocity": nan, "interface_length": length, "contour_area": enclosed,
+                "circularity": nan}
     x = (xp.arange(nx, dtype=phi.dtype) + 0.5) * hx
     y = (xp.arange(ny, dtype=phi.dtype) + 0.5) * hy
     _, vc = _cell_velocity(u, v)
     cx = float(xp.sum(w * x[None, :])) / mass
     cy = float(xp.sum(w * y[:, None])) / mass
     rise = float(xp.sum(w * vc)) / mass
-    circ = 2.0 * math.sqrt(math.pi * area) / length if length > 0 else nan
+    circ = 2.0 * math.sqrt(math.pi * enclosed) / length if length > 0 and enclosed > 0 else nan
     return {"area": area, "centroid_x": cx, "centroid_y": cy, "rise_velocity": rise,
-            "interface_length": length, "circularity": circ}
+            "interface_length": length, "contour_area": enclosed, "circularity": circ}
