@@ -373,8 +373,14 @@ def _check_writable(path):
     except OSError as exc:
         raise _error("--csv", repr(path),
                      f"a file in a folder that can be created ({exc.strerror})")
-    if not os.access(folder, os.W_OK):
-        raise _error("--csv", repr(path), "a file in a writable folder")
+    # A real probe: access() says yes for root in folders such as /proc.
+    probe = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.probe.tmp")
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise _error("--csv", repr(path), f"a file in a writable folder ({exc.strerror})") from None
 
 
 # --------------------------------------------------------------------------

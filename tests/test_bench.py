@@ -204,6 +204,20 @@ def test_csv_folder_is_refused(tmp_path, capsys, monkeypatch):
     assert "--csv: got" in one_error_line(capsys.readouterr().err)
 
 
+def test_csv_in_a_folder_where_no_file_can_be_created_is_refused(tmp_path, capsys, monkeypatch):
+    """A folder that passes os.access but refuses new files (/proc for root; here a
+    folder under a read-only mode, or a missing parent made impossible by a file)."""
+    monkeypatch.setattr(bench_mod, "run_bench", lambda *a, **k: pytest.fail("it ran"))
+    blocker = tmp_path / "plain_file"
+    blocker.write_text("x")
+    assert main(["bench", "--backend", "numpy", "--csv", str(blocker / "sub" / "b.csv")]) == 2
+    assert "--csv: got" in one_error_line(capsys.readouterr().err)
+    monkeypatch.setattr(bench_mod.os, "open", lambda *a, **k: (_ for _ in ()).throw(
+        PermissionError(13, "Permission denied")))
+    assert main(["bench", "--backend", "numpy", "--csv", str(tmp_path / "b.csv")]) == 2
+    assert "writable folder" in one_error_line(capsys.readouterr().err)
+
+
 def test_script_wrapper_and_subprocess_exit_code():
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
