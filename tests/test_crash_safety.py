@@ -17,6 +17,14 @@ COMMON = ["run", "cases/two_phase.yaml", "--backend", "numpy", "--no-progress",
           "--set", "output.interval=0.05", "--set", "time.end=0.5"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _suite_backend(pytestconfig):
+    """Runs on the suite's backend (``pytest --backend cupy`` kills GPU runs)."""
+    global COMMON
+    name = pytestconfig.getoption("--backend")
+    COMMON = [name if a == "numpy" else a for a in COMMON]
+
+
 def _env():
     return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
