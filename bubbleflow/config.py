@@ -839,41 +839,159 @@ def _index_lines(node, file, path=(), lines=None, stack=None):
     return lines
 
 
-def _parse_yaml(text, file):
-    """``(data, lines)`` of a YAML document; syntax errors become CaseError."""
-    loader = yaml.SafeLoader(text)
+# Limits on what is read, checked before anything walks the parsed tree.
+# Case files are a few KiB; PyYAML (pure Python) composes about 0.1 MB/s on a
+# busy 2-core CPU, so 512 KiB (some 12,000 explicit bubbles) still parses in
+# a few seconds, and anything larger is refused unread.
+MAX_CASE_BYTES = 512 * 1024
+# Aliases share composed nodes, so a 351-byte file of nested aliases (a
+# "billion laughs") expands to 10**9 nodes when walked; count the expansion
+# on the shared graph first.  A full case file has some 200 nodes.
+MAX_YAML_NODES = 100_000
+# A case needs 6 levels (geometry.bubbles[0].center[0] under the document).
+MAX_YAML_DEPTH = 32
+
+
+class _YamlProblem(Exception):
+    """A YAML text that cannot be used: ``(problem, line, column)``, 1-based."""
+
+    def __init__(self, problem, line=None, column=None):
+        super().__init__(problem)
+        self.problem, self.line, self.column = problem, line, column
+
+
+def _position(text, index):
+    """1-based ``(line, column)`` of character ``index`` of ``text``."""
+    index = max(0, min(int(index), len(text)))
+    return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def _check_expansion(root):
+    """Refuse recursive aliases, over-deep nesting and a large alias expansion.
+
+    Walks the composed node graph once per distinct node (aliases are
+    shared nodes), so the cost is that of the text, not of its expansion.
+    Raises :class:`_YamlProblem`.
+    """
+    size, depth = {}, {}
+    open_ = set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        kids = (node.value if isinstance(node, yaml.SequenceNode) else
+                [n for kv in node.value for n in kv] if isinstance(node, yaml.MappingNode) else ())
+        if done:
+            open_.discard(nid)
+            # Capped so that the sums stay small numbers.
+            size[nid] = min(1 + sum(size[id(k)] for k in kids), MAX_YAML_NODES + 1)
+            depth[nid] = 1 + max((depth[id(k)] for k in kids), default=0)
+            if size[nid] > MAX_YAML_NODES:
+                m = node.start_mark
+                raise _YamlProblem(f"more than {MAX_YAML_NODES} values once aliases (*name) are "
+                                   "expanded", m.line + 1, m.column + 1)
+            if depth[nid] > MAX_YAML_DEPTH:
+                m = node.start_mark
+                raise _YamlProblem(f"nested more than {MAX_YAML_DEPTH} levels deep",
+                                   m.line + 1, m.column + 1)
+            continue
+        if nid in size:
+            continue
+        open_.add(nid)
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in open_:          # only the current path is open
+                m = k.start_mark
+                raise _YamlProblem("recursive alias (a value that contains itself)",
+                                   m.line + 1, m.column + 1)
+            if id(k) not in size:
+                stack.append((k, False))
+
+
+def _yaml_load(text, file=None):
+    """``(data, lines)`` of one YAML document, or :class:`_YamlProblem`.
+
+    Every way PyYAML can fail (control characters, syntax, unknown tags,
+    recursion) becomes one problem with a position; the alias expansion is
+    bounded before anything walks the tree.  With ``file``, ``lines`` maps
+    key paths to lines (see :func:`_index_lines`); else it is None.
+    """
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)      # checks the characters already
         node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        if node is None:
+            return None, {}
+        _check_expansion(node)
+        # Lines before constructing: the constructor splices merge keys
+        # (`<<: *base`) into the mapping nodes, which would read as duplicates.
+        lines = _index_lines(node, file) if file is not None else None
+        return loader.construct_document(node), lines
+    except yaml.reader.ReaderError as exc:
+        ch = exc.character
+        ch = chr(ch) if isinstance(ch, int) else ch
+        what = (f"character {ch!r} (U+{ord(ch):04X})" if isinstance(ch, str) and len(ch) == 1
+                else f"character {ch!r}")
+        line, col = _position(text, exc.position) if isinstance(text, str) else (None, None)
+        raise _YamlProblem(f"{what} is not allowed in YAML (control character)",
+                           line, col) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or str(exc).splitlines()[0]
-        raise CaseError(file, None, f"YAML syntax error: {problem}",
-                        line=mark.line + 1 if mark else None,
-                        column=mark.column + 1 if mark else None) from None
+        raise _YamlProblem(f"YAML syntax error: {problem}",
+                           mark.line + 1 if mark else None,
+                           mark.column + 1 if mark else None) from None
     except yaml.YAMLError as exc:
-        raise CaseError(file, None, f"YAML error: {exc}") from None
+        raise _YamlProblem(f"YAML error: {exc}") from None
+    except RecursionError:
+        # PyYAML composes recursively: `[[[[...` a few thousand deep.
+        raise _YamlProblem(f"nested more than {MAX_YAML_DEPTH} levels deep") from None
+    except (ValueError, OverflowError) as exc:
+        # The SafeLoader's own conversions (e.g. a timestamp `2024-13-45`).
+        raise _YamlProblem(f"YAML value cannot be read ({exc})") from None
     finally:
-        loader.dispose()
-    lines = _index_lines(node, file) if node is not None else {}
-    return data, lines
+        if loader is not None:
+            loader.dispose()
+
+
+def _parse_yaml(text, file):
+    """``(data, lines)`` of a YAML document; every YAML problem becomes a CaseError."""
+    try:
+        return _yaml_load(text, file)
+    except _YamlProblem as exc:
+        raise CaseError(file, None, exc.problem, line=exc.line, column=exc.column) from None
 
 
 def _read(file):
+    """The text of a case file: at most :data:`MAX_CASE_BYTES` of UTF-8."""
+    expected = "a readable YAML case file"
     try:
-        with open(file, encoding="utf-8") as fh:
-            return fh.read()
+        with open(file, "rb") as fh:
+            # A bounded read: /dev/zero or a pipe must not fill the memory.
+            raw = fh.read(MAX_CASE_BYTES + 1)
     except FileNotFoundError:
         problem = "file not found"
     except IsADirectoryError:
         problem = "is a directory"
     except PermissionError:
         problem = "permission denied"
-    except UnicodeDecodeError as exc:
-        problem = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
     except OSError as exc:
         problem = f"cannot read ({exc.strerror or exc})"
-    raise CaseError(file, None, problem, "a readable YAML case file")
+    else:
+        if len(raw) > MAX_CASE_BYTES:
+            raise CaseError(file, None, f"larger than {MAX_CASE_BYTES // 1024} KiB",
+                            "a case file of at most that size (case files are a few KiB; "
+                            "use random_bubbles or bubble_lattice for many bubbles)")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            at = exc.start
+            line = raw.count(b"\n", 0, at) + 1
+            col = at - (raw.rfind(b"\n", 0, at) + 1) + 1
+            raise CaseError(file, None, f"not UTF-8 text ({exc.reason}: byte "
+                            f"0x{raw[at]:02x} at byte offset {at})", "a UTF-8 text file",
+                            line=line, column=col) from None
+    raise CaseError(file, None, problem, expected)
 
 
 def _apply_overrides(data, overrides, file):
@@ -901,10 +1019,10 @@ def _apply_overrides(data, overrides, file):
                 raise CaseError(file, None, f"malformed override {item!r}",
                                 "key.path=value, e.g. --set grid.nx=256", origin=label)
             try:
-                value = yaml.safe_load(raw)
-            except yaml.YAMLError as exc:
-                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-                raise CaseError(file, key, f"cannot parse value {raw!r} ({problem})",
+                value = _yaml_load(raw)[0]
+            except _YamlProblem as exc:
+                problem = exc.problem.replace("YAML syntax error: ", "")
+                raise CaseError(file, key, f"cannot parse value {_show(raw)} ({problem})",
                                 "a YAML value, e.g. 256, 1e-8, [8, 8], null",
                                 origin=label) from None
         else:

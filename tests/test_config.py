@@ -584,3 +584,93 @@ def test_method_follows_from_deflation_and_preconditioner_when_not_written():
     assert c.solver.method == "dpcg"
     with pytest.raises(CaseError, match="method"):
         case_from_dict({"solver": {"method": "dpcg", "deflation": {"type": "none"}}})
+
+
+# --------------------------------------------------------------------------
+# Hostile files: refused before any work, in one line
+# --------------------------------------------------------------------------
+
+def _laughs(levels=9):
+    """A "billion laughs": 9**levels scalars from a file of a few hundred bytes."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for n in range(1, levels):
+        lines.append(f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_alias_bomb_refused_fast_and_small(tmp_path):
+    import time
+    import tracemalloc
+
+    path = write(tmp_path, _laughs())
+    assert os.path.getsize(path) < 500
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        err = error_of(load_case, path)
+        seconds = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "values once aliases (*name) are expanded" in str(err)
+    assert str(err).startswith(f"{path}:")
+    assert seconds < 0.5 and peak < 5e6, (seconds, peak)
+    # The same through an override.
+    err = error_of(load_case, write(tmp_path, "name: ok\n", "ok.yaml"),
+                   ["name=" + _laughs().replace("\n", " ").join("{}")])
+    assert "(--set name=" in str(err)
+
+
+def test_recursive_and_deep_yaml_refused(tmp_path):
+    err = error_of(load_case, write(tmp_path, "name: ok\ngrid: &g [*g]\n"))
+    assert ":2:7: recursive alias" in str(err)
+    err = error_of(load_case, write(tmp_path, "name: " + "[" * 40 + "]" * 40 + "\n"))
+    assert "nested more than 32 levels deep" in str(err)
+    err = error_of(load_case, write(tmp_path, "name: " + "[" * 3000 + "]" * 3000 + "\n"))
+    assert "nested more than 32 levels deep" in str(err)
+
+
+def test_small_anchors_and_merge_keys_still_work(tmp_path):
+    case = load_case(write(tmp_path, """
+        fluids:
+          liquid: &water {density: 998.0, viscosity: 1.0e-3}
+          gas: {<<: *water, density: 1.2}
+        geometry:
+          bubbles:
+            - &b {center: [0.3, 0.3], radius: 0.1}
+            - {<<: *b, center: [0.7, 0.3]}
+        """))
+    assert case.fluids.gas.density == 1.2 and case.fluids.gas.viscosity == 1.0e-3
+    assert [b.center for b in case.geometry.bubbles] == [(0.3, 0.3), (0.7, 0.3)]
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    (b"name: ok\nfluids:\n  gas: {density: 1\x07}\n",
+     ":3:19: character '\\x07' (U+0007) is not allowed in YAML"),
+    (b"name: ok\x00\n", ":1:9: character '\\x00' (U+0000) is not allowed"),
+    (b"name: caf\xe9\n", ":1:10: not UTF-8 text (invalid continuation byte: byte 0xe9"),
+    (b"\xff\xfen\x00a\x00", ":1:1: not UTF-8 text"),
+    (b"", ": empty case file; expected a mapping"),
+    (b"# only a comment\n", ": empty case file"),
+    (b"42\n", ":1: top level is 42"),
+    (b"name: 2024-13-45\n", ": YAML value cannot be read (month must be in 1..12)"),
+    (b"name: !!python/object:os.system x\n", ":1:7: YAML syntax error: could not determine"),
+])
+def test_unreadable_bytes_are_one_line(tmp_path, raw, fragment):
+    path = tmp_path / "case.yaml"
+    path.write_bytes(raw)
+    err = error_of(load_case, str(path))
+    assert str(err).startswith(str(path)) and fragment in str(err), str(err)
+
+
+def test_huge_file_and_directory_refused(tmp_path):
+    from bubbleflow.config import MAX_CASE_BYTES
+
+    path = write(tmp_path, "# padding\n" * (MAX_CASE_BYTES // 10 + 1))
+    assert "larger than 512 KiB" in str(error_of(load_case, path))
+    (tmp_path / "dir.yaml").mkdir()
+    err = error_of(load_case, str(tmp_path / "dir.yaml"))
+    assert str(err).endswith("dir.yaml: is a directory; expected a readable YAML case file")
+    # A device that never ends is read no further than the limit.
+    if os.path.exists("/dev/zero"):
+        assert "larger than" in str(error_of(load_case, "/dev/zero"))
