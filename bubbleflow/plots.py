@@ -56,7 +56,7 @@ from .config import CaseError
 
 __all__ = [
     "add_subparser", "cmd_plot", "plot_run", "plot_study", "run_figures", "study_figures",
-    "save_figure", "is_hysing_case1", "DPI",
+    "save_figure", "is_hysing_case1", "run_warnings", "gas_components", "DPI",
 ]
 
 #: Resolution of the written PNGs.
@@ -245,6 +245,46 @@ def _new_figure(width, height):
     return fig
 
 
+#: Colour of the warning banners.
+BANNER_COLOUR = "#c62828"
+
+
+def _run_figure(run, width, height):
+    """``(fig, body)``: a figure of a run, with its warning banner on top.
+
+    Without warnings ``body`` is ``fig``; otherwise ``fig`` is split into a
+    banner strip (white bold text on red, one line per problem, as
+    :func:`run_warnings` gives them) and ``body``, a subfigure of
+    ``width x height`` inches on which the caller draws.
+    """
+    import textwrap
+
+    most = max(40, int(width * 12.0))      # characters a line (bold 9.5 pt)
+    lines = []
+    for warning in run.get("warnings") or ():
+        # Break at the "; " between clauses where possible, else by words.
+        current = ""
+        for part in warning.split("; "):
+            joined = f"{current}; {part}" if current else part
+            if len(joined) <= most or not current:
+                current = joined
+            else:
+                lines.append(current + ";")
+                current = "    " + part
+        wrapped = textwrap.wrap(current, width=most, subsequent_indent="    ")
+        lines.extend(wrapped)
+    if not lines:
+        fig = _new_figure(width, height)
+        return fig, fig
+    strip = 0.2 + 0.19 * len(lines)
+    fig = _new_figure(width, height + strip)
+    top, body = fig.subfigures(2, 1, height_ratios=[strip, height])
+    top.text(0.5, 0.5, "\n".join(lines), ha="center", va="center", color="white",
+             fontsize=9.5, fontweight="bold", linespacing=1.25,
+             bbox=dict(boxstyle="round,pad=0.35", fc=BANNER_COLOUR, ec="none"))
+    return fig, body
+
+
 # ==========================================================================
 # Run files
 # ==========================================================================
@@ -388,6 +428,12 @@ def _read_run_file(path):
             if f["p"].shape[0] > 0:
                 k = f["p"].shape[0] - 1
                 fields = {name: np.asarray(f[name][k], dtype=np.float64) for name in ("p", "rho", "phi")}
+                # The first snapshot's interface (t = 0 unless restarted elsewhere):
+                # the bubbles the run started with.
+                fields["phi_first"] = (np.asarray(f["phi"][0], dtype=np.float64) if k > 0
+                                       else fields["phi"])
+                fields["time_first"] = (float(f["time"][0]) if "time" in f and f["time"].shape[0]
+                                        else None)
                 fields["time"] = float(f["time"][k]) if "time" in f and f["time"].shape[0] > k else None
                 fields["step"] = int(f["step"][k]) if "step" in f and f["step"].shape[0] > k else None
                 fields["snapshots"] = int(f["p"].shape[0])
@@ -416,9 +462,15 @@ def _read_run_file(path):
                 "residual": series(s, "residual"),
                 "reason": ([_text(r) for r in s["reason"][()]] if "reason" in s else None),
             }
-            checks = None
+            # Pressure runs: (k, 2) = (iteration, relative true residual);
+            # flow runs: (k, 3) = (step, iteration, relative true residual).
+            checks = step_checks = None
             if "true_residual_checks" in s:
-                checks = np.asarray(s["true_residual_checks"][()], dtype=np.float64).reshape(-1, 2)
+                raw = np.asarray(s["true_residual_checks"][()], dtype=np.float64)
+                if raw.ndim == 2 and raw.shape[1] == 3:
+                    step_checks = raw
+                elif raw.size % 2 == 0 and mode == "pressure":
+                    checks = raw.reshape(-1, 2)
             offsets = series(s, "history_offsets", np.int64)
             if hist is not None and hist.size:
                 if offsets is not None and offsets.size >= 2:
@@ -430,6 +482,7 @@ def _read_run_file(path):
                 else:
                     histories.append((0, hist))
             solves["checks"] = checks
+            solves["step_checks"] = step_checks
 
         diagnostics = None
         if "diagnostics" in fh:
@@ -453,12 +506,15 @@ def _read_run_file(path):
     solver_desc["deflation"] = (_text(solver_attrs.get("deflation"))
                                 or _text(_nested(case, "solver.deflation.type")))
     name = _text(_nested(case, "name")) or os.path.splitext(os.path.basename(path))[0]
-    return {
+    run = {
         "path": path, "name": name, "mode": mode, "case": case, "x": x, "y": y,
         "fields": fields, "histories": histories, "solves": solves,
         "diagnostics": diagnostics, "rtol": rtol, "solver": solver_desc,
         "backend": _text(attrs.get("backend")),
+        "status": _text(attrs.get("run_status")),
     }
+    run["warnings"] = run_warnings(run)
+    return run
 
 
 # -------------------------------------------------------------- helpers
@@ -474,6 +530,121 @@ def _solver_text(run):
 
 def _grid_text(run):
     return f"{len(run['x'])} x {len(run['y'])} cells"
+
+
+def _last_time_step(run):
+    """``(time, step)`` of the last data the run file holds (None where unknown)."""
+    for group in (run.get("diagnostics"), run.get("solves")):
+        if not group:
+            continue
+        t, st = group.get("time"), group.get("step")
+        if t is not None and len(t):
+            return float(t[-1]), (int(st[-1]) if st is not None and len(st) else None)
+    f = run.get("fields") or {}
+    return f.get("time"), f.get("step")
+
+
+def _when(t, step):
+    parts = []
+    if t is not None and math.isfinite(t):
+        parts.append(f"t = {t:.4g} s")
+    if step is not None:
+        parts.append(f"step {step}")
+    return ", ".join(parts) if parts else "the start"
+
+
+_STATUS_TEXT = {
+    "running": "running (killed, or still running)",
+    "stopped": "stopped (SIGTERM / Ctrl-C; `bubbleflow run --restart` continues it)",
+    "failed": "failed (the flow blew up or a pressure solve failed)",
+}
+
+
+def _list_steps(steps, most=6):
+    steps = [int(v) for v in steps]
+    text = ", ".join(str(v) for v in steps[:most])
+    return text + (", ..." if len(steps) > most else "")
+
+
+def run_warnings(run):
+    """The problems a run's figures must show, one sentence each (may be empty).
+
+    * a flow run whose ``run_status`` attribute is not ``finished``
+      (``running``: killed or still running; ``stopped``; ``failed``), or,
+      in files written before that attribute existed, whose last time is
+      short of the case's ``time.end``;
+    * a pressure solve that did not converge: its reason, iterations and
+      final true residual against ``rtol`` (pressure runs), or how many of
+      the steps' solves did not converge, which, and the worst true residual
+      (flow runs).
+    """
+    out = []
+    status = run.get("status")
+    t, step = _last_time_step(run)
+    if status is not None and status != "finished":
+        out.append(f"INCOMPLETE RUN: status {_STATUS_TEXT.get(status, status)}; "
+                   f"data up to {_when(t, step)}")
+    elif status is None and run.get("mode") == "flow":
+        end = _nested(run.get("case") or {}, "time.end")
+        try:
+            end = float(end)
+        except (TypeError, ValueError):
+            end = None
+        if end is not None and t is not None and t < end * (1.0 - 1e-9) - 1e-12:
+            out.append(f"INCOMPLETE RUN: data up to {_when(t, step)} of time.end = {end:.4g} s "
+                       "(the file records no run status: killed, stopped or failed)")
+    s = run.get("solves") or {}
+    conv = s.get("converged")
+    its = s.get("iterations")
+    res = s.get("residual")
+    rtol = run.get("rtol")
+    vs = f" vs rtol {rtol:.1e}" if rtol else ""
+    if conv is None or its is None or len(conv) != len(its) or np.all(conv):
+        return out
+    bad = np.flatnonzero(~conv.astype(bool))
+    if run.get("mode") == "pressure":
+        i = int(bad[0])
+        reason = (s.get("reason") or [None] * len(its))[i] or "not converged"
+        text = f"PRESSURE SOLVE NOT CONVERGED: {reason} after {int(its[i])} iterations"
+        if res is not None and len(res) > i:
+            text += f"; true residual {float(res[i]):.2e}{vs}"
+        out.append(text)
+    else:
+        steps = s.get("step")
+        steps = steps if steps is not None and len(steps) == len(its) else np.arange(1, len(its) + 1)
+        text = (f"{len(bad)} OF {len(its)} PRESSURE SOLVES NOT CONVERGED "
+                f"(step{'s' if len(bad) > 1 else ''} {_list_steps(steps[bad])})")
+        if res is not None and len(res) == len(its):
+            worst = res[bad][np.isfinite(res[bad])]
+            if worst.size:
+                text += f"; worst true residual {float(worst.max()):.2e}{vs}"
+        out.append(text)
+    return out
+
+
+def gas_components(phi):
+    """``(bubbles, layers)``: connected regions of gas (``phi < 0``) in ``phi``.
+
+    Regions are 4-connected sets of cells; one that reaches the top row of
+    cells is a gas layer (the gas above a free surface), any other a bubble.
+    """
+    from scipy import ndimage
+
+    gas = np.asarray(phi) < 0.0
+    if not gas.any():
+        return 0, 0
+    labels, n = ndimage.label(gas)
+    top = set(np.unique(labels[-1])) - {0}
+    return n - len(top), len(top)
+
+
+def _gas_phase_text(bubbles, layers):
+    parts = []
+    if bubbles:
+        parts.append(f"{bubbles} bubble{'s' if bubbles != 1 else ''}")
+    if layers:
+        parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
+    return " + ".join(parts) if parts else "no gas"
 
 
 def _interface_style():
@@ -521,15 +692,15 @@ def _fields_figure(run):
     # and colour bar (about 2 in across, 1.3 in down with the titles).
     img_w = min(4.2, 6.4 / aspect)
     img_h = img_w * aspect
-    fig = _new_figure(2 * (img_w + 2.1) + 0.2, img_h + 1.5)
-    ax_p, ax_r = fig.subplots(1, 2)
+    fig, body = _run_figure(run, 2 * (img_w + 2.1) + 0.2, img_h + 1.5)
+    ax_p, ax_r = body.subplots(1, 2)
 
     p = f["p"]
     finite = p[np.isfinite(p)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if lo == hi:
         lo, hi = lo - 1.0, hi + 1.0
-    _draw_field(fig, ax_p, run, p, "viridis", Normalize(lo, hi), "pressure p", "p (Pa)")
+    _draw_field(body, ax_p, run, p, "viridis", Normalize(lo, hi), "pressure p", "p (Pa)")
 
     rho = f["rho"]
     pos = rho[np.isfinite(rho) & (rho > 0)]
@@ -542,7 +713,7 @@ def _fields_figure(run):
         lo, hi = (rmin, rmax) if rmin < rmax else (rmin - 0.5, rmax + 0.5)
         norm = Normalize(lo, hi)
         label = "density $\\rho$ (kg/m$^3$)"
-    _draw_field(fig, ax_r, run, rho, "Blues", norm,
+    _draw_field(body, ax_r, run, rho, "Blues", norm,
                 f"density $\\rho$ (ratio {ratio:.3g})" if math.isfinite(ratio) else "density $\\rho$",
                 label)
     handle = Line2D([], [], color="white", lw=1.6,
@@ -554,11 +725,11 @@ def _fields_figure(run):
         when = f"t = {f['time']:.4g} s" if f.get("time") is not None else "last snapshot"
         if f.get("step") is not None:
             when += f" (step {f['step']})"
-        fig.suptitle(f"{run['name']} (flow): pressure and density at {when}; {_grid_text(run)}",
-                     fontsize=11)
+        body.suptitle(f"{run['name']} (flow): pressure and density at {when}; {_grid_text(run)}",
+                      fontsize=11)
     else:
-        fig.suptitle(f"{run['name']} (pressure solve): pressure and density; {_grid_text(run)}",
-                     fontsize=11)
+        body.suptitle(f"{run['name']} (pressure solve): pressure and density; {_grid_text(run)}",
+                      fontsize=11)
     return fig
 
 
@@ -569,40 +740,80 @@ def _semilogy_safe(ax, it, res, **kw):
 
 
 def _convergence_figure(run):
-    fig = _new_figure(7.4, 5.2)
-    ax = fig.subplots()
+    """Recursive residual histories (lines), true-residual checks (hollow
+    circles) and the final true residual (stars) of the pressure solves."""
+    from matplotlib.lines import Line2D
+
+    fig, body = _run_figure(run, 7.8, 5.4)
+    ax = body.subplots()
     solves = run["solves"] or {}
     its = solves.get("iterations")
+    final = solves.get("residual")
+    conv = solves.get("converged")
+    extra = []              # legend proxies for the marker kinds
+
+    def checks_and_final(i, it_checks, res_checks, last_it, colour):
+        if it_checks is not None and len(it_checks):
+            _semilogy_safe(ax, it_checks, res_checks, ls="none", marker="o", ms=6.5, mfc="none",
+                           mec=colour, mew=1.4, zorder=4)
+        if final is not None and i < len(final) and np.isfinite(final[i]) and final[i] > 0:
+            ax.semilogy([last_it], [final[i]], ls="none", marker="*", ms=13, color=colour,
+                        mec="k", mew=0.6, zorder=5)
+
     if run["mode"] == "pressure":
         _, hist = run["histories"][0]
         _semilogy_safe(ax, np.arange(hist.size), hist, color="C0", lw=1.5,
-                       label="recursive residual")
+                       label="recursive residual (the solver's update)")
         checks = solves.get("checks")
+        last_it = int(its[0]) if its is not None and len(its) else hist.size - 1
         if checks is not None and len(checks):
-            _semilogy_safe(ax, checks[:, 0], checks[:, 1], ls="none", marker="o", ms=7,
-                           mfc="none", mec="C3", mew=1.5, label="true residual checks")
+            checks_and_final(0, checks[:, 0], checks[:, 1], last_it, "C3")
+            extra.append((Line2D([], [], ls="none", marker="o", ms=6.5, mfc="none", mec="C3",
+                                 mew=1.4), "true residual checks $\\|b - A x_k\\| / \\|b\\|$"))
+        else:
+            checks_and_final(0, None, None, last_it, "C3")
+        if final is not None and len(final):
+            extra.append((Line2D([], [], ls="none", marker="*", ms=13, color="C3", mec="k",
+                                 mew=0.6), f"final true residual {float(final[0]):.2e}"))
         status = ""
         if its is not None and len(its):
-            status = f"{int(its[0])} iterations"
+            ok = conv is None or not len(conv) or bool(conv[0])
+            status = f"{int(its[0])} iterations, " + ("converged" if ok else "NOT CONVERGED")
             reason = (solves.get("reason") or [None])[0]
-            if reason:
-                status += f", {reason}"
-            res = solves.get("residual")
-            if res is not None and len(res):
-                status += f", true residual {float(res[0]):.2e}"
+            if reason and reason != "converged":
+                status += f" ({reason})"
+            finite = hist[np.isfinite(hist)]
+            if finite.size:
+                status += f"; at the end: recursive {float(finite[-1]):.2e}"
+                if final is not None and len(final):
+                    status += f", true {float(final[0]):.2e}"
         title = f"{run['name']}: convergence of the pressure solve\n{_solver_text(run)}"
         if status:
             title += f"\n{status}"
     else:
         hists = run["histories"]
         steps = solves.get("step")
+        step_checks = solves.get("step_checks")
+
+        def step_of(i):
+            return int(steps[i]) if steps is not None and i < len(steps) else i + 1
 
         def label(i, h):
-            step = int(steps[i]) if steps is not None and i < len(steps) else i + 1
-            return f"step {step} ({h.size - 1} iterations)"
+            return f"step {step_of(i)} ({h.size - 1} iterations)"
 
         chosen = [0, len(hists) - 1, int(np.argmax([h.size for _, h in hists]))]
         names = ["first", "last", "most iterations"]
+        # The unconverged solve with the largest final true residual.
+        if conv is not None and its is not None and len(conv) == len(its) and not np.all(conv):
+            solve_ids = [i for i, _ in hists]
+            bad = [k for k, i in enumerate(solve_ids) if i < len(conv) and not conv[i]]
+            if bad:
+                if final is not None and len(final) == len(conv):
+                    worst = max(bad, key=lambda k: (np.nan_to_num(final[solve_ids[k]], nan=np.inf)))
+                else:
+                    worst = bad[0]
+                chosen.append(worst)
+                names.append("NOT CONVERGED")
         picked = {}
         for idx, nm in zip(chosen, names):
             picked.setdefault(idx, []).append(nm)
@@ -613,10 +824,27 @@ def _convergence_figure(run):
             _, h = hists[k]
             _semilogy_safe(ax, np.arange(h.size), h, color="0.75", lw=0.7,
                            label="other steps" if n == 0 else None, zorder=1)
+        any_checks = False
         for c, (k, nms) in enumerate(sorted(picked.items())):
             i, h = hists[k]
-            _semilogy_safe(ax, np.arange(h.size), h, color=f"C{c}", lw=1.8, zorder=3,
+            colour = "C3" if "NOT CONVERGED" in nms else f"C{[0, 1, 2, 4][c % 4]}"
+            _semilogy_safe(ax, np.arange(h.size), h, color=colour, lw=1.8, zorder=3,
                            label=f"{label(i, h)}: {', '.join(nms)}")
+            it_c = res_c = None
+            if step_checks is not None and len(step_checks):
+                m = step_checks[:, 0] == step_of(i)
+                it_c, res_c = step_checks[m, 1], step_checks[m, 2]
+                any_checks = any_checks or bool(m.any())
+            last_it = int(its[i]) if its is not None and i < len(its) else h.size - 1
+            checks_and_final(i, it_c, res_c, last_it, colour)
+        extra.insert(0, (Line2D([], [], color="0.3", lw=1.8),
+                         "lines: recursive residual (the solver's update)"))
+        if any_checks:
+            extra.append((Line2D([], [], ls="none", marker="o", ms=6.5, mfc="none", mec="0.3",
+                                 mew=1.4), "circles: true residual checks $\\|b - A x_k\\| / \\|b\\|$"))
+        if final is not None and len(final):
+            extra.append((Line2D([], [], ls="none", marker="*", ms=13, color="0.5", mec="k",
+                                 mew=0.6), "stars: final true residual"))
         title = (f"{run['name']}: convergence of the pressure solves ({len(hists)} steps)\n"
                  f"{_solver_text(run)}")
     if run["rtol"] is not None and run["rtol"] > 0:
@@ -626,7 +854,11 @@ def _convergence_figure(run):
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.4)
     ax.grid(True, which="minor", alpha=0.12)
-    ax.legend(fontsize=8, loc="best")
+    handles, labels = ax.get_legend_handles_labels()
+    for h, lab in extra:
+        handles.append(h)
+        labels.append(lab)
+    ax.legend(handles, labels, fontsize=8, loc="best")
     return fig
 
 
@@ -686,12 +918,20 @@ def _benchmark_figure(run):
 
     d = run["diagnostics"]
     t = d["time"]
-    hysing = is_hysing_case1(run["case"])
-    fig = _new_figure(14.0, 4.6)
-    axes = fig.subplots(1, 3)
-    panels = (("rise_velocity", "rise velocity (m/s)", "rise velocity of the bubble"),
-              ("circularity", "circularity (-)", "circularity"),
-              ("centroid_y", "centroid y (m)", "height of the centroid"))
+    gas = _gas_phase(run)
+    hysing = is_hysing_case1(run["case"]) and gas["single"]
+    fig, body = _run_figure(run, 14.0, 4.6 if gas["single"] else 5.2)
+    axes = body.subplots(1, 3)
+    if gas["single"]:
+        panels = (("rise_velocity", "rise velocity (m/s)", "rise velocity of the bubble"),
+                  ("circularity", "circularity (-)", "circularity"),
+                  ("centroid_y", "centroid y (m)", "height of the centroid"))
+    else:
+        panels = (("rise_velocity", "mean rise velocity of the gas (m/s)",
+                   "mean rise velocity of all gas"),
+                  ("circularity", "2 sqrt($\\pi$ total area) / total interface length (-)",
+                   "circularity of all gas together\n(not the shape of any bubble)"),
+                  ("centroid_y", "centroid y of the gas (m)", "centroid height of all gas"))
     refs = []
     if hysing:
         styles = {"tp2d": "k", "freelife": "C3", "moonmd": "C2"}
@@ -727,19 +967,58 @@ def _benchmark_figure(run):
                 pad = 0.06 * (hi - lo) if hi > lo else max(abs(hi) * 0.02, 1e-3)
                 ax.set_ylim(lo - pad, hi + pad)
     axes[0].legend(fontsize=8, loc="best")
-    title = f"{run['name']}: benchmark quantities of the gas"
-    if hysing:
-        title += " vs Hysing et al. (2009), test case 1 (dashed)"
-    fig.suptitle(title, fontsize=11)
+    if gas["single"]:
+        title = f"{run['name']}: benchmark quantities of the bubble"
+        if hysing:
+            title += " vs Hysing et al. (2009), test case 1 (dashed)"
+    else:
+        title = (f"{run['name']}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
+                 "means over all the gas; circularity: total gas area against total interface "
+                 "length" + (" (free surface included)" if gas["layer"] else "") + "\n"
+                 "no reference curves: Hysing et al. (2009) is one bubble")
+    body.suptitle(title, fontsize=11)
     return fig
+
+
+def _gas_phase(run):
+    """What the gas of a flow run is: one bubble, or several and/or a gas layer.
+
+    Returns ``{"single": bool, "layer": bool, "text": str}``; ``text`` counts
+    the connected gas regions in the first and the last snapshot (e.g. "6
+    bubbles + gas layer at t = 0; 4 bubbles + gas layer at t = 1 s"), or, with
+    no snapshot, the case's geometry.
+    """
+    geometry = _nested(run.get("case") or {}, "geometry") or {}
+    geometry = geometry if isinstance(geometry, dict) else {}
+    bubbles = geometry.get("bubbles")
+    n_case = len(bubbles) if isinstance(bubbles, list) else 0
+    many = any(geometry.get(k) for k in ("bubble_lattice", "random_bubbles", "droplets"))
+    surface = geometry.get("free_surface") is not None and geometry.get("free_surface") is not False
+    f = run.get("fields")
+    if f is not None and f.get("phi") is not None:
+        first = gas_components(f.get("phi_first", f["phi"]))
+        last = gas_components(f["phi"])
+        t0, t1 = f.get("time_first"), f.get("time")
+        text = _gas_phase_text(*first) + (f" at t = {t0:.3g} s" if t0 is not None else "")
+        if f.get("snapshots", 1) > 1 and last != first:
+            text += "; " + _gas_phase_text(*last) + (f" at t = {t1:.3g} s" if t1 is not None else "")
+        single = first == (1, 0) and last in ((1, 0), (0, 0)) and not surface and not many
+        layer = surface or first[1] > 0 or last[1] > 0
+    else:
+        text = f"{n_case} bubble{'s' if n_case != 1 else ''}" + (" + gas layer" if surface else "")
+        if many:
+            text += " + more from the case's bubble patterns"
+        single = n_case == 1 and not surface and not many
+        layer = surface
+    return {"single": single, "layer": layer, "text": text}
 
 
 def _iterations_figure(run):
     s = run["solves"]
     its = s["iterations"].astype(np.float64)
     steps = s["step"] if s["step"] is not None and len(s["step"]) == len(its) else np.arange(1, len(its) + 1)
-    fig = _new_figure(8.0, 6.2)
-    ax_i, ax_t = fig.subplots(2, 1, sharex=True)
+    fig, body = _run_figure(run, 8.0, 6.2)
+    ax_i, ax_t = body.subplots(2, 1, sharex=True)
     marker = "o" if len(its) <= 60 else None
     ax_i.plot(steps, its, "-", color="C0", lw=1.2, marker=marker, ms=3, label="iterations")
     ax_i.axhline(float(np.mean(its)), color="C0", ls=":", lw=1.0,
@@ -747,10 +1026,14 @@ def _iterations_figure(run):
     conv = s.get("converged")
     if conv is not None and len(conv) == len(its) and not np.all(conv):
         bad = ~conv.astype(bool)
-        ax_i.plot(steps[bad], its[bad], ls="none", marker="x", color="C3", ms=8, mew=2,
-                  label="not converged")
+        ax_i.plot(steps[bad], its[bad], ls="none", marker="X", color=BANNER_COLOUR, ms=9,
+                  mec="k", mew=0.6, zorder=5, label=f"not converged ({int(bad.sum())} steps)")
     ax_i.set_ylabel("pressure iterations (-)")
-    ax_i.set_ylim(bottom=0)
+    if spans_decades(its):
+        ax_i.set_yscale("log")
+        ax_i.grid(True, which="minor", alpha=0.12)
+    else:
+        ax_i.set_ylim(bottom=0)
     ax_i.grid(True, alpha=0.35)
     ax_i.legend(fontsize=8, loc="best")
     ax_i.set_title("pressure iterations per step", fontsize=10)
@@ -773,7 +1056,7 @@ def _iterations_figure(run):
     ax_t.grid(True, alpha=0.35)
     if plotted:
         ax_t.legend(fontsize=8, loc="best")
-    fig.suptitle(f"{run['name']}: pressure solver per time step ({len(its)} steps)\n"
+    body.suptitle(f"{run['name']}: pressure solver per time step ({len(its)} steps)\n"
                  f"{_solver_text(run)}; {_grid_text(run)}"
                  + (f"; backend {run['backend']}" if run.get("backend") else ""), fontsize=10)
     return fig
@@ -955,7 +1238,20 @@ def _study_layout(study):
     return xkey, xkey_cat, line_keys, ok
 
 
+#: Positive values spanning more than this many decades get a log axis.
+LOG_DECADES = 1.5
+
+
+def spans_decades(*arrays, decades=LOG_DECADES):
+    """True when the positive finite values span more than ``decades`` decades."""
+    vals = [np.asarray(a, dtype=np.float64).ravel() for a in arrays if a is not None]
+    v = np.concatenate(vals) if vals else np.zeros(0)
+    v = v[np.isfinite(v) & (v > 0)]
+    return bool(v.size) and float(v.max()) / float(v.min()) > 10.0 ** decades
+
+
 def _study_axis(ax, study, column, ylabel, title, log_y=False, max_column=None):
+    """One study panel; ``log_y=None``: log scale when the values span decades."""
     from matplotlib.lines import Line2D
 
     table = study["table"]
@@ -971,6 +1267,8 @@ def _study_axis(ax, study, column, ylabel, title, log_y=False, max_column=None):
         xlabel = f"{xcat} (-)"
     ys = np.array([_float(v) for v in table[column]])
     ymax = np.array([_float(v) for v in table[max_column]]) if max_column else None
+    if log_y is None:
+        log_y = spans_decades(ys, ymax)
 
     groups = {}
     for i in range(n):
@@ -1010,7 +1308,8 @@ def _study_axis(ax, study, column, ylabel, title, log_y=False, max_column=None):
             ax.plot(xs[bad], ys[bad], ls="none", marker=marker, ms=8, mfc="none", mec=colour,
                     mew=1.6)
         if ymax is not None:
-            m = idx[ok[idx] & np.isfinite(ymax[idx]) & np.isfinite(xs[idx])]
+            m = idx[ok[idx] & np.isfinite(ymax[idx]) & np.isfinite(xs[idx])
+                    & ((ymax[idx] > 0) if log_y else True)]
             ax.plot(xs[m], ymax[m], ls=":", color=colour, lw=1.2, marker=marker, ms=3,
                     alpha=0.9)
 
@@ -1071,7 +1370,8 @@ def study_figures(csv_path):
     fig = _new_figure(10.0, 5.2)
     _study_axis(fig.subplots(), study, its_col,
                 "mean pressure iterations per step (-)" if flow else "pressure iterations (-)",
-                f"study {study['name']}: iterations vs {against}", max_column=max_col)
+                f"study {study['name']}: iterations vs {against}", max_column=max_col,
+                log_y=None)
     figs[f"{stem}_iterations.png"] = fig
     solve_col = next((c for c in _SOLVE_COLUMNS if c in study["table"]), None)
     if solve_col is not None:
