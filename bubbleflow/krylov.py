@@ -77,6 +77,16 @@ class SolveRecord:
         ``generic`` (the backend loop) or ``fused`` (:mod:`bubbleflow.fused`).
     bytes_per_iteration : int
         Device traffic of one fused iteration (our count; 0 for generic).
+    precision : str
+        ``float64``, or ``float32`` for the mixed-precision refinement of
+        :class:`bubbleflow.PressureSolver` (float32 inner solves, float64
+        residuals): ``iterations`` then counts all inner iterations,
+        ``residual_history`` is theirs end to end, in units of ``||b||``,
+        and ``true_residual_checks`` holds the float64 checks.
+    refinements : int
+        Float32 corrections made (0 in float64).
+    inner_iterations : list of int
+        Iterations of each float32 correction.
     """
 
     iterations: int = 0
@@ -96,6 +106,9 @@ class SolveRecord:
     rhs_mean_removed: float = 0.0
     engine: str = "generic"
     bytes_per_iteration: int = 0
+    precision: str = "float64"
+    refinements: int = 0
+    inner_iterations: list = field(default_factory=list)
 
     @property
     def info(self) -> int:
@@ -164,16 +177,23 @@ def _norm_inf(A):
     return None
 
 
-def _reductions(backend):
+def _reductions(backend, dtype=np.float64):
     """Inner product and 2-norm for the Krylov loop.
 
     On NumPy a threaded BLAS ``dot`` on a busy machine wakes sleeping threads
     for every call and can cost milliseconds per reduction (seen: 11 ms for
     16k entries on a loaded 2-core machine); ``einsum``'s single-threaded
     loop costs microseconds.  CuPy keeps cuBLAS.
+
+    For float32 vectors the products are accumulated in float64 (the result
+    is a float64 scalar): a float32 sum of a million terms loses about 1e-7
+    relative, which the CG scalars feel; the vectors are still read once, as
+    float32.
     """
     xp = backend.xp
-    if backend.name == "numpy":
+    if np.dtype(dtype) == np.float32:
+        dot = _dot32_accumulate64(backend)
+    elif backend.name == "numpy":
         def dot(a, b):
             return np.einsum("i,i->", a, b)
     else:
@@ -183,6 +203,47 @@ def _reductions(backend):
         return xp.sqrt(dot(a, a))
 
     return dot, norm
+
+
+_BLOCK = 256          # float32 terms summed before the float64 accumulation (NumPy)
+
+
+def _dot32_accumulate64(backend):
+    """``dot(a, b)`` of float32 vectors with a float64 accumulation.
+
+    NumPy: float32 partial sums over blocks of 256 terms (one ``einsum``
+    pass, reading each vector once), added up in float64; ``einsum`` with
+    ``dtype=float64`` casts every term and costs two to four times more.
+    CuPy: one reduction kernel that reads float32 and adds in double.
+    """
+    if backend.name == "numpy":
+        def dot(a, b):
+            m = a.size - a.size % _BLOCK
+            s = np.einsum("ij,ij->i", a[:m].reshape(-1, _BLOCK), b[:m].reshape(-1, _BLOCK))
+            total = np.add.reduce(s, dtype=np.float64)
+            if m < a.size:
+                total = total + np.einsum("i,i->", a[m:], b[m:], dtype=np.float64)
+            return np.float64(total)
+        return dot
+    kernel = _cupy_dot32_kernel()
+
+    def dot(a, b):
+        return kernel(a, b)
+    return dot
+
+
+_DOT32 = None
+
+
+def _cupy_dot32_kernel():
+    global _DOT32
+    if _DOT32 is None:
+        import cupy
+
+        _DOT32 = cupy.ReductionKernel("float32 a, float32 b", "float64 s",
+                                      "(double)a * (double)b", "x + y", "s = x", "0.0",
+                                      "bubbleflow_dot32_acc64")
+    return _DOT32
 
 
 def _nullspace_of(A, nullspace):
@@ -203,7 +264,21 @@ def _deflation_of(deflation, A):
 
 # ------------------------------------------------------------------------ the solver
 def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check_every,
-           nullspace, method, stagnation_restarts=2, engine="auto"):
+           nullspace, method, stagnation_restarts=2, engine="auto", progress=None, confirm=True):
+    """The loop behind :func:`cg` and :func:`dpcg` (their parameters), plus
+
+    progress : callable, optional
+        ``progress(iteration, relative_residual)`` (a Python int and float) at
+        each host check, with the value the returned ``residual_history``
+        holds at that iteration; iterations strictly increase.  Unlike
+        ``callback`` it adds no synchronisation and changes nothing in the
+        iteration: the result is the same bits with or without it.
+    confirm : bool
+        Confirm a pass of the recursive test on the true residual (default).
+        ``False`` accepts the recursive residual as it is (``record.residual``
+        is then the recursive one): for inner solves whose caller checks the
+        true residual itself, in a higher precision.
+    """
     if rtol < 0 or atol < 0:
         raise ValueError(f"rtol={rtol} and atol={atol} must be non-negative")
     if variant not in ("adef2", "def1"):
@@ -241,7 +316,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
     record.setup_seconds = time.perf_counter() - t_setup
 
     t_solve = time.perf_counter()
-    dot, norm = _reductions(backend)
+    dot, norm = _reductions(backend, b.dtype)
     bnorm = float(norm(b))
     x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=b.dtype, copy=True).ravel()
     if x.shape != b.shape:
@@ -374,6 +449,9 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
         if fused is not None:
             record.engine = "fused"
             record.bytes_per_iteration = fused.bytes_per_iteration
+        # (iteration, relative residual) of the last host check, reported
+        # once the check is over: a restart there rewrites its history entry.
+        shown = None
         while reason is None:
             if fused is not None or it % check_every == 0 or it >= maxiter:
                 if status is not None:
@@ -392,6 +470,14 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                 rn = h * bnorm
                 below = h <= tol_rel            # the device's test, to the bit
                 last_check = it
+                shown = (it, h)
+                if below and not confirm and not broke and math.isfinite(rn):
+                    # The caller checks the true residual: accept the recursion.
+                    xf = finish(x)
+                    if nullspace == "constant":
+                        xf = xf - xf.mean()
+                    reason, final = "converged", (xf, rn)
+                    break
                 # Growth of the recursive residual is normal for CG far from
                 # the solution; only near the attainable accuracy is it the
                 # rounding instability we must not follow.  Near it?  (A
@@ -446,6 +532,7 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                         fused.load(x, r, p, rz, bad, hist, it, bnorm, tol_rel)
                         x, r, p = fused.x, fused.r_current, fused.p
                     hist[it] = rtn / bnorm
+                    shown = (it, rtn / bnorm)
                     best_rec, last_improvement = rtn, it
                     x_rec[...] = x
                     restarts += 1
@@ -459,6 +546,9 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
                 if it - last_improvement > window and (restarts or near_floor()):
                     reason = "stagnation"
                     break
+            if shown is not None and progress is not None:
+                progress(*shown)
+            shown = None
             if fused is not None:
                 count = max(1, min(fused_chunk, maxiter - it))
                 if count % 2 and count < maxiter - it:
@@ -479,13 +569,15 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             # iterate until the next check, which looks at the true residual.
             bad |= ~(pw > 0)
             frozen = bad | done
-            alpha = xp.where(frozen, 0.0, rz / pw)
+            # The scalars are float64 (0-d arrays); cast to the vectors' dtype
+            # so that float32 updates stay float32 (no-op for float64).
+            alpha = xp.where(frozen, 0.0, rz / pw).astype(x.dtype, copy=False)
             x += alpha * p
             r -= alpha * w
             y = apply_prec(r)
             rz_new = dot(r, y)
             bad |= ~(rz_new >= 0)
-            beta = xp.where(bad | frozen, 0.0, rz_new / rz)   # keep p finite while frozen
+            beta = xp.where(bad | frozen, 0.0, rz_new / rz).astype(x.dtype, copy=False)
             rz = rz_new
             p *= beta
             p += y
@@ -495,6 +587,8 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             if callback is not None:
                 callback(finish(x))
 
+        if shown is not None and progress is not None:
+            progress(*shown)
         if final is None:
             # Return the best of: the last iterate, the one with the smallest
             # recursive residual, and the best one already checked.
