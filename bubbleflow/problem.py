@@ -14,14 +14,20 @@ __all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column", "bubbly
 
 @dataclass
 class PressureProblem:
-    """A two-phase pressure system ``A p = f`` and what it was built from."""
+    """A two-phase pressure system ``A p = f`` and what it was built from.
+
+    ``A`` and ``rhs`` are float64 whatever the case's ``precision``: that is
+    the arithmetic of the solver (``PressureSolver(..., precision=...)``,
+    which makes its own float32 copy), not a property of the system.
+    """
 
     grid: Grid
     phi: np.ndarray          # (ny, nx), host
     phases: PhaseFields      # host
-    A: PoissonOperator       # on the backend
-    rhs: object              # (ny, nx), on the backend
+    A: PoissonOperator       # on the backend, float64
+    rhs: object              # (ny, nx), on the backend, float64
     circles: list
+    precision: str = "float64"   # the case's: pass it to PressureSolver
 
 
 def build_pressure_problem(case, backend):
@@ -32,11 +38,13 @@ def build_pressure_problem(case, backend):
     fl = case.fluids
     phases = phase_fields(grid, phi, fl.liquid.density, fl.gas.density, fl.liquid.viscosity,
                           fl.gas.viscosity, rule=case.operator.face_density)
-    dtype = np.dtype(case.precision)
-    A = assemble_pressure_operator(grid, phases, backend=backend, dtype=dtype,
+    # float64: a float32 system would solve another problem (the rounded
+    # entries) and could not hold the answer to rtol; see PressureSolver.
+    A = assemble_pressure_operator(grid, phases, backend=backend, dtype=np.float64,
                                    storage=case.operator.storage)
-    rhs = backend.xp.asarray(gravity_rhs(grid, case.physics.gravity), dtype=dtype)
-    return PressureProblem(grid=grid, phi=phi, phases=phases, A=A, rhs=rhs, circles=circles)
+    rhs = backend.xp.asarray(gravity_rhs(grid, case.physics.gravity), dtype=np.float64)
+    return PressureProblem(grid=grid, phi=phi, phases=phases, A=A, rhs=rhs, circles=circles,
+                           precision=case.precision)
 
 
 def bubbly_column_phases(n=128, contrast=1000.0, rule="arithmetic", rho_liquid=1000.0):
