@@ -22,6 +22,28 @@ Run file ``<stem>.h5``:
   (2009) overlaid for test case 1) and ``<stem>_iterations.png`` (pressure
   iterations per step; solve and set-up time per step).
 
+Trouble is marked, not hidden:
+
+* every figure of a run gets a red banner (:func:`run_warnings`) when the run
+  is incomplete (a flow run whose ``run_status`` is ``running``, i.e.
+  killed or still going, ``stopped`` or ``failed``; in older files without
+  that attribute, a last time short of ``time.end``), with the time and
+  step its data reach, and when a pressure solve did not converge (the
+  reason, iterations and final true residual against ``rtol``; for flow
+  runs how many steps, which, and the worst true residual; those steps are
+  also red crosses on the iterations figure);
+* convergence figures draw the recursive residual (the solver's update, a
+  line), the true-residual checks ``||b - A x_k|| / ||b||`` (hollow circles)
+  and the final true residual (a star), so a recursive residual below
+  ``rtol`` cannot pass for convergence;
+* iteration axes (study figures, iterations per step) are logarithmic when
+  the values span more than 1.5 decades (:data:`LOG_DECADES`);
+* the benchmark quantities are those of the whole gas phase; when the run
+  has several bubbles or a gas layer (counted as connected gas regions in
+  its first and last snapshot, :func:`gas_components`) the figure says so
+  in its title ("WHOLE GAS PHASE (6 bubbles + gas layer ...), NOT ONE
+  BUBBLE") and carries no reference curves.
+
 Study summary ``<stem>.csv``: ``<stem>_iterations.png`` and ``<stem>_time.png``:
 iterations and solve time against the numeric swept parameter, one line per
 combination of the other swept parameters; rows whose ``status`` is not
@@ -56,7 +78,8 @@ from .config import CaseError
 
 __all__ = [
     "add_subparser", "cmd_plot", "plot_run", "plot_study", "run_figures", "study_figures",
-    "save_figure", "is_hysing_case1", "run_warnings", "gas_components", "DPI",
+    "save_figure", "is_hysing_case1", "run_warnings", "gas_components", "spans_decades",
+    "LOG_DECADES", "DPI",
 ]
 
 #: Resolution of the written PNGs.
@@ -754,10 +777,11 @@ def _convergence_figure(run):
 
     def checks_and_final(i, it_checks, res_checks, last_it, colour):
         if it_checks is not None and len(it_checks):
-            _semilogy_safe(ax, it_checks, res_checks, ls="none", marker="o", ms=6.5, mfc="none",
-                           mec=colour, mew=1.4, zorder=4)
+            # Above the star: a check at the last iteration stays visible.
+            _semilogy_safe(ax, it_checks, res_checks, ls="none", marker="o", ms=6.5, mfc="white",
+                           mec=colour, mew=1.4, zorder=6)
         if final is not None and i < len(final) and np.isfinite(final[i]) and final[i] > 0:
-            ax.semilogy([last_it], [final[i]], ls="none", marker="*", ms=13, color=colour,
+            ax.semilogy([last_it], [final[i]], ls="none", marker="*", ms=15, color=colour,
                         mec="k", mew=0.6, zorder=5)
 
     if run["mode"] == "pressure":
@@ -768,12 +792,12 @@ def _convergence_figure(run):
         last_it = int(its[0]) if its is not None and len(its) else hist.size - 1
         if checks is not None and len(checks):
             checks_and_final(0, checks[:, 0], checks[:, 1], last_it, "C3")
-            extra.append((Line2D([], [], ls="none", marker="o", ms=6.5, mfc="none", mec="C3",
+            extra.append((Line2D([], [], ls="none", marker="o", ms=6.5, mfc="white", mec="C3",
                                  mew=1.4), "true residual checks $\\|b - A x_k\\| / \\|b\\|$"))
         else:
             checks_and_final(0, None, None, last_it, "C3")
         if final is not None and len(final):
-            extra.append((Line2D([], [], ls="none", marker="*", ms=13, color="C3", mec="k",
+            extra.append((Line2D([], [], ls="none", marker="*", ms=15, color="C3", mec="k",
                                  mew=0.6), f"final true residual {float(final[0]):.2e}"))
         status = ""
         if its is not None and len(its):
@@ -840,10 +864,10 @@ def _convergence_figure(run):
         extra.insert(0, (Line2D([], [], color="0.3", lw=1.8),
                          "lines: recursive residual (the solver's update)"))
         if any_checks:
-            extra.append((Line2D([], [], ls="none", marker="o", ms=6.5, mfc="none", mec="0.3",
+            extra.append((Line2D([], [], ls="none", marker="o", ms=6.5, mfc="white", mec="0.3",
                                  mew=1.4), "circles: true residual checks $\\|b - A x_k\\| / \\|b\\|$"))
         if final is not None and len(final):
-            extra.append((Line2D([], [], ls="none", marker="*", ms=13, color="0.5", mec="k",
+            extra.append((Line2D([], [], ls="none", marker="*", ms=15, color="0.5", mec="k",
                                  mew=0.6), "stars: final true residual"))
         title = (f"{run['name']}: convergence of the pressure solves ({len(hists)} steps)\n"
                  f"{_solver_text(run)}")
