@@ -763,17 +763,10 @@ def read_summary(path):
 
 
 def _atomic_text(path, text):
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` (UTF-8) to ``path`` atomically, with the umask's permissions."""
+    from .output import atomic_text    # imported here: it loads h5py
+
+    atomic_text(path, text)
 
 
 def _h5_column(values):
