@@ -1,0 +1,126 @@
+"""XDMF sidecar: the fields of a run's HDF5 files, described for ParaView, VisIt and VTK.
+
+The file is XDMF 2 (``<Xdmf Version="2.0">``), the version read by
+``vtkXdmfReader`` (module ``vtkIOXdmf2``, the only XDMF reader in VTK's
+Python wheel, and ParaView's "XDMF Reader"); the XDMF 3 readers read XDMF 2
+files too.  It holds a temporal collection with one uniform grid per
+snapshot; the fields are cell data (``Center="Cell"``) on the ``ny x nx``
+solver cells, referenced as ``file.h5:/path`` relative to the XDMF file's
+folder (the folder can be moved).
+
+The mesh is a ``2DRectMesh`` with ``VXVY`` geometry (node coordinates
+``0 .. lx`` and ``0 .. ly``), not a ``2DCoRectMesh`` with ``ORIGIN_DXDY``:
+``vtkXdmfReader`` puts a 2DCoRectMesh in the y-z plane (x = 0, the two
+XDMF axes on VTK's y and z), whereas for VXVY it takes the first vector as
+x and the second as y, as VisIt does.  XDMF lists dimensions slowest first,
+so the topology is ``Dimensions="ny+1 nx+1"`` (nodes) and a field is
+``Dimensions="ny nx"``: exactly the ``(ny, nx)`` C order of the arrays (row
+j is y, column i is x), so nothing is transposed.  The mesh is written in
+the first grid only; the others include it (XInclude), which keeps the
+file small for long runs.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from xml.sax.saxutils import escape, quoteattr
+
+from .output import UNITS, atomic_text
+
+__all__ = ["write_xdmf", "CELL_FIELDS"]
+
+#: Cell-centred fields a grid can carry: name -> number of components.
+CELL_FIELDS = {"p": 1, "rho": 1, "phi": 1, "velocity": 3}
+
+
+def _num(value):
+    """A float as XML text, without loss (``repr`` round-trips)."""
+    return repr(float(value))
+
+
+def _h5_path(xdmf_folder, h5_path):
+    """``h5_path`` relative to the XDMF file's folder, with ``/`` separators."""
+    if os.path.isabs(h5_path):
+        h5_path = os.path.relpath(h5_path, xdmf_folder)
+    return h5_path.replace(os.sep, "/")
+
+
+def _attribute(name, ncomp, source, ny, nx, indent):
+    dims = f"{ny} {nx}" if ncomp == 1 else f"{ny} {nx} {ncomp}"
+    kind = "Scalar" if ncomp == 1 else "Vector"
+    pad = " " * indent
+    lines = [f'{pad}<Attribute Name={quoteattr(name)} AttributeType="{kind}" Center="Cell">']
+    if name in UNITS:
+        lines.append(f'{pad}  <Information Name="units" Value={quoteattr(UNITS[name])}/>')
+    lines += [f'{pad}  <DataItem Dimensions="{dims}" NumberType="Float" Precision="8" Format="HDF">'
+              f'{escape(source)}</DataItem>',
+              f"{pad}</Attribute>"]
+    return lines
+
+
+def write_xdmf(xdmf_path, grid, snapshots, fields):
+    """Write an XDMF file describing the snapshots of a run, atomically.
+
+    Parameters
+    ----------
+    xdmf_path : str or os.PathLike
+        The file to write (replaced atomically, see
+        :func:`bubbleflow.output.atomic_path`).
+    grid : bubbleflow.grid.Grid
+        Anything with ``nx, ny, hx, hy`` (cell counts and sizes, m); the
+        domain is ``[0, nx hx] x [0, ny hy]``.
+    snapshots : sequence of (float, str, str)
+        ``(time, h5_path, group)`` per snapshot, in time order: the HDF5 file
+        (relative to the XDMF file's folder, or absolute; written relative
+        either way, so the folder can be moved) holds ``<group>/<field>`` for
+        each field.  A pressure result is one snapshot
+        ``(0.0, "<name>.h5", "/fields")``.
+    fields : sequence of str
+        Names from :data:`CELL_FIELDS`: ``p``, ``rho``, ``phi`` (datasets of
+        shape ``(ny, nx)``), ``velocity`` (``(ny, nx, 3)``, a vector).  Data
+        are declared float64; HDF5 converts other float types on reading.
+
+    Raises
+    ------
+    ValueError
+        For a field that is not cell-centred (``u``, ``v``) or unknown.
+    """
+    for name in fields:
+        if name not in CELL_FIELDS:
+            raise ValueError(f"XDMF field {name!r}: only the cell-centred {', '.join(CELL_FIELDS)} "
+                             f"can be described (face-centred u, v cannot)")
+    xdmf_path = os.fspath(xdmf_path)
+    folder = os.path.dirname(os.path.abspath(xdmf_path))
+    nx, ny = int(grid.nx), int(grid.ny)
+    # Node coordinates from the cell sizes, the last node at exactly n * h.
+    xs = " ".join(_num(i * grid.hx) for i in range(nx)) + " " + _num(nx * grid.hx)
+    ys = " ".join(_num(j * grid.hy) for j in range(ny)) + " " + _num(ny * grid.hy)
+    mesh = [f'        <Topology TopologyType="2DRectMesh" Dimensions="{ny + 1} {nx + 1}"/>',
+            '        <Geometry GeometryType="VXVY">',
+            f'          <DataItem Dimensions="{nx + 1}" NumberType="Float" Precision="8" '
+            f'Format="XML">{xs}</DataItem>',
+            f'          <DataItem Dimensions="{ny + 1}" NumberType="Float" Precision="8" '
+            f'Format="XML">{ys}</DataItem>',
+            "        </Geometry>"]
+    include = ('        <xi:include xpointer="xpointer(//Grid[@Name=&quot;run&quot;]/Grid[1]'
+               '/*[self::Topology or self::Geometry])"/>')
+    lines = ['<?xml version="1.0" ?>',
+             '<!DOCTYPE Xdmf SYSTEM "Xdmf.dtd" []>',
+             '<Xdmf Version="2.0" xmlns:xi="http://www.w3.org/2001/XInclude">',
+             "  <Domain>",
+             '    <Grid Name="run" GridType="Collection" CollectionType="Temporal">']
+    for k, (time, h5_path, group) in enumerate(snapshots):
+        h5 = _h5_path(folder, os.fspath(h5_path))
+        if ":" in h5:
+            # XDMF splits "file:/dataset" at the first colon.
+            raise ValueError(f"XDMF cannot reference an HDF5 file whose path has a colon: {h5!r}")
+        group = "/" + str(group).strip("/")
+        lines += [f'      <Grid Name="snapshot_{k}" GridType="Uniform">',
+                  f'        <Time Value="{_num(time)}"/>']
+        lines += mesh if k == 0 else [include]
+        for name in fields:
+            lines += _attribute(name, CELL_FIELDS[name], f"{h5}:{posixpath.join(group, name)}",
+                                ny, nx, 8)
+        lines.append("      </Grid>")
+    lines += ["    </Grid>", "  </Domain>", "</Xdmf>", ""]
+    atomic_text(xdmf_path, "\n".join(lines))
