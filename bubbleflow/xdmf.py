@@ -11,8 +11,9 @@ folder (the folder can be moved).
 The mesh is a ``2DRectMesh`` with ``VXVY`` geometry (node coordinates
 ``0 .. lx`` and ``0 .. ly``), not a ``2DCoRectMesh`` with ``ORIGIN_DXDY``:
 ``vtkXdmfReader`` puts a 2DCoRectMesh in the y-z plane (x = 0, the two
-XDMF axes on VTK's y and z), whereas for VXVY it takes the first vector as
-x and the second as y, as VisIt does.  XDMF lists dimensions slowest first,
+XDMF axes on VTK's y and z; seen in VTK 9.7, and ``vtkXdmf3Reader``'s source
+does the same), whereas for VXVY both take the first vector as x and the
+second as y, as VisIt does.  XDMF lists dimensions slowest first,
 so the topology is ``Dimensions="ny+1 nx+1"`` (nodes) and a field is
 ``Dimensions="ny nx"``: exactly the ``(ny, nx)`` C order of the arrays (row
 j is y, column i is x), so nothing is transposed.  The mesh is written in
