@@ -60,7 +60,7 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
     contrast = case.fluids.liquid.density / case.fluids.gas.density
     _say(quiet, f"{case.name}: {g.nx} x {g.ny} cells, {len(prob.circles)} circles, "
                 f"density contrast {contrast:g}, face density {case.operator.face_density}")
-    solver = PressureSolver.from_config(prob.A, s, phi=prob.phi)
+    solver = PressureSolver.from_config(prob.A, s, phi=prob.phi, precision=case.precision)
     ndefl = solver.deflation.k if solver.deflation is not None else 0
     variant = f" ({s.variant})" if s.method == "dpcg" else ""
     _say(quiet, f"solver: {s.method}{variant}, preconditioner {s.preconditioner.type}, "

@@ -86,7 +86,9 @@ class FlowSolver:
         sign = {"no_slip": -1.0, "free_slip": 1.0}
         self.s_left, self.s_right = sign[b.left], sign[b.right]
         self.s_bottom, self.s_top = sign[b.bottom], sign[b.top]
-        self.dtype = np.dtype(case.precision)
+        # Fields are float64 whatever ``precision``: it selects the pressure
+        # solver's arithmetic (float32 inner iterations refined in float64).
+        self.dtype = np.dtype(np.float64)
         self.yc = self.xp.asarray(g.y, dtype=self.dtype)[:, None]
 
     # ------------------------------------------------------------------ state
@@ -233,7 +235,8 @@ class FlowSolver:
         t0 = time.perf_counter()
         A = PoissonOperator(1.0 / rho_x, 1.0 / rho_y, self.hx, self.hy, backend=self.backend,
                             dtype=self.dtype, storage=self.case.operator.storage)
-        solver = PressureSolver.from_config(A, self.case.solver, phi=state.phi)
+        solver = PressureSolver.from_config(A, self.case.solver, phi=state.phi,
+                                            precision=self.case.precision)
         self.backend.synchronize()
         setup = time.perf_counter() - t0
         p, record = solver.solve(-div_star / dt, x0=state.p)
