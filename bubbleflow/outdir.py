@@ -153,9 +153,9 @@ class RunOutput:
         if self.in_place:
             return
         if os.path.exists(self.previous) and (os.path.exists(self.path) or self.overwrite):
-            self._fail(f"{self.previous} is kept from an interrupted --overwrite run",
-                       f"move or delete it first (it may be the last complete result; "
-                       f"{self.path} is the interrupted run)")
+            self._fail(f"{self.previous} is the result an --overwrite run was to replace; "
+                       f"that run did not finish ({_status(self.path)})",
+                       f"move or delete one of {self.previous} and {self.path} first")
         if not os.path.exists(self.path):
             return
         if not self.overwrite:

@@ -167,11 +167,13 @@ def test_hysing_case2_h40_runs_to_the_end_converging(tmp_path):
 def test_blow_up_is_reported_in_one_line_and_the_file_kept(tmp_path):
     res = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path), "--backend", "numpy",
                   "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-                  "--set", "solver.deflation.subdomains=[4,4]", "--set", "time.dt=0.5",
-                  "--set", "time.end=20")
+                  "--set", "solver.deflation.subdomains=[4,4]", "--set", "physics.gravity=500",
+                  "--set", "time.dt=0.0099", "--set", "time.end=5")
+    # (dt just inside the gravity limit sqrt(h/g) = 0.01 s, far outside the convective one)
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:")
     assert "blew up" in lines[0] or "failed at step" in lines[0]
     with h5py.File(tmp_path / "two_phase.h5") as fh:
         assert fh["fields/time"][0] == 0.0 and fh["diagnostics/time"].shape[0] >= 2
+        assert fh.attrs["run_status"] == "failed"
