@@ -45,13 +45,15 @@ def run_name(n):
     return f"hysing_h{n}"
 
 
-def run_command(case, outdir, n, backend=None):
+def run_command(case, outdir, n, backend=None, overwrite=False):
     """The ``bubbleflow run`` command line for resolution ``n``."""
     cmd = [sys.executable, "-m", "bubbleflow.cli", "run", str(case), "-o", str(outdir),
            "--set", f"grid.nx={n}", "--set", f"grid.ny={2 * n}",
            "--set", f"name={run_name(n)}", "--no-progress"]
     if backend:
         cmd += ["--backend", backend]
+    if overwrite:
+        cmd.append("--overwrite")        # --rerun: the old file stays until the new run ends
     return cmd
 
 
@@ -63,7 +65,7 @@ def ensure_run(n, outdir, case, backend=None, rerun=False):
         return path
     if not Path(case).exists():
         raise ValidationError(f"case file {case} not found (needed to run resolution {n})")
-    cmd = run_command(case, outdir, n, backend)
+    cmd = run_command(case, outdir, n, backend, overwrite=rerun and path.exists())
     print(f"[h = 1/{n}] running: {' '.join(cmd)}", flush=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
