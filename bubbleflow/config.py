@@ -38,6 +38,7 @@ import yaml
 
 __all__ = [
     "CaseError", "Case", "load_case", "case_from_dict", "lattice_centres", "first_difference",
+    "initial_dt_limits", "MAX_CELLS", "MAX_CONTRAST",
     "GridConfig", "FluidConfig", "FluidsConfig", "PhysicsConfig", "CircleConfig",
     "LatticeConfig", "RandomBubblesConfig", "GeometryConfig", "OperatorConfig",
     "PreconditionerConfig", "DeflationConfig", "SolverConfig", "OutputConfig",
@@ -69,6 +70,39 @@ DEFAULT_DEFLATION = {"cg": "none", "pcg": "none", "dpcg": "levelset_subdomains"}
 # Circles may touch the wall; this relative slack keeps e.g. 0.7 + 0.3 <= 1.0
 # from failing on rounding.
 _WALL_SLACK = 1e-12
+
+# Hard bounds on what the numerics can represent or finish; see
+# _check_limits for the reasons.  Spelled out (not imported) like the enums.
+#: Most cells: the 5-point matrix is stored in CSR with int32 indices
+#: (operator.py, deflation.py), so its 5 * cells entries must stay below 2**31.
+MAX_CELLS = (2 ** 31 - 1) // 5
+#: Largest density ratio (either way) between the fluids.  Measured on the
+#: bubbly column at 64 x 64 (dpcg, adef2, incomplete_poisson_scaled,
+#: levelset_subdomains, float64): the attainable true relative residual is
+#: about 1e-16 * contrast * 400 (1e5: converges to 1e-8; 1e6: stagnates at
+#: 4e-8, converges at rtol 1e-6; 1e8: 4e-6; 1e10: 0.1; 1e12 and beyond: the
+#: coarse matrix is no longer positive definite, LinAlgError).
+MAX_CONTRAST = 1e6
+#: Densities and viscosities, lengths and the other physical magnitudes must
+#: lie in this window: it covers SI and non-dimensional cases with many
+#: decades to spare, and keeps 1/rho, rho g L and h**3 far from the float64
+#: overflow (1e308) and underflow (1e-308) limits.
+MAGNITUDE = (1e-12, 1e12)
+LENGTH = (1e-9, 1e9)
+#: Most circles (bubbles, lattice, random, droplets): the level set is built
+#: circle by circle over the whole grid, and random ones placed in O(n**2).
+MAX_CIRCLES = 10_000
+#: Random bubbles are placed by rejection; random sequential packing jams
+#: near 55 % of the area, so ask for at most half of it.
+MAX_RANDOM_FILL = 0.5
+#: Flow runs: at most this many snapshots (time.end / output.interval), ...
+MAX_SNAPSHOTS = 10_000
+#: ... an output interval no smaller than this fraction of the stable step at
+#: t = 0 (smaller intervals force tiny steps, each one written out) ...
+MIN_INTERVAL_FRACTION = 0.01
+#: ... and at most this many steps at the stable step at t = 0 (the flow
+#: only makes it smaller).
+MAX_STEPS = 10 ** 7
 
 _NOVALUE = object()
 
@@ -1098,6 +1132,7 @@ def _check_case(case, ctx):
         ctx.fail(D, "got 'none' with method 'dpcg'", "a deflation type, or method pcg", value=df)
     s = rep(s, preconditioner=rep(s.preconditioner, type=pc), deflation=rep(s.deflation, type=df))
 
+    _check_limits(case, ctx)
     lx, ly = g.lx, g.ly
     domain = f"[0, {_num(lx)}] x [0, {_num(ly)}]"
     slack = _WALL_SLACK * max(lx, ly)
@@ -1149,6 +1184,10 @@ def _check_case(case, ctx):
                 ctx.bad(path, list(rb.region),
                         f"a region at least 2 * radius = {_num(2 * rb.radius)} wide and tall")
 
+    _check_overlaps(case, ctx, gap)
+    if case.mode == "flow":
+        _check_time(case, ctx)
+
     grid = f"a {g.nx} x {g.ny} grid"
     if df in ("subdomains", "levelset_subdomains"):
         px, py = s.deflation.subdomains
@@ -1164,6 +1203,275 @@ def _check_case(case, ctx):
             ctx.fail(("solver", "preconditioner", "block_lines"), f"got {m_} for {grid}",
                      f"a divisor of ny = {g.ny} smaller than ny (at least two blocks)", value=m_)
     return rep(case, solver=s)
+
+
+def _has_gas(geo):
+    """Whether the geometry puts any gas in the domain (else liquid only)."""
+    return bool(geo.free_surface is not None or geo.bubbles or geo.droplets
+                or geo.bubble_lattice is not None or geo.random_bubbles is not None)
+
+
+def _check_limits(case, ctx):
+    """Sizes and physical magnitudes the numerics can represent (see MAX_CELLS...)."""
+    g, fl, ph, geo = case.grid, case.fluids, case.physics, case.geometry
+    cells = g.nx * g.ny
+    if cells > MAX_CELLS:
+        ctx.fail(("grid",), f"got {g.nx} x {g.ny} = {cells:.3g} cells",
+                 f"at most {MAX_CELLS} cells (the 5-point matrix has int32 CSR indices)",
+                 value=cells)
+    lo, hi = LENGTH
+    for key in ("lx", "ly"):
+        v = getattr(g, key)
+        if not lo <= v <= hi:
+            ctx.bad(("grid", key), v, f"a length between {_num(lo)} and {_num(hi)} m")
+    lo, hi = MAGNITUDE
+    for fluid in ("liquid", "gas"):
+        for key, unit in (("density", "kg/m^3"), ("viscosity", "Pa s")):
+            v = getattr(getattr(fl, fluid), key)
+            if not lo <= v <= hi:
+                ctx.bad(("fluids", fluid, key), v, f"a {key} between {_num(lo)} and "
+                        f"{_num(hi)} {unit} (beyond, float64 over- or underflows)")
+    for key in ("gravity", "surface_tension"):
+        v = getattr(ph, key)
+        if v > hi:
+            ctx.bad(("physics", key), v, f"a number between 0 and {_num(hi)}")
+    n_circles = (len(geo.bubbles) + len(geo.droplets)
+                 + (geo.bubble_lattice.columns * geo.bubble_lattice.rows
+                    if geo.bubble_lattice is not None else 0)
+                 + (geo.random_bubbles.count if geo.random_bubbles is not None else 0))
+    if n_circles > MAX_CIRCLES:
+        ctx.fail(("geometry",), f"got {n_circles} bubbles and droplets",
+                 f"at most {MAX_CIRCLES} (the level set is built circle by circle)",
+                 value=n_circles)
+    rho_l, rho_g = fl.liquid.density, fl.gas.density
+    contrast = max(rho_l, rho_g) / min(rho_l, rho_g)
+    # Only where both fluids are present: a liquid-only case has one density.
+    if contrast > MAX_CONTRAST and _has_gas(geo):
+        # Blame the density further (in decades) from its default.
+        off_l, off_g = abs(math.log10(rho_l / 1000.0)), abs(math.log10(rho_g / 1.0))
+        fluid, v = ("gas", rho_g) if off_g >= off_l else ("liquid", rho_l)
+        ctx.fail(("fluids", fluid, "density"),
+                 f"got {_show(v)}, a density contrast of {contrast:.3g} "
+                 f"(liquid {_num(rho_l)}, gas {_num(rho_g)})",
+                 f"a contrast of at most {_num(MAX_CONTRAST)}: beyond it the float64 pressure "
+                 "solve cannot converge", value=v)
+
+
+def _circle_text(x, y, r):
+    return f"centre ({_num(x)}, {_num(y)}) with radius {_num(r)}"
+
+
+def _first_overlap(xs, ys, rs, gap):
+    """``(i, j)``, ``i < j``, of the overlapping pair with the smallest ``j``, or None.
+
+    Two circles overlap when their centres are closer than ``r_i + r_j +
+    gap``.  Sweeps along x: each circle is compared with those whose x is
+    within reach, in NumPy.
+    """
+    import numpy as np
+
+    xs, ys, rs = (np.asarray(a, dtype=float) for a in (xs, ys, rs))
+    n = xs.size
+    if n < 2:
+        return None
+    order = np.argsort(xs, kind="stable")
+    sx, sy, sr = xs[order], ys[order], rs[order]
+    reach = sr + sr.max() + gap
+    hi = np.searchsorted(sx, sx + reach, side="right")
+    best = None
+    for a in range(n):
+        b = np.arange(a + 1, hi[a])
+        if b.size == 0:
+            continue
+        d = np.hypot(sx[b] - sx[a], sy[b] - sy[a])
+        for k in b[d < sr[a] + sr[b] + gap]:
+            i, j = sorted((int(order[a]), int(order[k])))
+            if best is None or (j, i) < (best[1], best[0]):
+                best = (i, j)
+    return best
+
+
+def _check_overlaps(case, ctx, gap):
+    """Bubbles apart from each other and below the free surface; droplets in gas.
+
+    ``gap`` is the clearance the walls need too (one cell in a flow, a
+    rounding slack otherwise): two interfaces closer than that merge at once.
+    """
+    import numpy as np
+
+    geo = case.geometry
+    fs = geo.free_surface
+    flow = case.mode == "flow"
+    apart = " by at least one cell" if flow else ""
+
+    # Explicit bubbles among themselves.
+    B = geo.bubbles
+    pair = _first_overlap([b.center[0] for b in B], [b.center[1] for b in B],
+                          [b.radius for b in B], gap)
+    if pair is not None:
+        i, j = pair
+        ctx.fail(("geometry", "bubbles", j),
+                 f"got {_circle_text(*B[j].center, B[j].radius)}, overlapping geometry.bubbles"
+                 f"[{i}] ({_circle_text(*B[i].center, B[i].radius)})",
+                 f"bubbles apart from each other{apart}")
+
+    lat = geo.bubble_lattice
+    if lat is not None:
+        (x0, x1), (y0, y1), r = lat.x_range, lat.y_range, lat.radius
+        for axis, n, lo, hi in (("x", lat.columns, x0, x1), ("y", lat.rows, y0, y1)):
+            if n > 1 and (hi - lo) / (n - 1) < 2 * r + gap:
+                ctx.fail(("geometry", "bubble_lattice"),
+                         f"got {n} {'columns' if axis == 'x' else 'rows'} of radius {_num(r)} "
+                         f"{_num((hi - lo) / (n - 1))} apart in {axis} (overlapping)",
+                         f"a spacing ({axis}1 - {axis}0) / (n - 1) >= 2 * radius"
+                         f"{' + one cell' if flow else ''}")
+        # The lattice bubble nearest to an explicit one is the nearest node
+        # of the rectangular lattice: round each coordinate and clip.
+        for i, b in enumerate(B):
+            idx = []
+            for c, lo, hi, n in ((b.center[0], x0, x1, lat.columns),
+                                 (b.center[1], y0, y1, lat.rows)):
+                step = (hi - lo) / (n - 1) if n > 1 else 0.0
+                k = int(np.clip(np.rint((c - lo) / step), 0, n - 1)) if step > 0 else 0
+                idx.append((k, lo + k * step if n > 1 else 0.5 * (lo + hi)))
+            (col, cx), (row, cy) = idx
+            if math.hypot(b.center[0] - cx, b.center[1] - cy) < b.radius + r + gap:
+                ctx.fail(("geometry", "bubbles", i),
+                         f"got {_circle_text(*b.center, b.radius)}, overlapping the "
+                         f"bubble_lattice bubble at ({_num(cx)}, {_num(cy)}) (column {col + 1}, "
+                         f"row {row + 1})", f"bubbles apart from each other{apart}")
+
+    if fs is not None:
+        below = f"a bubble in the liquid, below the free surface at {_num(fs)}{apart}"
+        for i, b in enumerate(B):
+            y, r = b.center[1], b.radius
+            if y + r > fs - gap:
+                where = ("lying in the gas above" if y - r >= fs else "crossing")
+                ctx.fail(("geometry", "bubbles", i),
+                         f"got {_circle_text(*b.center, r)}, {where} the free surface at "
+                         f"{_num(fs)}", below + f" (y + radius <= {_num(fs - max(gap, 0))})")
+        if lat is not None and max(lat.y_range) + lat.radius > fs - gap:
+            y, r = max(lat.y_range), lat.radius
+            where = ("lying in the gas above" if y - r >= fs else "crossing")
+            ctx.fail(("geometry", "bubble_lattice"),
+                     f"got a top row at y = {_num(y)} with radius {_num(r)}, {where} the free "
+                     f"surface at {_num(fs)}",
+                     f"bubbles below the free surface (y1 + radius <= {_num(fs - max(gap, 0))})")
+        rb = geo.random_bubbles
+        top = rb.region[3] if rb is not None and rb.region is not None else None
+        if rb is not None and (top is None or top > fs - max(gap, 0)):
+            ctx.fail(("geometry", "random_bubbles", "region"),
+                     f"got {_show(list(rb.region)) if rb.region else 'null'} (bubbles anywhere "
+                     f"up to y = {_num(top if top is not None else case.grid.ly)}), above the "
+                     f"free surface at {_num(fs)}",
+                     f"a region [x0, x1, y0, y1] with y1 <= {_num(fs - max(gap, 0))}",
+                     value=rb.region)
+
+    rb = geo.random_bubbles
+    if rb is not None:
+        x0, x1, y0, y1 = rb.region or (0.0, case.grid.lx, 0.0, case.grid.ly)
+        need = rb.count * math.pi * (rb.radius + 0.5 * rb.min_gap) ** 2
+        if need > MAX_RANDOM_FILL * (x1 - x0) * (y1 - y0):
+            ctx.fail(("geometry", "random_bubbles", "count"),
+                     f"got {rb.count} bubbles of radius {_num(rb.radius)} covering "
+                     f"{need / ((x1 - x0) * (y1 - y0)):.0%} of their region",
+                     f"at most {MAX_RANDOM_FILL:.0%} of it (random placement jams beyond)",
+                     value=rb.count)
+
+    # Droplets: liquid added to gas, so each must lie in gas, whole.
+    D = geo.droplets
+    pair = _first_overlap([d.center[0] for d in D], [d.center[1] for d in D],
+                          [d.radius for d in D], gap)
+    if pair is not None:
+        i, j = pair
+        ctx.fail(("geometry", "droplets", j),
+                 f"got {_circle_text(*D[j].center, D[j].radius)}, overlapping geometry.droplets"
+                 f"[{i}] ({_circle_text(*D[i].center, D[i].radius)})",
+                 f"droplets apart from each other{apart}")
+    for i, d in enumerate(D):
+        (x, y), r = d.center, d.radius
+        if fs is not None and y - r >= fs + gap:
+            continue                                   # in the gas layer
+        # Else it must lie inside one explicit bubble (a droplet in a bubble).
+        host = next((k for k, b in enumerate(B)
+                     if math.hypot(x - b.center[0], y - b.center[1]) + r <= b.radius - gap), None)
+        if host is not None:
+            continue
+        if fs is not None and y + r > fs and y - r < fs + gap:
+            where = f"crossing the free surface at {_num(fs)}"
+        elif fs is not None:
+            where = f"lying in the liquid below the free surface at {_num(fs)} (it adds nothing)"
+        else:
+            where = "lying in the liquid (no free surface: liquid everywhere; it adds nothing)"
+        ctx.fail(("geometry", "droplets", i), f"got {_circle_text(x, y, r)}, {where}",
+                 "a droplet in the gas: above the free surface"
+                 f"{' (y - radius >= ' + _num(fs + max(gap, 0)) + ')' if fs is not None else ''}"
+                 f" or inside a bubble{apart}")
+
+
+def initial_dt_limits(case):
+    """The time-step limits of a flow at rest (t = 0), in seconds.
+
+    The same formulas as :meth:`bubbleflow.flow.navier_stokes.FlowSolver.stable_dt`
+    (kept in step by hand, so that reading a case needs no numerics); the
+    convective CFL limit is left out, the fluid being at rest.
+
+    Parameters
+    ----------
+    case : Case
+
+    Returns
+    -------
+    dict
+        ``{"viscous": (dt, formula), "capillary": ..., "gravity": ...}`` for
+        the limits that apply; ``formula`` shows the numbers, for messages.
+    """
+    g, fl, ph = case.grid, case.fluids, case.physics
+    h = min(g.lx / g.nx, g.ly / g.ny)
+    fluids = [fl.liquid] + ([fl.gas] if _has_gas(case.geometry) else [])
+    nu = max(f.viscosity / f.density for f in fluids)
+    out = {"viscous": (0.2 * h * h / nu, f"0.2 h^2 / nu with h = {_num(h)}, nu = {nu:.3g}")}
+    if ph.surface_tension > 0:
+        rho_avg = 0.5 * (fl.liquid.density + fl.gas.density)
+        out["capillary"] = (math.sqrt(rho_avg * h ** 3 / (2 * math.pi * ph.surface_tension)),
+                            f"sqrt(rho_avg h^3 / (2 pi sigma)) with rho_avg = {_num(rho_avg)}, "
+                            f"h = {_num(h)}, sigma = {_num(ph.surface_tension)}")
+    if ph.gravity > 0:
+        out["gravity"] = (math.sqrt(h / ph.gravity),
+                          f"sqrt(h / g) with h = {_num(h)}, g = {_num(ph.gravity)}")
+    return out
+
+
+def _check_time(case, ctx):
+    """A flow's time step and output interval against the limits at t = 0."""
+    t, out = case.time, case.output
+    limits = initial_dt_limits(case)
+    name, (dt0, formula) = min(limits.items(), key=lambda kv: kv[1][0])
+    if t.dt is not None:
+        if t.dt > t.end:
+            ctx.bad(("time", "dt"), t.dt, f"a step <= time.end = {_num(t.end)}")
+        if t.dt > dt0:
+            ctx.fail(("time", "dt"), f"got {_show(t.dt)}, above the {name} stability limit "
+                     f"{dt0:.3g} s at t = 0 ({formula})",
+                     f"a fixed step <= {dt0:.3g}, or no time.dt (adaptive steps)", value=t.dt)
+    step = min(x for x in (dt0, t.dt, t.dt_max) if x is not None)
+    if t.end / step > MAX_STEPS:
+        ctx.fail(("time", "end"), f"got {_show(t.end)}, at least {t.end / step:.3g} steps of "
+                 f"{step:.3g} s (the {name} limit at t = 0: {formula})",
+                 f"at most {MAX_STEPS:.0e} steps: a shorter time.end or a coarser grid",
+                 value=t.end)
+    if out.interval is not None:
+        iv = out.interval
+        if t.end / iv > MAX_SNAPSHOTS:
+            ctx.fail(("output", "interval"), f"got {_show(iv)}, {t.end / iv:.3g} snapshots "
+                     f"to time.end = {_num(t.end)}",
+                     f"at most {MAX_SNAPSHOTS} snapshots: an interval >= "
+                     f"{t.end / MAX_SNAPSHOTS:.3g}", value=iv)
+        if iv < MIN_INTERVAL_FRACTION * step:
+            ctx.fail(("output", "interval"), f"got {_show(iv)}, which would force steps "
+                     f"{step / iv:.3g} times shorter than the stable step {step:.3g} s at t = 0",
+                     f"an interval >= {MIN_INTERVAL_FRACTION:g} * step = "
+                     f"{MIN_INTERVAL_FRACTION * step:.3g}", value=iv)
 
 
 def _build(data, file, lines, overrides):

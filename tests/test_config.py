@@ -181,6 +181,7 @@ def test_set_overrides_nested_keys(tmp_path):
     path = write(tmp_path, FULL)
     case = load_case(path, ["grid.nx=256", "solver.deflation.type=subdomains",
                             "solver.deflation.subdomains=[8,8]", "geometry.free_surface=null",
+                            "geometry.droplets=[]",     # no gas layer for it any more
                             "solver.rtol=1e-10", "geometry.bubbles[0].radius=0.2",
                             "fluids.liquid.density=998.2"])
     assert case.grid.nx == 256

@@ -1,0 +1,165 @@
+"""Will a case fit?  A cheap memory estimate, checked before any array exists.
+
+``bubbleflow run`` calls :func:`check_memory` right after choosing the
+backend: a grid that cannot fit is refused in one line (exit 2) instead of a
+long ``_ArrayMemoryError`` traceback, or, for grids that do not fail at once,
+instead of swapping the machine to a halt.  Nothing here allocates arrays or
+imports the numerics.
+"""
+from __future__ import annotations
+
+import os
+
+from .config import CaseError
+
+__all__ = ["estimate_memory", "available_memory", "check_memory",
+           "ARRAYS_PER_CELL", "SAFETY"]
+
+#: Grid-sized arrays alive at the peak, in units of one array of the case's
+#: precision per cell.  Calibrated on NumPy with tracemalloc (the peak of
+#: ``bubbleflow.cli.main(["run", ...])``, float64) as the slope of peak bytes
+#: over cells between grid sizes, so that fixed costs cancel:
+#:   pressure, bubbly_column 256^2 -> 512^2 (16 x 16 subdomains): 28.4;
+#:            64^2 -> 128^2 -> 256^2 (8 x 8): 19 and 24;
+#:   flow, two_phase (8 x 8), 64^2 -> 128^2: 46, 128^2 -> 256^2: 55.
+#: (operator diagonals, preconditioner, Krylov vectors and their
+#: temporaries; in a flow also the velocities, level set, properties and the
+#: momentum and WENO temporaries.)  Rounded up.
+ARRAYS_PER_CELL = {"pressure": 30, "flow": 60}
+#: float32 cases save nothing measurable on NumPy (bubbly_column 512^2:
+#: peak 62.7 MB in float32, 63.0 MB in float64: the operator, level set and
+#: phase fields stay float64), so count them as float64.
+FLOAT32_FACTOR = 1.0
+#: Fixed cost: interpreter-side buffers, the deflation bookkeeping, HDF5
+#: output chunks (measured intercept about 5 MB).
+FIXED_BYTES = 8 * 2 ** 20
+#: Refuse when the estimate exceeds this fraction of the free memory: the
+#: estimate is within about 25 % of the measured peak, and the rest of the
+#: machine needs some memory too.
+SAFETY = 0.8
+
+_GIB = 2 ** 30
+
+
+def _coarse_vectors(case):
+    """Deflation vectors (coarse matrix order) of a case, at most."""
+    d, g = case.solver.deflation, case.grid
+    if d.type == "none":
+        return 0
+    if d.type == "stripes":
+        return d.stripes
+    px, py = d.subdomains
+    k = px * py
+    # levelset_subdomains splits each subdomain by phase: at most one vector
+    # per phase region and subdomain; two per subdomain bounds the usual case.
+    return 2 * k if d.type == "levelset_subdomains" else k
+
+
+def estimate_memory(case):
+    """Bytes the solver needs on its device for ``case``, without allocating.
+
+    Parameters
+    ----------
+    case : bubbleflow.config.Case
+
+    Returns
+    -------
+    dict
+        ``total`` (bytes), ``grid_arrays`` (bytes of the grid-sized arrays),
+        ``coarse`` (bytes of the dense coarse matrix and its factor),
+        ``cells``, ``arrays_per_cell`` and ``itemsize`` (bytes per value).
+    """
+    g = case.grid
+    cells = int(g.nx) * int(g.ny)
+    itemsize = 4 if case.precision == "float32" else 8
+    per_cell = ARRAYS_PER_CELL.get(case.mode, ARRAYS_PER_CELL["flow"])
+    grid_bytes = cells * per_cell * 8 * (FLOAT32_FACTOR if itemsize == 4 else 1.0)
+    k = _coarse_vectors(case)
+    # Dense k x k coarse matrix and its factor/inverse, in float64, plus the
+    # n x k-sparse deflation basis (one value and index per cell).
+    coarse = 2 * k * k * 8 + (cells * 12 if k else 0)
+    total = int(grid_bytes + coarse + FIXED_BYTES)
+    return {"total": total, "grid_arrays": int(grid_bytes), "coarse": int(coarse),
+            "cells": cells, "arrays_per_cell": per_cell, "itemsize": itemsize}
+
+
+def _host_available():
+    """Bytes of host memory available now (MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def available_memory(backend):
+    """``(free bytes or None, device description)`` for a backend.
+
+    Parameters
+    ----------
+    backend : bubbleflow.backend.Backend
+        NumPy: the host's MemAvailable.  CuPy: the GPU's free memory
+        (``cudaMemGetInfo``) plus what CuPy's pool holds but does not use.
+    """
+    name = getattr(backend, "name", "numpy")
+    device = getattr(backend, "device_name", None) or name
+    if name == "cupy":
+        try:
+            xp = backend.xp
+            free = int(xp.cuda.runtime.memGetInfo()[0])
+            pool = xp.get_default_memory_pool()
+            free += int(pool.total_bytes() - pool.used_bytes())
+            return free, f"the GPU ({device})"
+        except Exception:   # no query possible: do not refuse on a guess
+            return None, f"the GPU ({device})"
+    return _host_available(), "the host"
+
+
+def check_memory(case, backend, available=None):
+    """Refuse a case whose estimated memory exceeds what is free.
+
+    Cheap: reads ``/proc/meminfo`` or asks the GPU driver; allocates nothing.
+
+    Parameters
+    ----------
+    case : bubbleflow.config.Case
+    backend : bubbleflow.backend.Backend
+        As chosen for the run (``backend.name``, ``backend.xp``).
+    available : int, optional
+        Free bytes to check against instead of asking (for tests).
+
+    Returns
+    -------
+    dict
+        The :func:`estimate_memory` result, with ``available`` added (None
+        when it could not be found; nothing is refused then).
+
+    Raises
+    ------
+    CaseError
+        Key ``grid``: ``needs about X GiB on <device> but only Y GiB is free``.
+    """
+    est = estimate_memory(case)
+    if available is None:
+        available, device = available_memory(backend)
+    else:
+        device = "the GPU" if getattr(backend, "name", "") == "cupy" else "the host"
+    est["available"] = available
+    if available is not None and est["total"] > SAFETY * available:
+        g = case.grid
+        # Largest square-ish grid that would fit, for the message.
+        fit = max(0, (SAFETY * available - FIXED_BYTES)
+                  / (est["total"] - FIXED_BYTES) * est["cells"])
+        raise CaseError.from_runtime(
+            case, "grid",
+            f"{g.nx} x {g.ny} needs about {est['total'] / _GIB:.3g} GiB on {device} "
+            f"but only {available / _GIB:.3g} GiB is free",
+            f"a smaller grid (about {fit:.3g} cells or fewer here)",
+            value=[g.nx, g.ny])
+    return est

@@ -1,0 +1,102 @@
+"""Memory estimate and check: a grid that cannot fit is refused before any array exists."""
+import os
+import tracemalloc
+
+import pytest
+
+from bubbleflow.backend import get_backend
+from bubbleflow.config import CaseError, load_case
+from bubbleflow.resources import (
+    ARRAYS_PER_CELL, SAFETY, available_memory, check_memory, estimate_memory,
+)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLUMN = os.path.join(ROOT, "cases", "bubbly_column.yaml")
+
+
+def column(n, *extra):
+    return load_case(COLUMN, [f"grid.nx={n}", f"grid.ny={n}", "solver.deflation.subdomains=[8,8]",
+                              *extra])
+
+
+def test_estimate_scales_with_cells_and_mode():
+    small, big = estimate_memory(column(64)), estimate_memory(column(128))
+    assert big["grid_arrays"] == 4 * small["grid_arrays"]
+    assert small["grid_arrays"] == 64 * 64 * ARRAYS_PER_CELL["pressure"] * 8
+    flow = estimate_memory(load_case(os.path.join(ROOT, "cases", "two_phase.yaml")))
+    assert flow["arrays_per_cell"] == ARRAYS_PER_CELL["flow"] > ARRAYS_PER_CELL["pressure"]
+
+
+def test_huge_grid_refused_with_a_small_free_figure():
+    case = column(16000)
+    numpy = get_backend("numpy")
+    with pytest.raises(CaseError) as info:
+        check_memory(case, numpy, available=8 * 2 ** 30)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{COLUMN}:9: grid: 16000 x 16000 needs about 60.1 GiB")
+    assert "GiB on the host but only 8 GiB is free; expected a smaller grid" in msg
+    # The same case passes where the memory is there (with the margin).
+    est = check_memory(case, numpy, available=int(estimate_memory(case)["total"] / SAFETY) + 1)
+    assert est["available"] is not None
+
+
+def test_check_is_cheap_and_reads_the_host():
+    numpy = get_backend("numpy")
+    free, device = available_memory(numpy)
+    assert device == "the host" and free is not None and free > 0
+    tracemalloc.start()
+    try:
+        check_memory(column(64), numpy)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1e6
+
+
+def test_cupy_free_memory_is_asked_of_the_gpu():
+    class Runtime:
+        @staticmethod
+        def memGetInfo():
+            return 2 * 2 ** 30, 80 * 2 ** 30
+
+    class Pool:
+        def total_bytes(self):
+            return 2 ** 30
+
+        def used_bytes(self):
+            return 0
+
+    class FakeCupy:
+        class cuda:
+            runtime = Runtime
+
+        @staticmethod
+        def get_default_memory_pool():
+            return Pool()
+
+    class FakeBackend:
+        name, xp, device_name = "cupy", FakeCupy, "Fake GPU"
+
+    assert available_memory(FakeBackend()) == (3 * 2 ** 30, "the GPU (Fake GPU)")
+    with pytest.raises(CaseError, match=r"needs about .* GiB on the GPU \(Fake GPU\) but only "
+                                        r"3 GiB is free"):
+        check_memory(column(8192), FakeBackend())
+
+
+def test_estimate_within_a_factor_two_of_a_real_numpy_run(tmp_path):
+    from bubbleflow.cli import main
+
+    n = 128
+    case = column(n)
+    tracemalloc.start()
+    try:
+        rc = main(["run", COLUMN, "--backend", "numpy", "-o", str(tmp_path), "-q",
+                   "--no-progress", "--set", f"grid.nx={n}", "--set", f"grid.ny={n}",
+                   "--set", "solver.deflation.subdomains=[8,8]", "--set", "solver.rtol=1e-6"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rc == 0
+    est = estimate_memory(case)["total"]
+    assert 0.5 < est / peak < 2.0, (est, peak)
