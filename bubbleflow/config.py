@@ -374,11 +374,16 @@ class _Float(_Spec):
         return "a number"
 
     def convert(self, ctx, path, value):
-        if isinstance(value, str) and _FLOAT_STRING.match(value.strip()):
-            x = float(value)
-        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-            x = float(value)
-        else:
+        try:
+            if isinstance(value, str) and _FLOAT_STRING.match(value.strip()):
+                x = float(value)
+            elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+                x = float(value)
+            else:
+                x = None
+        except OverflowError:               # an integer such as 10**400
+            x = math.inf
+        if x is None:
             ctx.bad(path, value, self.expected(path))
         if not math.isfinite(x):
             ctx.bad(path, value, "a finite " + self.expected(path)[2:])
@@ -1321,7 +1326,7 @@ def _check_overlaps(case, ctx, gap):
         for axis, n, lo, hi in (("x", lat.columns, x0, x1), ("y", lat.rows, y0, y1)):
             if n > 1 and (hi - lo) / (n - 1) < 2 * r + gap:
                 ctx.fail(("geometry", "bubble_lattice"),
-                         f"got {n} {'columns' if axis == 'x' else 'rows'} of radius {_num(r)} "
+                         f"got {n} {'columns' if axis == 'x' else 'rows'} of radius {_num(r)}, "
                          f"{_num((hi - lo) / (n - 1))} apart in {axis} (overlapping)",
                          f"a spacing ({axis}1 - {axis}0) / (n - 1) >= 2 * radius"
                          f"{' + one cell' if flow else ''}")

@@ -116,3 +116,71 @@ def test_main_returns_2_in_process(tmp_path, capsys):
     assert main(["run", path]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {path}:1: grid.nx: got -5; expected an integer >= 4\n"
+
+
+# Hostile or impossible input (issue 14): one line, exit 2, before any work.
+HOSTILE = {
+    "control_char": (b"name: ok\ngrid: {nx: 6\x074}\n", [":2:13: character '\\x07' (U+0007)"]),
+    "not_utf8": (b"name: caf\xe9\n", [":1:10: not UTF-8 text"]),
+    "empty": (b"", ["empty case file"]),
+    "scalar": (b"3.5\n", ["top level is 3.5"]),
+    "alias_bomb": ("\n".join(["a0: &a0 [x, x, x, x, x, x, x, x, x]"] + [
+        f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 9) + "]" for n in range(1, 9)])
+        .encode() + b"\n", ["values once aliases (*name) are expanded"]),
+    "contrast": (b"geometry: {free_surface: 0.8}\nfluids:\n  gas: {density: 1.0e-15}\n",
+                 [":3: fluids.gas.density: got 1e-15"]),
+    "overlap": (b"geometry:\n  bubbles:\n    - {center: [0.3, 0.3], radius: 0.1}\n"
+                b"    - {center: [0.35, 0.3], radius: 0.1}\n",
+                [":4: geometry.bubbles[1]: got centre (0.35, 0.3) with radius 0.1, overlapping"]),
+    "huge_grid": (b"grid: {nx: 100000, ny: 100000}\n", [":1: grid: got 100000 x 100000"]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_hostile_case_file(tmp_path, kind, capsys):
+    from bubbleflow.cli import main
+
+    raw, fragments = HOSTILE[kind]
+    path = tmp_path / "case.yaml"
+    path.write_bytes(raw)
+    assert main(["run", str(path), "--backend", "numpy", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {path}"), err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("override, fragments", [
+    ("time.dt=10", ["time.dt: got 10.0; expected a step <= time.end = 3"]),
+    ("time.dt=0.5", ["time.dt: got 0.5, above the capillary stability limit"]),
+    ("output.interval=1e-9", ["output.interval: got 1e-09", "at most 10000 snapshots"]),
+    ("fluids.gas.density=.nan", ["fluids.gas.density: got nan; expected a finite number"]),
+    ("grid.nx=99999999999999999999999", ["grid: got 99999999999999999999999 x 80"]),
+    ("grid.lx=true", ["grid.lx: got true; expected a number > 0"]),
+    ("geometry.bubbles[0].center=[[1], 2]", ["geometry.bubbles[0].center: got [[1], 2]"]),
+    ("geometry.free_surface=0.6", ["geometry.bubbles[0]: got centre (0.5, 0.5) with radius "
+                                   "0.25, crossing the free surface at 0.6"]),
+])
+def test_hostile_overrides_of_a_shipped_flow_case(tmp_path, override, fragments, capsys):
+    from bubbleflow.cli import main
+
+    case = os.path.join(ROOT, "cases", "two_phase.yaml")
+    assert main(["run", case, "--backend", "numpy", "-o", str(tmp_path), "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert f"(--set {override})" in err or "two_phase.yaml:" in err, err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+def test_memory_refusal_through_the_cli(tmp_path, capsys, monkeypatch):
+    from bubbleflow import resources
+    from bubbleflow.cli import main
+
+    monkeypatch.setattr(resources, "_host_available", lambda: 2 ** 30)
+    path = write(tmp_path, "grid: {nx: 8192, ny: 8192}\n")
+    assert main(["run", path, "--backend", "numpy", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}:1: grid: 8192 x 8192 needs about ")
+    assert "GiB on the host but only 1 GiB is free" in err and err.count("\n") == 1

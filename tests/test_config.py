@@ -675,3 +675,197 @@ def test_huge_file_and_directory_refused(tmp_path):
     # A device that never ends is read no further than the limit.
     if os.path.exists("/dev/zero"):
         assert "larger than" in str(error_of(load_case, "/dev/zero"))
+
+
+# --------------------------------------------------------------------------
+# Impossible cases: what the numerics cannot represent or finish
+# --------------------------------------------------------------------------
+
+FLOW = {"mode": "flow", "grid": {"nx": 40, "ny": 80, "lx": 1.0, "ly": 2.0},
+        "fluids": {"liquid": {"density": 1000.0, "viscosity": 10.0},
+                   "gas": {"density": 100.0, "viscosity": 1.0}},
+        "physics": {"gravity": 0.98, "surface_tension": 24.5},
+        "geometry": {"bubbles": [{"center": [0.5, 0.5], "radius": 0.25}]},
+        "solver": {"deflation": {"subdomains": [8, 8]}},
+        "time": {"end": 3.0}}
+
+
+def flow(**changes):
+    """FLOW (cases/two_phase.yaml) with dotted-key changes."""
+    return case_from_dict(FLOW, overrides=[f"{k}={v}" for k, v in changes.items()])
+
+
+@pytest.mark.parametrize("gas, ok", [(1e-3, True), (1e-4, False), (1e-15, False), (1e9, True),
+                                     (1e10, False)])
+def test_density_contrast_bound(gas, ok):
+    data = {"fluids": {"gas": {"density": gas}}, "geometry": {"free_surface": 0.8}}
+    if ok:
+        case_from_dict(data)
+        return
+    err = error_of(case_from_dict, data)
+    assert err.key == "fluids.gas.density"
+    assert ("a contrast of at most 1e+06" in str(err)
+            or "a density between 1e-12 and 1e+12" in str(err)), str(err)
+
+
+def test_contrast_irrelevant_without_gas():
+    # Liquid only (item 7: a valid case): the gas density is never used.
+    case = case_from_dict({"fluids": {"gas": {"density": 1e-6}}})
+    assert case.geometry.free_surface is None
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("fluids.liquid.viscosity", 1e-13, "a viscosity between 1e-12 and 1e+12 Pa s"),
+    ("fluids.liquid.density", 1e13, "a density between 1e-12 and 1e+12 kg/m^3"),
+    ("grid.lx", 1e-10, "a length between 1e-09 and 1e+09 m"),
+    ("physics.gravity", 1e13, "a number between 0 and 1e+12"),
+    ("grid.lx", 10 ** 400, "a finite number > 0"),
+])
+def test_magnitudes_float64_can_carry(key, value, expected):
+    err = error_of(case_from_dict, {}, overrides=[(key, value)])
+    assert err.key == key and expected in str(err), str(err)
+
+
+def test_grid_too_many_cells_for_int32():
+    err = error_of(case_from_dict, {"grid": {"nx": 24000, "ny": 24000}})
+    assert err.key == "grid" and "got 24000 x 24000 = 5.76e+08 cells" in str(err)
+    assert "at most 429496729 cells" in str(err)
+    err = error_of(case_from_dict, {"grid": {"nx": 10 ** 30}})
+    assert err.key == "grid"
+
+
+def test_fixed_dt_against_the_limits():
+    err = error_of(flow, **{"time.dt": 10})
+    assert err.key == "time.dt" and "expected a step <= time.end = 3" in str(err)
+    err = error_of(flow, **{"time.dt": 0.5})
+    # Capillary: sqrt(550 * 0.025**3 / (2 pi 24.5)) = 0.00747 s at h = 1/40.
+    assert "above the capillary stability limit 0.00747 s at t = 0" in str(err), str(err)
+    # Viscous: 0.2 h^2 / nu = 0.2 / 1600 / 0.01 = 0.0125; gravity sqrt(h/g) = 0.16.
+    assert flow(**{"time.dt": 0.009, "physics.surface_tension": 0}).time.dt == 0.009
+    err = error_of(flow, **{"time.dt": 0.02, "physics.surface_tension": 0})
+    assert "above the viscous stability limit 0.0125 s" in str(err), str(err)
+    assert flow(**{"time.dt": 0.007}).time.dt == 0.007
+
+
+def test_dt_limits_match_the_flow_solver():
+    from bubbleflow.backend import get_backend
+    from bubbleflow.config import initial_dt_limits
+    from bubbleflow.flow.navier_stokes import FlowSolver
+
+    for changes in ({}, {"physics.surface_tension": 0, "fluids.gas.viscosity": 1e-3}):
+        case = flow(**changes)
+        solver = FlowSolver(case, get_backend("numpy"))
+        state = solver.initial_state()
+        expected = min(v for v, _ in initial_dt_limits(case).values())
+        assert solver.stable_dt(state) == pytest.approx(expected, rel=1e-12)
+
+
+def test_pressure_mode_ignores_time():
+    assert case_from_dict({"time": {"dt": 10, "end": 1}}).time.dt == 10
+
+
+def test_output_interval_bounds():
+    err = error_of(flow, **{"output.interval": 1e-9})
+    assert err.key == "output.interval" and "3e+09 snapshots" in str(err)
+    assert "at most 10000 snapshots: an interval >= 0.0003" in str(err)
+    # Few snapshots, but each would cut the step 1000-fold (end 0.001).
+    err = error_of(flow, **{"output.interval": 1e-6, "time.end": 1e-3})
+    assert "force steps" in str(err) and "an interval >= 0.01 * step" in str(err)
+    assert flow(**{"output.interval": 0.001}).output.interval == 0.001
+
+
+def test_too_many_steps():
+    err = error_of(flow, **{"fluids.liquid.viscosity": 1e9})
+    assert err.key == "time.end" and "steps" in str(err) and "viscous limit" in str(err)
+
+
+def test_bubbles_overlapping_each_other(tmp_path):
+    path = write(tmp_path, """
+        geometry:
+          bubbles:
+            - {center: [0.2, 0.2], radius: 0.1}
+            - {center: [0.7, 0.7], radius: 0.1}
+            - {center: [0.25, 0.25], radius: 0.1}
+        """)
+    err = error_of(load_case, path)
+    assert str(err).startswith(f"{path}:5: geometry.bubbles[2]: got centre (0.25, 0.25) with "
+                               "radius 0.1, overlapping geometry.bubbles[0]")
+    assert "expected bubbles apart from each other" in str(err)
+    # Touching is allowed in a pressure case, not in a flow (one cell apart).
+    case_from_dict({"geometry": {"bubbles": [{"center": [0.2, 0.5], "radius": 0.1},
+                                             {"center": [0.4, 0.5], "radius": 0.1}]}})
+    err = error_of(flow, **{"geometry.bubbles": "[{center: [0.5, 0.5], radius: 0.2}, "
+                                                "{center: [0.5, 0.91], radius: 0.2}]"})
+    assert "geometry.bubbles[1]" in str(err) and "by at least one cell" in str(err)
+
+
+def test_many_bubbles_overlap_check_is_fast():
+    import time
+
+    bubbles = [{"center": [0.01 + 0.0198 * (i % 50), 0.01 + 0.0198 * (i // 50)], "radius": 0.009}
+               for i in range(2500)]
+    t0 = time.perf_counter()
+    case_from_dict({"geometry": {"bubbles": bubbles}})
+    assert time.perf_counter() - t0 < 5
+    bubbles[2499] = {"center": [0.02, 0.02], "radius": 0.009}
+    err = error_of(case_from_dict, {"geometry": {"bubbles": bubbles}})
+    assert "geometry.bubbles[2499]" in str(err) and "overlapping geometry.bubbles[0]" in str(err)
+
+
+def test_bubble_lattice_overlaps():
+    lat = {"columns": 5, "rows": 2, "radius": 0.08, "x_range": [0.2, 0.8], "y_range": [0.2, 0.6]}
+    err = error_of(case_from_dict, {"geometry": {"bubble_lattice": lat}})
+    assert err.key == "geometry.bubble_lattice" and "got 5 columns of radius 0.08, 0.15 apart" \
+        in str(err)
+    lat["columns"] = 3
+    err = error_of(case_from_dict, {"geometry": {"bubble_lattice": lat, "bubbles": [
+        {"center": [0.9, 0.9], "radius": 0.05}, {"center": [0.55, 0.65], "radius": 0.05}]}})
+    assert err.key == "geometry.bubbles[1]" and "bubble_lattice bubble at (0.5, 0.6) (column 2, " \
+        "row 2)" in str(err)
+
+
+@pytest.mark.parametrize("fs, where", [(0.55, "crossing"), (0.3, "lying in the gas above")])
+def test_bubbles_and_the_free_surface(fs, where):
+    err = error_of(case_from_dict, {"geometry": {"free_surface": fs, "bubbles": [
+        {"center": [0.5, 0.5], "radius": 0.1}]}})
+    assert err.key == "geometry.bubbles[0]" and f"{where} the free surface at {fs}" in str(err)
+    assert f"expected a bubble in the liquid, below the free surface at {fs}" in str(err)
+    lat = {"columns": 1, "rows": 1, "radius": 0.1, "x_range": [0.5, 0.5], "y_range": [0.5, 0.5]}
+    err = error_of(case_from_dict, {"geometry": {"free_surface": fs, "bubble_lattice": lat}})
+    assert err.key == "geometry.bubble_lattice" and where in str(err)
+    rb = {"count": 3, "radius": 0.02, "region": [0.1, 0.9, 0.1, 0.6]}
+    err = error_of(case_from_dict, {"geometry": {"free_surface": fs, "random_bubbles": rb}})
+    assert err.key == "geometry.random_bubbles.region" and f"with y1 <= {fs}" in str(err)
+
+
+def test_droplets_must_lie_in_gas():
+    geo = {"free_surface": 0.5, "droplets": [{"center": [0.5, 0.8], "radius": 0.1}]}
+    case_from_dict({"geometry": geo})                       # in the gas layer
+    geo["droplets"] = [{"center": [0.5, 0.55], "radius": 0.1}]
+    err = error_of(case_from_dict, {"geometry": geo})
+    assert err.key == "geometry.droplets[0]" and "crossing the free surface at 0.5" in str(err)
+    geo["droplets"] = [{"center": [0.5, 0.2], "radius": 0.05}]
+    err = error_of(case_from_dict, {"geometry": geo})
+    assert "lying in the liquid below the free surface" in str(err)
+    # Inside a bubble is gas too.
+    geo["bubbles"] = [{"center": [0.5, 0.2], "radius": 0.15}]
+    case_from_dict({"geometry": geo})
+    geo = {"free_surface": 0.5, "droplets": [{"center": [0.3, 0.8], "radius": 0.1},
+                                             {"center": [0.35, 0.8], "radius": 0.1}]}
+    err = error_of(case_from_dict, {"geometry": geo})
+    assert err.key == "geometry.droplets[1]" and "overlapping geometry.droplets[0]" in str(err)
+
+
+def test_too_many_circles_and_random_fill():
+    lat = {"columns": 1000, "rows": 1000, "radius": 1e-4, "x_range": [0.1, 0.9],
+           "y_range": [0.1, 0.9]}
+    err = error_of(case_from_dict, {"geometry": {"bubble_lattice": lat}})
+    assert err.key == "geometry" and "got 1000000 bubbles and droplets" in str(err)
+    err = error_of(case_from_dict, {"geometry": {"random_bubbles": {"count": 100,
+                                                                    "radius": 0.05}}})
+    assert err.key == "geometry.random_bubbles.count" and "79% of their region" in str(err)
+
+
+def test_liquid_only_flow_is_valid():
+    case = flow(**{"geometry.bubbles": "[]"})
+    assert case.geometry.bubbles == () and case.mode == "flow"
