@@ -318,6 +318,7 @@ def parse_args(args):
     gpu = backend.name == "cupy"
     sizes = [_int("--sizes", s, 16) for s in (args.sizes or ([1024, 2048, 4096] if gpu
                                                              else [256, 512]))]
+    _check_sizes_fit(sizes, backend)
     contrasts = [_float("--contrasts", c) for c in (args.contrasts or ["1", "1e3", "1e6"])]
     configs = [parse_config(t) for t in (args.configs if args.configs is not None
                                          else DEFAULT_CONFIGS)]
@@ -362,6 +363,29 @@ def parse_args(args):
     if cfg.csv is not None:
         _check_writable(cfg.csv)
     return cfg
+
+
+# Grid arrays a bench solve keeps per cell: the pressure solver's (see
+# resources.ARRAYS_PER_CELL) plus the peer's CSR matrix (5 values and 5
+# column indices a row, about 8 float64 arrays).
+_BENCH_ARRAYS_PER_CELL = 40
+
+
+def _check_sizes_fit(sizes, backend):
+    """Refuse a size whose arrays cannot fit in the free memory, before any work."""
+    from .resources import SAFETY, _host_available, available_memory
+
+    n = max(sizes)
+    need = _BENCH_ARRAYS_PER_CELL * 8 * n * n
+    where = [available_memory(backend)]
+    if backend.name != "numpy":
+        where.append((_host_available(), "the host"))        # the problem is built there first
+    for free, device in where:
+        if free is not None and need > SAFETY * free:
+            fit = int((SAFETY * free / (_BENCH_ARRAYS_PER_CELL * 8)) ** 0.5)
+            raise _error("--sizes", str(n), f"a size whose arrays fit in {device}: {n}^2 needs "
+                         f"about {need / 2 ** 30:.3g} GiB, {free / 2 ** 30:.3g} GiB is free "
+                         f"(at most about {fit} here)")
 
 
 def _check_writable(path):

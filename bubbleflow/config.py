@@ -53,7 +53,7 @@ __all__ = [
 MODES = ("pressure", "flow")
 WALL_CONDITIONS = ("no_slip", "free_slip")
 BACKENDS = ("auto", "numpy", "cupy")
-PRECISIONS = ("float64", "float32")
+PRECISIONS = ("float64",)
 FACE_DENSITIES = ("arithmetic", "harmonic", "levelset")
 STORAGES = ("diagonals", "matrix_free")
 METHODS = ("cg", "pcg", "dpcg")
@@ -430,6 +430,21 @@ class _Enum(_Spec):
         ctx.bad(path, value, expected)
 
 
+class _Precision(_Enum):
+    """float64 only; float32 (documented before) is refused with the measured reason."""
+
+    def convert(self, ctx, path, value):
+        if value == "float32":
+            # Refinement from a float32 operator needs eps32 * cond(A) < 1, and
+            # cond(A) grows with n^2 and the contrast: measured on the bubbly
+            # column, contrast 1e3 converges up to 256^2 but 1e4 stalls at
+            # 128^2 (true residual 5e-3) and breaks down at 256^2.
+            ctx.bad(path, value, "'float64' (float32 cannot reach the tolerance of bubbly-flow "
+                    "pressure solves: refinement from a float32 operator stalls from contrast "
+                    "1e4 on grids of 128^2 and more)")
+        return super().convert(ctx, path, value)
+
+
 class _Optional(_Spec):
     """``null`` or the inner value."""
 
@@ -769,7 +784,7 @@ class Case(_Node):
                         forbid="/\\\0"), "")
     mode: str = _f(_Enum(MODES), "pressure")
     backend: str = _f(_Enum(BACKENDS), "auto")
-    precision: str = _f(_Enum(PRECISIONS), "float64")
+    precision: str = _f(_Precision(PRECISIONS), "float64")
     grid: GridConfig = _f(_Section(GridConfig), factory=GridConfig)
     fluids: FluidsConfig = _f(_Section(FluidsConfig), factory=FluidsConfig)
     physics: PhysicsConfig = _f(_Section(PhysicsConfig), factory=PhysicsConfig)

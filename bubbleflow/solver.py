@@ -64,7 +64,11 @@ class PressureSolver:
         better than a relative residual of about 1e-2 on the high-contrast
         problems (neighbouring pressures agree to more digits than float32
         has), so plain float32 CG stalls there; each correction gains that
-        factor again.
+        factor again.  Limit: the corrections converge only while float32
+        rounding times the condition number of ``A`` stays below one; on the
+        bubbly column contrast 1e3 converges up to 256^2, contrast 1e4 stalls
+        at 128^2 (true residual 5e-3; the record says so).  Case files
+        therefore offer float64 only.
     inner_rtol : float
         Relative tolerance of each float32 correction.  The float32 floor
         above makes tighter ones cost iterations for little gain (measured,

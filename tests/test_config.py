@@ -123,7 +123,7 @@ def test_shipped_cases_load(path):
 FULL = """
 name: full
 backend: numpy
-precision: float32
+precision: float64
 grid: {nx: 64, ny: 32, lx: 2.0, ly: 1.0}
 fluids:
   gas: {density: 1.2}
@@ -358,7 +358,7 @@ def test_wrong_values(tmp_path, text, key, shown, expected):
 @pytest.mark.parametrize("text, key, expected", [
     ("mode: turbulent", "mode", "one of: pressure, flow"),
     ("backend: gpu", "backend", "one of: auto, numpy, cupy"),
-    ("precision: float16", "precision", "one of: float64, float32"),
+    ("precision: float16", "precision", "one of: float64"),
     ("operator: {face_density: geometric}", "operator.face_density",
      "one of: arithmetic, harmonic, levelset"),
     ("solver: {method: gmres}", "solver.method", "one of: cg, pcg, dpcg"),

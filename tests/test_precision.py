@@ -115,3 +115,27 @@ def test_float32_on_cupy(column):
     xh = cupy.asnumpy(x)
     assert _rel_residual(A, b, xh) <= 1e-8
     assert np.linalg.norm(xh - x_ref) <= 1e-8 * np.linalg.norm(x_ref)
+
+
+def test_case_files_refuse_float32_in_one_line(capsys, tmp_path):
+    """float32 cannot reach the tolerance at bubbly-flow contrasts (see the
+    PressureSolver docstring): a case asking for it is refused before any work."""
+    from bubbleflow.cli import main
+
+    rc = main(["run", "cases/bubbly_column.yaml", "--set", "precision=float32",
+               "-o", str(tmp_path), "--backend", "numpy"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "precision" in err and "float32" in err and "float64" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_float32_beyond_its_limit_fails_honestly():
+    """Contrast 1e4 at 128^2: the refinement stalls, and the record says so."""
+    from bubbleflow import bubbly_column
+
+    A, b, phi = bubbly_column(128, contrast=1e4)
+    x, rec = PressureSolver(A, phi=phi, subdomains=(8, 8), rtol=1e-8,
+                            precision="float32").solve(b)
+    assert not rec.converged and rec.reason in ("stagnation", "breakdown", "maxiter")
+    assert rec.residual == pytest.approx(_rel_residual(A, b, x), rel=1e-6)
