@@ -8,6 +8,9 @@ import pytest
 
 from bubbleflow.backend import BackendUnavailable, get_backend
 
+# Scripts the tests start in subprocesses (they act on import).
+collect_ignore = ["helpers"]
+
 
 def pytest_addoption(parser):
     parser.addoption("--backend", default="numpy", choices=["numpy", "cupy"],
