@@ -212,10 +212,24 @@ def test_flow_sweep_records_iterations_and_benchmark_quantities(tmp_path, capsys
 # Failures, resume
 # --------------------------------------------------------------------------
 
-def test_failed_and_unconverged_runs_are_recorded_and_the_others_run(tmp_path, capsys):
+def test_failed_and_unconverged_runs_are_recorded_and_the_others_run(tmp_path, capsys,
+                                                                     monkeypatch):
+    # Placement that fails at run time (the case check bounds the fill, so a
+    # real jam is rare): 30 stands for "cannot be placed".
+    import bubbleflow.app as app_mod
+
+    real_build = app_mod.build_pressure_problem
+
+    def build(case, backend):
+        if case.geometry.random_bubbles.count == 30:
+            raise ValueError("could not place 30 random bubbles in the region")
+        return real_build(case, backend)
+
+    monkeypatch.setattr(app_mod, "build_pressure_problem", build)
     rc = sweep(COLUMN, "-o", str(tmp_path), *SMALL,
                "--set", "geometry.bubble_lattice=null",
-               "--set", "geometry.random_bubbles={count: 2, radius: 0.2, seed: 3}",
+               "--set", "geometry.random_bubbles={count: 2, radius: 0.05, seed: 3, "
+                        "region: [0, 1, 0, 0.85]}",
                "--param", "geometry.random_bubbles.count", "--values", "2,30",
                "--param", "solver.maxiter", "--values", "2,1000")
     out = capsys.readouterr().out
