@@ -212,6 +212,15 @@ class _StopSignals:
 def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, progress=True):
     """Time-dependent run; returns 0, 1 if a pressure solve failed or the flow
     blew up, 128 + signal number when stopped by SIGTERM / SIGINT."""
+    path = out.path if out is not None else os.path.join(outdir or case.output.directory,
+                                                         f"{case.name}.h5")
+    # From the start: a SIGTERM while the first kernels compile must not kill
+    # the run before its first snapshot is written.
+    with _StopSignals() as stop:
+        return _run_flow(case, backend, quiet, path, out, restart, progress, stop)
+
+
+def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     import math
     import signal
     import time as _time
@@ -221,8 +230,6 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
     from .flow.navier_stokes import FlowSolver, StepReport
     from .flow.output import FlowWriter
 
-    path = out.path if out is not None else os.path.join(outdir or case.output.directory,
-                                                         f"{case.name}.h5")
     solver = FlowSolver(case, backend)
     attrs = {"bubbleflow_version": __version__, "case": case.to_yaml(), "mode": "flow",
              "backend": backend.name, "device": backend.device_name,
@@ -268,62 +275,61 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
     t_wall = _time.perf_counter()
     failures, worst, iters, blown, status = 0, 0.0, [], False, "running"
     rep = None
-    with _StopSignals() as stop:
-        try:
-            while state.time < case.time.end and stop.received is None:
-                try:
-                    # Overflow on the way to a blow-up is detected and reported
-                    # below as one line; numpy's warnings would only add noise.
-                    with np.errstate(all="ignore"):
-                        state, rep = solver.step(state)
-                except (FloatingPointError, ValueError, ArithmeticError) as exc:
-                    # A blown-up flow: say so in one line; the completed
-                    # snapshots and rows stay in the files.
-                    print(f"error: {case.name}: the flow failed at step {state.step + 1} "
-                          f"(t = {state.time:.6g}): {exc}", file=sys.stderr, flush=True)
-                    failures += 1
-                    blown = True
-                    break
-                writer.write_step(rep)
-                rec = rep.record
-                iters.append(rec.iterations)
-                worst = max(worst, rec.residual)
-                if not rec.converged:
-                    failures += 1
-                    print(f"error: {case.name}: pressure solve failed at step {rep.step} "
-                          f"(t = {rep.time:.6g}): reason {rec.reason}, {rec.iterations} iterations, "
-                          f"true relative residual {rec.residual:.3e}", file=sys.stderr, flush=True)
-                # Without gas the bubble quantities are undefined (NaN), not a blow-up.
-                checked = [rep.divergence] + ([v for v in rep.diagnostics.values()] if gas else [])
-                if not all(math.isfinite(v) for v in checked):
-                    print(f"error: {case.name}: the flow blew up at step {rep.step} "
-                          f"(t = {rep.time:.6g})", file=sys.stderr, flush=True)
-                    failures += 1
-                    blown = True
-                    break
-                on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
-                if on_snapshot or state.time >= case.time.end:
-                    writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
-                if bar is not None:
-                    bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}")
-                    bar.update(rep.dt)
-            if blown:
-                status = "failed"
-            elif state.time >= case.time.end:
-                status = "finished"
-            else:
-                status = "stopped"
-                if writer.last_snapshot_step != state.step:
-                    writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
-        finally:
+    try:
+        while state.time < case.time.end and stop.received is None:
+            try:
+                # Overflow on the way to a blow-up is detected and reported
+                # below as one line; numpy's warnings would only add noise.
+                with np.errstate(all="ignore"):
+                    state, rep = solver.step(state)
+            except (FloatingPointError, ValueError, ArithmeticError) as exc:
+                # A blown-up flow: say so in one line; the completed
+                # snapshots and rows stay in the files.
+                print(f"error: {case.name}: the flow failed at step {state.step + 1} "
+                      f"(t = {state.time:.6g}): {exc}", file=sys.stderr, flush=True)
+                failures += 1
+                blown = True
+                break
+            writer.write_step(rep)
+            rec = rep.record
+            iters.append(rec.iterations)
+            worst = max(worst, rec.residual)
+            if not rec.converged:
+                failures += 1
+                print(f"error: {case.name}: pressure solve failed at step {rep.step} "
+                      f"(t = {rep.time:.6g}): reason {rec.reason}, {rec.iterations} iterations, "
+                      f"true relative residual {rec.residual:.3e}", file=sys.stderr, flush=True)
+            # Without gas the bubble quantities are undefined (NaN), not a blow-up.
+            checked = [rep.divergence] + ([v for v in rep.diagnostics.values()] if gas else [])
+            if not all(math.isfinite(v) for v in checked):
+                print(f"error: {case.name}: the flow blew up at step {rep.step} "
+                      f"(t = {rep.time:.6g})", file=sys.stderr, flush=True)
+                failures += 1
+                blown = True
+                break
+            on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
+            if on_snapshot or state.time >= case.time.end:
+                writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
             if bar is not None:
-                bar.close()
-            wall = _time.perf_counter() - t_wall
-            writer.set_attrs(wall_seconds=previous_wall + wall)
-            # On an exception (a second Ctrl-C, an error) the index on disk is
-            # left as it is: it ends at the last snapshot, where a restart goes on.
-            if status != "running":
-                writer.close(status)
+                bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}")
+                bar.update(rep.dt)
+        if blown:
+            status = "failed"
+        elif state.time >= case.time.end:
+            status = "finished"
+        else:
+            status = "stopped"
+            if writer.last_snapshot_step != state.step:
+                writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+    finally:
+        if bar is not None:
+            bar.close()
+        wall = _time.perf_counter() - t_wall
+        writer.set_attrs(wall_seconds=previous_wall + wall)
+        # On an exception (a second Ctrl-C, an error) the index on disk is
+        # left as it is: it ends at the last snapshot, where a restart goes on.
+        if status != "running":
+            writer.close(status)
     if status == "finished" and out is not None:
         out.finished()
     if status == "stopped":

@@ -240,8 +240,9 @@ def _cupy_dot32_kernel():
     if _DOT32 is None:
         import cupy
 
-        _DOT32 = cupy.ReductionKernel("float32 a, float32 b", "float64 s",
-                                      "(double)a * (double)b", "x + y", "s = x", "0.0",
+        # (CuPy names the reduction's operands a and b: the inputs are u, v.)
+        _DOT32 = cupy.ReductionKernel("float32 u, float32 v", "float64 s",
+                                      "(double)u * (double)v", "a + b", "s = a", "0.0",
                                       "bubbleflow_dot32_acc64")
     return _DOT32
 

@@ -93,6 +93,16 @@ def test_sigkill_then_restart_reproduces_the_run(where, n, tmp_path, uninterrupt
     assert not left, left
 
 
+def test_killed_before_the_first_snapshot_leaves_nothing_to_refuse(tmp_path, uninterrupted):
+    """No index before the first snapshot (it could not be restarted): a new run just starts."""
+    killed = run_killed("snapshot", 1, *COMMON, "-o", str(tmp_path))
+    assert killed.returncode == -signal.SIGKILL
+    assert not (tmp_path / "two_phase.h5").exists()
+    again = run_cli(*COMMON, "-o", str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert_same_run(uninterrupted, read_all(tmp_path / "two_phase.h5"))
+
+
 def test_sigkill_from_outside_at_a_random_instant(tmp_path, uninterrupted):
     args = [sys.executable, "-m", "bubbleflow.cli", *COMMON, "-o", str(tmp_path)]
     proc = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,

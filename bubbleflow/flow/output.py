@@ -123,13 +123,13 @@ class FlowWriter:
     # -------------------------------------------------------------- opening
     @classmethod
     def create(cls, path, attrs, grid):
-        """A new run: its snapshot folder and a first (empty) index."""
+        """A new run and its snapshot folder.  The index appears with the first
+        snapshot: an index without one could not be restarted."""
         run_id = _new_run_id()
         attrs = dict(attrs)
         attrs.setdefault("created", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
         self = cls(path, attrs, grid, run_id)
         os.makedirs(self.folder, exist_ok=True)
-        self.commit()
         return self
 
     @classmethod
