@@ -402,6 +402,9 @@ def _read_run_file(path):
     import h5py
     import yaml
 
+    if not os.access(path, os.R_OK):
+        raise CaseError(path, None, "cannot be read (permission denied)",
+                        "read permission on the file (ask its owner, or chmod a+r)")
     if not _is_hdf5(path):
         raise CaseError(path, None, "is not an HDF5 file", _RUN_EXPECTED)
     try:

@@ -83,3 +83,19 @@ def test_bad_plot_input_is_one_line(tmp_path):
         assert res.returncode == 2
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in res.stderr
+
+
+def test_unreadable_run_file_is_called_unreadable_not_a_non_hdf5_file(tmp_path, capsys,
+                                                                      monkeypatch):
+    """(Root reads everything, so the permission is simulated.)"""
+    import bubbleflow.plots as plots_mod
+    from bubbleflow.cli import main
+
+    f = tmp_path / "run.h5"
+    f.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+    real_access = plots_mod.os.access
+    monkeypatch.setattr(plots_mod.os, "access",
+                        lambda p, mode: False if str(p) == str(f) else real_access(p, mode))
+    assert main(["plot", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "permission denied" in err
