@@ -90,3 +90,17 @@ def test_liquid_only_flow_runs_without_bubble_diagnostics(tmp_path, capsys, monk
         assert fh.attrs["run_status"] == "finished"
         assert (fh["diagnostics/area"][()] == 0).all()
         assert np.isfinite(fh["fields/p"][-1]).all()
+
+
+def test_pressure_progress_on_a_terminal(capsys, tmp_path, monkeypatch):
+    """A terminal sees the iterations and residual while a pressure solve runs."""
+    import sys
+
+    monkeypatch.undo()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    rc = main(["run", "cases/bubbly_column.yaml", "--backend", "numpy", "--set", "grid.nx=64",
+               "--set", "grid.ny=64", "--set", "solver.deflation.subdomains=[8,8]",
+               "-o", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert "iteration" in err and "relative residual" in err and "rtol 1e-08" in err
