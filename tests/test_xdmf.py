@@ -162,6 +162,35 @@ def test_cli_pressure_run_sidecar(tmp_path, read_xdmf):
     _check_geometry_and_field(ds, g, "p", p)
 
 
+def test_cli_flow_run_sidecar_every_snapshot(tmp_path, read_xdmf):
+    """A real flow run: every snapshot in VTK, physical bounds, p and velocity as in HDF5."""
+    from bubbleflow.cli import main
+
+    rc = main(["run", os.path.join(ROOT, "cases", "two_phase.yaml"), "--backend", "numpy",
+               "--set", "grid.nx=16", "--set", "grid.ny=32", "--set",
+               "solver.deflation.subdomains=[4,4]", "--set", "time.end=0.1",
+               "--set", "output.interval=0.05", "-o", str(tmp_path), "-q", "--no-progress"])
+    assert rc == 0
+    with h5py.File(tmp_path / "two_phase.h5", "r") as fh:
+        times = fh["fields/time"][()]
+        p = fh["fields/p"][()]
+        u, v = fh["fields/u"][()], fh["fields/v"][()]
+    g = Grid(16, 32, 1.0, 2.0)
+    steps = read_xdmf(tmp_path / "two_phase.xdmf")
+    assert [t for t, _ in steps] == pytest.approx(list(times)) and len(steps) == 3
+    for k, (_, ds) in enumerate(steps):
+        _check_geometry_and_field(ds, g, "p", p[k])
+        vel = _cell_array(ds, "velocity")
+        assert vel.shape == (g.nx * g.ny, 3)
+        uc = 0.5 * (u[k][:, 1:] + u[k][:, :-1])
+        vc = 0.5 * (v[k][1:, :] + v[k][:-1, :])
+        for c in range(ds.GetNumberOfCells()):
+            x0, x1, y0, y1, _, _ = ds.GetCell(c).GetBounds()
+            i, j = int((x0 + x1) / 2 / g.hx), int((y0 + y1) / 2 / g.hy)
+            assert vel[c, :2] == pytest.approx([uc[j, i], vc[j, i]], abs=1e-12), (c, i, j)
+            assert vel[c, 2] == 0.0
+
+
 # --------------------------------------------------------------------------
 # Without VTK: the file itself
 # --------------------------------------------------------------------------
