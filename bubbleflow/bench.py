@@ -513,9 +513,9 @@ def device_info(backend):
         versions.append(f"pyamg {pyamg.__version__}")
     except Exception:
         pass
-    from .cli import _version
+    from .version import installed_version
 
-    info["versions"] = f"bubbleflow {_version()}, " + ", ".join(versions)
+    info["versions"] = f"bubbleflow {installed_version()}, " + ", ".join(versions)
     return info
 
 
@@ -841,14 +841,15 @@ def write_csv(path, rows):
     """Every column of :data:`COLUMNS`, one row per solver and problem, atomically."""
     import csv
 
-    from .study import _atomic_text, _cell
+    from .output import atomic_text
+    from .study import _cell
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
     for row in rows:
         w.writerow([_cell(row.get(c)) for c in COLUMNS])
-    _atomic_text(path, buf.getvalue())
+    atomic_text(path, buf.getvalue())
 
 
 def _fmt(v, spec, width):

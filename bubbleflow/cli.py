@@ -22,31 +22,13 @@ import argparse
 import sys
 
 from .config import BACKENDS, CaseError, load_case
+from .version import installed_version
 
 __all__ = ["main", "build_parser", "cmd_run"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1       # the case ran but did not succeed (e.g. no convergence)
 EXIT_USAGE = 2        # the case cannot be run as written (same code as argparse's)
-
-
-def _version():
-    """The installed distribution's version, else the package's, else "unknown"."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("bubbleflow")
-        except PackageNotFoundError:
-            pass
-    except ImportError:  # pragma: no cover - Python < 3.8
-        pass
-    try:
-        from . import __version__
-
-        return __version__
-    except ImportError:
-        return "unknown"
 
 
 def cmd_run(args):
@@ -106,7 +88,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="bubbleflow",
         description="Two-phase bubbly-flow pressure solver (NumPy or CuPy).")
-    parser.add_argument("--version", action="version", version=f"bubbleflow {_version()}")
+    parser.add_argument("--version", action="version", version=f"bubbleflow {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = sub.add_parser("run", help="run a YAML case file",
