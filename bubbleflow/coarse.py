@@ -65,10 +65,11 @@ __all__ = ["CoarseSolver", "partition_groups", "separator_mask", "gauss_jordan_i
 
 SEPARATORS = ("one-sided", "two-sided")
 
-#: Largest ``n`` factorised densely (see the module docstring).  Measured on an
-#: H200 at 4096^2 (level-set blocks): k = 1230 dense 3.9 ms set-up against 3.4
-#: condensed but 0.04 ms less per iteration; k = 4532 dense 22 ms against 5.4
-#: condensed, 0.01 ms per iteration apart.
+#: Largest ``n`` factorised densely (see the module docstring).  Below it the
+#: dense set-up costs a little more and saves time every iteration; well above
+#: it the dense set-up costs several times the condensed one for almost no
+#: gain per iteration (measured: docs/performance.md, "Figures behind code
+#: choices").
 DENSE_LIMIT = 2048
 
 
@@ -303,8 +304,8 @@ class CoarseSolver:
                           f"a smaller separator.", RuntimeWarning, stacklevel=3)
 
         # Every index and value array the device needs, built on the host
-        # first and sent in one transfer (each separate small copy cost about
-        # 0.05 ms at 4096^2).
+        # first and sent in one transfer (each separate small copy has a fixed
+        # cost; measured: docs/performance.md).
         host = {}
         if Gb:
             mii = ~rs & ~cs
@@ -675,8 +676,8 @@ def _spd_inverse(backend, A):
     """Symmetric inverse of the SPD backend matrix ``A`` (which may be
     overwritten): by Cholesky, ``L^-T L^-1`` on the host; on the GPU
     cuSOLVER's ``posv`` with the identity (the factorisation and two
-    triangular solves: at 647 x 647 on the H200 1.04 ms against 1.39 for
-    Cholesky, a triangular inverse and a product)."""
+    triangular solves: measured faster than Cholesky, a triangular inverse
+    and a product; docs/performance.md)."""
     xp = backend.xp
     n = A.shape[0]
     with _linalg_errors(backend):
@@ -885,8 +886,8 @@ class _RawCondensed:
     """The condensed solve of a :class:`CoarseSolver` as five CUDA kernels.
 
     The backend path (:meth:`CoarseSolver._solve_condensed`, its twin, also
-    what NumPy runs) takes about 15 library launches of tiny kernels: at
-    4096^2 (k = 4532) they cost 0.064 ms of every fused iteration.  Here:
+    what NumPy runs) takes about 15 library launches of tiny kernels, whose
+    cost shows in every fused iteration (measured: docs/performance.md).  Here:
     the mean of ``s`` (singular ``E``), the interior block products (a
     block per group), the separator (every block forms its right-hand side
     in shared memory, then a warp per row of ``Sc^-1``), the back

@@ -894,9 +894,10 @@ def _index_lines(node, file, path=(), lines=None, stack=None):
 
 
 # Limits on what is read, checked before anything walks the parsed tree.
-# Case files are a few KiB; PyYAML (pure Python) composes about 0.1 MB/s on a
-# busy 2-core CPU, so 512 KiB (some 12,000 explicit bubbles) still parses in
-# a few seconds, and anything larger is refused unread.
+# Case files are a few KiB; PyYAML (pure Python) composes slowly, so the limit
+# (some 12,000 explicit bubbles) is what still parses in a few seconds on a
+# busy small CPU (measured rate: docs/performance.md), and anything larger is
+# refused unread.
 MAX_CASE_BYTES = 512 * 1024
 # Aliases share composed nodes, so a 351-byte file of nested aliases (a
 # "billion laughs") expands to 10**9 nodes when walked; count the expansion

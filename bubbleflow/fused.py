@@ -55,12 +55,11 @@ __all__ = ["FusedEngine", "fused_engine_for", "FUSED_PRECONDITIONERS"]
 FUSED_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson_scaled")
 
 _THREADS = 256
-# Rows a thread walks in a tile's column (two more are read), measured at
-# 4096^2 on an H200 with 64 x 64 tiles: 32 for bf_direction_spmv (0.304 ->
-# 0.268 ms against 16; 0.315 with 64), 64 for the scaled incomplete Poisson
-# update (0.429, 0.419 and 0.413 ms with 16, 32 and 64 rows: the walk starts
-# a row early), 16 for the other updates (0.278 against 0.284 ms with 32 and
-# 0.287 with 64).
+# Rows a thread walks in a tile's column (two more are read), each the
+# fastest measured for its kernel: _CHUNK_ROWS_WIDE for bf_direction_spmv,
+# _CHUNK_ROWS_IP for the scaled incomplete Poisson update (its walk starts a
+# row early), _CHUNK_ROWS for the other updates (measured:
+# docs/performance.md, "Figures behind code choices").
 _CHUNK_ROWS = 16
 _CHUNK_ROWS_WIDE = 32
 _CHUNK_ROWS_IP = 64
@@ -68,21 +67,17 @@ _CHUNK_ROWS_IP = 64
 # bands: strips of _DIR_BAND_COLS columns (or the widest of 128, 64, 32 that
 # divides the row), cut into as many bands of rows as make one wave of
 # resident blocks on the device (see :func:`_dir_bands`).  Where that does
-# not apply (rows not a multiple of 32 cells), the update's tiles.  Measured
-# at 4096^2 on an H200 (one kernel: a wave is 792 blocks of 256 threads):
-# 64 x 64 tiles 0.2677 ms; 32 x 128 tiles 0.2627 (2.59 waves); bands of 256 columns 0.2537
-# with 49 bands (0.99 waves), 0.2575 with 99 (2.00), 0.2726 with 128 (2.59),
-# 0.3157 with 64 (1.29): the last, partly filled wave costs nearly as much
-# as a full one.  (That sweep divided the band bounds in 64-bit integers; the
-# kernel as it is, side by side with 64 x 64 tiles: 0.2433 against 0.2696.)
+# not apply (rows not a multiple of 32 cells), the update's tiles.  One full
+# wave of bands beats tiles and other band counts: the last, partly filled
+# wave costs nearly as much as a full one (measured: docs/performance.md,
+# "Figures behind code choices").
 _DIR_BAND_COLS = 256
 _DIR_BAND_MIN_ROWS = 8
 # Columns of a scaled incomplete Poisson update block: as many subdomain
 # tiles side by side as fit (tiles a whole number of warps wide), fewer halo
-# recomputations and longer rows.  At 4096^2, 64 x 64 subdomains, H200, side
-# by side: 0.4127 ms with one tile a block, 0.4084 with four, 0.4079 to 0.4094
-# with two.  (The Jacobi update was slower with wider blocks: 0.2784 -> 0.2846
-# ms with two, timed before the per-tile sums were in.)
+# recomputations and longer rows: measured a little faster than one tile a
+# block.  (The Jacobi update was slower with wider blocks, so it keeps one
+# tile a block.  Figures: docs/performance.md, "Figures behind code choices".)
 _IP_BLOCK_COLS = 256
 _IDX32_LIMIT = 2 ** 31    # bf_direction_spmv uses 32-bit cell offsets below it
 _MAX_TILE_WIDTH = 1024    # one thread per column of a tile
@@ -245,7 +240,7 @@ extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
 // shuffles.  Every value is read from memory once per cell (the halos of
 // neighbouring tiles and chunks are cache hits), with no shared memory.
 // Cell offsets of bf_direction_spmv: 32-bit where the grid allows (fewer
-// registers, more warps in flight: measured 0.294 -> 0.268 ms at 4096^2).
+// registers, more warps in flight: measured faster, docs/performance.md).
 #ifdef BF_IDX32
 typedef int idx_t;
 #else
@@ -326,9 +321,9 @@ __device__ __forceinline__ T dir_value(const T* __restrict__ y, const T* __restr
 // also walk a halo column ``ih`` (the west one for the first lane, else the
 // east one: a neighbour's column, cache hits); a lane that is first and
 // last of its segment (one-lane segments) reads its east halo separately.
-// (Halo loads by every lane, the earlier form, were 1.5 us slower at
-// 4096^2; bf_update keeps them: there the predicated form was measured
-// 0.420 -> 0.459 ms.)
+// (Halo loads by every lane, the earlier form, were measured slower here;
+// bf_update keeps them: there the predicated form was slower.  Figures:
+// docs/performance.md.)
 extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* __restrict__ e,
         const int* __restrict__ labels, const T* __restrict__ scal,
         const T* __restrict__ p_old, T* __restrict__ p_new, T* __restrict__ w,
@@ -460,8 +455,8 @@ extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restric
     // y on row jj from t on rows jj and jj - 1: the walk starts one row below.
     // Halo column ih: z there on rows jj and jj + 1, loaded by every lane
     // (the first and the last lane of a segment use it).
-    // (Kept out of Walk: with ih and both stored there, one run on the H200
-    // gave this kernel 0.454 ms at 4096^2 against 0.413.)
+    // (Kept out of Walk: with ih and both stored there, a measured run of
+    // this kernel was slower; docs/performance.md.)
     const int ih = wk.first ? ii - 1 : ii + 1;
     const bool both = wk.first && wk.last;
     T rC = 0.0, sC = 0.0, zC = 0.0, zHC = 0.0;
@@ -567,8 +562,8 @@ extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restric
     // UPD_G tiles side by side (each a whole number of warps wide): for each
     // sum, every warp sums its lanes, then thread g adds the warps of tile g
     // in warp order.  (The four sums in one table of warps, or G a run-time
-    // argument, took the kernel to 72 registers and 0.48 to 0.56 ms at
-    // 4096^2, H200, from 0.41 with 64.)
+    // argument, took the kernel to more registers and made it slower;
+    // measured: docs/performance.md.)
     const int G = UPD_G, SBX = BX / G;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int ntxb = nx / BX;
@@ -797,8 +792,8 @@ class FusedEngine:
             self.prec_code = 3                     # generic M applied after the update
         # The face couplings, (ny, nx - 1) and (ny - 1, nx).  Copied from the
         # east and north diagonals: read in place (row stride nx) both tile
-        # kernels were slower, measured at 4096^2 on an H200 (0.268 -> 0.293
-        # and 0.414 -> 0.462 ms), more than the copies cost once per solve.
+        # kernels were measurably slower (docs/performance.md), more than the
+        # copies cost once per solve.
         if getattr(A, "storage", None) == "matrix_free":
             self.cx, self.cy = cp.ascontiguousarray(A.cx), cp.ascontiguousarray(A.cy)
         else:
@@ -1152,8 +1147,8 @@ class FusedEngine:
         :attr:`graph_iterations` iterations, then pairs, are replayed from
         CUDA graphs captured once per solve and buffer parity: one launch
         instead of about twenty per iteration, and shorter gaps between the
-        kernels on the device (measured at 4096^2 on the H200: pairs saved
-        0.012 ms of 0.746 per scaled-IP iteration).  The kernels and their
+        kernels on the device (measured: docs/performance.md, "Figures
+        behind code choices").  The kernels and their
         arguments are those of the direct launches: the results are the
         same, bit for bit.
         """

@@ -181,9 +181,9 @@ def _reductions(backend, dtype=np.float64):
     """Inner product and 2-norm for the Krylov loop.
 
     On NumPy a threaded BLAS ``dot`` on a busy machine wakes sleeping threads
-    for every call and can cost milliseconds per reduction (seen: 11 ms for
-    16k entries on a loaded 2-core machine); ``einsum``'s single-threaded
-    loop costs microseconds.  CuPy keeps cuBLAS.
+    for every call and can cost milliseconds per reduction on a loaded
+    machine (seen: docs/performance.md); ``einsum``'s single-threaded loop
+    costs microseconds.  CuPy keeps cuBLAS.
 
     For float32 vectors the products are accumulated in float64 (the result
     is a float64 scalar): a float32 sum of a million terms loses about 1e-7
@@ -624,10 +624,10 @@ def _fused_chunk(check_every, h, prev_check, it, tol_rel, steady):
     rate predicts the tolerance, plus ``check_every // 2`` iterations, at
     most ``16 * check_every`` and at least ``check_every``: iterations
     queued past convergence are no-ops, but each still costs its launches
-    (about a tenth of a check).  On the residual histories of the standard
-    problem (256^2 to 1024^2, scaled incomplete Poisson and Jacobi) this
-    takes 5 to 12 checks where half the predicted distance took 6 to 25,
-    with at most 54 no-op iterations queued.
+    (much less than a check).  On the residual histories of the standard
+    problem this takes fewer checks than aiming at half the predicted
+    distance, with few no-op iterations queued (measured:
+    docs/performance.md, "Figures behind code choices").
 
     >>> _fused_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, True)      # 1e-3 per 100: 167 to go
     160

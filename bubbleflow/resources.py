@@ -18,24 +18,22 @@ __all__ = ["estimate_memory", "available_memory", "check_memory",
 #: Grid-sized arrays alive at the peak, in units of one array of the case's
 #: precision per cell.  Calibrated on NumPy with tracemalloc (the peak of
 #: ``bubbleflow.cli.main(["run", ...])``, float64) as the slope of peak bytes
-#: over cells between grid sizes, so that fixed costs cancel:
-#:   pressure, bubbly_column 256^2 -> 512^2 (16 x 16 subdomains): 28.4;
-#:            64^2 -> 128^2 -> 256^2 (8 x 8): 19 and 24;
-#:   flow, two_phase (8 x 8), 64^2 -> 128^2: 46, 128^2 -> 256^2: 55.
-#: (operator diagonals, preconditioner, Krylov vectors and their
-#: temporaries; in a flow also the velocities, level set, properties and the
-#: momentum and WENO temporaries.)  Rounded up.
+#: over cells between grid sizes, so that fixed costs cancel (operator
+#: diagonals, preconditioner, Krylov vectors and their temporaries; in a flow
+#: also the velocities, level set, properties and the momentum and WENO
+#: temporaries).  The largest slope measured, rounded up (the slopes:
+#: docs/performance.md, "Figures behind code choices").
 ARRAYS_PER_CELL = {"pressure": 30, "flow": 60}
-#: float32 cases save nothing measurable on NumPy (bubbly_column 512^2:
-#: peak 62.7 MB in float32, 63.0 MB in float64: the operator, level set and
-#: phase fields stay float64), so count them as float64.
+#: float32 cases save nothing measurable on NumPy (the operator, level set
+#: and phase fields stay float64; peaks: docs/performance.md), so count them
+#: as float64.
 FLOAT32_FACTOR = 1.0
 #: Fixed cost: interpreter-side buffers, the deflation bookkeeping, HDF5
-#: output chunks (measured intercept about 5 MB).
+#: output chunks (above the measured intercept: docs/performance.md).
 FIXED_BYTES = 8 * 2 ** 20
 #: Refuse when the estimate exceeds this fraction of the free memory: the
-#: estimate is within about 25 % of the measured peak, and the rest of the
-#: machine needs some memory too.
+#: estimate is approximate (its error against the measured peak:
+#: docs/performance.md), and the rest of the machine needs some memory too.
 SAFETY = 0.8
 
 _GIB = 2 ** 30

@@ -71,10 +71,8 @@ class PressureSolver:
         therefore offer float64 only.
     inner_rtol : float
         Relative tolerance of each float32 correction.  The float32 floor
-        above makes tighter ones cost iterations for little gain (measured,
-        bubbly column, contrast 1e3, rtol 1e-8, inner iterations at 64^2,
-        128^2, 256^2: 3e-2: 474, 319, 111; 1e-2: 424, 321, 369, the first
-        correction at 256^2 taking 290; float64 DPCG takes 228, 164, 90).
+        above makes tighter ones cost iterations for little gain (iteration
+        counts: docs/performance.md, "Figures behind code choices").
     """
 
     def __init__(self, A, method="dpcg", preconditioner="incomplete_poisson_scaled",
