@@ -658,6 +658,10 @@ def run_point(point):
         row["gpu"] = _gpu_id(backend)
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             rc = run_case(case, backend, quiet=True, progress=False)
+        if rc in (128 + 2, 128 + 15):
+            # A flow point stopped cleanly by Ctrl-C / SIGTERM: stop the sweep
+            # too (its file is restartable; --resume runs the point again).
+            raise KeyboardInterrupt
         if not os.path.isfile(path):
             raise RuntimeError(f"the run returned {rc} without writing {path}")
         row.update(_read_results(path, case.mode))

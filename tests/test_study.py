@@ -471,3 +471,20 @@ def test_help_lists_the_options():
     for opt in ("--param", "--values", "--set", "--resume", "--executor", "--scheduler",
                 "--workers", "--name", "--backend", "--no-progress"):
         assert opt in proc.stdout
+
+
+def test_a_point_stopped_by_a_signal_stops_the_sweep(tmp_path, capsys, monkeypatch):
+    """A flow run ends cleanly on Ctrl-C / SIGTERM (exit 130 / 143); the sweep must stop
+    there too, not go on to the next point."""
+    import bubbleflow.app as app_mod
+
+    calls = []
+
+    def stopped(case, backend, **kw):
+        calls.append(case.name)
+        return 143
+
+    monkeypatch.setattr(app_mod, "run_case", stopped)
+    rc = sweep(COLUMN, "-o", str(tmp_path), *SMALL, "--param", "contrast", "--values", "1,10,100")
+    assert rc == 130 and len(calls) == 1
+    assert "interrupted" in capsys.readouterr().err
