@@ -66,9 +66,8 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
     _say(quiet, f"solver: {s.method}{variant}, preconditioner {s.preconditioner.type}, "
                 f"deflation {s.deflation.type} ({ndefl} vectors), rtol {s.rtol:g}; "
                 f"backend {backend.name} on {backend.device_name}")
-    with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol,
-                        maxiter=s.maxiter) as shown:
-        p, record = _solve_with_progress(solver, prob.rhs, shown)
+    with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol) as shown:
+        p, record = solver.solve(prob.rhs, progress=shown if shown.enabled else None)
     from .output import write_pressure_result
 
     write_pressure_result(
@@ -89,10 +88,8 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
 
 def _pressure_sidecar(path, grid):
     """``<name>.xdmf`` beside a pressure result, for ParaView."""
-    try:
-        from .xdmf import write_xdmf
-    except ImportError:
-        return
+    from .xdmf import write_xdmf
+
     stem, _ = os.path.splitext(path)
     write_xdmf(stem + ".xdmf", grid, [(0.0, os.path.basename(path), "/fields")],
                ("p", "rho", "phi"))
@@ -101,10 +98,9 @@ def _pressure_sidecar(path, grid):
 class _SolveProgress:
     """One terminal line, rewritten at the solver's host checks: iteration and residual."""
 
-    def __init__(self, enabled, rtol, maxiter):
+    def __init__(self, enabled, rtol):
         self.enabled = enabled and sys.stderr.isatty()
         self.rtol = rtol
-        self.maxiter = maxiter
         self.shown = False
 
     def __enter__(self):
@@ -123,15 +119,6 @@ class _SolveProgress:
             sys.stderr.write("\n")
             sys.stderr.flush()
         return False
-
-
-def _solve_with_progress(solver, rhs, progress):
-    """``solver.solve`` with a progress hook where the solver offers one."""
-    import inspect
-
-    if progress.enabled and "progress" in inspect.signature(solver.solve).parameters:
-        return solver.solve(rhs, progress=progress)
-    return solver.solve(rhs)
 
 
 # Keys that may differ between a run and the file it restarts from.
@@ -231,27 +218,20 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     from .flow.output import FlowWriter
 
     solver = FlowSolver(case, backend)
-    attrs = {"bubbleflow_version": __version__, "case": case.to_yaml(), "mode": "flow",
+    # (The writer adds mode, run status and run id.)
+    attrs = {"bubbleflow_version": __version__, "case": case.to_yaml(),
              "backend": backend.name, "device": backend.device_name,
              "precision": case.precision, "face_density": case.operator.face_density}
+    state = _open_restart(case, restart, backend, solver) if restart is not None else None
+    aside = out.set_aside() if out is not None else None
+    if aside:
+        _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run finishes")
     if restart is not None:
-        state = _open_restart(case, restart, backend, solver)
-        if out is not None:
-            aside = out.set_aside()
-            if aside:
-                _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run "
-                            "finishes")
-        attrs.pop("mode")
         writer = FlowWriter.resume(path, restart, attrs, solver.grid)
         previous_wall = float(writer.attrs.get("wall_seconds", 0.0))
         _say(quiet, f"{case.name}: restarting from {restart} at t = {state.time:g} (step {state.step})")
     else:
         state = solver.initial_state()
-        if out is not None:
-            aside = out.set_aside()
-            if aside:
-                _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run "
-                            "finishes")
         writer = FlowWriter.create(path, attrs, solver.grid)
         previous_wall = 0.0
         first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,

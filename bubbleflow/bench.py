@@ -365,24 +365,23 @@ def parse_args(args):
     return cfg
 
 
-# Grid arrays a bench solve keeps per cell: the pressure solver's (see
-# resources.ARRAYS_PER_CELL) plus the peer's CSR matrix (5 values and 5
-# column indices a row, about 8 float64 arrays).
-_BENCH_ARRAYS_PER_CELL = 40
-
-
 def _check_sizes_fit(sizes, backend):
     """Refuse a size whose arrays cannot fit in the free memory, before any work."""
-    from .resources import SAFETY, _host_available, available_memory
+    from .backend import get_backend
+    from .resources import ARRAYS_PER_CELL, SAFETY, available_memory
 
+    # The pressure solver's arrays plus the peer's: its CSR matrix (5 float64
+    # values and 5 int32 indices a row: 7.5 arrays) and CG vectors (x, r, p, q),
+    # rounded up to whole arrays.  An estimate, not a measured peak.
+    per_cell = ARRAYS_PER_CELL["pressure"] + 12
     n = max(sizes)
-    need = _BENCH_ARRAYS_PER_CELL * 8 * n * n
+    need = per_cell * 8 * n * n
     where = [available_memory(backend)]
-    if backend.name != "numpy":
-        where.append((_host_available(), "the host"))        # the problem is built there first
+    if backend.name != "numpy":            # the problem is built on the host first
+        where.append(available_memory(get_backend("numpy")))
     for free, device in where:
         if free is not None and need > SAFETY * free:
-            fit = int((SAFETY * free / (_BENCH_ARRAYS_PER_CELL * 8)) ** 0.5)
+            fit = int((SAFETY * free / (per_cell * 8)) ** 0.5)
             raise _error("--sizes", str(n), f"a size whose arrays fit in {device}: {n}^2 needs "
                          f"about {need / 2 ** 30:.3g} GiB, {free / 2 ** 30:.3g} GiB is free "
                          f"(at most about {fit} here)")
@@ -397,12 +396,10 @@ def _check_writable(path):
     except OSError as exc:
         raise _error("--csv", repr(path),
                      f"a file in a folder that can be created ({exc.strerror})")
-    # A real probe: access() says yes for root in folders such as /proc.
-    probe = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.probe.tmp")
+    from .output import probe_writable
+
     try:
-        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
-        os.unlink(probe)
+        probe_writable(folder, f".{os.path.basename(path)}.{os.getpid()}.probe.tmp")
     except OSError as exc:
         raise _error("--csv", repr(path), f"a file in a writable folder ({exc.strerror})") from None
 

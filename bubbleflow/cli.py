@@ -73,12 +73,9 @@ def cmd_run(args):
     # cannot be imported, and `--help` stays fast.
     from .app import run_case
 
-    try:
-        from .resources import check_memory
-    except ImportError:
-        check_memory = None
-    if check_memory is not None:
-        check_memory(case, backend)
+    from .resources import check_memory
+
+    check_memory(case, backend)
     return run_case(case, backend, quiet=args.quiet, restart=args.restart,
                     progress=not args.no_progress, overwrite=args.overwrite)
 

@@ -1282,6 +1282,19 @@ def _circle_text(x, y, r):
     return f"centre ({_num(x)}, {_num(y)}) with radius {_num(r)}"
 
 
+def _check_apart(ctx, circles, key, gap, apart):
+    """``geometry.<key>`` (bubbles or droplets): no two of them overlap."""
+    pair = _first_overlap([c.center[0] for c in circles], [c.center[1] for c in circles],
+                          [c.radius for c in circles], gap)
+    if pair is not None:
+        i, j = pair
+        a, b = circles[i], circles[j]
+        ctx.fail(("geometry", key, j),
+                 f"got {_circle_text(*b.center, b.radius)}, overlapping geometry.{key}"
+                 f"[{i}] ({_circle_text(*a.center, a.radius)})",
+                 f"{key} apart from each other{apart}")
+
+
 def _first_overlap(xs, ys, rs, gap):
     """``(i, j)``, ``i < j``, of the overlapping pair with the smallest ``j``, or None.
 
@@ -1327,14 +1340,7 @@ def _check_overlaps(case, ctx, gap):
 
     # Explicit bubbles among themselves.
     B = geo.bubbles
-    pair = _first_overlap([b.center[0] for b in B], [b.center[1] for b in B],
-                          [b.radius for b in B], gap)
-    if pair is not None:
-        i, j = pair
-        ctx.fail(("geometry", "bubbles", j),
-                 f"got {_circle_text(*B[j].center, B[j].radius)}, overlapping geometry.bubbles"
-                 f"[{i}] ({_circle_text(*B[i].center, B[i].radius)})",
-                 f"bubbles apart from each other{apart}")
+    _check_apart(ctx, B, "bubbles", gap, apart)
 
     lat = geo.bubble_lattice
     if lat is not None:
@@ -1401,14 +1407,7 @@ def _check_overlaps(case, ctx, gap):
 
     # Droplets: liquid added to gas, so each must lie in gas, whole.
     D = geo.droplets
-    pair = _first_overlap([d.center[0] for d in D], [d.center[1] for d in D],
-                          [d.radius for d in D], gap)
-    if pair is not None:
-        i, j = pair
-        ctx.fail(("geometry", "droplets", j),
-                 f"got {_circle_text(*D[j].center, D[j].radius)}, overlapping geometry.droplets"
-                 f"[{i}] ({_circle_text(*D[i].center, D[i].radius)})",
-                 f"droplets apart from each other{apart}")
+    _check_apart(ctx, D, "droplets", gap, apart)
     for i, d in enumerate(D):
         (x, y), r = d.center, d.radius
         if fs is not None and y - r >= fs + gap:

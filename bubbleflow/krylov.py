@@ -603,14 +603,20 @@ def _solve(A, b, x0, rtol, atol, maxiter, M, callback, deflation, variant, check
             if not math.isfinite(final[1]):
                 reason = "non-finite"
     xf, rtn = final
+    _close_record(record, backend, t_solve, it, rtn / bnorm, reason,
+                  backend.to_host(hist[: it + 1]).copy())
+    return xf, record
+
+
+def _close_record(record, backend, t_solve, iterations, residual, reason, history):
+    """The outcome of a solve into ``record``, timed after the device is done."""
     backend.synchronize()
     record.solve_seconds = time.perf_counter() - t_solve
-    record.iterations = it
-    record.residual = rtn / bnorm
+    record.iterations = iterations
+    record.residual = residual
     record.converged = reason == "converged"
     record.reason = reason
-    record.residual_history = backend.to_host(hist[: it + 1]).copy()
-    return xf, record
+    record.residual_history = history
 
 
 def _fused_chunk(check_every, h, prev_check, it, tol_rel, steady):

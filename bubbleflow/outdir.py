@@ -25,6 +25,7 @@ import shutil
 import uuid
 
 from .config import CaseError
+from .output import probe_writable
 
 __all__ = ["RunOutput", "check_name"]
 
@@ -114,11 +115,8 @@ class RunOutput:
         # The longest names the run writes: the lock, the set-aside result and
         # the temporary files beside them (atomic writes add ~20 characters).
         longest = f".{self.name}.previous.xdmf.{uuid.uuid4().hex}.tmp"
-        probe = os.path.join(outdir, longest)
         try:
-            fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-            os.close(fd)
-            os.unlink(probe)
+            probe_writable(outdir, longest)
         except OSError as exc:
             if exc.errno == errno.ENAMETOOLONG:
                 raise CaseError.from_runtime(
@@ -193,10 +191,12 @@ class RunOutput:
         """The new result is complete: drop the set-aside one and its snapshots."""
         if not self.moved_aside:
             return
-        folder, run_id = _snapshot_run(self.previous)
-        own = _snapshot_run(self.path)[1] if os.path.exists(self.path) else None
-        if folder and run_id and run_id != own:
-            shutil.rmtree(os.path.join(folder, run_id), ignore_errors=True)
+        if _is_flow(self.previous):
+            from .flow.output import run_folder
+
+            old = run_folder(self.previous)
+            if not os.path.exists(self.path) or run_folder(self.path) != old:
+                shutil.rmtree(old, ignore_errors=True)
         for p in (self.previous, self.previous_xdmf):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
@@ -239,12 +239,3 @@ def _status(path):
     if mode == "flow":
         return f"a flow run, status {_text(a.get('run_status', 'unknown'))}"
     return f"a {mode} result"
-
-
-def _snapshot_run(path):
-    a = _attrs(path)
-    if not a or "snapshot_dir" not in a:
-        return None, None
-    rel = _text(a["snapshot_dir"])            # "<name>.snapshots/<run id>"
-    folder = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.dirname(rel))
-    return folder, os.path.basename(rel)

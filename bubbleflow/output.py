@@ -28,7 +28,8 @@ import tempfile
 import h5py
 import numpy as np
 
-__all__ = ["atomic_path", "atomic_h5", "atomic_text", "file_mode", "attach_dimension_scales",
+__all__ = ["atomic_path", "atomic_h5", "atomic_text", "file_mode", "probe_writable",
+           "attach_dimension_scales",
            "write_pressure_result", "SOLVER_SERIES", "UNITS"]
 
 SOLVER_SERIES = ("iterations", "residual", "converged", "reason", "setup_seconds", "solve_seconds")
@@ -69,6 +70,18 @@ def file_mode():
     """
     mask = _read_umask()
     return 0o666 & ~(_UMASK_AT_IMPORT if mask is None else mask)
+
+
+def probe_writable(folder, name):
+    """Create and remove ``folder/name``: raises the OSError a real write would.
+
+    ``os.access`` is no proof (root passes it in folders such as /proc, and
+    it knows nothing of name lengths or full disks).
+    """
+    probe = os.path.join(folder, name)
+    fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _fsync_dir(folder):

@@ -24,10 +24,6 @@ __all__ = ["estimate_memory", "available_memory", "check_memory",
 #: temporaries).  The largest slope measured, rounded up (the slopes:
 #: docs/performance.md, "Figures behind code choices").
 ARRAYS_PER_CELL = {"pressure": 30, "flow": 60}
-#: float32 cases save nothing measurable on NumPy (the operator, level set
-#: and phase fields stay float64; peaks: docs/performance.md), so count them
-#: as float64.
-FLOAT32_FACTOR = 1.0
 #: Fixed cost: interpreter-side buffers, the deflation bookkeeping, HDF5
 #: output chunks (above the measured intercept: docs/performance.md).
 FIXED_BYTES = 8 * 2 ** 20
@@ -41,7 +37,7 @@ _GIB = 2 ** 30
 
 def _coarse_vectors(case):
     """Deflation vectors (coarse matrix order) of a case, at most."""
-    d, g = case.solver.deflation, case.grid
+    d = case.solver.deflation
     if d.type == "none":
         return 0
     if d.type == "stripes":
@@ -69,9 +65,9 @@ def estimate_memory(case):
     """
     g = case.grid
     cells = int(g.nx) * int(g.ny)
-    itemsize = 4 if case.precision == "float32" else 8
+    itemsize = 8                  # float64: the only precision a case can ask for
     per_cell = ARRAYS_PER_CELL.get(case.mode, ARRAYS_PER_CELL["flow"])
-    grid_bytes = cells * per_cell * 8 * (FLOAT32_FACTOR if itemsize == 4 else 1.0)
+    grid_bytes = cells * per_cell * itemsize
     k = _coarse_vectors(case)
     # Dense k x k coarse matrix and its factor/inverse, in float64, plus the
     # n x k-sparse deflation basis (one value and index per cell).

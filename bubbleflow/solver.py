@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from .deflation import make_deflation
-from .krylov import SolveRecord, _reductions, _solve
+from .krylov import SolveRecord, _close_record, _reductions, _solve
 from .precond import make_preconditioner
 
 __all__ = ["PressureSolver", "METHODS", "VARIANTS", "PRECISIONS"]
@@ -266,13 +266,8 @@ class PressureSolver:
         xf, rtn = best if reason != "converged" else (x, rn)
         if xf is None:                   # non-finite at the start
             xf, rtn = x, rn
-        backend.synchronize()
-        record.solve_seconds = time.perf_counter() - t_solve
-        record.iterations = total
-        record.residual = rtn / bnorm
-        record.converged = reason == "converged"
-        record.reason = reason
-        record.residual_history = np.asarray(hist, dtype=np.float64)
+        _close_record(record, backend, t_solve, total, rtn / bnorm, reason,
+                      np.asarray(hist, dtype=np.float64))
         return xf, record
 
     def __repr__(self):

@@ -53,18 +53,15 @@ import uuid
 import h5py
 import numpy as np
 
-from ..output import atomic_h5
+from ..output import UNITS, atomic_h5, attach_dimension_scales
+from ..xdmf import write_xdmf
 
-__all__ = ["FlowWriter", "DIAGNOSTICS", "FIELDS", "read_checkpoint", "snapshot_folder",
-           "run_files", "RUN_STATUSES"]
+__all__ = ["FlowWriter", "DIAGNOSTICS", "read_checkpoint", "snapshot_folder", "run_folder"]
 
 DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "circularity",
                "divergence")
 _SOLVER = {"step": np.int64, "time": np.float64, "iterations": np.int64, "residual": np.float64,
            "converged": np.bool_, "setup_seconds": np.float64, "solve_seconds": np.float64}
-#: Field name -> (units, staggering) of the snapshot datasets.
-FIELDS = {"phi": "m", "rho": "kg/m^3", "p": "Pa", "u": "m/s", "v": "m/s"}
-RUN_STATUSES = ("running", "finished", "stopped", "failed")
 
 
 def snapshot_folder(path):
@@ -73,10 +70,16 @@ def snapshot_folder(path):
     return stem + ".snapshots"
 
 
-def run_files(path):
-    """The index, its XDMF sidecar and the snapshot folder of a run (paths)."""
-    stem, _ = os.path.splitext(os.fspath(path))
-    return stem + ".h5", stem + ".xdmf", stem + ".snapshots"
+def run_folder(path):
+    """Absolute snapshot folder of the run whose index is ``path`` (its
+    ``snapshot_dir`` attribute, ``<name>.snapshots/<run id>``)."""
+    with h5py.File(path, "r") as fh:
+        rel = _text(fh.attrs["snapshot_dir"])
+    return os.path.join(os.path.dirname(os.path.abspath(path)), rel)
+
+
+def _snapshot_name(step):
+    return f"step_{step:09d}.h5"
 
 
 def _new_run_id():
@@ -195,7 +198,7 @@ class FlowWriter:
 
     def write_snapshot(self, state, rho, to_host):
         """The fields of ``state`` to their own file, then the index."""
-        name = f"step_{state.step:09d}.h5"
+        name = _snapshot_name(state.step)
         fields = {"phi": to_host(state.phi), "rho": to_host(rho), "p": to_host(state.p),
                   "u": to_host(state.u), "v": to_host(state.v)}
         os.makedirs(self.folder, exist_ok=True)
@@ -205,18 +208,15 @@ class FlowWriter:
             for key, arr in fields.items():
                 ds = fh.create_dataset(key, data=np.asarray(arr, dtype=np.float64),
                                        compression="gzip", compression_opts=1)
-                ds.attrs["units"] = FIELDS[key]
+                ds.attrs["units"] = UNITS[key]
             u, v = fields["u"], fields["v"]
             # Cell-centred velocity (w = 0) for viewers, which have no face data.
             vel = np.zeros(fields["p"].shape + (3,))
             vel[..., 0] = 0.5 * (u[:, 1:] + u[:, :-1])
             vel[..., 1] = 0.5 * (v[1:, :] + v[:-1, :])
             fh.create_dataset("velocity", data=vel, compression="gzip",
-                              compression_opts=1).attrs["units"] = "m/s"
-        if self.snapshots and self.snapshots[-1][0] == state.step:
-            self.snapshots[-1] = (state.step, state.time, name)
-        else:
-            self.snapshots.append((state.step, state.time, name))
+                              compression_opts=1).attrs["units"] = UNITS["velocity"]
+        self.snapshots.append((state.step, state.time, name))
         self.commit()
 
     def set_attrs(self, **attrs):
@@ -268,8 +268,8 @@ class FlowWriter:
                     # Relative source paths resolve beside the index: the folder can move.
                     layout[k] = h5py.VirtualSource(os.path.join(rel, name), key, shape=shape)
                 ds = f.create_virtual_dataset(key, layout, fillvalue=np.nan)
-                ds.attrs["units"] = FIELDS[key]
-            _scales(fh)
+                ds.attrs["units"] = UNITS[key]
+            attach_dimension_scales(fh)
         _write_sidecar(self)
 
     def close(self, status="finished"):
@@ -279,21 +279,8 @@ class FlowWriter:
             self.closed = True
 
 
-def _scales(fh):
-    """Dimension scales (x, y, time) when the output module provides them."""
-    try:
-        from ..output import attach_dimension_scales
-    except ImportError:
-        return
-    attach_dimension_scales(fh)
-
-
 def _write_sidecar(writer):
     """``<name>.xdmf`` beside the index, listing every snapshot."""
-    try:
-        from ..xdmf import write_xdmf
-    except ImportError:
-        return
     stem, _ = os.path.splitext(writer.path)
     base = os.path.dirname(os.path.abspath(writer.path))
     rel = os.path.relpath(writer.folder, base)
@@ -324,7 +311,7 @@ def _read_index(path):
         if steps.shape[0] == 0:
             raise ValueError("it holds no snapshot")
         folder = os.path.join(os.path.dirname(os.path.abspath(path)), _text(attrs["snapshot_dir"]))
-        snaps = [(int(st), float(t), f"step_{int(st):09d}.h5") for st, t in zip(steps, times)]
+        snaps = [(int(st), float(t), _snapshot_name(int(st))) for st, t in zip(steps, times)]
         for _, _, name in snaps:
             if not os.path.isfile(os.path.join(folder, name)):
                 raise ValueError(f"its snapshot {os.path.join(folder, name)} is missing")
@@ -346,18 +333,17 @@ def _read_index(path):
 
 def read_checkpoint(path):
     """The last snapshot of a flow run: dict of host arrays, the clock and the case."""
-    _, snaps, attrs = _read_index(path)
-    step, time, name = snaps[-1]
-    folder = os.path.join(os.path.dirname(os.path.abspath(path)), snapshot_folder_rel(path))
-    with h5py.File(os.path.join(folder, name), "r") as fh:
-        out = {key: fh[key][()] for key in ("phi", "u", "v", "p")}
-    out["step"] = step
-    out["time"] = time
-    out["case"] = _text(attrs["case"])
-    return out
-
-
-def snapshot_folder_rel(path):
-    """The snapshot folder named in the index ``path`` (relative to its folder)."""
     with h5py.File(path, "r") as fh:
-        return _text(fh.attrs["snapshot_dir"])
+        if "run_id" not in fh.attrs:
+            raise ValueError("it was written by an older bubbleflow (no run_id); start a new run")
+        steps, times = fh["fields/step"][()], fh["fields/time"][()]
+        if steps.shape[0] == 0:
+            raise ValueError("it holds no snapshot")
+        case = _text(fh.attrs["case"])
+    snapshot = os.path.join(run_folder(path), _snapshot_name(int(steps[-1])))
+    with h5py.File(snapshot, "r") as fh:
+        out = {key: fh[key][()] for key in ("phi", "u", "v", "p")}
+    out["step"] = int(steps[-1])
+    out["time"] = float(times[-1])
+    out["case"] = case
+    return out
