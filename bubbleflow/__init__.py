@@ -9,14 +9,14 @@ callback``) and also accept SciPy or CuPy sparse matrices.
 """
 __version__ = "0.1.0"
 
-from .backend import Backend, BackendUnavailable, get_backend
-from .deflation import Deflation, make_deflation
-from .grid import Grid
-from .krylov import SolveRecord, cg, dpcg, pcg
-from .operator import PoissonOperator, assemble_pressure_operator, gravity_rhs
-from .precond import make_preconditioner
-from .problem import bubbly_column
-from .solver import PressureSolver
+from .compute.backend import Backend, BackendUnavailable, get_backend
+from .linalg.deflation import Deflation, make_deflation
+from .mesh.grid import Grid
+from .linalg.krylov import SolveRecord, cg, dpcg, pcg
+from .operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
+from .linalg.precond import make_preconditioner
+from .case.problem import bubbly_column
+from .linalg.solver import PressureSolver
 
 __all__ = [
     "__version__", "Backend", "BackendUnavailable", "get_backend", "Grid", "PoissonOperator",

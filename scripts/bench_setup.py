@@ -31,10 +31,10 @@ import time
 import numpy as np
 
 from bubbleflow import PressureSolver, get_backend, make_deflation
-from bubbleflow.grid import Grid
-from bubbleflow.levelset import Circle, build_levelset, phase_fields
-from bubbleflow.operator import PoissonOperator
-from bubbleflow.precond import PRECONDITIONERS, make_preconditioner
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
+from bubbleflow.operators.poisson import PoissonOperator
+from bubbleflow.linalg.precond import PRECONDITIONERS, make_preconditioner
 
 DEFLATIONS = ("subdomains", "stripes", "levelset_subdomains")
 

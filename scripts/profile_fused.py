@@ -30,9 +30,9 @@ def main(argv=None):
     import cupy as cp
 
     from bubbleflow import bubbly_column, cg, dpcg, get_backend, make_deflation
-    from bubbleflow.bench import copy_bandwidth
-    from bubbleflow.fused import fused_engine_for
-    from bubbleflow.precond import make_preconditioner
+    from bubbleflow.apps.bench import copy_bandwidth
+    from bubbleflow.linalg.fused import fused_engine_for
+    from bubbleflow.linalg.precond import make_preconditioner
 
     bw, _ = copy_bandwidth(get_backend("cupy"), 1 << 30)
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, copy {bw / 1e12:.2f} TB/s",

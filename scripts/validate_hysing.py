@@ -7,7 +7,7 @@ runs::
     bubbleflow run cases/two_phase.yaml -o OUTDIR --set grid.nx=N --set grid.ny=2N \
         --set name=hysing_h{N} --no-progress [--backend B]
 
-(as ``python -m bubbleflow.cli run ...`` with this interpreter), prints the
+(as ``python -m bubbleflow.apps.cli run ...`` with this interpreter), prints the
 benchmark table with the published TP2D reference row and the pass/fail of
 each acceptance bound, and writes an overlay plot of rise velocity,
 circularity and centroid against the TP2D, FreeLIFE and MooNMD curves.
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:           # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from bubbleflow.validation import (REFERENCE, REFERENCE_GROUPS, acceptance_factor,  # noqa: E402
+from bubbleflow.apps.validation import (REFERENCE, REFERENCE_GROUPS, acceptance_factor,  # noqa: E402
                                    benchmark_quantities, compare, load_reference, read_run)
 
 DEFAULT_CASE = ROOT / "cases" / "two_phase.yaml"
@@ -47,7 +47,7 @@ def run_name(n):
 
 def run_command(case, outdir, n, backend=None, overwrite=False):
     """The ``bubbleflow run`` command line for resolution ``n``."""
-    cmd = [sys.executable, "-m", "bubbleflow.cli", "run", str(case), "-o", str(outdir),
+    cmd = [sys.executable, "-m", "bubbleflow.apps.cli", "run", str(case), "-o", str(outdir),
            "--set", f"grid.nx={n}", "--set", f"grid.ny={2 * n}",
            "--set", f"name={run_name(n)}", "--no-progress"]
     if backend:

@@ -6,7 +6,7 @@ against NumPy and are skipped where no GPU is usable.
 """
 import pytest
 
-from bubbleflow.backend import BackendUnavailable, get_backend
+from bubbleflow.compute.backend import BackendUnavailable, get_backend
 
 # Scripts the tests start in subprocesses (they act on import).
 collect_ignore = ["helpers"]

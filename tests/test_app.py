@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import yaml
 
-from bubbleflow.output import atomic_h5
+from bubbleflow.io.layout import atomic_h5
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_cli(*args, cwd=ROOT):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "bubbleflow.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -47,8 +47,8 @@ def test_shipped_case_runs_and_writes_the_documented_layout(case, tmp_path, back
     assert abs(p.mean()) < 1e-9 * abs(p).max()
     assert rho.min() == 1.0 and rho.max() == 1000.0
     # The stored pressure solves the system rebuilt from the stored fields.
-    from bubbleflow.grid import Grid
-    from bubbleflow.operator import PoissonOperator, gravity_rhs
+    from bubbleflow.mesh.grid import Grid
+    from bubbleflow.operators.poisson import PoissonOperator, gravity_rhs
 
     grid = Grid(64, 64)
     A = PoissonOperator(2.0 / (rho[:, 1:] + rho[:, :-1]), 2.0 / (rho[1:, :] + rho[:-1, :]),

@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from bubbleflow import bench as bench_mod
-from bubbleflow.cli import main
+from bubbleflow.apps import bench as bench_mod
+from bubbleflow.apps.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,7 +107,7 @@ def test_peer_residual_is_the_true_residual(small_run):
     """The peer's residual, recomputed here from SciPy's own answer on the same system."""
     from scipy.sparse.linalg import LinearOperator, cg
 
-    from bubbleflow.operator import assemble_pressure_operator
+    from bubbleflow.operators.poisson import assemble_pressure_operator
 
     _, rows = read_rows(small_run["path"])
     peer = next(r for r in rows if r["kind"] == "peer" and r["size"] == "48"
@@ -221,7 +221,7 @@ def test_csv_in_a_folder_where_no_file_can_be_created_is_refused(tmp_path, capsy
 def test_script_wrapper_and_subprocess_exit_code():
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    for cmd in ([sys.executable, "-m", "bubbleflow.cli", "bench", "--sizes", "3"],
+    for cmd in ([sys.executable, "-m", "bubbleflow.apps.cli", "bench", "--sizes", "3"],
                 [sys.executable, os.path.join(ROOT, "scripts", "bench_solver.py"), "--sizes", "3"]):
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2, proc.stderr
@@ -245,7 +245,7 @@ def test_model_and_defaults():
 
 
 def test_a_failing_run_is_recorded_and_the_others_go_on(monkeypatch, tmp_path, capsys):
-    from bubbleflow import solver as solver_mod
+    from bubbleflow.linalg import solver as solver_mod
 
     def boom(self, *args, **kwargs):
         raise RuntimeError("out of\nmemory")
@@ -264,7 +264,7 @@ def test_a_failing_run_is_recorded_and_the_others_go_on(monkeypatch, tmp_path, c
 
 
 def test_size_that_cannot_fit_in_memory_is_refused_before_any_work(capsys, monkeypatch):
-    import bubbleflow.resources as resources
+    import bubbleflow.case.resources as resources
 
     monkeypatch.setattr(bench_mod, "run_bench", lambda *a, **k: pytest.fail("it ran"))
     monkeypatch.setattr(resources, "_host_available", lambda: 2 ** 30)

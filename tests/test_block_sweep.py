@@ -4,7 +4,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve_triangular
 
-from bubbleflow.precond.block_sweep import (MAX_KERNEL_M, _SHARED_BYTES, _scan_threads,
+from bubbleflow.linalg.precond.block_sweep import (MAX_KERNEL_M, _SHARED_BYTES, _scan_threads,
                                             _sub_blocks, block_sweep)
 
 

@@ -1,7 +1,7 @@
 """`bubbleflow run` on broken cases: exit code 2 and one `error:` line, no traceback.
 
 Every error here is found before the case runs, so none of these tests
-needs the solver (``bubbleflow.app``).
+needs the solver (``bubbleflow.apps.run``).
 """
 import os
 import subprocess
@@ -10,17 +10,17 @@ import textwrap
 
 import pytest
 
-from bubbleflow.backend import BackendUnavailable, get_backend
+from bubbleflow.compute.backend import BackendUnavailable, get_backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def bubbleflow(*args, cwd=None):
-    """Run ``python -m bubbleflow.cli`` on the source tree; returns the CompletedProcess."""
+    """Run ``python -m bubbleflow.apps.cli`` on the source tree; returns the CompletedProcess."""
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("PYTHONWARNINGS", None)
-    return subprocess.run([sys.executable, "-m", "bubbleflow.cli", *args], cwd=cwd or ROOT,
+    return subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", *args], cwd=cwd or ROOT,
                           env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -110,7 +110,7 @@ def test_version():
 
 
 def test_main_returns_2_in_process(tmp_path, capsys):
-    from bubbleflow.cli import main
+    from bubbleflow.apps.cli import main
 
     path = write(tmp_path, "grid: {nx: -5}\n")
     assert main(["run", path]) == 2
@@ -138,7 +138,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
 def test_hostile_case_file(tmp_path, kind, capsys):
-    from bubbleflow.cli import main
+    from bubbleflow.apps.cli import main
 
     raw, fragments = HOSTILE[kind]
     path = tmp_path / "case.yaml"
@@ -163,7 +163,7 @@ def test_hostile_case_file(tmp_path, kind, capsys):
                                    "0.25, crossing the free surface at 0.6"]),
 ])
 def test_hostile_overrides_of_a_shipped_flow_case(tmp_path, override, fragments, capsys):
-    from bubbleflow.cli import main
+    from bubbleflow.apps.cli import main
 
     case = os.path.join(ROOT, "cases", "two_phase.yaml")
     assert main(["run", case, "--backend", "numpy", "-o", str(tmp_path), "--set", override]) == 2
@@ -175,8 +175,8 @@ def test_hostile_overrides_of_a_shipped_flow_case(tmp_path, override, fragments,
 
 
 def test_memory_refusal_through_the_cli(tmp_path, capsys, monkeypatch):
-    from bubbleflow import resources
-    from bubbleflow.cli import main
+    from bubbleflow.case import resources
+    from bubbleflow.apps.cli import main
 
     monkeypatch.setattr(resources, "_host_available", lambda: 2 ** 30)
     path = write(tmp_path, "grid: {nx: 8192, ny: 8192}\n")

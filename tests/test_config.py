@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import yaml
 
-from bubbleflow.config import (
+from bubbleflow.case.config import (
     DEFLATIONS, METHODS, PRECONDITIONERS, VARIANTS, Case, CaseError, case_from_dict,
     lattice_centres, load_case,
 )
@@ -92,9 +92,9 @@ def test_case_is_frozen_and_hashable():
 
 
 def test_enums_match_the_numerics():
-    from bubbleflow.deflation import DEFLATIONS as NUM_DEFLATIONS
-    from bubbleflow.precond import PRECONDITIONERS as NUM_PRECONDITIONERS
-    from bubbleflow.solver import METHODS as NUM_METHODS, VARIANTS as NUM_VARIANTS
+    from bubbleflow.linalg.deflation import DEFLATIONS as NUM_DEFLATIONS
+    from bubbleflow.linalg.precond import PRECONDITIONERS as NUM_PRECONDITIONERS
+    from bubbleflow.linalg.solver import METHODS as NUM_METHODS, VARIANTS as NUM_VARIANTS
 
     assert set(PRECONDITIONERS) == set(NUM_PRECONDITIONERS)
     assert set(DEFLATIONS) == set(NUM_DEFLATIONS)
@@ -575,7 +575,7 @@ def test_tuple_item_error_names_the_whole_list():
 
 
 def test_method_follows_from_deflation_and_preconditioner_when_not_written():
-    from bubbleflow.config import case_from_dict
+    from bubbleflow.case.config import case_from_dict
 
     c = case_from_dict({"solver": {"deflation": {"type": "none"}}})
     assert c.solver.method == "pcg" and c.solver.preconditioner.type == "incomplete_poisson_scaled"
@@ -665,7 +665,7 @@ def test_unreadable_bytes_are_one_line(tmp_path, raw, fragment):
 
 
 def test_huge_file_and_directory_refused(tmp_path):
-    from bubbleflow.config import MAX_CASE_BYTES
+    from bubbleflow.case.config import MAX_CASE_BYTES
 
     path = write(tmp_path, "# padding\n" * (MAX_CASE_BYTES // 10 + 1))
     assert "larger than 512 KiB" in str(error_of(load_case, path))
@@ -748,8 +748,8 @@ def test_fixed_dt_against_the_limits():
 
 
 def test_dt_limits_match_the_flow_solver():
-    from bubbleflow.backend import get_backend
-    from bubbleflow.config import initial_dt_limits
+    from bubbleflow.compute.backend import get_backend
+    from bubbleflow.case.config import initial_dt_limits
     from bubbleflow.flow.navier_stokes import FlowSolver
 
     for changes in ({}, {"physics.surface_tension": 0, "fluids.gas.viscosity": 1e-3}):

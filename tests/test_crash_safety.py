@@ -30,7 +30,7 @@ def _env():
 
 
 def run_cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "bubbleflow.cli", *args], cwd=ROOT, env=_env(),
+    return subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", *args], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -104,7 +104,7 @@ def test_killed_before_the_first_snapshot_leaves_nothing_to_refuse(tmp_path, uni
 
 
 def test_sigkill_from_outside_at_a_random_instant(tmp_path, uninterrupted):
-    args = [sys.executable, "-m", "bubbleflow.cli", *COMMON, "-o", str(tmp_path)]
+    args = [sys.executable, "-m", "bubbleflow.apps.cli", *COMMON, "-o", str(tmp_path)]
     proc = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     index = tmp_path / "two_phase.h5"
@@ -124,7 +124,7 @@ def test_sigkill_from_outside_at_a_random_instant(tmp_path, uninterrupted):
 
 
 def test_sigterm_ends_cleanly_with_the_state_written(tmp_path, uninterrupted):
-    args = [sys.executable, "-m", "bubbleflow.cli", *COMMON, "-o", str(tmp_path)]
+    args = [sys.executable, "-m", "bubbleflow.apps.cli", *COMMON, "-o", str(tmp_path)]
     proc = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     index = tmp_path / "two_phase.h5"
@@ -199,7 +199,7 @@ def test_restart_into_another_folder_leaves_the_input_untouched(tmp_path, uninte
 
 def test_two_runs_on_one_output_cannot_both_succeed(tmp_path):
     slow = [a if a != "time.end=0.5" else "time.end=0.6" for a in COMMON]
-    args = [sys.executable, "-m", "bubbleflow.cli", *slow, "-o", str(tmp_path)]
+    args = [sys.executable, "-m", "bubbleflow.apps.cli", *slow, "-o", str(tmp_path)]
     first = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

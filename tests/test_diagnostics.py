@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from bubbleflow.backend import get_backend
-from bubbleflow.config import load_case
+from bubbleflow.compute.backend import get_backend
+from bubbleflow.case.config import load_case
 from bubbleflow.flow.levelset_ops import _contour_area, bubble_diagnostics
 from bubbleflow.flow.navier_stokes import FlowSolver
 

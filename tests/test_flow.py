@@ -7,8 +7,8 @@ import h5py
 import numpy as np
 import pytest
 
-from bubbleflow.backend import get_backend
-from bubbleflow.config import case_from_dict, load_case
+from bubbleflow.compute.backend import get_backend
+from bubbleflow.case.config import case_from_dict, load_case
 from bubbleflow.flow.navier_stokes import FlowSolver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_cli(*args):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "bubbleflow.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
 
 
@@ -135,7 +135,7 @@ def load_flow_file(path):
 @pytest.mark.parametrize("n,factor", [(40, 2), (80, 1)])
 def test_hysing_case1_within_the_bounds(n, factor, tmp_path):
     """h = 1/40 within twice the acceptance bounds, h = 1/80 within them."""
-    from bubbleflow.validation import benchmark_quantities, compare, read_run
+    from bubbleflow.apps.validation import benchmark_quantities, compare, read_run
 
     res = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path), "--no-progress",
                   "--set", f"grid.nx={n}", "--set", f"grid.ny={2 * n}")

@@ -4,9 +4,9 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from bubbleflow.krylov import cg, dpcg, REASONS
-from bubbleflow.problem import bubbly_column
-from bubbleflow.solver import PressureSolver
+from bubbleflow.linalg.krylov import cg, dpcg, REASONS
+from bubbleflow.case.problem import bubbly_column
+from bubbleflow.linalg.solver import PressureSolver
 
 PRECONDITIONERS = ["none", "jacobi", "block_ic", "incomplete_poisson", "incomplete_poisson_scaled"]
 DEFLATIONS = ["subdomains", "stripes", "levelset_subdomains"]

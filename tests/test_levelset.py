@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from types import SimpleNamespace
 
-from bubbleflow.grid import Grid
-from bubbleflow.levelset import (Circle, build_levelset, heaviside, phase_fields,
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.mesh.levelset import (Circle, build_levelset, heaviside, phase_fields,
                                  place_random_bubbles)
 
 

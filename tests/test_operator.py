@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bubbleflow.grid import Grid
-from bubbleflow.levelset import build_levelset, Circle, phase_fields
-from bubbleflow.operator import PoissonOperator, assemble_pressure_operator, gravity_rhs
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.mesh.levelset import build_levelset, Circle, phase_fields
+from bubbleflow.operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
 
 
 def random_phases(rng, nx=13, ny=9, rule="arithmetic", contrast=1e3):
@@ -106,7 +106,7 @@ def test_gravity_rhs_is_compatible():
 
 def test_uniform_columns_give_hydrostatic_pressure():
     """No bubbles, flat surface: the exact answer is rho g (h - y) per column."""
-    from bubbleflow.krylov import cg
+    from bubbleflow.linalg.krylov import cg
 
     grid = Grid(8, 32)
     phi = build_levelset(grid, 0.5)

@@ -5,7 +5,7 @@ import h5py
 import numpy as np
 import pytest
 
-from bubbleflow.cli import main
+from bubbleflow.apps.cli import main
 
 SMALL = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=32", "--set", "grid.ny=32",
          "--set", "solver.deflation.subdomains=[4,4]"]
@@ -20,7 +20,7 @@ def run(capsys, *args):
 @pytest.fixture(autouse=True)
 def _no_solve(monkeypatch):
     """A refused location must be refused before the solve: the solve fails the test."""
-    import bubbleflow.app as app_mod
+    import bubbleflow.apps.run as app_mod
 
     monkeypatch.setattr(app_mod, "build_pressure_problem",
                         lambda *a, **k: pytest.fail("the problem was built"))
@@ -43,7 +43,7 @@ def test_path_under_a_file(capsys, tmp_path):
 
 def test_folder_where_no_file_can_be_created(capsys, tmp_path, monkeypatch):
     """(Root writes anywhere, so the refusal of the file system is simulated.)"""
-    import bubbleflow.outdir as outdir_mod
+    import bubbleflow.io.outdir as outdir_mod
 
     real_open = outdir_mod.os.open
 

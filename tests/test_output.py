@@ -7,11 +7,11 @@ import h5py
 import numpy as np
 import pytest
 
-from bubbleflow import output
-from bubbleflow.grid import Grid
-from bubbleflow.output import (atomic_h5, atomic_path, atomic_text, attach_dimension_scales,
+from bubbleflow.io import layout as output
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.io.layout import (atomic_h5, atomic_path, atomic_text, attach_dimension_scales,
                                write_pressure_result)
-from bubbleflow.study import _atomic_text
+from bubbleflow.apps.sweep import _atomic_text
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from bubbleflow.cli import main
+from bubbleflow.apps.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -78,7 +78,7 @@ def test_bad_plot_input_is_one_line(tmp_path):
     bad = tmp_path / "bad.h5"
     bad.write_text("not hdf5")
     for target in ("missing.h5", str(bad)):
-        res = subprocess.run([sys.executable, "-m", "bubbleflow.cli", "plot", target],
+        res = subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", "plot", target],
                              capture_output=True, text=True, env=env, cwd=tmp_path)
         assert res.returncode == 2
         lines = res.stderr.strip().splitlines()
@@ -88,8 +88,8 @@ def test_bad_plot_input_is_one_line(tmp_path):
 def test_unreadable_run_file_is_called_unreadable_not_a_non_hdf5_file(tmp_path, capsys,
                                                                       monkeypatch):
     """(Root reads everything, so the permission is simulated.)"""
-    import bubbleflow.plots as plots_mod
-    from bubbleflow.cli import main
+    import bubbleflow.apps.plots as plots_mod
+    from bubbleflow.apps.cli import main
 
     f = tmp_path / "run.h5"
     f.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))

@@ -1,4 +1,4 @@
-"""bubbleflow.plots: figures of real small runs and of synthetic study summaries, headless."""
+"""bubbleflow.apps.plots: figures of real small runs and of synthetic study summaries, headless."""
 import csv
 import os
 import subprocess
@@ -9,8 +9,8 @@ import pytest
 from matplotlib.colors import LogNorm
 from matplotlib.image import imread
 
-from bubbleflow.cli import main
-from bubbleflow.plots import is_hysing_case1, plot_run, plot_study, run_figures, study_figures
+from bubbleflow.apps.cli import main
+from bubbleflow.apps.plots import is_hysing_case1, plot_run, plot_study, run_figures, study_figures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -258,7 +258,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     write_study(str(tmp_path), [[1, 2]], ["a", "b"], name="table.csv")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for target in ("missing.h5", "notes.h5", "table.csv"):
-        res = subprocess.run([sys.executable, "-m", "bubbleflow.cli", "plot", target],
+        res = subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", "plot", target],
                              capture_output=True, text=True, env=env, cwd=str(tmp_path),
                              timeout=120)
         assert res.returncode == 2, (target, res.stderr)
@@ -280,7 +280,7 @@ def _phi(x, y, circles, surface=None):
 
 
 def write_pressure_file(path, converged=True):
-    """A pressure run file as bubbleflow.output writes it (fields, one solve)."""
+    """A pressure run file as bubbleflow.io.layout writes it (fields, one solve)."""
     import h5py
     import yaml
 
@@ -324,7 +324,7 @@ COLUMN = dict(lx=0.5, ly=1.0, nx=32, ny=64, surface=0.8,
 def write_flow_file(path, status="finished", bad_steps=(), circles=HYSING_CIRCLE, surface=None,
                     nsteps=40, t_end=None, iterations=None, checks=True, nx=24, ny=48, lx=1.0,
                     ly=2.0):
-    """A flow run file with the layout of bubbleflow.flow.output (two snapshots).
+    """A flow run file with the layout of bubbleflow.io.flow_output (two snapshots).
 
     ``status``: the root attribute run_status (None: an older file without
     it); ``bad_steps``: steps whose solve did not converge (20000 iterations,
@@ -523,7 +523,7 @@ def test_one_bubble_keeps_the_hysing_overlay(tmp_path):
 
 
 def test_gas_components():
-    from bubbleflow.plots import gas_components
+    from bubbleflow.apps.plots import gas_components
 
     x = (np.arange(32) + 0.5) / 32
     assert gas_components(_phi(x, x, [((0.3, 0.3), 0.1), ((0.7, 0.4), 0.1)])) == (2, 0)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg as spl
 
-from bubbleflow.problem import bubbly_column
-from bubbleflow.solver import PressureSolver
+from bubbleflow.case.problem import bubbly_column
+from bubbleflow.linalg.solver import PressureSolver
 
 N = 64
 SUB = (4, 4)
@@ -68,7 +68,7 @@ def test_float32_operator_is_refined_in_float64(column):
     """A float32 operator (the flow's): float32 inferred, the residual in
     float64 with its entries, and the answer that of the float64 operator."""
     A, b, phi, x_ref = column
-    from bubbleflow.solver import _operator_as
+    from bubbleflow.linalg.solver import _operator_as
 
     A32 = _operator_as(A, np.float32)
     s = PressureSolver(A32, phi=phi, subdomains=SUB, rtol=1e-8)
@@ -120,7 +120,7 @@ def test_float32_on_cupy(column):
 def test_case_files_refuse_float32_in_one_line(capsys, tmp_path):
     """float32 cannot reach the tolerance at bubbly-flow contrasts (see the
     PressureSolver docstring): a case asking for it is refused before any work."""
-    from bubbleflow.cli import main
+    from bubbleflow.apps.cli import main
 
     rc = main(["run", "cases/bubbly_column.yaml", "--set", "precision=float32",
                "-o", str(tmp_path), "--backend", "numpy"])

@@ -3,11 +3,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bubbleflow.precond import make_preconditioner, PRECONDITIONERS
-from bubbleflow.problem import bubbly_column
-from bubbleflow.grid import Grid
-from bubbleflow.levelset import Circle, build_levelset, phase_fields
-from bubbleflow.operator import assemble_pressure_operator
+from bubbleflow.linalg.precond import make_preconditioner, PRECONDITIONERS
+from bubbleflow.case.problem import bubbly_column
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
+from bubbleflow.operators.poisson import assemble_pressure_operator
 
 
 def small_operator(backend, contrast=1e3, nx=12, ny=8):
@@ -104,9 +104,9 @@ def test_bad_block_lines_and_general_matrix():
 def test_jacobi_rejects_a_non_positive_diagonal_now_or_at_check(backend):
     """The default check raises in the constructor; ``check=False`` defers it
     to :meth:`check`, which PressureSolver calls after its one synchronisation."""
-    from bubbleflow.operator import PoissonOperator
-    from bubbleflow.precond.jacobi import Jacobi
-    from bubbleflow.solver import PressureSolver
+    from bubbleflow.operators.poisson import PoissonOperator
+    from bubbleflow.linalg.precond.jacobi import Jacobi
+    from bubbleflow.linalg.solver import PressureSolver
 
     bx, by = np.ones((4, 4)), np.ones((3, 5))
     bx[:, 0] = 0.0

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from bubbleflow.problem import bubbly_column
-from bubbleflow.solver import PressureSolver
+from bubbleflow.case.problem import bubbly_column
+from bubbleflow.linalg.solver import PressureSolver
 
 N = 64
 

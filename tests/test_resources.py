@@ -4,9 +4,9 @@ import tracemalloc
 
 import pytest
 
-from bubbleflow.backend import get_backend
-from bubbleflow.config import CaseError, load_case
-from bubbleflow.resources import (
+from bubbleflow.compute.backend import get_backend
+from bubbleflow.case.config import CaseError, load_case
+from bubbleflow.case.resources import (
     ARRAYS_PER_CELL, SAFETY, available_memory, check_memory, estimate_memory,
 )
 
@@ -86,7 +86,7 @@ def test_cupy_free_memory_is_asked_of_the_gpu():
 
 def _peak(n, tmp_path):
     """tracemalloc peak (bytes) of ``bubbleflow run`` of the column at ``n x n`` on NumPy."""
-    from bubbleflow.cli import main
+    from bubbleflow.apps.cli import main
 
     tracemalloc.start()
     try:

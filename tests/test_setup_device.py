@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bubbleflow.deflation import (Deflation, levelset_subdomain_labels, make_deflation,
+from bubbleflow.linalg.deflation import (Deflation, levelset_subdomain_labels, make_deflation,
                                   stripe_labels, subdomain_labels)
-from bubbleflow.grid import Grid
-from bubbleflow.levelset import Circle, build_levelset, phase_fields
-from bubbleflow.operator import PoissonOperator, assemble_pressure_operator
-from bubbleflow.precond import make_preconditioner
-from bubbleflow.precond.block_ic import (BlockIC, block_ic_pivots, block_ic_pivots_scan,
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
+from bubbleflow.operators.poisson import PoissonOperator, assemble_pressure_operator
+from bubbleflow.linalg.precond import make_preconditioner
+from bubbleflow.linalg.precond.block_ic import (BlockIC, block_ic_pivots, block_ic_pivots_scan,
                                         moebius_scan)
 
 

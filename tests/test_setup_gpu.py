@@ -1,4 +1,4 @@
-"""The GPU set-up kernels (``bubbleflow.setup_gpu``) against their array-code twins.
+"""The GPU set-up kernels (``bubbleflow.compute.setup_gpu``) against their array-code twins.
 
 Operator diagonals and scaled incomplete Poisson coefficients: bit for bit.
 The block deflation space (labels, parts, ``(A Z)^T``, ``E``): against the
@@ -8,12 +8,12 @@ level-set and plain layouts, narrow and wide blocks, fragmented parts.
 import numpy as np
 import pytest
 
-import bubbleflow.deflation as deflation
-from bubbleflow.deflation import Deflation, make_deflation
-from bubbleflow.grid import Grid
-from bubbleflow.levelset import Circle, build_levelset, phase_fields
-from bubbleflow.operator import PoissonOperator, _diagonals_from_couplings
-from bubbleflow.precond.incomplete_poisson import ScaledIncompletePoisson, scaled_coefficients
+import bubbleflow.linalg.deflation as deflation
+from bubbleflow.linalg.deflation import Deflation, make_deflation
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
+from bubbleflow.operators.poisson import PoissonOperator, _diagonals_from_couplings
+from bubbleflow.linalg.precond.incomplete_poisson import ScaledIncompletePoisson, scaled_coefficients
 
 pytestmark = pytest.mark.gpu
 
@@ -30,7 +30,7 @@ def random_faces(nx, ny, seed):
 
 @pytest.mark.parametrize("shape", [(13, 9), (64, 48), (1, 5), (6, 1), (1, 1)])
 def test_operator_diagonals_kernel_equals_array_code(shape, cp):
-    from bubbleflow.setup_gpu import op_diagonals
+    from bubbleflow.compute.setup_gpu import op_diagonals
 
     nx, ny = shape
     bx, by = random_faces(nx, ny, nx * 7 + ny)
@@ -124,7 +124,7 @@ def compare(D, T):
 def test_deflation_kernels_equal_array_code(nx, ny, blocks, phi_kind, storage, cupy_backend,
                                             monkeypatch):
     A, phi = operator_and_phi(nx, ny, phi_kind, cupy_backend, storage)
-    from bubbleflow.setup_gpu import raw_deflation_ok
+    from bubbleflow.compute.setup_gpu import raw_deflation_ok
 
     assert raw_deflation_ok(A, *blocks)
     D = build(A, phi, blocks)
@@ -153,7 +153,7 @@ def test_deflation_kernels_not_used_for_uneven_blocks(cupy_backend):
 
 def test_deflated_solve_with_kernel_built_space_matches_cpu(cupy_backend):
     """A DPCG solve on the kernel-built space: the NumPy backend's count and answer."""
-    from bubbleflow.solver import PressureSolver
+    from bubbleflow.linalg.solver import PressureSolver
 
     A, phi = operator_and_phi(64, 64, "bubbles", cupy_backend)
     A_host, _ = operator_and_phi(64, 64, "bubbles", "numpy")

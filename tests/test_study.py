@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import yaml
 
-from bubbleflow import study as study_mod
-from bubbleflow.cli import main
-from bubbleflow.config import CaseError
-from bubbleflow.study import (Parameter, expand, parse_range, parse_values, prepare_study,
+from bubbleflow.apps import sweep as study_mod
+from bubbleflow.apps.cli import main
+from bubbleflow.case.config import CaseError
+from bubbleflow.apps.sweep import (Parameter, expand, parse_range, parse_values, prepare_study,
                               read_summary)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -216,7 +216,7 @@ def test_failed_and_unconverged_runs_are_recorded_and_the_others_run(tmp_path, c
                                                                      monkeypatch):
     # Placement that fails at run time (the case check bounds the fill, so a
     # real jam is rare): 30 stands for "cannot be placed".
-    import bubbleflow.app as app_mod
+    import bubbleflow.apps.run as app_mod
 
     real_build = app_mod.build_pressure_problem
 
@@ -297,7 +297,7 @@ def test_resume_skips_finished_runs_and_runs_the_missing_ones(tmp_path, capsys, 
 def test_unknown_param_key_is_one_line_before_anything_runs(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(
-        [sys.executable, "-m", "bubbleflow.cli", "sweep", COLUMN, "-o", str(tmp_path),
+        [sys.executable, "-m", "bubbleflow.apps.cli", "sweep", COLUMN, "-o", str(tmp_path),
          "--param", "contrast", "--values", "1,10",
          "--param", "solver.preconditoner.type", "--values", "jacobi"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -465,7 +465,7 @@ def test_dask_local_cluster_pins_one_gpu_per_worker():
 
 def test_help_lists_the_options():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "bubbleflow.cli", "sweep", "--help"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", "sweep", "--help"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     for opt in ("--param", "--values", "--set", "--resume", "--executor", "--scheduler",
@@ -476,7 +476,7 @@ def test_help_lists_the_options():
 def test_a_point_stopped_by_a_signal_stops_the_sweep(tmp_path, capsys, monkeypatch):
     """A flow run ends cleanly on Ctrl-C / SIGTERM (exit 130 / 143); the sweep must stop
     there too, not go on to the next point."""
-    import bubbleflow.app as app_mod
+    import bubbleflow.apps.run as app_mod
 
     calls = []
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy.interpolate import CubicSpline
 
-from bubbleflow import validation as V
+from bubbleflow.apps import validation as V
 
 ROOT = Path(__file__).resolve().parent.parent
 

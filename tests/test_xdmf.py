@@ -8,9 +8,9 @@ import h5py
 import numpy as np
 import pytest
 
-from bubbleflow.grid import Grid
-from bubbleflow.output import write_pressure_result
-from bubbleflow.xdmf import write_xdmf
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.io.layout import write_pressure_result
+from bubbleflow.io.xdmf import write_xdmf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -144,7 +144,7 @@ def test_flow_snapshots_read_back_after_moving_the_folder(tmp_path, read_xdmf, m
 
 
 def test_cli_pressure_run_sidecar(tmp_path, read_xdmf):
-    from bubbleflow.cli import main
+    from bubbleflow.apps.cli import main
 
     rc = main(["run", os.path.join(ROOT, "cases", "bubbly_column.yaml"),
                "--set", "grid.nx=32", "--set", "grid.ny=16", "--set", "grid.lx=2.0",
@@ -164,7 +164,7 @@ def test_cli_pressure_run_sidecar(tmp_path, read_xdmf):
 
 def test_cli_flow_run_sidecar_every_snapshot(tmp_path, read_xdmf):
     """A real flow run: every snapshot in VTK, physical bounds, p and velocity as in HDF5."""
-    from bubbleflow.cli import main
+    from bubbleflow.apps.cli import main
 
     rc = main(["run", os.path.join(ROOT, "cases", "two_phase.yaml"), "--backend", "numpy",
                "--set", "grid.nx=16", "--set", "grid.ny=32", "--set",

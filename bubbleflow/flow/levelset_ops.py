@@ -1,7 +1,7 @@
 """Level-set operations for the time-dependent flow: transport, redistancing,
 curvature and the interface diagnostics of the rising-bubble benchmark.
 
-Conventions (shared with :mod:`bubbleflow.levelset`):
+Conventions (shared with :mod:`bubbleflow.mesh.levelset`):
 
 * grid arrays have shape ``(ny, nx)``; cell ``(j, i)`` has its centre at
   ``x_i = (i + 0.5) hx``, ``y_j = (j + 0.5) hy``;
@@ -12,15 +12,15 @@ Conventions (shared with :mod:`bubbleflow.levelset`):
   top walls).
 
 Everything is written against the array module of the input
-(:func:`bubbleflow.backend.backend_of`), so the same code runs on NumPy and
+(:func:`bubbleflow.compute.backend.backend_of`), so the same code runs on NumPy and
 CuPy.  Scalar diagnostics are returned as Python floats.
 """
 from __future__ import annotations
 
 import math
 
-from ..backend import backend_of
-from ..levelset import heaviside
+from ..compute.backend import backend_of
+from ..mesh.levelset import heaviside
 
 __all__ = [
     "advect", "reinitialize", "curvature", "interface_length",
@@ -511,7 +511,7 @@ def interface_segments(phi, hx, hy):
 def gas_area(phi, hx, hy, eps):
     """Gas area ``integral of (1 - H_eps(phi)) dA`` (midpoint rule over cells).
 
-    ``H_eps`` is :func:`bubbleflow.levelset.heaviside`; use
+    ``H_eps`` is :func:`bubbleflow.mesh.levelset.heaviside`; use
     ``eps = 1.5 * max(hx, hy)`` as everywhere else.  For a signed distance the
     smoothing biases the area of a circle of radius R by about
     ``+0.13 (eps/R)^2`` relative.

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..grid import Grid
-from ..levelset import build_levelset, geometry_circles, heaviside
-from ..operator import PoissonOperator
-from ..solver import PressureSolver
+from ..mesh.grid import Grid
+from ..mesh.levelset import build_levelset, geometry_circles, heaviside
+from ..operators.poisson import PoissonOperator
+from ..linalg.solver import PressureSolver
 from . import levelset_ops
 
 __all__ = ["FlowState", "FlowSolver", "StepReport"]

@@ -16,8 +16,8 @@ import sys
 
 import h5py
 
-from bubbleflow import cli
-from bubbleflow.solver import PressureSolver
+from bubbleflow.apps import cli
+from bubbleflow.linalg.solver import PressureSolver
 
 where, target = sys.argv[1], int(sys.argv[2])
 args = sys.argv[sys.argv.index("--") + 1:]
@@ -57,7 +57,7 @@ else:
 
     h5py.Group.create_dataset = killing_create
     if where == "before-index":
-        import bubbleflow.flow.output as fo
+        import bubbleflow.io.flow_output as fo
 
         write = fo.FlowWriter.write_snapshot
         commit = fo.FlowWriter.commit

@@ -57,7 +57,7 @@ def place_random_bubbles(spec, grid, avoid=()):
 
 def geometry_circles(geometry, grid):
     """All circles of a case's ``geometry`` section, in a fixed order."""
-    from .config import lattice_centres
+    from ..case.config import lattice_centres
 
     circles = [Circle(float(b.center[0]), float(b.center[1]), float(b.radius), True)
                for b in geometry.bubbles]

@@ -42,7 +42,7 @@ failed, ``failed``: an exception, no file), and for ``mode: pressure``
 ``iterations_mean``, ``iterations_max``, ``pressure_solves``, ``steps``,
 ``residual`` (the worst), ``converged`` (all), ``reason``, setup and solve
 totals and the Hysing benchmark quantities of
-:func:`bubbleflow.validation.benchmark_quantities`; then ``wall_seconds``,
+:func:`bubbleflow.apps.validation.benchmark_quantities`; then ``wall_seconds``,
 ``backend``, ``device``, ``gpu`` (PCI bus id of a CuPy run's GPU), ``host``,
 ``file`` and ``error``.
 
@@ -86,7 +86,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from .config import BACKENDS, CaseError, case_from_dict, first_difference, load_case
+from ..case.config import BACKENDS, CaseError, case_from_dict, first_difference, load_case
 
 __all__ = [
     "add_subparser", "cmd_sweep", "run_point", "parse_values", "parse_range", "expand",
@@ -641,8 +641,8 @@ def run_point(point):
     dict
         The row: ``run``, the parameter values, ``status`` and the results.
     """
-    from .app import run_case
-    from .backend import get_backend
+    from .run import run_case
+    from ..compute.backend import get_backend
 
     t0 = time.perf_counter()
     row = {"run": point["run"], **point.get("params", {}), "status": "failed",
@@ -768,7 +768,7 @@ def read_summary(path):
 
 def _atomic_text(path, text):
     """Write ``text`` (UTF-8) to ``path`` atomically, with the umask's permissions."""
-    from .output import atomic_text    # imported here: it loads h5py
+    from ..io.layout import atomic_text    # imported here: it loads h5py
 
     atomic_text(path, text)
 
@@ -791,7 +791,7 @@ def _h5_column(values):
 
 def write_summary(directory, columns, rows, study_text=""):
     """Write ``summary.csv`` and ``summary.h5`` (each atomically) in ``directory``."""
-    from .output import atomic_h5
+    from ..io.layout import atomic_h5
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -878,7 +878,7 @@ def _check_folder(study, resume):
 
 def _visible_gpus(backend_name, file):
     """GPU ids to pin workers to (``CUDA_VISIBLE_DEVICES`` entries); [] on the CPU."""
-    from .backend import BackendUnavailable, get_backend
+    from ..compute.backend import BackendUnavailable, get_backend
 
     if backend_name == "numpy":
         return []

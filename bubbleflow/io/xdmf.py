@@ -26,7 +26,7 @@ import os
 import posixpath
 from xml.sax.saxutils import escape, quoteattr
 
-from .output import UNITS, atomic_text
+from .layout import UNITS, atomic_text
 
 __all__ = ["write_xdmf", "CELL_FIELDS"]
 
@@ -66,8 +66,8 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
     ----------
     xdmf_path : str or os.PathLike
         The file to write (replaced atomically, see
-        :func:`bubbleflow.output.atomic_path`).
-    grid : bubbleflow.grid.Grid
+        :func:`bubbleflow.io.layout.atomic_path`).
+    grid : bubbleflow.mesh.grid.Grid
         Anything with ``nx, ny, hx, hy`` (cell counts and sizes, m); the
         domain is ``[0, nx hx] x [0, ny hy]``.
     snapshots : sequence of (float, str, str)

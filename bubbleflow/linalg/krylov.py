@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .backend import backend_of
+from ..compute.backend import backend_of
 
 __all__ = ["SolveRecord", "cg", "pcg", "dpcg", "REASONS"]
 
@@ -74,7 +74,7 @@ class SolveRecord:
     true_residual_checks : list of (iteration, relative true residual)
     setup_seconds, solve_seconds : float
     engine : str
-        ``generic`` (the backend loop) or ``fused`` (:mod:`bubbleflow.fused`).
+        ``generic`` (the backend loop) or ``fused`` (:mod:`bubbleflow.linalg.fused`).
     bytes_per_iteration : int
         Device traffic of one fused iteration (our count; 0 for generic).
     precision : str
@@ -154,10 +154,10 @@ def _preconditioner_of(M, A):
 
 def _sparse_dot(M, v):
     """``M @ v``; for a CuPy CSR matrix in a fixed order of summation
-    (:func:`bubbleflow.kernels.csr_matvec`: CuPy's product varies from run
+    (:func:`bubbleflow.compute.kernels.csr_matvec`: CuPy's product varies from run
     to run in the last bits)."""
     if type(M).__module__.startswith("cupyx") and getattr(M, "format", None) == "csr":
-        from .kernels import csr_matvec
+        from ..compute.kernels import csr_matvec
 
         return csr_matvec(M, v)
     return M @ v
@@ -684,7 +684,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         mean of ``b``, return the zero-mean answer).  ``"auto"`` takes it from
         ``A.nullspace`` (set by the pressure operator).
     engine : {"auto", "generic", "fused"}
-        ``"auto"`` runs the fused GPU iteration (:mod:`bubbleflow.fused`)
+        ``"auto"`` runs the fused GPU iteration (:mod:`bubbleflow.linalg.fused`)
         where it applies (CuPy, float64, grid operator, a fused or grid
         preconditioner, A-DEF2) and the generic backend loop otherwise.
 

@@ -30,7 +30,7 @@ import functools
 
 import numpy as np
 
-from ..backend import backend_of
+from ...compute.backend import backend_of
 from .base import Preconditioner, require_grid_operator
 
 __all__ = ["BlockIC", "block_ic_pivots", "block_ic_pivots_scan", "moebius_scan"]

@@ -32,7 +32,7 @@ class PressureSolver:
     A : PoissonOperator
     method : {"cg", "pcg", "dpcg"}
     preconditioner : str
-        A name from :data:`bubbleflow.precond.PRECONDITIONERS`.
+        A name from :data:`bubbleflow.linalg.precond.PRECONDITIONERS`.
     deflation : str
         ``none``, ``subdomains``, ``stripes`` or ``levelset_subdomains``.
     phi : array, optional
@@ -304,7 +304,7 @@ def _operator_as(A, dtype):
     dtype = np.dtype(dtype)
     if np.dtype(getattr(A, "dtype", dtype)) == dtype:
         return A
-    from .operator import PoissonOperator
+    from ..operators.poisson import PoissonOperator
 
     if not isinstance(A, PoissonOperator):
         return A.astype(dtype)

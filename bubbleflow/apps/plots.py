@@ -51,7 +51,7 @@ combination of the other swept parameters; rows whose ``status`` is not
 
 From Python::
 
-    from bubbleflow.plots import plot_run, plot_study
+    from bubbleflow.apps.plots import plot_run, plot_study
     paths = plot_run("outputs/two_phase.h5")                 # list of PNG paths
     paths = plot_study("studies/contrast/summary.csv", "figs")
 
@@ -61,7 +61,7 @@ From Python::
 Everything draws on :class:`matplotlib.figure.Figure` with the Agg canvas:
 no pyplot, no global state, no display needed.  Bad input (a missing file,
 a file not written by bubbleflow, a CSV that is not a study summary) is a
-:class:`~bubbleflow.config.CaseError`, printed by ``bubbleflow`` as one line
+:class:`~bubbleflow.case.config.CaseError`, printed by ``bubbleflow`` as one line
 with exit code 2.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ import uuid
 
 import numpy as np
 
-from .config import CaseError
+from ..case.config import CaseError
 
 __all__ = [
     "add_subparser", "cmd_plot", "plot_run", "plot_study", "run_figures", "study_figures",

@@ -52,8 +52,8 @@ class ScaledIncompletePoisson(Preconditioner):
         xp = A.backend.xp
         S, W, C, E, N = A.entries()
         if A.backend.name == "cupy" and all(d.dtype == xp.float64 for d in (S, W, C, E, N)):
-            # One pass on the GPU (bubbleflow.setup_gpu), its twin scaled_coefficients.
-            from ..setup_gpu import ips_coefficients
+            # One pass on the GPU (bubbleflow.compute.setup_gpu), its twin scaled_coefficients.
+            from ...compute.setup_gpu import ips_coefficients
 
             coefficients = ips_coefficients(S, W, C, E, N)
         else:

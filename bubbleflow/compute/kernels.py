@@ -124,7 +124,7 @@ void bubbleflow_tile_part_sums(const T* __restrict__ r, const signed char* __res
 def tile_part_sums(r, part, block_shape):
     """``(ntiles * 2,)``: the sums of ``r`` over part 0 and part 1 of every
     block of ``block_shape`` (row-major blocks; CuPy).  Its twin is
-    :meth:`bubbleflow.deflation.Deflation._block_sums` (array code)."""
+    :meth:`bubbleflow.linalg.deflation.Deflation._block_sums` (array code)."""
     import cupy
     import numpy as np
 

@@ -24,8 +24,8 @@ import os
 import shutil
 import uuid
 
-from .config import CaseError
-from .output import probe_writable
+from ..case.config import CaseError
+from .layout import probe_writable
 
 __all__ = ["RunOutput", "check_name"]
 
@@ -192,7 +192,7 @@ class RunOutput:
         if not self.moved_aside:
             return
         if _is_flow(self.previous):
-            from .flow.output import run_folder
+            from .flow_output import run_folder
 
             old = run_folder(self.previous)
             if not os.path.exists(self.path) or run_folder(self.path) != old:

@@ -53,8 +53,8 @@ import uuid
 import h5py
 import numpy as np
 
-from ..output import UNITS, atomic_h5, attach_dimension_scales
-from ..xdmf import write_xdmf
+from .layout import UNITS, atomic_h5, attach_dimension_scales
+from .xdmf import write_xdmf
 
 __all__ = ["FlowWriter", "DIAGNOSTICS", "read_checkpoint", "snapshot_folder", "run_folder"]
 

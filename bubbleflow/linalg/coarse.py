@@ -107,7 +107,7 @@ class CoarseSolver:
         ``symmetric`` the refinement step uses it).
     symmetric : bool, default False
         ``E`` is exactly symmetric, without duplicate entries and with sorted
-        indices (as :class:`~bubbleflow.deflation.Deflation` builds it): its
+        indices (as :class:`~bubbleflow.linalg.deflation.Deflation` builds it): its
         symmetrisation ``(E + E^T) / 2`` is skipped.
     sync : bool, default True
         Synchronise with the device at the end (``setup_seconds`` then
@@ -938,7 +938,7 @@ class _RawCondensed:
     def solve(self, s, out, gather=True):
         """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``).
 
-        ``gather=False`` (the fused iteration, :mod:`bubbleflow.fused`) stops
+        ``gather=False`` (the fused iteration, :mod:`bubbleflow.linalg.fused`) stops
         before the gather into ``out``, which the caller then does from
         :attr:`t` and :attr:`yS` with ``take_out`` (and the mean removal), as
         ``bf_cs_out`` does.

@@ -45,8 +45,8 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from .coarse import DENSE_LIMIT, CoarseSolver
-from .backend import backend_of
-from .setup_gpu import deflation_blocks, raw_deflation_ok
+from ..compute.backend import backend_of
+from ..compute.setup_gpu import deflation_blocks, raw_deflation_ok
 
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
            "levelset_subdomain_labels", "DEFLATIONS"]
@@ -215,7 +215,7 @@ class Deflation:
         size = (rows[:, None] * cols[None, :]).ravel()            # (nblocks,)
         if raw_deflation_ok(A, px, py):
             # On the GPU with blocks that tile the grid: a few raw kernels
-            # (bubbleflow.setup_gpu) instead of the array code below, its twin.
+            # (bubbleflow.compute.setup_gpu) instead of the array code below, its twin.
             if phi is not None:
                 phi = _on_backend(phi, backend).reshape(ny, nx)
             pieces, part, present = deflation_blocks(A, phi, px, py, size, _present_table)
@@ -257,7 +257,7 @@ class Deflation:
         if nparts == 1:
             lut = xp.concatenate([lut, xp.full((nblocks, 1), -1, dtype=xp.int32)], axis=1)
         self.lut = lut
-        # For the fused GPU iteration (bubbleflow.fused), built here so that it
+        # For the fused GPU iteration (bubbleflow.linalg.fused), built here so that it
         # counts as set-up: the slot 2 * block + part of every vector (where
         # the per-block sums of Z^T r land) and the labels as int32.
         flat = lut.ravel()
@@ -300,14 +300,14 @@ class Deflation:
         fixed order (reproducible on the GPU, where ``bincount`` adds with
         atomics in a varying order), then each vector takes the sum of its
         slot (``owner``); otherwise ``bincount``.  On CuPy the block sums
-        are one kernel (:func:`bubbleflow.kernels.tile_part_sums`, whose
+        are one kernel (:func:`bubbleflow.compute.kernels.tile_part_sums`, whose
         twin is the array code here).
         """
         xp = self.backend.xp
         if self.block_shape is None:
             return xp.bincount(self.labels, weights=r.ravel(), minlength=self.k).astype(r.dtype)
         if self.backend.name == "cupy" and r.dtype in (np.float64, np.float32):
-            from .kernels import tile_part_sums
+            from ..compute.kernels import tile_part_sums
 
             return tile_part_sums(r, self.part, self.block_shape)[self.owner]
         return self._block_sums(r)[self.owner]

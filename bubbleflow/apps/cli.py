@@ -5,14 +5,14 @@
     bubbleflow run CASE.yaml [-o OUTDIR] [--backend auto|numpy|cupy]
                              [--set key.path=value ...] [--quiet]
                              [--restart FILE.h5] [--overwrite] [--no-progress]
-    bubbleflow sweep CASE.yaml --param KEY --values V1,V2,... [...]   (bubbleflow.study)
-    bubbleflow plot RUN.h5|summary.csv [-o DIR]                       (bubbleflow.plots)
-    bubbleflow bench [--sizes N ...] [--contrasts C ...] [...]        (bubbleflow.bench)
+    bubbleflow sweep CASE.yaml --param KEY --values V1,V2,... [...]   (bubbleflow.apps.sweep)
+    bubbleflow plot RUN.h5|summary.csv [-o DIR]                       (bubbleflow.apps.plots)
+    bubbleflow bench [--sizes N ...] [--contrasts C ...] [...]        (bubbleflow.apps.bench)
     bubbleflow --version
 
 Each subcommand is one ``cmd_<name>(args) -> int`` function.  A mistake in
 the case (or in an override, or a backend this machine cannot run) is a
-:class:`~bubbleflow.config.CaseError`: it is printed as one ``error: ...``
+:class:`~bubbleflow.case.config.CaseError`: it is printed as one ``error: ...``
 line on stderr and the exit code is 2, without a traceback, because the fix
 is in the user's file, not in the code.  A solve that fails exits with 1.
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import BACKENDS, CaseError, load_case
-from .version import installed_version
+from ..case.config import BACKENDS, CaseError, load_case
+from ..version import installed_version
 
 __all__ = ["main", "build_parser", "cmd_run"]
 
@@ -42,14 +42,14 @@ def cmd_run(args):
     Returns
     -------
     int
-        The exit code of :func:`bubbleflow.app.run_case` (0 or 1).
+        The exit code of :func:`bubbleflow.apps.run.run_case` (0 or 1).
 
     Raises
     ------
     CaseError
         The case, an override or the backend choice is unusable.
     """
-    from .backend import BackendUnavailable, get_backend
+    from ..compute.backend import BackendUnavailable, get_backend
 
     # -o and --backend go through the same validation as --set, after the
     # --set items so that they win.  Their values are used unparsed (a
@@ -71,9 +71,9 @@ def cmd_run(args):
 
     # Imported here so that case errors are reported even if the numerics
     # cannot be imported, and `--help` stays fast.
-    from .app import run_case
+    from .run import run_case
 
-    from .resources import check_memory
+    from ..case.resources import check_memory
 
     check_memory(case, backend)
     return run_case(case, backend, quiet=args.quiet, restart=args.restart,
@@ -110,7 +110,7 @@ def build_parser():
 
     # Subcommands that live beside their code: each module has
     # add_subparser(subparsers), registering its cmd_* function.
-    from . import bench, plots, study
+    from . import bench, plots, sweep as study
 
     study.add_subparser(sub)
     plots.add_subparser(sub)

@@ -17,7 +17,7 @@ __all__ = ["estimate_memory", "available_memory", "check_memory",
 
 #: Grid-sized arrays alive at the peak, in units of one array of the case's
 #: precision per cell.  Calibrated on NumPy with tracemalloc (the peak of
-#: ``bubbleflow.cli.main(["run", ...])``, float64) as the slope of peak bytes
+#: ``bubbleflow.apps.cli.main(["run", ...])``, float64) as the slope of peak bytes
 #: over cells between grid sizes, so that fixed costs cancel (operator
 #: diagonals, preconditioner, Krylov vectors and their temporaries; in a flow
 #: also the velocities, level set, properties and the momentum and WENO
@@ -54,7 +54,7 @@ def estimate_memory(case):
 
     Parameters
     ----------
-    case : bubbleflow.config.Case
+    case : bubbleflow.case.config.Case
 
     Returns
     -------
@@ -97,7 +97,7 @@ def available_memory(backend):
 
     Parameters
     ----------
-    backend : bubbleflow.backend.Backend
+    backend : bubbleflow.compute.backend.Backend
         NumPy: the host's MemAvailable.  CuPy: the GPU's free memory
         (``cudaMemGetInfo``) plus what CuPy's pool holds but does not use.
     """
@@ -122,8 +122,8 @@ def check_memory(case, backend, available=None):
 
     Parameters
     ----------
-    case : bubbleflow.config.Case
-    backend : bubbleflow.backend.Backend
+    case : bubbleflow.case.config.Case
+    backend : bubbleflow.compute.backend.Backend
         As chosen for the run (``backend.name``, ``backend.xp``).
     available : int, optional
         Free bytes to check against instead of asking (for tests).

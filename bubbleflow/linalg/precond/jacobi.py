@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import backend_of
+from ...compute.backend import backend_of
 from .base import Preconditioner
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import sys
 
-from . import __version__
-from .problem import build_pressure_problem
-from .solver import PressureSolver
+from .. import __version__
+from ..case.problem import build_pressure_problem
+from ..linalg.solver import PressureSolver
 
 __all__ = ["run_case", "run_pressure"]
 
@@ -26,10 +26,10 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     """Run a validated case on ``backend``; return the process exit code.
 
     The output location is checked, locked and protected (see
-    :mod:`bubbleflow.outdir`) before any work starts.
+    :mod:`bubbleflow.io.outdir`) before any work starts.
     """
-    from .config import CaseError
-    from .outdir import RunOutput
+    from ..case.config import CaseError
+    from ..io.outdir import RunOutput
 
     if case.mode != "flow" and restart is not None:
         raise CaseError(case.source, "mode", f"got --restart with mode {case.mode!r}",
@@ -45,7 +45,7 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
 
 def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=True, **_):
     """One pressure solve of the first projection step; returns 0 or 1."""
-    from .config import CaseError
+    from ..case.config import CaseError
 
     path = out.path if out is not None else os.path.join(outdir or case.output.directory,
                                                          f"{case.name}.h5")
@@ -68,7 +68,7 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
                 f"backend {backend.name} on {backend.device_name}")
     with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol) as shown:
         p, record = solver.solve(prob.rhs, progress=shown if shown.enabled else None)
-    from .output import write_pressure_result
+    from ..io.layout import write_pressure_result
 
     write_pressure_result(
         path, case_yaml=case.to_yaml(), version=__version__, backend=backend.name,
@@ -88,7 +88,7 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
 
 def _pressure_sidecar(path, grid):
     """``<name>.xdmf`` beside a pressure result, for ParaView."""
-    from .xdmf import write_xdmf
+    from ..io.xdmf import write_xdmf
 
     stem, _ = os.path.splitext(path)
     write_xdmf(stem + ".xdmf", grid, [(0.0, os.path.basename(path), "/fields")],
@@ -130,9 +130,9 @@ def _open_restart(case, restart, backend, solver):
     """State from the last checkpoint of ``restart``, checked against ``case``."""
     import yaml
 
-    from .config import CaseError, first_difference
-    from .flow.navier_stokes import FlowState
-    from .flow.output import read_checkpoint
+    from ..case.config import CaseError, first_difference
+    from ..flow.navier_stokes import FlowState
+    from ..io.flow_output import read_checkpoint
 
     if not os.path.isfile(restart):
         raise CaseError(restart, None, "restart file not found", "an HDF5 file written by a flow run")
@@ -214,8 +214,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
 
     import numpy as np
 
-    from .flow.navier_stokes import FlowSolver, StepReport
-    from .flow.output import FlowWriter
+    from ..flow.navier_stokes import FlowSolver, StepReport
+    from ..io.flow_output import FlowWriter
 
     solver = FlowSolver(case, backend)
     # (The writer adds mode, run status and run id.)

@@ -16,7 +16,7 @@ dynamics", Int. J. Numer. Meth. Fluids 60 (2009) 1259-1288.
 
 ::
 
-    from bubbleflow.validation import read_run, benchmark_quantities, compare
+    from bubbleflow.apps.validation import read_run, benchmark_quantities, compare
     run = read_run("outputs/hysing/hysing_h80.h5")
     q = benchmark_quantities(**run["diagnostics"])
     for row in compare(q, h=run["h"]):

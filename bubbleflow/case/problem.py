@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .grid import Grid
-from .levelset import Circle, PhaseFields, build_levelset, geometry_circles, phase_fields
-from .operator import PoissonOperator, assemble_pressure_operator, gravity_rhs
+from ..mesh.grid import Grid
+from ..mesh.levelset import Circle, PhaseFields, build_levelset, geometry_circles, phase_fields
+from ..operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
 
 __all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column", "bubbly_column_phases"]
 
@@ -69,7 +69,7 @@ def bubbly_column(n=128, contrast=1000.0, backend="numpy", rule="arithmetic", st
 
     Returns ``(A, b, phi)``: operator, right-hand side (flat) and level set.
     """
-    from .backend import get_backend
+    from ..compute.backend import get_backend
 
     backend = get_backend(backend)
     grid, phi, phases = bubbly_column_phases(n, contrast, rule=rule, rho_liquid=rho_liquid)

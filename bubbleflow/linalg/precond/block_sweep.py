@@ -63,7 +63,7 @@ import functools
 
 import numpy as np
 
-from ..backend import backend_of, gpu_median_ms
+from ...compute.backend import backend_of, gpu_median_ms
 
 __all__ = ["block_sweep", "MAX_KERNEL_M"]
 
@@ -403,7 +403,7 @@ def _block_sweep_cupy(r, W, S, invd, m, reverse, out):
 
 
 # --------------------------------------------------------------------------- #
-# Timing (CuPy): python -m bubbleflow.precond.block_sweep [ny nx m]
+# Timing (CuPy): python -m bubbleflow.linalg.precond.block_sweep [ny nx m]
 # --------------------------------------------------------------------------- #
 def _time_gpu(fn):
     return gpu_median_ms(fn, repeat=30, warmup=3)

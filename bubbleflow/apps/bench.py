@@ -10,11 +10,11 @@
                      [--copy-mib M] [--csv FILE] [--no-progress]
 
 The standard solver problem of ``shared/notes/benchmarks.md`` (the bubbly
-column of :func:`bubbleflow.problem.bubbly_column_phases`, ``n x n`` cells,
+column of :func:`bubbleflow.case.problem.bubbly_column_phases`, ``n x n`` cells,
 at each size and density contrast) is solved, on the same matrix,
 right-hand side and tolerance, by
 
-* our configurations (``PRE:DEFL``: :class:`~bubbleflow.solver.PressureSolver`
+* our configurations (``PRE:DEFL``: :class:`~bubbleflow.linalg.solver.PressureSolver`
   with that preconditioner and deflation; DPCG A-DEF2 with a deflation, PCG
   without one, CG without either);
 * the peer a user would pick instead (``--peers``): ``cupy_cg``, CuPy's
@@ -24,7 +24,7 @@ right-hand side and tolerance, by
   V-cycle (CPU; where PyAMG is importable).
 
 Right-hand sides (``--rhs``): ``gravity``, the first pressure solve of a
-fluid at rest (:func:`bubbleflow.operator.gravity_rhs`); ``random``, seeded
+fluid at rest (:func:`bubbleflow.operators.poisson.gravity_rhs`); ``random``, seeded
 uniform values, made zero-mean (at 4096^2 the gravity right-hand side has an
 attainable-accuracy floor near 2e-8 in float64, above rtol 1e-8).
 
@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import CaseError
+from ..case.config import CaseError
 
 __all__ = [
     "add_subparser", "cmd_bench", "run_bench", "parse_args", "BenchConfig", "Config",
@@ -283,8 +283,8 @@ def _float(option, text, low=0.0, high=math.inf, what=None):
 
 def parse_config(token):
     """``PRE:DEFL[@MAXN]`` -> :class:`Config` (CaseError when malformed)."""
-    from .deflation import DEFLATIONS
-    from .precond import PRECONDITIONERS
+    from ..linalg.deflation import DEFLATIONS
+    from ..linalg.precond import PRECONDITIONERS
 
     expected = ("PRE:DEFL[@MAXN] with PRE one of " + ", ".join(PRECONDITIONERS)
                 + " and DEFL one of " + ", ".join(DEFLATIONS))
@@ -308,7 +308,7 @@ def _pyamg_importable():
 
 def parse_args(args):
     """The parsed ``argparse.Namespace`` -> :class:`BenchConfig`; CaseError on bad input."""
-    from .backend import BackendUnavailable, get_backend
+    from ..compute.backend import BackendUnavailable, get_backend
 
     try:
         backend = get_backend(args.backend)
@@ -367,8 +367,8 @@ def parse_args(args):
 
 def _check_sizes_fit(sizes, backend):
     """Refuse a size whose arrays cannot fit in the free memory, before any work."""
-    from .backend import get_backend
-    from .resources import ARRAYS_PER_CELL, SAFETY, available_memory
+    from ..compute.backend import get_backend
+    from ..case.resources import ARRAYS_PER_CELL, SAFETY, available_memory
 
     # The pressure solver's arrays plus the peer's: its CSR matrix (5 float64
     # values and 5 int32 indices a row: 7.5 arrays) and CG vectors (x, r, p, q),
@@ -396,7 +396,7 @@ def _check_writable(path):
     except OSError as exc:
         raise _error("--csv", repr(path),
                      f"a file in a folder that can be created ({exc.strerror})")
-    from .output import probe_writable
+    from ..io.layout import probe_writable
 
     try:
         probe_writable(folder, f".{os.path.basename(path)}.{os.getpid()}.probe.tmp")
@@ -429,7 +429,7 @@ def copy_bandwidth(backend, nbytes, repeat=20):
             def memcpy():
                 b.data.copy_from_device_async(a.data, a.nbytes)
 
-            from .backend import gpu_median_ms
+            from ..compute.backend import gpu_median_ms
 
             for name, fn in (("kernel", kernel), ("memcpy", memcpy)):
                 try:
@@ -510,7 +510,7 @@ def device_info(backend):
         versions.append(f"pyamg {pyamg.__version__}")
     except Exception:
         pass
-    from .version import installed_version
+    from ..version import installed_version
 
     info["versions"] = f"bubbleflow {installed_version()}, " + ", ".join(versions)
     return info
@@ -533,8 +533,8 @@ class Problem:
 
 def make_problem(n, contrast, rhs="gravity", seed=0, rtol=0.0):
     """The bubbly column at ``n^2`` and ``contrast`` with its right-hand side (host)."""
-    from .operator import gravity_rhs
-    from .problem import bubbly_column_phases
+    from ..operators.poisson import gravity_rhs
+    from ..case.problem import bubbly_column_phases
 
     grid, phi, phases = bubbly_column_phases(n, contrast)
     if rhs == "gravity":
@@ -579,8 +579,8 @@ def run_ours(problem, config, bench, warm_up, say):
     median reported); a memory solve (the pool emptied of free
     blocks before it, its size read after it); ``bench.repeat`` timed solves.
     """
-    from .operator import assemble_pressure_operator
-    from .solver import PressureSolver
+    from ..operators.poisson import assemble_pressure_operator
+    from ..linalg.solver import PressureSolver
 
     backend = bench.backend
     xp = backend.xp
@@ -690,7 +690,7 @@ def run_peer(name, problem, bench, say):
     free blocks before it, its size read after it and after every timed
     solve); ``bench.peer_repeat`` timed solves.
     """
-    from .operator import assemble_pressure_operator
+    from ..operators.poisson import assemble_pressure_operator
 
     gpu = name == "cupy_cg"
     backend = bench.backend if gpu else _numpy_backend()
@@ -769,7 +769,7 @@ def run_peer(name, problem, bench, say):
 
 
 def _numpy_backend():
-    from .backend import get_backend
+    from ..compute.backend import get_backend
 
     return get_backend("numpy")
 
@@ -838,8 +838,8 @@ def write_csv(path, rows):
     """Every column of :data:`COLUMNS`, one row per solver and problem, atomically."""
     import csv
 
-    from .output import atomic_text
-    from .study import _cell
+    from ..io.layout import atomic_text
+    from .sweep import _cell
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

@@ -805,7 +805,7 @@ class Case(_Node):
 
 
 # --------------------------------------------------------------------------
-# Geometry helper shared with bubbleflow.levelset
+# Geometry helper shared with bubbleflow.mesh.levelset
 # --------------------------------------------------------------------------
 
 def first_difference(a, b, skip=(), _path=()):

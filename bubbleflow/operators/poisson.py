@@ -4,7 +4,7 @@ The pressure equation of the projection method, -div((1/rho) grad p) = f on a
 uniform cell-centred grid with homogeneous Neumann walls, gives a symmetric
 positive semi-definite matrix whose null space is the constants.  We keep it
 singular: nothing is overwritten to pin the pressure (the right-hand side is
-made compatible and the answer gauged instead, see ``bubbleflow.krylov``).
+made compatible and the answer gauged instead, see ``bubbleflow.linalg.krylov``).
 
 Face couplings are ``c = beta_f / h^2`` with ``beta_f = 1 / rho_f``.  Two
 storages give the same matrix:
@@ -23,7 +23,7 @@ import functools
 
 import numpy as np
 
-from .backend import backend_of, get_backend
+from ..compute.backend import backend_of, get_backend
 
 __all__ = ["PoissonOperator", "assemble_pressure_operator", "gravity_rhs", "STORAGES"]
 
@@ -79,8 +79,8 @@ class PoissonOperator:
         self.shape = (self.nx * self.ny, self.nx * self.ny)
         self._norm_inf = None
         if storage == "diagonals" and self.backend.name == "cupy" and self.dtype == np.float64:
-            # One pass on the GPU (bubbleflow.setup_gpu; the array code below is its twin).
-            from .setup_gpu import op_diagonals
+            # One pass on the GPU (bubbleflow.compute.setup_gpu; the array code below is its twin).
+            from ..compute.setup_gpu import op_diagonals
 
             self.diagonals = op_diagonals(beta_x, beta_y, self.hx, self.hy, reciprocal=densities)
             return
@@ -175,7 +175,7 @@ class PoissonOperator:
         x2 = x.reshape(self.ny, self.nx)
         y = xp.empty_like(x2) if out is None else out.reshape(self.ny, self.nx)
         if self.backend.name == "cupy":
-            from . import kernels
+            from ..compute import kernels
 
             x2 = xp.ascontiguousarray(x2)
             if self.storage == "diagonals":

@@ -1,6 +1,6 @@
 """Fused GPU iteration of (deflated) preconditioned CG.
 
-The generic loop of :mod:`bubbleflow.krylov` is written once against the
+The generic loop of :mod:`bubbleflow.linalg.krylov` is written once against the
 array backend and is the reference.  On CuPy it runs one library call per
 vector operation, and every one of them reads and writes whole grid arrays.
 This module runs the same iteration with a handful of fused CUDA kernels,
@@ -28,7 +28,7 @@ all scalars kept on the device and all buffers allocated once:
 ``restrict`` one block per deflation vector: ``g = Z^T r - (A Z)^T y`` with
              ``(A Z)^T`` in CSR (only cells next to a subdomain boundary have
              entries: the operator's rows sum to zero).
-coarse       ``e = E^+ g`` (:class:`bubbleflow.coarse.CoarseSolver`; of its
+coarse       ``e = E^+ g`` (:class:`bubbleflow.linalg.coarse.CoarseSolver`; of its
              raw condensed solve, all steps but the gather).
 ``beta``     one block: the coarse solve's gather into ``e`` (raw condensed
              solve), ``r . y' = r . y + e . Z^T r``, ``beta``, the recursive
@@ -740,7 +740,7 @@ def _adopt(cp, a, n, own):
 
 def fused_engine_for(A, prec_obj, prec_name, defl, variant, b):
     """A :class:`FusedEngine` when this solve can run fused, else None."""
-    from .backend import backend_of
+    from ..compute.backend import backend_of
 
     backend = backend_of(b)
     if backend.name != "cupy" or b.dtype != np.float64:
@@ -1039,7 +1039,7 @@ class FusedEngine:
         Every stage is launched ``repeat`` times on its own, on the current
         state; the iterate is changed by it, so profile after a solve.
         """
-        from .backend import gpu_median_ms
+        from ..compute.backend import gpu_median_ms
 
         cp = self.cp
         self.scal[_DONE] = 0                # keep iterating past the tolerance
