@@ -1,63 +1,211 @@
-"""Uniform cell-centred grid on the rectangle [0, lx] x [0, ly]."""
+"""Uniform cell-centred grids of any dimension, and their partitions into blocks.
+
+A :class:`Grid` carries its dimension: ``cells`` and ``lengths`` are given
+per axis in the order ``x, y[, z]``; arrays on the grid have the reversed
+``shape`` in C order (``(ny, nx)`` in 2-D, ``(nz, ny, nx)`` in 3-D), so the
+x index varies fastest.  ``Grid(nx, ny, lx, ly)`` is the 2-D shorthand.
+
+A :class:`Partition` cuts a grid into equal boxes of cells along each axis:
+the deflation subdomains, the tiles of a GPU engine and, later, the boxes of
+several ranks with their halos are all partitions of one grid.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
 
 import numpy as np
 
-__all__ = ["Grid"]
+__all__ = ["Grid", "Partition", "AXES"]
+
+AXES = ("x", "y", "z")
 
 
-@dataclass(frozen=True)
 class Grid:
-    """A uniform cell-centred grid of ``nx`` x ``ny`` cells.
-
-    Arrays on the grid have shape ``(ny, nx)`` in C order: cell ``(j, i)`` is
-    row ``j`` (y index) and column ``i`` (x index), flat index ``j * nx + i``.
+    """A uniform cell-centred grid on the box ``[0, lx] x [0, ly] (x [0, lz])``.
 
     Parameters
     ----------
     nx, ny : int
-        Number of cells in x and y.
+        Cells in x and y (the 2-D shorthand).
     lx, ly : float
         Domain size in metres.
+
+    Use :meth:`regular` for any dimension: ``Grid.regular((nx, ny, nz),
+    (lx, ly, lz))``.
+
+    Attributes
+    ----------
+    ndim : int
+    cells : tuple of int
+        Cells per axis, ``(nx, ny[, nz])``.
+    lengths : tuple of float
+        Domain size per axis (m).
+    spacing : tuple of float
+        Cell size per axis (m).
+    shape : tuple of int
+        Array shape, axes reversed: ``(ny, nx)`` or ``(nz, ny, nx)``.
+
+    Examples
+    --------
+    >>> g = Grid(4, 2, 2.0, 1.0)
+    >>> g.shape, g.spacing, g.size
+    ((2, 4), (0.5, 0.5), 8)
+    >>> Grid.regular((4, 2, 3), (1.0, 1.0, 1.5)).shape
+    (3, 2, 4)
     """
 
-    nx: int
-    ny: int
-    lx: float = 1.0
-    ly: float = 1.0
-    x: np.ndarray = field(init=False, repr=False, compare=False)
-    y: np.ndarray = field(init=False, repr=False, compare=False)
+    def __init__(self, nx, ny, lx=1.0, ly=1.0):
+        self._set((nx, ny), (lx, ly))
 
-    def __post_init__(self):
-        if self.nx < 1 or self.ny < 1 or self.lx <= 0 or self.ly <= 0:
-            raise ValueError(f"invalid grid {self.nx} x {self.ny} on {self.lx} x {self.ly}")
-        object.__setattr__(self, "x", (np.arange(self.nx) + 0.5) * self.hx)
-        object.__setattr__(self, "y", (np.arange(self.ny) + 0.5) * self.hy)
+    @classmethod
+    def regular(cls, cells, lengths=None):
+        """A grid of ``cells[a]`` cells of length ``lengths[a]`` (default 1) along axis ``a``."""
+        grid = cls.__new__(cls)
+        cells = tuple(cells)
+        grid._set(cells, tuple(lengths) if lengths is not None else (1.0,) * len(cells))
+        return grid
 
+    def _set(self, cells, lengths):
+        if not 1 <= len(cells) <= len(AXES) or len(lengths) != len(cells):
+            raise ValueError(f"a grid needs 1 to {len(AXES)} axes and one length per axis; "
+                             f"got cells {cells} and lengths {lengths}")
+        cells = tuple(int(n) for n in cells)
+        lengths = tuple(float(v) for v in lengths)
+        if min(cells) < 1 or not all(v > 0 for v in lengths):
+            raise ValueError("invalid grid " + " x ".join(map(str, cells)) + " on "
+                             + " x ".join(map(str, lengths)))
+        self.cells, self.lengths = cells, lengths
+        self.spacing = tuple(v / n for n, v in zip(cells, lengths))
+        # Cell-centre coordinates per axis (NumPy, on the host).
+        self.centres = tuple((np.arange(n) + 0.5) * h for n, h in zip(cells, self.spacing))
+
+    # ---------------------------------------------------------------- shape
     @property
-    def hx(self) -> float:
-        """Cell width (m)."""
-        return self.lx / self.nx
-
-    @property
-    def hy(self) -> float:
-        """Cell height (m)."""
-        return self.ly / self.ny
+    def ndim(self) -> int:
+        return len(self.cells)
 
     @property
     def shape(self) -> tuple:
-        return (self.ny, self.nx)
+        return self.cells[::-1]
 
     @property
     def size(self) -> int:
-        return self.nx * self.ny
+        return math.prod(self.cells)
+
+    def array_axis(self, axis) -> int:
+        """The array axis of grid axis ``axis`` (an index or ``"x"``, ``"y"``, ``"z"``)."""
+        a = AXES.index(axis) if isinstance(axis, str) else int(axis)
+        if not 0 <= a < self.ndim:
+            raise ValueError(f"axis {axis!r} not in a {self.ndim}-D grid")
+        return self.ndim - 1 - a
+
+    def faces_shape(self, axis) -> tuple:
+        """Shape of the array of interior faces normal to ``axis``."""
+        shape = list(self.shape)
+        shape[self.array_axis(axis)] -= 1
+        return tuple(shape)
+
+    # ------------------------------------------------- 2-D (and 3-D) names
+    nx = property(lambda self: self.cells[0])
+    ny = property(lambda self: self.cells[1])
+    nz = property(lambda self: self.cells[2])
+    lx = property(lambda self: self.lengths[0])
+    ly = property(lambda self: self.lengths[1])
+    lz = property(lambda self: self.lengths[2])
+    hx = property(lambda self: self.spacing[0], doc="Cell width (m).")
+    hy = property(lambda self: self.spacing[1], doc="Cell height (m).")
+    hz = property(lambda self: self.spacing[2])
+    x = property(lambda self: self.centres[0])
+    y = property(lambda self: self.centres[1])
+    z = property(lambda self: self.centres[2])
 
     def mesh(self):
-        """Cell-centre coordinates ``(X, Y)``, each of shape ``(ny, nx)``."""
-        return np.meshgrid(self.x, self.y)
+        """Cell-centre coordinates ``(X, Y[, Z])``, each of the grid's array shape."""
+        return tuple(np.meshgrid(*self.centres[::-1], indexing="ij")[::-1])
+
+    def partition(self, blocks):
+        """The grid cut into ``blocks[a]`` equal boxes along axis ``a`` (:class:`Partition`)."""
+        return Partition(self, blocks)
+
+    # ----------------------------------------------------------------- misc
+    def __eq__(self, other):
+        return isinstance(other, Grid) and (self.cells, self.lengths) == (other.cells, other.lengths)
+
+    def __hash__(self):
+        return hash((self.cells, self.lengths))
+
+    def __setattr__(self, name, value):
+        if name in getattr(self, "__dict__", {}):
+            raise AttributeError(f"Grid is immutable: cannot set {name}")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self):
+        if self.ndim == 2:
+            return f"Grid(nx={self.nx}, ny={self.ny}, lx={self.lx}, ly={self.ly})"
+        return f"Grid.regular({self.cells}, {self.lengths})"
 
     @classmethod
     def from_config(cls, grid_cfg) -> "Grid":
         return cls(int(grid_cfg.nx), int(grid_cfg.ny), float(grid_cfg.lx), float(grid_cfg.ly))
+
+
+class Partition:
+    """A grid cut into boxes: ``blocks[a]`` boxes along axis ``a`` (x first).
+
+    Cell ``c`` of an axis with ``n`` cells and ``b`` boxes lies in box
+    ``floor(c * b / n)``, so boxes differ by at most one cell when ``b`` does
+    not divide ``n``.  Boxes are numbered with x fastest, like the cells.
+
+    Examples
+    --------
+    >>> p = Grid(6, 4).partition((3, 2))
+    >>> p.count, p.box_shape
+    (6, (2, 2))
+    >>> p.labels()
+    array([[0, 0, 1, 1, 2, 2],
+           [0, 0, 1, 1, 2, 2],
+           [3, 3, 4, 4, 5, 5],
+           [3, 3, 4, 4, 5, 5]])
+    """
+
+    def __init__(self, grid, blocks):
+        blocks = tuple(int(b) for b in blocks)
+        if len(blocks) != grid.ndim:
+            raise ValueError(f"{len(blocks)} block counts for a {grid.ndim}-D grid")
+        if any(b < 1 or b > n for b, n in zip(blocks, grid.cells)):
+            raise ValueError(f"blocks {blocks} do not fit the grid's cells {grid.cells}")
+        self.grid, self.blocks = grid, blocks
+
+    @property
+    def count(self) -> int:
+        """Number of boxes."""
+        return math.prod(self.blocks)
+
+    @property
+    def even(self) -> bool:
+        """Every box has the same cells (the blocks divide the cells)."""
+        return all(n % b == 0 for n, b in zip(self.grid.cells, self.blocks))
+
+    @property
+    def box_shape(self) -> tuple:
+        """Array shape of a box (of the largest boxes when uneven)."""
+        return tuple(-(-n // b) for n, b in zip(self.grid.cells, self.blocks))[::-1]
+
+    def edges(self, axis) -> np.ndarray:
+        """Cell indices where the boxes along grid axis ``axis`` start, and the end."""
+        a = AXES.index(axis) if isinstance(axis, str) else int(axis)
+        n, b = self.grid.cells[a], self.blocks[a]
+        return -((-np.arange(b + 1) * n) // b)            # ceil(k n / b)
+
+    def labels(self, xp=np):
+        """The box of every cell: an int64 array of the grid's shape, on ``xp``."""
+        label, stride = None, 1
+        for a, (n, b) in enumerate(zip(self.grid.cells, self.blocks)):
+            index = (xp.arange(n, dtype=xp.int64) * b) // n
+            index = index.reshape((n,) + (1,) * a) * stride
+            label = index if label is None else index + label
+            stride *= b
+        return label
+
+    def __repr__(self):
+        return f"<Partition {' x '.join(map(str, self.blocks))} of {self.grid!r}>"
