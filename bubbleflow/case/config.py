@@ -36,6 +36,8 @@ from typing import Optional, Tuple
 
 import yaml
 
+from ..linalg import registry as _registry
+
 __all__ = [
     "CaseError", "Case", "load_case", "case_from_dict", "lattice_centres", "first_difference",
     "initial_dt_limits", "MAX_CELLS", "MAX_CONTRAST",
@@ -47,25 +49,32 @@ __all__ = [
     "PRECONDITIONERS", "DEFLATIONS", "DEFAULT_PRECONDITIONER", "DEFAULT_DEFLATION",
 ]
 
-# Allowed values of the enum fields.  They are spelled out here rather than
-# imported from the numerics so that reading a case file stays independent of
-# (and cannot be broken by) the solver modules; tests check they agree.
+# Allowed values of the enum fields.  The solver's names (methods, variants,
+# preconditioners, deflations) come from its registry, which imports nothing
+# of the numerics (reading a case file stays independent of them).
 MODES = ("pressure", "flow")
 WALL_CONDITIONS = ("no_slip", "free_slip")
 BACKENDS = ("auto", "numpy", "cupy")
 PRECISIONS = ("float64",)
 FACE_DENSITIES = ("arithmetic", "harmonic", "levelset")
 STORAGES = ("diagonals", "matrix_free")
-METHODS = ("cg", "pcg", "dpcg")
-VARIANTS = ("adef2", "def1")
-PRECONDITIONERS = ("none", "jacobi", "block_ic", "incomplete_poisson", "incomplete_poisson_scaled")
-DEFLATIONS = ("none", "subdomains", "stripes", "levelset_subdomains")
+METHODS = tuple(_registry.METHODS)
+VARIANTS = tuple(_registry.VARIANTS)
+PRECONDITIONERS = tuple(_registry.PRECONDITIONERS)
+DEFLATIONS = tuple(_registry.DEFLATIONS)
 
 #: ``solver.preconditioner.type`` when the case does not give one.
-DEFAULT_PRECONDITIONER = {"cg": "none", "pcg": "incomplete_poisson_scaled",
-                          "dpcg": "incomplete_poisson_scaled"}
+DEFAULT_PRECONDITIONER = {m.name: m.default_preconditioner for m in _registry.METHODS.values()}
 #: ``solver.deflation.type`` when the case does not give one.
-DEFAULT_DEFLATION = {"cg": "none", "pcg": "none", "dpcg": "levelset_subdomains"}
+DEFAULT_DEFLATION = {m.name: m.default_deflation for m in _registry.METHODS.values()}
+# What a case must say instead when it breaks a method's rule
+# (:func:`bubbleflow.linalg.registry.method_violations`).
+_RULE_EXPECTED = {
+    ("preconditioner", "forbidden"): "method pcg or dpcg, or preconditioner none",
+    ("preconditioner", "required"): "a preconditioner, or method cg",
+    ("deflation", "forbidden"): "method dpcg, or deflation none",
+    ("deflation", "required"): "a deflation type, or method pcg",
+}
 
 # Circles may touch the wall; this relative slack keeps e.g. 0.7 + 0.3 <= 1.0
 # from failing on rounding.
@@ -1142,15 +1151,9 @@ def _check_case(case, ctx):
     pc = s.preconditioner.type if P in ctx.explicit else DEFAULT_PRECONDITIONER[s.method]
     df = s.deflation.type if D in ctx.explicit else DEFAULT_DEFLATION[s.method]
     m = s.method
-    if m == "cg" and pc != "none":
-        ctx.fail(P, f"got {pc!r} with method 'cg'", "method pcg or dpcg, or preconditioner none",
-                 value=pc)
-    if m == "pcg" and pc == "none":
-        ctx.fail(P, "got 'none' with method 'pcg'", "a preconditioner, or method cg", value=pc)
-    if m in ("cg", "pcg") and df != "none":
-        ctx.fail(D, f"got {df!r} with method {m!r}", "method dpcg, or deflation none", value=df)
-    if m == "dpcg" and df == "none":
-        ctx.fail(D, "got 'none' with method 'dpcg'", "a deflation type, or method pcg", value=df)
+    for what, rule in _registry.method_violations(m, pc, df):
+        path, value = (P, pc) if what == "preconditioner" else (D, df)
+        ctx.fail(path, f"got {value!r} with method {m!r}", _RULE_EXPECTED[what, rule], value=value)
     s = rep(s, preconditioner=rep(s.preconditioner, type=pc), deflation=rep(s.deflation, type=df))
 
     _check_limits(case, ctx)

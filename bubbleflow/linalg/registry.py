@@ -1,0 +1,254 @@
+"""What the solver offers, by name: methods, deflation variants, preconditioners
+and deflation spaces, with their rules, options and costs.
+
+Every other module reads its names from here: the case file's enums
+(:mod:`bubbleflow.case.config`), :class:`~bubbleflow.linalg.solver.PressureSolver`,
+the factories (:func:`~bubbleflow.linalg.precond.make_preconditioner`,
+:func:`~bubbleflow.linalg.deflation.make_deflation`), the fused GPU engine and
+the benchmark's bytes model.  Standard library only: the factories are
+``"module:attribute"`` strings imported on first use (:func:`load`), so
+reading a case file never imports the numerics.
+
+Adding a preconditioner: its module under ``bubbleflow/linalg/precond/`` and
+one :class:`PreconditionerEntry` in :data:`PRECONDITIONERS` below.
+
+>>> [m.name for m in METHODS.values()]
+['cg', 'pcg', 'dpcg']
+>>> PRECONDITIONERS["jacobi"].fused
+'jacobi'
+>>> model_bytes_per_iteration(100, "jacobi", "none") // (8 * 100)
+25
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+__all__ = [
+    "MethodEntry", "VariantEntry", "PreconditionerEntry", "DeflationEntry", "FusedVariant",
+    "METHODS", "VARIANTS", "PRECONDITIONERS", "DEFLATIONS", "FUSED_VARIANTS", "ENGINES",
+    "MATVEC_ARRAYS", "load", "preconditioner", "deflation", "method", "method_violations",
+    "model_bytes_per_iteration", "fused_prec_code",
+]
+
+#: Engines that run the Krylov iteration: ``array`` (the backend loop, the
+#: reference) and ``fused`` (the CUDA iteration, :mod:`bubbleflow.linalg.fused`).
+ENGINES = ("array", "fused")
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """A Krylov method and what it takes.
+
+    ``preconditioner`` and ``deflation`` are ``"forbidden"``, ``"optional"``
+    or ``"required"`` (``"none"`` is the absent one).
+    """
+
+    name: str
+    preconditioner: str
+    deflation: str
+    default_preconditioner: str
+    default_deflation: str
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class VariantEntry:
+    """A deflation variant (Tang, Nabben, Vuik, Erlangga 2009)."""
+
+    name: str
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class FusedVariant:
+    """A preconditioner branch of the fused update kernel.
+
+    ``code`` is the kernel's ``#define PREC`` value; ``update_arrays`` the
+    grid arrays its update reads and writes (each once), ``extra_arrays``
+    what follows it (the generic branch's ``r . y``).
+    """
+
+    name: str
+    code: int
+    update_arrays: int
+    extra_arrays: int = 0
+
+
+@dataclass(frozen=True)
+class PreconditionerEntry:
+    """A preconditioner.
+
+    Attributes
+    ----------
+    factory : str
+        ``"module:class"``, called as ``factory(A, **options)``.
+    options : tuple of str
+        The keyword options it takes (from the case's
+        ``solver.preconditioner`` section or the solver's arguments).
+    dimensions : tuple of int
+        Grid dimensions it supports.
+    engines : tuple of str
+        Engines that can apply it (:data:`ENGINES`).
+    arrays : int
+        Grid arrays (of N values) one application reads and writes, each
+        counted once: the benchmark's bytes model.
+    fused : str
+        Its branch of the fused update kernel (:data:`FUSED_VARIANTS`):
+        ``generic`` means applied by its own kernels after the update.
+    """
+
+    name: str
+    factory: str
+    options: Tuple[str, ...] = ()
+    dimensions: Tuple[int, ...] = (2,)
+    engines: Tuple[str, ...] = ENGINES
+    arrays: int = 0
+    fused: str = "generic"
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class DeflationEntry:
+    """A deflation space: ``factory(A, phi=..., subdomains=..., stripes=..., ...)``.
+
+    ``arrays``: grid arrays the A-DEF2 coarse correction moves per iteration.
+    """
+
+    name: str
+    factory: Optional[str]
+    options: Tuple[str, ...] = ()
+    needs_phi: bool = False
+    dimensions: Tuple[int, ...] = (2,)
+    engines: Tuple[str, ...] = ENGINES
+    arrays: int = 0
+    doc: str = ""
+
+
+_NONE = "none"
+
+METHODS: Dict[str, MethodEntry] = {m.name: m for m in (
+    MethodEntry("cg", "forbidden", "forbidden", _NONE, _NONE, "conjugate gradients"),
+    MethodEntry("pcg", "required", "forbidden", "incomplete_poisson_scaled", _NONE,
+                "preconditioned CG"),
+    MethodEntry("dpcg", "optional", "required", "incomplete_poisson_scaled",
+                "levelset_subdomains", "deflated preconditioned CG"),
+)}
+
+VARIANTS: Dict[str, VariantEntry] = {v.name: v for v in (
+    VariantEntry("adef2", "preconditioner P^T M^-1 + Q, start Q b + P^T x (default)"),
+    VariantEntry("def1", "CG on P A x^ = P b, x = Q b + P^T x^"),
+)}
+
+FUSED_VARIANTS: Dict[str, FusedVariant] = {v.name: v for v in (
+    FusedVariant("identity", 0, 7),
+    FusedVariant("jacobi", 1, 8),
+    FusedVariant("scaled_incomplete_poisson", 2, 10),
+    FusedVariant("generic", 3, 6, 2),
+)}
+
+_P = "bubbleflow.linalg.precond"
+PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
+    PreconditionerEntry("none", f"{_P}.base:Identity", fused="identity", doc="identity"),
+    PreconditionerEntry("jacobi", f"{_P}.jacobi:Jacobi", options=("check",), arrays=3,
+                        fused="jacobi", doc="D^-1"),
+    PreconditionerEntry("block_ic", f"{_P}.block_ic:BlockIC", options=("block_lines",),
+                        arrays=14, doc="IC(0) in blocks of m grid lines"),
+    PreconditionerEntry("incomplete_poisson", f"{_P}.incomplete_poisson:IncompletePoisson",
+                        arrays=12, doc="the seed's IP, (I - L D^-1)(I - D^-1 L^T)"),
+    PreconditionerEntry("incomplete_poisson_scaled",
+                        f"{_P}.incomplete_poisson:ScaledIncompletePoisson", arrays=13,
+                        fused="scaled_incomplete_poisson", doc="IP on D^-1/2 A D^-1/2"),
+)}
+
+_D = "bubbleflow.linalg.deflation"
+# A-DEF2 coarse correction: Z^T r (r + labels), (AZ)^T s (about 5 entries per
+# row: values and column indices, ~7.5 arrays), prolongation (labels +
+# write), the add (3).
+_DEFLATION_ARRAYS = 14
+DEFLATIONS: Dict[str, DeflationEntry] = {d.name: d for d in (
+    DeflationEntry("none", None, doc="no deflation"),
+    DeflationEntry("subdomains", f"{_D}:make_deflation", options=("subdomains",),
+                   arrays=_DEFLATION_ARRAYS, doc="px x py rectangular blocks"),
+    DeflationEntry("stripes", f"{_D}:make_deflation", options=("stripes",),
+                   arrays=_DEFLATION_ARRAYS, doc="horizontal stripes"),
+    DeflationEntry("levelset_subdomains", f"{_D}:make_deflation", options=("subdomains",),
+                   needs_phi=True, arrays=_DEFLATION_ARRAYS,
+                   doc="blocks split into their liquid and gas parts"),
+)}
+
+#: Grid arrays one operator application moves, by storage: five stored
+#: diagonals + x read, y written; matrix-free: two face-coupling arrays + x
+#: read, y written (the halo reads hit the cache).
+MATVEC_ARRAYS = {"diagonals": 7, "matrix_free": 5}
+#: CG vector work per iteration: 3 dot products (6 reads), x and r updates
+#: (6), p update (3).
+VECTOR_ARRAYS = 15
+
+
+def load(target: str):
+    """The object a ``"module:attribute"`` string names (imported now)."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _lookup(table, kind, name):
+    try:
+        return table[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown {kind} {name!r}; expected one of "
+                         f"{', '.join(table)}") from None
+
+
+def method(name) -> MethodEntry:
+    return _lookup(METHODS, "method", name)
+
+
+def preconditioner(name) -> PreconditionerEntry:
+    return _lookup(PRECONDITIONERS, "preconditioner", name)
+
+
+def deflation(name) -> DeflationEntry:
+    return _lookup(DEFLATIONS, "deflation", name)
+
+
+def method_violations(name, preconditioner_name, deflation_name):
+    """The rules of method ``name`` that the pair breaks, as
+    ``(what, rule)`` pairs: ``what`` is ``"preconditioner"`` or
+    ``"deflation"``, ``rule`` ``"forbidden"`` or ``"required"``.
+
+    >>> method_violations("cg", "jacobi", "none")
+    [('preconditioner', 'forbidden')]
+    >>> method_violations("dpcg", "jacobi", "none")
+    [('deflation', 'required')]
+    """
+    entry = method(name)
+    out = []
+    for what, given, rule in (("preconditioner", preconditioner_name, entry.preconditioner),
+                              ("deflation", deflation_name, entry.deflation)):
+        if rule == "forbidden" and given != _NONE:
+            out.append((what, rule))
+        elif rule == "required" and given == _NONE:
+            out.append((what, rule))
+    return out
+
+
+def fused_prec_code(name) -> int:
+    """The fused update kernel's ``PREC`` value for preconditioner ``name``
+    (the generic branch for a name the registry does not know)."""
+    entry = PRECONDITIONERS.get(name)
+    return FUSED_VARIANTS[entry.fused if entry is not None else "generic"].code
+
+
+def model_bytes_per_iteration(n_cells, preconditioner_name, deflation_name, storage="diagonals"):
+    """Bytes one iteration must move by the model (float64): the operator,
+    the preconditioner, the CG vector work and the coarse correction, each
+    grid array counted once per read and once per write.
+
+    >>> model_bytes_per_iteration(100, "jacobi", "levelset_subdomains") // (8 * 100)
+    39
+    """
+    arrays = (MATVEC_ARRAYS[storage] + preconditioner(preconditioner_name).arrays
+              + VECTOR_ARRAYS + deflation(deflation_name).arrays)
+    return 8 * n_cells * arrays
