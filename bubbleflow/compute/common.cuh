@@ -1,0 +1,52 @@
+// Helpers shared by the CUDA sources of bubbleflow (included once by
+// bubbleflow.compute.cuda.source).  The includer defines the value type T
+// first (typedef double T;).  Every sum runs in a fixed order: results do not
+// depend on scheduling.
+#ifndef BUBBLEFLOW_COMMON_CUH
+#define BUBBLEFLOW_COMMON_CUH
+
+// Sum of v over the warp (shuffles down): valid in lane 0.
+__device__ __forceinline__ T warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum of v over the thread block, fixed order; valid in thread 0.
+template <int NV>
+__device__ __forceinline__ void block_sum(T* v, T* shm) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = (blockDim.x + 31) >> 5;
+    for (int k = 0; k < NV; ++k) {
+        T s = warp_sum(v[k]);
+        __syncthreads();
+        if (lane == 0) shm[warp] = s;
+        __syncthreads();
+        if (warp == 0) {
+            s = lane < nwarps ? shm[lane] : 0.0;
+            s = warp_sum(s);
+            if (lane == 0) v[k] = s;
+        }
+    }
+}
+
+// Sum of a[0..n) by one block, fixed order; result in thread 0.
+__device__ __forceinline__ T block_sum_array(const T* __restrict__ a, long long n, T* shm) {
+    T v[1] = {0.0};
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) v[0] += a[i];
+    block_sum<1>(v, shm);
+    return v[0];
+}
+
+// Sum (or bitwise or) of v over the warp by a butterfly (shuffles xor): every
+// lane holds the result.
+template <typename V>
+__device__ __forceinline__ V warp_allsum(V v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ unsigned warp_or(unsigned v) {
+    for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+#endif

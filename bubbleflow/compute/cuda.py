@@ -1,0 +1,171 @@
+"""One way to build CUDA code: sources shipped as files, one compile cache.
+
+CUDA sources are ``*.cu`` files that live beside the Python module of the
+concept they serve (the operator's apply beside the operator, the
+preconditioner's passes beside the preconditioner) and ship with the package.
+:func:`source` reads one and resolves its ``#include "name.cuh"`` lines: the
+file is looked up beside the source, then here in ``bubbleflow/compute/``,
+where ``common.cuh`` keeps the helpers shared by every module (warp and block
+sums).  Each file is inlined once, so the text handed to the compiler is
+self-contained and is the key of the cache.
+
+Every compiled object -- :func:`module` (``cupy.RawModule``),
+:func:`raw_kernel` (``cupy.RawKernel``), :func:`elementwise` and
+:func:`reduction` (``cupy.ElementwiseKernel`` / ``cupy.ReductionKernel``) --
+comes from one memoised cache keyed by what was compiled, the options and the
+current device.  CuPy is imported inside these functions only: a machine
+without a GPU reads sources but never imports CuPy.
+
+Example
+-------
+>>> from bubbleflow.compute import cuda
+>>> text = cuda.source(__name__, "common.cuh")
+>>> "warp_sum" in text
+True
+>>> cuda.defines(M=4, REVERSE=0)
+'#define M 4\\n#define REVERSE 0\\n'
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+
+__all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
+           "reduction", "clear_cache"]
+
+#: C type of a NumPy dtype name, for the ``typedef ... T;`` of typed sources.
+CTYPE = {"float64": "double", "float32": "float"}
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[ \t]*$', re.MULTILINE)
+
+# The one compile cache: (kind, what was compiled, options, device id) -> object.
+_CACHE: dict = {}
+
+
+def _directory(anchor: str) -> str:
+    """The folder of ``anchor``: a module name (``__name__``) or a file path."""
+    mod = sys.modules.get(anchor)
+    if mod is not None and getattr(mod, "__file__", None):
+        return os.path.dirname(os.path.abspath(mod.__file__))
+    if os.path.exists(anchor):
+        return anchor if os.path.isdir(anchor) else os.path.dirname(os.path.abspath(anchor))
+    raise ValueError(f"source anchor {anchor!r}: neither an imported module nor a path")
+
+
+def _find(name: str, directory: str) -> str:
+    for folder in (directory, _HERE):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f"CUDA include {name!r}: not in {directory} nor in {_HERE}")
+
+
+def _resolve(path: str, seen: set) -> str:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    directory = os.path.dirname(path)
+
+    def inline(match):
+        inc = _find(match.group(1), directory)
+        if inc in seen:
+            return ""
+        seen.add(inc)
+        return _resolve(inc, seen)
+
+    return _INCLUDE.sub(inline, text)
+
+
+@functools.lru_cache(maxsize=None)
+def _source(path: str) -> str:
+    return _resolve(path, {path})
+
+
+def source(anchor: str, name: str) -> str:
+    """The text of the CUDA source ``name`` beside ``anchor`` (a module's
+    ``__name__`` or a file path), its ``#include "..."`` lines replaced by the
+    files they name (beside it, else in ``bubbleflow/compute/``), each once.
+    Other includes (``<...>``) are left to the compiler."""
+    return _source(_find(name, _directory(anchor)))
+
+
+def defines(**macros) -> str:
+    """``#define NAME value`` lines, one per keyword, in the order given."""
+    return "".join(f"#define {k} {v}\n" for k, v in macros.items())
+
+
+def _device_id() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDevice()
+
+
+def _cached(key, build):
+    key = key + (_device_id(),)
+    obj = _CACHE.get(key)
+    if obj is None:
+        obj = _CACHE[key] = build()
+    return obj
+
+
+def module(code: str, options=()):
+    """``cupy.RawModule(code=code, options=options)``, compiled once per device."""
+    options = tuple(options)
+
+    def build():
+        import cupy
+
+        return cupy.RawModule(code=code, options=options)
+
+    return _cached(("module", code, options), build)
+
+
+def function(code: str, name: str, options=()):
+    """The kernel ``name`` of :func:`module` ``(code, options)``."""
+    return module(code, options).get_function(name)
+
+
+def raw_kernel(code: str, name: str, options=()):
+    """``cupy.RawKernel(code, name, options=options)``, compiled once per device."""
+    options = tuple(options)
+
+    def build():
+        import cupy
+
+        return cupy.RawKernel(code, name, options=options)
+
+    return _cached(("raw_kernel", code, name, options), build)
+
+
+def elementwise(in_params: str, out_params: str, operation: str, name: str, **kwargs):
+    """``cupy.ElementwiseKernel(in_params, out_params, operation, name, **kwargs)``,
+    built once per device (keyword values must be hashable)."""
+    def build():
+        import cupy
+
+        return cupy.ElementwiseKernel(in_params, out_params, operation, name, **kwargs)
+
+    key = ("elementwise", in_params, out_params, operation, name, tuple(sorted(kwargs.items())))
+    return _cached(key, build)
+
+
+def reduction(in_params: str, out_params: str, map_expr: str, reduce_expr: str,
+              post_map_expr: str, identity, name: str, **kwargs):
+    """``cupy.ReductionKernel(...)`` with the same arguments, built once per
+    device (keyword values must be hashable)."""
+    def build():
+        import cupy
+
+        return cupy.ReductionKernel(in_params, out_params, map_expr, reduce_expr, post_map_expr,
+                                    identity, name, **kwargs)
+
+    key = ("reduction", in_params, out_params, map_expr, reduce_expr, post_map_expr, identity,
+           name, tuple(sorted(kwargs.items())))
+    return _cached(key, build)
+
+
+def clear_cache():
+    """Forget every compiled object (tests)."""
+    _CACHE.clear()
