@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bubbleflow.io.layout import atomic_h5
+from bubbleflow.io.atomic import atomic_h5
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

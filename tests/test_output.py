@@ -7,11 +7,12 @@ import h5py
 import numpy as np
 import pytest
 
+from bubbleflow.apps.plots import save_figure
+from bubbleflow.io import atomic
 from bubbleflow.io import layout as output
+from bubbleflow.io.atomic import atomic_h5, atomic_path, atomic_text
+from bubbleflow.io.layout import attach_dimension_scales, write_pressure_result
 from bubbleflow.mesh.grid import Grid
-from bubbleflow.io.layout import (atomic_h5, atomic_path, atomic_text, attach_dimension_scales,
-                               write_pressure_result)
-from bubbleflow.apps.sweep import _atomic_text
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 
@@ -25,11 +26,11 @@ def umask():
     def set_(mask):
         os.umask(mask)
         # Where /proc cannot tell, the module uses the value read at import.
-        if output._read_umask() is None:
-            output._UMASK_AT_IMPORT = mask
+        if atomic._read_umask() is None:
+            atomic._UMASK_AT_IMPORT = mask
     yield set_
     os.umask(old)
-    output._UMASK_AT_IMPORT = old
+    atomic._UMASK_AT_IMPORT = old
 
 
 def _mode(path):
@@ -43,12 +44,18 @@ def _writers(tmp_path):
 
     return {"atomic_h5": h5,
             "atomic_text": lambda path: atomic_text(path, "x\n"),
-            "study._atomic_text": lambda path: _atomic_text(path, "x\n")}
+            "save_figure": lambda path: save_figure(_figure(), path)}
+
+
+def _figure():
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(1, 1))
 
 
 @posix_only
 @pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
-@pytest.mark.parametrize("writer", ["atomic_h5", "atomic_text", "study._atomic_text"])
+@pytest.mark.parametrize("writer", ["atomic_h5", "atomic_text", "save_figure"])
 def test_files_get_the_umask_permissions(tmp_path, umask, mask, mode, writer):
     umask(mask)
     path = tmp_path / "out.file"
@@ -63,9 +70,9 @@ def test_files_get_the_umask_permissions(tmp_path, umask, mask, mode, writer):
 
 def test_file_mode_reads_the_current_umask(umask):
     umask(0o027)
-    assert output.file_mode() == 0o640
+    assert atomic.file_mode() == 0o640
     umask(0o022)
-    assert output.file_mode() == 0o644
+    assert atomic.file_mode() == 0o644
 
 
 @pytest.mark.parametrize("writer", ["h5", "text", "path"])

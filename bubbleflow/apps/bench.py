@@ -396,7 +396,7 @@ def _check_writable(path):
     except OSError as exc:
         raise _error("--csv", repr(path),
                      f"a file in a folder that can be created ({exc.strerror})")
-    from ..io.layout import probe_writable
+    from ..io.atomic import probe_writable
 
     try:
         probe_writable(folder, f".{os.path.basename(path)}.{os.getpid()}.probe.tmp")
@@ -838,7 +838,7 @@ def write_csv(path, rows):
     """Every column of :data:`COLUMNS`, one row per solver and problem, atomically."""
     import csv
 
-    from ..io.layout import atomic_text
+    from ..io.atomic import atomic_text
     from .sweep import _cell
 
     buf = io.StringIO()

@@ -70,7 +70,6 @@ import csv
 import math
 import os
 import sys
-import uuid
 
 import numpy as np
 
@@ -219,35 +218,19 @@ def _outdir(input_path, outdir):
 def save_figure(fig, path, dpi=DPI):
     """Write ``fig`` as a PNG to ``path`` atomically; return ``path``.
 
-    The figure goes to a temporary file in the same folder (created with the
-    usual permissions, i.e. subject to the umask) which is then renamed over
-    ``path``; on any error the temporary is removed and ``path`` is untouched.
+    See :func:`bubbleflow.io.atomic.atomic_path`: the PNG gets the umask's
+    permissions; on any error the temporary is removed and ``path`` is
+    untouched.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    from ..io.atomic import atomic_bytes_writer
+
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
     if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    for _ in range(100):
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            break
-        except FileExistsError:  # pragma: no cover - 48 random bits
-            continue
-    else:  # pragma: no cover
-        raise OSError(f"cannot create a temporary file in {folder}")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=dpi, facecolor="white")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_bytes_writer(path) as fh:
+        fig.savefig(fh, format="png", dpi=dpi, facecolor="white")
     return path
 
 
@@ -399,8 +382,7 @@ def _nested(mapping, dotted, default=None):
 
 def _read_run_file(path):
     """Everything the figures need, as host arrays; CaseError when it is no run file."""
-    import h5py
-    import yaml
+    from ..io.layout import read_run
 
     if not os.access(path, os.R_OK):
         raise CaseError(path, None, "cannot be read (permission denied)",
@@ -408,139 +390,83 @@ def _read_run_file(path):
     if not _is_hdf5(path):
         raise CaseError(path, None, "is not an HDF5 file", _RUN_EXPECTED)
     try:
-        fh = h5py.File(path, "r")
+        raw = read_run(path)
     except OSError as exc:
         raise CaseError(path, None, f"cannot be opened ({exc})", _RUN_EXPECTED) from None
-
-    def need(name):
-        if name not in fh:
-            raise CaseError(path, name, "missing", _RUN_EXPECTED)
-        return fh[name]
-
-    def series(group, name, dtype=np.float64):
-        if group is None or name not in group:
-            return None
-        return np.asarray(group[name][()], dtype=dtype).ravel()
-
-    with fh:
-        attrs = {k: fh.attrs[k] for k in fh.attrs}
-        if "summary" in fh and "study" in attrs:
-            csv_path = os.path.join(os.path.dirname(path) or ".", "summary.csv")
-            raise CaseError(path, None, "is a study's summary.h5",
-                            f"the summary.csv beside it (bubbleflow plot {csv_path})")
-        if "bubbleflow_version" not in attrs and "case" not in attrs:
-            raise CaseError(path, None, "has no bubbleflow attributes (bubbleflow_version, case)",
-                            _RUN_EXPECTED)
-        mode = _text(attrs.get("mode")) or ("flow" if "diagnostics" in fh else "pressure")
-        if mode not in ("pressure", "flow"):
-            raise CaseError(path, "mode", f"got {mode!r}", "'pressure' or 'flow'")
-        try:
-            case = yaml.safe_load(_text(attrs.get("case")) or "") or {}
-        except yaml.YAMLError:
-            case = {}
-        if not isinstance(case, dict):
-            case = {}
-        x = np.asarray(need("grid/x")[()], dtype=np.float64)
-        y = np.asarray(need("grid/y")[()], dtype=np.float64)
-
-        fields = None
-        for name in ("p", "rho", "phi"):
-            need(f"fields/{name}")
-        f = fh["fields"]
-        if mode == "flow":
-            if f["p"].ndim != 3:
-                raise CaseError(path, "fields/p", f"has shape {f['p'].shape}",
-                                "(snapshots, ny, nx) in a flow run")
-            if f["p"].shape[0] > 0:
-                k = f["p"].shape[0] - 1
-                fields = {name: np.asarray(f[name][k], dtype=np.float64) for name in ("p", "rho", "phi")}
-                # The first snapshot's interface (t = 0 unless restarted elsewhere):
-                # the bubbles the run started with.
-                fields["phi_first"] = (np.asarray(f["phi"][0], dtype=np.float64) if k > 0
-                                       else fields["phi"])
-                fields["time_first"] = (float(f["time"][0]) if "time" in f and f["time"].shape[0]
-                                        else None)
-                fields["time"] = float(f["time"][k]) if "time" in f and f["time"].shape[0] > k else None
-                fields["step"] = int(f["step"][k]) if "step" in f and f["step"].shape[0] > k else None
-                fields["snapshots"] = int(f["p"].shape[0])
-        else:
-            fields = {name: np.asarray(f[name][()], dtype=np.float64) for name in ("p", "rho", "phi")}
-        if fields is not None:
-            for name in ("p", "rho", "phi"):
-                if fields[name].shape != (len(y), len(x)):
-                    raise CaseError(path, f"fields/{name}", f"has shape {fields[name].shape}",
-                                    f"(ny, nx) = ({len(y)}, {len(x)}) as /grid/y, /grid/x")
-
-        s = fh["solver"] if "solver" in fh else None
-        solver_attrs = {k: s.attrs[k] for k in s.attrs} if s is not None else {}
-        histories = []        # (label step or None, history array)
-        solves = None
-        if s is not None:
-            hist = series(s, "residual_history")
-            its = series(s, "iterations", np.int64)
-            solves = {
-                "iterations": its if its is not None else np.zeros(0, np.int64),
-                "step": series(s, "step", np.int64),
-                "time": series(s, "time"),
-                "solve_seconds": series(s, "solve_seconds"),
-                "setup_seconds": series(s, "setup_seconds"),
-                "converged": series(s, "converged", np.bool_),
-                "residual": series(s, "residual"),
-                "reason": ([_text(r) for r in s["reason"][()]] if "reason" in s else None),
-            }
-            # Pressure runs: (k, 2) = (iteration, relative true residual);
-            # flow runs: (k, 3) = (step, iteration, relative true residual).
-            checks = step_checks = None
-            if "true_residual_checks" in s:
-                raw = np.asarray(s["true_residual_checks"][()], dtype=np.float64)
-                if raw.ndim == 2 and raw.shape[1] == 3:
-                    step_checks = raw
-                elif raw.size % 2 == 0 and mode == "pressure":
-                    checks = raw.reshape(-1, 2)
-            offsets = series(s, "history_offsets", np.int64)
-            if hist is not None and hist.size:
-                if offsets is not None and offsets.size >= 2:
-                    n = min(offsets.size - 1, len(solves["iterations"]) or offsets.size - 1)
-                    for i in range(n):
-                        a, b = int(offsets[i]), int(offsets[i + 1])
-                        if b > a:
-                            histories.append((i, hist[a:b]))
-                else:
-                    histories.append((0, hist))
-            solves["checks"] = checks
-            solves["step_checks"] = step_checks
-
-        diagnostics = None
-        if "diagnostics" in fh:
-            d = fh["diagnostics"]
-            diagnostics = {name: series(d, name) for name in
-                           ("step", "time", "rise_velocity", "circularity", "centroid_y", "area")}
-            if diagnostics["time"] is None:
-                diagnostics = None
-
-    rtol = solver_attrs.get("rtol")
-    if rtol is None:
-        rtol = _nested(case, "solver.rtol")
-    try:
-        rtol = float(rtol) if rtol is not None else None
-    except (TypeError, ValueError):
-        rtol = None
-    solver_desc = {k: _text(solver_attrs.get(k)) or _text(_nested(case, f"solver.{k}"))
-                   for k in ("method", "variant")}
-    solver_desc["preconditioner"] = (_text(solver_attrs.get("preconditioner"))
-                                     or _text(_nested(case, "solver.preconditioner.type")))
-    solver_desc["deflation"] = (_text(solver_attrs.get("deflation"))
-                                or _text(_nested(case, "solver.deflation.type")))
+    _check_run_file(path, raw)
+    case, solver = raw["case"], raw["solver"]
+    solves = None
+    if solver is not None:
+        solves = {k: solver[k] for k in ("step", "time", "solve_seconds", "setup_seconds",
+                                         "converged", "residual", "reason")}
+        its = solver["iterations"]
+        solves.update(iterations=its if its is not None else np.zeros(0, np.int64),
+                      checks=raw["checks"], step_checks=raw["step_checks"])
+    diagnostics = raw["diagnostics"]
+    if diagnostics is not None:
+        diagnostics = {name: diagnostics.get(name) for name in
+                       ("step", "time", "rise_velocity", "circularity", "centroid_y", "area")}
+        if diagnostics["time"] is None:
+            diagnostics = None
     name = _text(_nested(case, "name")) or os.path.splitext(os.path.basename(path))[0]
     run = {
-        "path": path, "name": name, "mode": mode, "case": case, "x": x, "y": y,
-        "fields": fields, "histories": histories, "solves": solves,
-        "diagnostics": diagnostics, "rtol": rtol, "solver": solver_desc,
-        "backend": _text(attrs.get("backend")),
-        "status": _text(attrs.get("run_status")),
+        "path": path, "name": name, "mode": raw["mode"], "case": case, "x": raw["x"],
+        "y": raw["y"], "fields": raw["fields"], "histories": raw["histories"], "solves": solves,
+        "diagnostics": diagnostics, "rtol": _rtol(raw), "solver": _solver_description(raw),
+        "backend": _text(raw["attrs"].get("backend")),
+        "status": _text(raw["attrs"].get("run_status")),
     }
     run["warnings"] = run_warnings(run)
     return run
+
+
+def _check_run_file(path, raw):
+    """CaseError unless ``raw`` (:func:`bubbleflow.io.layout.read_run`) is a run with fields."""
+    attrs, mode, shapes = raw["attrs"], raw["mode"], raw["field_shapes"]
+    if "summary" in raw["groups"] and "study" in attrs:
+        csv_path = os.path.join(os.path.dirname(path) or ".", "summary.csv")
+        raise CaseError(path, None, "is a study's summary.h5",
+                        f"the summary.csv beside it (bubbleflow plot {csv_path})")
+    if "bubbleflow_version" not in attrs and "case" not in attrs:
+        raise CaseError(path, None, "has no bubbleflow attributes (bubbleflow_version, case)",
+                        _RUN_EXPECTED)
+    if mode not in ("pressure", "flow"):
+        raise CaseError(path, "mode", f"got {mode!r}", "'pressure' or 'flow'")
+    for name, value in (("grid/x", raw["x"]), ("grid/y", raw["y"])):
+        if value is None:
+            raise CaseError(path, name, "missing", _RUN_EXPECTED)
+    for name in ("p", "rho", "phi"):
+        if name not in shapes:
+            raise CaseError(path, f"fields/{name}", "missing", _RUN_EXPECTED)
+    if mode == "flow" and len(shapes["p"]) != 3:
+        raise CaseError(path, "fields/p", f"has shape {shapes['p']}",
+                        "(snapshots, ny, nx) in a flow run")
+    fields, grid = raw["fields"], (len(raw["y"]), len(raw["x"]))
+    for name in ("p", "rho", "phi"):
+        if fields is not None and fields[name].shape != grid:
+            raise CaseError(path, f"fields/{name}", f"has shape {fields[name].shape}",
+                            f"(ny, nx) = {grid} as /grid/y, /grid/x")
+
+
+def _rtol(raw):
+    """The solver's rtol: the /solver attribute, else the case's; None if neither is a number."""
+    rtol = raw["solver_attrs"].get("rtol")
+    if rtol is None:
+        rtol = _nested(raw["case"], "solver.rtol")
+    try:
+        return float(rtol) if rtol is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _solver_description(raw):
+    """Method, variant, preconditioner and deflation: the /solver attributes, else the case's."""
+    attrs, case = raw["solver_attrs"], raw["case"]
+    desc = {k: _text(attrs.get(k)) or _text(_nested(case, f"solver.{k}"))
+            for k in ("method", "variant")}
+    for k in ("preconditioner", "deflation"):
+        desc[k] = _text(attrs.get(k)) or _text(_nested(case, f"solver.{k}.type"))
+    return desc
 
 
 # -------------------------------------------------------------- helpers

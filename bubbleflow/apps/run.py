@@ -132,7 +132,7 @@ def _open_restart(case, restart, backend, solver):
 
     from ..case.config import CaseError, first_difference
     from ..flow.navier_stokes import FlowState
-    from ..io.flow_output import read_checkpoint
+    from ..io.layout import read_checkpoint
 
     if not os.path.isfile(restart):
         raise CaseError(restart, None, "restart file not found", "an HDF5 file written by a flow run")
@@ -216,19 +216,20 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
 
     from ..flow.navier_stokes import FlowSolver, StepReport
     from ..io.flow_output import FlowWriter
+    from ..io.layout import WALL_SECONDS, header_attrs
 
     solver = FlowSolver(case, backend)
     # (The writer adds mode, run status and run id.)
-    attrs = {"bubbleflow_version": __version__, "case": case.to_yaml(),
-             "backend": backend.name, "device": backend.device_name,
-             "precision": case.precision, "face_density": case.operator.face_density}
+    attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
+                         device=backend.device_name, precision=case.precision,
+                         face_density=case.operator.face_density)
     state = _open_restart(case, restart, backend, solver) if restart is not None else None
     aside = out.set_aside() if out is not None else None
     if aside:
         _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run finishes")
     if restart is not None:
         writer = FlowWriter.resume(path, restart, attrs, solver.grid)
-        previous_wall = float(writer.attrs.get("wall_seconds", 0.0))
+        previous_wall = float(writer.attrs.get(WALL_SECONDS, 0.0))
         _say(quiet, f"{case.name}: restarting from {restart} at t = {state.time:g} (step {state.step})")
     else:
         state = solver.initial_state()
@@ -305,7 +306,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         if bar is not None:
             bar.close()
         wall = _time.perf_counter() - t_wall
-        writer.set_attrs(wall_seconds=previous_wall + wall)
+        writer.set_attrs(**{WALL_SECONDS: previous_wall + wall})
         # On an exception (a second Ctrl-C, an error) the index on disk is
         # left as it is: it ends at the last snapshot, where a restart goes on.
         if status != "running":

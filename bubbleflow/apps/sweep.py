@@ -768,7 +768,7 @@ def read_summary(path):
 
 def _atomic_text(path, text):
     """Write ``text`` (UTF-8) to ``path`` atomically, with the umask's permissions."""
-    from ..io.layout import atomic_text    # imported here: it loads h5py
+    from ..io.atomic import atomic_text
 
     atomic_text(path, text)
 
@@ -791,7 +791,7 @@ def _h5_column(values):
 
 def write_summary(directory, columns, rows, study_text=""):
     """Write ``summary.csv`` and ``summary.h5`` (each atomically) in ``directory``."""
-    from ..io.layout import atomic_h5
+    from ..io.atomic import atomic_h5
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

@@ -35,7 +35,7 @@ import numpy as np
 __all__ = [
     "REFERENCE", "ACCEPTANCE", "REFERENCE_GROUPS", "REFERENCE_FILE", "END_TIME",
     "DIAGNOSTICS", "load_reference", "parabolic_extremum", "benchmark_quantities",
-    "read_run", "acceptance_factor", "compare", "Check",
+    "read_run", "summarise_run", "acceptance_factor", "compare", "Check",
 ]
 
 #: The CSV in the package data (``bubbleflow/data``).
@@ -221,12 +221,6 @@ def benchmark_quantities(time, area, centroid_y, rise_velocity, circularity, *, 
 # --------------------------------------------------------------------------
 # Run files
 # --------------------------------------------------------------------------
-def _attr_str(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    return value if value is None else str(value)
-
-
 def _nested(mapping, path, default=None):
     node = mapping
     for key in path.split("."):
@@ -252,58 +246,35 @@ def read_run(path):
         solve and setup time, ``pressure_share`` = that total / wall_seconds,
         None without wall_seconds).
     """
-    import h5py
-    import yaml
+    from ..io.layout import read_run as read_run_file
 
-    with h5py.File(path, "r") as fh:
-        attrs = {k: fh.attrs[k] for k in fh.attrs}
-        if "diagnostics" not in fh:
-            raise ValueError(f"{path}: no /diagnostics group (mode "
-                             f"{_attr_str(attrs.get('mode'))!r}; a flow run is needed)")
-        diag = {}
-        for name in DIAGNOSTICS:
-            if name not in fh["diagnostics"]:
-                raise ValueError(f"{path}: missing /diagnostics/{name}")
-            diag[name] = np.asarray(fh["diagnostics"][name][()], dtype=np.float64).ravel()
-        solver = {}
-        if "solver" in fh:
-            for name in ("iterations", "residual", "converged", "solve_seconds",
-                         "setup_seconds", "time", "step"):
-                if name in fh["solver"]:
-                    solver[name] = np.asarray(fh["solver"][name][()]).ravel()
-        grid_attrs = {k: fh["grid"].attrs[k] for k in fh["grid"].attrs} if "grid" in fh else {}
+    return summarise_run(read_run_file(path, fields=False), path)
 
-    case_text = _attr_str(attrs.get("case"))
-    case = (yaml.safe_load(case_text) if case_text else None) or {}
+
+def summarise_run(raw, path):
+    """:func:`read_run`'s result from what :func:`bubbleflow.io.layout.read_run` read."""
+    from ..io.layout import text
+
+    attrs, case = raw["attrs"], raw["case"]
+    if raw["diagnostics"] is None:
+        raise ValueError(f"{path}: no /diagnostics group (mode "
+                         f"{text(attrs.get('mode'))!r}; a flow run is needed)")
+    diag = {}
+    for name in DIAGNOSTICS:
+        if name not in raw["diagnostics"]:
+            raise ValueError(f"{path}: missing /diagnostics/{name}")
+        diag[name] = raw["diagnostics"][name]
 
     def grid_value(key, default):
         val = _nested(case, f"grid.{key}")
         if val is None:
-            val = grid_attrs.get(key, default)
+            val = raw["grid_attrs"].get(key, default)
         return val
 
     nx, ny = grid_value("nx", None), grid_value("ny", None)
     lx, ly = float(grid_value("lx", 1.0)), float(grid_value("ly", 1.0))
-    h = ly / float(ny) if ny else None
-
     wall = attrs.get("wall_seconds")
     wall = float(wall) if wall is not None else None
-
-    its = solver.get("iterations", np.zeros(0)).astype(np.float64)
-    res = solver.get("residual", np.zeros(0)).astype(np.float64)
-    conv = solver.get("converged")
-    seconds = float(np.sum(solver.get("solve_seconds", 0.0))
-                    + np.sum(solver.get("setup_seconds", 0.0)))
-    stats = {
-        "steps": max(len(diag["time"]) - 1, 0),
-        "pressure_solves": int(len(its)),
-        "mean_iterations": float(np.mean(its)) if len(its) else math.nan,
-        "max_iterations": int(np.max(its)) if len(its) else 0,
-        "worst_residual": float(np.max(res)) if len(res) else math.nan,
-        "all_converged": bool(np.all(conv)) if conv is not None else None,
-        "solve_seconds": seconds,
-        "pressure_share": (seconds / wall) if wall else None,
-    }
     return {
         "path": str(path),
         "diagnostics": diag,
@@ -313,12 +284,34 @@ def read_run(path):
         "ny": int(ny) if ny is not None else None,
         "lx": lx,
         "ly": ly,
-        "h": h,
-        "mode": _attr_str(attrs.get("mode")),
-        "backend": _attr_str(attrs.get("backend")),
-        "device": _attr_str(attrs.get("device")),
+        "h": ly / float(ny) if ny else None,
+        "mode": text(attrs.get("mode")),
+        "backend": text(attrs.get("backend")),
+        "device": text(attrs.get("device")),
         "wall_seconds": wall,
-        "solver": stats,
+        "solver": _solver_statistics(raw["solver"] or {}, len(diag["time"]), wall),
+    }
+
+
+def _solver_statistics(solver, rows, wall):
+    """Iteration, residual and time statistics of a flow run's pressure solves."""
+    def series(name):
+        values = solver.get(name)
+        return values if values is not None else np.zeros(0)
+
+    its = series("iterations").astype(np.float64)
+    res = series("residual").astype(np.float64)
+    conv = solver.get("converged")
+    seconds = float(np.sum(series("solve_seconds")) + np.sum(series("setup_seconds")))
+    return {
+        "steps": max(rows - 1, 0),
+        "pressure_solves": int(len(its)),
+        "mean_iterations": float(np.mean(its)) if len(its) else math.nan,
+        "max_iterations": int(np.max(its)) if len(its) else 0,
+        "worst_residual": float(np.max(res)) if len(res) else math.nan,
+        "all_converged": bool(np.all(conv)) if conv is not None else None,
+        "solve_seconds": seconds,
+        "pressure_share": (seconds / wall) if wall else None,
     }
 
 

@@ -23,45 +23,22 @@ uninterrupted run bit for bit; and a running simulation can be opened
 (h5py, ParaView) at any time.  The index holds only rows up to its last
 snapshot while the run is going, so a restart only appends to it.
 
-Layout of the index (in addition to the root attributes of ``mode:
-pressure``: bubbleflow_version, case, mode, backend, device, precision,
-face_density)::
-
-    attrs: run_status ("running": in progress or killed; "finished";
-           "stopped": ended by SIGTERM/SIGINT with its state written;
-           "failed": the flow blew up), run_id, snapshot_dir, wall_seconds,
-           created
-    /grid/{x, y}                        cell centres (m)
-    /diagnostics/{step, time, dt, area, centroid_y, rise_velocity,
-                  circularity, divergence}            one row per step (+ t = 0)
-    /solver/{step, time, iterations, residual, converged, reason,
-             setup_seconds, solve_seconds}            one row per pressure solve
-    /solver/residual_history, /solver/history_offsets  recursive residuals of
-             solve k: residual_history[history_offsets[k]:history_offsets[k+1]]
-    /solver/true_residual_checks        (checks, 3): step, iteration, residual
-    /fields/{step, time}                one entry per snapshot
-    /fields/{phi, rho, p}               (snapshots, ny, nx)       virtual
-    /fields/u  (snapshots, ny, nx+1), /fields/v  (snapshots, ny+1, nx)
+The layout of the index and of the snapshot files: :mod:`bubbleflow.io.layout`.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import os
-import shutil
 import uuid
 
-import h5py
 import numpy as np
 
-from .layout import UNITS, atomic_h5, attach_dimension_scales
+from . import layout
+from .atomic import link_or_copy
+from .layout import DIAGNOSTICS, read_checkpoint, run_folder
 from .xdmf import write_xdmf
 
 __all__ = ["FlowWriter", "DIAGNOSTICS", "read_checkpoint", "snapshot_folder", "run_folder"]
-
-DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "circularity",
-               "divergence")
-_SOLVER = {"step": np.int64, "time": np.float64, "iterations": np.int64, "residual": np.float64,
-           "converged": np.bool_, "setup_seconds": np.float64, "solve_seconds": np.float64}
 
 
 def snapshot_folder(path):
@@ -70,25 +47,9 @@ def snapshot_folder(path):
     return stem + ".snapshots"
 
 
-def run_folder(path):
-    """Absolute snapshot folder of the run whose index is ``path`` (its
-    ``snapshot_dir`` attribute, ``<name>.snapshots/<run id>``)."""
-    with h5py.File(path, "r") as fh:
-        rel = _text(fh.attrs["snapshot_dir"])
-    return os.path.join(os.path.dirname(os.path.abspath(path)), rel)
-
-
-def _snapshot_name(step):
-    return f"step_{step:09d}.h5"
-
-
 def _new_run_id():
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{now}-{uuid.uuid4().hex[:6]}"
-
-
-def _text(value):
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class FlowWriter:
@@ -107,7 +68,7 @@ class FlowWriter:
         self.run_id = run_id
         self.folder = os.path.join(snapshot_folder(self.path), run_id)
         self.diag = {name: [] for name in DIAGNOSTICS}
-        self.solver = {name: [] for name in list(_SOLVER) + ["reason"]}
+        self.solver = {name: [] for name in list(layout.SOLVER_DTYPES) + ["reason"]}
         self.history = []           # one float64 array per solve
         self.checks = []            # (step, iteration, residual)
         self.snapshots = []         # (step, time, file name in self.folder)
@@ -130,7 +91,7 @@ class FlowWriter:
         snapshot: an index without one could not be restarted."""
         run_id = _new_run_id()
         attrs = dict(attrs)
-        attrs.setdefault("created", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        attrs.setdefault(layout.CREATED, layout.created_stamp())
         self = cls(path, attrs, grid, run_id)
         os.makedirs(self.folder, exist_ok=True)
         return self
@@ -145,7 +106,7 @@ class FlowWriter:
         linked (or copied) into its own folder and ``restart_path`` is only
         read.
         """
-        series, snaps, old_attrs = _read_index(restart_path)
+        series, snaps, old_attrs = layout.read_index(restart_path)
         last = snaps[-1][0]
         keep_d = int(np.searchsorted(np.asarray(series["diagnostics"]["step"]), last, side="right"))
         keep_s = int(np.searchsorted(np.asarray(series["solver"]["step"]), last, side="right"))
@@ -155,7 +116,7 @@ class FlowWriter:
             series["solver"][name] = series["solver"][name][:keep_s]
         series["history"] = series["history"][:keep_s]
         series["checks"] = [c for c in series["checks"] if c[0] <= last]
-        run_id = _text(old_attrs["run_id"])
+        run_id = layout.text(old_attrs[layout.RUN_ID])
         merged = dict(old_attrs)
         merged.update(attrs)
         self = cls(path, merged, grid, run_id, series=series, snapshots=snaps)
@@ -163,7 +124,7 @@ class FlowWriter:
         os.makedirs(self.folder, exist_ok=True)
         if os.path.abspath(source) != os.path.abspath(self.folder):
             for _, _, name in snaps:
-                _link_or_copy(os.path.join(source, name), os.path.join(self.folder, name))
+                link_or_copy(os.path.join(source, name), os.path.join(self.folder, name))
         else:
             # Leftovers of a run killed while writing a snapshot.
             for name in os.listdir(self.folder):
@@ -198,24 +159,11 @@ class FlowWriter:
 
     def write_snapshot(self, state, rho, to_host):
         """The fields of ``state`` to their own file, then the index."""
-        name = _snapshot_name(state.step)
+        name = layout.snapshot_name(state.step)
         fields = {"phi": to_host(state.phi), "rho": to_host(rho), "p": to_host(state.p),
                   "u": to_host(state.u), "v": to_host(state.v)}
         os.makedirs(self.folder, exist_ok=True)
-        with atomic_h5(os.path.join(self.folder, name)) as fh:
-            fh.attrs["step"] = state.step
-            fh.attrs["time"] = state.time
-            for key, arr in fields.items():
-                ds = fh.create_dataset(key, data=np.asarray(arr, dtype=np.float64),
-                                       compression="gzip", compression_opts=1)
-                ds.attrs["units"] = UNITS[key]
-            u, v = fields["u"], fields["v"]
-            # Cell-centred velocity (w = 0) for viewers, which have no face data.
-            vel = np.zeros(fields["p"].shape + (3,))
-            vel[..., 0] = 0.5 * (u[:, 1:] + u[:, :-1])
-            vel[..., 1] = 0.5 * (v[1:, :] + v[:-1, :])
-            fh.create_dataset("velocity", data=vel, compression="gzip",
-                              compression_opts=1).attrs["units"] = UNITS["velocity"]
+        layout.write_snapshot(os.path.join(self.folder, name), state.step, state.time, fields)
         self.snapshots.append((state.step, state.time, name))
         self.commit()
 
@@ -226,50 +174,11 @@ class FlowWriter:
         """Write the index (and the XDMF sidecar) anew, atomically."""
         if status is not None:
             self.status = status
-        g = self.grid
-        with atomic_h5(self.path) as fh:
-            for k, val in self.attrs.items():
-                fh.attrs[k] = val
-            fh.attrs["mode"] = "flow"
-            fh.attrs["run_status"] = self.status
-            fh.attrs["run_id"] = self.run_id
-            fh.attrs["snapshot_dir"] = os.path.relpath(self.folder, os.path.dirname(os.path.abspath(self.path)))
-            grp = fh.create_group("grid")
-            grp.create_dataset("x", data=g.x).attrs["units"] = "m"
-            grp.create_dataset("y", data=g.y).attrs["units"] = "m"
-            grp.attrs["nx"], grp.attrs["ny"], grp.attrs["lx"], grp.attrs["ly"] = g.nx, g.ny, g.lx, g.ly
-            d = fh.create_group("diagnostics")
-            for name in DIAGNOSTICS:
-                d.create_dataset(name, data=np.asarray(self.diag[name],
-                                 dtype=np.int64 if name == "step" else np.float64))
-            s = fh.create_group("solver")
-            for name, dt in _SOLVER.items():
-                s.create_dataset(name, data=np.asarray(self.solver[name], dtype=dt))
-            s.create_dataset("reason", data=np.asarray(self.solver["reason"], dtype=object),
-                             dtype=h5py.string_dtype())
-            sizes = [h.size for h in self.history]
-            s.create_dataset("residual_history",
-                             data=np.concatenate(self.history) if self.history else np.zeros(0))
-            s.create_dataset("history_offsets",
-                             data=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
-            ck = s.create_dataset("true_residual_checks",
-                                  data=np.asarray(self.checks, dtype=np.float64).reshape(-1, 3))
-            ck.attrs["columns"] = "step, iteration, relative true residual"
-            f = fh.create_group("fields")
-            f.create_dataset("step", data=np.asarray([sn[0] for sn in self.snapshots], dtype=np.int64))
-            f.create_dataset("time", data=np.asarray([sn[1] for sn in self.snapshots], dtype=np.float64))
-            ny, nx = g.ny, g.nx
-            shapes = {"phi": (ny, nx), "rho": (ny, nx), "p": (ny, nx), "u": (ny, nx + 1),
-                      "v": (ny + 1, nx)}
-            rel = fh.attrs["snapshot_dir"]
-            for key, shape in shapes.items():
-                layout = h5py.VirtualLayout(shape=(len(self.snapshots),) + shape, dtype=np.float64)
-                for k, (_, _, name) in enumerate(self.snapshots):
-                    # Relative source paths resolve beside the index: the folder can move.
-                    layout[k] = h5py.VirtualSource(os.path.join(rel, name), key, shape=shape)
-                ds = f.create_virtual_dataset(key, layout, fillvalue=np.nan)
-                ds.attrs["units"] = UNITS[key]
-            attach_dimension_scales(fh)
+        rel = os.path.relpath(self.folder, os.path.dirname(os.path.abspath(self.path)))
+        layout.write_flow_index(self.path, attrs=self.attrs, status=self.status,
+                                run_id=self.run_id, snapshot_dir=rel, grid=self.grid,
+                                diagnostics=self.diag, solver=self.solver, history=self.history,
+                                checks=self.checks, snapshots=self.snapshots)
         _write_sidecar(self)
 
     def close(self, status="finished"):
@@ -286,64 +195,3 @@ def _write_sidecar(writer):
     rel = os.path.relpath(writer.folder, base)
     snaps = [(t, os.path.join(rel, name), "/") for _, t, name in writer.snapshots]
     write_xdmf(stem + ".xdmf", writer.grid, snaps, ("p", "rho", "phi", "velocity"))
-
-
-def _link_or_copy(src, dst):
-    if os.path.exists(dst):
-        return
-    tmp = dst + ".link.tmp"
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
-
-
-def _read_index(path):
-    """Series, snapshots and attributes of an index written by :class:`FlowWriter`."""
-    with h5py.File(path, "r") as fh:
-        attrs = {k: fh.attrs[k] for k in fh.attrs}
-        if "run_id" not in attrs:
-            raise ValueError("it was written by an older bubbleflow (no run_id); start a new run")
-        f = fh["fields"]
-        steps = f["step"][()]
-        times = f["time"][()]
-        if steps.shape[0] == 0:
-            raise ValueError("it holds no snapshot")
-        folder = os.path.join(os.path.dirname(os.path.abspath(path)), _text(attrs["snapshot_dir"]))
-        snaps = [(int(st), float(t), _snapshot_name(int(st))) for st, t in zip(steps, times)]
-        for _, _, name in snaps:
-            if not os.path.isfile(os.path.join(folder, name)):
-                raise ValueError(f"its snapshot {os.path.join(folder, name)} is missing")
-        d = fh["diagnostics"]
-        s = fh["solver"]
-        offsets = s["history_offsets"][()]
-        hist = s["residual_history"][()]
-        series = {
-            "diagnostics": {name: d[name][()].tolist() for name in DIAGNOSTICS},
-            "solver": {name: s[name][()].tolist() for name in _SOLVER},
-            "history": [hist[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)],
-            "checks": [tuple(row) for row in s["true_residual_checks"][()].tolist()],
-        }
-        series["solver"]["reason"] = [_text(r) for r in s["reason"][()]]
-    # Python ints/bools back to their types (tolist gives int, float, bool).
-    attrs = {k: v for k, v in attrs.items() if k not in ("run_status", "mode", "snapshot_dir")}
-    return series, snaps, attrs
-
-
-def read_checkpoint(path):
-    """The last snapshot of a flow run: dict of host arrays, the clock and the case."""
-    with h5py.File(path, "r") as fh:
-        if "run_id" not in fh.attrs:
-            raise ValueError("it was written by an older bubbleflow (no run_id); start a new run")
-        steps, times = fh["fields/step"][()], fh["fields/time"][()]
-        if steps.shape[0] == 0:
-            raise ValueError("it holds no snapshot")
-        case = _text(fh.attrs["case"])
-    snapshot = os.path.join(run_folder(path), _snapshot_name(int(steps[-1])))
-    with h5py.File(snapshot, "r") as fh:
-        out = {key: fh[key][()] for key in ("phi", "u", "v", "p")}
-    out["step"] = int(steps[-1])
-    out["time"] = float(times[-1])
-    out["case"] = case
-    return out

@@ -1,9 +1,11 @@
-"""HDF5 output, written atomically (temporary file in the same folder, then rename).
+"""The HDF5 layout of bubbleflow's files, written and read here only.
 
-Files get the permissions of the user's umask and are flushed to disk
-before the rename (see :func:`atomic_path`).
+Every group, dataset and attribute name of the files is a constant of this
+module; the apps and the flow writer call its writers and readers.  Writing
+goes through :mod:`bubbleflow.io.atomic` (a temporary file renamed into
+place, the umask's permissions, flushed to disk).
 
-Layout of ``OUTDIR/<case name>.h5`` (see README, "Output")::
+A pressure result ``OUTDIR/<case name>.h5`` (see README, "Output")::
 
     /                    attrs: bubbleflow_version, case (resolved YAML), mode,
                                 backend, device, precision, face_density, created
@@ -17,162 +19,256 @@ Layout of ``OUTDIR/<case name>.h5`` (see README, "Output")::
                          relative residual), converged, reason, setup_seconds,
                          solve_seconds; residual_history (relative recursive
                          residual per iteration of the solve)
+
+A flow run's index ``OUTDIR/<name>.h5`` has the same root attributes and, in
+addition (see :mod:`bubbleflow.io.flow_output` for why it is shaped so)::
+
+    attrs: run_status ("running": in progress or killed; "finished";
+           "stopped": ended by SIGTERM/SIGINT with its state written;
+           "failed": the flow blew up), run_id, snapshot_dir, wall_seconds,
+           created
+    /grid/{x, y}                        cell centres (m)
+    /diagnostics/{step, time, dt, area, centroid_y, rise_velocity,
+                  circularity, divergence}            one row per step (+ t = 0)
+    /solver/{step, time, iterations, residual, converged, reason,
+             setup_seconds, solve_seconds}            one row per pressure solve
+    /solver/residual_history, /solver/history_offsets  recursive residuals of
+             solve k: residual_history[history_offsets[k]:history_offsets[k+1]]
+    /solver/true_residual_checks        (checks, 3): step, iteration, residual
+    /fields/{step, time}                one entry per snapshot
+    /fields/{phi, rho, p}               (snapshots, ny, nx)       virtual
+    /fields/u  (snapshots, ny, nx+1), /fields/v  (snapshots, ny+1, nx)
+
+Its snapshots ``<snapshot_dir>/step_<step>.h5`` hold ``phi, rho, p, u, v``,
+a cell-centred ``velocity`` (for viewers) and the attributes ``step``,
+``time``.  A study's ``summary.h5`` holds ``/summary/<column>`` and the
+attributes ``study`` (its study.yaml) and ``runs``.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import os
-import tempfile
 
 import h5py
 import numpy as np
+import yaml
 
-__all__ = ["atomic_path", "atomic_h5", "atomic_text", "file_mode", "probe_writable",
-           "attach_dimension_scales",
-           "write_pressure_result", "SOLVER_SERIES", "UNITS"]
+from .atomic import atomic_h5
+
+__all__ = [
+    "attach_dimension_scales", "write_pressure_result", "header_attrs",
+    "write_snapshot", "write_flow_index", "write_summary_h5",
+    "created_stamp", "read_attrs", "read_run", "read_index", "read_checkpoint", "run_folder",
+    "snapshot_name", "text", "SOLVER_SERIES", "SOLVER_DTYPES", "DIAGNOSTICS", "UNITS",
+]
+
+# ------------------------------------------------------------------ names
+#: Root attributes.
+VERSION, CASE, MODE, BACKEND, DEVICE = "bubbleflow_version", "case", "mode", "backend", "device"
+PRECISION, FACE_DENSITY, CREATED = "precision", "face_density", "created"
+RUN_STATUS, RUN_ID, SNAPSHOT_DIR, WALL_SECONDS = "run_status", "run_id", "snapshot_dir", "wall_seconds"
+#: Groups.
+GRID, FIELDS, SOLVER, DIAGNOSTICS_GROUP, SUMMARY = "grid", "fields", "solver", "diagnostics", "summary"
+#: Attributes of datasets and groups.
+UNITS_ATTR, LAYOUT_ATTR, COLUMNS_ATTR = "units", "layout", "columns"
+#: Datasets under /solver besides the per-solve series.
+HISTORY, HISTORY_OFFSETS, TRUE_CHECKS = "residual_history", "history_offsets", "true_residual_checks"
+#: Cell-centred fields of a result; the fields of a flow snapshot.
+CELL_FIELDS = ("phi", "rho", "p")
+FLOW_FIELDS = ("phi", "rho", "p", "u", "v")
+#: Attributes of a study's summary.h5.
+STUDY, RUNS = "study", "runs"
 
 SOLVER_SERIES = ("iterations", "residual", "converged", "reason", "setup_seconds", "solve_seconds")
-
-
-def _read_umask():
-    """The process umask, read without changing it where the platform allows."""
-    # /proc/self/status (Linux >= 4.7) reports it without touching it.
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _umask_by_setting():
-    # os.umask can only be read by setting it; setting it is process-global,
-    # so a file another thread creates in this instant would get umask 0.  Done
-    # once, at import (see _UMASK_AT_IMPORT), never while writing results.
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK_AT_IMPORT = _read_umask()
-if _UMASK_AT_IMPORT is None:
-    _UMASK_AT_IMPORT = _umask_by_setting()
-
-
-def file_mode():
-    """Permission bits of a new file under the current umask (``0o666 & ~umask``).
-
-    The umask is read from ``/proc/self/status`` where available (so a later
-    change is seen); elsewhere the value read once at import is used.
-    """
-    mask = _read_umask()
-    return 0o666 & ~(_UMASK_AT_IMPORT if mask is None else mask)
-
-
-def probe_writable(folder, name):
-    """Create and remove ``folder/name``: raises the OSError a real write would.
-
-    ``os.access`` is no proof (root passes it in folders such as /proc, and
-    it knows nothing of name lengths or full disks).
-    """
-    probe = os.path.join(folder, name)
-    fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    os.close(fd)
-    os.unlink(probe)
-
-
-def _fsync_dir(folder):
-    """Persist a rename in ``folder``; best effort (Windows cannot open a folder)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass    # some file systems refuse fsync on a folder
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """A temporary file name beside ``path``, renamed over ``path`` on success.
-
-    The body writes the file named by the yielded path (it exists, empty, and
-    may be truncated or replaced).  When the body returns, the temporary gets
-    the permissions of a newly created file (``0o666 & ~umask``; the temporary
-    itself is created 0600), is flushed to disk, renamed over ``path``, and the
-    rename is flushed too (where the folder can be synced).  Readers therefore
-    see either the old file or the complete new one, also after a crash.  On
-    any error the temporary is removed and an existing ``path`` is untouched.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The final file; its folder is created if missing.
-
-    Yields
-    ------
-    str
-        The temporary path, in the same folder (so the rename is atomic).
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        yield tmp
-        fd = os.open(tmp, os.O_RDWR | getattr(os, "O_BINARY", 0))
-        try:
-            os.chmod(tmp, file_mode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(folder)
-
-
-@contextlib.contextmanager
-def atomic_h5(path):
-    """Open a temporary HDF5 file beside ``path``; rename it into place on success.
-
-    See :func:`atomic_path`: on any error the temporary is removed and an
-    existing ``path`` is left untouched; the result has the umask's permissions
-    and is on disk when the block ends.
-    """
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as fh:
-            yield fh
-
-
-def atomic_text(path, text, encoding="utf-8"):
-    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`).
-
-    Line endings are written as given (no translation).
-    """
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding=encoding, newline="") as fh:
-            fh.write(text)
-
+#: Per-solve series of a flow index and their types (``reason`` is text).
+SOLVER_DTYPES = {"step": np.int64, "time": np.float64, "iterations": np.int64,
+                 "residual": np.float64, "converged": np.bool_, "setup_seconds": np.float64,
+                 "solve_seconds": np.float64}
+#: Diagnostics series of a flow index, one row per step.
+DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "circularity",
+               "divergence")
 
 #: Units of the datasets under ``/fields`` (and of snapshot files); "1": dimensionless.
 UNITS = {"phi": "m", "rho": "kg/m^3", "p": "Pa", "u": "m/s", "v": "m/s", "velocity": "m/s",
          "time": "s", "step": "1"}
 
+_OLDER = "it was written by an older bubbleflow (no run_id); start a new run"
+
+
+def text(value):
+    """An attribute or string dataset entry as ``str`` (bytes decoded; None stays None)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return text(value[()])
+    return None if value is None else str(value)
+
+
+def snapshot_name(step):
+    """File name of the snapshot of ``step`` in a run's snapshot folder."""
+    return f"step_{step:09d}.h5"
+
+
+def created_stamp():
+    """The ``created`` attribute of a new file: now, UTC, ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------ writing
+def _series(group, name, values, dtype=None):
+    """A resizable 1-D dataset, so later writers can append one entry per solve."""
+    values = np.asarray(values, dtype=dtype)
+    return group.create_dataset(name, data=values, maxshape=(None,), chunks=True)
+
+
+def header_attrs(*, version, case_yaml, backend, device, precision, face_density):
+    """The root attributes every result carries (a flow writer adds its own)."""
+    return {VERSION: version, CASE: case_yaml, BACKEND: backend, DEVICE: device,
+            PRECISION: precision, FACE_DENSITY: face_density}
+
+
+def _write_grid(fh, grid):
+    g = fh.create_group(GRID)
+    g.create_dataset("x", data=grid.x).attrs[UNITS_ATTR] = "m"
+    g.create_dataset("y", data=grid.y).attrs[UNITS_ATTR] = "m"
+    g.attrs["nx"], g.attrs["ny"], g.attrs["lx"], g.attrs["ly"] = grid.nx, grid.ny, grid.lx, grid.ly
+
+
+def write_pressure_result(path, *, case_yaml, version, backend, device, precision, face_density,
+                          grid, phi, rho, p, record, mode="pressure"):
+    """Write one pressure solve (host arrays) to ``path`` atomically."""
+    with atomic_h5(path) as fh:
+        fh.attrs[VERSION] = version
+        fh.attrs[CASE] = case_yaml
+        fh.attrs[MODE] = mode
+        fh.attrs[BACKEND] = backend
+        fh.attrs[DEVICE] = device
+        fh.attrs[PRECISION] = precision
+        fh.attrs[FACE_DENSITY] = face_density
+        fh.attrs[CREATED] = created_stamp()
+        _write_grid(fh, grid)
+        f = fh.create_group(FIELDS)
+        for name, data in (("phi", phi), ("rho", rho), ("p", p)):
+            ds = f.create_dataset(name, data=np.asarray(data), compression="gzip", compression_opts=4)
+            ds.attrs[UNITS_ATTR] = UNITS[name]
+            ds.attrs[LAYOUT_ATTR] = "(ny, nx), row j is y, column i is x"
+        s = fh.create_group(SOLVER)
+        for key in ("method", "variant", "preconditioner", "deflation", "deflation_vectors",
+                    "rtol"):
+            s.attrs[key] = getattr(record, key)
+        _series(s, "iterations", [record.iterations], np.int64)
+        _series(s, "residual", [record.residual], np.float64)
+        _series(s, "converged", [record.converged], np.bool_)
+        s.create_dataset("reason", data=[record.reason], maxshape=(None,),
+                         dtype=h5py.string_dtype(), chunks=True)
+        _series(s, "setup_seconds", [record.setup_seconds], np.float64)
+        _series(s, "solve_seconds", [record.solve_seconds], np.float64)
+        s.create_dataset(HISTORY, data=np.asarray(record.residual_history, dtype=np.float64))
+        checks = np.asarray(record.true_residual_checks, dtype=np.float64).reshape(-1, 2)
+        s.create_dataset(TRUE_CHECKS, data=checks).attrs[COLUMNS_ATTR] = \
+            "iteration, relative true residual"
+        attach_dimension_scales(fh)
+
+
+def write_snapshot(path, step, time, fields):
+    """One flow snapshot file, atomically: ``fields`` maps :data:`FLOW_FIELDS` to host arrays."""
+    with atomic_h5(path) as fh:
+        fh.attrs["step"] = step
+        fh.attrs["time"] = time
+        for key in FLOW_FIELDS:
+            ds = fh.create_dataset(key, data=np.asarray(fields[key], dtype=np.float64),
+                                   compression="gzip", compression_opts=1)
+            ds.attrs[UNITS_ATTR] = UNITS[key]
+        u, v = fields["u"], fields["v"]
+        # Cell-centred velocity (w = 0) for viewers, which have no face data.
+        vel = np.zeros(fields["p"].shape + (3,))
+        vel[..., 0] = 0.5 * (u[:, 1:] + u[:, :-1])
+        vel[..., 1] = 0.5 * (v[1:, :] + v[:-1, :])
+        fh.create_dataset("velocity", data=vel, compression="gzip",
+                          compression_opts=1).attrs[UNITS_ATTR] = UNITS["velocity"]
+
+
+def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnostics, solver,
+                     history, checks, snapshots):
+    """A flow run's index, written anew and atomically.
+
+    Parameters
+    ----------
+    attrs : dict
+        Root attributes (:func:`header_attrs`, ``created``, ``wall_seconds``).
+    status, run_id : str
+    snapshot_dir : str
+        The snapshot folder relative to the index's folder.
+    diagnostics : dict
+        :data:`DIAGNOSTICS` name -> list, one entry per step.
+    solver : dict
+        :data:`SOLVER_DTYPES` name and ``reason`` -> list, one entry per solve.
+    history : list of ndarray
+        Recursive residuals of each solve.
+    checks : list of (step, iteration, residual)
+    snapshots : list of (step, time, file name in the snapshot folder)
+    """
+    with atomic_h5(path) as fh:
+        for k, val in attrs.items():
+            fh.attrs[k] = val
+        fh.attrs[MODE] = "flow"
+        fh.attrs[RUN_STATUS] = status
+        fh.attrs[RUN_ID] = run_id
+        fh.attrs[SNAPSHOT_DIR] = snapshot_dir
+        _write_grid(fh, grid)
+        d = fh.create_group(DIAGNOSTICS_GROUP)
+        for name in DIAGNOSTICS:
+            d.create_dataset(name, data=np.asarray(diagnostics[name],
+                             dtype=np.int64 if name == "step" else np.float64))
+        _write_solver_series(fh.create_group(SOLVER), solver, history, checks)
+        _write_snapshot_fields(fh.create_group(FIELDS), grid, snapshot_dir, snapshots)
+        attach_dimension_scales(fh)
+
+
+def _write_solver_series(s, solver, history, checks):
+    for name, dt in SOLVER_DTYPES.items():
+        s.create_dataset(name, data=np.asarray(solver[name], dtype=dt))
+    s.create_dataset("reason", data=np.asarray(solver["reason"], dtype=object),
+                     dtype=h5py.string_dtype())
+    sizes = [h.size for h in history]
+    s.create_dataset(HISTORY, data=np.concatenate(history) if history else np.zeros(0))
+    s.create_dataset(HISTORY_OFFSETS,
+                     data=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
+    ck = s.create_dataset(TRUE_CHECKS, data=np.asarray(checks, dtype=np.float64).reshape(-1, 3))
+    ck.attrs[COLUMNS_ATTR] = "step, iteration, relative true residual"
+
+
+def _write_snapshot_fields(f, grid, rel, snapshots):
+    """``/fields``: the snapshot clock and virtual datasets reading the snapshot files."""
+    f.create_dataset("step", data=np.asarray([sn[0] for sn in snapshots], dtype=np.int64))
+    f.create_dataset("time", data=np.asarray([sn[1] for sn in snapshots], dtype=np.float64))
+    ny, nx = grid.ny, grid.nx
+    shapes = {"phi": (ny, nx), "rho": (ny, nx), "p": (ny, nx), "u": (ny, nx + 1),
+              "v": (ny + 1, nx)}
+    for key, shape in shapes.items():
+        layout = h5py.VirtualLayout(shape=(len(snapshots),) + shape, dtype=np.float64)
+        for k, (_, _, name) in enumerate(snapshots):
+            # Relative source paths resolve beside the index: the folder can move.
+            layout[k] = h5py.VirtualSource(os.path.join(rel, name), key, shape=shape)
+        ds = f.create_virtual_dataset(key, layout, fillvalue=np.nan)
+        ds.attrs[UNITS_ATTR] = UNITS[key]
+
+
+def write_summary_h5(path, study_text, runs, columns, data):
+    """A study's ``summary.h5``: ``data`` maps each of ``columns`` to a 1-D array of ``runs``."""
+    with atomic_h5(path) as fh:
+        fh.attrs[STUDY] = study_text
+        fh.attrs[RUNS] = runs
+        g = fh.create_group(SUMMARY)
+        g.attrs[COLUMNS_ATTR] = list(columns)
+        for c in columns:
+            g.create_dataset(c, data=data[c])
+
 
 def _scale(group, name, data, label, units):
     """``group[name]`` as a dimension scale called ``label`` (created if missing)."""
     ds = group[name] if name in group else group.create_dataset(name, data=data)
-    ds.attrs["units"] = units
+    ds.attrs[UNITS_ATTR] = units
     if not ds.is_scale:
         ds.make_scale(label)
     return ds
@@ -206,7 +302,7 @@ def attach_dimension_scales(fh):
         Open for writing, with ``/grid/x``, ``/grid/y`` (attributes ``lx``,
         ``ly`` optional: without them the extent is ``x[0] + x[-1]``).
     """
-    grid = fh["grid"]
+    grid = fh[GRID]
     nx, ny = grid["x"].shape[0], grid["y"].shape[0]
     x, y = grid["x"][()], grid["y"][()]
     lx = float(grid.attrs["lx"]) if "lx" in grid.attrs else float(x[0] + x[-1])
@@ -220,7 +316,7 @@ def attach_dimension_scales(fh):
             scales[name] = _scale(grid, name, np.linspace(0.0, length, n + 1), name, "m")
         return scales[name]
 
-    fields = fh.get("fields")
+    fields = fh.get(FIELDS)
     if fields is None:
         return
     time_scales = []
@@ -237,8 +333,8 @@ def attach_dimension_scales(fh):
         if ds.is_scale:
             continue
         base = ds.name.rsplit("/", 1)[-1]
-        if base in UNITS and "units" not in ds.attrs:
-            ds.attrs["units"] = UNITS[base]
+        if base in UNITS and UNITS_ATTR not in ds.attrs:
+            ds.attrs[UNITS_ATTR] = UNITS[base]
         if ds.ndim not in (2, 3):
             continue
         trailing = ds.shape[-2:]
@@ -257,48 +353,194 @@ def attach_dimension_scales(fh):
                 _attach(ds, 0, sc, "time")
 
 
-def _series(group, name, values, dtype=None):
-    """A resizable 1-D dataset, so later writers can append one entry per solve."""
-    values = np.asarray(values, dtype=dtype)
-    return group.create_dataset(name, data=values, maxshape=(None,), chunks=True)
+# ------------------------------------------------------------------ reading
+def read_attrs(path):
+    """The root attributes of ``path`` (a dict; raises what h5py raises)."""
+    with h5py.File(path, "r") as fh:
+        return {k: fh.attrs[k] for k in fh.attrs}
 
 
-def write_pressure_result(path, *, case_yaml, version, backend, device, precision, face_density,
-                          grid, phi, rho, p, record, mode="pressure"):
-    """Write one pressure solve (host arrays) to ``path`` atomically."""
-    with atomic_h5(path) as fh:
-        fh.attrs["bubbleflow_version"] = version
-        fh.attrs["case"] = case_yaml
-        fh.attrs["mode"] = mode
-        fh.attrs["backend"] = backend
-        fh.attrs["device"] = device
-        fh.attrs["precision"] = precision
-        fh.attrs["face_density"] = face_density
-        fh.attrs["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        g = fh.create_group("grid")
-        g.create_dataset("x", data=grid.x).attrs["units"] = "m"
-        g.create_dataset("y", data=grid.y).attrs["units"] = "m"
-        g.attrs["nx"], g.attrs["ny"], g.attrs["lx"], g.attrs["ly"] = grid.nx, grid.ny, grid.lx, grid.ly
-        f = fh.create_group("fields")
-        for name, data, units in (("phi", phi, "m"), ("rho", rho, "kg/m^3"), ("p", p, "Pa")):
-            ds = f.create_dataset(name, data=np.asarray(data), compression="gzip", compression_opts=4)
-            ds.attrs["units"] = units
-            ds.attrs["layout"] = "(ny, nx), row j is y, column i is x"
-        s = fh.create_group("solver")
-        s.attrs["method"] = record.method
-        s.attrs["variant"] = record.variant
-        s.attrs["preconditioner"] = record.preconditioner
-        s.attrs["deflation"] = record.deflation
-        s.attrs["deflation_vectors"] = record.deflation_vectors
-        s.attrs["rtol"] = record.rtol
-        _series(s, "iterations", [record.iterations], np.int64)
-        _series(s, "residual", [record.residual], np.float64)
-        _series(s, "converged", [record.converged], np.bool_)
-        s.create_dataset("reason", data=[record.reason], maxshape=(None,),
-                         dtype=h5py.string_dtype(), chunks=True)
-        _series(s, "setup_seconds", [record.setup_seconds], np.float64)
-        _series(s, "solve_seconds", [record.solve_seconds], np.float64)
-        s.create_dataset("residual_history", data=np.asarray(record.residual_history, dtype=np.float64))
-        checks = np.asarray(record.true_residual_checks, dtype=np.float64).reshape(-1, 2)
-        s.create_dataset("true_residual_checks", data=checks).attrs["columns"] = "iteration, relative true residual"
-        attach_dimension_scales(fh)
+def run_folder(path):
+    """Absolute snapshot folder of the run whose index is ``path`` (its
+    ``snapshot_dir`` attribute, ``<name>.snapshots/<run id>``)."""
+    with h5py.File(path, "r") as fh:
+        rel = text(fh.attrs[SNAPSHOT_DIR])
+    return os.path.join(os.path.dirname(os.path.abspath(path)), rel)
+
+
+def _snapshot_clock(fh):
+    """``(steps, times)`` of an index's snapshots; ValueError for an older or empty one."""
+    if RUN_ID not in fh.attrs:
+        raise ValueError(_OLDER)
+    f = fh[FIELDS]
+    steps, times = f["step"][()], f["time"][()]
+    if steps.shape[0] == 0:
+        raise ValueError("it holds no snapshot")
+    return steps, times
+
+
+def read_index(path):
+    """``(series, snapshots, attrs)`` of a flow index, as :func:`write_flow_index` takes them.
+
+    ``series``: ``diagnostics``, ``solver`` (dicts of lists), ``history``
+    (one array per solve), ``checks``; ``snapshots``: ``(step, time, file
+    name)``, every file checked to exist; ``attrs``: the root attributes but
+    ``run_status``, ``mode`` and ``snapshot_dir``.
+
+    Raises
+    ------
+    ValueError
+        An index of an older bubbleflow, without snapshots, or with one missing.
+    """
+    with h5py.File(path, "r") as fh:
+        attrs = {k: fh.attrs[k] for k in fh.attrs}
+        steps, times = _snapshot_clock(fh)
+        folder = os.path.join(os.path.dirname(os.path.abspath(path)), text(attrs[SNAPSHOT_DIR]))
+        snaps = [(int(st), float(t), snapshot_name(int(st))) for st, t in zip(steps, times)]
+        for _, _, name in snaps:
+            if not os.path.isfile(os.path.join(folder, name)):
+                raise ValueError(f"its snapshot {os.path.join(folder, name)} is missing")
+        d = fh[DIAGNOSTICS_GROUP]
+        s = fh[SOLVER]
+        offsets = s[HISTORY_OFFSETS][()]
+        hist = s[HISTORY][()]
+        series = {
+            "diagnostics": {name: d[name][()].tolist() for name in DIAGNOSTICS},
+            "solver": {name: s[name][()].tolist() for name in SOLVER_DTYPES},
+            "history": [hist[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)],
+            "checks": [tuple(row) for row in s[TRUE_CHECKS][()].tolist()],
+        }
+        series["solver"]["reason"] = [text(r) for r in s["reason"][()]]
+    attrs = {k: v for k, v in attrs.items() if k not in (RUN_STATUS, MODE, SNAPSHOT_DIR)}
+    return series, snaps, attrs
+
+
+def read_checkpoint(path):
+    """The last snapshot of a flow run: dict of host arrays, the clock and the case."""
+    with h5py.File(path, "r") as fh:
+        steps, times = _snapshot_clock(fh)
+        case = text(fh.attrs[CASE])
+    snapshot = os.path.join(run_folder(path), snapshot_name(int(steps[-1])))
+    with h5py.File(snapshot, "r") as fh:
+        out = {key: fh[key][()] for key in ("phi", "u", "v", "p")}
+    out["step"] = int(steps[-1])
+    out["time"] = float(times[-1])
+    out["case"] = case
+    return out
+
+
+def read_run(path, fields=True):
+    """What a run file (``mode`` pressure or flow) holds, as host arrays; absent parts None.
+
+    Tolerant: nothing is required, so that each caller states what it needs
+    and says so in its own words.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    fields : bool
+        Also read the fields (a flow run: its last snapshot, and the level
+        set of its first).
+
+    Returns
+    -------
+    dict
+        ``attrs`` (root attributes), ``groups`` (top-level names), ``case``
+        (the resolved case, parsed; ``{}`` when absent or unreadable),
+        ``mode`` (the attribute, else ``flow`` when there are diagnostics,
+        else ``pressure``), ``x``, ``y`` (cell centres), ``grid_attrs``;
+        ``field_shapes`` (``p``, ``rho``, ``phi`` present under /fields),
+        ``fields`` (see :func:`_read_fields`); ``solver_attrs``, ``solver``
+        (the per-solve series present, typed as :data:`SOLVER_DTYPES`, and
+        ``reason``; None without /solver), ``histories`` (``(solve, array)``
+        of recursive residuals), ``checks`` (pressure: ``(k, 2)`` iteration,
+        residual), ``step_checks`` (flow: ``(k, 3)`` step, iteration,
+        residual); ``diagnostics`` (every series, float64; None without the
+        group).
+    """
+    with h5py.File(path, "r") as fh:
+        attrs = {k: fh.attrs[k] for k in fh.attrs}
+        mode = text(attrs.get(MODE)) or ("flow" if DIAGNOSTICS_GROUP in fh else "pressure")
+        grid = fh.get(GRID)
+        run = {"attrs": attrs, "groups": set(fh.keys()), "case": _case(attrs), "mode": mode,
+               "x": _array(fh, f"{GRID}/x"), "y": _array(fh, f"{GRID}/y"),
+               "grid_attrs": dict(grid.attrs) if grid is not None else {}}
+        f = fh.get(FIELDS)
+        run["field_shapes"] = {n: f[n].shape for n in CELL_FIELDS if f is not None and n in f}
+        run["fields"] = _read_fields(f, mode) if fields else None
+        run.update(_read_solver(fh.get(SOLVER), mode))
+        d = fh.get(DIAGNOSTICS_GROUP)
+        run["diagnostics"] = (None if d is None else
+                              {n: np.asarray(d[n][()], dtype=np.float64).ravel() for n in d})
+    return run
+
+
+def _case(attrs):
+    try:
+        case = yaml.safe_load(text(attrs.get(CASE)) or "") or {}
+    except yaml.YAMLError:
+        case = {}
+    return case if isinstance(case, dict) else {}
+
+
+def _array(group, name, dtype=np.float64):
+    if group is None or name not in group:
+        return None
+    return np.asarray(group[name][()], dtype=dtype).ravel()
+
+
+def _read_fields(f, mode):
+    """``p``, ``rho``, ``phi`` as 2-D float64 arrays, or None (some absent, no snapshot).
+
+    A flow run gives its last snapshot, with ``phi_first`` (the first
+    snapshot's level set), ``time_first``, ``time``, ``step`` and
+    ``snapshots`` (how many); None also when its fields are not
+    ``(snapshots, ny, nx)``.
+    """
+    if f is None or any(n not in f for n in CELL_FIELDS):
+        return None
+    if mode != "flow":
+        return {name: np.asarray(f[name][()], dtype=np.float64) for name in CELL_FIELDS}
+    if f["p"].ndim != 3 or f["p"].shape[0] == 0:
+        return None
+    k = f["p"].shape[0] - 1
+    out = {name: np.asarray(f[name][k], dtype=np.float64) for name in CELL_FIELDS}
+    # The first snapshot's interface (t = 0 unless restarted elsewhere).
+    out["phi_first"] = np.asarray(f["phi"][0], dtype=np.float64) if k > 0 else out["phi"]
+    has_time = "time" in f and f["time"].shape[0]
+    out["time_first"] = float(f["time"][0]) if has_time else None
+    out["time"] = float(f["time"][k]) if "time" in f and f["time"].shape[0] > k else None
+    out["step"] = int(f["step"][k]) if "step" in f and f["step"].shape[0] > k else None
+    out["snapshots"] = int(f["p"].shape[0])
+    return out
+
+
+def _read_solver(s, mode):
+    """``solver_attrs``, ``solver``, ``histories``, ``checks``, ``step_checks`` of /solver."""
+    out = {"solver_attrs": {}, "solver": None, "histories": [], "checks": None,
+           "step_checks": None}
+    if s is None:
+        return out
+    out["solver_attrs"] = {k: s.attrs[k] for k in s.attrs}
+    series = {name: _array(s, name, dt) for name, dt in SOLVER_DTYPES.items()}
+    series["reason"] = [text(r) for r in s["reason"][()]] if "reason" in s else None
+    out["solver"] = series
+    if TRUE_CHECKS in s:
+        raw = np.asarray(s[TRUE_CHECKS][()], dtype=np.float64)
+        if raw.ndim == 2 and raw.shape[1] == 3:
+            out["step_checks"] = raw
+        elif raw.size % 2 == 0 and mode == "pressure":
+            out["checks"] = raw.reshape(-1, 2)
+    hist = _array(s, HISTORY)
+    offsets = _array(s, HISTORY_OFFSETS, np.int64)
+    its = series["iterations"]
+    if hist is not None and hist.size:
+        if offsets is not None and offsets.size >= 2:
+            n = min(offsets.size - 1, (len(its) if its is not None else 0) or offsets.size - 1)
+            for i in range(n):
+                a, b = int(offsets[i]), int(offsets[i + 1])
+                if b > a:
+                    out["histories"].append((i, hist[a:b]))
+        else:
+            out["histories"].append((0, hist))
+    return out

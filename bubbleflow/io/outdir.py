@@ -25,7 +25,8 @@ import shutil
 import uuid
 
 from ..case.config import CaseError
-from .layout import probe_writable
+from .atomic import probe_writable
+from .layout import MODE, RUN_STATUS, read_attrs, run_folder, text as _text
 
 __all__ = ["RunOutput", "check_name"]
 
@@ -192,8 +193,6 @@ class RunOutput:
         if not self.moved_aside:
             return
         if _is_flow(self.previous):
-            from .flow_output import run_folder
-
             old = run_folder(self.previous)
             if not os.path.exists(self.path) or run_folder(self.path) != old:
                 shutil.rmtree(old, ignore_errors=True)
@@ -213,29 +212,22 @@ class RunOutput:
 
 
 def _attrs(path):
-    import h5py
-
     try:
-        with h5py.File(path, "r") as fh:
-            return {k: fh.attrs[k] for k in fh.attrs}
+        return read_attrs(path)
     except Exception:       # noqa: BLE001 - only describes the file
         return None
 
 
-def _text(v):
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
 def _is_flow(path):
     a = _attrs(path)
-    return bool(a) and _text(a.get("mode", "")) == "flow"
+    return bool(a) and _text(a.get(MODE, "")) == "flow"
 
 
 def _status(path):
     a = _attrs(path)
     if a is None:
         return "not a readable bubbleflow file"
-    mode = _text(a.get("mode", "?"))
+    mode = _text(a.get(MODE, "?"))
     if mode == "flow":
-        return f"a flow run, status {_text(a.get('run_status', 'unknown'))}"
+        return f"a flow run, status {_text(a.get(RUN_STATUS, 'unknown'))}"
     return f"a {mode} result"

@@ -26,7 +26,8 @@ import os
 import posixpath
 from xml.sax.saxutils import escape, quoteattr
 
-from .layout import UNITS, atomic_text
+from .atomic import atomic_text
+from .layout import UNITS
 
 __all__ = ["write_xdmf", "CELL_FIELDS"]
 
@@ -66,7 +67,7 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
     ----------
     xdmf_path : str or os.PathLike
         The file to write (replaced atomically, see
-        :func:`bubbleflow.io.layout.atomic_path`).
+        :func:`bubbleflow.io.atomic.atomic_path`).
     grid : bubbleflow.mesh.grid.Grid
         Anything with ``nx, ny, hx, hy`` (cell counts and sizes, m); the
         domain is ``[0, nx hx] x [0, ny hy]``.
