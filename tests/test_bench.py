@@ -264,10 +264,10 @@ def test_a_failing_run_is_recorded_and_the_others_go_on(monkeypatch, tmp_path, c
 
 
 def test_size_that_cannot_fit_in_memory_is_refused_before_any_work(capsys, monkeypatch):
-    import bubbleflow.case.resources as resources
+    import bubbleflow.compute.backend as backend_mod
 
     monkeypatch.setattr(bench_mod, "run_bench", lambda *a, **k: pytest.fail("it ran"))
-    monkeypatch.setattr(resources, "_host_available", lambda: 2 ** 30)
+    monkeypatch.setattr(backend_mod, "host_available_memory", lambda: 2 ** 30)
     assert main(["bench", "--backend", "numpy", "--sizes", "256", "8192"]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert "--sizes: got 8192" in line and "GiB" in line

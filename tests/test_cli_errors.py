@@ -175,10 +175,10 @@ def test_hostile_overrides_of_a_shipped_flow_case(tmp_path, override, fragments,
 
 
 def test_memory_refusal_through_the_cli(tmp_path, capsys, monkeypatch):
-    from bubbleflow.case import resources
     from bubbleflow.apps.cli import main
+    from bubbleflow.compute import backend as backend_mod
 
-    monkeypatch.setattr(resources, "_host_available", lambda: 2 ** 30)
+    monkeypatch.setattr(backend_mod, "host_available_memory", lambda: 2 ** 30)
     path = write(tmp_path, "grid: {nx: 8192, ny: 8192}\n")
     assert main(["run", path, "--backend", "numpy", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err

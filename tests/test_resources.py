@@ -4,7 +4,7 @@ import tracemalloc
 
 import pytest
 
-from bubbleflow.compute.backend import get_backend
+from bubbleflow.compute.backend import CupyBackend, get_backend
 from bubbleflow.case.config import CaseError, load_case
 from bubbleflow.case.resources import (
     ARRAYS_PER_CELL, SAFETY, available_memory, check_memory, estimate_memory,
@@ -75,8 +75,9 @@ def test_cupy_free_memory_is_asked_of_the_gpu():
         def get_default_memory_pool():
             return Pool()
 
-    class FakeBackend:
-        name, xp, device_name = "cupy", FakeCupy, "Fake GPU"
+    class FakeBackend(CupyBackend):
+        def __init__(self):
+            self.xp, self.device_name = FakeCupy, "Fake GPU"
 
     assert available_memory(FakeBackend()) == (3 * 2 ** 30, "the GPU (Fake GPU)")
     with pytest.raises(CaseError, match=r"needs about .* GiB on the GPU \(Fake GPU\) but only "

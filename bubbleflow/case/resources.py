@@ -8,8 +8,6 @@ imports the numerics.
 """
 from __future__ import annotations
 
-import os
-
 from .config import CaseError
 
 __all__ = ["estimate_memory", "available_memory", "check_memory",
@@ -77,21 +75,6 @@ def estimate_memory(case):
             "cells": cells, "arrays_per_cell": per_cell, "itemsize": itemsize}
 
 
-def _host_available():
-    """Bytes of host memory available now (MemAvailable), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def available_memory(backend):
     """``(free bytes or None, device description)`` for a backend.
 
@@ -100,19 +83,9 @@ def available_memory(backend):
     backend : bubbleflow.compute.backend.Backend
         NumPy: the host's MemAvailable.  CuPy: the GPU's free memory
         (``cudaMemGetInfo``) plus what CuPy's pool holds but does not use.
+        See :meth:`~bubbleflow.compute.backend.Backend.available_memory`.
     """
-    name = getattr(backend, "name", "numpy")
-    device = getattr(backend, "device_name", None) or name
-    if name == "cupy":
-        try:
-            xp = backend.xp
-            free = int(xp.cuda.runtime.memGetInfo()[0])
-            pool = xp.get_default_memory_pool()
-            free += int(pool.total_bytes() - pool.used_bytes())
-            return free, f"the GPU ({device})"
-        except Exception:   # no query possible: do not refuse on a guess
-            return None, f"the GPU ({device})"
-    return _host_available(), "the host"
+    return backend.available_memory()
 
 
 def check_memory(case, backend, available=None):
@@ -124,7 +97,7 @@ def check_memory(case, backend, available=None):
     ----------
     case : bubbleflow.case.config.Case
     backend : bubbleflow.compute.backend.Backend
-        As chosen for the run (``backend.name``, ``backend.xp``).
+        As chosen for the run.
     available : int, optional
         Free bytes to check against instead of asking (for tests).
 
@@ -143,7 +116,7 @@ def check_memory(case, backend, available=None):
     if available is None:
         available, device = available_memory(backend)
     else:
-        device = "the GPU" if getattr(backend, "name", "") == "cupy" else "the host"
+        device = backend.memory_place
     est["available"] = available
     if available is not None and est["total"] > SAFETY * available:
         g = case.grid

@@ -10,7 +10,10 @@ Use :func:`get_backend` with ``"auto"``, ``"numpy"`` or ``"cupy"``.
 from __future__ import annotations
 
 import functools
+import gc
+import os
 import platform
+import time
 
 import numpy as np
 
@@ -50,6 +53,64 @@ class Backend:
 
     def is_native(self, a) -> bool:
         return isinstance(a, self.xp.ndarray)
+
+    # ----------------------------------------------------- memory and clocks
+    #: Where the arrays live, for messages ("the host", "the GPU").
+    memory_place = "the host"
+    #: Whether the arrays live in a device's memory, apart from the host's.
+    on_device = False
+
+    def available_memory(self):
+        """``(free bytes or None, where)``: memory free now for this backend's arrays."""
+        return host_available_memory(), self.memory_place
+
+    def pool_bytes(self):
+        """Bytes held by the array module's memory pool (None without a pool)."""
+        return None
+
+    def release_memory(self):
+        """Free what Python no longer holds, and a memory pool's free blocks."""
+        gc.collect()
+
+    def clock(self):
+        """``time.perf_counter()`` after the queued device work has finished."""
+        self.synchronize()
+        return time.perf_counter()
+
+    def median_ms(self, fn, repeat=20, warmup=1):
+        """Median time of ``fn()`` in milliseconds, each call timed on its own."""
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeat):
+            t = self.clock()
+            fn()
+            times.append(1e3 * (self.clock() - t))
+        return float(np.median(times))
+
+    def copy_functions(self, dst, src):
+        """``{method: fn}``: calls that copy ``src`` into ``dst`` (for a bandwidth measurement)."""
+        return {"memcpy": lambda: np.copyto(dst, src)}
+
+    def device_id(self):
+        """Which device runs the arrays, whatever the numbering ("" on the host)."""
+        return ""
+
+    def visible_devices(self):
+        """Ids of the devices this process may use (``CUDA_VISIBLE_DEVICES``); [] on the host."""
+        return []
+
+    def memory_text(self):
+        """The memory of the machine the arrays live on, for a report header."""
+        try:
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+            return f"{mem:.1f} GiB host memory, {os.cpu_count()} CPUs"
+        except (ValueError, OSError, AttributeError):  # pragma: no cover
+            return f"{os.cpu_count()} CPUs"
+
+    def versions(self):
+        """Versions of the device software this backend runs on (a list of strings)."""
+        return []
 
     def __repr__(self):
         return f"<Backend {self.name}: {self.device_name}>"
@@ -100,6 +161,76 @@ class CupyBackend(Backend):
         self.xp.cuda.Stream.null.synchronize()
         self.xp.cuda.get_current_stream().synchronize()
 
+    memory_place = "the GPU"
+    on_device = True
+
+    def available_memory(self):
+        """The GPU's free memory (``cudaMemGetInfo``) plus what CuPy's pool holds unused."""
+        where = f"the GPU ({self.device_name})"
+        try:
+            free = int(self.xp.cuda.runtime.memGetInfo()[0])
+            pool = self.xp.get_default_memory_pool()
+            free += int(pool.total_bytes() - pool.used_bytes())
+            return free, where
+        except Exception:   # no query possible: do not refuse on a guess
+            return None, where
+
+    def pool_bytes(self):
+        return int(self.xp.get_default_memory_pool().total_bytes())
+
+    def release_memory(self):
+        gc.collect()
+        self.synchronize()
+        self.xp.get_default_memory_pool().free_all_blocks()
+
+    def median_ms(self, fn, repeat=20, warmup=1):
+        """Median device time of ``fn()`` in milliseconds (CUDA events, see :func:`gpu_median_ms`)."""
+        return gpu_median_ms(fn, repeat, warmup)
+
+    def copy_functions(self, dst, src):
+        """An elementwise kernel (``dst[...] = src``) and ``cudaMemcpyAsync``."""
+        def kernel():
+            dst[...] = src
+
+        def memcpy():
+            dst.data.copy_from_device_async(src.data, src.nbytes)
+
+        return {"kernel": kernel, "memcpy": memcpy}
+
+    def device_id(self):
+        """The PCI bus id of the current GPU (``CUDA_VISIBLE_DEVICES`` if it cannot be read)."""
+        try:
+            return str(self.xp.cuda.Device().pci_bus_id)
+        except Exception:   # noqa: BLE001 - informative only
+            return str(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+
+    def visible_devices(self):
+        n = int(self.xp.cuda.runtime.getDeviceCount())
+        env = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [s.strip() for s in env.split(",") if s.strip()] if env else [str(i) for i in range(n)]
+        return ids[:n]
+
+    def memory_text(self):
+        rt = self.xp.cuda.runtime
+        try:
+            total = rt.getDeviceProperties(self.xp.cuda.Device().id)["totalGlobalMem"]
+        except Exception:                          # pragma: no cover
+            total = rt.memGetInfo()[1]
+        return f"{total / 2 ** 30:.1f} GiB GPU memory"
+
+    def versions(self):
+        rt = self.xp.cuda.runtime
+
+        def cuda(v):
+            return f"{v // 1000}.{(v % 1000) // 10}"
+
+        try:
+            cudav = (f"CUDA runtime {cuda(rt.runtimeGetVersion())}, "
+                     f"driver {cuda(rt.driverGetVersion())}")
+        except Exception:                          # pragma: no cover
+            cudav = "CUDA ?"
+        return [cudav, f"cupy {self.xp.__version__}"]
+
 
 BACKENDS = {"numpy": NumpyBackend, "cupy": CupyBackend}
 
@@ -134,6 +265,21 @@ def backend_of(*arrays) -> Backend:
         if mod.startswith("cupy") or mod.startswith("cupyx"):
             return _make("cupy")
     return _make("numpy")
+
+
+def host_available_memory():
+    """Bytes of host memory available now (MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _cpu_name() -> str:
