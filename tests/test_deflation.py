@@ -97,7 +97,7 @@ def test_tile_part_sums_kernel_against_array_twin(n, blocks, dtype, cupy_backend
     code (its twin), on blocks cut into liquid and gas, square and not."""
     import cupy as cp
 
-    from bubbleflow.compute.kernels import tile_part_sums
+    from bubbleflow.linalg.deflation_cuda import tile_part_sums
 
     A, b, phi = bubbly_column(n, 1e3, backend="cupy")
     D = make_deflation("levelset_subdomains", A, phi=phi, subdomains=blocks)
@@ -121,7 +121,7 @@ def test_csr_matvec_kernel_against_scipy_and_repeatable(which, dtype, cupy_backe
     SciPy's, and bit for bit the same on every call."""
     import cupy as cp
 
-    from bubbleflow.compute.kernels import CSR_BLOCK_ROW_NNZ, csr_matvec
+    from bubbleflow.compute.sparse import CSR_BLOCK_ROW_NNZ, csr_matvec
 
     A, b, phi = bubbly_column(256, 1e3, backend="cupy")
     D = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(4, 4))

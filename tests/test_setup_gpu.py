@@ -1,4 +1,4 @@
-"""The GPU set-up kernels (``bubbleflow.compute.setup_gpu``) against their array-code twins.
+"""The GPU set-up kernels (operators.poisson_cuda, precond.incomplete_poisson, linalg.deflation_cuda) against their array-code twins.
 
 Operator diagonals and scaled incomplete Poisson coefficients: bit for bit.
 The block deflation space (labels, parts, ``(A Z)^T``, ``E``): against the
@@ -30,7 +30,7 @@ def random_faces(nx, ny, seed):
 
 @pytest.mark.parametrize("shape", [(13, 9), (64, 48), (1, 5), (6, 1), (1, 1)])
 def test_operator_diagonals_kernel_equals_array_code(shape, cp):
-    from bubbleflow.compute.setup_gpu import op_diagonals
+    from bubbleflow.operators.poisson_cuda import op_diagonals
 
     nx, ny = shape
     bx, by = random_faces(nx, ny, nx * 7 + ny)
@@ -56,7 +56,7 @@ def test_scaled_incomplete_poisson_kernel_equals_array_code(shape, cupy_backend,
     bx, by = random_faces(nx, ny, nx + 3 * ny)
     A = PoissonOperator(bx, by, 1.0 / nx, 1.0 / ny, backend=cupy_backend)
     M = ScaledIncompletePoisson(A)                               # the kernel
-    twin = scaled_coefficients(*A.entries(), cp)
+    twin = scaled_coefficients.reference(*A.entries(), cp)
     got = (M.inv_sqrt_diagonal, M.S, M.W, M.E, M.N)
     for g, t in zip(got, twin):
         np.testing.assert_array_equal(g.get(), t.get())
@@ -124,12 +124,12 @@ def compare(D, T):
 def test_deflation_kernels_equal_array_code(nx, ny, blocks, phi_kind, storage, cupy_backend,
                                             monkeypatch):
     A, phi = operator_and_phi(nx, ny, phi_kind, cupy_backend, storage)
-    from bubbleflow.compute.setup_gpu import raw_deflation_ok
+    from bubbleflow.linalg.deflation_cuda import raw_deflation_ok
 
     assert raw_deflation_ok(A, *blocks)
     D = build(A, phi, blocks)
     assert D.labels.dtype == np.int32 and D.labels32 is D.labels
-    monkeypatch.setattr(deflation, "raw_deflation_ok", lambda *a: False)
+    monkeypatch.delitem(deflation.block_layout.variants, "cupy")
     T = build(A, phi, blocks)                                  # the array code, same GPU
     assert T.labels.dtype == np.int64
     compare(D, T)

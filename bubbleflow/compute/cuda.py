@@ -33,7 +33,7 @@ import re
 import sys
 
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
-           "reduction", "clear_cache"]
+           "reduction", "clear_cache", "launch_1d", "rows_grid"]
 
 #: C type of a NumPy dtype name, for the ``typedef ... T;`` of typed sources.
 CTYPE = {"float64": "double", "float32": "float"}
@@ -169,3 +169,16 @@ def reduction(in_params: str, out_params: str, map_expr: str, reduce_expr: str,
 def clear_cache():
     """Forget every compiled object (tests)."""
     _CACHE.clear()
+
+
+def launch_1d(kernel, n, args, threads=256):
+    """Launch a grid-stride kernel over ``n`` items."""
+    blocks = max(1, min((n + threads - 1) // threads, 65535 * 8))
+    kernel((blocks,), (threads,), args)
+
+
+def rows_grid(nx, ny, threads=256):
+    """Grid of the per-cell kernels that take a grid line per grid row:
+    blocks along a row, a grid row per grid line (the kernels loop when there
+    are more than 65535 lines)."""
+    return (-(-nx // threads), min(ny, 65535))

@@ -61,6 +61,11 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from ..compute import cuda
+from ..compute.backend import backend_of
+from ..compute.transfer import on_device, upload
+from ..compute.twins import twin
+
 __all__ = ["CoarseSolver", "partition_groups", "separator_mask", "gauss_jordan_inverse"]
 
 SEPARATORS = ("one-sided", "two-sided")
@@ -186,12 +191,7 @@ class CoarseSolver:
             C = M.tocoo()
             entries = (C.row.astype(np.int64), C.col.astype(np.int64), C.data)
         # E itself on the backend, for the optional refinement step of solve.
-        if backend.name == "numpy":
-            self._E = E
-        elif symmetric and E_backend is not None and E_backend.dtype == np.float64:
-            self._E = E_backend
-        else:
-            self._E = backend.sparse.csr_matrix(E)
+        self._E = _matrix_on(backend, E, symmetric, E_backend)
         if self.n == 0:
             self.mode = "empty"
             self.nbytes = 0
@@ -212,7 +212,7 @@ class CoarseSolver:
     # ------------------------------------------------------------------ dense
     def _setup_dense(self, entries, E_backend=None):
         xp = self._xp
-        if self.backend.name != "numpy" and E_backend is not None and \
+        if on_device(self.backend) and E_backend is not None and \
                 E_backend.shape == (self.k, self.k):
             # Densified on the device: no dense host array, no big transfer.
             Md = E_backend.toarray()[: self.n, : self.n]
@@ -377,11 +377,7 @@ class CoarseSolver:
                     del Cb
                     sd = dev["sidx"].reshape(Gb, smax).astype(np.int64)
                     widx = (sd[:, :, None] * nS + sd[:, None, :]).ravel()
-                    if xp is np:
-                        Sc -= np.bincount(widx, weights=W.ravel(), minlength=nS * nS)
-                    else:                    # no host sync (cupy.bincount checks its input)
-                        W *= -1.0
-                        xp.add.at(Sc, widx, W.ravel())
+                    _subtract_at(Sc, widx, W)
                     del W
                     self._F = F
                     self._sidx = dev["sidx"]
@@ -403,7 +399,7 @@ class CoarseSolver:
         self._GbM = GbM
         self.nbytes = int(sum(int(a.nbytes) for a in stored))
         self._raw = None
-        if (self.backend.name == "cupy" and Gb and nS and self._F is not None
+        if (on_device(self.backend) and Gb and nS and self._F is not None
                 and self._esi_parts is not None):
             self._raw = _RawCondensed.for_solver(self)
 
@@ -413,8 +409,7 @@ class CoarseSolver:
         GPU solve reads the arrays themselves)."""
         if self._esi_matrix is None and self._esi_parts is not None:
             parts, shape = self._esi_parts
-            sparse = sp if self.backend.name == "numpy" else self.backend.sparse
-            self._esi_matrix = sparse.csr_matrix(parts, shape=shape)
+            self._esi_matrix = self.backend.sparse.csr_matrix(parts, shape=shape)
         return self._esi_matrix
 
     # ------------------------------------------------------------------ solve
@@ -660,44 +655,66 @@ def _host_csr(E):
     return sp.csr_matrix(np.asarray(E))
 
 
-@contextlib.contextmanager
+@twin
 def _linalg_errors(backend):
-    """On CuPy, make a failed factorisation raise (it checks its info flags)."""
-    if backend.name == "cupy":
-        import cupyx
+    """A context in which a failed factorisation raises (NumPy does)."""
+    return contextlib.nullcontext()
 
-        with cupyx.errstate(linalg="raise"):
-            yield
-    else:
-        yield
+
+@_linalg_errors.register("cupy")
+def _linalg_errors_cupy(backend):
+    import cupyx
+
+    return cupyx.errstate(linalg="raise")      # CuPy only checks its info flags when asked
+
+
+def _not_spd(n, exc):
+    return np.linalg.LinAlgError(f"coarse matrix ({n} x {n}) is not positive definite "
+                                 f"after grounding: {exc}")
+
+
+@twin
+def _unsymmetrised_inverse(backend, A):
+    """The inverse of the SPD backend matrix ``A`` by Cholesky, ``L^-T L^-1``
+    (the host; its CuPy twin is :func:`_posv_inverse`)."""
+    from scipy.linalg import solve_triangular
+
+    xp = backend.xp
+    n = A.shape[0]
+    try:
+        L = xp.linalg.cholesky(A)
+    except np.linalg.LinAlgError as exc:
+        raise _not_spd(n, exc) from None
+    Linv = solve_triangular(L, xp.eye(n, dtype=A.dtype), lower=True, overwrite_b=True)
+    del L
+    inv = xp.matmul(Linv.T, Linv)
+    del Linv
+    return inv
+
+
+@_unsymmetrised_inverse.register("cupy")
+def _posv_inverse(backend, A):
+    """cuSOLVER's ``posv`` with the identity (the factorisation and two
+    triangular solves: faster than Cholesky, a triangular inverse and a
+    product; docs/performance.md); a failed factorisation raises."""
+    import cupyx
+    from cupyx import lapack
+
+    n = A.shape[0]
+    with cupyx.errstate(linalg="raise"):
+        try:
+            return lapack.posv(A, backend.xp.eye(n, dtype=A.dtype))
+        except np.linalg.LinAlgError as exc:
+            raise _not_spd(n, exc) from None
 
 
 def _spd_inverse(backend, A):
     """Symmetric inverse of the SPD backend matrix ``A`` (which may be
-    overwritten): by Cholesky, ``L^-T L^-1`` on the host; on the GPU
-    cuSOLVER's ``posv`` with the identity (the factorisation and two
-    triangular solves: measured faster than Cholesky, a triangular inverse
-    and a product; docs/performance.md)."""
+    overwritten): :func:`_unsymmetrised_inverse`, then made exactly
+    symmetric."""
     xp = backend.xp
     n = A.shape[0]
-    with _linalg_errors(backend):
-        try:
-            if backend.name == "cupy":
-                from cupyx import lapack
-
-                inv = lapack.posv(A, xp.eye(n, dtype=A.dtype))
-            else:
-                L = xp.linalg.cholesky(A)
-        except np.linalg.LinAlgError as exc:
-            raise np.linalg.LinAlgError(f"coarse matrix ({n} x {n}) is not positive definite "
-                                        f"after grounding: {exc}") from None
-    if backend.name != "cupy":
-        from scipy.linalg import solve_triangular
-
-        Linv = solve_triangular(L, xp.eye(n, dtype=A.dtype), lower=True, overwrite_b=True)
-        del L
-        inv = xp.matmul(Linv.T, Linv)
-        del Linv
+    inv = _unsymmetrised_inverse(backend, A)
     inv += inv.T.copy()
     inv *= 0.5
     if not bool(xp.isfinite(inv).all()):
@@ -725,163 +742,6 @@ def gauss_jordan_inverse(B):
     return A
 
 
-_GJ_SOURCE = r"""
-extern "C" __global__ void bf_gauss_jordan(double* __restrict__ B, const int m)
-{
-    // One block per matrix, the matrix in shared memory; in-place Gauss-Jordan.
-    extern __shared__ double a[];
-    double* col = a + m * m;
-    double* row = col + m;
-    double* M = B + (long long)blockIdx.x * m * m;
-    const int mm = m * m;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    for (int e = threadIdx.x; e < mm; e += blockDim.x) a[e] = M[e];
-    __syncthreads();
-    for (int k = 0; k < m; ++k) {
-        const double piv = 1.0 / a[k * m + k];
-        for (int i = threadIdx.x; i < m; i += blockDim.x) {
-            col[i] = a[i * m + k];
-            row[i] = a[k * m + i] * piv;
-        }
-        __syncthreads();
-        // A warp per row, its lanes along the row: no index division.
-        for (int i = warp; i < m; i += nwarps) {
-            const double ci = col[i];
-            double* ai = a + i * m;
-            for (int j = lane; j < m; j += 32) {
-                double v;
-                if (i == k) v = (j == k) ? piv : row[j];
-                else if (j == k) v = -ci * piv;
-                else v = ai[j] - ci * row[j];
-                ai[j] = v;
-            }
-        }
-        __syncthreads();
-    }
-    for (int e = threadIdx.x; e < mm; e += blockDim.x) M[e] = a[e];
-}
-"""
-
-
-_CONDENSED_SOURCE = r"""
-typedef double T;
-
-__device__ __forceinline__ T cs_warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// Sum over the block (fixed order), returned to every thread.
-__device__ __forceinline__ T cs_block_sum(T v, T* shm) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nwarps = (blockDim.x + 31) >> 5;
-    v = cs_warp_sum(v);
-    __syncthreads();
-    if (lane == 0) shm[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        T u = lane < nwarps ? shm[lane] : 0.0;
-        u = cs_warp_sum(u);
-        if (lane == 0) shm[32] = u;
-    }
-    __syncthreads();
-    return shm[32];
-}
-
-// mean[0] = sum(s) / k: one block.
-extern "C" __global__ void bf_cs_mean(const T* __restrict__ s, const int k, T* __restrict__ mean)
-{
-    __shared__ T shm[33];
-    T v = 0.0;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) v += s[i];
-    v = cs_block_sum(v, shm);
-    if (threadIdx.x == 0) mean[0] = v / k;
-}
-
-// t_g = Binv_g (s[take_in] - mean) for the interior of group g: blocks
-// (g, row chunk) of 32 warps, a warp per row (latency, not bandwidth, rules
-// these small products: every warp has one row, its loads all in flight);
-// the group's right-hand side in shared memory.
-extern "C" __global__ void bf_cs_block(const T* __restrict__ s, const int* __restrict__ take_in,
-        const T* __restrict__ mean, const T* __restrict__ Binv, T* __restrict__ t, const int m)
-{
-    extern __shared__ T v[];
-    const int g = blockIdx.x;
-    const T mu = mean != NULL ? mean[0] : 0.0;
-    for (int i = threadIdx.x; i < m; i += blockDim.x) v[i] = s[take_in[g * m + i]] - mu;
-    __syncthreads();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    const int i = blockIdx.y * nwarps + warp;
-    if (i >= m) return;
-    const T* B = Binv + ((long long)g * m + i) * m;
-    T acc = 0.0;
-    for (int j = lane; j < m; j += 32) acc += B[j] * v[j];
-    acc = cs_warp_sum(acc);
-    if (lane == 0) t[g * m + i] = acc;
-}
-
-// y_S = Sinv (s_S - mean - M_SI t): every block forms the separator's
-// right-hand side in shared memory (M_SI in CSR, a thread per row), then a
-// warp per row of Sinv.
-extern "C" __global__ void bf_cs_separator(const T* __restrict__ s, const int* __restrict__ take_in,
-        const T* __restrict__ mean, const int GbM, const int nS,
-        const int* __restrict__ indptr, const int* __restrict__ indices,
-        const T* __restrict__ data, const T* __restrict__ t, const T* __restrict__ Sinv,
-        T* __restrict__ yS)
-{
-    extern __shared__ T gS[];
-    const T mu = mean != NULL ? mean[0] : 0.0;
-    for (int j = threadIdx.x; j < nS; j += blockDim.x) {
-        T acc = 0.0;
-        for (int c = indptr[j]; c < indptr[j + 1]; ++c) acc += data[c] * t[indices[c]];
-        gS[j] = (s[take_in[GbM + j]] - mu) - acc;
-    }
-    __syncthreads();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    const int r = blockIdx.x * nwarps + warp;
-    if (r >= nS) return;
-    T acc = 0.0;
-    for (int j = lane; j < nS; j += 32) acc += Sinv[(long long)r * nS + j] * gS[j];
-    acc = cs_warp_sum(acc);
-    if (lane == 0) yS[r] = acc;
-}
-
-// t -= F y_S[sidx] on the interior of group g: blocks (g, row chunk), a warp per row.
-extern "C" __global__ void bf_cs_back(T* __restrict__ t, const T* __restrict__ F,
-        const T* __restrict__ yS, const int* __restrict__ sidx, const int m, const int smax)
-{
-    const int g = blockIdx.x;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    const int i = blockIdx.y * nwarps + warp;
-    if (i >= m) return;
-    const T* f = F + ((long long)g * m + i) * smax;
-    const int* sg = sidx + (long long)g * smax;
-    T acc = 0.0;
-    for (int c = lane; c < smax; c += 32) acc += f[c] * yS[sg[c]];
-    acc = cs_warp_sum(acc);
-    if (lane == 0) t[g * m + i] -= acc;
-}
-
-// y = (t | y_S | 0)[take_out], minus its mean when E is singular: one block.
-extern "C" __global__ void bf_cs_out(const T* __restrict__ t, const T* __restrict__ yS,
-        const int* __restrict__ take_out, const int k, const int GbM, const int nS,
-        const int singular, T* __restrict__ y)
-{
-    __shared__ T shm[33];
-    T acc = 0.0;
-    for (int c = threadIdx.x; c < k; c += blockDim.x) {
-        const int o = take_out[c];
-        const T v = o < GbM ? t[o] : (o < GbM + nS ? yS[o - GbM] : 0.0);
-        y[c] = v;
-        acc += v;
-    }
-    if (!singular) return;
-    const T mu = cs_block_sum(acc, shm) / k;
-    for (int c = threadIdx.x; c < k; c += blockDim.x) y[c] -= mu;
-}
-"""
-
-
 class _RawCondensed:
     """The condensed solve of a :class:`CoarseSolver` as five CUDA kernels.
 
@@ -895,8 +755,6 @@ class _RawCondensed:
     removal.  ``solve`` queues work only (no synchronisation); its scratch
     buffers are allocated once.
     """
-
-    _module = None
 
     @classmethod
     def for_solver(cls, solver):
@@ -913,10 +771,7 @@ class _RawCondensed:
     def __init__(self, solver):
         import cupy
 
-        if _RawCondensed._module is None:
-            _RawCondensed._module = cupy.RawModule(code=_CONDENSED_SOURCE,
-                                                   options=("-std=c++14",))
-        mod = _RawCondensed._module
+        mod = cuda.module(cuda.source(__name__, "coarse_condensed.cu"), options=("-std=c++14",))
         self.k_mean = mod.get_function("bf_cs_mean")
         self.k_block = mod.get_function("bf_cs_block")
         self.k_sep = mod.get_function("bf_cs_separator")
@@ -966,66 +821,77 @@ class _RawCondensed:
 
 
 def _gj_kernel():
-    import cupy
-
-    global _GJ_KERNEL
-    if _GJ_KERNEL is None:
-        _GJ_KERNEL = cupy.RawKernel(_GJ_SOURCE, "bf_gauss_jordan")
-    return _GJ_KERNEL
-
-
-_GJ_KERNEL = None
+    return cuda.raw_kernel(cuda.source(__name__, "gauss_jordan.cu"), "bf_gauss_jordan")
 
 
 def _upload(backend, arrays):
-    """The NumPy arrays of the dict ``arrays`` on the backend, same keys: on
-    CuPy packed into one host buffer and sent in one transfer, then viewed
-    (each piece 16-byte aligned); on NumPy the arrays themselves."""
-    if backend.name == "numpy" or not arrays:
-        return dict(arrays)
-    xp = backend.xp
-    offsets, total = {}, 0
-    for key, a in arrays.items():
-        offsets[key] = total
-        total += -(-a.nbytes // 16) * 16
-    buf = np.empty(max(total, 16), dtype=np.uint8)
-    for key, a in arrays.items():
-        a = np.ascontiguousarray(a)
-        buf[offsets[key]: offsets[key] + a.nbytes] = a.reshape(-1).view(np.uint8)
-    dbuf = xp.asarray(buf)
-    out = {}
-    for key, a in arrays.items():
-        o = offsets[key]
-        out[key] = dbuf[o: o + a.nbytes].view(a.dtype).reshape(a.shape)
-    return out
+    """:func:`bubbleflow.compute.transfer.upload`."""
+    return upload(backend, arrays)
 
 
+@twin
 def _batched_spd_inverse(backend, B, overwrite=False):
     """Inverses of the SPD batch ``B`` (G, m, m): a new array, or ``B``
     itself overwritten with ``overwrite`` (on the GPU path).
 
-    On the GPU one thread block inverts one matrix in shared memory
-    (:func:`gauss_jordan_inverse` is its NumPy twin): cuBLAS' batched LU is
-    built for tiny matrices and took milliseconds here.  Matrices too big for
-    shared memory, and NumPy, use the library's batched inverse.
+    The library's batched inverse; on the GPU (:func:`_gauss_jordan_cuda`)
+    one thread block inverts one matrix in shared memory.
     """
+    return backend.xp.linalg.inv(B)
+
+
+@_batched_spd_inverse.register("cupy")
+def _gauss_jordan_cuda(backend, B, overwrite=False):
+    """One thread block per matrix, in shared memory (:func:`gauss_jordan_inverse`
+    is its NumPy twin): cuBLAS' batched LU is built for tiny matrices and took
+    milliseconds here.  Matrices too big for shared memory: ``NotImplemented``
+    (the library's batched inverse)."""
+    import cupy
+
     xp = backend.xp
     G, m, _ = B.shape
-    if backend.name == "cupy" and G and m:
-        import cupy
+    if not (G and m):
+        return NotImplemented
+    need = 8 * (m * m + 2 * m)
+    limit = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+    if need > limit:
+        return NotImplemented
+    kern = _gj_kernel()
+    if need > 48 * 1024:
+        kern.max_dynamic_shared_size_bytes = need
+    out = xp.ascontiguousarray(B, dtype=xp.float64)
+    if out is B and not overwrite:
+        out = B.copy()
+    kern((G,), (1024,), (out, np.int32(m)), shared_mem=need)
+    return out
 
-        need = 8 * (m * m + 2 * m)
-        limit = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
-        if need <= limit:
-            kern = _gj_kernel()
-            if need > 48 * 1024:
-                kern.max_dynamic_shared_size_bytes = need
-            out = xp.ascontiguousarray(B, dtype=xp.float64)
-            if out is B and not overwrite:
-                out = B.copy()
-            kern((G,), (1024,), (out, np.int32(m)), shared_mem=need)
-            return out
-    return xp.linalg.inv(B)
+
+@twin
+def _subtract_at(Sc, idx, W):
+    """``Sc[idx] -= W`` with repeated indices accumulated (flat ``Sc``; ``W``
+    may be overwritten): no host synchronisation on CuPy
+    (``cupy.bincount`` checks its input)."""
+    W *= -1.0
+    backend_of(Sc).xp.add.at(Sc, idx, W.ravel())
+
+
+@_subtract_at.register("numpy")
+def _subtract_at_numpy(Sc, idx, W):
+    Sc -= np.bincount(idx, weights=W.ravel(), minlength=Sc.size)
+
+
+@twin
+def _matrix_on(backend, E, symmetric, E_backend):
+    """``E`` (host CSR) on the backend: the caller's ``E_backend`` when it is
+    the same matrix (``symmetric``, float64), else a copy."""
+    if symmetric and E_backend is not None and E_backend.dtype == np.float64:
+        return E_backend
+    return backend.sparse.csr_matrix(E)
+
+
+@_matrix_on.register("numpy")
+def _matrix_on_numpy(backend, E, symmetric, E_backend):
+    return E
 
 
 def _may_share(xp, a, b):

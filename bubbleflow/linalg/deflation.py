@@ -41,15 +41,15 @@ column is positive definite) and returns the zero-mean answer: exactly
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse as sp
 
 from .coarse import DENSE_LIMIT, CoarseSolver
+from . import deflation_cuda
 from ..compute.backend import backend_of
-from ..compute.setup_gpu import deflation_blocks, raw_deflation_ok
+from ..compute.transfer import on_backend, on_device, to_host
+from ..compute.twins import twin
 
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
-           "levelset_subdomain_labels", "DEFLATIONS"]
+           "levelset_subdomain_labels", "tile_part_sums", "block_layout", "DEFLATIONS"]
 
 DEFLATIONS = ("none", "subdomains", "stripes", "levelset_subdomains")
 
@@ -166,7 +166,7 @@ class Deflation:
         self._AZ, self.AZT = AZ, AZT
         self.E_backend = E
         # One transfer of the small coarse matrix for the (host-built) coarse factorisation.
-        self.E = E.get() if backend.name == "cupy" else E
+        self.E = to_host(E, backend)
         self.groups = self.block_shape = self.part = self.lut = None
         self.owner = self.labels32 = None
         coarse_groups = None
@@ -203,8 +203,6 @@ class Deflation:
         not); the layout gives :attr:`groups`, :attr:`block_shape`,
         :attr:`part` and :attr:`lut`.
         """
-        backend = A.backend
-        xp = backend.xp
         ny, nx = A.grid_shape
         px, py = int(px), int(py)
         if px < 1 or py < 1:
@@ -213,33 +211,10 @@ class Deflation:
         rows = np.bincount((np.arange(ny) * py) // ny, minlength=py)
         cols = np.bincount((np.arange(nx) * px) // nx, minlength=px)
         size = (rows[:, None] * cols[None, :]).ravel()            # (nblocks,)
-        if raw_deflation_ok(A, px, py):
-            # On the GPU with blocks that tile the grid: a few raw kernels
-            # (bubbleflow.compute.setup_gpu) instead of the array code below, its twin.
-            if phi is not None:
-                phi = _on_backend(phi, backend).reshape(ny, nx)
-            pieces, part, present = deflation_blocks(A, phi, px, py, size, _present_table)
-            nparts = 1 if phi is None else 2
-            kind = kind or ("subdomains" if phi is None else "levelset_subdomains")
-            layout = dict(px=px, py=py, nparts=nparts, present=present, part=part,
-                          grid_shape=(ny, nx))
-            return cls(A, None, kind=kind, dense_limit=dense_limit, factorise=factorise,
-                       _layout=layout, _pieces=pieces)
-        if phi is None:
-            labels = subdomain_labels(ny, nx, px, py, xp=xp)
-            nparts, part = 1, None
-            present = size > 0                                    # host: k without a sync
-            kind = kind or "subdomains"
-        else:
-            phi = _on_backend(phi, backend).reshape(ny, nx)
-            labels = levelset_subdomain_labels(phi, px, py)
-            nparts, part = 2, labels % 2
-            gas = _block_sums(part, px, py, xp)                   # gas cells per block
-            present = xp.stack([gas < xp.asarray(size), gas > 0], axis=1).ravel()
-            kind = kind or "levelset_subdomains"
-        layout = dict(px=px, py=py, nparts=nparts, present=present, part=part, grid_shape=(ny, nx))
+        labels, pieces, layout = block_layout(A, phi, px, py, size)
+        kind = kind or ("subdomains" if phi is None else "levelset_subdomains")
         return cls(A, labels, kind=kind, dense_limit=dense_limit, factorise=factorise,
-                   _layout=layout)
+                   _layout=layout, _pieces=pieces)
 
     def _set_layout(self, layout, slot, original):
         xp = self.backend.xp
@@ -264,7 +239,7 @@ class Deflation:
         owner = xp.zeros(self.k + 1, dtype=xp.int32)
         owner[xp.where(flat >= 0, flat, self.k)] = xp.arange(flat.size, dtype=xp.int32)
         self.owner = owner[: self.k]
-        if self.backend.name == "cupy":          # the fused iteration is GPU-only
+        if on_device(self.backend):               # the fused iteration is GPU-only
             self.labels32 = self.labels.astype(xp.int32, copy=False)
 
     @staticmethod
@@ -299,30 +274,18 @@ class Deflation:
         With a block layout the sums are reductions over the blocks, in a
         fixed order (reproducible on the GPU, where ``bincount`` adds with
         atomics in a varying order), then each vector takes the sum of its
-        slot (``owner``); otherwise ``bincount``.  On CuPy the block sums
-        are one kernel (:func:`bubbleflow.compute.kernels.tile_part_sums`, whose
-        twin is the array code here).
+        slot (``owner``); otherwise ``bincount``.  The block sums are
+        :func:`tile_part_sums` (one kernel on CuPy).
         """
         xp = self.backend.xp
         if self.block_shape is None:
             return xp.bincount(self.labels, weights=r.ravel(), minlength=self.k).astype(r.dtype)
-        if self.backend.name == "cupy" and r.dtype in (np.float64, np.float32):
-            from ..compute.kernels import tile_part_sums
-
-            return tile_part_sums(r, self.part, self.block_shape)[self.owner]
-        return self._block_sums(r)[self.owner]
+        return tile_part_sums(r, self.part, self.block_shape)[self.owner]
 
     def _block_sums(self, r):
         """``(blocks * 2,)``: the sums of ``r`` over the liquid and the gas
         part of every block (array code on the backend)."""
-        xp = self.backend.xp
-        by, bx = self.block_shape
-        ny, nx = self.part.shape
-        rb = r.reshape(ny // by, by, nx // bx, bx)
-        gas = self.part.reshape(ny // by, by, nx // bx, bx)
-        s_gas = xp.where(gas != 0, rb, 0).sum(axis=(1, 3)).ravel()
-        s_liquid = xp.where(gas == 0, rb, 0).sum(axis=(1, 3)).ravel()
-        return xp.stack([s_liquid, s_gas], axis=1).ravel()
+        return tile_part_sums.reference(r, self.part, self.block_shape)
 
     def prolong(self, y):
         """``Z y``: each cell takes its subdomain's value."""
@@ -336,14 +299,70 @@ class Deflation:
         return f"<Deflation {self.kind}: {self.k} vectors on {self.backend.name}>"
 
 
+@twin
+def tile_part_sums(r, part, block_shape):
+    """``(blocks * 2,)``: the sums of ``r`` over the liquid (``part == 0``)
+    and the gas part of every block of ``block_shape`` tiling the grid of
+    ``part`` (array code on the backend of ``r``; on CuPy one kernel,
+    :func:`bubbleflow.linalg.deflation_cuda.tile_part_sums`)."""
+    xp = backend_of(r).xp
+    by, bx = block_shape
+    ny, nx = part.shape
+    rb = r.reshape(ny // by, by, nx // bx, bx)
+    gas = part.reshape(ny // by, by, nx // bx, bx)
+    s_gas = xp.where(gas != 0, rb, 0).sum(axis=(1, 3)).ravel()
+    s_liquid = xp.where(gas == 0, rb, 0).sum(axis=(1, 3)).ravel()
+    return xp.stack([s_liquid, s_gas], axis=1).ravel()
+
+
+tile_part_sums.register("cupy")(deflation_cuda.tile_part_sums)
+
+
+@twin
+def block_layout(A, phi, px, py, size):
+    """The labels and the layout of ``px x py`` blocks of the grid operator
+    ``A`` (split into liquid and gas parts by ``phi`` when given), on A's
+    backend: ``(labels, pieces, layout)`` for :class:`Deflation`, ``size``
+    (host) the cells per block.  Array code (``pieces`` None); on CuPy, for
+    blocks that tile the grid, a few kernels build the whole space
+    (``pieces``: :func:`bubbleflow.linalg.deflation_cuda.deflation_blocks`,
+    ``labels`` None)."""
+    backend = A.backend
+    xp = backend.xp
+    ny, nx = A.grid_shape
+    if phi is None:
+        labels = subdomain_labels(ny, nx, px, py, xp=xp)
+        nparts, part = 1, None
+        present = size > 0                                    # host: k without a sync
+    else:
+        phi = _on_backend(phi, backend).reshape(ny, nx)
+        labels = levelset_subdomain_labels(phi, px, py)
+        nparts, part = 2, labels % 2
+        gas = _block_sums(part, px, py, xp)                   # gas cells per block
+        present = xp.stack([gas < xp.asarray(size), gas > 0], axis=1).ravel()
+    layout = dict(px=px, py=py, nparts=nparts, present=present, part=part, grid_shape=(ny, nx))
+    return labels, None, layout
+
+
+@block_layout.register("cupy")
+def _block_layout_cuda(A, phi, px, py, size):
+    if not deflation_cuda.raw_deflation_ok(A, px, py):
+        return NotImplemented
+    ny, nx = A.grid_shape
+    if phi is not None:
+        phi = _on_backend(phi, A.backend).reshape(ny, nx)
+    pieces, part, present = deflation_cuda.deflation_blocks(A, phi, px, py, size, _present_table)
+    nparts = 1 if phi is None else 2
+    layout = dict(px=px, py=py, nparts=nparts, present=present, part=part, grid_shape=(ny, nx))
+    return None, pieces, layout
+
+
 # --------------------------------------------------------------------------- #
 # Set-up helpers (backend-generic: NumPy or CuPy arrays through ``xp``)
 # --------------------------------------------------------------------------- #
 def _on_backend(a, backend):
     """``a`` as an array of ``backend`` (moved only when it lives elsewhere)."""
-    if backend.name == "numpy":
-        return np.asarray(backend_of(a).to_host(a))
-    return backend.xp.asarray(a)
+    return on_backend(a, backend)
 
 
 def _compact_labels(lab, xp):
@@ -500,13 +519,24 @@ def _csr(rows, cols, vals, shape, backend, presorted=False):
     if rows.size and not presorted:
         order = xp.argsort(rows * ncols + cols)
         rows, cols, vals = rows[order], cols[order], vals[order]
-    if xp is np:                                 # O(n); np.bincount does not synchronise
-        indptr = np.zeros(nrows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=nrows), out=indptr[1:])
-    else:                                        # cupy.bincount would (twice): binary search
-        indptr = xp.searchsorted(rows, xp.arange(nrows + 1, dtype=rows.dtype))
-    indptr = indptr.astype(xp.int32)
+    indptr = _row_pointers(rows, nrows).astype(xp.int32)
     return backend.sparse.csr_matrix((vals, cols.astype(xp.int32), indptr), shape=shape)
+
+
+@twin
+def _row_pointers(rows, nrows):
+    """CSR row pointers ``(nrows + 1,)`` of the sorted row indices ``rows``:
+    a binary search (``cupy.bincount`` would synchronise, twice)."""
+    xp = backend_of(rows).xp
+    return xp.searchsorted(rows, xp.arange(nrows + 1, dtype=rows.dtype))
+
+
+@_row_pointers.register("numpy")
+def _row_pointers_numpy(rows, nrows):
+    # O(n); np.bincount does not synchronise.
+    indptr = np.zeros(nrows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=nrows), out=indptr[1:])
+    return indptr
 
 
 def _matrix_pieces(A, labels, k, dtype, backend):

@@ -23,9 +23,13 @@ import functools
 
 import numpy as np
 
+from . import poisson_cuda
 from ..compute.backend import backend_of, get_backend
+from ..compute.transfer import on_backend
+from ..compute.twins import twin
 
-__all__ = ["PoissonOperator", "assemble_pressure_operator", "gravity_rhs", "STORAGES"]
+__all__ = ["PoissonOperator", "assemble_pressure_operator", "gravity_rhs", "STORAGES",
+           "diagonals_from_faces", "apply_diagonals", "apply_faces"]
 
 STORAGES = ("diagonals", "matrix_free")
 
@@ -63,7 +67,6 @@ class PoissonOperator:
         if storage not in STORAGES:
             raise ValueError(f"unknown storage {storage!r}; expected one of {STORAGES}")
         self.backend = get_backend(backend)
-        xp = self.backend.xp
         # On the backend, in float64 (one transfer when given host arrays for CuPy).
         beta_x = _on_backend(beta_x, self.backend)
         beta_y = _on_backend(beta_y, self.backend)
@@ -78,22 +81,13 @@ class PoissonOperator:
         self.storage = storage
         self.shape = (self.nx * self.ny, self.nx * self.ny)
         self._norm_inf = None
-        if storage == "diagonals" and self.backend.name == "cupy" and self.dtype == np.float64:
-            # One pass on the GPU (bubbleflow.compute.setup_gpu; the array code below is its twin).
-            from ..compute.setup_gpu import op_diagonals
-
-            self.diagonals = op_diagonals(beta_x, beta_y, self.hx, self.hy, reciprocal=densities)
-            return
-        if densities:
-            beta_x, beta_y = 1.0 / beta_x, 1.0 / beta_y
-        cx = beta_x / self.hx ** 2
-        cy = beta_y / self.hy ** 2
         if storage == "diagonals":
-            self.diagonals = tuple(d.astype(self.dtype, copy=False)
-                                   for d in _diagonals_from_couplings(cx, cy, xp))
-        else:
-            self.cx = cx.astype(self.dtype, copy=False)
-            self.cy = cy.astype(self.dtype, copy=False)
+            self.diagonals = diagonals_from_faces(beta_x, beta_y, self.hx, self.hy,
+                                                  reciprocal=densities, dtype=self.dtype)
+            return
+        cx, cy = _face_couplings(beta_x, beta_y, self.hx, self.hy, densities)
+        self.cx = cx.astype(self.dtype, copy=False)
+        self.cy = cy.astype(self.dtype, copy=False)
 
     # ------------------------------------------------------------------ entries
     @property
@@ -174,15 +168,7 @@ class PoissonOperator:
         shape = x.shape
         x2 = x.reshape(self.ny, self.nx)
         y = xp.empty_like(x2) if out is None else out.reshape(self.ny, self.nx)
-        if self.backend.name == "cupy":
-            from ..compute import kernels
-
-            x2 = xp.ascontiguousarray(x2)
-            if self.storage == "diagonals":
-                kernels.stencil5_diagonals(self.diagonals, x2, y, self.nx, self.ny)
-            else:
-                kernels.stencil5_faces(self.cx, self.cy, x2, y, self.nx, self.ny)
-        elif self.storage == "diagonals":
+        if self.storage == "diagonals":
             apply_diagonals(self.diagonals, x2, y)
         else:
             apply_faces(self.cx, self.cy, x2, y)
@@ -251,9 +237,14 @@ class PoissonOperator:
 
 def _on_backend(a, backend):
     """``a`` as a float64 array of ``backend`` (a transfer only across backends)."""
-    if backend.name == "numpy":
-        a = backend_of(a).to_host(a)
-    return backend.xp.asarray(a, dtype=np.float64)
+    return on_backend(a, backend, dtype=np.float64)
+
+
+def _face_couplings(beta_x, beta_y, hx, hy, reciprocal):
+    """The face couplings ``beta / h^2`` (``1 / beta`` first with ``reciprocal``)."""
+    if reciprocal:
+        beta_x, beta_y = 1.0 / beta_x, 1.0 / beta_y
+    return beta_x / hx ** 2, beta_y / hy ** 2
 
 
 def _f64(a, xp):
@@ -292,6 +283,26 @@ def _diagonals_from_couplings(cx, cy, xp=np):
     return S, W, _centre_from_couplings(cx, cy, xp), E, N
 
 
+@twin
+def diagonals_from_faces(beta_x, beta_y, hx, hy, reciprocal=False, dtype=np.float64):
+    """The five diagonals ``(S, W, C, E, N)`` of ``dtype`` from the face
+    ``beta = 1/rho`` (``beta_x`` (ny, nx-1), ``beta_y`` (ny-1, nx), float64 on
+    their backend), or from ``rho`` with ``reciprocal`` (array code; on CuPy
+    in float64 one kernel, :func:`bubbleflow.operators.poisson_cuda.op_diagonals`,
+    equal bit for bit)."""
+    xp = backend_of(beta_x).xp
+    cx, cy = _face_couplings(beta_x, beta_y, hx, hy, reciprocal)
+    return tuple(d.astype(dtype, copy=False) for d in _diagonals_from_couplings(cx, cy, xp))
+
+
+@diagonals_from_faces.register("cupy")
+def _diagonals_from_faces_cuda(beta_x, beta_y, hx, hy, reciprocal=False, dtype=np.float64):
+    if np.dtype(dtype) != np.float64:
+        return NotImplemented
+    return poisson_cuda.op_diagonals(beta_x, beta_y, hx, hy, reciprocal=reciprocal)
+
+
+@twin
 def apply_diagonals(diagonals, x, y):
     """NumPy-style y = A x from the five diagonals (also runs on CuPy)."""
     S, W, C, E, N = diagonals
@@ -303,6 +314,10 @@ def apply_diagonals(diagonals, x, y):
     return y
 
 
+apply_diagonals.register("cupy")(poisson_cuda.stencil5_diagonals)
+
+
+@twin
 def apply_faces(cx, cy, x, y):
     """NumPy-style matrix-free y = A x in flux form (also runs on CuPy)."""
     fx = cx * (x[:, 1:] - x[:, :-1])
@@ -313,6 +328,9 @@ def apply_faces(cx, cy, x, y):
     y[:-1, :] -= fy
     y[1:, :] += fy
     return y
+
+
+apply_faces.register("cupy")(poisson_cuda.stencil5_faces)
 
 
 def assemble_pressure_operator(grid, phases, backend="numpy", dtype=np.float64, storage="diagonals"):

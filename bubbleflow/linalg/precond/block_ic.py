@@ -26,11 +26,12 @@ over all blocks: ``m`` scans, no loop over columns.  :func:`block_ic_pivots`
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from ...compute import cuda
 from ...compute.backend import backend_of
+from ...compute.transfer import on_device
+from ...compute.twins import twin
 from .base import Preconditioner, require_grid_operator
 
 __all__ = ["BlockIC", "block_ic_pivots", "block_ic_pivots_scan", "moebius_scan"]
@@ -152,7 +153,8 @@ def _chunk_major(a, pad, G, chunk, xp):
     return xp.ascontiguousarray(a.reshape(rows, G, chunk).transpose(2, 0, 1))
 
 
-def _compose_numpy(p1, q1, r1, p2, q2, r2, po, qo, ro):
+@twin
+def _compose(p1, q1, r1, p2, q2, r2, po, qo, ro):
     """``(po, qo, ro) = f2 o f1`` elementwise (outputs may alias ``f2``)."""
     s = p1 + r2
     u = q2 / s
@@ -172,21 +174,19 @@ ro = r1 - t;
 """
 
 
-@functools.lru_cache(maxsize=None)
-def _compose_cupy():
-    import cupy
-
-    return cupy.ElementwiseKernel(
+@_compose.register("cupy")
+def _compose_cupy(p1, q1, r1, p2, q2, r2, po, qo, ro):
+    """:func:`_compose` as one fused kernel (the same arithmetic, same order)."""
+    kernel = cuda.elementwise(
         "float64 p1, float64 q1, float64 r1, float64 p2, float64 q2, float64 r2",
         "float64 po, float64 qo, float64 ro", _COMPOSE_CUDA, "bubbleflow_moebius_compose")
+    kernel(p1, q1, r1, p2, q2, r2, po, qo, ro)
 
 
 def _composer(xp):
-    """The elementwise composition of the backend: one fused kernel on CuPy,
-    :func:`_compose_numpy` (the same arithmetic, same order) on NumPy."""
-    if xp is np:
-        return _compose_numpy
-    return _compose_cupy()
+    """The elementwise composition ``(po, qo, ro) = f2 o f1`` (:func:`_compose`:
+    one fused kernel on CuPy)."""
+    return _compose
 
 
 class BlockIC(Preconditioner):
@@ -224,7 +224,7 @@ class BlockIC(Preconditioner):
         N[m - 1::m, :] = 0.0     # last row of each block: the north coupling is dropped
         d = block_ic_pivots_scan(C, W, S, m, xp=xp)          # float64
         if check_pivots is None:
-            check_pivots = A.backend.name == "numpy"
+            check_pivots = not on_device(A.backend)
         if check_pivots and not bool((d > 0).all()):
             raise FloatingPointError("block_ic: non-positive pivot in the incomplete factorisation")
         self.pivots = d.astype(dtype, copy=False)

@@ -18,6 +18,10 @@ Both are ``K K^T`` with ``K`` unit triangular: symmetric positive definite.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ...compute import cuda
+from ...compute.twins import twin
 from .base import Preconditioner, lower_neighbours, require_grid_operator, upper_neighbours
 
 
@@ -51,13 +55,7 @@ class ScaledIncompletePoisson(Preconditioner):
         self.grid_shape = A.grid_shape
         xp = A.backend.xp
         S, W, C, E, N = A.entries()
-        if A.backend.name == "cupy" and all(d.dtype == xp.float64 for d in (S, W, C, E, N)):
-            # One pass on the GPU (bubbleflow.compute.setup_gpu), its twin scaled_coefficients.
-            from ...compute.setup_gpu import ips_coefficients
-
-            coefficients = ips_coefficients(S, W, C, E, N)
-        else:
-            coefficients = scaled_coefficients(S, W, C, E, N, xp)
+        coefficients = scaled_coefficients(S, W, C, E, N, xp)
         self.inv_sqrt_diagonal, self.S, self.W, self.E, self.N = coefficients
 
     def apply(self, r):
@@ -68,10 +66,12 @@ class ScaledIncompletePoisson(Preconditioner):
         return (self.inv_sqrt_diagonal * u).reshape(shape)
 
 
+@twin
 def scaled_coefficients(S, W, C, E, N, xp):
     """``(s, S~, W~, E~, N~)``: ``s = D^-1/2`` and the couplings
     ``a_pq s_p s_q`` (zero entries at the walls stay zero), array code on
-    ``xp``."""
+    ``xp``; on CuPy in float64 one pass (:func:`ips_coefficients`, equal bit
+    for bit)."""
     s = 1.0 / xp.sqrt(C)
     Wt = W * s
     Wt[:, 1:] *= s[:, :-1]
@@ -82,3 +82,26 @@ def scaled_coefficients(S, W, C, E, N, xp):
     Nt = N * s
     Nt[:-1, :] *= s[1:, :]
     return s, St, Wt, Et, Nt
+
+
+_THREADS = 256
+
+
+@scaled_coefficients.register("cupy")
+def ips_coefficients(S, W, C, E, N, xp=None):
+    """``(s, S~, W~, E~, N~)`` of the scaled incomplete Poisson preconditioner
+    (CuPy, float64) in one pass (``incomplete_poisson.cu``; twin: the array
+    code of :func:`scaled_coefficients`, equal bit for bit).  Other dtypes:
+    ``NotImplemented`` (the array code runs)."""
+    import cupy as cp
+
+    if not all(d.dtype == cp.float64 for d in (S, W, C, E, N)):
+        return NotImplemented
+    ny, nx = C.shape
+    arrays = [cp.ascontiguousarray(a, dtype=cp.float64) for a in (S, W, C, E, N)]
+    out = [cp.empty((ny, nx), dtype=cp.float64) for _ in range(5)]
+    kernel = cuda.function(cuda.source(__name__, "incomplete_poisson.cu"), "bf_ips_coefficients",
+                           options=("-std=c++14",))
+    kernel(cuda.rows_grid(nx, ny, _THREADS), (_THREADS,),
+           (*arrays, *out, np.int32(nx), np.int32(ny)))
+    return tuple(out)

@@ -1,0 +1,156 @@
+"""CUDA twins of the block deflation space (CuPy).
+
+The set-up of a time step rebuilds the deflation space for the new
+interface; written with array operations that is a few dozen library
+kernels over the grid plus sorts of the cut-face entries, here it is one or
+two passes (``deflation_blocks.cu``).  The restriction ``Z^T r`` of a block
+layout is one kernel (``tile_part_sums.cu``).  Each is registered on its
+array-code twin in :mod:`bubbleflow.linalg.deflation`, and the tests compare
+the two:
+
+=======================  =============================================  ==========================
+kernel                   computes                                       twin
+=======================  =============================================  ==========================
+``bf_defl_parts``        gas/liquid part of every cell, parts present   ``levelset_subdomain_labels``, ``_block_sums``
+``bf_defl_labels``       the vector of every cell (int32)               ``_compact_present``
+``bf_defl_rows``         ``(A Z)^T`` in CSR and ``E`` per row (ELL)      ``deflation._face_pieces``
+``bf_defl_e``            ``E`` in CSR, exactly symmetric                 ``deflation._face_pieces``
+``bubbleflow_tile_part_sums``  ``Z^T r`` per block and part              ``deflation.tile_part_sums``
+=======================  =============================================  ==========================
+
+The deflation kernels need blocks that tile the grid exactly (the layout of
+:meth:`Deflation.from_blocks`): the row of vector ``v`` of ``(A Z)^T`` then
+lives in ``v``'s block widened by one cell, which one thread block walks in
+row-major order (so the columns come out sorted, with an ordered block-wide
+scan), and ``E``'s row has at most ten entries, the two parts of the block
+and of its four face neighbours.  Sums run in a fixed order: the results do
+not depend on scheduling (the array code adds duplicates with atomics).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..compute import cuda
+from ..compute.transfer import on_device
+
+__all__ = ["deflation_blocks", "raw_deflation_ok", "tile_part_sums"]
+
+_THREADS = 256
+
+
+def _fn(name):
+    return cuda.function(cuda.source(__name__, "deflation_blocks.cu"), name,
+                         options=("-std=c++14",))
+
+
+def raw_deflation_ok(A, px, py):
+    """Can :func:`deflation_blocks` build this deflation space?  CuPy, the
+    float64 grid operator, blocks tiling the grid exactly, 32-bit cell
+    indices."""
+    backend = getattr(A, "backend", None)
+    if backend is None or not on_device(backend) or not hasattr(A, "grid_shape"):
+        return False
+    if np.dtype(getattr(A, "dtype", None)) != np.float64:
+        return False
+    if getattr(A, "storage", None) not in ("diagonals", "matrix_free"):
+        return False
+    ny, nx = A.grid_shape
+    return ny % py == 0 and nx % px == 0 and nx * ny < 2 ** 31 - 1
+
+
+def deflation_blocks(A, phi, px, py, size, present_table):
+    """Labels, ``(A Z)^T`` and ``E`` of the block deflation space on the GPU.
+
+    ``phi`` None: ``px x py`` blocks; else every block split into its liquid
+    (``phi >= 0``) and gas part.  ``size`` (host) are the cells per block and
+    ``present_table(present)`` the caller's compaction (returns ``k, slot,
+    original`` on the device).  Returns ``(pieces, part, present)``, with
+    ``pieces`` a dict of ``labels`` (int32, grid-flat), ``k``, ``slot``,
+    ``original``, ``AZT`` and ``E`` (CuPy CSR).  Host synchronisations: ``k``
+    (levelset only) and the two entry counts.  ``size`` is only used
+    without ``phi`` (with it the blocks tile the grid: all the same size).
+    """
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+
+    ny, nx = A.grid_shape
+    by, bx = ny // py, nx // px
+    nblocks = px * py
+    n = nx * ny
+    i32 = np.int32
+    if phi is None:
+        nparts = 1
+        part = cp.zeros((ny, nx), dtype=cp.int8)
+        present = size > 0                                   # host: no sync
+    else:
+        nparts = 2
+        phi = cp.ascontiguousarray(phi, dtype=cp.float64).reshape(ny, nx)
+        part = cp.empty((ny, nx), dtype=cp.int8)
+        present = cp.empty(2 * nblocks, dtype=cp.bool_)
+        _fn("bf_defl_parts")((nblocks,), (_THREADS,),
+                             (phi, part, present, i32(nx), i32(bx), i32(by), i32(px)))
+    k, slot, original = present_table(present)
+    slot = cp.ascontiguousarray(cp.asarray(slot), dtype=cp.int64)
+    original = cp.ascontiguousarray(cp.asarray(original), dtype=cp.int64)
+    labels = cp.empty(n, dtype=cp.int32)
+    _fn("bf_defl_labels")(cuda.rows_grid(nx, ny, _THREADS), (_THREADS,),
+                          (part, slot, labels, i32(nx), i32(ny), i32(bx), i32(by), i32(px),
+                           i32(nparts)))
+    if getattr(A, "storage", None) == "matrix_free":
+        cx, sx, cy, sign = A.cx, nx - 1, A.cy, 1.0
+    else:
+        S, W, C, E, N = A.diagonals
+        cx, sx, cy, sign = E, nx, N, -1.0
+    cx = cp.ascontiguousarray(cx, dtype=cp.float64)
+    cy = cp.ascontiguousarray(cy, dtype=cp.float64)
+    azt_cnt = cp.empty(k, dtype=cp.int32)
+    e_cnt = cp.empty(k, dtype=cp.int32)
+    null_i = cp.zeros(1, dtype=cp.int32)
+    null_f = cp.zeros(1, dtype=cp.float64)
+    rows = _fn("bf_defl_rows")
+    common = (labels, part, original, slot, i32(nparts), cx, i32(sx), cy, np.float64(sign),
+              i32(nx), i32(ny), i32(bx), i32(by), i32(px), i32(py))
+    if k:
+        rows((k,), (_THREADS,), common + (azt_cnt, e_cnt, null_i, null_i, null_f, null_f,
+                                          null_i, i32(0)))
+    azt_ptr = cp.zeros(k + 1, dtype=cp.int32)
+    e_ptr = cp.zeros(k + 1, dtype=cp.int32)
+    cp.cumsum(azt_cnt, out=azt_ptr[1:])
+    cp.cumsum(e_cnt, out=e_ptr[1:])
+    nnz_azt, nnz_e = (int(v) for v in cp.stack([azt_ptr[-1], e_ptr[-1]]).get())
+    azt_idx = cp.empty(nnz_azt, dtype=cp.int32)
+    azt_val = cp.empty(nnz_azt, dtype=cp.float64)
+    ell_val = cp.empty(10 * k, dtype=cp.float64)
+    ell_col = cp.empty(10 * k, dtype=cp.int32)
+    e_idx = cp.empty(nnz_e, dtype=cp.int32)
+    e_val = cp.empty(nnz_e, dtype=cp.float64)
+    if k:
+        rows((k,), (_THREADS,), common + (azt_cnt, e_cnt, azt_ptr, azt_idx, azt_val, ell_val,
+                                          ell_col, i32(1)))
+        _fn("bf_defl_e")(((k + _THREADS - 1) // _THREADS,), (_THREADS,),
+                         (ell_val, ell_col, original, i32(nparts), e_ptr, e_idx, e_val, i32(k)))
+    AZT = csp.csr_matrix((azt_val, azt_idx, azt_ptr), shape=(k, n))
+    Eb = csp.csr_matrix((e_val, e_idx, e_ptr), shape=(k, k))
+    pieces = dict(labels=labels, k=k, slot=slot, original=original, AZT=AZT, E=Eb)
+    return pieces, part, present
+
+
+def tile_part_sums(r, part, block_shape):
+    """``(ntiles * 2,)``: the sums of ``r`` over part 0 and part 1 of every
+    block of ``block_shape`` (row-major blocks; CuPy), one kernel.  Its twin
+    is :func:`bubbleflow.linalg.deflation.tile_part_sums` (array code).
+    Other dtypes than float64 and float32: ``NotImplemented``."""
+    import cupy
+
+    if str(r.dtype) not in cuda.CTYPE:
+        return NotImplemented
+
+    ny, nx = part.shape
+    by, bx = block_shape
+    ntiles = (ny // by) * (nx // bx)
+    k = cuda.raw_kernel(f"typedef {cuda.CTYPE[str(r.dtype)]} T;\n"
+                        + cuda.source(__name__, "tile_part_sums.cu"), "bubbleflow_tile_part_sums")
+    sums = cupy.empty(2 * ntiles, dtype=r.dtype)
+    k((ntiles,), (256,), (cupy.ascontiguousarray(r.reshape(ny, nx)), part, sums, np.int32(nx),
+                          np.int32(bx), np.int32(by)))
+    return sums

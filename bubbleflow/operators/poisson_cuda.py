@@ -1,0 +1,62 @@
+"""CUDA twins of the 5-point pressure operator (CuPy): its assembly from the
+face densities and its apply.  Registered on the array-code references in
+:mod:`bubbleflow.operators.poisson` (the tests compare the two on the GPU);
+the kernels are ``assembly.cu`` and ``stencil5.cu`` beside this file.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..compute import cuda
+
+__all__ = ["op_diagonals", "stencil5_diagonals", "stencil5_faces"]
+
+_THREADS = 256
+
+
+def _stencil_kernel(name, dtype):
+    code = f"typedef {cuda.CTYPE[dtype]} T;\n" + cuda.source(__name__, "stencil5.cu")
+    return cuda.raw_kernel(code, name)
+
+
+def stencil5_diagonals(diagonals, x, y):
+    """``y = A x`` for ``A`` stored as five diagonals ``(S, W, C, E, N)``
+    (CuPy, ``x`` and ``y`` (ny, nx)); twin: ``poisson.apply_diagonals``."""
+    import cupy
+
+    x = cupy.ascontiguousarray(x)
+    ny, nx = x.shape
+    k = _stencil_kernel("bubbleflow_stencil5_diagonals", str(x.dtype))
+    S, W, C, E, N = diagonals
+    cuda.launch_1d(k, nx * ny, (S, W, C, E, N, x, y, np.int32(nx), np.int32(ny)))
+    return y
+
+
+def stencil5_faces(cx, cy, x, y):
+    """``y = A x`` applied matrix-free from the face couplings (CuPy, ``x``
+    and ``y`` (ny, nx)); twin: ``poisson.apply_faces``."""
+    import cupy
+
+    x = cupy.ascontiguousarray(x)
+    ny, nx = x.shape
+    k = _stencil_kernel("bubbleflow_stencil5_faces", str(x.dtype))
+    cuda.launch_1d(k, nx * ny, (cx, cy, x, y, np.int32(nx), np.int32(ny)))
+    return y
+
+
+def op_diagonals(beta_x, beta_y, hx, hy, reciprocal=False):
+    """The five diagonals ``(S, W, C, E, N)`` (CuPy, float64) from the face
+    ``beta = 1/rho`` (or from ``rho`` with ``reciprocal``): one pass (twin:
+    ``poisson.diagonals_from_faces``, equal bit for bit)."""
+    import cupy as cp
+
+    beta_x = cp.ascontiguousarray(beta_x, dtype=cp.float64)
+    beta_y = cp.ascontiguousarray(beta_y, dtype=cp.float64)
+    ny, nx = beta_x.shape[0], beta_x.shape[1] + 1
+    out = [cp.empty((ny, nx), dtype=cp.float64) for _ in range(5)]
+    kernel = cuda.function(cuda.source(__name__, "assembly.cu"), "bf_op_diagonals",
+                           options=("-std=c++14",))
+    kernel(cuda.rows_grid(nx, ny, _THREADS), (_THREADS,),
+           (beta_x, beta_y, np.float64(float(hx) ** 2), np.float64(float(hy) ** 2),
+            *out, np.int32(nx), np.int32(ny), np.int32(bool(reciprocal))))
+    return tuple(out)
