@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bubbleflow.apps import bench as bench_mod
+from bubbleflow.apps.bench import peers as peers_mod
 from bubbleflow.apps.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,7 +129,7 @@ def test_peer_residual_is_the_true_residual(small_run):
 
 def test_a_claimed_convergence_is_checked(monkeypatch, tmp_path, capsys):
     """A peer that stops early and claims success is caught by the true residual."""
-    real = bench_mod._cg_function
+    real = peers_mod._cg_function
 
     def lying(gpu):
         solve, LinearOperator = real(gpu)
@@ -138,7 +139,7 @@ def test_a_claimed_convergence_is_checked(monkeypatch, tmp_path, capsys):
             return x, 0                                   # "converged"
         return cg, LinearOperator
 
-    monkeypatch.setattr(bench_mod, "_cg_function", lying)
+    monkeypatch.setattr(peers_mod, "_cg_function", lying)
     path = tmp_path / "b.csv"
     assert main(["bench", "--sizes", "32", "--contrasts", "1e3", "--backend", "numpy",
                  "--configs", "--peers", "scipy_cg", "--copy-mib", "4", "--no-progress",
@@ -212,7 +213,7 @@ def test_csv_in_a_folder_where_no_file_can_be_created_is_refused(tmp_path, capsy
     blocker.write_text("x")
     assert main(["bench", "--backend", "numpy", "--csv", str(blocker / "sub" / "b.csv")]) == 2
     assert "--csv: got" in one_error_line(capsys.readouterr().err)
-    monkeypatch.setattr(bench_mod.os, "open", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(os, "open", lambda *a, **k: (_ for _ in ()).throw(
         PermissionError(13, "Permission denied")))
     assert main(["bench", "--backend", "numpy", "--csv", str(tmp_path / "b.csv")]) == 2
     assert "writable folder" in one_error_line(capsys.readouterr().err)

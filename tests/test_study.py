@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from bubbleflow.apps import sweep as study_mod
+from bubbleflow.apps.sweep import dask_cluster, executors
+from bubbleflow.apps.sweep import point as point_mod
 from bubbleflow.apps.cli import main
 from bubbleflow.case.config import CaseError
 from bubbleflow.apps.sweep import (Parameter, expand, parse_range, parse_values, prepare_study,
@@ -253,7 +254,7 @@ def test_failed_and_unconverged_runs_are_recorded_and_the_others_run(tmp_path, c
 def test_resume_skips_finished_runs_and_runs_the_missing_ones(tmp_path, capsys, monkeypatch):
     args = [COLUMN, "-o", str(tmp_path), *SMALL, "--param", "contrast", "--values", "1,10,100,1000"]
     folder = tmp_path / "bubbly_column_study"
-    real = study_mod.run_point
+    real = point_mod.run_point
     calls = []
 
     def interrupted(point):
@@ -262,7 +263,7 @@ def test_resume_skips_finished_runs_and_runs_the_missing_ones(tmp_path, capsys, 
         calls.append(point["run"])
         return real(point)
 
-    monkeypatch.setattr(study_mod, "run_point", interrupted)
+    monkeypatch.setattr(point_mod, "run_point", interrupted)
     assert sweep(*args) == 130                  # Ctrl-C after two runs
     capsys.readouterr()
     assert [r["run"] for r in rows_of(folder)] == ["run_0000", "run_0001"]
@@ -270,11 +271,11 @@ def test_resume_skips_finished_runs_and_runs_the_missing_ones(tmp_path, capsys, 
     assert sorted(stamps) == ["run_0000.h5", "run_0001.h5"]
 
     # Without --resume the folder is refused; with it, only the missing runs run.
-    monkeypatch.setattr(study_mod, "run_point", real)
+    monkeypatch.setattr(point_mod, "run_point", real)
     assert sweep(*args) == 2
     assert "--resume" in one_error_line(capsys.readouterr().err)
     calls.clear()
-    monkeypatch.setattr(study_mod, "run_point", lambda p: calls.append(p["run"]) or real(p))
+    monkeypatch.setattr(point_mod, "run_point", lambda p: calls.append(p["run"]) or real(p))
     assert sweep(*args, "--resume") == 0
     assert "(2 finished, 2 to run)" in capsys.readouterr().out
     assert calls == ["run_0002", "run_0003"]
@@ -323,7 +324,7 @@ def test_unknown_param_key_is_one_line_before_anything_runs(tmp_path):
 ])
 def test_invalid_values_are_one_line_before_anything_runs(tmp_path, capsys, monkeypatch,
                                                           param, values, fragment):
-    monkeypatch.setattr(study_mod, "run_point", lambda p: pytest.fail("a run started"))
+    monkeypatch.setattr(point_mod, "run_point", lambda p: pytest.fail("a run started"))
     assert sweep(COLUMN, "-o", str(tmp_path), *SMALL, "--param", param, "--values", values) == 2
     out, err = capsys.readouterr()
     line = one_error_line(err)
@@ -445,7 +446,7 @@ def test_gpu_workers_are_pinned_one_per_gpu(monkeypatch):
     old = signal.getsignal(signal.SIGINT)
     try:
         for _ in range(2):
-            study_mod._init_worker(q)
+            executors._init_worker(q)
             seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
     finally:
         signal.signal(signal.SIGINT, old)
@@ -454,7 +455,7 @@ def test_gpu_workers_are_pinned_one_per_gpu(monkeypatch):
 
 def test_dask_local_cluster_pins_one_gpu_per_worker():
     pytest.importorskip("distributed")
-    client, cluster = study_mod._dask_connect(None, 2, ["5", "7"])
+    client, cluster = dask_cluster.dask_connect(None, 2, ["5", "7"])
     try:
         seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
     finally:

@@ -255,14 +255,18 @@ def _write_snapshot_fields(f, grid, rel, snapshots):
 
 
 def write_summary_h5(path, study_text, runs, columns, data):
-    """A study's ``summary.h5``: ``data`` maps each of ``columns`` to a 1-D array of ``runs``."""
+    """A study's ``summary.h5``: ``data`` maps each of ``columns`` to ``runs`` values,
+    an array or a list of str (stored as variable-length text)."""
     with atomic_h5(path) as fh:
         fh.attrs[STUDY] = study_text
         fh.attrs[RUNS] = runs
         g = fh.create_group(SUMMARY)
         g.attrs[COLUMNS_ATTR] = list(columns)
         for c in columns:
-            g.create_dataset(c, data=data[c])
+            values = data[c]
+            if isinstance(values, list):
+                values = np.asarray(values, dtype=h5py.string_dtype())
+            g.create_dataset(c, data=values)
 
 
 def _scale(group, name, data, label, units):

@@ -1,0 +1,160 @@
+"""Speed benchmark of the pressure solve, ours against the peer: ``bubbleflow bench``.
+
+::
+
+    bubbleflow bench [--sizes N ...] [--contrasts C ...] [--backend auto|numpy|cupy]
+                     [--configs PRE:DEFL[@MAXN] ...] [--cells-per-subdomain N]
+                     [--rhs gravity|random] [--seed S] [--rtol R] [--maxiter N]
+                     [--check-every N] [--repeat K] [--peers NAME ...] [--no-peer]
+                     [--peer-maxiter N] [--peer-repeat K] [--peer-max-size N]
+                     [--copy-mib M] [--csv FILE] [--no-progress]
+
+The standard solver problem of ``shared/notes/benchmarks.md`` (the bubbly
+column of :func:`bubbleflow.case.problem.bubbly_column_phases`, ``n x n`` cells,
+at each size and density contrast) is solved, on the same matrix,
+right-hand side and tolerance, by
+
+* our configurations (``PRE:DEFL``: :class:`~bubbleflow.linalg.solver.PressureSolver`
+  with that preconditioner and deflation; DPCG A-DEF2 with a deflation, PCG
+  without one, CG without either);
+* the peer a user would pick instead (``--peers``): ``cupy_cg``, CuPy's
+  ``cupyx.scipy.sparse.linalg.cg`` with a Jacobi ``LinearOperator`` on a
+  cuSPARSE CSR matrix (GPU); ``scipy_cg``, SciPy's ``cg`` with Jacobi (CPU);
+  ``pyamg``, SciPy's ``cg`` preconditioned by a PyAMG smoothed-aggregation
+  V-cycle (CPU; where PyAMG is importable).
+
+Right-hand sides (``--rhs``): ``gravity``, the first pressure solve of a
+fluid at rest (:func:`bubbleflow.operators.poisson.gravity_rhs`); ``random``, seeded
+uniform values, made zero-mean (at 4096^2 the gravity right-hand side has an
+attainable-accuracy floor near 2e-8 in float64, above rtol 1e-8).
+
+Timing: each configuration is warmed up once per size (set-up and solve, for
+kernel compilation and library handles), then built once with its set-up
+timed, solved once untimed for the memory count (the CuPy pool's free blocks
+released before it, its size read after it: no allocation inside a timed
+solve), and solved ``--repeat`` times; the peer gets a short warm-up (10
+iterations, also its memory count) and ``--peer-repeat`` timed solves.  The
+device is synchronised before every clock reading, and the TRUE residual of
+every timed solve is computed.  The reported run is the median (lower median
+for an even count) by solve time.
+
+Columns (CSV: every column of :data:`COLUMNS`; the printed table: the main
+ones): iterations, ms per iteration, time to solution, set-up time, final
+true relative residual, converged and reason, bytes per iteration (the
+solver's own count, ``SolveRecord.bytes_per_iteration``, else the model of
+:func:`model_bytes_per_iteration`), achieved GB/s, floor ms per iteration
+(bytes / copy bandwidth measured in the same run by a large device-to-device
+copy, counting bytes read plus written), ratio to the floor, speedup over the
+peer (solve only, and set-up plus solve), peak GPU memory (CuPy memory pool)
+in bytes and in float64 grid arrays.  ``docs/performance.md`` defines each.
+
+Exit codes: 0 when every run completed (converged or not: see the
+``converged`` column), 1 when a run raised an error (it is recorded and the
+others go on), 2 for bad arguments (one ``error:`` line, nothing run).
+
+The package: :mod:`.options` (the arguments, validated), :mod:`.problem` (the
+standard problem and result rows), :mod:`.ours` and :mod:`.peers` (one
+solver on one problem), :mod:`.measure` (copy bandwidth, device, true
+residual), :mod:`.report` (CSV and table), :mod:`.runner` (the run).
+"""
+from __future__ import annotations
+
+from ...case.config import CaseError
+from ...linalg.registry import model_bytes_per_iteration
+from .measure import copy_bandwidth
+from .options import (DEFAULT_CONFIGS, DEFAULT_MAXITER_PER_N, PEERS, PROG, BenchConfig, Config,
+                      cells_per_subdomain, default_rtol, parse_args, parse_config)
+from .peers import peer_bytes_per_iteration
+from .problem import make_problem
+from .report import COLUMNS, format_table, write_csv
+from .runner import run_bench
+
+__all__ = [
+    "add_subparser", "cmd_bench", "run_bench", "parse_args", "BenchConfig", "Config",
+    "COLUMNS", "DEFAULT_CONFIGS", "PEERS", "model_bytes_per_iteration",
+    "peer_bytes_per_iteration", "copy_bandwidth", "cells_per_subdomain", "default_rtol",
+    "format_table", "write_csv", "make_problem", "parse_config",
+]
+
+
+def cmd_bench(args):
+    """``bubbleflow bench``: validate the arguments, run, print, write the CSV.
+
+    Returns
+    -------
+    int
+        0 when every run completed, 1 when one raised an error.
+
+    Raises
+    ------
+    CaseError
+        Bad arguments (before anything runs).
+    """
+    bench = parse_args(args)
+    _, failures = run_bench(bench)
+    return 1 if failures else 0
+
+
+def _one_line_error(message):
+    """argparse's errors for ``bench``: one ``error:`` line (exit 2), via CaseError."""
+    raise CaseError(PROG, None, message)
+
+
+def add_subparser(subparsers):
+    """Register ``bubbleflow bench`` on the CLI's subparsers."""
+    p = subparsers.add_parser(
+        "bench", help="speed benchmark of the pressure solve: ours against the peer",
+        description="Solve the standard bubbly-column pressure problem at each size and "
+                    "density contrast with our configurations and with the peer (CuPy cg + "
+                    "Jacobi on the GPU, SciPy cg + Jacobi and PyAMG on the CPU), on the same "
+                    "matrix, right-hand side and tolerance; print the device, versions, copy "
+                    "bandwidth and a table (iterations, ms per iteration, time to solution, "
+                    "set-up, true residual, bytes per iteration, GB/s, floor, speedup, peak "
+                    "GPU memory); write every column to --csv.  See docs/performance.md.")
+    p.add_argument("--sizes", nargs="+", metavar="N",
+                   help="cells per side (default 1024 2048 4096 on the GPU, 256 512 on the CPU)")
+    p.add_argument("--contrasts", nargs="+", metavar="C",
+                   help="density contrasts rho_liquid / rho_gas (default 1 1e3 1e6)")
+    p.add_argument("--backend", choices=("auto", "numpy", "cupy"), default="auto",
+                   help="array backend of our solver and of the GPU peer (default auto)")
+    p.add_argument("--configs", nargs="*", metavar="PRE:DEFL[@MAXN]",
+                   help="our configurations, preconditioner:deflation, optionally @MAXN: only at "
+                        "sizes <= MAXN (default: " + " ".join(DEFAULT_CONFIGS) + "); none "
+                        "given: peers only")
+    p.add_argument("--cells-per-subdomain", metavar="N",
+                   help="deflation block edge in cells (default 64 at n >= 2048, 32 at "
+                        "256 <= n < 2048, 8 below)")
+    p.add_argument("--rhs", choices=("gravity", "random"), default="gravity",
+                   help="gravity: the standard first-projection rhs; random: seeded uniform, "
+                        "zero-mean (default gravity)")
+    p.add_argument("--seed", default="0", metavar="S", help="seed of --rhs random (default 0)")
+    p.add_argument("--rtol", metavar="R",
+                   help="relative tolerance of every solve (default 1e-8, 1e-6 at contrast >= 1e6)")
+    p.add_argument("--maxiter", metavar="N",
+                   help=f"our iteration limit (default {DEFAULT_MAXITER_PER_N} n)")
+    p.add_argument("--check-every", default="10", metavar="N",
+                   help="our iterations between convergence checks (default 10)")
+    p.add_argument("--storage", choices=("diagonals", "matrix_free"), default="diagonals",
+                   help="our operator storage (default diagonals)")
+    p.add_argument("--repeat", default="3", metavar="K",
+                   help="timed solves of each of our configurations; the median is reported "
+                        "(default 3)")
+    p.add_argument("--peers", nargs="+", metavar="NAME",
+                   help="peers: " + ", ".join(PEERS) + " (default cupy_cg on the GPU; scipy_cg, "
+                        "and pyamg where importable, on the CPU)")
+    p.add_argument("--no-peer", action="store_true", help="run no peer")
+    p.add_argument("--peer-maxiter", metavar="N",
+                   help=f"the peer's iteration limit (default {DEFAULT_MAXITER_PER_N} n, enough to "
+                        "converge)")
+    p.add_argument("--peer-repeat", default="1", metavar="K",
+                   help="timed solves of the peer (default 1: it is slow)")
+    p.add_argument("--peer-max-size", metavar="N", help="run the peer only at sizes <= N")
+    p.add_argument("--copy-mib", metavar="M",
+                   help="size of the copy that measures the bandwidth (default 512 MiB on the "
+                        "GPU, 64 on the CPU)")
+    p.add_argument("--csv", metavar="FILE", help="write every column to FILE (atomically)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress lines on stderr (one per run otherwise)")
+    p.set_defaults(func=cmd_bench, one_line_errors=True)
+    p.error = _one_line_error
+    return p

@@ -1,0 +1,267 @@
+"""The arguments of ``bubbleflow bench``: configurations, peers, limits, validated before any work."""
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from dataclasses import dataclass
+
+from ...case.config import CaseError
+from ...linalg.registry import DEFLATIONS, PRECONDITIONERS
+
+__all__ = ["PROG", "DEFAULT_CONFIGS", "PEERS", "DEFAULT_MAXITER_PER_N", "Config", "BenchConfig",
+           "default_rtol", "cells_per_subdomain", "parse_config", "parse_args"]
+
+PROG = "bubbleflow bench"
+
+#: Our default configurations: DPCG (A-DEF2) with level-set-subdomain
+#: deflation and three preconditioners, and PCG without deflation (the
+#: peer's algorithm with our kernels) up to 1024^2, where it is affordable.
+DEFAULT_CONFIGS = (
+    "jacobi:levelset_subdomains",
+    "incomplete_poisson_scaled:levelset_subdomains",
+    "block_ic:levelset_subdomains",
+    "jacobi:none@1024",
+    "incomplete_poisson_scaled:none@1024",
+)
+
+#: The peers: name -> description.
+PEERS = {
+    "cupy_cg": "cupy cg+jacobi (cuSPARSE CSR)",
+    "scipy_cg": "scipy cg+jacobi (CSR)",
+    "pyamg": "scipy cg + pyamg SA V-cycle",
+}
+
+_SHORT = {"none": "none", "jacobi": "jac", "block_ic": "bic", "incomplete_poisson": "ip",
+          "incomplete_poisson_scaled": "ips", "subdomains": "sd", "stripes": "str",
+          "levelset_subdomains": "lsd"}
+#: Default iteration limits, ours and the peer's: this many times n (the
+#: peer's CG + Jacobi needs about 4 n at contrast 1, 11 n at 1e3 and 19 n at
+#: 1e6 (rtol 1e-6) on the bubbly column).
+DEFAULT_MAXITER_PER_N = 30
+
+
+@dataclass(frozen=True)
+class Config:
+    """One of our configurations: ``PRE:DEFL[@MAXN]``."""
+
+    token: str
+    preconditioner: str
+    deflation: str
+    max_size: int = 0          # 0: every size
+
+    @property
+    def method(self):
+        if self.deflation != "none":
+            return "dpcg"
+        return "pcg" if self.preconditioner != "none" else "cg"
+
+    @property
+    def name(self):
+        tail = f"+{self.deflation}" if self.deflation != "none" else ""
+        return f"{self.method} {self.preconditioner}{tail}"
+
+    @property
+    def short(self):
+        tail = f"+{_SHORT.get(self.deflation, self.deflation)}" if self.deflation != "none" else ""
+        return f"{self.method} {_SHORT.get(self.preconditioner, self.preconditioner)}{tail}"
+
+    def runs_at(self, n):
+        return not self.max_size or n <= self.max_size
+
+
+@dataclass
+class BenchConfig:
+    """Validated arguments of ``bubbleflow bench``."""
+
+    sizes: list
+    contrasts: list
+    backend: object
+    configs: list
+    peers: list
+    cells_per_subdomain: int = 0     # 0: auto
+    rhs: str = "gravity"
+    seed: int = 0
+    rtol: float = 0.0                # 0: per contrast (default_rtol)
+    maxiter: int = 0                 # 0: 30 n
+    check_every: int = 10
+    storage: str = "diagonals"
+    repeat: int = 3
+    peer_maxiter: int = 0            # 0: 30 n
+    peer_repeat: int = 1
+    peer_max_size: int = 0           # 0: every size
+    copy_mib: int = 0                # 0: 512 on the GPU, 64 on the CPU
+    csv: str = None
+    progress: bool = True
+    # measured by run_bench
+    device: str = ""
+    host_device: str = ""
+    copy_bw: float = 0.0             # bytes/s, the floor's bandwidth
+    copy_host_bw: float = None       # bytes/s on the host, for CPU peers
+
+
+def default_rtol(contrast):
+    """rtol of the standard problem: 1e-8, 1e-6 at contrast 1e6 and above."""
+    return 1e-6 if contrast >= 1e6 else 1e-8
+
+
+def cells_per_subdomain(n, requested=0):
+    """Deflation block edge in cells: ``requested``, else 64 at n >= 2048,
+    32 at 256 <= n < 2048, and 8 below (16 x 16 blocks at 128^2, like the
+    shipped case).
+
+    >>> [cells_per_subdomain(n) for n in (32, 256, 1024, 2048, 4096)]
+    [8, 32, 32, 64, 64]
+    """
+    if requested:
+        return int(requested)
+    if n >= 2048:
+        return 64
+    return 32 if n >= 256 else 8
+
+
+def _error(option, got, expected):
+    return CaseError(PROG, option, f"got {got}", expected)
+
+
+def _int(option, text, minimum):
+    try:
+        v = float(text)
+        ok = math.isfinite(v) and v == int(v)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or int(v) < minimum:
+        raise _error(option, repr(text) if isinstance(text, str) else text,
+                     f"an integer >= {minimum}")
+    return int(v)
+
+
+def _float(option, text, low=0.0, high=math.inf, what=None):
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (math.isfinite(v) and low < v < high):
+        raise _error(option, repr(text) if isinstance(text, str) else text,
+                     what or f"a number > {low:g}")
+    return v
+
+
+def parse_config(token):
+    """``PRE:DEFL[@MAXN]`` -> :class:`Config` (CaseError when malformed)."""
+    expected = ("PRE:DEFL[@MAXN] with PRE one of " + ", ".join(PRECONDITIONERS)
+                + " and DEFL one of " + ", ".join(DEFLATIONS))
+    text, _, limit = str(token).partition("@")
+    pre, sep, defl = text.partition(":")
+    if not sep or pre not in PRECONDITIONERS or defl not in DEFLATIONS:
+        raise _error("--configs", repr(token), expected)
+    max_size = 0
+    if limit:
+        max_size = _int("--configs", limit, 1)
+    return Config(str(token), pre, defl, max_size)
+
+
+def _pyamg_importable():
+    try:
+        importlib.import_module("pyamg")
+        return True
+    except Exception:
+        return False
+
+
+def parse_args(args):
+    """The parsed ``argparse.Namespace`` -> :class:`BenchConfig`; CaseError on bad input."""
+    from ...compute.backend import BackendUnavailable, get_backend
+
+    try:
+        backend = get_backend(args.backend)
+    except BackendUnavailable as exc:
+        raise CaseError(PROG, "--backend", f"got {args.backend!r}",
+                        f"'auto' or 'numpy' on this machine (cupy unavailable: {exc})") from None
+    gpu = backend.on_device
+    sizes = [_int("--sizes", s, 16) for s in (args.sizes or ([1024, 2048, 4096] if gpu
+                                                             else [256, 512]))]
+    _check_sizes_fit(sizes, backend)
+    contrasts = [_float("--contrasts", c) for c in (args.contrasts or ["1", "1e3", "1e6"])]
+    configs = [parse_config(t) for t in (args.configs if args.configs is not None
+                                         else DEFAULT_CONFIGS)]
+    if args.no_peer:
+        peers = []
+    elif args.peers:
+        peers = []
+        for p in args.peers:
+            if p not in PEERS:
+                raise _error("--peers", repr(p), "one of " + ", ".join(PEERS))
+            if p == "cupy_cg" and not gpu:
+                raise _error("--peers", "'cupy_cg' with the numpy backend",
+                             "scipy_cg or pyamg, or --backend cupy")
+            if p == "pyamg" and not _pyamg_importable():
+                raise _error("--peers", "'pyamg', which cannot be imported here",
+                             "cupy_cg or scipy_cg (or pip install pyamg)")
+            if p not in peers:
+                peers.append(p)
+    else:
+        peers = ["cupy_cg"] if gpu else ["scipy_cg"] + (["pyamg"] if _pyamg_importable() else [])
+    if not configs and not peers:
+        raise CaseError(PROG, None, "nothing to run (no --configs and no peer)",
+                        "at least one configuration or peer")
+    cfg = BenchConfig(
+        sizes=sizes, contrasts=contrasts, backend=backend, configs=configs, peers=peers,
+        cells_per_subdomain=(_int("--cells-per-subdomain", args.cells_per_subdomain, 1)
+                             if args.cells_per_subdomain is not None else 0),
+        rhs=args.rhs, seed=_int("--seed", args.seed, 0),
+        rtol=(_float("--rtol", args.rtol, 0.0, 1.0, "a number in (0, 1)")
+              if args.rtol is not None else 0.0),
+        maxiter=_int("--maxiter", args.maxiter, 1) if args.maxiter is not None else 0,
+        check_every=_int("--check-every", args.check_every, 1),
+        storage=args.storage,
+        repeat=_int("--repeat", args.repeat, 1),
+        peer_maxiter=(_int("--peer-maxiter", args.peer_maxiter, 1)
+                      if args.peer_maxiter is not None else 0),
+        peer_repeat=_int("--peer-repeat", args.peer_repeat, 1),
+        peer_max_size=(_int("--peer-max-size", args.peer_max_size, 1)
+                       if args.peer_max_size is not None else 0),
+        copy_mib=_int("--copy-mib", args.copy_mib, 1) if args.copy_mib is not None else 0,
+        csv=args.csv, progress=not args.no_progress)
+    if cfg.csv is not None:
+        _check_writable(cfg.csv)
+    return cfg
+
+
+def _check_sizes_fit(sizes, backend):
+    """Refuse a size whose arrays cannot fit in the free memory, before any work."""
+    from ...compute.backend import get_backend
+    from ...case.resources import ARRAYS_PER_CELL, SAFETY, available_memory
+
+    # The pressure solver's arrays plus the peer's: its CSR matrix (5 float64
+    # values and 5 int32 indices a row: 7.5 arrays) and CG vectors (x, r, p, q),
+    # rounded up to whole arrays.  An estimate, not a measured peak.
+    per_cell = ARRAYS_PER_CELL["pressure"] + 12
+    n = max(sizes)
+    need = per_cell * 8 * n * n
+    where = [available_memory(backend)]
+    if backend.on_device:            # the problem is built on the host first
+        where.append(available_memory(get_backend("numpy")))
+    for free, device in where:
+        if free is not None and need > SAFETY * free:
+            fit = int((SAFETY * free / (per_cell * 8)) ** 0.5)
+            raise _error("--sizes", str(n), f"a size whose arrays fit in {device}: {n}^2 needs "
+                         f"about {need / 2 ** 30:.3g} GiB, {free / 2 ** 30:.3g} GiB is free "
+                         f"(at most about {fit} here)")
+
+
+def _check_writable(path):
+    if not path or os.path.isdir(path):
+        raise _error("--csv", repr(path), "a file path (not a folder)")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise _error("--csv", repr(path),
+                     f"a file in a folder that can be created ({exc.strerror})")
+    from ...io.atomic import probe_writable
+
+    try:
+        probe_writable(folder, f".{os.path.basename(path)}.{os.getpid()}.probe.tmp")
+    except OSError as exc:
+        raise _error("--csv", repr(path), f"a file in a writable folder ({exc.strerror})") from None
