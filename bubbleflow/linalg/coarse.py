@@ -243,7 +243,38 @@ class CoarseSolver:
 
     # -------------------------------------------------------------- condensed
     def _setup_condensed(self, entries, groups, group_size, separator):
+        nb = self._condensed_numbering(entries, groups, group_size, separator)
+        n, nS, Gb, m, smax, GbM = self.n, nb["nS"], nb["Gb"], nb["m"], nb["smax"], nb["GbM"]
+        self.n_separator, self.n_groups, self.block_size, self.separator_width = nS, Gb, m, smax
+        if nS > self.separator_warn:
+            warnings.warn(f"coarse solve: the separator has {nS} unknowns (n = {n}, {Gb} groups "
+                          f"of up to {m} interior unknowns); its dense Schur complement takes "
+                          f"{8 * nS * nS / 2**20:.0f} MiB. Larger or better-shaped groups give "
+                          f"a smaller separator.", RuntimeWarning, stacklevel=3)
+
+        host, has_esi = self._condensed_host_arrays(nb)
+        dev = _upload(self.backend, host)
+        stored = self._condensed_factors(dev, nS, Gb, m, smax)
         xp = self._xp
+        if has_esi:                              # the matrix itself is built on first use
+            self._esi_parts = ((dev["esi_data"], dev["esi_indices"], dev["esi_indptr"]),
+                               (nS, GbM))
+            stored += list(self._esi_parts[0])
+        self._take_in = dev["take_in"]
+        self._take_out = dev["take_out"]
+        self._zero = xp.zeros(1, dtype=self._dtype)
+        stored += [self._take_in, self._take_out]
+        self._GbM = GbM
+        self.nbytes = int(sum(int(a.nbytes) for a in stored))
+        self._raw = None
+        if (on_device(self.backend) and Gb and nS and self._F is not None
+                and self._esi_parts is not None):
+            self._raw = _RawCondensed.for_solver(self)
+
+    def _condensed_numbering(self, entries, groups, group_size, separator):
+        """Groups, separator and the numbering of the condensed layout: the
+        separator unknowns, the interiors grouped and padded to ``m``, and the
+        separator unknowns next to each group (host arrays, in a dict)."""
         n = self.n
         r, c, v = entries
         if groups is None:
@@ -296,13 +327,19 @@ class CoarseSolver:
         sidx[ub, ulocal] = uj
         elocal = ulocal[np.searchsorted(ukey, key)]
 
-        self.n_separator, self.n_groups, self.block_size, self.separator_width = nS, Gb, m, smax
-        if nS > self.separator_warn:
-            warnings.warn(f"coarse solve: the separator has {nS} unknowns (n = {n}, {Gb} groups "
-                          f"of up to {m} interior unknowns); its dense Schur complement takes "
-                          f"{8 * nS * nS / 2**20:.0f} MiB. Larger or better-shaped groups give "
-                          f"a smaller separator.", RuntimeWarning, stacklevel=3)
+        return dict(r=r, c=c, v=v, S=S, nS=nS, spos=spos, interior=interior, counts=counts,
+                    Gb=Gb, m=m, bpos=bpos, lpos=lpos, ipos=ipos, GbM=GbM, rs=rs, cs=cs, mis=mis,
+                    sidx=sidx, smax=smax, elocal=elocal)
 
+    def _condensed_host_arrays(self, nb):
+        """Every index and value array the device needs, built on the host
+        (sent in one transfer): ``(host dict, has_esi)``."""
+        r, c, v, S, nS, spos, interior, counts, Gb, m = (
+            nb[key] for key in ("r", "c", "v", "S", "nS", "spos", "interior", "counts", "Gb", "m"))
+        bpos, lpos, ipos, GbM, rs, cs, mis, sidx, smax, elocal = (
+            nb[key] for key in ("bpos", "lpos", "ipos", "GbM", "rs", "cs", "mis", "sidx", "smax",
+                                "elocal"))
+        n = self.n
         # Every index and value array the device needs, built on the host
         # first and sent in one transfer (each separate small copy has a fixed
         # cost; measured: docs/performance.md).
@@ -344,8 +381,12 @@ class CoarseSolver:
         take_out[n:] = GbM + nS                      # the grounded unknown: the zero slot
         host["take_in"] = take_in.astype(np.int32)
         host["take_out"] = take_out.astype(np.int32)
-        dev = _upload(self.backend, host)
+        return host, has_esi
 
+    def _condensed_factors(self, dev, nS, Gb, m, smax):
+        """Interior block inverses, ``F`` and the inverse Schur complement from
+        the uploaded arrays ``dev``; returns the arrays stored."""
+        xp = self._xp
         stored = []
         with _linalg_errors(self.backend):
             # Interior blocks, padded with the identity, inverted as a batch.
@@ -388,20 +429,7 @@ class CoarseSolver:
                 self._Sinv = _spd_inverse(self.backend, Sc)
                 del Sc
                 stored.append(self._Sinv)
-        if has_esi:                              # the matrix itself is built on first use
-            self._esi_parts = ((dev["esi_data"], dev["esi_indices"], dev["esi_indptr"]),
-                               (nS, GbM))
-            stored += list(self._esi_parts[0])
-        self._take_in = dev["take_in"]
-        self._take_out = dev["take_out"]
-        self._zero = xp.zeros(1, dtype=self._dtype)
-        stored += [self._take_in, self._take_out]
-        self._GbM = GbM
-        self.nbytes = int(sum(int(a.nbytes) for a in stored))
-        self._raw = None
-        if (on_device(self.backend) and Gb and nS and self._F is not None
-                and self._esi_parts is not None):
-            self._raw = _RawCondensed.for_solver(self)
+        return stored
 
     @property
     def _ESI(self):
