@@ -25,8 +25,9 @@ right-hand side and tolerance, by
 
 Right-hand sides (``--rhs``): ``gravity``, the first pressure solve of a
 fluid at rest (:func:`bubbleflow.operators.poisson.gravity_rhs`); ``random``, seeded
-uniform values, made zero-mean (at 4096^2 the gravity right-hand side has an
-attainable-accuracy floor near 2e-8 in float64, above rtol 1e-8).
+uniform values, made zero-mean (at the largest sizes the gravity right-hand
+side has an attainable-accuracy floor above rtol 1e-8 in float64:
+docs/performance.md, "Figures behind code choices").
 
 Timing: each configuration is warmed up once per size (set-up and solve, for
 kernel compilation and library handles), then built once with its set-up

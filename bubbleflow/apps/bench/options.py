@@ -35,9 +35,9 @@ PEERS = {
 _SHORT = {"none": "none", "jacobi": "jac", "block_ic": "bic", "incomplete_poisson": "ip",
           "incomplete_poisson_scaled": "ips", "subdomains": "sd", "stripes": "str",
           "levelset_subdomains": "lsd"}
-#: Default iteration limits, ours and the peer's: this many times n (the
-#: peer's CG + Jacobi needs about 4 n at contrast 1, 11 n at 1e3 and 19 n at
-#: 1e6 (rtol 1e-6) on the bubbly column).
+#: Default iteration limits, ours and the peer's: this many times n, enough
+#: for the peer's CG + Jacobi to converge on the bubbly column (its counts:
+#: docs/performance.md, "Figures behind code choices").
 DEFAULT_MAXITER_PER_N = 30
 
 
