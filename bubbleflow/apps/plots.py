@@ -74,6 +74,7 @@ import sys
 import numpy as np
 
 from ..case.config import CaseError
+from .validation import nested as _nested
 
 __all__ = [
     "add_subparser", "cmd_plot", "plot_run", "plot_study", "run_figures", "study_figures",
@@ -363,26 +364,9 @@ def _run_figures(path):
     return figs, notes
 
 
-def _text(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, np.ndarray) and value.shape == ():
-        return _text(value[()])
-    return None if value is None else str(value)
-
-
-def _nested(mapping, dotted, default=None):
-    node = mapping
-    for key in dotted.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return default
-        node = node[key]
-    return node
-
-
 def _read_run_file(path):
     """Everything the figures need, as host arrays; CaseError when it is no run file."""
-    from ..io.layout import read_run
+    from ..io.layout import read_run, text as _text
 
     if not os.access(path, os.R_OK):
         raise CaseError(path, None, "cannot be read (permission denied)",
@@ -461,6 +445,8 @@ def _rtol(raw):
 
 def _solver_description(raw):
     """Method, variant, preconditioner and deflation: the /solver attributes, else the case's."""
+    from ..io.layout import text as _text
+
     attrs, case = raw["solver_attrs"], raw["case"]
     desc = {k: _text(attrs.get(k)) or _text(_nested(case, f"solver.{k}"))
             for k in ("method", "variant")}

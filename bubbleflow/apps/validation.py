@@ -35,7 +35,7 @@ import numpy as np
 __all__ = [
     "REFERENCE", "ACCEPTANCE", "REFERENCE_GROUPS", "REFERENCE_FILE", "END_TIME",
     "DIAGNOSTICS", "load_reference", "parabolic_extremum", "benchmark_quantities",
-    "read_run", "summarise_run", "acceptance_factor", "compare", "Check",
+    "read_run", "summarise_run", "nested", "acceptance_factor", "compare", "Check",
 ]
 
 #: The CSV in the package data (``bubbleflow/data``).
@@ -221,7 +221,8 @@ def benchmark_quantities(time, area, centroid_y, rise_velocity, circularity, *, 
 # --------------------------------------------------------------------------
 # Run files
 # --------------------------------------------------------------------------
-def _nested(mapping, path, default=None):
+def nested(mapping, path, default=None):
+    """``mapping["a"]["b"]`` for ``path`` "a.b"; ``default`` where a key is missing."""
     node = mapping
     for key in path.split("."):
         if not isinstance(node, dict) or key not in node:
@@ -266,7 +267,7 @@ def summarise_run(raw, path):
         diag[name] = raw["diagnostics"][name]
 
     def grid_value(key, default):
-        val = _nested(case, f"grid.{key}")
+        val = nested(case, f"grid.{key}")
         if val is None:
             val = raw["grid_attrs"].get(key, default)
         return val
@@ -279,7 +280,7 @@ def summarise_run(raw, path):
         "path": str(path),
         "diagnostics": diag,
         "case": case,
-        "name": _nested(case, "name"),
+        "name": nested(case, "name"),
         "nx": int(nx) if nx is not None else None,
         "ny": int(ny) if ny is not None else None,
         "lx": lx,

@@ -6,7 +6,7 @@ import os
 
 from ...case.config import CaseError
 from . import point
-from .executors import failed_row
+from .executors import record
 from .values import one_line
 
 __all__ = ["dask_distributed", "dask_connect", "run_dask"]
@@ -70,12 +70,7 @@ def run_dask(points, done, client):
     by_key = {f.key: p for f, p in zip(futures, points)}
     try:
         for fut in distributed.as_completed(futures):
-            p = by_key[fut.key]
-            try:
-                row = fut.result()
-            except Exception as exc:    # noqa: BLE001 - a lost worker fails its run
-                row = failed_row(p, exc)
-            done(p, row)
+            record(done, by_key[fut.key], fut.result)
     except BaseException:
         with contextlib.suppress(Exception):
             client.cancel(futures)

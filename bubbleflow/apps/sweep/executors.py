@@ -7,7 +7,7 @@ from ...case.config import CaseError
 from . import point
 from .values import one_line
 
-__all__ = ["visible_gpus", "run_inprocess", "run_pool", "failed_row"]
+__all__ = ["visible_gpus", "run_inprocess", "run_pool", "failed_row", "record"]
 
 
 def visible_gpus(requested, file):
@@ -45,6 +45,15 @@ def failed_row(point, exc):
             "error": one_line(f"{type(exc).__name__}: {exc}")}
 
 
+def record(done, point, result):
+    """``done(point, result())``; a worker that died or was lost fails its run."""
+    try:
+        row = result()
+    except Exception as exc:    # noqa: BLE001 - a dead or lost worker fails its run
+        row = failed_row(point, exc)
+    done(point, row)
+
+
 def run_inprocess(points, done):
     for p in points:
         done(p, point.run_point(p))
@@ -63,12 +72,7 @@ def run_pool(points, done, workers, gpus):
     try:
         futures = {pool.submit(point.run_point, p): p for p in points}
         for fut in as_completed(futures):
-            p = futures[fut]
-            try:
-                row = fut.result()
-            except Exception as exc:    # noqa: BLE001 - a dead worker fails its run
-                row = failed_row(p, exc)
-            done(p, row)
+            record(done, futures[fut], fut.result)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import numbers
 import re
-from collections.abc import Mapping
 
 import yaml
 
-from ..tables import plain
+from ..tables import format_cell
 
 __all__ = ["Parameter", "parse_range", "parse_values", "expand", "intify", "show", "one_line",
            "RANGE_HINT"]
@@ -176,16 +174,12 @@ def expand(parameters):
 
 
 def show(v):
-    """A value as a short text for messages and progress lines."""
+    """A value as a short text for messages and progress lines (floats by ``%g``)."""
     if v is None:
         return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
     if isinstance(v, float):
         return f"{v:g}"
-    if isinstance(v, (list, tuple, Mapping)):
-        return json.dumps(plain(v))
-    return str(v)
+    return format_cell(v)
 
 
 def one_line(text):
