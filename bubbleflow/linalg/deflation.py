@@ -45,6 +45,7 @@ import numpy as np
 from .coarse import DENSE_LIMIT, CoarseSolver
 from . import deflation_cuda
 from ..compute.backend import backend_of
+from ..mesh.grid import Grid
 from ..compute.transfer import on_backend, on_device, to_host
 from ..compute.twins import twin
 
@@ -55,15 +56,14 @@ DEFLATIONS = ("none", "subdomains", "stripes", "levelset_subdomains")
 
 
 def subdomain_labels(ny, nx, px, py, xp=np):
-    """Label of each cell for ``px x py`` rectangular subdomains (on ``xp``).
+    """Label of each cell for ``px x py`` rectangular subdomains (on ``xp``):
+    the boxes of :meth:`bubbleflow.mesh.grid.Grid.partition`.
 
     Block ``(bj, bi)`` (row ``bj < py``, column ``bi < px``) has label
     ``bj * px + bi``; the block edges are ``floor(j * py / ny)``, so the
     blocks differ by at most one cell when ``py`` does not divide ``ny``.
     """
-    j = (xp.arange(ny, dtype=xp.int64) * py) // ny
-    i = (xp.arange(nx, dtype=xp.int64) * px) // nx
-    return j[:, None] * px + i[None, :]
+    return Grid(nx, ny).partition((px, py)).labels(xp)
 
 
 def stripe_labels(ny, nx, stripes, xp=np):

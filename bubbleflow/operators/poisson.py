@@ -27,6 +27,7 @@ from . import poisson_cuda
 from ..compute.backend import backend_of, get_backend
 from ..compute.transfer import on_backend
 from ..compute.twins import twin
+from ..mesh.grid import Grid
 
 __all__ = ["PoissonOperator", "assemble_pressure_operator", "gravity_rhs", "STORAGES",
            "diagonals_from_faces", "apply_diagonals", "apply_faces"]
@@ -48,6 +49,10 @@ class PoissonOperator:
     backend : str or Backend
     dtype : numpy dtype, default float64
     storage : {"diagonals", "matrix_free"}
+    grid : Grid, optional
+        The grid the operator lives on (default: one built from the face
+        arrays' shape and ``hx``, ``hy``).  Its partitions give the
+        deflation subdomains and the engines' tiles.
     densities : bool, default False
         ``beta_x`` and ``beta_y`` are the face densities ``rho``; the
         operator takes their reciprocals (``1.0 / rho``, rounded as that
@@ -63,7 +68,7 @@ class PoissonOperator:
     nullspace = "constant"
 
     def __init__(self, beta_x, beta_y, hx, hy, backend="numpy", dtype=np.float64, storage="diagonals",
-                 densities=False):
+                 densities=False, grid=None):
         if storage not in STORAGES:
             raise ValueError(f"unknown storage {storage!r}; expected one of {STORAGES}")
         self.backend = get_backend(backend)
@@ -77,6 +82,11 @@ class PoissonOperator:
         if beta_y.shape != (self.ny - 1, self.nx):
             raise ValueError(f"beta_y has shape {beta_y.shape}; expected {(self.ny - 1, self.nx)}")
         self.hx, self.hy = float(hx), float(hy)
+        if grid is None:
+            grid = Grid.regular((self.nx, self.ny), (self.nx * self.hx, self.ny * self.hy))
+        elif grid.shape != (self.ny, self.nx):
+            raise ValueError(f"face arrays for {self.ny} x {self.nx} cells on a grid of shape {grid.shape}")
+        self.grid = grid
         self.dtype = np.dtype(dtype)
         self.storage = storage
         self.shape = (self.nx * self.ny, self.nx * self.ny)
@@ -88,6 +98,10 @@ class PoissonOperator:
         cx, cy = _face_couplings(beta_x, beta_y, self.hx, self.hy, densities)
         self.cx = cx.astype(self.dtype, copy=False)
         self.cy = cy.astype(self.dtype, copy=False)
+
+    @property
+    def ndim(self):
+        return self.grid.ndim
 
     # ------------------------------------------------------------------ entries
     @property
@@ -137,7 +151,7 @@ class PoissonOperator:
 
     def _centre(self):
         xp = self.backend.xp
-        return _centre_from_couplings(_f64(self.cx, xp), _f64(self.cy, xp), xp).astype(self.dtype,
+        return _centre_from_couplings((_f64(self.cx, xp), _f64(self.cy, xp)), xp).astype(self.dtype,
                                                                                         copy=False)
 
     # ------------------------------------------------------------ host copies
@@ -171,7 +185,7 @@ class PoissonOperator:
         if self.storage == "diagonals":
             apply_diagonals(self.diagonals, x2, y)
         else:
-            apply_faces(self.cx, self.cy, x2, y)
+            apply_faces((self.cx, self.cy), x2, y)
         return y.reshape(shape)
 
     dot = matvec
@@ -251,18 +265,37 @@ def _f64(a, xp):
     return a.astype(np.float64, copy=False)
 
 
-def _centre_from_couplings(cx, cy, xp=np):
-    """Main diagonal ``C = -(S + W + E + N)`` from positive couplings (any backend).
+def _axis_slices(ndim, axis):
+    """Index of the cells below and above the interior faces normal to grid
+    axis ``axis`` (x = 0; arrays hold the axes reversed)."""
+    a = ndim - 1 - axis
+    lower = tuple(slice(None, -1) if k == a else slice(None) for k in range(ndim))
+    upper = tuple(slice(1, None) if k == a else slice(None) for k in range(ndim))
+    return lower, upper
 
-    Summed in the order S, W, E, N, so that it equals the ``C`` of the
-    seed's ``-(S + W + E + N)`` bit for bit.  In-place adds on a view given as
-    its own output (CuPy copies an input that overlaps a different output).
+
+def _centre_from_couplings(couplings, xp=np):
+    """Main diagonal, the sum of a cell's face couplings, from the positive
+    couplings per axis (x, y[, z]; any backend).
+
+    Summed in the order of the stencil's lower faces from the last axis down,
+    then its upper faces from the first axis up (2-D: S, W, E, N), so that
+    it equals the ``C`` of the seed's ``-(S + W + E + N)`` bit for bit.
+    In-place adds on a view given as its own output (CuPy copies an input
+    that overlaps a different output).
     """
-    ny, nx = cx.shape[0], cx.shape[1] + 1
-    C = xp.zeros((ny, nx), dtype=cx.dtype)
-    C[1:, :] = cy
-    for view, c in ((C[:, 1:], cx), (C[:, :-1], cx), (C[:-1, :], cy)):
-        xp.add(view, c, out=view)
+    ndim = len(couplings)
+    c0 = couplings[0]
+    shape = list(c0.shape)
+    shape[ndim - 1] += 1
+    C = xp.zeros(tuple(shape), dtype=c0.dtype)
+    order = [(axis, 1) for axis in reversed(range(ndim))] + [(axis, 0) for axis in range(ndim)]
+    for k, (axis, side) in enumerate(order):
+        view = C[_axis_slices(ndim, axis)[side]]
+        if k == 0:
+            view[...] = couplings[axis]              # 0 + c, exactly
+        else:
+            xp.add(view, couplings[axis], out=view)
     return C
 
 
@@ -280,7 +313,7 @@ def _diagonals_from_couplings(cx, cy, xp=np):
         xp.negative(c, out=d[inner])
         out.append(d)
     S, W, E, N = out
-    return S, W, _centre_from_couplings(cx, cy, xp), E, N
+    return S, W, _centre_from_couplings((cx, cy), xp), E, N
 
 
 @twin
@@ -318,19 +351,23 @@ apply_diagonals.register("cupy")(poisson_cuda.stencil5_diagonals)
 
 
 @twin
-def apply_faces(cx, cy, x, y):
-    """NumPy-style matrix-free y = A x in flux form (also runs on CuPy)."""
-    fx = cx * (x[:, 1:] - x[:, :-1])
-    fy = cy * (x[1:, :] - x[:-1, :])
+def apply_faces(couplings, x, y):
+    """Matrix-free ``y = A x`` in flux form from the face couplings per axis
+    (x, y[, z]), for any dimension (array code; also runs on CuPy)."""
     y[...] = 0
-    y[:, :-1] -= fx
-    y[:, 1:] += fx
-    y[:-1, :] -= fy
-    y[1:, :] += fy
+    for axis, c in enumerate(couplings):
+        lower, upper = _axis_slices(x.ndim, axis)
+        flux = c * (x[upper] - x[lower])
+        y[lower] -= flux
+        y[upper] += flux
     return y
 
 
-apply_faces.register("cupy")(poisson_cuda.stencil5_faces)
+@apply_faces.register("cupy")
+def _apply_faces_cuda(couplings, x, y):
+    if len(couplings) != 2:
+        return NotImplemented
+    return poisson_cuda.stencil5_faces(*couplings, x, y)
 
 
 def assemble_pressure_operator(grid, phases, backend="numpy", dtype=np.float64, storage="diagonals"):
@@ -343,7 +380,7 @@ def assemble_pressure_operator(grid, phases, backend="numpy", dtype=np.float64, 
         Face densities ``rho_x``, ``rho_y`` (kg/m^3).
     """
     return PoissonOperator(phases.rho_x, phases.rho_y, grid.hx, grid.hy, backend=backend,
-                           dtype=dtype, storage=storage, densities=True)
+                           dtype=dtype, storage=storage, densities=True, grid=grid)
 
 
 def gravity_rhs(grid, gravity):
