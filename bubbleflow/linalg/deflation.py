@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import registry
 from .coarse import DENSE_LIMIT, CoarseSolver
 from . import deflation_cuda
 from ..compute.backend import backend_of
@@ -52,7 +53,8 @@ from ..compute.twins import twin
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
            "levelset_subdomain_labels", "tile_part_sums", "block_layout", "DEFLATIONS"]
 
-DEFLATIONS = ("none", "subdomains", "stripes", "levelset_subdomains")
+#: Names of the deflation spaces (:data:`bubbleflow.linalg.registry.DEFLATIONS`).
+DEFLATIONS = tuple(registry.DEFLATIONS)
 
 
 def subdomain_labels(ny, nx, px, py, xp=np):

@@ -8,34 +8,29 @@
 ``incomplete_poisson_scaled``   IP on ``D^-1/2 A D^-1/2`` (default)
 ==============================  ============================================
 """
+from .. import registry
 from .base import Identity, Preconditioner
 from .block_ic import BlockIC
 from .incomplete_poisson import IncompletePoisson, ScaledIncompletePoisson
 from .jacobi import Jacobi
 
-PRECONDITIONERS = {
-    "none": Identity,
-    "jacobi": Jacobi,
-    "block_ic": BlockIC,
-    "incomplete_poisson": IncompletePoisson,
-    "incomplete_poisson_scaled": ScaledIncompletePoisson,
-}
+#: Names of the preconditioners (:data:`bubbleflow.linalg.registry.PRECONDITIONERS`).
+PRECONDITIONERS = tuple(registry.PRECONDITIONERS)
 
 
 def make_preconditioner(name, A, **options):
     """Build the preconditioner called ``name`` for operator ``A``.
 
-    ``options`` go to the constructor (``block_lines`` for ``block_ic``;
-    ``check`` for ``jacobi``).
+    The class and the options it takes come from its registry entry
+    (``block_lines`` for ``block_ic``; ``check`` for ``jacobi``); an option
+    it does not take is an error.
     """
-    try:
-        cls = PRECONDITIONERS[name]
-    except KeyError:
-        raise ValueError(f"unknown preconditioner {name!r}; expected one of "
-                         f"{', '.join(PRECONDITIONERS)}") from None
-    if cls is BlockIC or cls is Jacobi:
-        return cls(A, **options)
-    return cls(A)
+    entry = registry.preconditioner(name)
+    unknown = sorted(set(options) - set(entry.options))
+    if unknown:
+        raise ValueError(f"preconditioner {name!r} takes no option {', '.join(unknown)}; "
+                         f"its options: {', '.join(entry.options) or 'none'}")
+    return registry.load(entry.factory)(A, **options)
 
 
 __all__ = ["Preconditioner", "Identity", "Jacobi", "BlockIC", "IncompletePoisson",
