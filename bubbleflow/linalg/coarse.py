@@ -63,7 +63,7 @@ import scipy.sparse as sp
 
 from ..compute import cuda
 from ..compute.backend import backend_of
-from ..compute.transfer import on_device, upload
+from ..compute.transfer import on_device, to_host, upload
 from ..compute.twins import twin
 
 __all__ = ["CoarseSolver", "partition_groups", "separator_mask", "gauss_jordan_inverse"]
@@ -671,16 +671,10 @@ def _leading_entries(E, n):
 
 
 def _host_csr(E):
+    """``E`` (dense or sparse, any backend) as a SciPy CSR matrix on the host."""
     if sp.issparse(E):
         return sp.csr_matrix(E)
-    mod = type(E).__module__
-    if mod.startswith("cupyx"):
-        return E.get().tocsr()
-    if mod.startswith("cupy"):
-        import cupy
-
-        return sp.csr_matrix(cupy.asnumpy(E))
-    return sp.csr_matrix(np.asarray(E))
+    return sp.csr_matrix(to_host(E, backend_of(E)))
 
 
 @twin
