@@ -1,0 +1,16 @@
+"""Linear algebra of the pressure equation, in the order a solve uses it.
+
+``registry``     names, rules, options and costs of methods, variants,
+                 preconditioners and deflations (standard library only)
+``precond/``     preconditioners, one module each
+``deflation``    deflation spaces (``Z``, ``A Z``, ``E``) and ``coarse``, ``E^+``
+``krylov/``      CG / PCG / DPCG written once against the engine interface:
+                 ``system`` (make_system, the null-space gauge), ``engine``
+                 (the array engine and the variants), ``device`` (engines that
+                 run whole iterations on the device), ``stopping`` (the
+                 stopping policy), ``cg`` (the loop, cg / pcg / dpcg), ``record``
+``engines``      which engine runs a solve (the fused one found in the registry)
+``fused``        the fused CUDA engine (imported only on demand)
+``solver``       :class:`PressureSolver`: built once per grid, ``update`` per
+                 operator, ``solve`` per right-hand side
+"""

@@ -50,9 +50,19 @@ import numpy as np
 
 from bubbleflow.compute import cuda
 
+from . import registry
+
 __all__ = ["FusedEngine", "fused_engine_for", "FUSED_PRECONDITIONERS"]
 
-FUSED_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson_scaled")
+#: Preconditioners the update kernel applies itself (the others are applied
+#: by their own kernels after it): from the registry's ``fused`` variants.
+FUSED_PRECONDITIONERS = tuple(name for name, entry in registry.PRECONDITIONERS.items()
+                              if entry.fused != "generic")
+# The update kernel's ``#define PREC`` values (registry.FUSED_VARIANTS).
+_IDENTITY, _JACOBI, _SCALED_IP, _GENERIC = (
+    registry.FUSED_VARIANTS[name].code
+    for name in ("identity", "jacobi", "scaled_incomplete_poisson", "generic"))
+_VARIANT_OF_CODE = {v.code: v for v in registry.FUSED_VARIANTS.values()}
 
 _THREADS = 256
 # Rows a thread walks in a tile's column (two more are read), each the
@@ -174,7 +184,7 @@ def _update_group(nx, bx, prec_code):
     >>> _update_group(4096, 64, 2), _update_group(4096, 64, 1), _update_group(96, 48, 2)
     (4, 1, 1)
     """
-    if prec_code != 2 or bx % 32:
+    if prec_code != _SCALED_IP or bx % 32:
         return 1
     g = 1
     while 2 * g * bx <= _IP_BLOCK_COLS and (nx // bx) % (2 * g) == 0:
@@ -238,12 +248,18 @@ def _adopt(cp, a, n, own):
     return cp.array(a, dtype=cp.float64, copy=True).reshape(n)
 
 
-def fused_engine_for(A, prec_obj, prec_name, defl, variant, b):
-    """A :class:`FusedEngine` when this solve can run fused, else None."""
-    from ..compute.backend import backend_of
+def fused_engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
+    """A :class:`FusedEngine` when this solve can run fused, else None.
 
-    backend = backend_of(b)
-    if backend.name != "cupy" or b.dtype != np.float64:
+    ``b`` (or any array of its backend and dtype) says where the solve runs.
+    ``previous``: an engine of an earlier operator on the same grid; where
+    it fits (:meth:`FusedEngine.fits`) it is updated for this operator
+    (:meth:`FusedEngine.update`) and returned instead of a new one.
+    """
+    from ..compute.backend import backend_of
+    from ..compute.transfer import on_device
+
+    if not on_device(backend_of(b)) or b.dtype != np.float64:
         return None
     if not (hasattr(A, "grid_shape") and hasattr(A, "entries") and hasattr(A, "backend")):
         return None
@@ -258,18 +274,24 @@ def fused_engine_for(A, prec_obj, prec_name, defl, variant, b):
     if tile is None:
         return None
     try:
+        if previous is not None and previous.fits(A, prec_obj, prec_name, defl, tile):
+            return previous.update(A, prec_obj, defl)
         return FusedEngine(A, prec_obj, prec_name, defl, b, tile)
     except ValueError:                     # labels that are not two parts per tile
         return None
 
 
 class FusedEngine:
-    """Buffers and kernels of the fused iteration for one solve.
+    """Buffers, kernels and launch plan of the fused iteration on one grid.
 
     The state (``x``, ``r``, ``p``, ``rz``, the breakdown flag) lives in
-    device buffers; :meth:`load` takes it from the generic loop after a
-    start or restart and :meth:`iterate` advances it by ``count``
-    iterations, writing the relative recursive residual into ``hist``.
+    device buffers; :meth:`begin` starts a solve, :meth:`load` takes the
+    Krylov loop's state after a restart and :meth:`iterate` advances it by
+    ``count`` iterations, writing the relative recursive residual into
+    ``hist`` (the protocol of :mod:`bubbleflow.linalg.krylov.device`).
+    Built once per grid: :meth:`update` takes a new operator (its copies of
+    the operator, the preconditioner's coefficients and the deflation's
+    pieces), keeping the buffers, kernels and launch plan.
     """
 
     def __init__(self, A, prec_obj, prec_name, defl, b, tile):
@@ -281,19 +303,42 @@ class FusedEngine:
         self.by, self.bx = tile
         self.ntiles = (ny // self.by) * (nx // self.bx)
         self.prec_name = prec_name
+        self.prec_code = self._code_of(prec_obj, prec_name)
+        self._bind(A, prec_obj, defl)
+        self._allocate()
+        self._plan(tile)
+        self.bytes_per_iteration = self._count_bytes()
+
+    @staticmethod
+    def _code_of(prec_obj, prec_name):
+        """The update kernel's ``PREC`` for this preconditioner (registry)."""
+        return _IDENTITY if prec_obj is None else registry.fused_prec_code(prec_name)
+
+    def fits(self, A, prec_obj, prec_name, defl, tile):
+        """Can :meth:`update` take this operator (same grid, tile,
+        preconditioner branch, with or without deflation)?"""
+        return (tuple(A.grid_shape) == (self.ny, self.nx) and tuple(tile) == (self.by, self.bx)
+                and self._code_of(prec_obj, prec_name) == self.prec_code
+                and (defl is None) == (self.defl is None))
+
+    def update(self, A, prec_obj, defl):
+        """Take a new operator, preconditioner and deflation space (of the
+        same kinds, :meth:`fits`); returns ``self``."""
+        self._bind(A, prec_obj, defl)
+        self.bytes_per_iteration = self._count_bytes()
+        self.__dict__.pop("_graphs", None)   # captured with the old arrays
+        return self
+
+    def _bind(self, A, prec_obj, defl):
+        """The operator-dependent arrays: face couplings, the preconditioner's
+        coefficients, the deflation's pieces."""
+        cp = self.cp
+        ny, nx = self.ny, self.nx
         self.prec_obj = prec_obj
-        if prec_name == "none" or prec_obj is None:
-            self.prec_code = 0
-        elif prec_name == "jacobi":
-            self.prec_code = 1
-        elif prec_name == "incomplete_poisson_scaled":
-            self.prec_code = 2
-        else:
-            self.prec_code = 3                     # generic M applied after the update
         # The face couplings, (ny, nx - 1) and (ny - 1, nx).  Copied from the
         # east and north diagonals: read in place (row stride nx) both tile
         # kernels were measurably slower (docs/performance.md), more than the
-        # copies cost once per solve.
+        # copies cost once per operator.
         if getattr(A, "storage", None) == "matrix_free":
             self.cx, self.cy = cp.ascontiguousarray(A.cx), cp.ascontiguousarray(A.cy)
         else:
@@ -302,9 +347,9 @@ class FusedEngine:
             self.cy = cp.ascontiguousarray(-N[:-1, :])
         # Preconditioner coefficients.
         self.s = self.cxs = self.cys = None
-        if self.prec_code == 1:
+        if self.prec_code == _JACOBI:
             self.s = cp.ascontiguousarray(prec_obj.inv_diagonal.reshape(ny, nx))
-        elif self.prec_code == 2:
+        elif self.prec_code == _SCALED_IP:
             self.s = cp.ascontiguousarray(prec_obj.inv_sqrt_diagonal)
             self.cxs = cp.ascontiguousarray(-prec_obj.E[:, :-1])
             self.cys = cp.ascontiguousarray(-prec_obj.N[:-1, :])
@@ -348,8 +393,11 @@ class FusedEngine:
             self.e = cp.zeros(1, dtype=cp.float64)
             self.part_zr = None
             self.cs = None
-        # Vectors, allocated once (x and the current r at the start: see
-        # :meth:`begin`).
+
+    def _allocate(self):
+        """Vectors, allocated once (x and the current r at the start: see
+        :meth:`begin`)."""
+        cp = self.cp
         self.x = None
         self.r = [None, cp.empty(self.n, dtype=cp.float64)]
         self.cur = 0
@@ -364,7 +412,11 @@ class FusedEngine:
         self.counter = cp.zeros(1, dtype=cp.int32)
         self.bnorm_inv = 1.0
         self._starting = 0
-        # Kernels.
+
+    def _plan(self, tile):
+        """The kernels and their launch geometry."""
+        cp = self.cp
+        ny, nx = self.ny, self.nx
         # 32-bit cell offsets in bf_direction_spmv when every offset (and the
         # halo's, one row beyond) fits.
         small = self.n + 2 * nx < _IDX32_LIMIT
@@ -395,8 +447,8 @@ class FusedEngine:
         self.status_buf = cp.zeros(3, dtype=cp.float64)
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
         self.upd_walk = _walk_geometry(self.by, self.group * self.bx,
-                                       _CHUNK_ROWS_IP if self.prec_code == 2 else _CHUNK_ROWS)
-        self.bytes_per_iteration = self._count_bytes()
+                                       _CHUNK_ROWS_IP if self.prec_code == _SCALED_IP
+                                       else _CHUNK_ROWS)
 
     def _coarse(self, g, out):
         coarse = self.defl.coarse
@@ -411,10 +463,10 @@ class FusedEngine:
         n8 = 8 * self.n
         arrays = 6.0                    # direction + spmv: y, p, cx, cy -> p', w
         # x, p, r, w (+ M's coefficients) read; x, r (and y) written
-        update = {0: 7, 1: 8, 2: 10, 3: 6}[self.prec_code]
-        arrays += update
-        if self.prec_code == 3:
-            arrays += 2                                # r . y after the generic M
+        variant = _VARIANT_OF_CODE[self.prec_code]
+        arrays += variant.update_arrays
+        if variant.extra_arrays:
+            arrays += variant.extra_arrays             # r . y after the generic M
         if self.defl is not None:
             arrays += 0.5 + 0.125                      # int32 labels, int8 parts
         extra = 0
@@ -463,6 +515,14 @@ class FusedEngine:
         iterates in them (where they are contiguous float64) instead of
         copying them.
         """
+        # A new solve: the buffers' parity and the per-solve state of a
+        # fresh engine (the graphs hold the last solve's x, r and history).
+        self.__dict__.pop("_graphs", None)
+        self.cur = self.pcur = 0
+        for a in (self.part_ry, self.part_rr, self.part_pw, self.part_zr,
+                  getattr(self, "g", None)):
+            if a is not None:
+                a.fill(0)
         self._take(x, r, own)
         self.pbuf[self.pcur].fill(0)           # 0 * p and 0 * w must stay 0
         self.w.fill(0)
@@ -522,6 +582,11 @@ class FusedEngine:
         if (count - done) % 2:
             self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
         return it + done, h, bad
+
+    @property
+    def rz(self):
+        """``r . y`` on the device (a 0-d view)."""
+        return self.scal[_RZ]
 
     @property
     def r_current(self):
@@ -618,7 +683,7 @@ class FusedEngine:
             out = (null, null, null, np.int32(0), np.int32(0), np.int32(0))
 
         def beta():
-            nry = nred if self.prec_code == 3 else self.ntiles
+            nry = nred if self.prec_code == _GENERIC else self.ntiles
             zr = self.part_zr if self.part_zr is not None else self.part_ry
             self.k_beta((1,), (1024,),
                         (self.part_ry, np.int32(nry), self.part_rr, np.int32(self.ntiles),
@@ -627,7 +692,7 @@ class FusedEngine:
                          np.int32(self._starting)) + out)
 
         stages = [("direction_spmv", direction_spmv), ("alpha", alpha), ("update", update)]
-        if self.prec_code == 3:
+        if self.prec_code == _GENERIC:
             stages.append(("precondition", precondition))
         if self.defl is not None:
             stages += [("restrict", restrict), ("coarse", coarse)]
@@ -675,7 +740,7 @@ class FusedEngine:
                 if n >= 2 and n % 2 == 0]
 
     def _graphable(self):
-        if self.prec_code == 3:
+        if self.prec_code == _GENERIC:
             return False                     # the generic M allocates
         if self.defl is None:
             return True

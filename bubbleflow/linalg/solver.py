@@ -1,9 +1,11 @@
-"""The pressure solver: preconditioner and deflation set up once per operator.
+"""The pressure solver: built once per grid, updated per operator, run per right-hand side.
 
-:class:`PressureSolver` is what a time step uses: build it for an operator
-(and interface), then call :meth:`PressureSolver.solve` for each right-hand
-side.  The set-up time (preconditioner factorisation, deflation space,
-coarse factorisation) is measured and reported in every solve record.
+:class:`PressureSolver` is what a time step uses: build it once (for the
+first operator and interface), call :meth:`PressureSolver.update` when the
+operator changes (it redoes only the operator-dependent set-up:
+preconditioner, deflation space, coarse factorisation, the engine's copies
+of the operator), then :meth:`PressureSolver.solve` for each right-hand
+side.  The set-up time is measured and reported in every solve record.
 """
 from __future__ import annotations
 
@@ -13,15 +15,28 @@ import time
 
 import numpy as np
 
+from . import registry
 from .deflation import make_deflation
-from .krylov import SolveRecord, _close_record, _reductions, _solve
+from .engines import device_engine_for
+from .krylov import SolveRecord, solve as krylov_solve
+from .krylov.record import close_record
+from .krylov.system import preconditioner_of
 from .precond import make_preconditioner
+from ..compute.reductions import reductions
 
 __all__ = ["PressureSolver", "METHODS", "VARIANTS", "PRECISIONS"]
 
-METHODS = ("cg", "pcg", "dpcg")
-VARIANTS = ("adef2", "def1")
+METHODS = tuple(registry.METHODS)
+VARIANTS = tuple(registry.VARIANTS)
 PRECISIONS = ("float64", "float32")
+
+# The solver's words for a method's broken rule (``pcg`` without a
+# preconditioner is accepted here: it is plain CG).
+_RULE_ERRORS = {
+    ("preconditioner", "forbidden"): "method {m!r} takes no preconditioner; use 'pcg'",
+    ("deflation", "forbidden"): "method {m!r} takes no deflation; use 'dpcg'",
+    ("deflation", "required"): "method {m!r} needs a deflation space",
+}
 
 
 class PressureSolver:
@@ -32,7 +47,7 @@ class PressureSolver:
     A : PoissonOperator
     method : {"cg", "pcg", "dpcg"}
     preconditioner : str
-        A name from :data:`bubbleflow.linalg.precond.PRECONDITIONERS`.
+        A name from :data:`bubbleflow.linalg.registry.PRECONDITIONERS`.
     deflation : str
         ``none``, ``subdomains``, ``stripes`` or ``levelset_subdomains``.
     phi : array, optional
@@ -81,12 +96,9 @@ class PressureSolver:
                  precision=None, inner_rtol=3e-2):
         if method not in METHODS:
             raise ValueError(f"method {method!r}; expected one of {METHODS}")
-        if method == "cg" and preconditioner != "none":
-            raise ValueError("method 'cg' takes no preconditioner; use 'pcg'")
-        if method != "dpcg" and deflation != "none":
-            raise ValueError(f"method {method!r} takes no deflation; use 'dpcg'")
-        if method == "dpcg" and deflation == "none":
-            raise ValueError("method 'dpcg' needs a deflation space")
+        for rule in registry.method_violations(method, preconditioner, deflation):
+            if rule in _RULE_ERRORS:
+                raise ValueError(_RULE_ERRORS[rule].format(m=method))
         if precision is None:
             precision = "float32" if np.dtype(A.dtype) == np.float32 else "float64"
         if precision not in PRECISIONS:
@@ -95,30 +107,62 @@ class PressureSolver:
             raise ValueError(f"inner_rtol={inner_rtol}; expected 0 < inner_rtol < 1")
         self.precision = precision
         self.inner_rtol = float(inner_rtol)
-        # A: the float64 operator of the residual checks; A_inner: the one
-        # the iterations (and the preconditioner, the deflation) use.
-        self.A = _operator_as(A, np.float64)
-        self.A_inner = self.A if precision == "float64" else _operator_as(A, np.float32)
         self.method = method
         self.variant = variant
         self.rtol, self.atol, self.maxiter, self.check_every = rtol, atol, maxiter, check_every
+        self.preconditioner_name = preconditioner
+        self.deflation_name = deflation
+        # The preconditioner's options, by the registry's list of them
+        # (Jacobi's check deferred to after the one synchronisation).
+        given = {"block_lines": block_lines, "check": False}
+        self.preconditioner_options = {k: given[k]
+                                       for k in registry.preconditioner(preconditioner).options}
+        self.deflation_options = dict(subdomains=subdomains, stripes=stripes)
+        self.device = None
+        self.update(A, phi)
+
+    def update(self, A, phi=None):
+        """The set-up for a new operator (and interface ``phi``).
+
+        Redone: the solver's copies of the operator, the deflation space and
+        its coarse factorisation, the preconditioner, and the engine's copies
+        of the operator-dependent arrays.  Kept: the method, the options,
+        the engine (its buffers, kernels and launch plan).  The results are
+        those of a new solver for ``A``, bit for bit.
+        """
+        # A: the float64 operator of the residual checks; A_inner: the one
+        # the iterations (and the preconditioner, the deflation) use.
+        self.A = _operator_as(A, np.float64)
+        self.A_inner = self.A if self.precision == "float64" else _operator_as(A, np.float32)
         A = self.A_inner
         backend = A.backend
         t0 = time.perf_counter()
-        options = {"block_lines": block_lines} if preconditioner == "block_ic" else {}
-        if preconditioner == "jacobi":
-            options = {"check": False}          # checked after the one synchronisation
         # The deflation space, then the preconditioner, whose device work runs
         # while the host prepares the coarse factorisation; one synchronisation.
-        self.deflation = make_deflation(deflation, A, phi=phi, subdomains=subdomains,
-                                        stripes=stripes, factorise=False)
-        self.M = make_preconditioner(preconditioner, A, **options)
-        self.preconditioner_name = preconditioner
+        self.deflation = make_deflation(self.deflation_name, A, phi=phi, factorise=False,
+                                        **self.deflation_options)
+        self.M = make_preconditioner(self.preconditioner_name, A,
+                                     **self.preconditioner_options)
         if self.deflation is not None:
             self.deflation.factorise()
         backend.synchronize()
         self.M.check()
+        self.device = self._device_engine()
         self.setup_seconds = time.perf_counter() - t0
+        return self
+
+    def _device_engine(self):
+        """The engine that runs whole iterations on the device for the
+        float64 solves (:mod:`bubbleflow.linalg.engines`), or None: built
+        for the first operator, updated for the next ones."""
+        if self.precision != "float64":
+            return None                  # float32 inner solves: the array engine
+        A = self.A_inner
+        M = None if self.preconditioner_name == "none" else self.M
+        _, prec_name, prec_obj = preconditioner_of(M, A)
+        where = A.backend.xp.empty(0, dtype=np.float64)     # the solves' backend and dtype
+        return device_engine_for(A, prec_obj, prec_name, self.deflation, self.variant, where,
+                                 previous=self.device)
 
     @classmethod
     def from_config(cls, A, solver_cfg, phi=None, precision=None):
@@ -168,9 +212,11 @@ class PressureSolver:
         if self.precision == "float32":
             x, record = self._refine(b, x0, M, callback, progress)
         else:
-            x, record = _solve(self.A, b, x0, self.rtol, self.atol, self.maxiter, M, callback,
-                               self.deflation, self.variant, self.check_every, "auto",
-                               self.method, progress=progress)
+            x, record = krylov_solve(self.A, b, x0, rtol=self.rtol, atol=self.atol,
+                                     maxiter=self.maxiter, M=M, callback=callback,
+                                     deflation=self.deflation, variant=self.variant,
+                                     check_every=self.check_every, method=self.method,
+                                     select=self._select, progress=progress)
         record.setup_seconds += self.setup_seconds
         if self.preconditioner_name == "none":
             record.preconditioner = "none"
@@ -182,7 +228,7 @@ class PressureSolver:
         A = self.A
         backend = A.backend
         xp = backend.xp
-        dot, norm = _reductions(backend, np.float64)
+        _, norm = reductions(backend, np.float64)
         b = b.ravel()
         record = SolveRecord(method=self.method, rtol=float(self.rtol), precision="float32")
         constant = getattr(A, "nullspace", None) == "constant"
@@ -251,9 +297,11 @@ class PressureSolver:
             # Solve to what this correction must gain, no tighter: the last
             # one need not pass rtol by far.
             inner_tol = min(0.5, max(self.inner_rtol, 0.5 * tol / rn))
-            d, rec = _solve(self.A_inner, s, None, inner_tol, 0.0, self.maxiter - total, M,
-                            inner_cb, self.deflation, self.variant, self.check_every, "auto",
-                            self.method, progress=inner_progress, confirm=False)
+            d, rec = krylov_solve(self.A_inner, s, None, rtol=inner_tol, atol=0.0,
+                                  maxiter=self.maxiter - total, M=M, callback=inner_cb,
+                                  deflation=self.deflation, variant=self.variant,
+                                  check_every=self.check_every, method=self.method,
+                                  select=self._select, progress=inner_progress, confirm=False)
             record.preconditioner, record.deflation = rec.preconditioner, rec.deflation
             record.deflation_vectors, record.variant = rec.deflation_vectors, rec.variant
             record.engine = rec.engine
@@ -266,9 +314,14 @@ class PressureSolver:
         xf, rtn = best if reason != "converged" else (x, rn)
         if xf is None:                   # non-finite at the start
             xf, rtn = x, rn
-        _close_record(record, backend, t_solve, total, rtn / bnorm, reason,
+        close_record(record, backend, t_solve, total, rtn / bnorm, reason,
                       np.asarray(hist, dtype=np.float64))
         return xf, record
+
+    def _select(self, system):
+        """The solver's device engine for a solve of ``system``, or None:
+        the array engine (float32 inner solves)."""
+        return self.device if system.b.dtype == np.float64 else None
 
     def __repr__(self):
         d = self.deflation

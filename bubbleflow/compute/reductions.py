@@ -1,0 +1,95 @@
+"""Inner products and norms of the Krylov iteration, one implementation per backend.
+
+:func:`reductions` looks the pair up by backend name and vector dtype
+(:data:`DOTS`), so the solvers never ask which backend they run on.
+
+* float64 on NumPy: ``einsum``'s single-threaded loop.  A threaded BLAS
+  ``dot`` wakes sleeping threads for every call and can cost milliseconds per
+  reduction on a loaded machine (docs/performance.md); ``einsum`` costs
+  microseconds.
+* float64 on CuPy: cuBLAS (``cupy.dot``).
+* float32, either backend: the products are accumulated in float64 (the
+  result is a float64 scalar): a float32 sum of a million terms loses about
+  1e-7 relative, which the CG scalars feel; the vectors are still read once,
+  as float32.  NumPy: float32 partial sums over blocks of :data:`BLOCK`
+  terms (one ``einsum`` pass), added up in float64 (``einsum`` with
+  ``dtype=float64`` casts every term and costs two to four times more).
+  CuPy: one reduction kernel that reads float32 and adds in double.
+
+>>> import numpy as np
+>>> from bubbleflow.compute.backend import get_backend
+>>> dot, norm = reductions(get_backend("numpy"))
+>>> float(dot(np.ones(4), np.arange(4.0))), float(norm(np.array([3.0, 4.0])))
+(6.0, 5.0)
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+__all__ = ["reductions", "DOTS", "BLOCK"]
+
+BLOCK = 256          # float32 terms summed before the float64 accumulation (NumPy)
+
+
+def _numpy_dot64(backend):
+    def dot(a, b):
+        return np.einsum("i,i->", a, b)
+    return dot
+
+
+def _cupy_dot64(backend):
+    return backend.xp.dot
+
+
+def _numpy_dot32(backend):
+    def dot(a, b):
+        m = a.size - a.size % BLOCK
+        s = np.einsum("ij,ij->i", a[:m].reshape(-1, BLOCK), b[:m].reshape(-1, BLOCK))
+        total = np.add.reduce(s, dtype=np.float64)
+        if m < a.size:
+            total = total + np.einsum("i,i->", a[m:], b[m:], dtype=np.float64)
+        return np.float64(total)
+    return dot
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy_dot32_kernel():
+    import cupy
+
+    # (CuPy names the reduction's operands a and b: the inputs are u, v.)
+    return cupy.ReductionKernel("float32 u, float32 v", "float64 s",
+                                "(double)u * (double)v", "a + b", "s = a", "0.0",
+                                "bubbleflow_dot32_acc64")
+
+
+def _cupy_dot32(backend):
+    kernel = _cupy_dot32_kernel()
+
+    def dot(a, b):
+        return kernel(a, b)
+    return dot
+
+
+#: ``(backend name, vector dtype name) -> factory(backend) -> dot``.
+DOTS = {
+    ("numpy", "float64"): _numpy_dot64,
+    ("cupy", "float64"): _cupy_dot64,
+    ("numpy", "float32"): _numpy_dot32,
+    ("cupy", "float32"): _cupy_dot32,
+}
+
+
+def reductions(backend, dtype=np.float64):
+    """``(dot, norm)`` for vectors of ``dtype`` on ``backend``: ``dot(a, b)``
+    and ``norm(a) = sqrt(dot(a, a))`` as 0-d arrays (no host synchronisation).
+    Every dtype but float32 reduces as float64."""
+    kind = "float32" if np.dtype(dtype) == np.float32 else "float64"
+    dot = DOTS[backend.name, kind](backend)
+    xp = backend.xp
+
+    def norm(a):
+        return xp.sqrt(dot(a, a))
+
+    return dot, norm

@@ -1,0 +1,232 @@
+"""Conjugate gradients, written once against the engine interface.
+
+:func:`solve` is the loop behind :func:`cg`, :func:`pcg` and :func:`dpcg`:
+textbook (deflated) PCG whose pieces come from an engine
+(:class:`~.engine.ArrayEngine`, or an engine that runs whole iterations on
+the device, given by the caller through ``select``), whose host checks are
+decided by a :class:`~.stopping.StoppingPolicy`, and whose answer is gauged by
+the system's null-space hook.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .device import DeviceIterations
+from .engine import ArrayEngine, ArrayIterations, KrylovState
+from .record import close_record
+from .stopping import StoppingPolicy, floor_estimate
+from .system import check_variant, make_system, norm_inf
+
+__all__ = ["solve", "cg", "pcg", "dpcg", "ENGINE_CHOICES"]
+
+#: The ``engine`` argument of :func:`cg` and :func:`dpcg`.
+ENGINE_CHOICES = ("auto", "generic", "fused")
+
+
+def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+          deflation=None, variant="adef2", check_every=10, nullspace="auto", method="cg",
+          stagnation_restarts=2, select=None, progress=None, confirm=True):
+    """The loop behind :func:`cg` and :func:`dpcg` (their parameters), plus
+
+    select : callable, optional
+        ``select(system) ->`` an engine that runs whole iterations on the
+        device (:mod:`.device`), or None for the array engine alone.
+        Called once the start is known, unless ``callback`` is given.
+    progress : callable, optional
+        ``progress(iteration, relative_residual)`` (a Python int and float) at
+        each host check, with the value the returned ``residual_history``
+        holds at that iteration; iterations strictly increase.  Unlike
+        ``callback`` it adds no synchronisation and changes nothing in the
+        iteration: the result is the same bits with or without it.
+    confirm : bool
+        Confirm a pass of the recursive test on the true residual (default).
+        ``False`` accepts the recursive residual as it is (``record.residual``
+        is then the recursive one): for inner solves whose caller checks the
+        true residual itself, in a higher precision.
+    """
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"rtol={rtol} and atol={atol} must be non-negative")
+    check_variant(variant)
+    system, record = make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every,
+                                 callback, dict(method=method, rtol=float(rtol)))
+    t_solve = time.perf_counter()
+    backend, xp, b = system.backend, system.backend.xp, system.b
+    engine = ArrayEngine(system)
+    bnorm = float(engine.norm(b))
+    x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=b.dtype, copy=True).ravel()
+    if x.shape != b.shape:
+        raise ValueError(f"x0 has {x.size} entries; b has {b.size}")
+    if bnorm == 0.0:
+        record.residual, record.converged, record.reason = 0.0, True, "converged"
+        record.residual_history = np.zeros(1)
+        return xp.zeros_like(b), record
+    tol = max(float(rtol) * bnorm, float(atol))
+    gauge = system.nullspace.gauge
+
+    def solution(x):
+        return gauge(engine.finish(x))
+
+    def verify(candidate):
+        """The solution an iterate stands for, gauged, with its true residual."""
+        xf = solution(candidate)
+        rt = b - system.matvec(xf)
+        return xf, rt, float(engine.norm(rt))
+
+    # Attainable accuracy of the recursion: about eps ||A|| ||x|| (absolute).
+    floor = floor_estimate(norm_inf(A), b.dtype, engine.norm)
+    policy = StoppingPolicy(bnorm, tol, solution, verify, floor, confirm, stagnation_restarts)
+    hist = xp.zeros(system.maxiter + 1, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x, r = engine.start(x, x0 is not None)
+        hist[0] = engine.norm(r) / bnorm
+        state = KrylovState(x=x, r=r, hist=hist, bnorm=bnorm, tol_rel=tol / bnorm)
+        device = select(system) if select is not None and callback is None else None
+        if device is not None:
+            iterations = DeviceIterations(device, engine, system.check_every, system.maxiter)
+        else:
+            iterations = ArrayIterations(engine, system.check_every, system.maxiter)
+        iterations.begin(state)
+        reason = policy.begin(state.x, hist[0])
+        if reason is None:
+            record.engine = iterations.name
+            record.bytes_per_iteration = iterations.bytes_per_iteration
+            reason, final = _iterate(state, iterations, policy, callback, progress)
+        else:
+            final = None
+        if final is None:
+            final, non_finite = policy.final(state.x, state.it)
+            reason = non_finite or reason
+    record.true_residual_checks = policy.true_residual_checks
+    xf, rtn = final
+    close_record(record, backend, t_solve, state.it, rtn / bnorm, reason,
+                 backend.to_host(hist[: state.it + 1]).copy())
+    return xf, record
+
+
+def _iterate(state, iterations, policy, callback, progress):
+    """Host checks and stretches of iterations until the policy stops:
+    ``(reason, final)`` (``final`` None when no check accepted an iterate)."""
+    maxiter = iterations.maxiter
+    while True:
+        h, broke = iterations.read(state)
+        it = state.last_check = state.it
+        shown = (it, h)
+        decision = policy.check(state.x, it, h, broke)
+        iterations.plan(it, h, policy.steady)
+        reason = decision.reason
+        if decision.restart:
+            if decision.from_best:
+                state.x[...] = policy.x_rec
+            iterations.restart(state, decision.r)
+            state.hist[it] = decision.rtn / state.bnorm
+            shown = (it, decision.rtn / state.bnorm)
+            policy.restarted(state.x, it, decision.rtn)
+        if reason is None:
+            reason = policy.limit(state.x, it, maxiter)
+        if progress is not None:
+            progress(*shown)
+        if reason is not None:
+            return reason, decision.final
+        iterations.run(state, iterations.chunk(state), callback)
+
+
+def _method_of(M):
+    """``(method, M)``: ``cg`` without a preconditioner (``"none"`` too)."""
+    if isinstance(M, str) and M == "none":
+        M = None
+    return ("cg" if M is None else "pcg"), M
+
+
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+       check_every=10, nullspace="auto", engine="auto"):
+    """(Preconditioned) conjugate gradients.
+
+    Parameters
+    ----------
+    A : PoissonOperator, sparse matrix or LinearOperator (n x n), symmetric
+        positive (semi-)definite.
+    b : array (n,)
+        Right-hand side (NumPy or CuPy: the solve runs on its backend).
+    x0 : array, optional
+        Starting guess (default zeros).
+    rtol, atol : float
+        Stop when ``||b - A x|| <= max(rtol ||b||, atol)`` on the true residual.
+    maxiter : int, optional
+        Default ``10 n``.
+    M : str, Preconditioner, matrix or callable, optional
+        ``M^-1`` (SciPy's meaning of ``M``); a name such as ``"jacobi"`` builds it.
+    callback : callable, optional
+        ``callback(xk)`` after every iteration.
+    check_every : int
+        Iterations between host-side convergence checks.  The fused GPU
+        engine tests the tolerance on the device every iteration; its host
+        checks (breakdown, divergence, stagnation) are spaced out to up to
+        ``16 * check_every`` while the residual falls steadily.
+    nullspace : {"auto", "constant", None}
+        ``"constant"``: singular with constants in the null space (remove the
+        mean of ``b``, return the zero-mean answer).  ``"auto"`` takes it from
+        ``A.nullspace`` (set by the pressure operator).
+    engine : {"auto", "generic", "fused"}
+        ``"auto"`` runs the fused GPU iteration (:mod:`bubbleflow.linalg.fused`)
+        where it applies (CuPy, float64, grid operator, a fused or grid
+        preconditioner, A-DEF2) and the generic backend loop otherwise.
+
+    Returns
+    -------
+    x : array
+    record : SolveRecord
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from bubbleflow import cg
+    >>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> x, rec = cg(A, np.ones(50), rtol=1e-10, M="jacobi")
+    >>> rec.converged, rec.residual < 1e-10
+    (True, True)
+    """
+    from ..engines import selector
+
+    method, M = _method_of(M)
+    select = selector(engine)
+    return solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                 check_every=check_every, nullspace=nullspace, method=method, select=select)
+
+
+pcg = cg
+
+
+def dpcg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+         deflation, variant="adef2", check_every=10, nullspace="auto", engine="auto"):
+    """Deflated preconditioned conjugate gradients.
+
+    Parameters are those of :func:`cg`, plus
+
+    deflation : Deflation or int array
+        The deflation space (:func:`bubbleflow.make_deflation`), or one label
+        per unknown (unknowns with equal labels share a vector).
+    variant : {"adef2", "def1"}
+        A-DEF2 (default, robust) or the seed's DEF1 (Algorithm 8).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from bubbleflow import dpcg
+    >>> A = sp.diags([-1.0, 2.01, -1.0], [-1, 0, 1], shape=(64, 64), format="csr")
+    >>> labels = np.arange(64) // 8            # eight subdomains of eight unknowns
+    >>> x, rec = dpcg(A, np.ones(64), rtol=1e-10, M="jacobi", deflation=labels)
+    >>> rec.converged
+    True
+    """
+    from ..engines import selector
+
+    if deflation is None:
+        raise ValueError("dpcg needs a deflation space; use cg for no deflation")
+    _, M = _method_of(M)
+    select = selector(engine)
+    return solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                 deflation=deflation, variant=variant, check_every=check_every,
+                 nullspace=nullspace, method="dpcg", select=select)

@@ -1,0 +1,92 @@
+"""The iteration protocol for an engine that runs whole iterations on the device.
+
+Such an engine (for instance :class:`bubbleflow.linalg.fused.FusedEngine`,
+injected by the caller: this module imports none) provides
+
+``begin(x, r, hist, it, bnorm, tol_rel, own)``   the start, by its own kernels
+``load(x, r, p, rz, bad, hist, it, bnorm, tol_rel)``   a restart's state
+``iterate(count)``      ``count`` iterations, no host synchronisation; it
+                        stops on the device at the tolerance
+``settle(it, count)``   ``(iteration, h, broke)`` after ``iterate``
+``status()``            ``(iteration, h, broke)``: one transfer
+``x``, ``r_current``, ``p``, ``rz``, ``bytes_per_iteration``
+
+Restarts are prepared by the array engine (its preconditioner and
+deflation), then loaded.
+"""
+from __future__ import annotations
+
+from .stopping import device_chunk
+
+__all__ = ["DeviceIterations"]
+
+
+class DeviceIterations:
+    """Drives a device engine for the Krylov loop (see the module)."""
+
+    name = "fused"
+
+    def __init__(self, device, engine, check_every, maxiter):
+        self.device, self.engine = device, engine
+        self.check_every, self.maxiter = check_every, maxiter
+        self.bytes_per_iteration = device.bytes_per_iteration
+        self.status = None
+        self.next_chunk, self.prev_check = check_every, None
+
+    def begin(self, state):
+        """The first preconditioned residual and direction by the engine's
+        own kernels (the array engine's are a dozen library calls)."""
+        d = self.device
+        self.tol_rel = state.tol_rel
+        d.begin(state.x, state.r, state.hist, 0, state.bnorm, state.tol_rel, own=True)
+        state.x, state.r, state.p = d.x, d.r_current, d.p
+        state.rz = d.rz
+        # The engine keeps its breakdown flag (read by ``status``); this one
+        # only carries the cleared flag into ``load`` at a restart.
+        xp = self.engine.xp
+        state.bad = xp.zeros((), dtype=bool)
+        state.done = xp.zeros((), dtype=bool)
+        self.status = d.status()[1:]
+
+    def read(self, state):
+        """``(h, broke)`` as ``status``/``settle`` read them (one transfer;
+        the engine stops on the device at the tolerance: no ``done``)."""
+        status, self.status = self.status, None
+        return status
+
+    def restart(self, state, r):
+        """The array engine's restart, loaded into the device engine."""
+        state.r = r
+        e = self.engine
+        y = e.precondition(r)
+        state.p = y.copy()
+        state.rz = e.dot(r, y)
+        state.bad[...] = False
+        state.done[...] = False
+        d = self.device
+        d.load(state.x, state.r, state.p, state.rz, state.bad, state.hist, state.it, state.bnorm,
+               state.tol_rel)
+        state.x, state.r, state.p = d.x, d.r_current, d.p
+
+    def plan(self, it, h, steady):
+        """The next stretch's length, from this check (:func:`device_chunk`)."""
+        self.next_chunk = device_chunk(self.check_every, h, self.prev_check, it,
+                                       self.tol_rel, steady)
+        self.prev_check = (it, h)
+
+    def chunk(self, state):
+        left = self.maxiter - state.it
+        count = max(1, min(self.next_chunk, left))
+        if count % 2 and count < left:
+            # Even: the buffers' parity, and so the CUDA graphs captured for
+            # it, stay the same (iterations past the tolerance are no-ops on
+            # the device).
+            count += 1
+        return count
+
+    def run(self, state, count, callback=None):
+        self.device.iterate(count)
+        # Stopped on the device at the tolerance?  (One transfer.)
+        state.it, h, broke = self.device.settle(state.it, count)
+        self.status = (h, broke)
+        state.r = self.device.r_current

@@ -1,0 +1,209 @@
+"""When a Krylov solve stops: the stopping policy, its own object.
+
+The iteration stops when the relative residual ``||b - A x|| / ||b||`` is at
+most ``rtol`` (or the residual at most ``atol``).  The recursive residual of
+CG drifts away from the true one in finite precision, so a pass of the test
+is confirmed on the TRUE residual of the returned ``x``.  If that fails the
+residual is replaced by the true one and CG restarts; when repeated restarts
+no longer improve the true residual the solve stops with reason
+``stagnation`` and returns the best ``x`` seen.  The convergence test needs
+a host synchronisation, so it runs every ``check_every`` iterations only;
+between checks all scalars stay on the device.  The recursive test itself is
+made every iteration, on the device: the iteration that reaches the
+tolerance freezes the iterate until the check, so the reported count is the
+exact first iteration below it, whatever ``check_every``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["StoppingPolicy", "Decision", "device_chunk"]
+
+
+@dataclass
+class Decision:
+    """What a host check decided: stop (``reason``, ``final = (x, true
+    residual norm)`` when known) or restart from ``x_rec`` or ``x`` with the
+    true residual ``r`` (norm ``rtn``); neither: iterate on."""
+
+    reason: str = None
+    final: tuple = None
+    restart: bool = False
+    from_best: bool = False
+    r: object = None
+    rtn: float = math.nan
+
+
+class StoppingPolicy:
+    """The rules of a solve's host checks.
+
+    Parameters
+    ----------
+    bnorm, tol : float
+        ``||b||`` and the absolute tolerance ``max(rtol ||b||, atol)``.
+    solution : callable
+        ``x -> `` the gauged solution an iterate stands for.
+    verify : callable
+        ``x -> (solution, true residual, its norm)``.
+    floor : callable
+        ``x ->`` the attainable accuracy of the recursion near ``x``
+        (about ``eps ||A|| ||x||``, absolute).
+    confirm : bool
+        Confirm a pass of the recursive test on the true residual (default).
+        ``False`` accepts the recursive residual as it is: for inner solves
+        whose caller checks the true residual itself, in a higher precision.
+    stagnation_restarts : int
+        Restarts without progress of the true residual before stopping.
+    """
+
+    def __init__(self, bnorm, tol, solution, verify, floor, confirm=True,
+                 stagnation_restarts=2):
+        self.bnorm, self.tol, self.tol_rel = bnorm, tol, tol / bnorm
+        self.solution, self.verify, self.floor = solution, verify, floor
+        self.confirm, self.stagnation_restarts = confirm, stagnation_restarts
+        self.true_residual_checks = []
+        self.best_true, self.best_x, self.stalls, self.restarts = math.inf, None, 0, 0
+        self.steady = True
+
+    def begin(self, x, h0):
+        """Before the first check: the iterate with the smallest recursive
+        residual so far is ``x``.  Near the attainable accuracy rounding can
+        make the recursion grow again, and we then go back to it rather than
+        follow the growth.  Returns ``"non-finite"`` or None."""
+        self.x_rec = x.copy()
+        self.best_rec, self.last_improvement = float(h0) * self.bnorm, 0
+        self._rec_at_check = self.best_rec
+        return None if math.isfinite(self.best_rec) else "non-finite"
+
+    def near_floor(self, x):
+        """Near the attainable accuracy?  (A reduction and a host sync:
+        asked only when a test needs it.)  Against the best recursive
+        residual as it was when the check began."""
+        return self._rec_at_check <= 10.0 * self.floor(x)
+
+    def check(self, x, it, h, broke):
+        """A host check at iteration ``it`` with relative recursive residual
+        ``h``: a :class:`Decision`."""
+        rn = h * self.bnorm
+        below = h <= self.tol_rel            # the device's test, to the bit
+        if below and not self.confirm and not broke and math.isfinite(rn):
+            # The caller checks the true residual: accept the recursion.
+            return Decision("converged", (self.solution(x), rn))
+        # Growth of the recursive residual is normal for CG far from the
+        # solution; only near the attainable accuracy is it the rounding
+        # instability we must not follow.
+        self._rec_at_check = self.best_rec
+        diverged = not math.isfinite(rn) or (rn > 10.0 * self.best_rec and self.near_floor(x))
+        if not diverged and not broke and rn < self.best_rec:
+            if rn < 0.99 * self.best_rec:
+                self.last_improvement = it
+            self.best_rec = rn
+            if not below:                    # below: x itself is verified next
+                self.x_rec[...] = x
+        self.steady = not (self.restarts or broke or diverged)
+        if not (below or broke or diverged):
+            return Decision()
+        from_best = not (below and not diverged)
+        xf, rt, rtn = self.verify(self.x_rec if from_best else x)
+        self.true_residual_checks.append((it, rtn / self.bnorm))
+        if not math.isfinite(rtn):
+            return Decision("non-finite")
+        if rtn <= self.tol:
+            return Decision("converged", (xf, rtn))
+        if rtn < self.best_true:
+            self.stalls = 0 if rtn < 0.9 * self.best_true else self.stalls + 1
+            self.best_true, self.best_x = rtn, xf.copy()
+        else:
+            self.stalls += 1
+        if self.stalls >= self.stagnation_restarts:
+            # No progress at all means the method broke down (an indefinite
+            # operator or preconditioner); otherwise we are at the attainable
+            # accuracy.
+            return Decision("breakdown" if self.best_true >= 0.5 * self.bnorm else "stagnation")
+        # The recursive residual drifted from the true one: restart from the
+        # checked iterate with its true residual.
+        return Decision(restart=True, from_best=from_best, r=rt, rtn=rtn)
+
+    def restarted(self, x, it, rtn):
+        """After a restart at ``it`` from ``x`` (true residual norm ``rtn``)."""
+        self.best_rec, self.last_improvement = rtn, it
+        self.x_rec[...] = x
+        self.restarts += 1
+
+    def limit(self, x, it, maxiter):
+        """The end of a check: ``"maxiter"``, ``"stagnation"`` or None.
+
+        A plateau is stagnation only at the attainable accuracy: far from it
+        CG's residual may stall for long stretches while the error still
+        falls, and maxiter is the only honest limit.
+        """
+        if it >= maxiter:
+            return "maxiter"
+        window = max(100, it // 4) if self.restarts else max(500, it // 2)
+        if it - self.last_improvement > window and (self.restarts or self.near_floor(x)):
+            return "stagnation"
+        return None
+
+    def final(self, x, it):
+        """No check accepted an iterate: the best of the last iterate, the
+        one with the smallest recursive residual and the best one already
+        checked, as ``((x, true residual norm), reason or None)``."""
+        final = (None, math.inf)
+        for candidate in ([x, self.x_rec] if it > 0 else [x]):
+            xf, _, rtn = self.verify(candidate)
+            if rtn < final[1] or final[0] is None:
+                final = (xf, rtn)
+        if self.best_x is not None and self.best_true < final[1]:
+            final = (self.best_x, self.best_true)
+        return final, (None if math.isfinite(final[1]) else "non-finite")
+
+
+def floor_estimate(norm_A, dtype, norm):
+    """``x -> eps ||A|| ||x||``: the attainable accuracy of the recursion
+    (absolute), 0 where ``||A||`` is unknown."""
+    eps = float(np.finfo(dtype).eps)
+
+    def floor(x):
+        if norm_A is None:
+            return 0.0
+        return eps * norm_A * float(norm(x))
+    return floor
+
+
+def device_chunk(check_every, h, prev_check, it, tol_rel, steady):
+    """Iterations an engine that tests the tolerance on the device runs
+    before the next host check.
+
+    Such an engine stops on the device at the tolerance, so its host checks
+    only watch for breakdown, divergence and stagnation; each leaves the GPU
+    idle while the host reads the status and queues the next stretch, and
+    takes a snapshot of the iterate.  While the recursive residual falls
+    steadily the next check is put where its last rate predicts the
+    tolerance, plus ``check_every // 2`` iterations, at most
+    ``16 * check_every`` and at least ``check_every``: iterations queued past
+    convergence are no-ops, but each still costs its launches (much less
+    than a check).  On the residual histories of the standard problem this
+    takes fewer checks than aiming at half the predicted distance, with few
+    no-op iterations queued (docs/performance.md, "Figures behind code
+    choices", under ``_fused_chunk``).
+
+    >>> device_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, True)      # 1e-3 per 100: 167 to go
+    160
+    >>> device_chunk(10, 1e-7, (80, 1e-6), 100, 1e-8, True)    # 20 to go
+    25
+    >>> device_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, False)
+    10
+    """
+    if not steady or prev_check is None:
+        return check_every
+    it0, h0 = prev_check
+    if not (it > it0 and 0.0 < h < h0 and tol_rel > 0.0 and math.isfinite(h0)):
+        return check_every
+    if h <= tol_rel:
+        return check_every
+    rate = math.log(h / h0) / (it - it0)                # < 0
+    to_go = math.log(tol_rel / h) / rate                # > 0
+    return int(min(16 * check_every, max(check_every, math.ceil(to_go) + check_every // 2)))
