@@ -177,3 +177,38 @@ def test_blow_up_is_reported_in_one_line_and_the_file_kept(tmp_path):
     with h5py.File(tmp_path / "two_phase.h5") as fh:
         assert fh["fields/time"][0] == 0.0 and fh["diagnostics/time"].shape[0] >= 2
         assert fh.attrs["run_status"] == "failed"
+
+
+def test_pressure_solver_built_once_per_run_and_updated_each_step(backend, monkeypatch):
+    """The flow builds one PressureSolver and only updates it per step; the
+    steps are the same, bit for bit, as with a new solver every step."""
+    from bubbleflow.linalg.solver import PressureSolver
+
+    case = hysing("time.end=0.06")
+    built = []
+    real = PressureSolver.from_config.__func__
+
+    def counting(cls, *a, **k):
+        built.append(1)
+        return real(cls, *a, **k)
+
+    monkeypatch.setattr(PressureSolver, "from_config", classmethod(counting))
+    solver = FlowSolver(case, backend)
+    state = solver.initial_state()
+    states, reports = [], []
+    while state.time < case.time.end:
+        state, rep = solver.step(state)
+        states.append(state)
+        reports.append(rep)
+    assert len(reports) >= 3 and len(built) == 1
+    assert all(r.setup_seconds > 0 for r in reports)
+    # The same steps with a new pressure solver each step.
+    fresh = FlowSolver(case, backend)
+    state = fresh.initial_state()
+    for ref, rep in zip(states, reports):
+        fresh._pressure = None
+        state, rep2 = fresh.step(state)
+        assert rep2.record.iterations == rep.record.iterations
+        for name in ("p", "u", "v", "phi"):
+            np.testing.assert_array_equal(backend.to_host(getattr(state, name)),
+                                          backend.to_host(getattr(ref, name)))

@@ -10,8 +10,10 @@ One time step (Chorin projection, explicit in time):
    ``f_st = -sigma kappa grad H`` evaluated on the faces, where the
    pressure gradient lives;
 3. pressure: ``-div((1/rho) grad p) = -div(u*)/dt`` solved by the core
-   solver (warm-started from the previous pressure; operator, preconditioner
-   and deflation rebuilt for the moved interface, their set-up timed);
+   solver (warm-started from the previous pressure; the operator rebuilt and
+   the run's one pressure solver updated for the moved interface:
+   preconditioner, deflation space and coarse factorisation, their set-up
+   timed);
 4. correction ``u = u* - dt/rho grad p`` (exactly divergence-free up to the
    solver tolerance);
 5. the level set is advected with the new velocity (WENO5 + TVD-RK3) and
@@ -90,6 +92,8 @@ class FlowSolver:
         # solver's arithmetic (float32 inner iterations refined in float64).
         self.dtype = np.dtype(np.float64)
         self.yc = self.xp.asarray(g.y, dtype=self.dtype)[:, None]
+        # The pressure solver: built once per run, updated every step.
+        self._pressure = None
 
     # ------------------------------------------------------------------ state
     def initial_state(self):
@@ -207,6 +211,19 @@ class FlowSolver:
         upwind = xp.where(velocity > 0, centre - minus, plus - centre) / h
         return xp.where(rho * xp.abs(velocity) * h <= 2.0 * mu, central, upwind)
 
+    def pressure_solver(self, A, phi):
+        """The run's pressure solver, set up for the operator ``A`` of this
+        step and its interface ``phi``: built at the first step, then only
+        updated (:meth:`PressureSolver.update`: preconditioner, deflation
+        space and coarse factorisation for the moved interface; its
+        workspace and engine kept)."""
+        if self._pressure is None:
+            self._pressure = PressureSolver.from_config(A, self.case.solver, phi=phi,
+                                                        precision=self.case.precision)
+        else:
+            self._pressure.update(A, phi)
+        return self._pressure
+
     def divergence(self, u, v):
         return (u[:, 1:] - u[:, :-1]) / self.hx + (v[1:, :] - v[:-1, :]) / self.hy
 
@@ -235,8 +252,7 @@ class FlowSolver:
         t0 = time.perf_counter()
         A = PoissonOperator(1.0 / rho_x, 1.0 / rho_y, self.hx, self.hy, backend=self.backend,
                             dtype=self.dtype, storage=self.case.operator.storage)
-        solver = PressureSolver.from_config(A, self.case.solver, phi=state.phi,
-                                            precision=self.case.precision)
+        solver = self.pressure_solver(A, state.phi)
         self.backend.synchronize()
         setup = time.perf_counter() - t0
         p, record = solver.solve(-div_star / dt, x0=state.p)
