@@ -869,3 +869,27 @@ def test_too_many_circles_and_random_fill():
 def test_liquid_only_flow_is_valid():
     case = flow(**{"geometry.bubbles": "[]"})
     assert case.geometry.bubbles == () and case.mode == "flow"
+
+
+def test_registry_entries_name_what_they_build():
+    """Every registry factory loads, builds the thing its entry names, and the
+    fused engine's branch codes are distinct (one file + one entry per
+    preconditioner)."""
+    from bubbleflow import bubbly_column
+    from bubbleflow.linalg import registry
+    from bubbleflow.linalg.precond import make_preconditioner
+
+    A, b, phi = bubbly_column(16, 10.0)
+    for name, entry in registry.PRECONDITIONERS.items():
+        assert registry.load(entry.factory).name == name
+        assert make_preconditioner(name, A).name == name
+        assert entry.fused in registry.FUSED_VARIANTS and set(entry.engines) <= set(registry.ENGINES)
+    codes = [v.code for v in registry.FUSED_VARIANTS.values()]
+    assert len(set(codes)) == len(codes)
+    for name, entry in registry.DEFLATIONS.items():
+        assert entry.factory is None or callable(registry.load(entry.factory))
+    for target in registry.DEVICE_ENGINES.values():
+        assert callable(registry.load(target))
+    assert set(METHODS) == set(registry.METHODS)
+    with pytest.raises(ValueError, match="unknown preconditioner 'ilu'; expected one of none, "):
+        registry.preconditioner("ilu")

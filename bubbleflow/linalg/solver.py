@@ -20,7 +20,7 @@ from .deflation import make_deflation
 from .engines import device_engine_for
 from .krylov import SolveRecord, solve as krylov_solve
 from .krylov.record import close_record
-from .krylov.system import preconditioner_of
+from .krylov.system import nullspace_of, preconditioner_of
 from .precond import make_preconditioner
 from ..compute.reductions import reductions
 
@@ -231,13 +231,8 @@ class PressureSolver:
         _, norm = reductions(backend, np.float64)
         b = b.ravel()
         record = SolveRecord(method=self.method, rtol=float(self.rtol), precision="float32")
-        constant = getattr(A, "nullspace", None) == "constant"
-        if constant:
-            mean_b = float(b.mean())
-            b = b - mean_b
-            record.rhs_mean_removed = mean_b
-        else:
-            b = b.copy()
+        gauge = nullspace_of(A, "auto")          # the null-space hook of the operator
+        b = gauge.compatible(b, record)
         x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=np.float64).ravel()
         if x.shape != b.shape:
             raise ValueError(f"x0 has {x.size} entries; b has {b.size}")
@@ -255,8 +250,7 @@ class PressureSolver:
         total, best, stalls, reason = 0, (None, math.inf), 0, None
         prev = math.inf
         while True:
-            if constant:
-                x -= x.mean()            # the gauge of the answer
+            x = gauge.gauge(x)           # the gauge of the answer
             r = b - A.matvec(x)
             rn = float(norm(r))          # the float64 check (one synchronisation)
             hist[-1] = rn / bnorm
