@@ -31,6 +31,10 @@ def device_engine_for(A, prec_obj, prec_name, deflation, variant, b, previous=No
     updated and returned where it fits (its buffers, kernels and launch plan
     kept).
     """
+    from ..compute.backend import backend_of
+
+    if backend_of(b).name not in registry.DEVICE_ENGINE_BACKENDS[name]:
+        return None
     factory = registry.load(registry.DEVICE_ENGINES[name])
     if previous is None:
         return factory(A, prec_obj, prec_name, deflation, variant, b)

@@ -28,7 +28,7 @@ from typing import Dict, Optional, Tuple
 __all__ = [
     "MethodEntry", "VariantEntry", "PreconditionerEntry", "DeflationEntry", "FusedVariant",
     "METHODS", "VARIANTS", "PRECONDITIONERS", "DEFLATIONS", "FUSED_VARIANTS", "ENGINES",
-    "DEVICE_ENGINES",
+    "DEVICE_ENGINES", "DEVICE_ENGINE_BACKENDS",
     "MATVEC_ARRAYS", "load", "preconditioner", "deflation", "method", "method_violations",
     "model_bytes_per_iteration", "fused_prec_code",
 ]
@@ -37,9 +37,12 @@ __all__ = [
 #: reference) and ``fused`` (the CUDA iteration, :mod:`bubbleflow.linalg.fused`).
 ENGINES = ("array", "fused")
 #: Engines that run whole iterations on the device: ``name -> "module:factory"``,
-#: ``factory(A, M, M_name, deflation, variant, b)`` returning the engine or
-#: None where it does not apply (:mod:`bubbleflow.linalg.engines`).
+#: ``factory(A, M, M_name, deflation, variant, b, previous=None)`` returning
+#: the engine or None where it does not apply (:mod:`bubbleflow.linalg.engines`).
 DEVICE_ENGINES = {"fused": "bubbleflow.linalg.fused:fused_engine_for"}
+#: The backends each device engine runs on (its module is not even imported
+#: on the others).
+DEVICE_ENGINE_BACKENDS = {"fused": ("cupy",)}
 
 
 @dataclass(frozen=True)
