@@ -322,7 +322,7 @@ def test_raw_condensed_kernels_against_backend_twin(case, cupy_backend):
             "grid-singletons": dict(groups=np.arange(NX * NY)),
         }[case])
     c = CoarseSolver(E, singular, backend, **kw)
-    assert c.mode == "condensed" and c._raw is not None
+    assert c.mode == "condensed" and c.raw_solve is not None
     s_host = rhs(c.k, seed=7)
     s = cp.asarray(s_host)
     raw = c.solve(s, out=cp.full(c.k, np.nan))

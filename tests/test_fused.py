@@ -335,7 +335,7 @@ def test_fused_gather_of_the_condensed_coarse_solve(cupy_backend):
 
     A, b, phi = bubbly_column(256, 1e3, backend="cupy")
     defl = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16), dense_limit=10)
-    assert defl.coarse.mode == "condensed" and defl.coarse._raw is not None
+    assert defl.coarse.mode == "condensed" and defl.coarse.raw_solve is not None
     assert defl.coarse.n_groups > 1 and defl.coarse.n_separator > 0
     M = make_preconditioner("incomplete_poisson_scaled", A)
     eng = fused_engine_for(A, M, "incomplete_poisson_scaled", defl, "adef2", b)

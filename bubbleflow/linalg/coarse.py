@@ -39,7 +39,7 @@ multiplies by stored inverses.  Two modes:
 
     plus the gathers that take ``s`` into and ``y`` out of that ordering and
     the two mean removals: about 15 library launches (on CuPy the same
-    steps run as five CUDA kernels, :class:`_RawCondensed`), reading
+    steps run as five CUDA kernels, :class:`RawCondensedSolve`), reading
     ``8 (G m^2 + G m s_max + |S|^2)`` bytes and the (small) CSR and index
     arrays (:attr:`CoarseSolver.nbytes`).  With groups of ``m`` unknowns of
     a 2D-like graph, ``|S|`` is about ``2 n / sqrt(m)`` (one-sided
@@ -146,6 +146,14 @@ class CoarseSolver:
         interior.
     groups : ndarray or None
         Condensed mode: the group of each grounded unknown (host, ``(n,)``).
+    interior_size : int
+        Condensed mode: ``G * m``, the padded interior unknowns.
+    take_out : int32 array (k,), backend
+        Condensed mode: where each unknown's value sits in the condensed
+        solution (interiors, then separator, then a zero slot).
+    raw_solve : RawCondensedSolve or None
+        Condensed mode on the GPU: the solve as five CUDA kernels (used by
+        :meth:`solve` and, without its gather, by the fused engine).
 
     Notes
     -----
@@ -174,7 +182,7 @@ class CoarseSolver:
         self.dense_limit = int(dense_limit)
         self.n_separator = self.n_groups = self.block_size = self.separator_width = 0
         self.groups = None
-        self._raw = None
+        self.raw_solve = None
         self._esi_parts = self._esi_matrix = None  # condensed mode: M_SI (see _ESI)
         self._dtype = np.dtype(np.float64)
         E = E.astype(np.float64, copy=False)
@@ -261,15 +269,15 @@ class CoarseSolver:
                                (nS, GbM))
             stored += list(self._esi_parts[0])
         self._take_in = dev["take_in"]
-        self._take_out = dev["take_out"]
+        self.take_out = dev["take_out"]
         self._zero = xp.zeros(1, dtype=self._dtype)
-        stored += [self._take_in, self._take_out]
-        self._GbM = GbM
+        stored += [self._take_in, self.take_out]
+        self.interior_size = GbM
         self.nbytes = int(sum(int(a.nbytes) for a in stored))
-        self._raw = None
+        self.raw_solve = None
         if (on_device(self.backend) and Gb and nS and self._F is not None
                 and self._esi_parts is not None):
-            self._raw = _RawCondensed.for_solver(self)
+            self.raw_solve = RawCondensedSolve.for_solver(self)
 
     def _condensed_numbering(self, entries, groups, group_size, separator):
         """Groups, separator and the numbering of the condensed layout: the
@@ -484,8 +492,8 @@ class CoarseSolver:
                 xp.dot(self._K, s64, out=out)
                 return out
             y = xp.dot(self._K, s64)
-        elif self._raw is not None:
-            y = self._raw.solve(xp.ascontiguousarray(s64),
+        elif self.raw_solve is not None:
+            y = self.raw_solve.solve(xp.ascontiguousarray(s64),
                                 out if direct else xp.empty(self.k, dtype=self._dtype))
             if direct:
                 return out
@@ -500,7 +508,7 @@ class CoarseSolver:
 
     def _solve_condensed(self, s, out):
         xp = self._xp
-        Gb, m, nS, GbM = self.n_groups, self.block_size, self.n_separator, self._GbM
+        Gb, m, nS, GbM = self.n_groups, self.block_size, self.n_separator, self.interior_size
         v = xp.take(s, self._take_in)
         if self.singular:
             v -= s.mean()                              # project onto range(E)
@@ -523,9 +531,9 @@ class CoarseSolver:
             parts.append(self._zero)
         z = xp.concatenate(parts) if len(parts) > 1 else parts[0]
         if out is None:
-            y = xp.take(z, self._take_out)
+            y = xp.take(z, self.take_out)
         else:
-            y = xp.take(z, self._take_out, out=out)
+            y = xp.take(z, self.take_out, out=out)
         if self.singular:
             y -= y.mean()                              # the minimum-norm answer
         return y
@@ -764,7 +772,7 @@ def gauss_jordan_inverse(B):
     return A
 
 
-class _RawCondensed:
+class RawCondensedSolve:
     """The condensed solve of a :class:`CoarseSolver` as five CUDA kernels.
 
     The backend path (:meth:`CoarseSolver._solve_condensed`, its twin, also
@@ -805,12 +813,20 @@ class _RawCondensed:
                 kern.max_dynamic_shared_size_bytes = nbytes
         self.solver = solver
         self.singular = bool(solver.singular)
-        self.t = cupy.empty(solver._GbM, dtype=np.float64)
+        self.t = cupy.empty(solver.interior_size, dtype=np.float64)
         self.yS = cupy.empty(solver.n_separator, dtype=np.float64)
         self.mean = cupy.zeros(1, dtype=np.float64)
         (data, indices, indptr), _ = solver._esi_parts
         self.esi = (indptr.astype(cupy.int32, copy=False), indices.astype(cupy.int32, copy=False),
                     data.astype(cupy.float64, copy=False))
+
+    def gather_operands(self):
+        """What a caller that does the gather itself (``solve(gather=False)``)
+        reads: ``(t, yS, take_out, interior size, separator size, singular)``,
+        the last three as int32 kernel arguments."""
+        c = self.solver
+        return (self.t, self.yS, c.take_out, np.int32(c.interior_size), np.int32(c.n_separator),
+                np.int32(self.singular))
 
     def solve(self, s, out, gather=True):
         """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``).
@@ -821,7 +837,7 @@ class _RawCondensed:
         ``bf_cs_out`` does.
         """
         c = self.solver
-        Gb, m, nS, GbM, k = c.n_groups, c.block_size, c.n_separator, c._GbM, c.k
+        Gb, m, nS, GbM, k = c.n_groups, c.block_size, c.n_separator, c.interior_size, c.k
         mean = np.uint64(0)
         if self.singular:
             self.k_mean((1,), (1024,), (s, np.int32(k), self.mean))
@@ -837,7 +853,7 @@ class _RawCondensed:
                                           np.int32(c.separator_width)))
         if not gather:
             return out
-        self.k_out((1,), (1024,), (self.t, self.yS, c._take_out, np.int32(k), np.int32(GbM),
+        self.k_out((1,), (1024,), (self.t, self.yS, c.take_out, np.int32(k), np.int32(GbM),
                                    np.int32(nS), np.int32(self.singular), out))
         return out
 

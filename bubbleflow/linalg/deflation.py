@@ -132,6 +132,9 @@ class Deflation:
     lut : int32 array (nblocks, 2), backend, or None
         With ``block_shape``: the vector of (block, part), -1 where that
         part of the block is empty.
+    engine_cache : dict
+        What engines derive from this space (the fused engine's tile
+        structure), kept here so that every solve with the space shares it.
     """
 
     def __init__(self, A, labels, kind="custom", dense_limit=DENSE_LIMIT, *, factorise=True,
@@ -169,6 +172,7 @@ class Deflation:
         self.E_backend = E
         # One transfer of the small coarse matrix for the (host-built) coarse factorisation.
         self.E = to_host(E, backend)
+        self.engine_cache = {}
         self.groups = self.block_shape = self.part = self.lut = None
         self.owner = self.labels32 = None
         coarse_groups = None
@@ -578,16 +582,10 @@ def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_lim
     """
     if kind == "none" or kind is None:
         return None
-    px, py = (int(v) for v in subdomains)
-    if kind == "subdomains":
-        return Deflation.from_blocks(A, px, py, kind=kind, dense_limit=dense_limit,
-                                     factorise=factorise)
-    if kind == "stripes":
-        return Deflation.from_blocks(A, 1, int(stripes), kind=kind, dense_limit=dense_limit,
-                                     factorise=factorise)
-    if kind == "levelset_subdomains":
-        if phi is None:
-            raise ValueError("levelset_subdomains deflation needs the level set phi")
-        return Deflation.from_blocks(A, px, py, phi=phi, kind=kind, dense_limit=dense_limit,
-                                     factorise=factorise)
-    raise ValueError(f"unknown deflation {kind!r}; expected one of {', '.join(DEFLATIONS)}")
+    entry = registry.deflation(kind)           # an unknown name: the registry's error
+    if entry.needs_phi and phi is None:
+        raise ValueError(f"{kind} deflation needs the level set phi")
+    # Every space is one of blocks: the entry's options say which.
+    px, py = (1, int(stripes)) if "stripes" in entry.options else (int(v) for v in subdomains)
+    return Deflation.from_blocks(A, px, py, phi=phi if entry.needs_phi else None, kind=kind,
+                                 dense_limit=dense_limit, factorise=factorise)

@@ -360,7 +360,7 @@ class FusedEngine:
         if defl is not None:
             k = defl.n_vectors
             # Built once per deflation space (every solve of a time step reuses it).
-            cache = defl.__dict__.setdefault("_fused_cache", {})
+            cache = defl.engine_cache
             if (self.by, self.bx) not in cache:
                 layout = getattr(defl, "owner", None) is not None and \
                     tuple(defl.block_shape) == (self.by, self.bx)
@@ -387,7 +387,7 @@ class FusedEngine:
             self.part_zr = cp.zeros(2 * self.ntiles, dtype=cp.float64)
             # The raw condensed coarse solve: its gather into e is done by
             # ``beta``.
-            self.cs = getattr(defl.coarse, "_raw", None)
+            self.cs = defl.coarse.raw_solve
         else:
             self.owner = cp.zeros(1, dtype=cp.int32)
             self.e = cp.zeros(1, dtype=cp.float64)
@@ -676,9 +676,7 @@ class FusedEngine:
                 cs.solve(self.g, self.e, gather=False)
 
         if cs is not None:
-            c = cs.solver
-            out = (cs.t, cs.yS, c._take_out, np.int32(c._GbM), np.int32(c.n_separator),
-                   np.int32(cs.singular))
+            out = cs.gather_operands()
         else:
             out = (null, null, null, np.int32(0), np.int32(0), np.int32(0))
 
@@ -744,7 +742,7 @@ class FusedEngine:
             return False                     # the generic M allocates
         if self.defl is None:
             return True
-        return getattr(self.defl.coarse, "_raw", None) is not None
+        return self.defl.coarse.raw_solve is not None
 
     def _graph(self, length):
         """The CUDA graph of ``length`` (even) iterations from the current

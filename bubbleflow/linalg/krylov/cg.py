@@ -9,7 +9,6 @@ the system's null-space hook.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from ...compute.reductions import reductions
 from ...compute.products import fixed_order_dot

@@ -188,7 +188,7 @@ def device_chunk(check_every, h, prev_check, it, tol_rel, steady):
     than a check).  On the residual histories of the standard problem this
     takes fewer checks than aiming at half the predicted distance, with few
     no-op iterations queued (docs/performance.md, "Figures behind code
-    choices", under ``_fused_chunk``).
+    choices", under ``device_chunk``).
 
     >>> device_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, True)      # 1e-3 per 100: 167 to go
     160
