@@ -10,7 +10,7 @@ callback``) and also accept SciPy or CuPy sparse matrices.
 __version__ = "0.1.0"
 
 from .compute.backend import Backend, BackendUnavailable, get_backend
-from .linalg.deflation import Deflation, make_deflation
+from .linalg.deflation.space import Deflation, make_deflation
 from .mesh.grid import Grid
 from .linalg.krylov import SolveRecord, cg, dpcg, pcg
 from .operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs

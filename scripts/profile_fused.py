@@ -31,7 +31,7 @@ def main(argv=None):
 
     from bubbleflow import bubbly_column, cg, dpcg, get_backend, make_deflation
     from bubbleflow.apps.bench import copy_bandwidth
-    from bubbleflow.linalg.fused import fused_engine_for
+    from bubbleflow.linalg.fused.engine import fused_engine_for
     from bubbleflow.linalg.precond import make_preconditioner
 
     bw, _ = copy_bandwidth(get_backend("cupy"), 1 << 30)

@@ -1,4 +1,4 @@
-"""The coarse solve y = E^+ s of bubbleflow.linalg.coarse, dense and condensed, against pinv."""
+"""The coarse solve y = E^+ s of bubbleflow.linalg.deflation.coarse, dense and condensed, against pinv."""
 import functools
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import scipy.sparse as sp
 
 from bubbleflow.compute.backend import get_backend
-from bubbleflow.linalg.coarse import CoarseSolver, gauss_jordan_inverse, partition_groups, separator_mask
-from bubbleflow.linalg.deflation import make_deflation, subdomain_labels
+from bubbleflow.linalg.deflation.coarse import CoarseSolver, gauss_jordan_inverse, partition_groups, separator_mask
+from bubbleflow.linalg.deflation.space import make_deflation, subdomain_labels
 from bubbleflow.case.problem import bubbly_column
 
 RTOL = 1e-10
@@ -289,7 +289,7 @@ def test_gauss_jordan_kernel_against_reference(m, cupy_backend):
     """The shared-memory kernel (150: over 48 KiB, opt-in shared memory)."""
     import cupy as cp
 
-    from bubbleflow.linalg.coarse import _batched_spd_inverse
+    from bubbleflow.linalg.deflation.coarse import _batched_spd_inverse
 
     B = _spd_batch(4, m, seed=m)
     got = cp.asnumpy(_batched_spd_inverse(get_backend("cupy"), cp.asarray(B)))
@@ -340,7 +340,7 @@ def test_raw_condensed_kernels_against_backend_twin(case, cupy_backend):
     np.zeros(0, dtype=np.int64),
 ])
 def test_set_up_index_helpers_equal_numpy_unique(values):
-    from bubbleflow.linalg.coarse import _dense_ids, _sorted_unique
+    from bubbleflow.linalg.deflation.coarse import _dense_ids, _sorted_unique
 
     np.testing.assert_array_equal(_dense_ids(values),
                                   np.unique(values, return_inverse=True)[1].ravel())
@@ -350,7 +350,7 @@ def test_set_up_index_helpers_equal_numpy_unique(values):
 def test_leading_entries_equal_scipy_slicing():
     """``_leading_entries`` (the entries of E[:n, :n] read from E's arrays)
     against SciPy's slicing, explicit zeros dropped, in CSR order."""
-    from bubbleflow.linalg.coarse import _leading_entries
+    from bubbleflow.linalg.deflation.coarse import _leading_entries
 
     rng = np.random.default_rng(4)
     E = sp.random(40, 40, density=0.2, random_state=5, format="csr")

@@ -92,7 +92,7 @@ def test_case_is_frozen_and_hashable():
 
 
 def test_enums_match_the_numerics():
-    from bubbleflow.linalg.deflation import DEFLATIONS as NUM_DEFLATIONS
+    from bubbleflow.linalg.deflation.space import DEFLATIONS as NUM_DEFLATIONS
     from bubbleflow.linalg.precond import PRECONDITIONERS as NUM_PRECONDITIONERS
     from bubbleflow.linalg.solver import METHODS as NUM_METHODS, VARIANTS as NUM_VARIANTS
 

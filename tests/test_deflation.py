@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bubbleflow.linalg.deflation import (Deflation, make_deflation, subdomain_labels, stripe_labels,
+from bubbleflow.linalg.deflation.space import (Deflation, make_deflation, subdomain_labels, stripe_labels,
                                   levelset_subdomain_labels)
 from bubbleflow.case.problem import bubbly_column
 
@@ -97,7 +97,7 @@ def test_tile_part_sums_kernel_against_array_twin(n, blocks, dtype, cupy_backend
     code (its twin), on blocks cut into liquid and gas, square and not."""
     import cupy as cp
 
-    from bubbleflow.linalg.deflation_cuda import tile_part_sums
+    from bubbleflow.linalg.deflation.kernels import tile_part_sums
 
     A, b, phi = bubbly_column(n, 1e3, backend="cupy")
     D = make_deflation("levelset_subdomains", A, phi=phi, subdomains=blocks)

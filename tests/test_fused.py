@@ -108,7 +108,7 @@ def _one_iteration_against_numpy(prec, n, blocks):
     """One fused A-DEF2 iteration on the bubbly column against the NumPy formulas."""
     import cupy as cp
 
-    from bubbleflow.linalg.fused import fused_engine_for
+    from bubbleflow.linalg.fused.engine import fused_engine_for
 
     An, bn, phi = bubbly_column(n, 1e3, backend="numpy")
     Ac, bc, _ = bubbly_column(n, 1e3, backend="cupy")
@@ -153,7 +153,7 @@ def _one_iteration_against_numpy(prec, n, blocks):
 def test_one_fused_iteration_equals_numpy_twin(prec, offsets, cupy_backend, monkeypatch):
     """Every kernel of one A-DEF2 iteration against the plain NumPy formulas
     (with 32-bit and, as for grids of 2^31 cells, 64-bit cell offsets)."""
-    import bubbleflow.linalg.fused as fused
+    import bubbleflow.linalg.fused.engine as fused
 
     if offsets == 64:
         monkeypatch.setattr(fused, "_IDX32_LIMIT", 0)
@@ -174,7 +174,7 @@ def test_one_fused_iteration_equals_numpy_twin(prec, offsets, cupy_backend, monk
 def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, monkeypatch):
     """The column-walking kernels on every kind of tile: widths below, at and
     above a warp, not powers of two, uneven row chunks, one-column tiles."""
-    import bubbleflow.linalg.fused as fused
+    import bubbleflow.linalg.fused.engine as fused
 
     monkeypatch.setattr(fused, "_CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(fused, "_CHUNK_ROWS_WIDE", chunk_rows)
@@ -202,7 +202,7 @@ def test_fused_update_groups(prec, n, blocks, group, cupy_backend, monkeypatch):
     """The scaled IP update with several subdomain tiles side by side in a
     block, each with its own sums (the direction kernel on the subdomain
     tiles, as where row bands do not apply)."""
-    import bubbleflow.linalg.fused as fused
+    import bubbleflow.linalg.fused.engine as fused
 
     monkeypatch.setattr(fused, "_DIR_BAND_COLS", None)
     eng = _one_iteration_against_numpy(prec, n, blocks)
@@ -223,7 +223,7 @@ def test_fused_direction_row_bands(prec, n, blocks, cols, bands, strip, cupy_bac
                                    monkeypatch):
     """The direction kernel on row bands of column strips: one band or many,
     uneven bands, one row a band, several strips."""
-    import bubbleflow.linalg.fused as fused
+    import bubbleflow.linalg.fused.engine as fused
 
     monkeypatch.setattr(fused, "_DIR_BAND_COLS", cols)
     monkeypatch.setattr(fused, "_DIR_BAND_MIN_ROWS", 1 if bands == n else 8)
@@ -274,7 +274,7 @@ def test_fused_begin_equals_numpy_start(prec, deflate, cupy_backend):
     direction against the generic start's formulas in NumPy."""
     import cupy as cp
 
-    from bubbleflow.linalg.fused import fused_engine_for
+    from bubbleflow.linalg.fused.engine import fused_engine_for
 
     An, bn, phi = bubbly_column(64, 1e3, backend="numpy")
     Ac, bc, _ = bubbly_column(64, 1e3, backend="cupy")
@@ -306,7 +306,7 @@ def test_graph_replay_equals_direct_launches(prec, deflate, length, cupy_backend
     """Runs of iterations replayed from CUDA graphs (of ``length``, then
     pairs): the same count, answer and history, bit for bit, as direct
     launches (odd chunks included)."""
-    from bubbleflow.linalg.fused import FusedEngine
+    from bubbleflow.linalg.fused.engine import FusedEngine
 
     monkeypatch.setattr(FusedEngine, "graph_iterations", length)
 
@@ -331,7 +331,7 @@ def test_fused_gather_of_the_condensed_coarse_solve(cupy_backend):
     within 2 iterations of the generic loop."""
     import cupy as cp
 
-    from bubbleflow.linalg.fused import fused_engine_for
+    from bubbleflow.linalg.fused.engine import fused_engine_for
 
     A, b, phi = bubbly_column(256, 1e3, backend="cupy")
     defl = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16), dense_limit=10)
@@ -353,7 +353,7 @@ def test_fused_begin_takes_over_the_callers_arrays(cupy_backend):
     and r at the start of a solve); without ``own`` they are copied."""
     import cupy as cp
 
-    from bubbleflow.linalg.fused import fused_engine_for
+    from bubbleflow.linalg.fused.engine import fused_engine_for
 
     A, b, phi = bubbly_column(64, 1e3, backend="cupy")
     defl = _deflation(A, phi, "levelset_subdomains", (4, 4))

@@ -76,7 +76,7 @@ def test_same_iterations_and_answer(method, pre, defl, variant, contrast, pair, 
     # Within 2 iterations with deflation.  Without it, hundreds of PCG
     # iterations at contrast 1e6 amplify the rounding differences of the two
     # backends' reductions (seen: 910 vs 939 for block_ic): 5 % there.
-    # The fused GPU iteration (bubbleflow.linalg.fused) rounds differently again and
+    # The fused GPU iteration (bubbleflow.linalg.fused.engine) rounds differently again and
     # ends long undeflated runs up to ~11 % sooner (960 vs 855): 15 % there.
     allowed = 2 if method == "dpcg" else max(2, int(0.15 * rn.iterations))
     assert abs(rn.iterations - rc.iterations) <= allowed, (rn.iterations, rc.iterations)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bubbleflow.linalg.deflation import (Deflation, levelset_subdomain_labels, make_deflation,
+from bubbleflow.linalg.deflation.space import (Deflation, levelset_subdomain_labels, make_deflation,
                                   stripe_labels, subdomain_labels)
 from bubbleflow.mesh.grid import Grid
 from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields

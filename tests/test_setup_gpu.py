@@ -8,8 +8,8 @@ level-set and plain layouts, narrow and wide blocks, fragmented parts.
 import numpy as np
 import pytest
 
-import bubbleflow.linalg.deflation as deflation
-from bubbleflow.linalg.deflation import Deflation, make_deflation
+import bubbleflow.linalg.deflation.space as deflation
+from bubbleflow.linalg.deflation.space import Deflation, make_deflation
 from bubbleflow.mesh.grid import Grid
 from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
 from bubbleflow.operators.poisson import PoissonOperator, _diagonals_from_couplings
@@ -124,7 +124,7 @@ def compare(D, T):
 def test_deflation_kernels_equal_array_code(nx, ny, blocks, phi_kind, storage, cupy_backend,
                                             monkeypatch):
     A, phi = operator_and_phi(nx, ny, phi_kind, cupy_backend, storage)
-    from bubbleflow.linalg.deflation_cuda import raw_deflation_ok
+    from bubbleflow.linalg.deflation.kernels import raw_deflation_ok
 
     assert raw_deflation_ok(A, *blocks)
     D = build(A, phi, blocks)

@@ -4,7 +4,7 @@ and deflation spaces, with their rules, options and costs.
 Every other module reads its names from here: the case file's enums
 (:mod:`bubbleflow.case.config`), :class:`~bubbleflow.linalg.solver.PressureSolver`,
 the factories (:func:`~bubbleflow.linalg.precond.make_preconditioner`,
-:func:`~bubbleflow.linalg.deflation.make_deflation`), the fused GPU engine and
+:func:`~bubbleflow.linalg.deflation.space.make_deflation`), the fused GPU engine and
 the benchmark's bytes model.  Standard library only: the factories are
 ``"module:attribute"`` strings imported on first use (:func:`load`), so
 reading a case file never imports the numerics.
@@ -34,12 +34,12 @@ __all__ = [
 ]
 
 #: Engines that run the Krylov iteration: ``array`` (the backend loop, the
-#: reference) and ``fused`` (the CUDA iteration, :mod:`bubbleflow.linalg.fused`).
+#: reference) and ``fused`` (the CUDA iteration, :mod:`bubbleflow.linalg.fused.engine`).
 ENGINES = ("array", "fused")
 #: Engines that run whole iterations on the device: ``name -> "module:factory"``,
 #: ``factory(A, M, M_name, deflation, variant, b, previous=None)`` returning
 #: the engine or None where it does not apply (:mod:`bubbleflow.linalg.engines`).
-DEVICE_ENGINES = {"fused": "bubbleflow.linalg.fused:fused_engine_for"}
+DEVICE_ENGINES = {"fused": "bubbleflow.linalg.fused.engine:fused_engine_for"}
 #: The backends each device engine runs on (its module is not even imported
 #: on the others).
 DEVICE_ENGINE_BACKENDS = {"fused": ("cupy",)}
@@ -170,7 +170,7 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
                         fused="scaled_incomplete_poisson", doc="IP on D^-1/2 A D^-1/2"),
 )}
 
-_D = "bubbleflow.linalg.deflation"
+_D = "bubbleflow.linalg.deflation.space"
 # A-DEF2 coarse correction: Z^T r (r + labels), (AZ)^T s (about 5 entries per
 # row: values and column indices, ~7.5 arrays), prolongation (labels +
 # write), the add (3).

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from . import registry
-from .deflation import make_deflation
+from .deflation.space import make_deflation
 from .engines import device_engine_for
 from .krylov import SolveRecord, solve as krylov_solve
 from .krylov.record import close_record

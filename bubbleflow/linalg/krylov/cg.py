@@ -169,7 +169,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         mean of ``b``, return the zero-mean answer).  ``"auto"`` takes it from
         ``A.nullspace`` (set by the pressure operator).
     engine : {"auto", "generic", "fused"}
-        ``"auto"`` runs the fused GPU iteration (:mod:`bubbleflow.linalg.fused`)
+        ``"auto"`` runs the fused GPU iteration (:mod:`bubbleflow.linalg.fused.engine`)
         where it applies (CuPy, float64, grid operator, a fused or grid
         preconditioner, A-DEF2) and the generic backend loop otherwise.
 

@@ -1,6 +1,6 @@
 """The iteration protocol for an engine that runs whole iterations on the device.
 
-Such an engine (for instance :class:`bubbleflow.linalg.fused.FusedEngine`,
+Such an engine (for instance :class:`bubbleflow.linalg.fused.engine.FusedEngine`,
 injected by the caller: this module imports none) provides
 
 ``begin(x, r, hist, it, bnorm, tol_rel, own)``   the start, by its own kernels

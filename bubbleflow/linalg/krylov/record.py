@@ -31,7 +31,7 @@ class SolveRecord:
     true_residual_checks : list of (iteration, relative true residual)
     setup_seconds, solve_seconds : float
     engine : str
-        ``generic`` (the backend loop) or ``fused`` (:mod:`bubbleflow.linalg.fused`).
+        ``generic`` (the backend loop) or ``fused`` (:mod:`bubbleflow.linalg.fused.engine`).
     bytes_per_iteration : int
         Device traffic of one fused iteration (our count; 0 for generic).
     precision : str

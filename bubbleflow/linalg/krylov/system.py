@@ -85,9 +85,9 @@ def preconditioner_of(M, A):
 
 
 def deflation_of(deflation, A):
-    """A :class:`~bubbleflow.linalg.deflation.Deflation` (or None) from a
+    """A :class:`~bubbleflow.linalg.deflation.space.Deflation` (or None) from a
     space or one label per unknown."""
-    from ..deflation import Deflation
+    from ..deflation.space import Deflation
 
     if deflation is None or isinstance(deflation, Deflation):
         return deflation

@@ -61,10 +61,10 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ..compute import cuda
-from ..compute.backend import backend_of
-from ..compute.transfer import on_device, to_host, upload
-from ..compute.twins import twin
+from ...compute import cuda
+from ...compute.backend import backend_of
+from ...compute.transfer import on_device, to_host, upload
+from ...compute.twins import twin
 
 __all__ = ["CoarseSolver", "partition_groups", "separator_mask", "gauss_jordan_inverse"]
 
@@ -112,7 +112,7 @@ class CoarseSolver:
         ``symmetric`` the refinement step uses it).
     symmetric : bool, default False
         ``E`` is exactly symmetric, without duplicate entries and with sorted
-        indices (as :class:`~bubbleflow.linalg.deflation.Deflation` builds it): its
+        indices (as :class:`~bubbleflow.linalg.deflation.space.Deflation` builds it): its
         symmetrisation ``(E + E^T) / 2`` is skipped.
     sync : bool, default True
         Synchronise with the device at the end (``setup_seconds`` then
@@ -831,7 +831,7 @@ class RawCondensedSolve:
     def solve(self, s, out, gather=True):
         """``out = E^+ s`` (float64, contiguous, not sharing memory with ``s``).
 
-        ``gather=False`` (the fused iteration, :mod:`bubbleflow.linalg.fused`) stops
+        ``gather=False`` (the fused iteration, :mod:`bubbleflow.linalg.fused.engine`) stops
         before the gather into ``out``, which the caller then does from
         :attr:`t` and :attr:`yS` with ``take_out`` (and the mean removal), as
         ``bf_cs_out`` does.

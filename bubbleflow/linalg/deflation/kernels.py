@@ -5,7 +5,7 @@ interface; written with array operations that is a few dozen library
 kernels over the grid plus sorts of the cut-face entries, here it is one or
 two passes (``deflation_blocks.cu``).  The restriction ``Z^T r`` of a block
 layout is one kernel (``tile_part_sums.cu``).  Each is registered on its
-array-code twin in :mod:`bubbleflow.linalg.deflation`, and the tests compare
+array-code twin in :mod:`bubbleflow.linalg.deflation.space`, and the tests compare
 the two:
 
 =======================  =============================================  ==========================
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compute import cuda
-from ..compute.transfer import on_device
+from ...compute import cuda
+from ...compute.transfer import on_device
 
 __all__ = ["deflation_blocks", "raw_deflation_ok", "tile_part_sums"]
 
@@ -138,7 +138,7 @@ def deflation_blocks(A, phi, px, py, size, present_table):
 def tile_part_sums(r, part, block_shape):
     """``(ntiles * 2,)``: the sums of ``r`` over part 0 and part 1 of every
     block of ``block_shape`` (row-major blocks; CuPy), one kernel.  Its twin
-    is :func:`bubbleflow.linalg.deflation.tile_part_sums` (array code).
+    is :func:`bubbleflow.linalg.deflation.space.tile_part_sums` (array code).
     Other dtypes than float64 and float32: ``NotImplemented``."""
     import cupy
 

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import registry
+from .. import registry
 from .coarse import DENSE_LIMIT, CoarseSolver
-from . import deflation_cuda
-from ..compute.backend import backend_of
-from ..mesh.grid import Grid
-from ..compute.transfer import on_backend, on_device, to_host
-from ..compute.twins import twin
+from . import kernels as deflation_cuda
+from ...compute.backend import backend_of
+from ...mesh.grid import Grid
+from ...compute.transfer import on_backend, on_device, to_host
+from ...compute.twins import twin
 
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
            "levelset_subdomain_labels", "tile_part_sums", "block_layout", "DEFLATIONS"]
@@ -238,7 +238,7 @@ class Deflation:
         if nparts == 1:
             lut = xp.concatenate([lut, xp.full((nblocks, 1), -1, dtype=xp.int32)], axis=1)
         self.lut = lut
-        # For the fused GPU iteration (bubbleflow.linalg.fused), built here so that it
+        # For the fused GPU iteration (bubbleflow.linalg.fused.engine), built here so that it
         # counts as set-up: the slot 2 * block + part of every vector (where
         # the per-block sums of Z^T r land) and the labels as int32.
         flat = lut.ravel()
@@ -310,7 +310,7 @@ def tile_part_sums(r, part, block_shape):
     """``(blocks * 2,)``: the sums of ``r`` over the liquid (``part == 0``)
     and the gas part of every block of ``block_shape`` tiling the grid of
     ``part`` (array code on the backend of ``r``; on CuPy one kernel,
-    :func:`bubbleflow.linalg.deflation_cuda.tile_part_sums`)."""
+    :func:`bubbleflow.linalg.deflation.kernels.tile_part_sums`)."""
     xp = backend_of(r).xp
     by, bx = block_shape
     ny, nx = part.shape
@@ -331,7 +331,7 @@ def block_layout(A, phi, px, py, size):
     backend: ``(labels, pieces, layout)`` for :class:`Deflation`, ``size``
     (host) the cells per block.  Array code (``pieces`` None); on CuPy, for
     blocks that tile the grid, a few kernels build the whole space
-    (``pieces``: :func:`bubbleflow.linalg.deflation_cuda.deflation_blocks`,
+    (``pieces``: :func:`bubbleflow.linalg.deflation.kernels.deflation_blocks`,
     ``labels`` None)."""
     backend = A.backend
     xp = backend.xp

@@ -28,7 +28,7 @@ all scalars kept on the device and all buffers allocated once:
 ``restrict`` one block per deflation vector: ``g = Z^T r - (A Z)^T y`` with
              ``(A Z)^T`` in CSR (only cells next to a subdomain boundary have
              entries: the operator's rows sum to zero).
-coarse       ``e = E^+ g`` (:class:`bubbleflow.linalg.coarse.CoarseSolver`; of its
+coarse       ``e = E^+ g`` (:class:`bubbleflow.linalg.deflation.coarse.CoarseSolver`; of its
              raw condensed solve, all steps but the gather).
 ``beta``     one block: the coarse solve's gather into ``e`` (raw condensed
              solve), ``r . y' = r . y + e . Z^T r``, ``beta``, the recursive
@@ -50,7 +50,7 @@ import numpy as np
 
 from bubbleflow.compute import cuda
 
-from . import registry
+from .. import registry
 
 __all__ = ["FusedEngine", "fused_engine_for", "FUSED_PRECONDITIONERS"]
 
@@ -256,8 +256,8 @@ def fused_engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     it fits (:meth:`FusedEngine.fits`) it is updated for this operator
     (:meth:`FusedEngine.update`) and returned instead of a new one.
     """
-    from ..compute.backend import backend_of
-    from ..compute.transfer import on_device
+    from ...compute.backend import backend_of
+    from ...compute.transfer import on_device
 
     if not on_device(backend_of(b)) or b.dtype != np.float64:
         return None
@@ -604,7 +604,7 @@ class FusedEngine:
         Every stage is launched ``repeat`` times on its own, on the current
         state; the iterate is changed by it, so profile after a solve.
         """
-        from ..compute.backend import gpu_median_ms
+        from ...compute.backend import gpu_median_ms
 
         cp = self.cp
         self.scal[_DONE] = 0                # keep iterating past the tolerance
