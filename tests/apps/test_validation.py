@@ -12,7 +12,7 @@ from scipy.interpolate import CubicSpline
 
 from bubbleflow.apps import validation as V
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():

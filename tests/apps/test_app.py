@@ -10,7 +10,7 @@ import yaml
 
 from bubbleflow.io.atomic import atomic_h5
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_cli(*args, cwd=ROOT):

@@ -12,7 +12,7 @@ import pytest
 
 from bubbleflow.compute.backend import BackendUnavailable, get_backend
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def bubbleflow(*args, cwd=None):

@@ -16,7 +16,7 @@ from bubbleflow.apps import bench as bench_mod
 from bubbleflow.apps.bench import peers as peers_mod
 from bubbleflow.apps.cli import main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def read_rows(path):

@@ -10,7 +10,7 @@ from bubbleflow.case.resources import (
     ARRAYS_PER_CELL, SAFETY, available_memory, check_memory, estimate_memory,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLUMN = os.path.join(ROOT, "cases", "bubbly_column.yaml")
 
 

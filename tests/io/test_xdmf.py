@@ -12,7 +12,7 @@ from bubbleflow.mesh.grid import Grid
 from bubbleflow.io.layout import write_pressure_result
 from bubbleflow.io.xdmf import write_xdmf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # (module, class): the pip wheel has vtkIOXdmf2 only; test Xdmf3 where a VTK has it.
 READERS = [("vtkmodules.vtkIOXdmf2", "vtkXdmfReader"),

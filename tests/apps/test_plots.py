@@ -12,7 +12,7 @@ from matplotlib.image import imread
 from bubbleflow.apps.cli import main
 from bubbleflow.apps.plots import is_hysing_case1, plot_run, plot_study, run_figures, study_figures
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 STUDY_COLUMNS = ["contrast", "solver.preconditioner.type", "solver.deflation.type", "status",
                  "iterations", "residual", "converged", "reason", "setup_seconds",

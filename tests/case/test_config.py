@@ -13,7 +13,7 @@ from bubbleflow.case.config import (
     lattice_centres, load_case,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write(tmp_path, text, name="case.yaml"):

@@ -11,7 +11,7 @@ from bubbleflow.compute.backend import get_backend
 from bubbleflow.case.config import case_from_dict, load_case
 from bubbleflow.flow.navier_stokes import FlowSolver
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_cli(*args):

@@ -10,7 +10,7 @@ from matplotlib.image import imread
 
 from bubbleflow.apps.cli import main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def assert_not_blank(path):

@@ -11,7 +11,7 @@ from bubbleflow.case.config import load_case
 from bubbleflow.flow.levelset_ops import _contour_area, bubble_diagnostics
 from bubbleflow.flow.navier_stokes import FlowSolver
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _circle(n, radius=0.25, centre=(0.5, 0.5), ly=2.0):
