@@ -33,7 +33,7 @@ import re
 import sys
 
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
-           "reduction", "clear_cache", "launch_1d", "rows_grid"]
+           "reduction", "kernel_cache", "clear_cache", "launch_1d", "rows_grid"]
 
 #: C type of a NumPy dtype name, for the ``typedef ... T;`` of typed sources.
 CTYPE = {"float64": "double", "float32": "float"}
@@ -166,9 +166,36 @@ def reduction(in_params: str, out_params: str, map_expr: str, reduce_expr: str,
     return _cached(key, build)
 
 
+def kernel_cache(build):
+    """Memoise ``build(*args)``, a function that returns compiled code, on its
+    (hashable) arguments and the current device.
+
+    The one cache above is keyed by the whole source text; a call site that
+    fetches its kernel at every call (every matvec, every set-up) would hash
+    and compare that text each time.  Decorating the call site's builder
+    puts its short key in front: one dictionary lookup per fetch.
+    """
+    memo = {}
+    _MEMOS.append(memo)
+
+    @functools.wraps(build)
+    def cached(*args):
+        key = args + (_device_id(),)
+        obj = memo.get(key)
+        if obj is None:
+            obj = memo[key] = build(*args)
+        return obj
+    return cached
+
+
+_MEMOS: list = []
+
+
 def clear_cache():
     """Forget every compiled object (tests)."""
     _CACHE.clear()
+    for memo in _MEMOS:
+        memo.clear()
 
 
 def launch_1d(kernel, n, args, threads=256):

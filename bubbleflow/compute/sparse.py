@@ -12,6 +12,7 @@ from . import cuda
 __all__ = ["csr_matvec", "fixed_order_dot", "CSR_BLOCK_ROW_NNZ"]
 
 
+@cuda.kernel_cache
 def _kernel(name, dtype):
     code = f"typedef {cuda.CTYPE[dtype]} T;\n" + cuda.source(__name__, "csr_matvec.cu")
     return cuda.raw_kernel(code, name)

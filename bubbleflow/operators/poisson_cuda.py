@@ -14,9 +14,17 @@ __all__ = ["op_diagonals", "stencil5_diagonals", "stencil5_faces"]
 _THREADS = 256
 
 
+@cuda.kernel_cache
 def _stencil_kernel(name, dtype):
     code = f"typedef {cuda.CTYPE[dtype]} T;\n" + cuda.source(__name__, "stencil5.cu")
     return cuda.raw_kernel(code, name)
+
+
+
+@cuda.kernel_cache
+def _assembly_kernel():
+    return cuda.function(cuda.source(__name__, "assembly.cu"), "bf_op_diagonals",
+                         options=("-std=c++14",))
 
 
 def stencil5_diagonals(diagonals, x, y):
@@ -54,8 +62,7 @@ def op_diagonals(beta_x, beta_y, hx, hy, reciprocal=False):
     beta_y = cp.ascontiguousarray(beta_y, dtype=cp.float64)
     ny, nx = beta_x.shape[0], beta_x.shape[1] + 1
     out = [cp.empty((ny, nx), dtype=cp.float64) for _ in range(5)]
-    kernel = cuda.function(cuda.source(__name__, "assembly.cu"), "bf_op_diagonals",
-                           options=("-std=c++14",))
+    kernel = _assembly_kernel()
     kernel(cuda.rows_grid(nx, ny, _THREADS), (_THREADS,),
            (beta_x, beta_y, np.float64(float(hx) ** 2), np.float64(float(hy) ** 2),
             *out, np.int32(nx), np.int32(ny), np.int32(bool(reciprocal))))

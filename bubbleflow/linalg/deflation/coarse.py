@@ -801,7 +801,7 @@ class RawCondensedSolve:
     def __init__(self, solver):
         import cupy
 
-        mod = cuda.module(cuda.source(__name__, "coarse_condensed.cu"), options=("-std=c++14",))
+        mod = _condensed_module()
         self.k_mean = mod.get_function("bf_cs_mean")
         self.k_block = mod.get_function("bf_cs_block")
         self.k_sep = mod.get_function("bf_cs_separator")
@@ -858,6 +858,12 @@ class RawCondensedSolve:
         return out
 
 
+@cuda.kernel_cache
+def _condensed_module():
+    return cuda.module(cuda.source(__name__, "coarse_condensed.cu"), options=("-std=c++14",))
+
+
+@cuda.kernel_cache
 def _gj_kernel():
     return cuda.raw_kernel(cuda.source(__name__, "gauss_jordan.cu"), "bf_gauss_jordan")
 

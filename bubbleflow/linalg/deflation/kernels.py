@@ -38,9 +38,17 @@ __all__ = ["deflation_blocks", "raw_deflation_ok", "tile_part_sums"]
 _THREADS = 256
 
 
+@cuda.kernel_cache
 def _fn(name):
     return cuda.function(cuda.source(__name__, "deflation_blocks.cu"), name,
                          options=("-std=c++14",))
+
+
+
+@cuda.kernel_cache
+def _tile_sums_kernel(dtype):
+    return cuda.raw_kernel(f"typedef {cuda.CTYPE[dtype]} T;\n"
+                           + cuda.source(__name__, "tile_part_sums.cu"), "bubbleflow_tile_part_sums")
 
 
 def raw_deflation_ok(A, px, py):
@@ -148,8 +156,7 @@ def tile_part_sums(r, part, block_shape):
     ny, nx = part.shape
     by, bx = block_shape
     ntiles = (ny // by) * (nx // bx)
-    k = cuda.raw_kernel(f"typedef {cuda.CTYPE[str(r.dtype)]} T;\n"
-                        + cuda.source(__name__, "tile_part_sums.cu"), "bubbleflow_tile_part_sums")
+    k = _tile_sums_kernel(str(r.dtype))
     sums = cupy.empty(2 * ntiles, dtype=r.dtype)
     k((ntiles,), (256,), (cupy.ascontiguousarray(r.reshape(ny, nx)), part, sums, np.int32(nx),
                           np.int32(bx), np.int32(by)))

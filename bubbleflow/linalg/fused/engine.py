@@ -97,6 +97,7 @@ _MAX_TILE_WIDTH = 1024    # one thread per column of a tile
 # iterations then returns at once (the iterate stays at the converged one).
 _ALPHA, _BETA, _RZ, _BAD, _DONE = 0, 1, 2, 3, 4
 
+@cuda.kernel_cache
 def _module(prec_code: int, defines: str = ""):
     """The iteration's kernels (``fused.cu``, ``fused_update.cu``) compiled
     with ``defines`` and ``#define PREC prec_code`` (one compile per device:

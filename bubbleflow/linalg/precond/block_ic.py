@@ -177,10 +177,14 @@ ro = r1 - t;
 @_compose.register("cupy")
 def _compose_cupy(p1, q1, r1, p2, q2, r2, po, qo, ro):
     """:func:`_compose` as one fused kernel (the same arithmetic, same order)."""
-    kernel = cuda.elementwise(
+    _compose_kernel()(p1, q1, r1, p2, q2, r2, po, qo, ro)
+
+
+@cuda.kernel_cache
+def _compose_kernel():
+    return cuda.elementwise(
         "float64 p1, float64 q1, float64 r1, float64 p2, float64 q2, float64 r2",
         "float64 po, float64 qo, float64 ro", _COMPOSE_CUDA, "bubbleflow_moebius_compose")
-    kernel(p1, q1, r1, p2, q2, r2, po, qo, ro)
 
 
 def _composer(xp):

@@ -193,6 +193,7 @@ def _columns_per_thread(M):
     return max(1, 8 // M)
 
 
+@cuda.kernel_cache
 def _scan_kernel(M: int, dtype: str, reverse: bool):
     """The compiled kernel for sub-block height ``M`` (``block_sweep.cu``,
     memoised by :mod:`bubbleflow.compute.cuda`)."""

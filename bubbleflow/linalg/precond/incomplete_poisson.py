@@ -87,6 +87,12 @@ def scaled_coefficients(S, W, C, E, N, xp):
 _THREADS = 256
 
 
+@cuda.kernel_cache
+def _ips_kernel():
+    return cuda.function(cuda.source(__name__, "incomplete_poisson.cu"), "bf_ips_coefficients",
+                         options=("-std=c++14",))
+
+
 @scaled_coefficients.register("cupy")
 def ips_coefficients(S, W, C, E, N, xp=None):
     """``(s, S~, W~, E~, N~)`` of the scaled incomplete Poisson preconditioner
@@ -100,8 +106,7 @@ def ips_coefficients(S, W, C, E, N, xp=None):
     ny, nx = C.shape
     arrays = [cp.ascontiguousarray(a, dtype=cp.float64) for a in (S, W, C, E, N)]
     out = [cp.empty((ny, nx), dtype=cp.float64) for _ in range(5)]
-    kernel = cuda.function(cuda.source(__name__, "incomplete_poisson.cu"), "bf_ips_coefficients",
-                           options=("-std=c++14",))
+    kernel = _ips_kernel()
     kernel(cuda.rows_grid(nx, ny, _THREADS), (_THREADS,),
            (*arrays, *out, np.int32(nx), np.int32(ny)))
     return tuple(out)
