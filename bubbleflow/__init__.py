@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 from .compute.backend import Backend, BackendUnavailable, get_backend
 from .linalg.deflation.space import Deflation, make_deflation
 from .mesh.grid import Grid
-from .linalg.krylov import SolveRecord, cg, dpcg, pcg
+from .linalg.functions import cg, dpcg, pcg
+from .linalg.krylov import SolveRecord
 from .operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
 from .linalg.precond import make_preconditioner
 from .case.problem import bubbly_column

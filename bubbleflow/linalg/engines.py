@@ -12,9 +12,11 @@ so a CPU-only machine never loads them.
 from __future__ import annotations
 
 from . import registry
-from .krylov.cg import ENGINE_CHOICES
 
-__all__ = ["selector", "device_engine_for"]
+__all__ = ["selector", "device_engine_for", "ENGINE_CHOICES"]
+
+#: The ``engine`` argument of :func:`~bubbleflow.cg` and :func:`~bubbleflow.dpcg`.
+ENGINE_CHOICES = ("auto", "generic", "fused")
 
 _FUSED_ONLY = ("engine='fused' needs CuPy float64, the grid operator, a preconditioner among "
                "none/jacobi/incomplete_poisson_scaled/block_ic, A-DEF2, and tiles that divide "

@@ -279,10 +279,10 @@ class PressureSolver:
             # whatever the size of the remaining residual.
             s = (r / rn).astype(np.float32)
             scale = rn / bnorm
-            inner_cb = None
-            if callback is not None:
-                def inner_cb(d, x=x, rn=rn):
-                    callback(x + rn * d.astype(np.float64))
+            def correction_callback(d, x=x, rn=rn):
+                callback(x + rn * d.astype(np.float64))
+
+            inner_cb = None if callback is None else correction_callback
 
             def inner_progress(i, h, offset=total, scale=scale):
                 if i > 0:                # iteration 0 is the float64 check above

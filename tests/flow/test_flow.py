@@ -7,8 +7,7 @@ import h5py
 import numpy as np
 import pytest
 
-from bubbleflow.compute.backend import get_backend
-from bubbleflow.case.config import case_from_dict, load_case
+from bubbleflow.case.config import load_case
 from bubbleflow.flow.navier_stokes import FlowSolver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bubbleflow import PressureSolver, bubbly_column, get_backend, make_deflation
+from bubbleflow import PressureSolver, bubbly_column, make_deflation
 from bubbleflow.linalg.precond import PRECONDITIONERS, make_preconditioner
 
 pytestmark = pytest.mark.gpu

@@ -4,7 +4,8 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from bubbleflow.linalg.krylov import cg, dpcg, REASONS
+from bubbleflow.linalg.functions import cg, dpcg
+from bubbleflow.linalg.krylov import REASONS
 from bubbleflow.case.problem import bubbly_column
 from bubbleflow.linalg.solver import PressureSolver
 

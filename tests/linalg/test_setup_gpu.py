@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bubbleflow.linalg.deflation.space as deflation
-from bubbleflow.linalg.deflation.space import Deflation, make_deflation
+from bubbleflow.linalg.deflation.space import make_deflation
 from bubbleflow.mesh.grid import Grid
 from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
 from bubbleflow.operators.poisson import PoissonOperator, _diagonals_from_couplings

@@ -106,7 +106,7 @@ def test_gravity_rhs_is_compatible():
 
 def test_uniform_columns_give_hydrostatic_pressure():
     """No bubbles, flat surface: the exact answer is rho g (h - y) per column."""
-    from bubbleflow.linalg.krylov import cg
+    from bubbleflow.linalg.functions import cg
 
     grid = Grid(8, 32)
     phi = build_levelset(grid, 0.5)

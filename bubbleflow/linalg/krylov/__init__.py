@@ -17,14 +17,16 @@ The modules, in the order a solve uses them:
 ``engine``    the array engine (the reference) and the deflation variants
 ``device``    the protocol of engines that run whole iterations on the device
 ``stopping``  the stopping policy (true-residual confirmation, restarts, ...)
-``cg``        the loop, written once, and cg / pcg / dpcg
+``cg``        the loop, written once (:func:`solve`); the SciPy-style
+              functions cg / pcg / dpcg that choose its engine are in
+              :mod:`bubbleflow.linalg.functions`
 ``record``    SolveRecord
 
 Singular systems: with ``nullspace="constant"`` (automatic for the Neumann
 pressure operator) the right-hand side is made compatible by removing its
 mean, and the answer is gauged to zero mean.  No matrix entry is altered.
 """
-from .cg import cg, dpcg, pcg, solve
+from .cg import solve
 from .record import REASONS, SolveRecord
 
-__all__ = ["SolveRecord", "cg", "pcg", "dpcg", "solve", "REASONS"]
+__all__ = ["SolveRecord", "solve", "REASONS"]

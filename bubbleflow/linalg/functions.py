@@ -1,0 +1,108 @@
+"""The SciPy-style solver functions: :func:`cg` (= :func:`pcg`) and :func:`dpcg`.
+
+Each runs the one Krylov loop (:func:`bubbleflow.linalg.krylov.solve`) with
+the engine its ``engine`` argument selects (:mod:`bubbleflow.linalg.engines`):
+the selection lives here, with the caller, so that the loop never imports an
+engine.
+"""
+from __future__ import annotations
+
+from .engines import selector
+from .krylov import solve
+
+__all__ = ["cg", "pcg", "dpcg"]
+
+
+def _method_of(M):
+    """``(method, M)``: ``cg`` without a preconditioner (``"none"`` too)."""
+    if isinstance(M, str) and M == "none":
+        M = None
+    return ("cg" if M is None else "pcg"), M
+
+
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+       check_every=10, nullspace="auto", engine="auto"):
+    """(Preconditioned) conjugate gradients.
+
+    Parameters
+    ----------
+    A : PoissonOperator, sparse matrix or LinearOperator (n x n), symmetric
+        positive (semi-)definite.
+    b : array (n,)
+        Right-hand side (NumPy or CuPy: the solve runs on its backend).
+    x0 : array, optional
+        Starting guess (default zeros).
+    rtol, atol : float
+        Stop when ``||b - A x|| <= max(rtol ||b||, atol)`` on the true residual.
+    maxiter : int, optional
+        Default ``10 n``.
+    M : str, Preconditioner, matrix or callable, optional
+        ``M^-1`` (SciPy's meaning of ``M``); a name such as ``"jacobi"`` builds it.
+    callback : callable, optional
+        ``callback(xk)`` after every iteration.
+    check_every : int
+        Iterations between host-side convergence checks.  The fused GPU
+        engine tests the tolerance on the device every iteration; its host
+        checks (breakdown, divergence, stagnation) are spaced out to up to
+        ``16 * check_every`` while the residual falls steadily.
+    nullspace : {"auto", "constant", None}
+        ``"constant"``: singular with constants in the null space (remove the
+        mean of ``b``, return the zero-mean answer).  ``"auto"`` takes it from
+        ``A.nullspace`` (set by the pressure operator).
+    engine : {"auto", "generic", "fused"}
+        ``"auto"`` runs the fused GPU iteration (:mod:`bubbleflow.linalg.fused.engine`)
+        where it applies (CuPy, float64, grid operator, a fused or grid
+        preconditioner, A-DEF2) and the generic backend loop otherwise.
+
+    Returns
+    -------
+    x : array
+    record : SolveRecord
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from bubbleflow import cg
+    >>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> x, rec = cg(A, np.ones(50), rtol=1e-10, M="jacobi")
+    >>> rec.converged, rec.residual < 1e-10
+    (True, True)
+    """
+    method, M = _method_of(M)
+    select = selector(engine)
+    return solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                 check_every=check_every, nullspace=nullspace, method=method, select=select)
+
+
+pcg = cg
+
+
+def dpcg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+         deflation, variant="adef2", check_every=10, nullspace="auto", engine="auto"):
+    """Deflated preconditioned conjugate gradients.
+
+    Parameters are those of :func:`cg`, plus
+
+    deflation : Deflation or int array
+        The deflation space (:func:`bubbleflow.make_deflation`), or one label
+        per unknown (unknowns with equal labels share a vector).
+    variant : {"adef2", "def1"}
+        A-DEF2 (default, robust) or the seed's DEF1 (Algorithm 8).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from bubbleflow import dpcg
+    >>> A = sp.diags([-1.0, 2.01, -1.0], [-1, 0, 1], shape=(64, 64), format="csr")
+    >>> labels = np.arange(64) // 8            # eight subdomains of eight unknowns
+    >>> x, rec = dpcg(A, np.ones(64), rtol=1e-10, M="jacobi", deflation=labels)
+    >>> rec.converged
+    True
+    """
+    if deflation is None:
+        raise ValueError("dpcg needs a deflation space; use cg for no deflation")
+    _, M = _method_of(M)
+    select = selector(engine)
+    return solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                 deflation=deflation, variant=variant, check_every=check_every,
+                 nullspace=nullspace, method="dpcg", select=select)
