@@ -84,6 +84,10 @@ class PressureSolver:
         bubbly column contrast 1e3 converges up to 256^2, contrast 1e4 stalls
         at 128^2 (true residual 5e-3; the record says so).  Case files
         therefore offer float64 only.
+    preconditioner_options : dict, optional
+        Further options of the preconditioner, by the names its registry
+        entry lists (:data:`bubbleflow.linalg.registry.PRECONDITIONERS`);
+        those not given take the class's defaults.
     inner_rtol : float
         Relative tolerance of each float32 correction.  The float32 floor
         above makes tighter ones cost iterations for little gain (iteration
@@ -93,7 +97,7 @@ class PressureSolver:
     def __init__(self, A, method="dpcg", preconditioner="incomplete_poisson_scaled",
                  deflation="levelset_subdomains", phi=None, block_lines=2, subdomains=(16, 16),
                  stripes=16, variant="adef2", rtol=1e-8, atol=0.0, maxiter=10000, check_every=10,
-                 precision=None, inner_rtol=3e-2):
+                 precision=None, inner_rtol=3e-2, preconditioner_options=None):
         if method not in METHODS:
             raise ValueError(f"method {method!r}; expected one of {METHODS}")
         for rule in registry.method_violations(method, preconditioner, deflation):
@@ -114,9 +118,10 @@ class PressureSolver:
         self.deflation_name = deflation
         # The preconditioner's options, by the registry's list of them
         # (Jacobi's check deferred to after the one synchronisation).
-        given = {"block_lines": block_lines, "check": False}
+        given = {"block_lines": block_lines, "check": False, **(preconditioner_options or {})}
         self.preconditioner_options = {k: given[k]
-                                       for k in registry.preconditioner(preconditioner).options}
+                                       for k in registry.preconditioner(preconditioner).options
+                                       if k in given}
         self.deflation_options = dict(subdomains=subdomains, stripes=stripes)
         self.device = None
         self.update(A, phi)
