@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bubbleflow.compute import cuda
+from ...compute import cuda
+from ...mesh.grid import Grid
 
 from .. import registry
 
@@ -302,7 +303,10 @@ class FusedEngine:
         ny, nx = A.grid_shape
         self.ny, self.nx, self.n = ny, nx, ny * nx
         self.by, self.bx = tile
-        self.ntiles = (ny // self.by) * (nx // self.bx)
+        # The update kernel's tiles: equal boxes of the operator's grid.
+        grid = getattr(A, "grid", None) or Grid(nx, ny)
+        self.tiles = grid.partition((nx // self.bx, ny // self.by))
+        self.ntiles = self.tiles.count
         self.prec_name = prec_name
         self.prec_code = self._code_of(prec_obj, prec_name)
         self._bind(A, prec_obj, defl)
