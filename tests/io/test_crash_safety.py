@@ -198,7 +198,10 @@ def test_restart_into_another_folder_leaves_the_input_untouched(tmp_path, uninte
 
 
 def test_two_runs_on_one_output_cannot_both_succeed(tmp_path):
-    slow = [a if a != "time.end=0.5" else "time.end=0.6" for a in COMMON]
+    # The first run is long and is stopped (SIGTERM) once the second has
+    # tried: the second always meets it running, however fast the machine.
+    longer = {"time.end=0.5": "time.end=30", "output.interval=0.05": "output.interval=1.0"}
+    slow = [longer.get(a, a) for a in COMMON]
     args = [sys.executable, "-m", "bubbleflow.apps.cli", *slow, "-o", str(tmp_path)]
     first = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -206,6 +209,9 @@ def test_two_runs_on_one_output_cannot_both_succeed(tmp_path):
     while not (tmp_path / "two_phase.h5").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     second = run_cli(*slow, "-o", str(tmp_path), "--overwrite")
-    first.communicate(timeout=600)
-    assert first.returncode == 0
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=600)
     assert second.returncode == 2 and "another bubbleflow run" in second.stderr
+    assert first.returncode == 128 + signal.SIGTERM, err
+    with h5py.File(tmp_path / "two_phase.h5", "r") as fh:
+        assert fh.attrs["run_status"] == "stopped"     # the first run's result, kept
