@@ -64,6 +64,34 @@ class StepReport:
     setup_seconds: float    # operator + preconditioner + deflation for this interface
     divergence: float       # ||div u|| / ||div u*||
     diagnostics: dict
+    phases: dict = None     # seconds per phase, when the solver's phase clock is on
+
+
+class PhaseClock:
+    """Wall time of the phases of a step, for profiling.
+
+    Off (the default) it does nothing: no synchronisation, no clock read,
+    and the step's work and results are the same.  On, every :meth:`mark`
+    waits for the device, so that each phase is charged with its own device
+    work, and adds the time since the previous mark to that phase.
+    """
+
+    def __init__(self, backend, enabled=False):
+        self.backend, self.enabled = backend, enabled
+        self.seconds, self._last = {}, None
+
+    def start(self):
+        if self.enabled:
+            self.seconds = {}
+            self.backend.synchronize()
+            self._last = time.perf_counter()
+
+    def mark(self, phase):
+        if self.enabled:
+            self.backend.synchronize()
+            now = time.perf_counter()
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+            self._last = now
 
 
 class FlowSolver:
@@ -94,6 +122,8 @@ class FlowSolver:
         self.yc = self.xp.asarray(g.y, dtype=self.dtype)[:, None]
         # The pressure solver: built once per run, updated every step.
         self._pressure = None
+        # Per-phase timing of the steps (off: no cost, see PhaseClock).
+        self.clock = PhaseClock(backend)
 
     # ------------------------------------------------------------------ state
     def initial_state(self):
@@ -234,9 +264,13 @@ class FlowSolver:
         Raises ``FloatingPointError`` when the state is no longer finite.
         """
         xp = self.xp
+        clock = self.clock
+        clock.start()
         if not all(bool(xp.isfinite(a).all()) for a in (state.u, state.v, state.phi)):
             raise FloatingPointError(f"the velocity or level set is not finite at t = {state.time:.6g}")
+        clock.mark("finite check")
         H, rho, mu, rho_x, rho_y = self.properties(state.phi)
+        clock.mark("properties")
         dt = self.stable_dt(state, rho, mu)
         end = self.case.time.end
         if state.time + dt > end - 1e-12 * end:
@@ -247,15 +281,19 @@ class FlowSolver:
             k = math.floor(state.time / interval + 1e-9) + 1
             if state.time + dt > k * interval - 1e-12 * end:
                 dt = k * interval - state.time
+        clock.mark("time step")
         us, vs = self.provisional_velocity(state, dt, H, rho, mu, rho_x, rho_y)
         div_star = self.divergence(us, vs)
+        clock.mark("momentum")
         t0 = time.perf_counter()
         A = PoissonOperator(1.0 / rho_x, 1.0 / rho_y, self.hx, self.hy, backend=self.backend,
                             dtype=self.dtype, storage=self.case.operator.storage)
         solver = self.pressure_solver(A, state.phi)
         self.backend.synchronize()
         setup = time.perf_counter() - t0
+        clock.mark("pressure set-up")
         p, record = solver.solve(-div_star / dt, x0=state.p)
+        clock.mark("pressure solve")
         u = us.copy()
         v = vs.copy()
         u[:, 1:-1] -= dt / rho_x * (p[:, 1:] - p[:, :-1]) / self.hx
@@ -264,16 +302,22 @@ class FlowSolver:
         nd = float(xp.sqrt((div_star * div_star).sum()))
         dv = self.divergence(u, v)
         divergence = float(xp.sqrt((dv * dv).sum())) / nd if nd > 0 else 0.0
+        clock.mark("correction")
         phi = levelset_ops.advect(state.phi, u, v, dt, self.hx, self.hy)
+        clock.mark("advection")
         step = state.step + 1
         ls = self.case.levelset
         if ls.reinit_every and step % ls.reinit_every == 0:
             phi = levelset_ops.reinitialize(phi, self.hx, self.hy, iterations=ls.reinit_iterations)
+        clock.mark("reinitialisation")
         new = FlowState(phi=phi, u=u, v=v, p=p, time=state.time + dt, step=step)
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
+        diagnostics = self.diagnostics(new)
+        clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record, setup_seconds=setup,
-                            divergence=divergence, diagnostics=self.diagnostics(new))
+                            divergence=divergence, diagnostics=diagnostics,
+                            phases=dict(clock.seconds) if clock.enabled else None)
         return new, report
 
     def diagnostics(self, state):

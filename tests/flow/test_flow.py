@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -211,3 +212,24 @@ def test_pressure_solver_built_once_per_run_and_updated_each_step(backend, monke
         for name in ("p", "u", "v", "phi"):
             np.testing.assert_array_equal(backend.to_host(getattr(state, name)),
                                           backend.to_host(getattr(ref, name)))
+
+
+def test_phase_clock_times_the_phases_and_changes_nothing(backend):
+    """The profiling clock (scripts/flow_phases.py): off by default (no
+    phases in the report); on, every phase of the step is timed, they add
+    up to about the step, and the state is the same to the bit."""
+    case = hysing("time.end=0.3")
+    quiet, timed = FlowSolver(case, backend), FlowSolver(case, backend)
+    timed.clock.enabled = True
+    a, b = quiet.initial_state(), timed.initial_state()
+    for _ in range(6):
+        t0 = time.perf_counter()
+        b, rb = timed.step(b)
+        wall = time.perf_counter() - t0
+        a, ra = quiet.step(a)
+        assert ra.phases is None
+        assert set(rb.phases) >= {"properties", "momentum", "pressure set-up", "pressure solve",
+                                  "correction", "advection", "reinitialisation", "diagnostics"}
+        assert all(v >= 0 for v in rb.phases.values()) and sum(rb.phases.values()) <= wall
+    for name in ("u", "v", "p", "phi"):
+        assert np.array_equal(backend.to_host(getattr(a, name)), backend.to_host(getattr(b, name)))
