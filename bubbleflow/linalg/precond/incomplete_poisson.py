@@ -46,7 +46,17 @@ class IncompletePoisson(Preconditioner):
 
 
 class ScaledIncompletePoisson(Preconditioner):
-    """Incomplete Poisson on the symmetrically scaled matrix (default)."""
+    """Incomplete Poisson on the symmetrically scaled matrix (default).
+
+    Attributes
+    ----------
+    inv_sqrt_diagonal : array (ny, nx), backend
+        ``s = D^-1/2``.
+    S, W, E, N : arrays (ny, nx), backend
+        The scaled couplings ``a_pq s_p s_q`` (zero across the walls).  With
+        ``inv_sqrt_diagonal`` they are the whole preconditioner: the fused
+        GPU engine applies it from them in its update kernel.
+    """
 
     name = "incomplete_poisson_scaled"
 

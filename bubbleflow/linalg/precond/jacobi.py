@@ -8,7 +8,14 @@ from .base import Preconditioner
 
 
 class Jacobi(Preconditioner):
-    """``M^-1 = D^-1``; works for the grid operator and any sparse matrix."""
+    """``M^-1 = D^-1``; works for the grid operator and any sparse matrix.
+
+    Attributes
+    ----------
+    inv_diagonal : array (n,), backend
+        ``1 / diag(A)``: the whole preconditioner (the fused GPU engine
+        applies it from this array in its update kernel).
+    """
 
     name = "jacobi"
 
