@@ -309,6 +309,7 @@ class FusedEngine:
         self.ntiles = self.tiles.count
         self.prec_name = prec_name
         self.prec_code = self._code_of(prec_obj, prec_name)
+        self._graphs, self._capture_stream = {}, None   # CUDA graphs by (length, parities, ...)
         self._bind(A, prec_obj, defl)
         self._allocate()
         self._plan(tile)
@@ -331,7 +332,7 @@ class FusedEngine:
         same kinds, :meth:`fits`); returns ``self``."""
         self._bind(A, prec_obj, defl)
         self.bytes_per_iteration = self._count_bytes()
-        self.__dict__.pop("_graphs", None)   # captured with the old arrays
+        self._graphs = {}                    # captured with the old arrays
         return self
 
     def _bind(self, A, prec_obj, defl):
@@ -522,7 +523,7 @@ class FusedEngine:
         """
         # A new solve: the buffers' parity and the per-solve state of a
         # fresh engine (the graphs hold the last solve's x, r and history).
-        self.__dict__.pop("_graphs", None)
+        self._graphs = {}
         self.cur = self.pcur = 0
         for a in (self.part_ry, self.part_rr, self.part_pw, self.part_zr,
                   getattr(self, "g", None)):
@@ -757,12 +758,12 @@ class FusedEngine:
         cp = self.cp
         key = (length, self.cur, self.pcur, id(self.hist), float(self._f_inv_bnorm),
                float(self._f_tol_rel))
-        graphs = self.__dict__.setdefault("_graphs", {})
+        graphs = self._graphs
         if key in graphs:
             return graphs[key]
         stages = [fn for _, fn in self._stages()]
         parity = (self.cur, self.pcur)
-        stream = self.__dict__.get("_capture_stream")
+        stream = self._capture_stream
         if stream is None:
             stream = self._capture_stream = cp.cuda.Stream(non_blocking=True)
         graph = None
