@@ -19,8 +19,9 @@ __all__ = ["selector", "device_engine_for", "ENGINE_CHOICES"]
 ENGINE_CHOICES = ("auto", "generic", "fused")
 
 _FUSED_ONLY = ("engine='fused' needs CuPy float64, the grid operator, a preconditioner among "
-               "none/jacobi/incomplete_poisson_scaled/block_ic, A-DEF2, and tiles that divide "
-               "the grid")
+               + "/".join(name for name, entry in registry.PRECONDITIONERS.items()
+                          if "fused" in entry.engines)
+               + ", A-DEF2, and tiles that divide the grid")
 
 
 def device_engine_for(A, prec_obj, prec_name, deflation, variant, b, previous=None,

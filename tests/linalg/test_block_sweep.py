@@ -4,6 +4,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve_triangular
 
+from bubbleflow.linalg.precond.block_ic import block_ic_pivots
 from bubbleflow.linalg.precond.block_sweep import (MAX_KERNEL_M, _SHARED_BYTES, _scan_threads,
                                             _sub_blocks, block_sweep)
 
@@ -45,20 +46,10 @@ def poisson_ic_data(ny, nx, m, contrast, rng):
     N = np.zeros((ny, nx)); N[:-1, :] = -fy
     C = -(W + E + S + N)
     C += 1e-3 * C                                         # mildly definite (Neumann otherwise)
-    nb = ny // m
-    Cb, Wb, Sb = (a.reshape(nb, m, nx) for a in (C, W, S))
-    d = np.empty_like(Cb)
-    for i in range(nx):
-        for l in range(m):
-            val = Cb[:, l, i].copy()
-            if i > 0:
-                val -= Wb[:, l, i] ** 2 / d[:, l, i - 1]
-            if l > 0:
-                val -= Sb[:, l, i] ** 2 / d[:, l - 1, i]
-            d[:, l, i] = val
+    d = block_ic_pivots(C, W, S, m)                       # raises on a non-positive pivot
     assert np.all(d > 0)
     r = rng.standard_normal((ny, nx))
-    return r, W, S, E, N, 1.0 / d.reshape(ny, nx)
+    return r, W, S, E, N, 1.0 / d
 
 
 def spoil_masked(W, S, m, reverse, value):

@@ -53,12 +53,7 @@ from ...mesh.grid import Grid
 
 from .. import registry
 
-__all__ = ["FusedEngine", "fused_engine_for", "FUSED_PRECONDITIONERS"]
-
-#: Preconditioners the update kernel applies itself (the others are applied
-#: by their own kernels after it): from the registry's ``fused`` variants.
-FUSED_PRECONDITIONERS = tuple(name for name, entry in registry.PRECONDITIONERS.items()
-                              if entry.fused != "generic")
+__all__ = ["FusedEngine", "fused_engine_for"]
 # The update kernel's ``#define PREC`` values (registry.FUSED_VARIANTS).
 _IDENTITY, _JACOBI, _SCALED_IP, _GENERIC = (
     registry.FUSED_VARIANTS[name].code

@@ -118,7 +118,7 @@ def moebius_scan(p, q, r, xp=None, chunk=SCAN_CHUNK, need_qr=True):
     """
     if xp is None:
         xp = backend_of(p).xp
-    compose = _composer(xp)
+    compose = _compose
     rows, n = p.shape
     if n <= 1:
         return p, q, r
@@ -185,12 +185,6 @@ def _compose_kernel():
     return cuda.elementwise(
         "float64 p1, float64 q1, float64 r1, float64 p2, float64 q2, float64 r2",
         "float64 po, float64 qo, float64 ro", _COMPOSE_CUDA, "bubbleflow_moebius_compose")
-
-
-def _composer(xp):
-    """The elementwise composition ``(po, qo, ro) = f2 o f1`` (:func:`_compose`:
-    one fused kernel on CuPy)."""
-    return _compose
 
 
 class BlockIC(Preconditioner):
