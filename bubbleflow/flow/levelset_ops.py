@@ -13,13 +13,18 @@ Conventions (shared with :mod:`bubbleflow.mesh.levelset`):
 
 Everything is written against the array module of the input
 (:func:`bubbleflow.compute.backend.backend_of`), so the same code runs on NumPy and
-CuPy.  Scalar diagnostics are returned as Python floats.
+CuPy.  Scalar diagnostics are returned as Python floats.  :func:`advect`,
+:func:`reinitialize`, :func:`curvature` and :func:`bubble_diagnostics` are
+twins (:mod:`bubbleflow.compute.twins`): this array code is the reference; on
+CuPy their CUDA variants (:mod:`bubbleflow.flow.levelset_cuda`) run.
 """
 from __future__ import annotations
 
 import math
 
+from . import levelset_cuda
 from ..compute.backend import backend_of
+from ..compute.twins import twin
 from ..mesh.levelset import heaviside
 
 __all__ = [
@@ -181,6 +186,7 @@ def _rk3(phi, dt, rhs):
 # transport
 # ----------------------------------------------------------------------------
 
+@twin
 def advect(phi, u, v, dt, hx, hy):
     """Advance the level set one step of ``phi_t + u . grad(phi) = 0``.
 
@@ -275,6 +281,7 @@ def _subcell_distance(phi0, hx, hy, xp):
     return phi0 / xp.maximum(g, tiny)
 
 
+@twin
 def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
     """Restore the signed-distance property of ``phi`` without moving its zero level.
 
@@ -353,6 +360,7 @@ def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
 # curvature
 # ----------------------------------------------------------------------------
 
+@twin
 def curvature(phi, hx, hy):
     """Mean curvature ``kappa = div(grad phi / |grad phi|)`` at cell centres.
 
@@ -587,6 +595,7 @@ def _contour_area(phi, hx, hy, xp):
     return float(xp.sum(gas)) * hx * hy
 
 
+@twin
 def bubble_diagnostics(phi, u, v, hx, hy, eps):
     """Benchmark quantities of a rising bubble (Hysing et al. 2009).
 
@@ -651,3 +660,12 @@ def bubble_diagnostics(phi, u, v, hx, hy, eps):
     circ = 2.0 * math.sqrt(math.pi * enclosed) / length if length > 0 and enclosed > 0 else nan
     return {"area": area, "centroid_x": cx, "centroid_y": cy, "rise_velocity": rise,
             "interface_length": length, "contour_area": enclosed, "circularity": circ}
+
+
+# The CUDA variants (levelset_cuda.py, kernels in levelset.cu): a few launches
+# per call on CuPy instead of the array code's hundreds; NotImplemented (the
+# array code runs) for what they do not cover.
+advect.register("cupy")(levelset_cuda.advect)
+reinitialize.register("cupy")(levelset_cuda.reinitialize)
+curvature.register("cupy")(levelset_cuda.curvature)
+bubble_diagnostics.register("cupy")(levelset_cuda.bubble_diagnostics)

@@ -1,0 +1,197 @@
+"""CUDA twins of the level-set operations of the flow (CuPy, float64).
+
+Registered on the array-code references in :mod:`bubbleflow.flow.levelset_ops`
+(the tests compare the two on the GPU); the kernels are ``levelset.cu`` beside
+this file.  Where the array code launches hundreds of small kernels per call,
+these launch a few:
+
+* :func:`advect`: one kernel per TVD-RK3 stage (WENO5 upwind derivatives in x
+  and y with the linear ghost cells, the RK combination included): 3 launches;
+* :func:`reinitialize`: one set-up kernel (S, the interface cells, the
+  Russo-Smereka distance, the sign) and one kernel per RK stage:
+  ``1 + 3 * iterations`` launches;
+* :func:`curvature`: one kernel;
+* :func:`bubble_diagnostics`: per-block sums then one block (two launches,
+  fixed order, so the same input gives the same bits) and one device-to-host
+  transfer of the six sums.
+
+The kernels are compiled without FMA contraction and follow the array code's
+order of operations, so the fields agree with the twin to the last bits (the
+diagnostics' sums differ by their order).  Calls these kernels do not cover
+-- another dtype than float64, a grid of fewer than 3 cells along an axis (2
+for the diagnostics), mismatched shapes -- return ``NotImplemented`` and the
+array code runs.  CuPy is imported inside the functions only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..compute import cuda
+
+__all__ = ["advect", "reinitialize", "curvature", "bubble_diagnostics"]
+
+#: No FMA contraction: the kernels round as the array code does.
+_OPTIONS = ("--fmad=false",)
+#: Threads of the per-cell kernels: 32 along x (one warp per row segment), 8 rows.
+_BLOCK = (32, 8)
+#: Threads and most blocks of the diagnostics' reduction.
+_REDUCE_THREADS = 256
+_REDUCE_BLOCKS = 1024
+#: Cells the stencils need along each axis (the quadratic ghost reads three).
+_MIN_CELLS = 3
+
+
+@cuda.kernel_cache
+def _kernel(name):
+    code = "typedef double T;\n" + cuda.source(__name__, "levelset.cu")
+    return cuda.function(code, name, options=_OPTIONS)
+
+
+def _float64(*arrays):
+    """The arrays as C-contiguous float64 CuPy arrays, or None when one of
+    them is not a 2-d float64 array."""
+    import cupy as cp
+
+    if not all(getattr(a, "dtype", None) == np.float64 and getattr(a, "ndim", 0) == 2
+               for a in arrays):
+        return None
+    return [cp.ascontiguousarray(a) for a in arrays]
+
+
+def _cells_grid(nx, ny):
+    bx, by = _BLOCK
+    return (-(-nx // bx), min(-(-ny // by), 65535)), _BLOCK
+
+
+def _weno_floor():
+    return 10.0 * math.sqrt(float(np.finfo(np.float64).tiny))
+
+
+def advect(phi, u, v, dt, hx, hy):
+    """One TVD-RK3 step of ``phi_t + u . grad(phi) = 0`` (twin:
+    ``levelset_ops.advect``): three launches of ``bf_ls_advect_stage``."""
+    import cupy as cp
+
+    arrays = _float64(phi, u, v)
+    if arrays is None:
+        return NotImplemented
+    phi, u, v = arrays
+    ny, nx = phi.shape
+    if min(nx, ny) < _MIN_CELLS or u.shape != (ny, nx + 1) or v.shape != (ny + 1, nx):
+        return NotImplemented
+    kernel = _kernel("bf_ls_advect_stage")
+    grid, block = _cells_grid(nx, ny)
+    scalars = (np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy), np.float64(dt),
+               np.float64(_weno_floor()))
+    p = phi
+    for stage in (1, 2, 3):
+        out = cp.empty_like(phi)
+        kernel(grid, block, (phi, p, u, v, out, *scalars, np.int32(stage)))
+        p = out
+    return p
+
+
+def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
+    """Redistancing in pseudo-time (twin: ``levelset_ops.reinitialize``):
+    ``bf_ls_reinit_setup`` once, then ``bf_ls_reinit_stage`` per RK stage."""
+    import cupy as cp
+
+    arrays = _float64(phi)
+    if arrays is None:
+        return NotImplemented
+    (phi0,) = arrays
+    ny, nx = phi0.shape
+    if min(nx, ny) < _MIN_CELLS:
+        return NotImplemented
+    iterations = int(iterations)
+    if iterations <= 0:
+        return phi0.copy()
+    hx, hy = float(hx), float(hy)
+    h, hmin = max(hx, hy), min(hx, hy)
+    grid, block = _cells_grid(nx, ny)
+    coef = cp.empty_like(phi0)
+    flags = cp.empty(phi0.shape, dtype=cp.int8)
+    _kernel("bf_ls_reinit_setup")(grid, block, (
+        phi0, coef, flags, np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy),
+        np.float64(h * h), np.float64(float(np.finfo(np.float64).tiny))))
+    stage_kernel = _kernel("bf_ls_reinit_stage")
+    scalars = (np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy), np.float64(hmin),
+               np.float64(cfl * hmin), np.float64(_weno_floor()))
+    p1, p2 = cp.empty_like(phi0), cp.empty_like(phi0)
+    spare = [cp.empty_like(phi0), cp.empty_like(phi0)]
+    base = phi0
+    for k in range(iterations):
+        out = spare[k % 2]
+        for stage, p, dest in ((1, base, p1), (2, p1, p2), (3, p2, out)):
+            stage_kernel(grid, block, (base, p, coef, flags, dest, *scalars, np.int32(stage)))
+        base = out
+    return base
+
+
+def curvature(phi, hx, hy):
+    """Mean curvature at cell centres (twin: ``levelset_ops.curvature``):
+    one launch of ``bf_ls_curvature``."""
+    import cupy as cp
+
+    arrays = _float64(phi)
+    if arrays is None:
+        return NotImplemented
+    (phi,) = arrays
+    ny, nx = phi.shape
+    if min(nx, ny) < _MIN_CELLS:
+        return NotImplemented
+    hx, hy = float(hx), float(hy)
+    out = cp.empty_like(phi)
+    grid, block = _cells_grid(nx, ny)
+    _kernel("bf_ls_curvature")(grid, block, (
+        phi, out, np.int32(nx), np.int32(ny), np.float64(2.0 * hx), np.float64(2.0 * hy),
+        np.float64(hx * hx), np.float64(hy * hy), np.float64(4.0 * hx * hy),
+        np.float64(1.0 / min(hx, hy))))
+    return out
+
+
+def diagnostic_sums(phi, v, hx, hy, eps):
+    """The six sums of the diagnostics as one device array (CuPy, float64):
+    ``sum w``, ``sum w x``, ``sum w y``, ``sum w v_c`` (``w = 1 - H_eps(phi)``),
+    the marching-squares contour length and the contour's gas area over
+    ``hx hy``.  Two launches, fixed summation order."""
+    import cupy as cp
+
+    ny, nx = phi.shape
+    n = nx * ny
+    blocks = max(1, min(-(-n // _REDUCE_THREADS), _REDUCE_BLOCKS))
+    partial = cp.empty(6 * blocks, dtype=cp.float64)
+    out = cp.empty(6, dtype=cp.float64)
+    _kernel("bf_ls_diagnostics_partial")((blocks,), (_REDUCE_THREADS,), (
+        phi, v, partial, np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy),
+        np.float64(eps)))
+    _kernel("bf_ls_diagnostics_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks), out))
+    return out
+
+
+def bubble_diagnostics(phi, u, v, hx, hy, eps):
+    """Rising-bubble benchmark quantities (twin: ``levelset_ops.bubble_diagnostics``,
+    the same dict and NaN rules): :func:`diagnostic_sums` and one
+    device-to-host transfer."""
+    arrays = _float64(phi, v)
+    if arrays is None:
+        return NotImplemented
+    phi, v = arrays
+    ny, nx = phi.shape
+    if min(nx, ny) < 2 or v.shape != (ny + 1, nx) or getattr(u, "shape", None) != (ny, nx + 1):
+        return NotImplemented
+    hx, hy, eps = float(hx), float(hy), float(eps)
+    mass, wx, wy, wv, length, gas = (float(s) for s in diagnostic_sums(phi, v, hx, hy, eps).get())
+    area = mass * hx * hy
+    enclosed = gas * hx * hy
+    nan = float("nan")
+    if mass <= 0.0:
+        return {"area": area, "centroid_x": nan, "centroid_y": nan,
+                "rise_velocity": nan, "interface_length": length, "contour_area": enclosed,
+                "circularity": nan}
+    circ = 2.0 * math.sqrt(math.pi * enclosed) / length if length > 0 and enclosed > 0 else nan
+    return {"area": area, "centroid_x": wx / mass, "centroid_y": wy / mass,
+            "rise_velocity": wv / mass, "interface_length": length, "contour_area": enclosed,
+            "circularity": circ}
