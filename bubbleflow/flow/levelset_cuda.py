@@ -41,6 +41,9 @@ _REDUCE_THREADS = 256
 _REDUCE_BLOCKS = 1024
 #: Cells the stencils need along each axis (the quadratic ghost reads three).
 _MIN_CELLS = 3
+#: levelset_ops._weno_floor and the smallest normal number, in float64.
+_WENO_FLOOR = np.float64(10.0 * math.sqrt(float(np.finfo(np.float64).tiny)))
+_TINY = np.float64(np.finfo(np.float64).tiny)
 
 
 @cuda.kernel_cache
@@ -65,10 +68,6 @@ def _cells_grid(nx, ny):
     return (-(-nx // bx), min(-(-ny // by), 65535)), _BLOCK
 
 
-def _weno_floor():
-    return 10.0 * math.sqrt(float(np.finfo(np.float64).tiny))
-
-
 def advect(phi, u, v, dt, hx, hy):
     """One TVD-RK3 step of ``phi_t + u . grad(phi) = 0`` (twin:
     ``levelset_ops.advect``): three launches of ``bf_ls_advect_stage``."""
@@ -84,7 +83,7 @@ def advect(phi, u, v, dt, hx, hy):
     kernel = _kernel("bf_ls_advect_stage")
     grid, block = _cells_grid(nx, ny)
     scalars = (np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy), np.float64(dt),
-               np.float64(_weno_floor()))
+               _WENO_FLOOR)
     p = phi
     for stage in (1, 2, 3):
         out = cp.empty_like(phi)
@@ -115,10 +114,10 @@ def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
     flags = cp.empty(phi0.shape, dtype=cp.int8)
     _kernel("bf_ls_reinit_setup")(grid, block, (
         phi0, coef, flags, np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy),
-        np.float64(h * h), np.float64(float(np.finfo(np.float64).tiny))))
+        np.float64(h * h), _TINY))
     stage_kernel = _kernel("bf_ls_reinit_stage")
     scalars = (np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy), np.float64(hmin),
-               np.float64(cfl * hmin), np.float64(_weno_floor()))
+               np.float64(cfl * hmin), _WENO_FLOOR)
     p1, p2 = cp.empty_like(phi0), cp.empty_like(phi0)
     spare = [cp.empty_like(phi0), cp.empty_like(phi0)]
     base = phi0
