@@ -8,8 +8,12 @@
                      [--check-every N] [--repeat K] [--peers NAME ...] [--no-peer]
                      [--peer-maxiter N] [--peer-repeat K] [--peer-max-size N]
                      [--copy-mib M] [--csv FILE] [--no-progress]
+    bubbleflow bench --flow [--cases hysing,column,CASE.yaml] [--sizes NX|NXxNY ...]
+                            [--steps N] [--skip K] [--set KEY=VALUE ...] [--backend B]
+                            [--copy-mib M] [--csv FILE|FOLDER] [--no-progress]
 
-The standard solver problem of ``shared/notes/benchmarks.md`` (the bubbly
+``--flow`` times a flow time step phase by phase instead (:mod:`.flow`).
+Without it, the standard solver problem of ``shared/notes/benchmarks.md`` (the bubbly
 column of :func:`bubbleflow.case.problem.bubbly_column_phases`, ``n x n`` cells,
 at each size and density contrast) is solved, on the same matrix,
 right-hand side and tolerance, by
@@ -56,12 +60,18 @@ others go on), 2 for bad arguments (one ``error:`` line, nothing run).
 The package: :mod:`.options` (the arguments, validated), :mod:`.problem` (the
 standard problem and result rows), :mod:`.ours` and :mod:`.peers` (one
 solver on one problem), :mod:`.measure` (copy bandwidth, device, true
-residual), :mod:`.report` (CSV and table), :mod:`.runner` (the run).
+residual), :mod:`.report` (CSV and table), :mod:`.runner` (the run); for
+``--flow``: :mod:`.flow_cases` (the benchmark cases at each size),
+:mod:`.flow_options`, :mod:`.flow` (the measurement and the run) and
+:mod:`.flow_report`.
 """
 from __future__ import annotations
 
 from ...case.config import CaseError
 from ...linalg.registry import model_bytes_per_iteration
+from .flow import run_flow_bench
+from .flow_options import parse_flow_args, refuse_flow_only
+from .flow_report import FLOW_COLUMNS
 from .measure import copy_bandwidth
 from .options import (DEFAULT_CONFIGS, DEFAULT_MAXITER_PER_N, PEERS, PROG, BenchConfig, Config,
                       cells_per_subdomain, default_rtol, parse_args, parse_config)
@@ -75,11 +85,12 @@ __all__ = [
     "COLUMNS", "DEFAULT_CONFIGS", "PEERS", "model_bytes_per_iteration",
     "peer_bytes_per_iteration", "copy_bandwidth", "cells_per_subdomain", "default_rtol",
     "format_table", "write_csv", "make_problem", "parse_config",
+    "run_flow_bench", "parse_flow_args", "FLOW_COLUMNS",
 ]
 
 
 def cmd_bench(args):
-    """``bubbleflow bench``: validate the arguments, run, print, write the CSV.
+    """``bubbleflow bench [--flow]``: validate the arguments, run, print, write the CSV.
 
     Returns
     -------
@@ -91,6 +102,11 @@ def cmd_bench(args):
     CaseError
         Bad arguments (before anything runs).
     """
+    if args.flow:
+        flow_bench = parse_flow_args(args)
+        _, failures = run_flow_bench(flow_bench)
+        return 1 if failures else 0
+    refuse_flow_only(args)
     bench = parse_args(args)
     _, failures = run_bench(bench)
     return 1 if failures else 0
@@ -113,7 +129,10 @@ def add_subparser(subparsers):
                     "set-up, true residual, bytes per iteration, GB/s, floor, speedup, peak "
                     "GPU memory); write every column to --csv.  See docs/performance.md.")
     p.add_argument("--sizes", nargs="+", metavar="N",
-                   help="cells per side (default 1024 2048 4096 on the GPU, 256 512 on the CPU)")
+                   help="cells per side (default 1024 2048 4096 on the GPU, 256 512 on the CPU); "
+                        "with --flow: nx, ny from the case's aspect (or NXxNY; default: hysing "
+                        "80 160 320, column 512 1024 2048 on the GPU; 40 80 and 64 128 on the "
+                        "CPU; a case file's own grid)")
     p.add_argument("--contrasts", nargs="+", metavar="C",
                    help="density contrasts rho_liquid / rho_gas (default 1 1e3 1e6)")
     p.add_argument("--backend", choices=("auto", "numpy", "cupy"), default="auto",
@@ -125,19 +144,19 @@ def add_subparser(subparsers):
     p.add_argument("--cells-per-subdomain", metavar="N",
                    help="deflation block edge in cells (default 64 at n >= 2048, 32 at "
                         "256 <= n < 2048, 8 below)")
-    p.add_argument("--rhs", choices=("gravity", "random"), default="gravity",
+    p.add_argument("--rhs", choices=("gravity", "random"),
                    help="gravity: the standard first-projection rhs; random: seeded uniform, "
                         "zero-mean (default gravity)")
-    p.add_argument("--seed", default="0", metavar="S", help="seed of --rhs random (default 0)")
+    p.add_argument("--seed", metavar="S", help="seed of --rhs random (default 0)")
     p.add_argument("--rtol", metavar="R",
                    help="relative tolerance of every solve (default 1e-8, 1e-6 at contrast >= 1e6)")
     p.add_argument("--maxiter", metavar="N",
                    help=f"our iteration limit (default {DEFAULT_MAXITER_PER_N} n)")
-    p.add_argument("--check-every", default="10", metavar="N",
+    p.add_argument("--check-every", metavar="N",
                    help="our iterations between convergence checks (default 10)")
-    p.add_argument("--storage", choices=("diagonals", "matrix_free"), default="diagonals",
+    p.add_argument("--storage", choices=("diagonals", "matrix_free"),
                    help="our operator storage (default diagonals)")
-    p.add_argument("--repeat", default="3", metavar="K",
+    p.add_argument("--repeat", metavar="K",
                    help="timed solves of each of our configurations; the median is reported "
                         "(default 3)")
     p.add_argument("--peers", nargs="+", metavar="NAME",
@@ -147,15 +166,35 @@ def add_subparser(subparsers):
     p.add_argument("--peer-maxiter", metavar="N",
                    help=f"the peer's iteration limit (default {DEFAULT_MAXITER_PER_N} n, enough to "
                         "converge)")
-    p.add_argument("--peer-repeat", default="1", metavar="K",
+    p.add_argument("--peer-repeat", metavar="K",
                    help="timed solves of the peer (default 1: it is slow)")
     p.add_argument("--peer-max-size", metavar="N", help="run the peer only at sizes <= N")
     p.add_argument("--copy-mib", metavar="M",
                    help="size of the copy that measures the bandwidth (default 512 MiB on the "
                         "GPU, 64 on the CPU)")
-    p.add_argument("--csv", metavar="FILE", help="write every column to FILE (atomically)")
+    p.add_argument("--csv", metavar="FILE", help="write every column to FILE (atomically); "
+                   "with --flow FILE or FOLDER (then FOLDER/bench_flow.csv)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress lines on stderr (one per run otherwise)")
+    flow = p.add_argument_group(
+        "flow benchmark (--flow)",
+        "Time a flow time step phase by phase (the flow solver's phases and the output), "
+        "each beside its bandwidth floor, with the pressure solve's iterations and the wall "
+        "time per simulated second.  Of the options above --sizes, --backend, --copy-mib, "
+        "--csv and --no-progress apply.")
+    flow.add_argument("--flow", action="store_true",
+                      help="run the flow benchmark instead of the pressure-solve one")
+    flow.add_argument("--cases", nargs="+", metavar="CASE",
+                      help="hysing (Hysing case 1, cases/two_phase.yaml), column (the bubbly "
+                           "column flow, cases/bubbly_column_flow.yaml) or paths of mode: flow "
+                           "case files, comma- or space-separated (default hysing,column)")
+    flow.add_argument("--steps", metavar="N", help="measured steps per configuration "
+                      "(default 50)")
+    flow.add_argument("--skip", metavar="K", help="warm-up steps before them, not measured "
+                      "(default 5)")
+    flow.add_argument("--set", action="append", metavar="KEY=VALUE",
+                      help="override a case value (as bubbleflow run --set), e.g. --set "
+                           "solver.deflation.subdomains=[64,128]; may be repeated")
     p.set_defaults(func=cmd_bench, one_line_errors=True)
     p.error = _one_line_error
     return p

@@ -169,6 +169,11 @@ def _pyamg_importable():
         return False
 
 
+def _or(value, default):
+    """An option's value, or its default when not given (None: so ``--flow`` can tell)."""
+    return default if value is None else value
+
+
 def parse_args(args):
     """The parsed ``argparse.Namespace`` -> :class:`BenchConfig`; CaseError on bad input."""
     from ...compute.backend import BackendUnavailable, get_backend
@@ -209,16 +214,16 @@ def parse_args(args):
         sizes=sizes, contrasts=contrasts, backend=backend, configs=configs, peers=peers,
         cells_per_subdomain=(_int("--cells-per-subdomain", args.cells_per_subdomain, 1)
                              if args.cells_per_subdomain is not None else 0),
-        rhs=args.rhs, seed=_int("--seed", args.seed, 0),
+        rhs=args.rhs or "gravity", seed=_int("--seed", _or(args.seed, "0"), 0),
         rtol=(_float("--rtol", args.rtol, 0.0, 1.0, "a number in (0, 1)")
               if args.rtol is not None else 0.0),
         maxiter=_int("--maxiter", args.maxiter, 1) if args.maxiter is not None else 0,
-        check_every=_int("--check-every", args.check_every, 1),
-        storage=args.storage,
-        repeat=_int("--repeat", args.repeat, 1),
+        check_every=_int("--check-every", _or(args.check_every, "10"), 1),
+        storage=args.storage or "diagonals",
+        repeat=_int("--repeat", _or(args.repeat, "3"), 1),
         peer_maxiter=(_int("--peer-maxiter", args.peer_maxiter, 1)
                       if args.peer_maxiter is not None else 0),
-        peer_repeat=_int("--peer-repeat", args.peer_repeat, 1),
+        peer_repeat=_int("--peer-repeat", _or(args.peer_repeat, "1"), 1),
         peer_max_size=(_int("--peer-max-size", args.peer_max_size, 1)
                        if args.peer_max_size is not None else 0),
         copy_mib=_int("--copy-mib", args.copy_mib, 1) if args.copy_mib is not None else 0,

@@ -1,0 +1,354 @@
+"""Where a flow time step's time goes, phase by phase, beside each phase's floor: ``bubbleflow bench --flow``.
+
+::
+
+    bubbleflow bench --flow [--cases hysing,column,CASE.yaml] [--sizes NX|NXxNY ...]
+                            [--steps N] [--skip K] [--set KEY=VALUE ...]
+                            [--backend auto|numpy|cupy] [--copy-mib M] [--csv FILE|FOLDER]
+                            [--no-progress]
+
+Each configuration (a case at a size: by default Hysing case 1 at nx = 80,
+160, 320 and the bubbly-column flow at nx = 512, 1024, 2048, ny = 2 nx, on
+the GPU; smaller on the CPU) runs ``K + N`` steps of its
+:class:`~bubbleflow.flow.navier_stokes.FlowSolver` with the phase clock on
+(every phase ends with a device synchronisation, so each is charged with its
+own device work; the step is a little slower than an unprofiled one).  The
+first ``K`` steps (compilation, first use) are not measured.  The phases are
+those the steps report (:attr:`StepReport.phases`), plus ``output``: one
+snapshot written through :class:`~bubbleflow.io.flow_output.FlowWriter` into
+a temporary folder (the density computed and every field copied to the host
+and written, as a run does), amortised per step by the case's
+``output.interval`` over the mean time step, plus the per-step row each
+step adds to the writer.
+
+Each phase is set beside its bandwidth floor: the bytes it must move (each
+of its input fields read once and each output field written once, a face
+field counted as a cell field: :data:`PHASE_FIELDS`; the pressure solve: its
+iterations times the solver's bytes per iteration; the output: the snapshot's
+fields written once on the host) over the copy bandwidth measured in the same
+run (the device's; the host's for the output).  The pressure set-up's count
+leaves out the preconditioner's and the deflation's own arrays (a lower
+bound); a phase without a model (one added to the flow since) gets no floor.
+
+Exit codes: 0 when every configuration ran, 1 when one failed (it is
+recorded and the others go on), 2 for bad arguments (one ``error:`` line,
+nothing run).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from ...linalg import registry
+from .flow_cases import subdomain_counts, uses_subdomains
+from .flow_report import FLOW_COLUMNS, format_flow_table, write_flow_csv
+from .measure import copy_bandwidth, device_info, release
+
+__all__ = ["run_flow_bench", "measure_config", "phase_floors", "PHASE_FIELDS", "SETUP_FIELDS",
+           "OUTPUT_FIELDS", "OUTPUT"]
+
+#: Fields each phase must read and write, once each (in cell fields).
+PHASE_FIELDS = {
+    "finite check": 3,        # u, v, phi read
+    "properties": 6,          # phi -> H, rho, mu, rho_x, rho_y
+    "time step": 4,           # u, v, rho, mu
+    "momentum": 11,           # u, v, phi, H, rho, mu, rho_x, rho_y -> u*, v*, div u*
+    "correction": 8,          # u*, v*, p, rho_x, rho_y, div u* -> u, v
+    "advection": 4,           # phi, u, v -> phi
+    "reinitialisation": 2,    # phi -> phi (every reinit_every-th step)
+    "diagnostics": 3,         # phi, u, v
+}
+#: The set-up: face densities and phi in, the operator (by storage) and one label field out.
+SETUP_FIELDS = {"diagonals": 3 + 5 + 1, "matrix_free": 3 + 2 + 1}
+#: A snapshot's fields written once: phi, rho, p, u, v and the 3-component cell velocity.
+OUTPUT_FIELDS = 8
+#: The name of the output phase.
+OUTPUT = "output"
+#: Snapshots timed after the measured steps (the median is used).
+SNAPSHOT_REPEAT = 3
+
+
+def phase_floors(case, names, solve_bytes, copy_bw, host_bw):
+    """``{phase: (bytes per step, floor ms per step)}`` for the phases with a model.
+
+    ``solve_bytes``: mean bytes of one step's pressure solve (iterations x
+    bytes per iteration).  The output's bytes are per snapshot (the caller
+    amortises them).
+    """
+    g = case.grid
+    cell_field = 8 * g.nx * g.ny
+    fields = dict(PHASE_FIELDS, **{"pressure set-up": SETUP_FIELDS.get(case.operator.storage,
+                                                                        SETUP_FIELDS["diagonals"])})
+    out = {}
+    for name in names:
+        if name == "pressure solve":
+            moved = solve_bytes
+        elif name in fields:
+            moved = fields[name] * cell_field
+            if name == "reinitialisation":
+                moved /= max(case.levelset.reinit_every or 1, 1)
+        else:
+            continue
+        out[name] = (moved, 1e3 * moved / copy_bw)
+    out[OUTPUT] = (OUTPUT_FIELDS * cell_field, 1e3 * OUTPUT_FIELDS * cell_field / host_bw)
+    return out
+
+
+def _solve_bytes(case, record):
+    """Bytes of one solve: its iterations times the solver's bytes per iteration (or the model)."""
+    g = case.grid
+    per_it = getattr(record, "bytes_per_iteration", None) or registry.model_bytes_per_iteration(
+        g.nx * g.ny, case.solver.preconditioner.type, case.solver.deflation.type,
+        case.operator.storage)
+    return per_it, per_it * int(record.iterations)
+
+
+def _writer(case, backend, flow, folder):
+    """A :class:`FlowWriter` in ``folder`` with the run's header, as ``bubbleflow run`` makes it."""
+    from ... import __version__
+    from ...io.flow_output import FlowWriter
+    from ...io.layout import header_attrs
+
+    attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
+                         device=backend.device_name, precision=case.precision,
+                         face_density=case.operator.face_density)
+    return FlowWriter.create(os.path.join(folder, f"{case.name}.h5"), attrs, flow.grid)
+
+
+def _snapshot(flow, writer, state, backend):
+    """One snapshot as a run writes it (density, fields to the host, file, index, sidecar).
+
+    Returns ``(loop seconds, seconds until written)``: the time the call holds
+    up the step loop, and until the snapshot is on disk (the same for a
+    writer that writes in the calling thread; more for one that writes in
+    the background, whose :meth:`wait` it waits for).
+    """
+    wait = getattr(writer, "wait", None)
+    if wait is not None:
+        wait()                                   # the previous snapshot, untimed
+    t0 = backend.clock()
+    writer.write_snapshot(state, flow.properties(state.phi)[1], backend.to_host)
+    t1 = backend.clock()
+    if wait is not None:
+        wait()
+    return t1 - t0, time.perf_counter() - t0
+
+
+def _run_steps(flow, state, writer, bench, say):
+    """The warm-up and measured steps: per-step phases, solves, dts, writer rows."""
+    steps = []
+    end = flow.case.time.end
+    for k in range(bench.skip + bench.steps):
+        if state.time >= end:
+            break
+        with np.errstate(all="ignore"):
+            state, report = flow.step(state)
+        t0 = time.perf_counter()
+        writer.write_step(report)
+        row_s = time.perf_counter() - t0
+        if k == bench.skip - 1:
+            say(f"{bench.skip} warm-up steps done")
+        if k >= bench.skip:
+            per_it, moved = _solve_bytes(flow.case, report.record)
+            steps.append(dict(phases=dict(report.phases), dt=report.dt, row_s=row_s,
+                              iterations=int(report.record.iterations), solve_bytes=moved,
+                              per_it=per_it, converged=bool(report.record.converged)))
+        if not np.isfinite(report.divergence):
+            raise FloatingPointError(f"the flow blew up at step {report.step} "
+                                     f"(t = {report.time:.6g})")
+    return state, steps
+
+
+def measure_config(config, bench, say):
+    """Run one configuration: ``(phase names, {phase: per-step ms array}, summary dict)``."""
+    from ...flow.navier_stokes import FlowSolver, StepReport
+
+    case, backend = config.case, bench.backend
+    flow = FlowSolver(case, backend)
+    flow.clock.enabled = True
+    state = flow.initial_state()
+    with tempfile.TemporaryDirectory(prefix="bubbleflow-bench-flow-") as folder:
+        writer = _writer(case, backend, flow, folder)
+        try:
+            first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
+                               divergence=0.0, diagnostics=flow.diagnostics(state))
+            writer.write_step(first, initial=True)
+            _snapshot(flow, writer, state, backend)       # untimed: first use of HDF5
+            t0 = time.perf_counter()
+            state, steps = _run_steps(flow, state, writer, bench, say)
+            loop_s = time.perf_counter() - t0
+            if not steps:
+                raise RuntimeError(f"no step after the first {bench.skip} (the case ends at "
+                                   f"t = {case.time.end:g} s): lower --skip")
+            snaps = [_snapshot(flow, writer, dataclasses.replace(state, step=state.step + i),
+                               backend) for i in range(SNAPSHOT_REPEAT)]
+        finally:
+            writer.close()                # (a background writer: waits for it, then stops)
+        files = os.listdir(writer.folder)
+        snapshot_bytes = sum(os.path.getsize(os.path.join(writer.folder, f))
+                             for f in files) / max(len(files), 1)
+    del flow, state, writer
+    release(backend)
+    return _summarise(case, steps, snaps, loop_s, snapshot_bytes)
+
+
+def _summarise(case, steps, snaps, loop_s, snapshot_bytes):
+    """Per-phase ms arrays (output included) and the configuration's figures."""
+    names = []
+    for s in steps:
+        names += [n for n in s["phases"] if n not in names]
+    ms = {n: 1e3 * np.array([s["phases"].get(n, 0.0) for s in steps]) for n in names}
+    dts = np.array([s["dt"] for s in steps])
+    mean_dt = float(dts.mean())
+    interval = case.output.interval
+    # Snapshots per step: one per output interval, or the start and the end only.
+    rate = min(1.0, mean_dt / interval) if interval else min(1.0, 2 * mean_dt / case.time.end)
+    snap_ms = 1e3 * np.array([loop for loop, _ in snaps])
+    written_ms = 1e3 * np.array([written for _, written in snaps])
+    rows_ms = 1e3 * np.array([s["row_s"] for s in steps])
+    ms[OUTPUT] = rows_ms + rate * float(snap_ms.mean())
+    its = np.array([s["iterations"] for s in steps])
+    solve_ms = ms.get("pressure solve")
+    summary = dict(
+        steps=len(steps), dt_mean=mean_dt, snapshot_ms=float(np.median(snap_ms)),
+        snapshot_written_ms=float(np.median(written_ms)),
+        snapshots_per_step=rate, snapshot_bytes=snapshot_bytes,
+        output_median_ms=float(np.median(rows_ms) + rate * np.median(snap_ms)),
+        iterations_mean=float(its.mean()), iterations_max=int(its.max()),
+        ms_per_iteration=(float(solve_ms.sum() / its.sum()) if solve_ms is not None
+                          and its.sum() else None),
+        bytes_per_iteration=int(np.median([s["per_it"] for s in steps])),
+        solve_bytes=float(np.mean([s["solve_bytes"] for s in steps])),
+        unconverged=int(sum(not s["converged"] for s in steps)), loop_s=loop_s)
+    return names + [OUTPUT], ms, summary
+
+
+def _header(bench, out):
+    info = device_info(bench.backend)
+    bench.device = info["device"]
+    gpu = bench.backend.on_device
+    mib = bench.copy_mib or (512 if gpu else 64)
+    bench.copy_bw, found = copy_bandwidth(bench.backend, mib * 2 ** 20)
+    if gpu:
+        from ...compute.backend import get_backend
+
+        bench.host_bw = copy_bandwidth(get_backend("numpy"), 64 * 2 ** 20)[0]
+    else:
+        bench.host_bw = bench.copy_bw
+    print("# bubbleflow bench --flow: where a flow step's time goes, phase by phase, beside "
+          "each phase's bandwidth floor", file=out)
+    print(f"# device: {info['device']} ({bench.backend.name}), {info['memory']}", file=out)
+    print(f"# versions: {info['versions']}", file=out)
+    print(f"# copy bandwidth (read + write, {mib} MiB): {bench.copy_bw / 1e9:.0f} GB/s ("
+          + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in found.items()) + ")"
+          + (f"; host {bench.host_bw / 1e9:.0f} GB/s (the output's floor)" if gpu else ""),
+          file=out)
+    print(f"# {bench.steps} measured steps after {bench.skip} warm-up steps per configuration; "
+          "phase clock on (a device synchronisation after every phase)"
+          + (f"; --set {' '.join(bench.overrides)}" if bench.overrides else ""), file=out)
+    out.flush()
+
+
+def run_flow_bench(bench, out=None, err=None):
+    """Run every configuration of ``bench`` (a :class:`FlowBench`); returns ``(rows, failures)``.
+
+    Prints the header, then each configuration's table as it finishes, on
+    ``out``; a line as each configuration starts and finishes on ``err``.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    _header(bench, out)
+    rows, failures = [], 0
+    total = len(bench.configs)
+    t_start = time.perf_counter()
+    try:
+        for i, config in enumerate(bench.configs, 1):
+            def say(text, i=i, config=config):
+                if bench.progress:
+                    print(f"bench --flow [{i}/{total}] {config.title}: {text} "
+                          f"({time.perf_counter() - t_start:.0f} s)", file=err, flush=True)
+
+            say(f"started; {config.subdomains_note}")
+            try:
+                names, ms, summary = measure_config(config, bench, say)
+            except Exception as exc:
+                failures += 1
+                release(bench.backend)
+                reason = f"failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                these = [_failed_row(config, bench, reason)]
+                say(reason)
+                print(f"\n# {config.title}: {reason}", file=out, flush=True)
+            else:
+                these = _rows(config, bench, names, ms, summary)
+                say(f"finished: {these[-1]['mean_ms']:.3f} ms per step")
+                print("\n" + format_flow_table(config, bench, these), file=out, flush=True)
+            rows.extend(these)
+            if bench.csv:
+                write_flow_csv(bench.csv, rows)
+    finally:
+        if bench.csv and rows:
+            write_flow_csv(bench.csv, rows)
+            print(f"\n# wrote {bench.csv} ({len(rows)} rows, {len(FLOW_COLUMNS)} columns)",
+                  file=out, flush=True)
+    return rows, failures
+
+
+def _base_row(config, bench):
+    case = config.case
+    g = case.grid
+    d = case.solver.deflation
+    return dict(
+        case=config.label, name=case.name, nx=g.nx, ny=g.ny, h=min(g.lx / g.nx, g.ly / g.ny),
+        deflation=d.type,
+        subdomains=("{}x{}".format(*subdomain_counts(case)) if uses_subdomains(case) else None),
+        backend=bench.backend.name, device=bench.device, copy_gb_s=bench.copy_bw / 1e9,
+        host_copy_gb_s=bench.host_bw / 1e9, skip=bench.skip, time_end=case.time.end,
+        output_interval=case.output.interval)
+
+
+def _failed_row(config, bench, reason):
+    row = {c: None for c in FLOW_COLUMNS}
+    row.update(_base_row(config, bench), status=reason)
+    return row
+
+
+def _rows(config, bench, names, ms, summary):
+    """One CSV row per phase, then the ``step`` row (every phase, output included)."""
+    case = config.case
+    floors = phase_floors(case, names, summary["solve_bytes"], bench.copy_bw, bench.host_bw)
+    rate = summary["snapshots_per_step"]
+    total = sum(ms.values())
+    total_mean = float(total.mean())
+    base = _base_row(config, bench)
+    wall_per_sim = total_mean / 1e3 / summary["dt_mean"]
+    base.update(
+        steps=summary["steps"], dt_mean=summary["dt_mean"],
+        iterations_mean=summary["iterations_mean"], iterations_max=summary["iterations_max"],
+        ms_per_iteration=summary["ms_per_iteration"],
+        bytes_per_iteration=summary["bytes_per_iteration"],
+        unconverged_solves=summary["unconverged"], snapshot_ms=summary["snapshot_ms"],
+        snapshot_written_ms=summary["snapshot_written_ms"],
+        snapshots_per_step=rate, snapshot_bytes=summary["snapshot_bytes"],
+        step_ms=total_mean, wall_s_per_sim_s=wall_per_sim,
+        projected_wall_s=wall_per_sim * case.time.end, status="ok")
+    rows, floor_sum = [], 0.0
+    for name in names:
+        mean = float(ms[name].mean())
+        median = (summary["output_median_ms"] if name == OUTPUT else float(np.median(ms[name])))
+        moved, floor = floors.get(name, (None, None))
+        if name == OUTPUT:
+            moved, floor = moved * rate, floor * rate
+        floor_sum += floor or 0.0
+        rows.append(dict(base, phase=name, median_ms=median, mean_ms=mean,
+                         share=mean / total_mean if total_mean else None, bytes_per_step=moved,
+                         floor_ms=floor, ratio_to_floor=mean / floor if floor else None))
+    mean = sum(r["mean_ms"] for r in rows)
+    rows.append(dict(base, phase="step", median_ms=float(np.median(total)), mean_ms=mean,
+                     share=1.0, bytes_per_step=sum(r["bytes_per_step"] or 0 for r in rows),
+                     floor_ms=floor_sum, ratio_to_floor=mean / floor_sum if floor_sum else None))
+    return rows
