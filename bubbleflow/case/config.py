@@ -37,6 +37,7 @@ from typing import Optional, Tuple
 import yaml
 
 from ..linalg import registry as _registry
+from ..mesh.grid import Grid as _Grid
 
 __all__ = [
     "CaseError", "Case", "load_case", "case_from_dict", "lattice_centres", "first_difference",
@@ -66,6 +67,7 @@ DEFLATIONS = tuple(_registry.DEFLATIONS)
 #: ``solver.preconditioner.type`` when the case does not give one.
 DEFAULT_PRECONDITIONER = {m.name: m.default_preconditioner for m in _registry.METHODS.values()}
 #: ``solver.deflation.type`` when the case does not give one.
+DEFAULT_CELLS_PER_SUBDOMAIN = _registry.DEFAULT_CELLS_PER_SUBDOMAIN
 DEFAULT_DEFLATION = {m.name: m.default_deflation for m in _registry.METHODS.values()}
 # What a case must say instead when it breaks a method's rule
 # (:func:`bubbleflow.linalg.registry.method_violations`).
@@ -707,8 +709,23 @@ class DeflationConfig(_Node):
     """``solver.deflation``.  ``type``'s default depends on the method."""
 
     type: str = _f(_Enum(DEFLATIONS), DEFAULT_DEFLATION["dpcg"])
-    subdomains: Tuple[int, int] = _f(_Tuple(_Int(min=1), 2, "two integers [px, py] >= 1"), (16, 16))
+    subdomains: Optional[Tuple[int, int]] = _f(
+        _Optional(_Tuple(_Int(min=1), 2, "two integers [px, py] >= 1")), None,
+        doc="subdomain counts [px, py]; null: from cells_per_subdomain")
+    cells_per_subdomain: Optional[int] = _f(
+        _Optional(_Int(min=1)), None,
+        doc=f"subdomain width in cells (null: {DEFAULT_CELLS_PER_SUBDOMAIN}, wider past "
+            f"{_registry.DEFAULT_MAX_SUBDOMAINS} subdomains); the default way, so refining "
+            "the grid refines the deflation")
     stripes: int = _f(_Int(min=1), 16)
+
+    def subdomain_counts(self, nx, ny):
+        """``(px, py)``: as written, or blocks about ``cells_per_subdomain``
+        cells wide on an ``nx x ny`` grid (default: 16 cells, at most 4096
+        blocks; :func:`bubbleflow.linalg.registry.default_subdomains`)."""
+        if self.subdomains is not None:
+            return tuple(self.subdomains)
+        return _registry.default_subdomains(_Grid(nx, ny), self.cells_per_subdomain)
 
 
 @dataclass(frozen=True)
@@ -1213,8 +1230,15 @@ def _check_case(case, ctx):
         _check_time(case, ctx)
 
     grid = f"a {g.nx} x {g.ny} grid"
-    if df in ("subdomains", "levelset_subdomains"):
+    s = rep(s, deflation=_one_subdomain_form(s.deflation, ctx))
+    if df in ("subdomains", "levelset_subdomains") and s.deflation.subdomains is not None:
         px, py = s.deflation.subdomains
+        if s.deflation.cells_per_subdomain is not None:
+            ctx.fail(("solver", "deflation", "subdomains"),
+                     f"got [{px}, {py}] and cells_per_subdomain "
+                     f"{s.deflation.cells_per_subdomain}",
+                     "one of the two: subdomain counts, or their width in cells",
+                     value=[px, py])
         if g.nx % px or g.ny % py:
             ctx.fail(("solver", "deflation", "subdomains"), f"got [{px}, {py}] for {grid}",
                      "divisors of nx and ny", value=[px, py])
@@ -1227,6 +1251,22 @@ def _check_case(case, ctx):
             ctx.fail(("solver", "preconditioner", "block_lines"), f"got {m_} for {grid}",
                      f"a divisor of ny = {g.ny} smaller than ny (at least two blocks)", value=m_)
     return rep(case, solver=s)
+
+
+def _one_subdomain_form(d, ctx):
+    """An override of ``subdomains`` or ``cells_per_subdomain`` replaces the
+    other form written in the file (``--set solver.deflation.subdomains=[4,4]``
+    on a case with ``cells_per_subdomain``); both in one place stay an error."""
+    if d.subdomains is None or d.cells_per_subdomain is None:
+        return d
+    S = ("solver", "deflation", "subdomains")
+    C = ("solver", "deflation", "cells_per_subdomain")
+    by_override = {p: ctx.where.locate(p)[1] is not None for p in (S, C)}
+    if by_override[S] and not by_override[C]:
+        return dataclasses.replace(d, cells_per_subdomain=None)
+    if by_override[C] and not by_override[S]:
+        return dataclasses.replace(d, subdomains=None)
+    return d
 
 
 def _has_gas(geo):

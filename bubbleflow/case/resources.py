@@ -40,7 +40,7 @@ def _coarse_vectors(case):
         return 0
     if d.type == "stripes":
         return d.stripes
-    px, py = d.subdomains
+    px, py = d.subdomain_counts(case.grid.nx, case.grid.ny)
     k = px * py
     # levelset_subdomains splits each subdomain by phase: at most one vector
     # per phase region and subdomain; two per subdomain bounds the usual case.

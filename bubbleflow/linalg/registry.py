@@ -177,14 +177,33 @@ _D = "bubbleflow.linalg.deflation.space"
 _DEFLATION_ARRAYS = 14
 DEFLATIONS: Dict[str, DeflationEntry] = {d.name: d for d in (
     DeflationEntry("none", None, doc="no deflation"),
-    DeflationEntry("subdomains", f"{_D}:make_deflation", options=("subdomains",),
+    DeflationEntry("subdomains", f"{_D}:make_deflation", options=("subdomains", "cells_per_subdomain"),
                    arrays=_DEFLATION_ARRAYS, doc="px x py rectangular blocks"),
     DeflationEntry("stripes", f"{_D}:make_deflation", options=("stripes",),
                    arrays=_DEFLATION_ARRAYS, doc="horizontal stripes"),
-    DeflationEntry("levelset_subdomains", f"{_D}:make_deflation", options=("subdomains",),
+    DeflationEntry("levelset_subdomains", f"{_D}:make_deflation", options=("subdomains", "cells_per_subdomain"),
                    needs_phi=True, arrays=_DEFLATION_ARRAYS,
                    doc="blocks split into their liquid and gas parts"),
 )}
+
+#: Default width of a deflation subdomain, in cells (per axis): the
+#: subdomain counts follow the grid (:meth:`Grid.blocks_of_about`), so a
+#: refined case keeps its deflation as fine.  Chosen by measurement
+#: (docs/performance.md, "Deflation subdomain size").
+DEFAULT_CELLS_PER_SUBDOMAIN = 16
+#: ... and at most this many subdomains, so that the coarse system (two
+#: vectors per subdomain with the level-set split) stays small beside the
+#: grid: past it the default subdomains grow.
+DEFAULT_MAX_SUBDOMAINS = 4096
+
+
+def default_subdomains(grid, cells_per_subdomain=None):
+    """Deflation block counts for ``grid`` (a :class:`bubbleflow.mesh.grid.Grid`):
+    about ``cells_per_subdomain`` cells wide when given, else the default
+    width within the default maximum count."""
+    if cells_per_subdomain is not None:
+        return grid.blocks_of_about(cells_per_subdomain)
+    return grid.blocks_of_about(DEFAULT_CELLS_PER_SUBDOMAIN, DEFAULT_MAX_SUBDOMAINS)
 
 #: Grid arrays one operator application moves, by storage: five stored
 #: diagonals + x read, y written; matrix-free: two face-coupling arrays + x

@@ -54,7 +54,13 @@ class PressureSolver:
         Level set (grid-shaped), needed by ``levelset_subdomains``.
     block_lines : int
         Grid lines per block for ``block_ic``.
-    subdomains : (px, py)
+    subdomains : (px, py), optional
+        Deflation block counts; default: blocks about ``cells_per_subdomain``
+        cells wide, so the deflation follows the grid.
+    cells_per_subdomain : int, optional
+        Subdomain width in cells; default
+        :func:`bubbleflow.linalg.registry.default_subdomains` (16 cells, at
+        most 4096 subdomains).
     stripes : int
     variant : {"adef2", "def1"}
     rtol, atol, maxiter, check_every
@@ -95,9 +101,10 @@ class PressureSolver:
     """
 
     def __init__(self, A, method="dpcg", preconditioner="incomplete_poisson_scaled",
-                 deflation="levelset_subdomains", phi=None, block_lines=2, subdomains=(16, 16),
+                 deflation="levelset_subdomains", phi=None, block_lines=2, subdomains=None,
                  stripes=16, variant="adef2", rtol=1e-8, atol=0.0, maxiter=10000, check_every=10,
-                 precision=None, inner_rtol=3e-2, preconditioner_options=None):
+                 precision=None, inner_rtol=3e-2, preconditioner_options=None,
+                 cells_per_subdomain=None):
         if method not in METHODS:
             raise ValueError(f"method {method!r}; expected one of {METHODS}")
         for rule in registry.method_violations(method, preconditioner, deflation):
@@ -122,7 +129,8 @@ class PressureSolver:
         self.preconditioner_options = {k: given[k]
                                        for k in registry.preconditioner(preconditioner).options
                                        if k in given}
-        self.deflation_options = dict(subdomains=subdomains, stripes=stripes)
+        self.deflation_options = dict(subdomains=subdomains, stripes=stripes,
+                                      cells_per_subdomain=cells_per_subdomain)
         self.device = None
         self.update(A, phi)
 
@@ -176,7 +184,8 @@ class PressureSolver:
         return cls(A, method=solver_cfg.method, preconditioner=solver_cfg.preconditioner.type,
                    deflation=solver_cfg.deflation.type, phi=phi,
                    block_lines=solver_cfg.preconditioner.block_lines,
-                   subdomains=tuple(solver_cfg.deflation.subdomains),
+                   subdomains=solver_cfg.deflation.subdomains,
+                   cells_per_subdomain=solver_cfg.deflation.cells_per_subdomain,
                    stripes=solver_cfg.deflation.stripes, variant=solver_cfg.variant,
                    rtol=solver_cfg.rtol, atol=solver_cfg.atol, maxiter=solver_cfg.maxiter,
                    check_every=solver_cfg.check_every, precision=precision)

@@ -127,6 +127,23 @@ class Grid:
         """The grid cut into ``blocks[a]`` equal boxes along axis ``a`` (:class:`Partition`)."""
         return Partition(self, blocks)
 
+    def blocks_of_about(self, cells, max_blocks=None):
+        """Block counts per axis whose boxes are about ``cells`` cells wide.
+
+        Along each axis the count is the divisor of the axis's cells whose
+        box width is nearest to ``cells`` (on a log scale: 8 and 32 are
+        equally far from 16), so every box has the same cells; ties go to
+        the smaller boxes.  Refining the grid then refines the partition.
+        With ``max_blocks``, the width grows until there are at most that
+        many boxes.
+        """
+        width = float(cells)
+        while True:
+            counts = tuple(blocks_near(n, width) for n in self.cells)
+            if max_blocks is None or math.prod(counts) <= max_blocks:
+                return counts
+            width *= 1.25
+
     # ----------------------------------------------------------------- misc
     def __eq__(self, other):
         return isinstance(other, Grid) and (self.cells, self.lengths) == (other.cells, other.lengths)
@@ -147,6 +164,21 @@ class Grid:
     @classmethod
     def from_config(cls, grid_cfg) -> "Grid":
         return cls(int(grid_cfg.nx), int(grid_cfg.ny), float(grid_cfg.lx), float(grid_cfg.ly))
+
+
+def blocks_near(n, cells):
+    """The divisor ``p`` of ``n`` whose width ``n / p`` is nearest to
+    ``cells`` on a log scale (ties: the larger ``p``); ``n`` cells, ``cells``
+    at least 1.
+
+    >>> blocks_near(160, 16), blocks_near(40, 16), blocks_near(7, 16)
+    (10, 2, 1)
+    """
+    n, cells = int(n), float(cells)
+    if n < 1 or not cells >= 1:
+        raise ValueError(f"blocks_near({n}, {cells}): expected n >= 1 and cells >= 1")
+    divisors = [p for p in range(1, n + 1) if n % p == 0]
+    return min(divisors, key=lambda p: (abs(math.log(n / p / cells)), -p))
 
 
 class Partition:

@@ -12,6 +12,8 @@ from bubbleflow.case.config import (
     DEFLATIONS, METHODS, PRECONDITIONERS, VARIANTS, Case, CaseError, case_from_dict,
     lattice_centres, load_case,
 )
+from bubbleflow.linalg import registry
+from bubbleflow.mesh.grid import blocks_near
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -53,9 +55,41 @@ def test_defaults_filled(tmp_path):
     assert (s.method, s.variant) == ("dpcg", "adef2")
     assert s.preconditioner.type == "incomplete_poisson_scaled" and s.preconditioner.block_lines == 2
     assert s.deflation.type == "levelset_subdomains"
-    assert s.deflation.subdomains == (16, 16) and s.deflation.stripes == 16
+    assert s.deflation.subdomains is None and s.deflation.cells_per_subdomain is None
+    c = registry.DEFAULT_CELLS_PER_SUBDOMAIN
+    assert s.deflation.subdomain_counts(64, 128) == (blocks_near(64, c), blocks_near(128, c))
+    assert s.deflation.stripes == 16
     assert (s.rtol, s.atol, s.maxiter, s.check_every) == (1e-8, 0.0, 10000, 10)
     assert case.output.directory == "outputs"
+
+
+def test_subdomains_follow_the_grid_by_default(tmp_path):
+    """Refining a case refines its deflation (subdomains of about
+    ``cells_per_subdomain`` cells); written subdomain counts stay as written."""
+    path = write(tmp_path, "grid: {nx: 40, ny: 80}\n"
+                           "solver: {deflation: {cells_per_subdomain: 8}}\n")
+    coarse = load_case(path)
+    fine = load_case(path, ["grid.nx=160", "grid.ny=320"])
+    assert coarse.solver.deflation.subdomain_counts(40, 80) == (5, 10)
+    assert fine.solver.deflation.subdomain_counts(160, 320) == (20, 40)
+    # The explicit form is kept as it is when cells_per_subdomain is not written.
+    explicit = load_case(write(tmp_path, "grid: {nx: 160, ny: 320}\n"
+                                         "solver: {deflation: {subdomains: [8, 8]}}\n",
+                               name="explicit.yaml"))
+    assert explicit.solver.deflation.subdomain_counts(160, 320) == (8, 8)
+    # A case's dict (both keys, in agreement) round-trips.
+    again = case_from_dict(fine.to_dict())
+    assert again.solver.deflation == fine.solver.deflation
+
+
+def test_subdomains_and_cells_that_disagree_are_refused(tmp_path):
+    path = write(tmp_path, "grid: {nx: 64, ny: 64}\n"
+                           "solver: {deflation: {subdomains: [4, 4], cells_per_subdomain: 8}}\n")
+    with pytest.raises(CaseError) as e:
+        load_case(path)
+    msg = str(e.value)
+    assert "solver.deflation.subdomains: got [4, 4] and cells_per_subdomain 8" in msg
+    assert "one of the two" in msg and "\n" not in msg
 
 
 def test_dict_defaults_and_name():
@@ -152,7 +186,8 @@ def test_to_yaml_round_trips(tmp_path):
     d = case.to_dict()
     assert d["solver"]["rtol"] == 1e-6
     assert d["geometry"]["bubbles"] == [{"center": [0.5, 0.3], "radius": 0.1}]
-    assert d["solver"]["deflation"]["subdomains"] == [16, 16]       # lists, not tuples
+    assert d["geometry"]["bubbles"][0]["center"] == [0.5, 0.3]      # lists, not tuples
+    assert d["solver"]["deflation"]["subdomains"] is None           # from cells_per_subdomain
     again = case_from_dict(yaml.safe_load(case.to_yaml()))
     assert again.to_dict() == d
     assert dataclasses.replace(again, source=case.source) == case
@@ -504,11 +539,12 @@ def test_subdomains_must_fit_the_grid(tmp_path):
         "expected divisors of nx and ny")
 
 
-def test_default_subdomains_checked_without_line(tmp_path):
-    # The subdomains are the default, so the error has no line to point at.
-    path = write(tmp_path, "grid: {nx: 100}\n")
-    msg = str(error_of(load_case, path))
-    assert msg.startswith(f"{path}: solver.deflation.subdomains: got [16, 16] for a 100 x 128 grid")
+def test_default_subdomains_fit_any_grid():
+    # The default subdomains are divisors of the grid's cells: never refused.
+    for nx, ny in ((100, 128), (97, 61), (4, 6)):
+        case = case_from_dict({"grid": {"nx": nx, "ny": ny}})
+        px, py = case.solver.deflation.subdomain_counts(nx, ny)
+        assert nx % px == 0 and ny % py == 0
 
 
 def test_only_the_deflation_in_use_is_checked():
@@ -893,3 +929,15 @@ def test_registry_entries_name_what_they_build():
     assert set(METHODS) == set(registry.METHODS)
     with pytest.raises(ValueError, match="unknown preconditioner 'ilu'; expected one of none, "):
         registry.preconditioner("ilu")
+
+
+def test_an_override_of_one_subdomain_form_replaces_the_other(tmp_path):
+    path = write(tmp_path, "grid: {nx: 64, ny: 64}\n"
+                           "solver: {deflation: {cells_per_subdomain: 8}}\n")
+    d = load_case(path, ["solver.deflation.subdomains=[4, 4]"]).solver.deflation
+    assert (d.subdomains, d.cells_per_subdomain) == ((4, 4), None)
+    path = write(tmp_path, "grid: {nx: 64, ny: 64}\n"
+                           "solver: {deflation: {subdomains: [2, 2]}}\n", name="b.yaml")
+    d = load_case(path, ["solver.deflation.cells_per_subdomain=16"]).solver.deflation
+    assert (d.subdomains, d.cells_per_subdomain) == (None, 16)
+    assert d.subdomain_counts(64, 64) == (4, 4)

@@ -571,12 +571,16 @@ def _matrix_pieces(A, labels, k, dtype, backend):
     return AZ, AZT, E, singular
 
 
-def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_limit=DENSE_LIMIT,
-                   factorise=True):
+def make_deflation(kind, A, phi=None, subdomains=None, stripes=16, dense_limit=DENSE_LIMIT,
+                   factorise=True, cells_per_subdomain=None):
     """Build the deflation space ``kind`` for the grid operator ``A``.
 
     Returns None for ``"none"``.  ``phi`` (grid-shaped, NumPy or on A's
-    backend) is needed for ``levelset_subdomains``.  ``factorise=False``
+    backend) is needed for ``levelset_subdomains``.  ``subdomains``
+    ``(px, py)`` gives the block counts; without it the blocks are about
+    ``cells_per_subdomain`` cells wide, by default
+    :func:`bubbleflow.linalg.registry.default_subdomains`.
+    ``factorise=False``
     leaves the coarse factorisation to :meth:`Deflation.factorise`.  Built on A's backend
     (:meth:`Deflation.from_blocks`); stripes are ``1 x stripes`` blocks.
     """
@@ -586,6 +590,11 @@ def make_deflation(kind, A, phi=None, subdomains=(16, 16), stripes=16, dense_lim
     if entry.needs_phi and phi is None:
         raise ValueError(f"{kind} deflation needs the level set phi")
     # Every space is one of blocks: the entry's options say which.
-    px, py = (1, int(stripes)) if "stripes" in entry.options else (int(v) for v in subdomains)
+    if "stripes" in entry.options:
+        px, py = 1, int(stripes)
+    else:
+        if subdomains is None:
+            subdomains = registry.default_subdomains(A.grid, cells_per_subdomain)
+        px, py = (int(v) for v in subdomains)
     return Deflation.from_blocks(A, px, py, phi=phi if entry.needs_phi else None, kind=kind,
                                  dense_limit=dense_limit, factorise=factorise)
