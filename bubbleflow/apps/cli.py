@@ -8,6 +8,7 @@
     bubbleflow sweep CASE.yaml --param KEY --values V1,V2,... [...]   (bubbleflow.apps.sweep)
     bubbleflow plot RUN.h5|summary.csv [-o DIR]                       (bubbleflow.apps.plots)
     bubbleflow bench [--sizes N ...] [--contrasts C ...] [...]        (bubbleflow.apps.bench)
+    bubbleflow bench --flow [--cases hysing,column] [--sizes NX ...] [...]   (the flow, phase by phase)
     bubbleflow --version
 
 Each subcommand is one ``cmd_<name>(args) -> int`` function.  A mistake in

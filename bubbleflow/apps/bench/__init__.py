@@ -127,7 +127,9 @@ def add_subparser(subparsers):
                     "matrix, right-hand side and tolerance; print the device, versions, copy "
                     "bandwidth and a table (iterations, ms per iteration, time to solution, "
                     "set-up, true residual, bytes per iteration, GB/s, floor, speedup, peak "
-                    "GPU memory); write every column to --csv.  See docs/performance.md.")
+                    "GPU memory); write every column to --csv.  See docs/performance.md.  With "
+                    "--flow: where a flow time step's time goes instead, phase by phase "
+                    "(options below).")
     p.add_argument("--sizes", nargs="+", metavar="N",
                    help="cells per side (default 1024 2048 4096 on the GPU, 256 512 on the CPU); "
                         "with --flow: nx, ny from the case's aspect (or NXxNY; default: hysing "
