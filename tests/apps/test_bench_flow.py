@@ -87,14 +87,13 @@ def test_runs_and_prints_every_phase_beside_its_floor(small_run):
             assert len(cells) == 5, line
             if name in MODELLED or name == "step":
                 assert all(c != "-" for c in cells), line        # a floor and a ratio
-    # Progress: a line as each configuration starts and as it finishes, and the
-    # subdomains used, scaled where the case's do not divide the grid.
+    # Progress: a line as each configuration starts (with the subdomains it
+    # uses) and as it finishes.
     err = small_run["err"].splitlines()
     assert sum("started" in line for line in err) == 2
     assert sum("finished" in line for line in err) == 2
-    assert any("hysing 20 x 40: started; deflation subdomains 10 x 8 (the case's 8 x 8 do "
-               "not divide 20 x 40" in line for line in err), err
-    assert any("column 20 x 40: started; deflation subdomains 10 x 20" in line for line in err)
+    for title in ("hysing 20 x 40", "column 20 x 40"):
+        assert any(f"{title}: started; deflation subdomains " in line for line in err), err
 
 
 def test_csv_columns_and_consistent_numbers(small_run):
@@ -230,17 +229,25 @@ def test_named_cases_are_the_shipped_case_files(name):
         f"{NAMED_CASES[name].file} changed: update its copy in bubbleflow/apps/bench/flow_cases.py")
 
 
-def test_sizes_and_subdomains():
+def test_sizes_and_subdomains(tmp_path):
     assert [nearest_divisor(n, c) for n, c in ((100, 8), (160, 8), (7, 4), (40, 16))] == \
         [10, 8, 7, 20]
     configs = build_configs(["hysing", "column"], None, [], on_device=True)
     assert [(c.label, c.case.grid.nx, c.case.grid.ny) for c in configs] == [
         ("hysing", 80, 160), ("hysing", 160, 320), ("hysing", 320, 640),
         ("column", 512, 1024), ("column", 1024, 2048), ("column", 2048, 4096)]
-    assert all("(the case's)" in c.subdomains_note for c in configs)
-    (one,) = build_configs(["column"], [(96, 200, "96x200")],
-                           ["solver.deflation.type=subdomains"], on_device=False)
+    assert all(c.subdomains_note.startswith("deflation subdomains ") for c in configs)
+    # A case file with subdomain counts that do not divide a size: the nearest divisors.
+    path = tmp_path / "column.yaml"
+    path.write_text(NAMED_CASES["column"].text.replace(
+        "deflation: {type: levelset_subdomains}",
+        "deflation: {type: subdomains, subdomains: [8, 16]}"))
+    (one,) = build_configs([str(path)], [(96, 200, "96x200")], [], on_device=False)
     assert tuple(one.case.solver.deflation.subdomains) == (8, 20)
+    assert "subdomains 8 x 20 (the case's 8 x 16 do not divide 96 x 200" in one.subdomains_note
+    (kept,) = build_configs([str(path)], [(32, None, "32")], [], on_device=False)
+    assert (kept.case.grid.ny, kept.subdomains_note) == (64, "deflation subdomains 8 x 16 "
+                                                              "(the case's)")
     (fixed,) = build_configs([os.path.join(ROOT, "cases", "two_phase.yaml")], None,
                              ["grid.nx=24", "grid.ny=48"], on_device=False)
     assert (fixed.case.grid.nx, fixed.case.grid.ny) == (24, 48)

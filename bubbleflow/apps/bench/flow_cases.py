@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...case.config import CaseError, case_from_dict, load_case
+from ...linalg import registry
 
 __all__ = ["NAMED_CASES", "FlowConfig", "named_case_data", "parse_size", "build_configs",
            "nearest_divisor", "subdomain_counts", "uses_subdomains"]
@@ -36,7 +37,7 @@ solver:
   method: dpcg
   variant: adef2
   preconditioner: {type: incomplete_poisson_scaled}
-  deflation: {type: levelset_subdomains, subdomains: [8, 8]}
+  deflation: {type: levelset_subdomains, cells_per_subdomain: 8}   # refines with the grid
   rtol: 1.0e-9
 time: {end: 3.0, cfl: 0.25}
 levelset: {reinit_every: 5, reinit_iterations: 4}
@@ -69,7 +70,7 @@ solver:
   method: dpcg
   variant: adef2
   preconditioner: {type: incomplete_poisson_scaled}
-  deflation: {type: levelset_subdomains, subdomains: [8, 16]}
+  deflation: {type: levelset_subdomains}   # subdomains of 16 cells (the default)
   rtol: 1.0e-9
 time: {end: 1.0, cfl: 0.25}
 levelset: {reinit_every: 5, reinit_iterations: 4}
@@ -186,8 +187,10 @@ def _note(case, overrides):
         where = "--set"
     elif getattr(d, "subdomains", None) is None:
         width = getattr(d, "cells_per_subdomain", None)
+        default = getattr(registry, "DEFAULT_CELLS_PER_SUBDOMAIN", None)
         where = (f"blocks of about {width} cells, the case's" if width
-                 else "the default for the grid")
+                 else "the default for the grid" + (f": blocks of about {default} cells"
+                                                    if default else ""))
     else:
         where = "the case's"
     return f"deflation subdomains {px} x {py} ({where})"
