@@ -17,11 +17,42 @@ import time
 
 import numpy as np
 
-__all__ = ["Backend", "BackendUnavailable", "get_backend", "backend_of", "BACKENDS"]
+__all__ = ["Backend", "BackendUnavailable", "HostCopy", "get_backend", "backend_of", "BACKENDS"]
 
 
 class BackendUnavailable(RuntimeError):
     """The requested backend cannot run on this machine."""
+
+
+class HostCopy:
+    """A copy of arrays to host memory, under way: :meth:`wait` gives the host arrays.
+
+    Made by :meth:`Backend.to_host_async`.  :meth:`wait` may be called from
+    any thread (a background writer waits for the copy, the time step does
+    not); the copy keeps its buffers (pinned host memory and device staging
+    arrays on CuPy), which a later :meth:`Backend.to_host_async` reuses when
+    given this copy as ``reuse``.
+    """
+
+    def __init__(self, host, done=None, device=None, staging=()):
+        self.host = list(host)
+        self._done = done               # a CUDA event recorded after the copies, or None
+        self._device = device
+        self.staging = list(staging)
+
+    def wait(self):
+        """Block until the copy is complete; the host arrays (a list)."""
+        if self._done is not None:
+            import cupy
+
+            with cupy.cuda.Device(self._device):
+                self._done.synchronize()
+        return self.host
+
+    def fits(self, arrays):
+        """Whether this copy's buffers have the shapes and dtypes of ``arrays``."""
+        return len(arrays) == len(self.host) and all(
+            h.shape == a.shape and h.dtype == a.dtype for h, a in zip(self.host, arrays))
 
 
 class Backend:
@@ -47,6 +78,26 @@ class Backend:
     def to_host(self, a):
         """Return ``a`` as a NumPy array (no copy on the NumPy backend)."""
         return np.asarray(a)
+
+    def to_host_async(self, arrays, reuse=None):
+        """Start copying ``arrays`` (of this backend, or host arrays) to host memory.
+
+        Returns a :class:`HostCopy` whose ``wait()`` gives C-contiguous host
+        copies of the same shapes and dtypes.  Once this returns the arrays
+        may be changed or freed: the copy is of their values now.  NumPy: a
+        plain copy, done here.  CuPy: a device-to-device copy into staging
+        arrays, queued on the current stream (the step goes on at once), then
+        an asynchronous device-to-host copy into pinned host memory on a
+        stream of its own; ``wait()`` waits for that copy only.
+
+        ``reuse``: an earlier copy, waited for and no longer read, whose
+        buffers are reused when they fit (allocated once, then reused).
+        """
+        host = reuse.host if reuse is not None and reuse.fits(arrays) else \
+            [np.empty(a.shape, a.dtype) for a in arrays]
+        for h, a in zip(host, arrays):
+            np.copyto(h, a)
+        return HostCopy(host)
 
     def synchronize(self):
         """Wait for queued device work (no-op on the CPU)."""
@@ -156,6 +207,40 @@ class CupyBackend(Backend):
         if isinstance(a, self.xp.ndarray):
             return self.xp.asnumpy(a)
         return np.asarray(a)
+
+    def to_host_async(self, arrays, reuse=None):
+        """See :meth:`Backend.to_host_async`: staging copies on the current stream,
+        then pinned device-to-host copies on a stream of their own."""
+        import ctypes
+
+        import cupyx
+
+        cp = self.xp
+        on_device = [isinstance(a, cp.ndarray) for a in arrays]
+        if reuse is not None and reuse.fits(arrays) and \
+                [s is not None for s in reuse.staging] == on_device:
+            host, staging = reuse.host, reuse.staging
+        else:
+            host = [cupyx.empty_pinned(a.shape, a.dtype) for a in arrays]
+            staging = [cp.empty(a.shape, a.dtype) if dev else None
+                       for a, dev in zip(arrays, on_device)]
+        for h, s, a in zip(host, staging, arrays):
+            if s is None:
+                np.copyto(h, a)                      # a host array: copied now
+            else:
+                cp.copyto(s, a)                      # ordered after the step's kernels
+        staged = cp.cuda.Event(disable_timing=True)
+        staged.record(cp.cuda.get_current_stream())
+        if getattr(self, "_copy_stream", None) is None:
+            self._copy_stream = cp.cuda.Stream(non_blocking=True)
+        stream = self._copy_stream
+        stream.wait_event(staged)
+        for h, s in zip(host, staging):
+            if s is not None:
+                s.data.copy_to_host_async(ctypes.c_void_p(h.ctypes.data), s.nbytes, stream)
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(stream)
+        return HostCopy(host, done=done, device=cp.cuda.Device().id, staging=staging)
 
     def synchronize(self):
         self.xp.cuda.Stream.null.synchronize()
