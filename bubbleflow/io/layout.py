@@ -171,14 +171,19 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
 
 
 def write_snapshot(path, step, time, fields):
-    """One flow snapshot file, atomically: ``fields`` maps :data:`FLOW_FIELDS` to host arrays."""
+    """One flow snapshot file, atomically: ``fields`` maps :data:`FLOW_FIELDS` to host arrays.
+
+    Other entries of ``fields`` (grid-shaped) are written beside them, the
+    same way (with ``units`` when :data:`UNITS` knows the name).
+    """
     with atomic_h5(path) as fh:
         fh.attrs["step"] = step
         fh.attrs["time"] = time
-        for key in FLOW_FIELDS:
+        for key in list(FLOW_FIELDS) + [k for k in fields if k not in FLOW_FIELDS]:
             ds = fh.create_dataset(key, data=np.asarray(fields[key], dtype=np.float64),
                                    compression="gzip", compression_opts=1)
-            ds.attrs[UNITS_ATTR] = UNITS[key]
+            if key in UNITS:
+                ds.attrs[UNITS_ATTR] = UNITS[key]
         u, v = fields["u"], fields["v"]
         # Cell-centred velocity (w = 0) for viewers, which have no face data.
         vel = np.zeros(fields["p"].shape + (3,))
