@@ -215,7 +215,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     import numpy as np
 
     from ..flow.navier_stokes import FlowSolver, StepReport
-    from ..io.flow_output import FlowWriter
+    from ..io.flow_output import FlowWriter, SnapshotWriteError
     from ..io.layout import WALL_SECONDS, header_attrs
 
     solver = FlowSolver(case, backend)
@@ -238,25 +238,20 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
                            divergence=0.0, diagnostics=solver.diagnostics(state))
         writer.write_step(first, initial=True)
-        writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
     g = solver.grid
     gas = writer.diag["area"][0] > 0 if writer.diag["area"] else True
     _say(quiet, f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "
                 f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
                 f"{case.solver.deflation.type}; backend {backend.name} on {backend.device_name}"
                 + ("" if gas else "; no gas: no bubble diagnostics"))
-    bar = None
-    if progress and not quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(total=case.time.end, initial=state.time, unit="s", unit_scale=False,
-                   bar_format="{l_bar}{bar}| t={n:.4f}/{total:g} s [{elapsed}<{remaining}] {postfix}",
-                   file=sys.stderr, dynamic_ncols=True)
+    bar = _flow_bar(case, state, progress and not quiet)
     interval = case.output.interval
     t_wall = _time.perf_counter()
     failures, worst, iters, blown, status = 0, 0.0, [], False, "running"
-    rep = None
+    rep, reported = None, False
     try:
+        if restart is None:
+            _snapshot(writer, solver, state, backend)
         while state.time < case.time.end and stop.received is None:
             try:
                 # Overflow on the way to a blow-up is detected and reported
@@ -290,7 +285,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
                 break
             on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
             if on_snapshot or state.time >= case.time.end:
-                writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+                _snapshot(writer, solver, state, backend)
             if bar is not None:
                 bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}")
                 bar.update(rep.dt)
@@ -301,16 +296,24 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         else:
             status = "stopped"
             if writer.last_snapshot_step != state.step:
-                writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+                _snapshot(writer, solver, state, backend)
+    except SnapshotWriteError as exc:
+        reported = _write_failed(case.name, exc, path)
+        failures, status = failures + 1, "failed"
     finally:
         if bar is not None:
             bar.close()
         wall = _time.perf_counter() - t_wall
         writer.set_attrs(**{WALL_SECONDS: previous_wall + wall})
-        # On an exception (a second Ctrl-C, an error) the index on disk is
-        # left as it is: it ends at the last snapshot, where a restart goes on.
+        # Normal end, SIGTERM / SIGINT, a failure: the writer is waited for,
+        # then the final index is committed.  On an exception (a second
+        # Ctrl-C, an error) the snapshot in flight is finished and the index
+        # on disk left as it is: it ends at the last snapshot, where a
+        # restart goes on.
         if status != "running":
-            writer.close(status)
+            status, failures = _close_writer(writer, status, case.name, path, reported, failures)
+        else:
+            writer.wait(raise_error=False)
     if status == "finished" and out is not None:
         out.finished()
     if status == "stopped":
@@ -324,3 +327,46 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     if d:
         _say(quiet, "final: " + ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
     return 1 if failures else 0
+
+
+def _flow_bar(case, state, enabled):
+    """The progress bar of a flow run on a terminal (None otherwise)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=case.time.end, initial=state.time, unit="s", unit_scale=False,
+                bar_format="{l_bar}{bar}| t={n:.4f}/{total:g} s [{elapsed}<{remaining}] {postfix}",
+                file=sys.stderr, dynamic_ncols=True)
+
+
+def _snapshot(writer, solver, state, backend):
+    """Hand the state to the writer: its fields are copied now and written in the background."""
+    writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+
+
+def _write_failed(name, exc, path):
+    """One line for a failed write of the output (the run then ends as failed); True."""
+    hint = f"; --restart {path} continues from its last checkpoint" if os.path.exists(path) else ""
+    print(f"error: {name}: {exc}{hint}", file=sys.stderr, flush=True)
+    return True
+
+
+def _close_writer(writer, status, name, path, reported, failures):
+    """Wait for the writer, then commit the index with the final status.
+
+    A write error (of the last snapshot, or of this commit) is reported in
+    one line, unless one was already, and the run ends as failed; the index
+    is then committed as failed if the disk allows (else the one on disk
+    stays, ending at its last checkpoint).  Returns ``(status, failures)``.
+    """
+    from ..io.flow_output import SnapshotWriteError
+
+    for final in (status, "failed"):
+        try:
+            writer.close(final)
+            return final, failures + (final != status)
+        except SnapshotWriteError as exc:
+            if not reported:
+                reported = _write_failed(name, exc, path)
+    return "failed", failures + (status != "failed")

@@ -23,6 +23,19 @@ uninterrupted run bit for bit; and a running simulation can be opened
 (h5py, ParaView) at any time.  The index holds only rows up to its last
 snapshot while the run is going, so a restart only appends to it.
 
+Snapshots are written in the background, so that they never hold up the
+time step: :meth:`FlowWriter.write_snapshot` copies the fields (on a GPU it
+only starts an asynchronous copy into pinned host memory, see
+:meth:`bubbleflow.compute.backend.Backend.to_host_async`) and takes a
+consistent view of the rows and snapshots so far, and one writer thread
+then writes the snapshot file, commits the index of that view and rewrites
+the XDMF sidecar, in that order, as a synchronous write would.  At most one
+snapshot is in flight: the next one (and :meth:`~FlowWriter.commit`,
+:meth:`~FlowWriter.close`) first waits for it, so memory stays bounded and
+an error of the writer (a full disk, a permission) is raised in the calling
+thread there, as :class:`SnapshotWriteError`.  Every file on disk is still
+complete at every instant, whatever thread is writing when the process dies.
+
 The layout of the index and of the snapshot files: :mod:`bubbleflow.io.layout`.
 """
 from __future__ import annotations
@@ -30,15 +43,18 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..compute.backend import Backend, HostCopy
 from . import layout
 from .atomic import link_or_copy
 from .layout import DIAGNOSTICS, read_checkpoint, run_folder
 from .xdmf import write_xdmf
 
-__all__ = ["FlowWriter", "DIAGNOSTICS", "read_checkpoint", "snapshot_folder", "run_folder"]
+__all__ = ["FlowWriter", "SnapshotWriteError", "DIAGNOSTICS", "read_checkpoint",
+           "snapshot_folder", "run_folder"]
 
 
 def snapshot_folder(path):
@@ -47,9 +63,29 @@ def snapshot_folder(path):
     return stem + ".snapshots"
 
 
+class SnapshotWriteError(RuntimeError):
+    """Writing a snapshot, the index or its sidecar failed (the cause is chained).
+
+    Its message is one line naming what was written, where, and why it failed.
+    """
+
+
 def _new_run_id():
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{now}-{uuid.uuid4().hex[:6]}"
+
+
+
+class _Job:
+    """One snapshot to write: its clock, file, fields under way, and the index to commit."""
+
+    def __init__(self, step, time, name, names, copy, view):
+        self.step, self.time, self.name = step, time, name
+        self.names = names          # field names, in the order of the copy's arrays
+        self.copy = copy            # HostCopy (None: a commit without a snapshot)
+        self.view = view            # what the index lists (FlowWriter._view)
+        self.written = False        # the snapshot file is in place
+        self.stage = ""             # what is being written (for the error message)
 
 
 class FlowWriter:
@@ -57,16 +93,26 @@ class FlowWriter:
 
     Use :meth:`create` for a new run and :meth:`resume` to continue one from
     the last snapshot of an index file.  :meth:`write_step` appends a row
-    (in memory), :meth:`write_snapshot` writes the fields and then commits
-    the index; :meth:`close` commits it with the run's final status.
+    (in memory); :meth:`write_snapshot` copies the fields and has the
+    background writer write them and then commit the index; :meth:`close`
+    waits for it and commits the index with the run's final status.
+
+    ``background`` (an argument of the constructor, :meth:`create` and
+    :meth:`resume`; the class attribute is the default): False writes each
+    snapshot, its index and sidecar before :meth:`write_snapshot` returns,
+    in the calling thread (for comparisons).
     """
 
-    def __init__(self, path, attrs, grid, run_id, series=None, snapshots=None):
+    #: Write snapshots in a background thread by default.
+    background = True
+
+    def __init__(self, path, attrs, grid, run_id, series=None, snapshots=None, background=None):
         self.path = os.fspath(path)
         self.attrs = dict(attrs)
         self.grid = grid
         self.run_id = run_id
         self.folder = os.path.join(snapshot_folder(self.path), run_id)
+        # Append-only while the writer lives: a view of the index is their lengths.
         self.diag = {name: [] for name in DIAGNOSTICS}
         self.solver = {name: [] for name in list(layout.SOLVER_DTYPES) + ["reason"]}
         self.history = []           # one float64 array per solve
@@ -83,21 +129,26 @@ class FlowWriter:
             self.snapshots = list(snapshots)
         self.status = "running"
         self.closed = False
+        if background is not None:
+            self.background = bool(background)
+        self._executor = None       # the writer thread, started with the first snapshot
+        self._pending = None        # (future, job) of the snapshot in flight
+        self._copy = None           # the last HostCopy: its buffers are reused
 
     # -------------------------------------------------------------- opening
     @classmethod
-    def create(cls, path, attrs, grid):
+    def create(cls, path, attrs, grid, background=None):
         """A new run and its snapshot folder.  The index appears with the first
         snapshot: an index without one could not be restarted."""
         run_id = _new_run_id()
         attrs = dict(attrs)
         attrs.setdefault(layout.CREATED, layout.created_stamp())
-        self = cls(path, attrs, grid, run_id)
+        self = cls(path, attrs, grid, run_id, background=background)
         os.makedirs(self.folder, exist_ok=True)
         return self
 
     @classmethod
-    def resume(cls, path, restart_path, attrs, grid):
+    def resume(cls, path, restart_path, attrs, grid, background=None):
         """Continue in ``path`` from the last snapshot of the index ``restart_path``.
 
         Rows after that snapshot (a run that failed between snapshots leaves
@@ -119,7 +170,8 @@ class FlowWriter:
         run_id = layout.text(old_attrs[layout.RUN_ID])
         merged = dict(old_attrs)
         merged.update(attrs)
-        self = cls(path, merged, grid, run_id, series=series, snapshots=snaps)
+        self = cls(path, merged, grid, run_id, series=series, snapshots=snaps,
+                   background=background)
         source = os.path.join(snapshot_folder(restart_path), run_id)
         os.makedirs(self.folder, exist_ok=True)
         if os.path.abspath(source) != os.path.abspath(self.folder):
@@ -155,43 +207,170 @@ class FlowWriter:
 
     @property
     def last_snapshot_step(self):
+        """Step of the last snapshot written or being written (None before the first)."""
         return self.snapshots[-1][0] if self.snapshots else None
 
-    def write_snapshot(self, state, rho, to_host):
-        """The fields of ``state`` to their own file, then the index."""
+    def write_snapshot(self, state, rho, to_host, extra=None):
+        """The fields of ``state`` to their own file, then the index that lists it.
+
+        Returns once the fields are copied (on a GPU: once their copy is
+        queued); the background writer then writes the snapshot file, the
+        index (the rows and snapshots up to this one) and the XDMF sidecar,
+        in that order.  The previous snapshot's write is waited for first.
+
+        Parameters
+        ----------
+        state : FlowState
+            ``phi, u, v, p`` (device or host arrays), ``step``, ``time``.
+        rho : array
+            Cell density.
+        to_host : callable
+            A backend's ``to_host``: that backend's ``to_host_async`` copies
+            the fields.  Any other function is applied to each field here.
+        extra : dict, optional
+            More fields, name -> grid-shaped array ``(ny, nx)``, ``(ny, nx+1)``
+            or ``(ny+1, nx)`` (device or host), written into the snapshot file
+            beside the usual ones (the index does not list them).
+
+        Raises
+        ------
+        SnapshotWriteError
+            The previous snapshot's write failed.
+        ValueError
+            An ``extra`` field with a name of the file's own or a shape off the grid.
+        """
+        self.wait()
+        extra = dict(extra or {})
+        _check_extra(extra, self.grid)
+        names = list(layout.FLOW_FIELDS) + list(extra)
+        arrays = [state.phi, rho, state.p, state.u, state.v] + list(extra.values())
+        self._copy = _start_copy(to_host, arrays, self._copy)
         name = layout.snapshot_name(state.step)
-        fields = {"phi": to_host(state.phi), "rho": to_host(rho), "p": to_host(state.p),
-                  "u": to_host(state.u), "v": to_host(state.v)}
-        os.makedirs(self.folder, exist_ok=True)
-        layout.write_snapshot(os.path.join(self.folder, name), state.step, state.time, fields)
         self.snapshots.append((state.step, state.time, name))
-        self.commit()
+        job = _Job(state.step, state.time, name, names, self._copy, self._view())
+        if not self.background:
+            self._run(job)
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="bubbleflow-writer")
+        self._pending = (self._executor.submit(self._write, job), job)
+
+    def wait(self, raise_error=True):
+        """Wait until the snapshot in flight (if any) is written and committed.
+
+        Its error is raised here as :class:`SnapshotWriteError` (or dropped
+        with ``raise_error=False``, when the run is ending on another error);
+        a snapshot whose file was not written is dropped from the list.
+        """
+        if self._pending is None:
+            return
+        future, job = self._pending
+        try:
+            future.result()
+        except Exception as exc:          # noqa: BLE001 - reported in this thread
+            self._pending = None
+            err = self._failed(job, exc)
+            if raise_error:
+                raise err from exc
+        self._pending = None
 
     def set_attrs(self, **attrs):
         self.attrs.update(attrs)
 
     def commit(self, status=None):
-        """Write the index (and the XDMF sidecar) anew, atomically."""
+        """Write the index (and the XDMF sidecar) anew, atomically, with every row
+        and snapshot so far; the snapshot in flight is waited for first."""
+        self.wait()
         if status is not None:
             self.status = status
-        rel = os.path.relpath(self.folder, os.path.dirname(os.path.abspath(self.path)))
-        layout.write_flow_index(self.path, attrs=self.attrs, status=self.status,
-                                run_id=self.run_id, snapshot_dir=rel, grid=self.grid,
-                                diagnostics=self.diag, solver=self.solver, history=self.history,
-                                checks=self.checks, snapshots=self.snapshots)
-        _write_sidecar(self)
+        self._run(_Job(None, None, None, (), None, self._view()))
 
     def close(self, status="finished"):
-        """Commit the index with the run's final status."""
+        """Wait for the writer, then commit the index with the run's final status."""
         if not self.closed:
             self.commit(status)
             self.closed = True
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    # -------------------------------------------------------------- the writer
+    def _view(self):
+        """The index as it stands now: lengths of the append-only rows, copies of the rest."""
+        return {"attrs": dict(self.attrs), "status": self.status,
+                "snapshots": list(self.snapshots),
+                "diagnostics": {k: len(v) for k, v in self.diag.items()},
+                "solver": {k: len(v) for k, v in self.solver.items()},
+                "history": len(self.history), "checks": len(self.checks)}
+
+    def _run(self, job):
+        """Write ``job`` in this thread; its error as :class:`SnapshotWriteError`."""
+        try:
+            self._write(job)
+        except Exception as exc:          # noqa: BLE001
+            raise self._failed(job, exc) from exc
+
+    def _write(self, job):
+        """The snapshot file (if any), then the index of ``job.view``, then the sidecar."""
+        if job.copy is not None:
+            path = os.path.join(self.folder, job.name)
+            job.stage = f"the snapshot file {path}"
+            fields = dict(zip(job.names, job.copy.wait()))
+            os.makedirs(self.folder, exist_ok=True)
+            layout.write_snapshot(path, job.step, job.time, fields)
+            job.written = True
+        v = job.view
+        rel = os.path.relpath(self.folder, os.path.dirname(os.path.abspath(self.path)))
+        # Slices of the append-only lists: the rows as they were at the view.
+        job.stage = f"the index {self.path}"
+        layout.write_flow_index(
+            self.path, attrs=v["attrs"], status=v["status"], run_id=self.run_id,
+            snapshot_dir=rel, grid=self.grid,
+            diagnostics={k: self.diag[k][:n] for k, n in v["diagnostics"].items()},
+            solver={k: self.solver[k][:n] for k, n in v["solver"].items()},
+            history=self.history[:v["history"]], checks=self.checks[:v["checks"]],
+            snapshots=v["snapshots"])
+        job.stage = f"the XDMF sidecar {os.path.splitext(self.path)[0]}.xdmf"
+        _write_sidecar(self.path, self.folder, self.grid, v["snapshots"])
+
+    def _failed(self, job, exc):
+        """The error of ``job`` as one line; a snapshot file not written leaves the list."""
+        entry = (job.step, job.time, job.name)
+        if job.copy is not None and not job.written and entry in self.snapshots:
+            self.snapshots.remove(entry)
+        what = f" (snapshot of step {job.step}, t = {job.time:.6g})" if job.copy is not None else ""
+        if isinstance(exc, OSError) and exc.strerror:
+            reason = exc.strerror
+        else:
+            reason = f"{type(exc).__name__}: {exc}"
+        return SnapshotWriteError(" ".join(f"cannot write {job.stage}{what}: {reason}".split()))
 
 
-def _write_sidecar(writer):
-    """``<name>.xdmf`` beside the index, listing every snapshot."""
-    stem, _ = os.path.splitext(writer.path)
-    base = os.path.dirname(os.path.abspath(writer.path))
-    rel = os.path.relpath(writer.folder, base)
-    snaps = [(t, os.path.join(rel, name), "/") for _, t, name in writer.snapshots]
-    write_xdmf(stem + ".xdmf", writer.grid, snaps, ("p", "rho", "phi", "velocity"))
+def _start_copy(to_host, arrays, reuse):
+    """Copy ``arrays`` to host memory: a backend's asynchronous copy, else ``to_host`` here."""
+    backend = getattr(to_host, "__self__", None)
+    if isinstance(backend, Backend):
+        return backend.to_host_async(arrays, reuse=reuse)
+    return HostCopy([np.array(to_host(a)) for a in arrays])
+
+
+def _check_extra(extra, grid):
+    """``extra`` fields must not shadow the file's own datasets and must be grid-shaped."""
+    shapes = {(grid.ny, grid.nx), (grid.ny, grid.nx + 1), (grid.ny + 1, grid.nx)}
+    for name, arr in extra.items():
+        if name in layout.FLOW_FIELDS or name == "velocity" or not isinstance(name, str) \
+                or not name or "/" in name or name.startswith("."):
+            raise ValueError(f"extra snapshot field {name!r}: expected a new dataset name "
+                             f"(not one of {', '.join(layout.FLOW_FIELDS)}, velocity)")
+        if tuple(getattr(arr, "shape", ())) not in shapes:
+            raise ValueError(f"extra snapshot field {name!r} has shape {getattr(arr, 'shape', None)}"
+                             f"; expected one of {sorted(shapes)}")
+
+
+def _write_sidecar(path, folder, grid, snapshots):
+    """``<name>.xdmf`` beside the index ``path``, listing ``snapshots``."""
+    stem, _ = os.path.splitext(path)
+    base = os.path.dirname(os.path.abspath(path))
+    rel = os.path.relpath(folder, base)
+    snaps = [(t, os.path.join(rel, name), "/") for _, t, name in snapshots]
+    write_xdmf(stem + ".xdmf", grid, snaps, ("p", "rho", "phi", "velocity"))

@@ -4,24 +4,38 @@
 
 WHERE is where the N-th event kills the process:
 
-* ``solve``: inside the N-th pressure solve (mid-step, between snapshots);
+* ``solve``: inside the N-th pressure solve (mid-step, between snapshots),
+  once the snapshot writes handed to the background writer are done (the
+  instant of a run with nothing in flight);
+* ``writing``: inside the first pressure solve after the N-th snapshot was
+  handed to the writer, while that snapshot is still being written (the
+  writer is held before it writes the file: the time loop has gone on);
 * ``snapshot``: while the N-th snapshot file is half written;
 * ``before-index``: after the N-th snapshot file is in place, before the
   index that lists it is written;
 * ``index``: while the N-th index file is half written.
+
+The snapshot files and the index are written by the background writer
+thread: the kills there come from that thread, while the time loop goes on
+in the main thread (a SIGKILL from any thread ends the whole process).
 """
 import os
 import signal
 import sys
+import threading
 
 import h5py
 
 from bubbleflow.apps import cli
+from bubbleflow.io import flow_output, layout
 from bubbleflow.linalg.solver import PressureSolver
 
 where, target = sys.argv[1], int(sys.argv[2])
 args = sys.argv[sys.argv.index("--") + 1:]
 count = {"n": 0}
+lock = threading.Lock()
+writers = []
+held = threading.Event()
 
 
 def die():
@@ -30,20 +44,50 @@ def die():
 
 
 def tick():
-    count["n"] += 1
-    return count["n"] == target
+    with lock:
+        count["n"] += 1
+        return count["n"] == target
 
 
-if where == "solve":
+# Every writer of the run, so that "solve" can wait for them.
+init = flow_output.FlowWriter.__init__
+
+
+def recording_init(self, *a, **kw):
+    init(self, *a, **kw)
+    writers.append(self)
+
+
+flow_output.FlowWriter.__init__ = recording_init
+
+if where in ("solve", "writing"):
     solve = PressureSolver.solve
 
     def killing_solve(self, *a, **kw):
-        if tick():
+        if where == "solve" and tick():
+            for w in writers:
+                w.wait()
+            die()
+        if where == "writing" and held.is_set():
             die()
         return solve(self, *a, **kw)
 
     PressureSolver.solve = killing_solve
-else:
+
+if where in ("writing", "before-index"):
+    write = layout.write_snapshot
+
+    def hooked_write(*a, **kw):
+        if where == "writing" and tick():
+            held.set()
+            threading.Event().wait()        # held until the kill
+        write(*a, **kw)
+        if where == "before-index" and tick():
+            die()
+
+    layout.write_snapshot = hooked_write
+
+if where in ("snapshot", "index"):
     create = h5py.Group.create_dataset
 
     def killing_create(self, name, *a, **kw):
@@ -56,27 +100,5 @@ else:
         return create(self, name, *a, **kw)
 
     h5py.Group.create_dataset = killing_create
-    if where == "before-index":
-        import bubbleflow.io.flow_output as fo
-
-        write = fo.FlowWriter.write_snapshot
-        commit = fo.FlowWriter.commit
-
-        def counting_snapshot(self, *a, **kw):
-            count["in_snapshot"] = True
-            try:
-                return write(self, *a, **kw)
-            finally:
-                count["in_snapshot"] = False
-
-        def counting_commit(self, *a, **kw):
-            if count.get("in_snapshot"):
-                count["snap_done"] = count.get("snap_done", 0) + 1
-                if count["snap_done"] >= target:
-                    die()
-            return commit(self, *a, **kw)
-
-        fo.FlowWriter.write_snapshot = counting_snapshot
-        fo.FlowWriter.commit = counting_commit
 
 sys.exit(cli.main(args))

@@ -71,6 +71,7 @@ def uninterrupted(tmp_path_factory):
 @pytest.mark.parametrize("where,n", [
     ("solve", 4),            # mid-step, before the second snapshot
     ("solve", 17),           # mid-step, later
+    ("writing", 3),          # mid-step, while the snapshot before it is still being written
     ("snapshot", 2),         # while a snapshot file is half written
     ("before-index", 3),     # snapshot in place, index not yet updated
     ("index", 3),            # while the index is half written
