@@ -190,7 +190,7 @@ class PressureSolver:
                    rtol=solver_cfg.rtol, atol=solver_cfg.atol, maxiter=solver_cfg.maxiter,
                    check_every=solver_cfg.check_every, precision=precision)
 
-    def solve(self, b, x0=None, callback=None, progress=None):
+    def solve(self, b, x0=None, callback=None, progress=None, rtol=None, atol=None):
         """Solve ``A x = b``; returns ``(x, SolveRecord)``.
 
         ``b`` may be flat or grid-shaped; ``x`` has the shape of ``b`` and is
@@ -214,7 +214,11 @@ class PressureSolver:
             iteration.  Reports come one check late (a check's value is final
             only once the check is over); the last comes before ``solve``
             returns.
+        rtol, atol : float, optional
+            This solve's tolerances (default: the solver's).
         """
+        rtol = self.rtol if rtol is None else rtol
+        atol = self.atol if atol is None else atol
         shape = b.shape
         xp = self.A.backend.xp
         b = xp.asarray(b)
@@ -224,9 +228,9 @@ class PressureSolver:
             x0 = xp.asarray(x0).astype(np.float64)
         M = None if self.preconditioner_name == "none" else self.M
         if self.precision == "float32":
-            x, record = self._refine(b, x0, M, callback, progress)
+            x, record = self._refine(b, x0, M, callback, progress, rtol, atol)
         else:
-            x, record = krylov_solve(self.A, b, x0, rtol=self.rtol, atol=self.atol,
+            x, record = krylov_solve(self.A, b, x0, rtol=rtol, atol=atol,
                                      maxiter=self.maxiter, M=M, callback=callback,
                                      deflation=self.deflation, variant=self.variant,
                                      check_every=self.check_every, method=self.method,
@@ -236,7 +240,7 @@ class PressureSolver:
             record.preconditioner = "none"
         return x.reshape(shape), record
 
-    def _refine(self, b, x0, M, callback, progress, stagnation_steps=2):
+    def _refine(self, b, x0, M, callback, progress, rtol, atol, stagnation_steps=2):
         """Float64 iterative refinement with float32 (D)PCG corrections."""
         t_setup = time.perf_counter()
         A = self.A
@@ -244,7 +248,7 @@ class PressureSolver:
         xp = backend.xp
         _, norm = reductions(backend, np.float64)
         b = b.ravel()
-        record = SolveRecord(method=self.method, rtol=float(self.rtol), precision="float32")
+        record = SolveRecord(method=self.method, rtol=float(rtol), precision="float32")
         gauge = nullspace_of(A, "auto")          # the null-space hook of the operator
         b = gauge.compatible(b, record)
         x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=np.float64).ravel()
@@ -258,7 +262,7 @@ class PressureSolver:
             record.residual, record.converged, record.reason = 0.0, True, "converged"
             record.residual_history = np.zeros(1)
             return xp.zeros_like(b), record
-        tol = max(float(self.rtol) * bnorm, float(self.atol))
+        tol = max(float(rtol) * bnorm, float(atol))
         report = _Report(progress)
         hist = [math.nan]                # entry 0 set by the first check
         total, best, stalls, reason = 0, (None, math.inf), 0, None

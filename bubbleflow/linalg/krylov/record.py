@@ -76,6 +76,19 @@ class SolveRecord:
             return max(self.iterations, 1)
         return -1
 
+    def relative_to(self, norm_solved, norm_reported, rtol):
+        """Re-express the relative figures (residual, history, checks) against
+        another norm: a solve of ``A d = r`` for an increment ``d`` measured
+        as one of ``A x = b`` (``norm_solved = ||r||``, ``norm_reported =
+        ||b||``, ``rtol`` the tolerance on ``||b||``)."""
+        scale = float(norm_solved) / float(norm_reported)
+        self.residual = self.residual * scale
+        self.residual_history = np.asarray(self.residual_history) * scale
+        self.true_residual_checks = [(it, res * scale) for it, res in self.true_residual_checks]
+        self.rhs_mean_removed = self.rhs_mean_removed * scale
+        self.rtol = float(rtol)
+        return self
+
     def summary(self) -> str:
         status = "converged" if self.converged else f"FAILED ({self.reason})"
         return (f"{status}: {self.iterations} iterations, true relative residual "

@@ -1,0 +1,147 @@
+"""The variable-viscosity stress of the momentum equation, explicit or implicit.
+
+The stress ``div(2 mu D)`` acting on the x velocity ``u`` (on the vertical
+faces) is ``d/dx(2 mu du/dx) + d/dy(mu du/dy) + d/dy(mu dv/dx)``; on ``v``
+(horizontal faces) ``d/dy(2 mu dv/dy) + d/dx(mu dv/dx) + d/dx(mu du/dy)``.
+Normal stresses live at cell centres (``mu``), shear stresses at cell corners
+(``mu_n``, the mean of the four cells around a corner, walls by edge copy).
+
+Implicit (backward Euler), each component solves
+
+    (rho_f - dt L) u* = rho_f u^n + dt (explicit terms + cross term)
+
+where ``L`` is the component's own part of the stress (the first two terms
+above) and the cross term (the third) is taken from the old velocity: the
+two components decouple into two symmetric positive definite systems, solved
+by Jacobi-preconditioned CG (:func:`bubbleflow.linalg.cg`).  Walls: zero
+normal velocity on the wall faces; tangential velocity by one ghost layer,
+mirrored with the sign ``s`` (-1 no-slip, +1 free-slip), which folds into
+the diagonal and keeps ``L`` symmetric.  Without the viscous limit the step
+is set by the convective and capillary ones (Hysing case 2: viscosity ratio
+100, where the explicit limit ``dt <= 0.2 h^2 / nu`` dominated).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..compute.backend import backend_of
+
+__all__ = ["corner_viscosity", "shear_x", "shear_y", "ViscousSystem"]
+
+
+def corner_viscosity(mu, xp):
+    """``mu`` at the cell corners ``(ny+1, nx+1)``: the mean of the four
+    cells around each corner (edge-copied at the walls)."""
+    mp = xp.pad(mu, 1, mode="edge")
+    return 0.25 * (mp[:-1, :-1] + mp[1:, :-1] + mp[:-1, 1:] + mp[1:, 1:])
+
+
+def shear_x(mu_n, vg, hx):
+    """``mu dv/dx`` at the corners, from ``v`` with its ghost columns."""
+    return mu_n * (vg[:, 1:] - vg[:, :-1]) / hx
+
+
+def shear_y(mu_n, ug, hy):
+    """``mu du/dy`` at the corners, from ``u`` with its ghost rows."""
+    return mu_n * (ug[1:, :] - ug[:-1, :]) / hy
+
+
+class ViscousSystem:
+    """``S x = rho_f x - dt L x`` for one velocity component on its interior faces.
+
+    Parameters
+    ----------
+    component : {"u", "v"}
+    mu : array (ny, nx)
+        Cell viscosity.
+    mu_n : array (ny+1, nx+1)
+        Corner viscosity (:func:`corner_viscosity`).
+    rho_f : array
+        Face density on the component's interior faces: ``(ny, nx-1)`` for
+        ``u``, ``(ny-1, nx)`` for ``v``.
+    dt, hx, hy : float
+    signs : (float, float)
+        Ghost signs across the component's tangential walls: ``(bottom,
+        top)`` for ``u``, ``(left, right)`` for ``v``.
+
+    ``matvec`` takes and returns flat arrays (what the Krylov loop uses);
+    ``inv_diagonal`` is the Jacobi preconditioner.
+    """
+
+    nullspace = None            # rho_f > 0: definite
+
+    def __init__(self, component, mu, mu_n, rho_f, dt, hx, hy, signs):
+        if component not in ("u", "v"):
+            raise ValueError(f"component {component!r}; expected 'u' or 'v'")
+        self.backend = backend_of(mu)
+        self.xp = self.backend.xp
+        self.component, self.shape2d = component, rho_f.shape
+        self.shape = (rho_f.size, rho_f.size)
+        self.dtype = np.dtype(rho_f.dtype)
+        self.dt, self.hx, self.hy = float(dt), float(hx), float(hy)
+        self.s_low, self.s_high = (float(s) for s in signs)
+        c = self.dt
+        if component == "u":
+            # Normal stress along x at the cells east and west of each face;
+            # shear along y at the corners above and below.
+            self.k_plus = c * 2.0 * mu[:, 1:] / hx ** 2
+            self.k_minus = c * 2.0 * mu[:, :-1] / hx ** 2
+            self.t_plus = c * mu_n[1:, 1:-1] / hy ** 2
+            self.t_minus = c * mu_n[:-1, 1:-1] / hy ** 2
+        else:
+            self.k_plus = c * 2.0 * mu[1:, :] / hy ** 2
+            self.k_minus = c * 2.0 * mu[:-1, :] / hy ** 2
+            self.t_plus = c * mu_n[1:-1, 1:] / hx ** 2
+            self.t_minus = c * mu_n[1:-1, :-1] / hx ** 2
+        diag = rho_f + self.k_plus + self.k_minus + self.t_plus + self.t_minus
+        # The ghost across a tangential wall is s x: its coupling folds into
+        # the diagonal, -t (s x - x) = t (1 - s) x, in place of t x.
+        low, high = self._edges(diag)
+        low += self.t_minus[self._first] * (-self.s_low)
+        high += self.t_plus[self._last] * (-self.s_high)
+        self.rho_f = rho_f
+        self.diagonal = diag
+        self.inv_diagonal = (1.0 / diag).ravel()
+
+    # The first and last lines across the tangential walls.
+    @property
+    def _first(self):
+        return (slice(0, 1), slice(None)) if self.component == "u" else (slice(None), slice(0, 1))
+
+    @property
+    def _last(self):
+        return (slice(-1, None), slice(None)) if self.component == "u" \
+            else (slice(None), slice(-1, None))
+
+    def _edges(self, a):
+        return a[self._first], a[self._last]
+
+    def matvec(self, x):
+        """``S x`` (flat in, flat out)."""
+        xp = self.xp
+        x = x.reshape(self.shape2d)
+        zero = xp.zeros_like(x[:1, :]) if self.component == "v" else xp.zeros_like(x[:, :1])
+        if self.component == "u":
+            # Wall faces (zero normal velocity) beside the first and last faces.
+            xm = xp.concatenate([zero, x[:, :-1]], axis=1)
+            xq = xp.concatenate([x[:, 1:], zero], axis=1)
+            ym = xp.concatenate([self.s_low * x[:1, :], x[:-1, :]], axis=0)
+            yq = xp.concatenate([x[1:, :], self.s_high * x[-1:, :]], axis=0)
+        else:
+            xm = xp.concatenate([zero, x[:-1, :]], axis=0)
+            xq = xp.concatenate([x[1:, :], zero], axis=0)
+            ym = xp.concatenate([self.s_low * x[:, :1], x[:, :-1]], axis=1)
+            yq = xp.concatenate([x[:, 1:], self.s_high * x[:, -1:]], axis=1)
+        Lx = (self.k_plus * (xq - x) - self.k_minus * (x - xm)
+              + self.t_plus * (yq - x) - self.t_minus * (x - ym))
+        return (self.rho_f * x - Lx).ravel()
+
+    def jacobi(self, r):
+        """``D^-1 r``: the preconditioner."""
+        return self.inv_diagonal * r
+
+    def explicit_stress(self, x):
+        """``L x`` on the interior faces (grid-shaped): the component's own
+        part of the stress, as the explicit step uses it."""
+        Sx = self.matvec(x.ravel()).reshape(self.shape2d)
+        return (self.rho_f * x - Sx) / self.dt

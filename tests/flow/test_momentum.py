@@ -1,0 +1,188 @@
+"""The momentum step's options: implicit viscosity, reduced gravity, the
+pressure solved as an increment."""
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse.linalg as spla
+
+from bubbleflow.case.config import CaseError, load_case
+from bubbleflow.flow.navier_stokes import FlowSolver
+from bubbleflow.flow.viscosity import ViscousSystem, corner_viscosity
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def case_file(name, *overrides):
+    return load_case(os.path.join(ROOT, "cases", name), list(overrides))
+
+
+def dense(S):
+    n = S.shape[0]
+    xp = S.xp
+    return np.stack([S.backend.to_host(S.matvec(xp.asarray(np.eye(n)[k]))) for k in range(n)],
+                    axis=1)
+
+
+def random_system(component, signs, backend, ny=5, nx=7, seed=0):
+    rng = np.random.default_rng(seed)
+    xp = backend.xp
+    mu = xp.asarray(rng.uniform(0.1, 3.0, (ny, nx)))
+    shape = (ny, nx - 1) if component == "u" else (ny - 1, nx)
+    rho_f = xp.asarray(rng.uniform(1.0, 1000.0, shape))
+    return ViscousSystem(component, mu, corner_viscosity(mu, xp), rho_f, 0.3, 0.2, 0.1, signs)
+
+
+@pytest.mark.parametrize("component", ["u", "v"])
+@pytest.mark.parametrize("signs", [(-1.0, -1.0), (1.0, 1.0), (-1.0, 1.0)])
+def test_viscous_system_is_symmetric_positive_definite(component, signs, backend):
+    S = random_system(component, signs, backend)
+    M = dense(S)
+    assert np.allclose(M, M.T, rtol=0, atol=1e-12 * abs(M).max())
+    assert np.linalg.eigvalsh(M).min() > 0
+    assert np.allclose(np.diag(M), backend.to_host(S.diagonal).ravel(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("component,signs", [("u", (-1.0, 1.0)), ("v", (1.0, -1.0))])
+def test_viscous_stress_matches_the_explicit_formula(component, signs, backend):
+    """``L x`` of the implicit system is the explicit step's own-component
+    stress (normal stress at centres, shear at corners, mirrored ghosts)."""
+    rng = np.random.default_rng(1)
+    ny, nx, hx, hy = 6, 5, 0.2, 0.1
+    xp = backend.xp
+    mu = rng.uniform(0.1, 3.0, (ny, nx))
+    mu_n = np.pad(mu, 1, mode="edge")
+    mu_n = 0.25 * (mu_n[:-1, :-1] + mu_n[1:, :-1] + mu_n[:-1, 1:] + mu_n[1:, 1:])
+    if component == "u":
+        u = np.zeros((ny, nx + 1))
+        u[:, 1:-1] = rng.standard_normal((ny, nx - 1))
+        ug = np.concatenate([signs[0] * u[:1], u, signs[1] * u[-1:]], axis=0)
+        txx = 2 * mu * (u[:, 1:] - u[:, :-1]) / hx
+        txy = mu_n * (ug[1:] - ug[:-1]) / hy
+        want = (txx[:, 1:] - txx[:, :-1]) / hx + (txy[1:, 1:-1] - txy[:-1, 1:-1]) / hy
+        x, rho_f = u[:, 1:-1], np.ones((ny, nx - 1))
+    else:
+        v = np.zeros((ny + 1, nx))
+        v[1:-1, :] = rng.standard_normal((ny - 1, nx))
+        vg = np.concatenate([signs[0] * v[:, :1], v, signs[1] * v[:, -1:]], axis=1)
+        tyy = 2 * mu * (v[1:] - v[:-1]) / hy
+        txy = mu_n * (vg[:, 1:] - vg[:, :-1]) / hx
+        want = (txy[1:-1, 1:] - txy[1:-1, :-1]) / hx + (tyy[1:] - tyy[:-1]) / hy
+        x, rho_f = v[1:-1, :], np.ones((ny - 1, nx))
+    S = ViscousSystem(component, xp.asarray(mu), xp.asarray(mu_n), xp.asarray(rho_f), 0.01,
+                      hx, hy, signs)
+    got = backend.to_host(S.explicit_stress(xp.asarray(x)))
+    assert np.allclose(got, want, rtol=1e-10, atol=1e-10 * abs(want).max())
+
+
+def test_implicit_viscous_step_matches_a_direct_solve(backend):
+    """One implicit step's u* against SciPy's direct solve of the same systems."""
+    case = case_file("hysing_case2.yaml", "grid.nx=10", "grid.ny=20")
+    flow = FlowSolver(case, backend)
+    state = flow.initial_state()
+    for _ in range(3):
+        state, _ = flow.step(state)
+    H, rho, mu, rho_x, rho_y = flow.properties(state.phi)
+    dt = flow.stable_dt(state, rho, mu)
+    us, vs = flow.provisional_velocity(state, dt, H, rho, mu, rho_x, rho_y)
+    assert [r.converged for r in flow.viscous_records] == [True, True]
+    # Rebuild the u system's right-hand side from its solution and solve it directly.
+    xp = backend.xp
+    S = ViscousSystem("u", mu, corner_viscosity(mu, xp), rho_x, dt, flow.hx, flow.hy,
+                      (flow.s_bottom, flow.s_top))
+    M = dense(S)
+    grad = backend.to_host((state.p[:, 1:] - state.p[:, :-1]) / flow.hx)
+    x = backend.to_host(us[:, 1:-1]) - dt * grad / backend.to_host(rho_x)
+    rhs = M @ x.ravel()
+    direct = spla.spsolve(__import__("scipy.sparse").sparse.csr_matrix(M), rhs)
+    assert np.allclose(direct, x.ravel(), rtol=1e-8, atol=1e-12)
+
+
+def test_implicit_viscosity_lifts_the_viscous_step_limit(backend):
+    """Hysing case 2 (viscosity ratio 100): explicit, the viscous limit sets
+    the step; implicit, a larger one (convective/capillary) does, and the
+    flow stays divergence-free with its solves converged."""
+    steps = {}
+    for scheme in ("explicit", "implicit"):
+        case = case_file("hysing_case2.yaml", "grid.nx=20", "grid.ny=40", "time.end=0.3",
+                         f"momentum.viscosity={scheme}")
+        flow = FlowSolver(case, backend)
+        state = flow.initial_state()
+        n = 0
+        while state.time < case.time.end:
+            state, rep = flow.step(state)
+            assert rep.record.converged and rep.divergence < 1e-8
+            n += 1
+        steps[scheme] = n
+        assert np.isfinite(backend.to_host(state.u)).all()
+    print(steps)
+    assert steps["implicit"] * 3 <= steps["explicit"]
+
+
+def test_fixed_dt_above_the_viscous_limit_is_refused_only_when_explicit(tmp_path):
+    base = ["grid.nx=20", "grid.ny=40", "time.dt=0.008"]   # viscous limit 0.005
+    case_file("hysing_case2.yaml", *base)                      # implicit: no viscous limit
+    with pytest.raises(CaseError, match="viscous stability limit"):
+        case_file("hysing_case2.yaml", *base, "momentum.viscosity=explicit")
+
+
+@pytest.mark.parametrize("viscosity", ["explicit", "implicit"])
+def test_reduced_gravity_keeps_a_flat_free_surface_at_rest(viscosity, backend):
+    """Liquid below a flat free surface, no bubble: with reduced gravity the
+    dynamic pressure is ~0 and nothing moves; the total pressure is hydrostatic."""
+    case = case_file("bubbly_column_flow.yaml", "grid.nx=16", "grid.ny=32", "time.end=0.05",
+                     "geometry.bubbles=[]", "physics.surface_tension=0",
+                     f"momentum.viscosity={viscosity}")
+    flow = FlowSolver(case, backend)
+    state = flow.initial_state()
+    while state.time < case.time.end:
+        state, rep = flow.step(state)
+    umax = max(float(abs(state.u).max()), float(abs(state.v).max()))
+    # (what is left is the pressure solves' tolerance, rtol 1e-9)
+    assert umax < 1e-6 * 9.81 * case.time.end, umax
+    _, rho, _, _, _ = flow.properties(state.phi)
+    p = backend.to_host(flow.total_pressure(state.p, rho))
+    deep, shallow = p[2].mean(), p[int(0.7 * 32)].mean()
+    g, dy = 9.81, (int(0.7 * 32) - 2) / 32
+    assert (deep - shallow) == pytest.approx(1000.0 * g * dy, rel=1e-6)
+
+
+def test_reduced_and_volumetric_gravity_give_the_same_rise(backend):
+    """The two gravity forms are the same physics: a short Hysing case 1 run
+    ends with the same bubble to within the discretisation."""
+    out = {}
+    for form in ("reduced", "volumetric"):
+        case = case_file("two_phase.yaml", "grid.nx=20", "grid.ny=40", "time.end=0.4",
+                         f"momentum.gravity={form}")
+        flow = FlowSolver(case, backend)
+        state = flow.initial_state()
+        while state.time < case.time.end:
+            state, rep = flow.step(state)
+        out[form] = flow.diagnostics(state)
+    a, b = out["reduced"], out["volumetric"]
+    assert a["rise_velocity"] == pytest.approx(b["rise_velocity"], rel=0.03)
+    assert a["centroid_y"] == pytest.approx(b["centroid_y"], abs=2e-3)
+
+
+def test_pressure_increment_reaches_rtol_of_the_whole_rhs(backend):
+    """The solve as an increment stops where ``||b - A p|| <= rtol ||b||``,
+    and the record's residual is measured against ``||b||``."""
+    case = case_file("two_phase.yaml", "grid.nx=20", "grid.ny=40", "time.end=0.1",
+                     "momentum.gravity=volumetric")
+    flow = FlowSolver(case, backend)
+    state = flow.initial_state()
+    for _ in range(3):
+        state, rep = flow.step(state)
+    xp = backend.xp
+    H, rho, mu, rho_x, rho_y = flow.properties(state.phi)
+    from bubbleflow.operators.poisson import PoissonOperator
+    A = PoissonOperator(1.0 / rho_x, 1.0 / rho_y, flow.hx, flow.hy, backend=backend)
+    b = xp.asarray(np.random.default_rng(3).standard_normal(state.p.shape))
+    b -= b.mean()
+    solver = flow.pressure_solver(A, state.phi)
+    p, rec = flow.solve_pressure(solver, A, b, state.p)
+    r = b - A.matvec(p.ravel()).reshape(b.shape)
+    true = float(xp.sqrt((r * r).sum()) / xp.sqrt((b * b).sum()))
+    assert rec.converged and rec.rtol == case.solver.rtol
+    assert true <= 1.5 * case.solver.rtol
+    assert rec.residual == pytest.approx(true, rel=1e-3, abs=1e-13)
