@@ -35,10 +35,9 @@ import numpy as np
 from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles, heaviside
 from ..operators.poisson import PoissonOperator
-from ..linalg.functions import cg
 from ..linalg.solver import PressureSolver
 from . import levelset_ops
-from .viscosity import ViscousSystem, corner_viscosity, shear_x, shear_y
+from .viscosity import ViscousSystem, corner_viscosity, shear_x, shear_y, solve_viscous
 
 __all__ = ["FlowState", "FlowSolver", "StepReport"]
 
@@ -272,8 +271,7 @@ class FlowSolver:
         records = []
         for name, rho_f, rhs, old, signs, out in systems:
             S = ViscousSystem(name, mu, mu_n, rho_f, dt, hx, hy, signs)
-            x, rec = cg(S, rhs.ravel(), x0=old.ravel(), rtol=self.case.momentum.viscous_rtol,
-                        M=S.jacobi, nullspace=None, engine="generic")
+            x, rec = solve_viscous(S, rhs.ravel(), old.ravel(), self.case.momentum.viscous_rtol)
             if not rec.converged:
                 raise FloatingPointError(
                     f"the implicit viscous solve for {name} did not converge at t = "

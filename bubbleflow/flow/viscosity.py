@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute.backend import backend_of
+from ..linalg.functions import cg
 
-__all__ = ["corner_viscosity", "shear_x", "shear_y", "ViscousSystem"]
+__all__ = ["corner_viscosity", "shear_x", "shear_y", "ViscousSystem", "solve_viscous"]
 
 
 def corner_viscosity(mu, xp):
@@ -145,3 +146,9 @@ class ViscousSystem:
         part of the stress, as the explicit step uses it."""
         Sx = self.matvec(x.ravel()).reshape(self.shape2d)
         return (self.rho_f * x - Sx) / self.dt
+
+
+def solve_viscous(S, rhs, x0, rtol):
+    """``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns ``(x, record)``
+    (a :class:`~bubbleflow.linalg.krylov.record.SolveRecord`)."""
+    return cg(S, rhs, x0=x0, rtol=rtol, M=S.jacobi, nullspace=None, engine="generic")
