@@ -6,11 +6,13 @@ writes its file (``/solver/converged`` false), says why, and returns 1.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
 from .. import __version__
 from ..case.problem import build_pressure_problem
+from ..io.layout import DYNAMIC_PRESSURE
 from ..linalg.solver import PressureSolver
 
 __all__ = ["run_case", "run_pressure"]
@@ -154,7 +156,8 @@ def _open_restart(case, restart, backend, solver):
                         value=case.time.end)
     xp, dt = backend.xp, solver.dtype
     state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
-                      v=xp.asarray(ck["v"], dtype=dt), p=xp.asarray(ck["p"], dtype=dt),
+                      v=xp.asarray(ck["v"], dtype=dt),
+                      p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
                       time=ck["time"], step=ck["step"])
     return state
 
@@ -341,8 +344,18 @@ def _flow_bar(case, state, enabled):
 
 
 def _snapshot(writer, solver, state, backend):
-    """Hand the state to the writer: its fields are copied now and written in the background."""
-    writer.write_snapshot(state, solver.properties(state.phi)[1], backend.to_host)
+    """Hand the state to the writer: its fields are copied now and written in the background.
+
+    ``p`` in the file is the whole pressure; with reduced gravity the
+    dynamic pressure the solver carries is stored beside it, ``p_dynamic``,
+    which a restart reads back (bit for bit)."""
+    rho = solver.properties(state.phi)[1]
+    total = solver.total_pressure(state.p, rho)
+    if total is state.p:
+        writer.write_snapshot(state, rho, backend.to_host)
+    else:
+        writer.write_snapshot(dataclasses.replace(state, p=total), rho, backend.to_host,
+                              extra={DYNAMIC_PRESSURE: state.p})
 
 
 def _write_failed(name, exc, path):

@@ -89,8 +89,11 @@ DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "cir
                "divergence")
 
 #: Units of the datasets under ``/fields`` (and of snapshot files); "1": dimensionless.
+#: The dynamic pressure ``p - rho g.(x - x0)`` a flow with reduced gravity
+#: solves for, stored in its snapshots beside the whole pressure ``p``.
+DYNAMIC_PRESSURE = "p_dynamic"
 UNITS = {"phi": "m", "rho": "kg/m^3", "p": "Pa", "u": "m/s", "v": "m/s", "velocity": "m/s",
-         "time": "s", "step": "1"}
+         "time": "s", "step": "1", DYNAMIC_PRESSURE: "Pa"}
 
 _OLDER = "it was written by an older bubbleflow (no run_id); start a new run"
 
@@ -431,7 +434,7 @@ def read_checkpoint(path):
         case = text(fh.attrs[CASE])
     snapshot = os.path.join(run_folder(path), snapshot_name(int(steps[-1])))
     with h5py.File(snapshot, "r") as fh:
-        out = {key: fh[key][()] for key in ("phi", "u", "v", "p")}
+        out = {key: fh[key][()] for key in ("phi", "u", "v", "p", DYNAMIC_PRESSURE) if key in fh}
     out["step"] = int(steps[-1])
     out["time"] = float(times[-1])
     out["case"] = case

@@ -254,7 +254,8 @@ def test_extra_fields_go_into_the_snapshot_file(tmp_path, backend):
         assert "p_dynamic" not in fh["fields"] and fh["fields/step"].shape == (1,)
     with h5py.File(os.path.join(w.folder, layout.snapshot_name(0)), "r") as fh:
         assert (fh["p_dynamic"][()] == 7.0).all() and fh["p_dynamic"].dtype == np.float64
-        assert (fh["u_host"][()] == 1.0).all() and "units" not in fh["p_dynamic"].attrs
+        assert (fh["u_host"][()] == 1.0).all() and "units" not in fh["u_host"].attrs
+        assert fh["p_dynamic"].attrs["units"] == "Pa"          # a field the layout knows
         assert set(fh) == {"phi", "rho", "p", "u", "v", "velocity", "p_dynamic", "u_host"}
 
 
