@@ -789,8 +789,9 @@ class LevelSetConfig(_Node):
 
 #: How gravity enters the momentum equation (mode flow).
 GRAVITY_FORMS = ("reduced", "volumetric")
-#: How the viscous stress is advanced (mode flow).
-VISCOSITY_SCHEMES = ("implicit", "explicit")
+#: How the viscous stress is advanced (mode flow); ``auto`` resolves per case
+#: (:func:`viscosity_scheme`).
+VISCOSITY_SCHEMES = ("auto", "implicit", "explicit")
 
 
 @dataclass(frozen=True)
@@ -805,11 +806,13 @@ class MomentumConfig(_Node):
     pressure.  ``viscosity: implicit`` solves the variable-viscosity stress
     (backward Euler, the velocity components coupled through lagged
     cross-derivative terms) so the step has no viscous limit; ``explicit``
-    keeps it explicit with ``dt <= 0.2 h^2 / nu``.
+    keeps it explicit with ``dt <= 0.2 h^2 / nu``; ``auto`` (the default) is
+    implicit where that limit would set the step, explicit where another
+    limit is smaller anyway (:func:`viscosity_scheme`).
     """
 
     gravity: str = _f(_Enum(GRAVITY_FORMS), "reduced")
-    viscosity: str = _f(_Enum(VISCOSITY_SCHEMES), "implicit")
+    viscosity: str = _f(_Enum(VISCOSITY_SCHEMES), "auto")
     viscous_rtol: float = _f(_Float(gt=0, lt=1), 1.0e-10,
                              doc="relative tolerance of the implicit viscous solves")
 
@@ -1500,6 +1503,23 @@ def _check_overlaps(case, ctx, gap):
                  f" or inside a bubble{apart}")
 
 
+def viscosity_scheme(case):
+    """``"implicit"`` or ``"explicit"``: ``momentum.viscosity``, with ``auto``
+    resolved.  Implicit when the explicit viscous limit ``0.2 h^2 / nu`` is
+    below every other step limit at t = 0 (capillary, gravity, ``dt_max``,
+    a fixed ``dt``): only then can it ever set the step, the convective
+    limit only shrinking the step as the flow speeds up.  Otherwise the
+    explicit stress costs less and the step is the same."""
+    scheme = case.momentum.viscosity
+    if scheme != "auto":
+        return scheme
+    limits = _dt_limits(case, viscous=True)
+    viscous = limits.pop("viscous")[0]
+    others = [dt for dt, _ in limits.values()] + [x for x in (case.time.dt, case.time.dt_max)
+                                                  if x is not None]
+    return "implicit" if others and viscous < min(others) else "explicit"
+
+
 def initial_dt_limits(case):
     """The time-step limits of a flow at rest (t = 0), in seconds.
 
@@ -1517,12 +1537,16 @@ def initial_dt_limits(case):
         ``{"viscous": (dt, formula), "capillary": ..., "gravity": ...}`` for
         the limits that apply; ``formula`` shows the numbers, for messages.
     """
+    return _dt_limits(case, viscous=viscosity_scheme(case) == "explicit")
+
+
+def _dt_limits(case, viscous):
     g, fl, ph = case.grid, case.fluids, case.physics
     h = min(g.lx / g.nx, g.ly / g.ny)
     fluids = [fl.liquid] + ([fl.gas] if _has_gas(case.geometry) else [])
     nu = max(f.viscosity / f.density for f in fluids)
     out = {}
-    if case.momentum.viscosity == "explicit":
+    if viscous:
         out["viscous"] = (0.2 * h * h / nu, f"0.2 h^2 / nu with h = {_num(h)}, nu = {nu:.3g}")
     if ph.surface_tension > 0:
         rho_avg = 0.5 * (fl.liquid.density + fl.gas.density)

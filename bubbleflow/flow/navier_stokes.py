@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..case.config import viscosity_scheme
 from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles, heaviside
 from ..operators.poisson import PoissonOperator
@@ -124,7 +125,7 @@ class FlowSolver:
         # Interior horizontal faces' heights (the v faces between rows).
         self.yf = self.xp.asarray(np.arange(1, g.ny) * g.hy, dtype=self.dtype)[:, None]
         mom = case.momentum
-        self.implicit_viscosity = mom.viscosity == "implicit"
+        self.implicit_viscosity = viscosity_scheme(case) == "implicit"
         self.reduced_gravity = mom.gravity == "reduced"
         # Reduced gravity: p_d = p - rho g.(x - x0), with x0 on the free
         # surface when there is one (a flat surface at rest then carries no

@@ -12,6 +12,7 @@ from bubbleflow.case.config import (
     DEFLATIONS, METHODS, PRECONDITIONERS, VARIANTS, Case, CaseError, case_from_dict,
     lattice_centres, load_case,
 )
+from bubbleflow.case.config import initial_dt_limits, viscosity_scheme
 from bubbleflow.linalg import registry
 from bubbleflow.mesh.grid import blocks_near
 
@@ -778,9 +779,21 @@ def test_fixed_dt_against_the_limits():
     assert "above the capillary stability limit 0.00747 s at t = 0" in str(err), str(err)
     # Viscous: 0.2 h^2 / nu = 0.2 / 1600 / 0.01 = 0.0125; gravity sqrt(h/g) = 0.16.
     assert flow(**{"time.dt": 0.009, "physics.surface_tension": 0}).time.dt == 0.009
-    err = error_of(flow, **{"time.dt": 0.02, "physics.surface_tension": 0})
+    err = error_of(flow, **{"time.dt": 0.02, "physics.surface_tension": 0,
+                            "momentum.viscosity": "explicit"})
     assert "above the viscous stability limit 0.0125 s" in str(err), str(err)
     assert flow(**{"time.dt": 0.007}).time.dt == 0.007
+    # momentum.viscosity auto: a step the viscous limit would forbid makes it implicit.
+    case = flow(**{"time.dt": 0.02, "physics.surface_tension": 0})
+    assert viscosity_scheme(case) == "implicit" and "viscous" not in initial_dt_limits(case)
+    assert viscosity_scheme(flow()) == "explicit"          # capillary 0.00747 < viscous 0.0125
+
+
+def test_auto_viscosity_is_implicit_where_the_viscous_limit_would_set_the_step():
+    # Hysing case 1: the capillary limit is smaller at h = 1/40 and 1/80, the
+    # viscous one at 1/160 (0.2 h^2 / nu ~ h^2, capillary ~ h^1.5).
+    for n, scheme in ((40, "explicit"), (80, "explicit"), (160, "implicit")):
+        assert viscosity_scheme(flow(**{"grid.nx": n, "grid.ny": 2 * n})) == scheme, n
 
 
 def test_dt_limits_match_the_flow_solver():
@@ -811,7 +824,7 @@ def test_output_interval_bounds():
 
 
 def test_too_many_steps():
-    err = error_of(flow, **{"fluids.liquid.viscosity": 1e9})
+    err = error_of(flow, **{"fluids.liquid.viscosity": 1e9, "momentum.viscosity": "explicit"})
     assert err.key == "time.end" and "steps" in str(err) and "viscous limit" in str(err)
 
 

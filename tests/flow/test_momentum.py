@@ -214,3 +214,51 @@ def test_snapshots_hold_the_whole_pressure_and_the_dynamic_one(tmp_path):
     # the dynamic one only carries the smoothed interface's O(g drho eps) part.
     assert p[2].mean() - p[20].mean() == pytest.approx(1000 * 9.81 * (y[20] - y[2]), rel=1e-6)
     assert abs(pd).max() < 0.02 * abs(p).max()
+
+
+@pytest.mark.parametrize("component,signs", [("u", (-1.0, -1.0)), ("v", (1.0, -1.0))])
+def test_chebyshev_viscous_solve_reaches_rtol_without_cg(component, signs, backend):
+    """The Gershgorin interval and the step count make Chebyshev alone reach
+    the tolerance (no CG finish), on a stiff system (dt nu / h^2 ~ 50)."""
+    from bubbleflow.flow.viscosity import chebyshev_bounds, solve_viscous
+
+    rng = np.random.default_rng(5)
+    xp = backend.xp
+    ny, nx = 24, 17
+    mu = xp.asarray(np.where(rng.random((ny, nx)) < 0.5, 10.0, 0.1))
+    shape = (ny, nx - 1) if component == "u" else (ny - 1, nx)
+    rho_f = xp.asarray(np.where(rng.random(shape) < 0.5, 1000.0, 1.0))
+    S = ViscousSystem(component, mu, corner_viscosity(mu, xp), rho_f, 0.01, 1 / 24, 1 / 24, signs)
+    a, b, _ = chebyshev_bounds(S)
+    lam = np.linalg.eigvals(np.diag(1 / np.diag(dense(S))) @ dense(S)).real
+    assert a - 1e-12 <= lam.min() and lam.max() <= b + 1e-12
+    rhs = xp.asarray(rng.standard_normal(rho_f.size))
+    x, rec = solve_viscous(S, rhs, xp.zeros_like(rhs), 1e-10)
+    assert rec.converged and rec.engine == "chebyshev" and rec.iterations > 10
+    res = backend.to_host(rhs - S.matvec(x))
+    assert np.linalg.norm(res) <= 1e-10 * np.linalg.norm(backend.to_host(rhs))
+    direct = np.linalg.solve(dense(S), backend.to_host(rhs))
+    assert np.allclose(backend.to_host(x), direct, rtol=1e-8, atol=1e-12 * abs(direct).max())
+
+
+@pytest.mark.gpu
+def test_chebyshev_step_kernel_is_its_twin_to_the_bit(backend):
+    from bubbleflow.flow.viscosity import chebyshev_step
+
+    if backend.name != "cupy":
+        pytest.skip("the CUDA variant runs on CuPy")
+    rng = np.random.default_rng(6)
+    xp = backend.xp
+    for component, signs, (ny, nx) in (("u", (-1.0, 1.0), (19, 13)), ("v", (1.0, -1.0), (8, 31))):
+        mu = xp.asarray(rng.uniform(0.1, 10.0, (ny, nx)))
+        shape = (ny, nx - 1) if component == "u" else (ny - 1, nx)
+        S = ViscousSystem(component, mu, corner_viscosity(mu, xp),
+                          xp.asarray(rng.uniform(1.0, 1000.0, shape)), 0.02, 0.05, 0.04, signs)
+        n = S.shape[0]
+        args = [xp.asarray(rng.standard_normal(n)) for _ in range(3)]
+        ref = [a.copy() for a in args] + [xp.empty(n)]
+        out = [a.copy() for a in args] + [xp.empty(n)]
+        chebyshev_step.reference(S, *ref, 0.7, 1.3)
+        chebyshev_step(S, *out, 0.7, 1.3)
+        for a, b in zip(ref, out):
+            assert xp.array_equal(a, b)
