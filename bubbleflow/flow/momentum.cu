@@ -1,0 +1,491 @@
+// Momentum kernels of the flow step (bubbleflow.flow.momentum; twins:
+// fluid_properties, step_scalars, advection_terms, interface_coefficients,
+// explicit_velocity_u/_v, implicit_rhs_u/_v, implicit_velocity, divergence,
+// pressure_rhs, norms, correct_velocity).  "typedef double T;" precedes this
+// text.  Every formula is written in the array code's order of operations
+// (compiled without FMA contraction), so a kernel gives its twin's bits (the
+// sums of the norms differ by their order).
+//
+// Layout: cells (j, i) row after row, c = j * nx + i; u (ny, nx + 1) on the
+// vertical faces, v (ny + 1, nx) on the horizontal ones; arrays on the
+// interior u faces (ny, nx - 1), on the interior v faces (ny - 1, nx).
+// Ghosts across the walls mirror the tangential velocity with the sign s
+// (-1 no-slip, +1 free-slip).
+#include "common.cuh"
+
+#define BF_PI 3.141592653589793
+#define BF_NEG_INF __longlong_as_double((long long)0xfff0000000000000ULL)
+#define BF_DBL_MAX 1.7976931348623157e308
+
+// Neither infinite nor NaN.
+__device__ __forceinline__ bool bf_finite(T x) { return fabs(x) <= BF_DBL_MAX; }
+
+// numpy.maximum / numpy.clip: a NaN in either argument wins.
+__device__ __forceinline__ T np_max(T a, T b) { return (a >= b || a != a) ? a : b; }
+__device__ __forceinline__ T np_min(T a, T b) { return (a <= b || a != a) ? a : b; }
+__device__ __forceinline__ T np_clip(T x, T lo, T hi) { return np_min(np_max(x, lo), hi); }
+
+// mesh.levelset.heaviside: the smoothed Heaviside of width eps.
+__device__ __forceinline__ T heaviside(T phi, T eps)
+{
+    const T t = np_clip(phi / eps, -1.0, 1.0);
+    return np_clip(0.5 * (1.0 + t + sin(BF_PI * t) / BF_PI), 0.0, 1.0);
+}
+
+#define BF_CELLS(NX, NY)                                                                   \
+    for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < (NY); j += gridDim.y * blockDim.y) \
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (NX); i += gridDim.x * blockDim.x)
+
+// ------------------------------------------------------------------ properties
+
+// H, rho, mu at the cells; rho_x on the interior u faces (face (j, i) between
+// cells i and i + 1), rho_y on the interior v faces.  rule: 0 the level set
+// (the Heaviside of the mean phi), 1 harmonic, 2 arithmetic mean of the cells.
+__device__ __forceinline__ T face_density(T q, T qn, T r, T eps, T rho_g, T drho, int rule)
+{
+    if (rule == 0) return rho_g + drho * heaviside(0.5 * (qn + q), eps);
+    const T rn = rho_g + drho * heaviside(qn, eps);
+    if (rule == 1) return 2.0 * rn * r / (rn + r);
+    return 0.5 * (rn + r);
+}
+
+extern "C" __global__ void bf_mom_properties(
+    const T* __restrict__ phi, T* __restrict__ H, T* __restrict__ rho, T* __restrict__ mu,
+    T* __restrict__ rho_x, T* __restrict__ rho_y, const int nx, const int ny, const T eps,
+    const T rho_g, const T drho, const T mu_g, const T dmu, const int rule)
+{
+    BF_CELLS(nx, ny) {
+        const long long c = (long long)j * nx + i;
+        const T q = phi[c];
+        const T h = heaviside(q, eps);
+        const T r = rho_g + drho * h;
+        H[c] = h;
+        rho[c] = r;
+        mu[c] = mu_g + dmu * h;
+        if (i < nx - 1)
+            rho_x[(long long)j * (nx - 1) + i] = face_density(q, phi[c + 1], r, eps, rho_g, drho, rule);
+        if (j < ny - 1)
+            rho_y[c] = face_density(q, phi[c + nx], r, eps, rho_g, drho, rule);
+    }
+}
+
+// ---------------------------------------------------- finite check and maxima
+
+// Largest of v over the block (a NaN wins); valid in thread 0.
+template <int NV>
+__device__ __forceinline__ void block_max(T* v, T* shm)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = (blockDim.x + 31) >> 5;
+    for (int k = 0; k < NV; ++k) {
+        T s = v[k];
+        for (int o = 16; o > 0; o >>= 1) s = np_max(s, __shfl_down_sync(0xffffffffu, s, o));
+        __syncthreads();
+        if (lane == 0) shm[warp] = s;
+        __syncthreads();
+        if (warp == 0) {
+            s = lane < nwarps ? shm[lane] : BF_NEG_INF;
+            for (int o = 16; o > 0; o >>= 1) s = np_max(s, __shfl_down_sync(0xffffffffu, s, o));
+            if (lane == 0) v[k] = s;
+        }
+    }
+}
+
+#define BF_NS 4   // non-finite seen, max |u|, max |v|, max mu / rho
+
+// Per-block maxima: partial[k * gridDim.x + block].
+extern "C" __global__ void bf_mom_scalars_partial(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ phi,
+    const T* __restrict__ rho, const T* __restrict__ mu, T* __restrict__ partial,
+    const int nx, const int ny, const int maxima, const int viscous)
+{
+    __shared__ T shm[32];
+    T acc[BF_NS] = {0.0, 0.0, 0.0, BF_NEG_INF};
+    const long long nu = (long long)ny * (nx + 1), nv = (long long)(ny + 1) * nx;
+    const long long nc = (long long)ny * nx, n = nu > nv ? nu : nv;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (long long)gridDim.x * blockDim.x) {
+        if (k < nu) {
+            const T a = u[k];
+            if (!bf_finite(a)) acc[0] = 1.0;
+            if (maxima) acc[1] = np_max(acc[1], fabs(a));
+        }
+        if (k < nv) {
+            const T b = v[k];
+            if (!bf_finite(b)) acc[0] = 1.0;
+            if (maxima) acc[2] = np_max(acc[2], fabs(b));
+        }
+        if (k < nc) {
+            if (!bf_finite(phi[k])) acc[0] = 1.0;
+            if (viscous) acc[3] = np_max(acc[3], mu[k] / rho[k]);
+        }
+    }
+    block_max<BF_NS>(acc, shm);
+    if (threadIdx.x == 0)
+        for (int k = 0; k < BF_NS; ++k) partial[(long long)k * gridDim.x + blockIdx.x] = acc[k];
+}
+
+// [finite, max |u|, max |v|, max mu / rho] from the per-block maxima (one
+// block); 0.0 for what was not asked.
+extern "C" __global__ void bf_mom_scalars_final(
+    const T* __restrict__ partial, const int nblocks, T* __restrict__ out, const int maxima,
+    const int viscous)
+{
+    __shared__ T shm[32];
+    T acc[BF_NS] = {0.0, 0.0, 0.0, BF_NEG_INF};
+    for (int b = threadIdx.x; b < nblocks; b += blockDim.x)
+        for (int k = 0; k < BF_NS; ++k) acc[k] = np_max(acc[k], partial[(long long)k * nblocks + b]);
+    block_max<BF_NS>(acc, shm);
+    if (threadIdx.x == 0) {
+        out[0] = acc[0] > 0.0 ? 0.0 : 1.0;
+        out[1] = maxima ? acc[1] : 0.0;
+        out[2] = maxima ? acc[2] : 0.0;
+        out[3] = viscous ? acc[3] : 0.0;
+    }
+}
+
+// ------------------------------------------------------------------ advection
+
+// d/dx of a face velocity: central, or upwind where rho |c| h / mu > 2.
+__device__ __forceinline__ T hybrid(T minus, T centre, T plus, T velocity, T h, T two_h, T rho,
+                                    T mu)
+{
+    const T central = (plus - minus) / two_h;
+    const T upwind = (velocity > 0 ? centre - minus : plus - centre) / h;
+    return rho * fabs(velocity) * h <= 2.0 * mu ? central : upwind;
+}
+
+// Thread (j, i): adv_u on the interior u face (j, i + 1) when i < nx - 1, adv_v
+// on the interior v face (j + 1, i) when j < ny - 1.
+extern "C" __global__ void bf_mom_advection(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ rho_x,
+    const T* __restrict__ rho_y, const T* __restrict__ mu, T* __restrict__ adv_u,
+    T* __restrict__ adv_v, const int nx, const int ny, const T hx, const T hy, const T s_left,
+    const T s_right, const T s_bottom, const T s_top)
+{
+    const long long su = nx + 1;
+    const T two_hx = 2 * hx, two_hy = 2 * hy;
+    BF_CELLS(nx, ny) {
+        if (i < nx - 1) {
+            const int I = i + 1;
+            const long long U = (long long)j * su + I, C = (long long)j * nx + I;
+            const T ui = u[U];
+            const T vau = 0.25 * (v[C - 1] + v[C] + v[C + nx - 1] + v[C + nx]);
+            const T mux = 0.5 * (mu[C] + mu[C - 1]);
+            const T r = rho_x[(long long)j * (nx - 1) + i];
+            const T dudx = hybrid(u[U - 1], ui, u[U + 1], ui, hx, two_hx, r, mux);
+            const T us_ = j > 0 ? u[U - su] : s_bottom * ui;
+            const T un_ = j < ny - 1 ? u[U + su] : s_top * ui;
+            const T dudy = hybrid(us_, ui, un_, vau, hy, two_hy, r, mux);
+            adv_u[(long long)j * (nx - 1) + i] = ui * dudx + vau * dudy;
+        }
+        if (j < ny - 1) {
+            const int J = j + 1;
+            const long long V = (long long)J * nx + i, U = (long long)J * su + i;
+            const T vi = v[V];
+            const T uav = 0.25 * (u[U - su] + u[U - su + 1] + u[U] + u[U + 1]);
+            const T muy = 0.5 * (mu[V] + mu[V - nx]);
+            const T r = rho_y[(long long)j * nx + i];
+            const T dvdy = hybrid(v[V - nx], vi, v[V + nx], vi, hy, two_hy, r, muy);
+            const T vw = i > 0 ? v[V - 1] : s_left * vi;
+            const T ve = i < nx - 1 ? v[V + 1] : s_right * vi;
+            const T dvdx = hybrid(vw, vi, ve, uav, hx, two_hx, r, muy);
+            adv_v[(long long)j * nx + i] = uav * dvdx + vi * dvdy;
+        }
+    }
+}
+
+// -------------------------------------------------------- interface coefficients
+
+// cx on the interior u faces, cy on the interior v faces: sigma times the
+// faces' mean curvature (with_sigma), less buoyancy (y - y0) (with_gravity).
+extern "C" __global__ void bf_mom_interface(
+    const T* __restrict__ kappa, const T* __restrict__ yc, const T* __restrict__ yf,
+    T* __restrict__ cx, T* __restrict__ cy, const int nx, const int ny, const T sigma,
+    const T buoyancy, const T y0, const int with_sigma, const int with_gravity)
+{
+    BF_CELLS(nx, ny) {
+        const long long c = (long long)j * nx + i;
+        if (i < nx - 1) {
+            T a = 0.0;
+            if (with_sigma) a = sigma * (0.5 * (kappa[c + 1] + kappa[c]));
+            if (with_gravity) {
+                const T g = buoyancy * (yc[j] - y0);
+                a = with_sigma ? a - g : -g;
+            }
+            cx[(long long)j * (nx - 1) + i] = a;
+        }
+        if (j < ny - 1) {
+            T a = 0.0;
+            if (with_sigma) a = sigma * (0.5 * (kappa[c + nx] + kappa[c]));
+            if (with_gravity) {
+                const T g = buoyancy * (yf[j] - y0);
+                a = with_sigma ? a - g : -g;
+            }
+            cy[c] = a;
+        }
+    }
+}
+
+// ------------------------------------------------------------ viscous stresses
+
+// mu at corner (J, I), 0 <= J <= ny, 0 <= I <= nx: the mean of the four
+// cells around it, edge-copied at the walls (viscosity.corner_viscosity).
+__device__ __forceinline__ T corner_mu(const T* __restrict__ mu, int nx, int ny, int J, int I)
+{
+    const long long j0 = J > 0 ? J - 1 : 0, j1 = J < ny ? J : ny - 1;
+    const int i0 = I > 0 ? I - 1 : 0, i1 = I < nx ? I : nx - 1;
+    return 0.25 * (mu[j0 * nx + i0] + mu[j1 * nx + i0] + mu[j0 * nx + i1] + mu[j1 * nx + i1]);
+}
+
+// u with its ghost rows: row r of (ny + 2, nx + 1), 0 <= r <= ny + 1.
+__device__ __forceinline__ T u_ghost(const T* __restrict__ u, int nx, int ny, int r, int I,
+                                     T s_bottom, T s_top)
+{
+    if (r == 0) return s_bottom * u[I];
+    if (r == ny + 1) return s_top * u[(long long)(ny - 1) * (nx + 1) + I];
+    return u[(long long)(r - 1) * (nx + 1) + I];
+}
+
+// v with its ghost columns: column q of (ny + 1, nx + 2), 0 <= q <= nx + 1.
+__device__ __forceinline__ T v_ghost(const T* __restrict__ v, int nx, int J, int q, T s_left,
+                                     T s_right)
+{
+    const long long row = (long long)J * nx;
+    if (q == 0) return s_left * v[row];
+    if (q == nx + 1) return s_right * v[row + nx - 1];
+    return v[row + q - 1];
+}
+
+// The shear stress mu_n (du/dy + dv/dx) at corner (J, I).
+__device__ __forceinline__ T shear(const T* __restrict__ u, const T* __restrict__ v,
+                                   const T* __restrict__ mu, int nx, int ny, int J, int I,
+                                   T hx, T hy, T s_left, T s_right, T s_bottom, T s_top)
+{
+    const T dudy = (u_ghost(u, nx, ny, J + 1, I, s_bottom, s_top)
+                    - u_ghost(u, nx, ny, J, I, s_bottom, s_top)) / hy;
+    const T dvdx = (v_ghost(v, nx, J, I + 1, s_left, s_right)
+                    - v_ghost(v, nx, J, I, s_left, s_right)) / hx;
+    return corner_mu(mu, nx, ny, J, I) * (dudy + dvdx);
+}
+
+// u* on every u face (explicit viscosity): the wall faces copied.
+extern "C" __global__ void bf_mom_explicit_u(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
+    const T* __restrict__ H, const T* __restrict__ rho_x, const T* __restrict__ adv_u,
+    const T* __restrict__ cx, T* __restrict__ us, const int nx, const int ny, const T dt,
+    const T hx, const T hy, const T s_bottom, const T s_top, const int forces)
+{
+    BF_CELLS(nx + 1, ny) {
+        const int I = i;
+        const long long U = (long long)j * (nx + 1) + I;
+        if (I == 0 || I == nx) {
+            us[U] = u[U];
+            continue;
+        }
+        const long long C = (long long)j * nx + I, F = (long long)j * (nx - 1) + I - 1;
+        const T txx_e = 2 * mu[C] * (u[U + 1] - u[U]) / hx;
+        const T txx_w = 2 * mu[C - 1] * (u[U] - u[U - 1]) / hx;
+        const T txy_n = shear(u, v, mu, nx, ny, j + 1, I, hx, hy, 1.0, 1.0, s_bottom, s_top);
+        const T txy_s = shear(u, v, mu, nx, ny, j, I, hx, hy, 1.0, 1.0, s_bottom, s_top);
+        T force = (txx_e - txx_w) / hx + (txy_n - txy_s) / hy;
+        if (forces) force = force - cx[F] * (H[C] - H[C - 1]) / hx;
+        us[U] = u[U] + dt * (-adv_u[F] + force / rho_x[F]);
+    }
+}
+
+// v* on every v face (explicit viscosity): the wall faces copied; gravity 0
+// for reduced gravity.
+extern "C" __global__ void bf_mom_explicit_v(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
+    const T* __restrict__ H, const T* __restrict__ rho_y, const T* __restrict__ adv_v,
+    const T* __restrict__ cy, T* __restrict__ vs, const int nx, const int ny, const T dt,
+    const T hx, const T hy, const T s_left, const T s_right, const T gravity, const int forces)
+{
+    BF_CELLS(nx, ny + 1) {
+        const int J = j;
+        const long long V = (long long)J * nx + i;
+        if (J == 0 || J == ny) {
+            vs[V] = v[V];
+            continue;
+        }
+        const long long F = (long long)(J - 1) * nx + i;
+        const T tyy_n = 2 * mu[V] * (v[V + nx] - v[V]) / hy;
+        const T tyy_s = 2 * mu[V - nx] * (v[V] - v[V - nx]) / hy;
+        const T txy_e = shear(u, v, mu, nx, ny, J, i + 1, hx, hy, s_left, s_right, 1.0, 1.0);
+        const T txy_w = shear(u, v, mu, nx, ny, J, i, hx, hy, s_left, s_right, 1.0, 1.0);
+        T force = (txy_e - txy_w) / hx + (tyy_n - tyy_s) / hy;
+        if (forces) force = force - cy[F] * (H[V] - H[V - nx]) / hy;
+        vs[V] = v[V] + dt * (-adv_v[F] + force / rho_y[F] - gravity);
+    }
+}
+
+// ------------------------------------------------------------- implicit path
+
+// Right-hand side of the u solve on the interior u faces: rho_x (u - dt adv_u)
+// + dt (d/dy(mu dv/dx) - cx dH/dx - dp/dx).
+extern "C" __global__ void bf_mom_implicit_rhs_u(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ p,
+    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_x,
+    const T* __restrict__ adv_u, const T* __restrict__ cx, T* __restrict__ rhs, const int nx,
+    const int ny, const T dt, const T hx, const T hy, const int forces)
+{
+    BF_CELLS(nx - 1, ny) {
+        const int I = i + 1;
+        const long long C = (long long)j * nx + I, F = (long long)j * (nx - 1) + i;
+        const T sx_s = corner_mu(mu, nx, ny, j, I) * (v[C] - v[C - 1]) / hx;
+        const T sx_n = corner_mu(mu, nx, ny, j + 1, I) * (v[C + nx] - v[C + nx - 1]) / hx;
+        T force = (sx_n - sx_s) / hy;
+        if (forces) force = force - cx[F] * (H[C] - H[C - 1]) / hx;
+        const T grad = (p[C] - p[C - 1]) / hx;
+        rhs[F] = rho_x[F] * (u[(long long)j * (nx + 1) + I] - dt * adv_u[F]) + dt * (force - grad);
+    }
+}
+
+// Right-hand side of the v solve on the interior v faces: rho_y (v - dt adv_v)
+// + dt (d/dx(mu du/dy) - cy dH/dy - dp/dy) - dt gravity rho_y.
+extern "C" __global__ void bf_mom_implicit_rhs_v(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ p,
+    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_y,
+    const T* __restrict__ adv_v, const T* __restrict__ cy, T* __restrict__ rhs, const int nx,
+    const int ny, const T dt, const T hx, const T hy, const T gravity, const int forces)
+{
+    BF_CELLS(nx, ny - 1) {
+        const int J = j + 1;
+        const long long V = (long long)J * nx + i, F = (long long)j * nx + i;
+        const long long U = (long long)J * (nx + 1) + i;
+        const T sy_w = corner_mu(mu, nx, ny, J, i) * (u[U] - u[U - nx - 1]) / hy;
+        const T sy_e = corner_mu(mu, nx, ny, J, i + 1) * (u[U + 1] - u[U - nx]) / hy;
+        T force = (sy_e - sy_w) / hx;
+        if (forces) force = force - cy[F] * (H[V] - H[V - nx]) / hy;
+        const T grad = (p[V] - p[V - nx]) / hy;
+        const T r = rho_y[F] * (v[V] - dt * adv_v[F]) + dt * (force - grad);
+        rhs[F] = r - dt * gravity * rho_y[F];
+    }
+}
+
+// The implicit path's u* (axis 1) or v* (axis 0): x + dt grad p / rho_f on the
+// interior faces, w on the wall faces.  (nfx, nfy): the faces' extents.
+extern "C" __global__ void bf_mom_implicit_velocity(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ p,
+    const T* __restrict__ rho_f, T* __restrict__ out, const int nx, const int ny, const T dt,
+    const T h, const int axis)
+{
+    const int nfx = axis == 1 ? nx + 1 : nx, nfy = axis == 1 ? ny : ny + 1;
+    BF_CELLS(nfx, nfy) {
+        const long long f = (long long)j * nfx + i;
+        if (axis == 1) {
+            if (i == 0 || i == nx) { out[f] = w[f]; continue; }
+            const long long C = (long long)j * nx + i, F = (long long)j * (nx - 1) + i - 1;
+            const T grad = (p[C] - p[C - 1]) / h;
+            out[f] = x[F] + dt * grad / rho_f[F];
+        } else {
+            if (j == 0 || j == ny) { out[f] = w[f]; continue; }
+            const long long F = (long long)(j - 1) * nx + i;
+            const T grad = (p[f] - p[f - nx]) / h;
+            out[f] = x[F] + dt * grad / rho_f[F];
+        }
+    }
+}
+
+// ----------------------------------------------------------------- projection
+
+// div u at the cells; with with_rhs also -div / dt.
+extern "C" __global__ void bf_mom_divergence(
+    const T* __restrict__ u, const T* __restrict__ v, T* __restrict__ div, T* __restrict__ rhs,
+    const int nx, const int ny, const T hx, const T hy, const T dt, const int with_rhs)
+{
+    BF_CELLS(nx, ny) {
+        const long long c = (long long)j * nx + i, U = (long long)j * (nx + 1) + i;
+        const T d = (u[U + 1] - u[U]) / hx + (v[c + nx] - v[c]) / hy;
+        div[c] = d;
+        if (with_rhs) rhs[c] = -d / dt;
+    }
+}
+
+// The corrected u on face (j, I) and v on face (J, i).
+__device__ __forceinline__ T corrected_u(const T* __restrict__ us, const T* __restrict__ p,
+                                         const T* __restrict__ rho_x, int nx, int j, int I,
+                                         T dt, T hx)
+{
+    const long long U = (long long)j * (nx + 1) + I;
+    if (I == 0 || I == nx) return us[U];
+    const long long C = (long long)j * nx + I;
+    return us[U] - dt / rho_x[(long long)j * (nx - 1) + I - 1] * (p[C] - p[C - 1]) / hx;
+}
+
+__device__ __forceinline__ T corrected_v(const T* __restrict__ vs, const T* __restrict__ p,
+                                         const T* __restrict__ rho_y, int nx, int ny, int J,
+                                         int i, T dt, T hy)
+{
+    const long long V = (long long)J * nx + i;
+    if (J == 0 || J == ny) return vs[V];
+    return vs[V] - dt / rho_y[V - nx] * (p[V] - p[V - nx]) / hy;
+}
+
+// The correction u = u* - dt/rho grad p, each cell writing its west and south
+// faces (the last column and row their east and north ones too), and the
+// per-block sums of div_star^2 and (div u)^2: partial[k * gridDim.x + block].
+extern "C" __global__ void bf_mom_correct_partial(
+    const T* __restrict__ us, const T* __restrict__ vs, const T* __restrict__ p,
+    const T* __restrict__ rho_x, const T* __restrict__ rho_y, const T* __restrict__ div_star,
+    T* __restrict__ u, T* __restrict__ v, T* __restrict__ partial, const int nx, const int ny,
+    const T dt, const T hx, const T hy)
+{
+    __shared__ T shm[32];
+    T acc[2] = {0.0, 0.0};
+    const long long n = (long long)nx * ny;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n;
+         c += (long long)gridDim.x * blockDim.x) {
+        const int i = (int)(c % nx), j = (int)(c / nx);
+        const T uw = corrected_u(us, p, rho_x, nx, j, i, dt, hx);
+        const T ue = corrected_u(us, p, rho_x, nx, j, i + 1, dt, hx);
+        const T vsth = corrected_v(vs, p, rho_y, nx, ny, j, i, dt, hy);
+        const T vnth = corrected_v(vs, p, rho_y, nx, ny, j + 1, i, dt, hy);
+        const long long U = (long long)j * (nx + 1) + i;
+        u[U] = uw;
+        if (i == nx - 1) u[U + 1] = ue;
+        v[c] = vsth;
+        if (j == ny - 1) v[c + nx] = vnth;
+        const T d = (ue - uw) / hx + (vnth - vsth) / hy;
+        const T s = div_star[c];
+        acc[0] += s * s;
+        acc[1] += d * d;
+    }
+    block_sum<2>(acc, shm);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = acc[0];
+        partial[gridDim.x + blockIdx.x] = acc[1];
+    }
+}
+
+// Per-block sums of a^2 and b^2 (na, nb entries): partial[k * gridDim.x + block].
+extern "C" __global__ void bf_mom_squares_partial(
+    const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ partial,
+    const long long na, const long long nb)
+{
+    __shared__ T shm[32];
+    T acc[2] = {0.0, 0.0};
+    const long long n = na > nb ? na : nb;
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (long long)gridDim.x * blockDim.x) {
+        if (k < na) acc[0] += a[k] * a[k];
+        if (k < nb) acc[1] += b[k] * b[k];
+    }
+    block_sum<2>(acc, shm);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = acc[0];
+        partial[gridDim.x + blockIdx.x] = acc[1];
+    }
+}
+
+// The two norms, the square roots of the totals of the per-block sums (one block).
+extern "C" __global__ void bf_mom_norms_final(
+    const T* __restrict__ partial, const int nblocks, T* __restrict__ out)
+{
+    __shared__ T shm[32];
+    for (int k = 0; k < 2; ++k) {
+        const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
+        if (threadIdx.x == 0) out[k] = sqrt(s);
+    }
+}

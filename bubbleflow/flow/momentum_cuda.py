@@ -1,0 +1,396 @@
+"""CUDA twins of the momentum step's array code (CuPy, float64).
+
+Registered on the references in :mod:`bubbleflow.flow.momentum` (the tests
+compare the two on the GPU); the kernels are ``momentum.cu`` beside this
+file.  Where the array code launches tens of small kernels per call, these
+launch one or two:
+
+* :func:`fluid_properties`, :func:`advection_terms`,
+  :func:`explicit_velocity_u` / :func:`explicit_velocity_v`,
+  :func:`implicit_rhs_u` / :func:`implicit_rhs_v`, :func:`implicit_velocity`,
+  :func:`divergence`, :func:`pressure_rhs`: one kernel each;
+* :func:`interface_coefficients`: the curvature's kernel (when ``sigma > 0``)
+  and one;
+* :func:`step_scalars`: per-block maxima then one block (two launches);
+* :func:`norms`, :func:`correct_velocity`: per-block sums then one block, in
+  a fixed order (the same input gives the same bits);
+* :func:`diagnostics_and_norms`: the diagnostics' two reduction kernels
+  (:func:`levelset_cuda.diagnostic_sums`) and one device-to-host transfer
+  of their six sums together with the norms.
+
+The kernels are compiled without FMA contraction and follow the array code's
+order of operations, so the fields have the twin's bits (on the GPU; NumPy's
+``sin`` may differ from CUDA's in the last bit, which reaches ``H`` and what
+depends on it); the norms are sums in another order.  Calls these kernels do
+not cover -- another dtype than float64, fewer than 2 cells along an axis,
+mismatched shapes -- return ``NotImplemented`` and the array code runs.
+CuPy is imported inside the functions only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..compute import cuda
+from . import levelset_cuda, levelset_ops
+
+__all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
+           "explicit_velocity_u", "explicit_velocity_v", "implicit_rhs_u", "implicit_rhs_v",
+           "implicit_velocity", "divergence", "pressure_rhs", "norms", "correct_velocity",
+           "diagnostics_and_norms"]
+
+#: No FMA contraction: the kernels round as the array code does.
+_OPTIONS = ("--fmad=false",)
+#: Threads of the per-face kernels: 32 along x (one warp per row segment), 8 rows.
+_BLOCK = (32, 8)
+#: Threads and most blocks of the reductions.
+_REDUCE_THREADS = 256
+_REDUCE_BLOCKS = 1024
+#: Cells the kernels need along each axis (an interior face on each).
+_MIN_CELLS = 2
+#: ``operator.face_density`` -> the kernel's rule index (anything else: arithmetic).
+_RULES = {"levelset": 0, "harmonic": 1}
+
+
+@cuda.kernel_cache
+def _kernel(name):
+    code = "typedef double T;\n" + cuda.source(__name__, "momentum.cu")
+    return cuda.function(code, name, options=_OPTIONS)
+
+
+def _float64(*arrays):
+    """The arrays as C-contiguous float64 CuPy arrays, or None when one of
+    them is not a 2-d float64 array."""
+    import cupy as cp
+
+    if not all(getattr(a, "dtype", None) == np.float64 and getattr(a, "ndim", 0) == 2
+               for a in arrays):
+        return None
+    return [cp.ascontiguousarray(a) for a in arrays]
+
+
+def _grid(nx, ny):
+    """Launch shape of a kernel over ``nx`` by ``ny`` points (grid-stride in y)."""
+    bx, by = _BLOCK
+    return (max(1, -(-nx // bx)), max(1, min(-(-ny // by), 65535))), _BLOCK
+
+
+def _reduce_blocks(n):
+    return max(1, min(-(-n // _REDUCE_THREADS), _REDUCE_BLOCKS))
+
+
+def _shapes(ny, nx, **arrays):
+    """Whether every array has its expected shape: ``c`` cells, ``u``/``v``
+    all faces, ``fu``/``fv`` interior faces (the key's prefix before ``_``)."""
+    expected = {"c": (ny, nx), "u": (ny, nx + 1), "v": (ny + 1, nx), "fu": (ny, nx - 1),
+                "fv": (ny - 1, nx)}
+    return all(a.shape == expected[k.split("_")[0]] for k, a in arrays.items())
+
+
+def _cells(phi):
+    ny, nx = phi.shape
+    return (nx, ny) if min(nx, ny) >= _MIN_CELLS else None
+
+
+# ------------------------------------------------------------------ properties
+
+def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
+    """Twin of ``momentum.fluid_properties``: one launch of ``bf_mom_properties``."""
+    import cupy as cp
+
+    arrays = _float64(phi)
+    if arrays is None or _cells(arrays[0]) is None:
+        return NotImplemented
+    (phi,) = arrays
+    ny, nx = phi.shape
+    H, rho, mu = cp.empty_like(phi), cp.empty_like(phi), cp.empty_like(phi)
+    rho_x = cp.empty((ny, nx - 1), dtype=phi.dtype)
+    rho_y = cp.empty((ny - 1, nx), dtype=phi.dtype)
+    grid, block = _grid(nx, ny)
+    _kernel("bf_mom_properties")(grid, block, (
+        phi, H, rho, mu, rho_x, rho_y, np.int32(nx), np.int32(ny), np.float64(eps),
+        np.float64(rho_g), np.float64(rho_l - rho_g), np.float64(mu_g), np.float64(mu_l - mu_g),
+        np.int32(_RULES.get(rule, 2))))
+    return H, rho, mu, rho_x, rho_y
+
+
+def step_scalars(u, v, phi, rho, mu, maxima, viscous):
+    """Twin of ``momentum.step_scalars``: per-block maxima and one block."""
+    import cupy as cp
+
+    arrays = _float64(u, v, phi, rho, mu)
+    if arrays is None or _cells(arrays[2]) is None:
+        return NotImplemented
+    u, v, phi, rho, mu = arrays
+    ny, nx = phi.shape
+    if not _shapes(ny, nx, u=u, v=v, c=phi, c_rho=rho, c_mu=mu):
+        return NotImplemented
+    blocks = _reduce_blocks(max(u.size, v.size))
+    partial = cp.empty(4 * blocks, dtype=cp.float64)
+    out = cp.empty(4, dtype=cp.float64)
+    flags = (np.int32(bool(maxima)), np.int32(bool(viscous)))
+    _kernel("bf_mom_scalars_partial")((blocks,), (_REDUCE_THREADS,), (
+        u, v, phi, rho, mu, partial, np.int32(nx), np.int32(ny), *flags))
+    _kernel("bf_mom_scalars_final")((1,), (_REDUCE_THREADS,), (
+        partial, np.int32(blocks), out, *flags))
+    return out
+
+
+# ------------------------------------------------------------------- momentum
+
+def advection_terms(u, v, rho_x, rho_y, mu, hx, hy, s_left, s_right, s_bottom, s_top):
+    """Twin of ``momentum.advection_terms``: one launch of ``bf_mom_advection``."""
+    import cupy as cp
+
+    arrays = _float64(u, v, rho_x, rho_y, mu)
+    if arrays is None or _cells(arrays[4]) is None:
+        return NotImplemented
+    u, v, rho_x, rho_y, mu = arrays
+    ny, nx = mu.shape
+    if not _shapes(ny, nx, u=u, v=v, fu=rho_x, fv=rho_y, c=mu):
+        return NotImplemented
+    adv_u, adv_v = cp.empty_like(rho_x), cp.empty_like(rho_y)
+    grid, block = _grid(nx, ny)
+    _kernel("bf_mom_advection")(grid, block, (
+        u, v, rho_x, rho_y, mu, adv_u, adv_v, np.int32(nx), np.int32(ny), np.float64(hx),
+        np.float64(hy), np.float64(s_left), np.float64(s_right), np.float64(s_bottom),
+        np.float64(s_top)))
+    return adv_u, adv_v
+
+
+def interface_coefficients(phi, yc, yf, hx, hy, sigma, buoyancy, y0):
+    """Twin of ``momentum.interface_coefficients``: the curvature (its own
+    twin, one kernel) when ``sigma > 0``, then one launch of ``bf_mom_interface``."""
+    import cupy as cp
+
+    arrays = _float64(phi, yc, yf)
+    if arrays is None or _cells(arrays[0]) is None:
+        return NotImplemented
+    phi, yc, yf = arrays
+    ny, nx = phi.shape
+    if yc.size != ny or yf.size != ny - 1:
+        return NotImplemented
+    with_sigma = sigma > 0
+    kappa = levelset_ops.curvature(phi, hx, hy) if with_sigma else phi
+    kappa = cp.ascontiguousarray(kappa, dtype=cp.float64)
+    cx = cp.empty((ny, nx - 1), dtype=phi.dtype)
+    cy = cp.empty((ny - 1, nx), dtype=phi.dtype)
+    grid, block = _grid(nx, ny)
+    _kernel("bf_mom_interface")(grid, block, (
+        kappa, yc, yf, cx, cy, np.int32(nx), np.int32(ny), np.float64(sigma),
+        np.float64(buoyancy), np.float64(y0), np.int32(with_sigma), np.int32(buoyancy != 0)))
+    return cx, cy
+
+
+def explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy, s_bottom, s_top, forces):
+    """Twin of ``momentum.explicit_velocity_u``: one launch of ``bf_mom_explicit_u``."""
+    import cupy as cp
+
+    arrays = _float64(u, v, mu, H, rho_x, adv_u, cx)
+    if arrays is None or _cells(arrays[2]) is None:
+        return NotImplemented
+    u, v, mu, H, rho_x, adv_u, cx = arrays
+    ny, nx = mu.shape
+    if not _shapes(ny, nx, u=u, v=v, c=mu, c_H=H, fu=rho_x, fu_adv=adv_u, fu_cx=cx):
+        return NotImplemented
+    us = cp.empty_like(u)
+    grid, block = _grid(nx + 1, ny)
+    _kernel("bf_mom_explicit_u")(grid, block, (
+        u, v, mu, H, rho_x, adv_u, cx, us, np.int32(nx), np.int32(ny), np.float64(dt),
+        np.float64(hx), np.float64(hy), np.float64(s_bottom), np.float64(s_top),
+        np.int32(bool(forces))))
+    return us
+
+
+def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_right, gravity,
+                        forces):
+    """Twin of ``momentum.explicit_velocity_v``: one launch of ``bf_mom_explicit_v``."""
+    import cupy as cp
+
+    arrays = _float64(u, v, mu, H, rho_y, adv_v, cy)
+    if arrays is None or _cells(arrays[2]) is None:
+        return NotImplemented
+    u, v, mu, H, rho_y, adv_v, cy = arrays
+    ny, nx = mu.shape
+    if not _shapes(ny, nx, u=u, v=v, c=mu, c_H=H, fv=rho_y, fv_adv=adv_v, fv_cy=cy):
+        return NotImplemented
+    vs = cp.empty_like(v)
+    grid, block = _grid(nx, ny + 1)
+    _kernel("bf_mom_explicit_v")(grid, block, (
+        u, v, mu, H, rho_y, adv_v, cy, vs, np.int32(nx), np.int32(ny), np.float64(dt),
+        np.float64(hx), np.float64(hy), np.float64(s_left), np.float64(s_right),
+        np.float64(gravity), np.int32(bool(forces))))
+    return vs
+
+
+def implicit_rhs_u(u, v, p, mu, H, rho_x, adv_u, cx, dt, hx, hy, forces):
+    """Twin of ``momentum.implicit_rhs_u``: one launch of ``bf_mom_implicit_rhs_u``."""
+    import cupy as cp
+
+    arrays = _float64(u, v, p, mu, H, rho_x, adv_u, cx)
+    if arrays is None or _cells(arrays[3]) is None:
+        return NotImplemented
+    u, v, p, mu, H, rho_x, adv_u, cx = arrays
+    ny, nx = mu.shape
+    if not _shapes(ny, nx, u=u, v=v, c=mu, c_p=p, c_H=H, fu=rho_x, fu_adv=adv_u, fu_cx=cx):
+        return NotImplemented
+    rhs = cp.empty_like(rho_x)
+    grid, block = _grid(nx - 1, ny)
+    _kernel("bf_mom_implicit_rhs_u")(grid, block, (
+        u, v, p, mu, H, rho_x, adv_u, cx, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
+        np.float64(hx), np.float64(hy), np.int32(bool(forces))))
+    return rhs
+
+
+def implicit_rhs_v(u, v, p, mu, H, rho_y, adv_v, cy, dt, hx, hy, gravity, forces):
+    """Twin of ``momentum.implicit_rhs_v``: one launch of ``bf_mom_implicit_rhs_v``."""
+    import cupy as cp
+
+    arrays = _float64(u, v, p, mu, H, rho_y, adv_v, cy)
+    if arrays is None or _cells(arrays[3]) is None:
+        return NotImplemented
+    u, v, p, mu, H, rho_y, adv_v, cy = arrays
+    ny, nx = mu.shape
+    if not _shapes(ny, nx, u=u, v=v, c=mu, c_p=p, c_H=H, fv=rho_y, fv_adv=adv_v, fv_cy=cy):
+        return NotImplemented
+    rhs = cp.empty_like(rho_y)
+    grid, block = _grid(nx, ny - 1)
+    _kernel("bf_mom_implicit_rhs_v")(grid, block, (
+        u, v, p, mu, H, rho_y, adv_v, cy, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
+        np.float64(hx), np.float64(hy), np.float64(gravity), np.int32(bool(forces))))
+    return rhs
+
+
+def implicit_velocity(x, w, p, rho_f, dt, h, axis):
+    """Twin of ``momentum.implicit_velocity``: one launch of ``bf_mom_implicit_velocity``."""
+    import cupy as cp
+
+    arrays = _float64(w, p, rho_f)
+    if arrays is None or getattr(x, "dtype", None) != np.float64 or axis not in (0, 1) \
+            or _cells(arrays[1]) is None:
+        return NotImplemented
+    w, p, rho_f = arrays
+    ny, nx = p.shape
+    faces = dict(u=w, fu=rho_f) if axis == 1 else dict(v=w, fv=rho_f)
+    if not _shapes(ny, nx, **faces) or x.size != rho_f.size:
+        return NotImplemented
+    x = cp.ascontiguousarray(x)
+    out = cp.empty_like(w)
+    grid, block = _grid(w.shape[1], w.shape[0])
+    _kernel("bf_mom_implicit_velocity")(grid, block, (
+        x, w, p, rho_f, out, np.int32(nx), np.int32(ny), np.float64(dt), np.float64(h),
+        np.int32(axis)))
+    return out
+
+
+# ------------------------------------------------------------------ projection
+
+def _divergence(u, v, hx, hy, dt):
+    """``div u`` and, with ``dt``, ``-div u / dt``: one launch."""
+    import cupy as cp
+
+    arrays = _float64(u, v)
+    if arrays is None:
+        return NotImplemented
+    u, v = arrays
+    ny, nx = u.shape[0], v.shape[1]
+    if min(nx, ny) < _MIN_CELLS or not _shapes(ny, nx, u=u, v=v):
+        return NotImplemented
+    div = cp.empty((ny, nx), dtype=cp.float64)
+    rhs = cp.empty_like(div) if dt is not None else div          # (not written without dt)
+    grid, block = _grid(nx, ny)
+    _kernel("bf_mom_divergence")(grid, block, (
+        u, v, div, rhs, np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy),
+        np.float64(dt if dt is not None else 1.0), np.int32(dt is not None)))
+    return div if dt is None else (div, rhs)
+
+
+def divergence(u, v, hx, hy):
+    """Twin of ``momentum.divergence``: one launch of ``bf_mom_divergence``."""
+    return _divergence(u, v, hx, hy, None)
+
+
+def pressure_rhs(u, v, hx, hy, dt):
+    """Twin of ``momentum.pressure_rhs``: one launch of ``bf_mom_divergence``."""
+    return _divergence(u, v, hx, hy, dt)
+
+
+def _final_norms(partial, blocks):
+    import cupy as cp
+
+    out = cp.empty(2, dtype=cp.float64)
+    _kernel("bf_mom_norms_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks), out))
+    return out
+
+
+def norms(a, b):
+    """Twin of ``momentum.norms``: per-block sums of squares, then one block
+    (fixed order)."""
+    import cupy as cp
+
+    if not all(getattr(x, "dtype", None) == np.float64 for x in (a, b)) or a.size == 0 \
+            or b.size == 0:
+        return NotImplemented
+    a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
+    blocks = _reduce_blocks(max(a.size, b.size))
+    partial = cp.empty(2 * blocks, dtype=cp.float64)
+    _kernel("bf_mom_squares_partial")((blocks,), (_REDUCE_THREADS,), (
+        a, b, partial, np.int64(a.size), np.int64(b.size)))
+    return _final_norms(partial, blocks)
+
+
+def correct_velocity(us, vs, p, rho_x, rho_y, div_star, dt, hx, hy):
+    """Twin of ``momentum.correct_velocity``: the correction and the sums of
+    squares in one launch of ``bf_mom_correct_partial``, then one block."""
+    import cupy as cp
+
+    arrays = _float64(us, vs, p, rho_x, rho_y, div_star)
+    if arrays is None or _cells(arrays[2]) is None:
+        return NotImplemented
+    us, vs, p, rho_x, rho_y, div_star = arrays
+    ny, nx = p.shape
+    if not _shapes(ny, nx, u=us, v=vs, c=p, fu=rho_x, fv=rho_y, c_div=div_star):
+        return NotImplemented
+    u, v = cp.empty_like(us), cp.empty_like(vs)
+    blocks = _reduce_blocks(nx * ny)
+    partial = cp.empty(2 * blocks, dtype=cp.float64)
+    _kernel("bf_mom_correct_partial")((blocks,), (_REDUCE_THREADS,), (
+        us, vs, p, rho_x, rho_y, div_star, u, v, partial, np.int32(nx), np.int32(ny),
+        np.float64(dt), np.float64(hx), np.float64(hy)))
+    return u, v, _final_norms(partial, blocks)
+
+
+def diagnostics_and_norms(phi, u, v, hx, hy, eps, norms):
+    """Twin of ``momentum.diagnostics_and_norms``: the diagnostics' six sums
+    (:func:`levelset_cuda.diagnostic_sums`, two launches) and ``norms`` in
+    one device-to-host transfer; the dict as ``levelset_cuda.bubble_diagnostics``
+    makes it."""
+    import cupy as cp
+
+    arrays = _float64(phi, v)
+    if arrays is None or not isinstance(norms, cp.ndarray) or norms.dtype != np.float64 \
+            or norms.ndim != 1:
+        return NotImplemented
+    phi, v = arrays
+    ny, nx = phi.shape
+    if min(nx, ny) < 2 or v.shape != (ny + 1, nx) or getattr(u, "shape", None) != (ny, nx + 1):
+        return NotImplemented
+    hx, hy, eps = float(hx), float(hy), float(eps)
+    host = cp.concatenate([levelset_cuda.diagnostic_sums(phi, v, hx, hy, eps), norms]).get()
+    return _diagnostics(*(float(s) for s in host[:6]), hx, hy), tuple(float(n) for n in host[6:])
+
+
+def _diagnostics(mass, wx, wy, wv, length, gas, hx, hy):
+    """The benchmark dict from the six sums (as ``levelset_cuda.bubble_diagnostics``)."""
+    area = mass * hx * hy
+    enclosed = gas * hx * hy
+    nan = float("nan")
+    if mass <= 0.0:
+        return {"area": area, "centroid_x": nan, "centroid_y": nan,
+                "rise_velocity": nan, "interface_length": length, "contour_area": enclosed,
+                "circularity": nan}
+    circ = 2.0 * math.sqrt(math.pi * enclosed) / length if length > 0 and enclosed > 0 else nan
+    return {"area": area, "centroid_x": wx / mass, "centroid_y": wy / mass,
+            "rise_velocity": wv / mass, "interface_length": length, "contour_area": enclosed,
+            "circularity": circ}

@@ -1,0 +1,179 @@
+"""The momentum kernels against their array code: ms per call on the GPU.
+
+    python3 scripts/momentum_kernels_timing.py [--grids 160x320,1024x2048,2048x4096]
+                                               [--repeat N]
+
+For each grid (nx x ny cells on [0, 1] x [0, ny/nx]; three bubbles under a
+free surface, water and air, face velocities of both signs, a smooth
+pressure) times every twin of :mod:`bubbleflow.flow.momentum`: the array
+code on CuPy (``.reference``) and the CUDA variant (``flow.momentum_cuda``),
+each call synchronised and timed on the host (``perf_counter``; the median
+of ``--repeat`` calls after two warm-up calls), so launch and transfer
+overheads count.  Each is set beside its bandwidth floor: the bytes the call
+must move once (its input fields read, its output written, a face field
+counted as a cell field) over the copy bandwidth measured in the same run
+(:func:`bubbleflow.apps.bench.measure.copy_bandwidth`).  ``diff`` is the
+largest difference between the two, relative to the largest value (0: the
+same bits).  The last rows add up what one explicit and one implicit step
+call (the implicit one without its viscous solves).
+"""
+import argparse
+import time
+
+import numpy as np
+
+from bubbleflow.apps.bench.measure import copy_bandwidth
+from bubbleflow.compute.backend import get_backend
+from bubbleflow.flow import momentum as m
+
+#: Fields each call must read and write once.
+FIELDS = {"fluid_properties": 6,         # phi -> H, rho, mu, rho_x, rho_y
+          "step_scalars": 5,             # u, v, phi, rho, mu -> four numbers
+          "advection_terms": 7,          # u, v, rho_x, rho_y, mu -> adv_u, adv_v
+          "interface_coefficients": 3,   # phi -> cx, cy
+          "explicit_velocity_u": 8,      # u, v, mu, H, rho_x, adv_u, cx -> u*
+          "explicit_velocity_v": 8,
+          "implicit_rhs_u": 9,           # u, v, p, mu, H, rho_x, adv_u, cx -> rhs
+          "implicit_rhs_v": 9,
+          "implicit_velocity": 5,        # x, u, p, rho_x -> u*
+          "pressure_rhs": 4,             # u*, v* -> div, b
+          "norms": 2,                    # b, r -> two numbers
+          "correct_velocity": 8,         # u*, v*, p, rho_x, rho_y, div -> u, v
+          "diagnostics_and_norms": 2}    # phi, v -> six sums (one transfer)
+#: The calls of one step, explicit and implicit viscosity (besides the solves).
+STEP = {"explicit": ["fluid_properties", "step_scalars", "advection_terms",
+                     "interface_coefficients", "explicit_velocity_u", "explicit_velocity_v",
+                     "pressure_rhs", "norms", "correct_velocity", "diagnostics_and_norms"],
+        "implicit": ["fluid_properties", "step_scalars", "advection_terms",
+                     "interface_coefficients", "implicit_rhs_u", "implicit_rhs_v",
+                     "implicit_velocity", "implicit_velocity", "pressure_rhs", "norms",
+                     "correct_velocity", "diagnostics_and_norms"]}
+#: Water and air, surface tension, gravity (the bubbly column's fluids).
+RHO_L, RHO_G, MU_L, MU_G, SIGMA, G = 1000.0, 1.0, 1e-3, 1.8e-5, 0.0728, 9.81
+
+
+def fields(xp, nx, ny):
+    """phi (three bubbles under a free surface), u, v, p and the cell size."""
+    h = 1.0 / nx
+    x = (xp.arange(nx) + 0.5) * h
+    y = (xp.arange(ny) + 0.5) * h
+    X, Y = x[None, :], y[:, None]
+    Ly = ny * h
+    phi = 0.8 * Ly - Y + 0 * X
+    for cx, cy, r in [(0.3, 0.3, 0.12), (0.7, 0.35, 0.1), (0.5, 0.6, 0.08)]:
+        phi = xp.minimum(phi, xp.sqrt((X - cx) ** 2 + (Y - cy * Ly) ** 2) - r)
+    xu = xp.arange(nx + 1) * h
+    yv = xp.arange(ny + 1) * h
+    u = 0.1 * xp.sin(2 * np.pi * xu[None, :]) * xp.cos(2 * np.pi * y[:, None] / Ly + 1.0)
+    v = -0.1 * xp.cos(2 * np.pi * x[None, :] + 0.7) * xp.sin(2 * np.pi * yv[:, None] / Ly)
+    u[:, 0] = u[:, -1] = 0.0
+    v[0] = v[-1] = 0.0
+    p = 100.0 * xp.cos(3 * X) * xp.sin(2 * Y / Ly)
+    return phi, u, v, p, h
+
+
+def calls(xp, nx, ny):
+    """``{name: (concept, args)}`` of every twin on one state."""
+    phi, u, v, p, h = fields(xp, nx, ny)
+    eps, dt = 1.5 * h, 0.25 * h
+    yc = ((xp.arange(ny) + 0.5) * h)[:, None]
+    yf = (xp.arange(1, ny) * h)[:, None]
+    props = (phi, eps, RHO_L, RHO_G, MU_L, MU_G, "levelset")
+    H, rho, mu, rho_x, rho_y = m.fluid_properties.reference(*props)
+    walls = (1.0, 1.0, -1.0, -1.0)
+    adv_u, adv_v = m.advection_terms.reference(u, v, rho_x, rho_y, mu, h, h, *walls)
+    coef = (phi, yc, yf, h, h, SIGMA, G * (RHO_L - RHO_G), 0.8 * ny * h)
+    cx, cy = m.interface_coefficients.reference(*coef)
+    us = m.explicit_velocity_u.reference(u, v, mu, H, rho_x, adv_u, cx, dt, h, h, -1.0, -1.0, True)
+    vs = m.explicit_velocity_v.reference(u, v, mu, H, rho_y, adv_v, cy, dt, h, h, 1.0, 1.0, 0.0,
+                                         True)
+    div_star, b = m.pressure_rhs.reference(us, vs, h, h, dt)
+    norms = m.norms.reference(b, div_star)
+    x = (us[:, 1:-1]).ravel()
+    return {
+        "fluid_properties": (m.fluid_properties, props),
+        "step_scalars": (m.step_scalars, (u, v, phi, rho, mu, True, True)),
+        "advection_terms": (m.advection_terms, (u, v, rho_x, rho_y, mu, h, h, *walls)),
+        "interface_coefficients": (m.interface_coefficients, coef),
+        "explicit_velocity_u": (m.explicit_velocity_u, (u, v, mu, H, rho_x, adv_u, cx, dt, h, h,
+                                                        -1.0, -1.0, True)),
+        "explicit_velocity_v": (m.explicit_velocity_v, (u, v, mu, H, rho_y, adv_v, cy, dt, h, h,
+                                                        1.0, 1.0, 0.0, True)),
+        "implicit_rhs_u": (m.implicit_rhs_u, (u, v, p, mu, H, rho_x, adv_u, cx, dt, h, h, True)),
+        "implicit_rhs_v": (m.implicit_rhs_v, (u, v, p, mu, H, rho_y, adv_v, cy, dt, h, h, 0.0,
+                                              True)),
+        "implicit_velocity": (m.implicit_velocity, (x, u, p, rho_x, dt, h, 1)),
+        "pressure_rhs": (m.pressure_rhs, (us, vs, h, h, dt)),
+        "norms": (m.norms, (b, div_star)),
+        "correct_velocity": (m.correct_velocity, (us, vs, p, rho_x, rho_y, div_star, dt, h, h)),
+        "diagnostics_and_norms": (m.diagnostics_and_norms, (phi, u, v, h, h, eps, norms)),
+    }
+
+
+def wall_ms(backend, fn, repeat):
+    for _ in range(2):
+        fn()
+    backend.synchronize()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        backend.synchronize()
+        times.append(1e3 * (time.perf_counter() - t))
+    return float(np.median(times))
+
+
+def _flat(backend, r):
+    if isinstance(r, dict):
+        return [np.array([r[k] for k in sorted(r)])]
+    if isinstance(r, (tuple, list)):
+        return [a for x in r for a in _flat(backend, x)]
+    return [np.atleast_1d(backend.to_host(r)).astype(np.float64)]
+
+
+def difference(backend, a, b):
+    worst = 0.0
+    for x, y in zip(_flat(backend, a), _flat(backend, b)):
+        ok = ~(np.isnan(x) & np.isnan(y))
+        if ok.any():
+            scale = max(np.abs(y[ok]).max(), 1e-300)
+            worst = max(worst, float(np.abs(x[ok] - y[ok]).max() / scale))
+    return worst
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grids", default="160x320,1024x2048,2048x4096")
+    ap.add_argument("--repeat", type=int, default=0, help="calls timed (default: by grid size)")
+    args = ap.parse_args(argv)
+    backend = get_backend("cupy")
+    xp = backend.xp
+    grids = [tuple(int(s) for s in g.split("x")) for g in args.grids.split(",")]
+    nmax = max(nx * ny for nx, ny in grids)
+    bandwidth, _ = copy_bandwidth(backend, 8 * nmax)
+    print(f"device: {xp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; "
+          f"copy bandwidth {bandwidth / 1e9:.0f} GB/s ({8 * nmax / 2 ** 20:.0f} MiB copied)")
+    print(f"{'operation':24s} {'grid':>10s} {'array ms':>9s} {'cuda ms':>9s} {'ratio':>7s} "
+          f"{'floor ms':>9s} {'cuda/floor':>10s} {'diff':>9s}")
+    for nx, ny in grids:
+        repeat = args.repeat or (20 if nx * ny <= 2 ** 20 else 5)
+        rows = {}
+        for name, (concept, cargs) in calls(xp, nx, ny).items():
+            kernel = concept.variant("cupy")
+            diff = difference(backend, kernel(*cargs), concept.reference(*cargs))
+            ref_ms = wall_ms(backend, lambda: concept.reference(*cargs), repeat)
+            cuda_ms = wall_ms(backend, lambda: kernel(*cargs), repeat)
+            floor_ms = 1e3 * FIELDS[name] * 8 * nx * ny / bandwidth
+            rows[name] = (ref_ms, cuda_ms, floor_ms)
+            print(f"{name:24s} {f'{nx}x{ny}':>10s} {ref_ms:9.3f} {cuda_ms:9.3f} "
+                  f"{ref_ms / cuda_ms:7.1f} {floor_ms:9.4f} {cuda_ms / floor_ms:10.1f} {diff:9.1e}",
+                  flush=True)
+        for scheme, names in STEP.items():
+            ref_ms, cuda_ms, floor_ms = (sum(rows[n][k] for n in names) for k in range(3))
+            print(f"{'step, ' + scheme:24s} {f'{nx}x{ny}':>10s} {ref_ms:9.3f} {cuda_ms:9.3f} "
+                  f"{ref_ms / cuda_ms:7.1f} {floor_ms:9.4f} {cuda_ms / floor_ms:10.1f}", flush=True)
+        backend.release_memory()
+
+
+if __name__ == "__main__":
+    main()
