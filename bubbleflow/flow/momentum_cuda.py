@@ -67,7 +67,7 @@ def _float64(*arrays):
     if not all(getattr(a, "dtype", None) == np.float64 and getattr(a, "ndim", 0) == 2
                for a in arrays):
         return None
-    return [cp.ascontiguousarray(a) for a in arrays]
+    return [a if a.flags.c_contiguous else cp.ascontiguousarray(a) for a in arrays]
 
 
 def _grid(nx, ny):

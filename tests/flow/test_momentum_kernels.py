@@ -471,7 +471,8 @@ def test_cuda_variants_match_their_reference(config, flow_states, cupy_backend):
         for (name, g), (_, r), (_, h) in zip(outputs(label, got), on_gpu, on_cpu):
             bits = relative(g, r)
             host = relative(g, h)
-            equal = not isinstance(r, dict) and same_bits(g, r)
+            equal = all(x == y or (np.isnan(x) and np.isnan(y)) for x, y in
+                        zip(g.values(), r.values())) if isinstance(r, dict) else same_bits(g, r)
             print(f"maxdiff {config} {name}: {bits:.2e} against the reference on CuPy "
                   f"(equal bits: {equal}), {host:.2e} against NumPy")
             if is_sum(name):
@@ -487,7 +488,9 @@ def test_cuda_variants_match_their_reference(config, flow_states, cupy_backend):
 @pytest.mark.parametrize("config", ["hysing-explicit-reduced", "column-implicit-reduced"])
 def test_flow_steps_on_the_gpu_follow_numpy(config, cupy_backend):
     """A few whole steps on CuPy (the kernels) and on NumPy: the same flow to
-    the pressure solves' tolerance, divergence-free, same step sizes."""
+    the solves' tolerances (the pressure's and the implicit viscous ones:
+    the first steps' small velocities, and so the time steps, differ by
+    about their rtol), divergence-free."""
     runs = {}
     for backend in (get_backend("numpy"), cupy_backend):
         flow = FlowSolver(case(config, *GPU_GRIDS[config.split("-")[0]]), backend)
@@ -498,14 +501,16 @@ def test_flow_steps_on_the_gpu_follow_numpy(config, cupy_backend):
             assert rep.divergence < 1e-8
         runs[backend.name] = (state, reports, backend)
     (a, ra, _), (b, rb, gpu) = runs["numpy"], runs["cupy"]
+    worst = max(abs(y.dt - x.dt) / x.dt for x, y in zip(ra, rb))
+    print(f"maxdiff {config} dt: {worst:.2e}")
+    assert worst < 1e-5
     for x, y in zip(ra, rb):
-        assert y.dt == pytest.approx(x.dt, rel=1e-9)
-        assert y.diagnostics["centroid_y"] == pytest.approx(x.diagnostics["centroid_y"], rel=1e-9)
+        assert y.diagnostics["centroid_y"] == pytest.approx(x.diagnostics["centroid_y"], rel=1e-8)
     for field in ("u", "v", "p", "phi"):
         ref, got = getattr(a, field), gpu.to_host(getattr(b, field))
         diff = relative(got, ref)
         print(f"maxdiff {config} {field} after 6 steps: {diff:.2e}")
-        assert diff < 1e-6
+        assert diff < 1e-5
 
 
 @pytest.mark.gpu
