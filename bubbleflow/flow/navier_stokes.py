@@ -19,6 +19,11 @@ One time step (Chorin projection, explicit in time):
 5. the level set is advected with the new velocity (WENO5 + TVD-RK3) and
    reinitialised every few steps.
 
+The array code of steps 1, 2 and 4 (and of the finite check, the time
+step's maxima and the diagnostics' transfer) is in :mod:`.momentum`, pure
+functions that are twins: on CuPy their CUDA kernels
+(:mod:`.momentum_cuda`) run, one or two per call.
+
 Grid layout: ``p, phi`` at cell centres ``(ny, nx)``; ``u`` on vertical faces
 ``(ny, nx+1)``, ``v`` on horizontal faces ``(ny+1, nx)``; wall faces carry
 zero normal velocity.  Tangential wall conditions enter through one ghost
