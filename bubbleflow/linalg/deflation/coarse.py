@@ -543,6 +543,13 @@ class CoarseSolver:
         """True in mode ``"dense"`` (the old :class:`deflation.CoarseSolver` flag)."""
         return self.mode == "dense"
 
+    @property
+    def dense_inverse(self):
+        """Mode ``"dense"``: the stored ``k x k`` matrix (``E^+``, or ``E^-1``)
+        whose product :meth:`solve` is, for a caller that multiplies by it
+        itself as :meth:`solve` does (``xp.dot(K, s, out=out)``); else None."""
+        return self._K if self.mode == "dense" else None
+
     def __repr__(self):
         extra = ""
         if self.mode == "condensed":
@@ -836,26 +843,37 @@ class RawCondensedSolve:
         :attr:`t` and :attr:`yS` with ``take_out`` (and the mean removal), as
         ``bf_cs_out`` does.
         """
+        for kern, grid, block, args, shared in self.launches(s, out, gather):
+            kern(grid, block, args, shared_mem=shared)
+        return out
+
+    def launches(self, s, out, gather=True):
+        """The kernel launches of :meth:`solve` as ``(kernel, grid, block,
+        args, shared_mem)`` tuples, in order: for a caller that launches
+        them itself (the fused engine keeps them for every iteration and
+        captures them in its CUDA graphs)."""
         c = self.solver
         Gb, m, nS, GbM, k = c.n_groups, c.block_size, c.n_separator, c.interior_size, c.k
+        out_list = []
         mean = np.uint64(0)
         if self.singular:
-            self.k_mean((1,), (1024,), (s, np.int32(k), self.mean))
+            out_list.append((self.k_mean, (1,), (1024,), (s, np.int32(k), self.mean), 0))
             mean = self.mean
         rows = (m + 31) // 32                         # 32 warps a block, a warp a row
-        self.k_block((Gb, rows), (1024,), (s, c._take_in, mean, c._Binv, self.t, np.int32(m)),
-                     shared_mem=8 * m)
+        out_list.append((self.k_block, (Gb, rows), (1024,),
+                         (s, c._take_in, mean, c._Binv, self.t, np.int32(m)), 8 * m))
         indptr, indices, data = self.esi
-        self.k_sep(((nS + 31) // 32,), (1024,),
-                   (s, c._take_in, mean, np.int32(GbM), np.int32(nS), indptr, indices, data,
-                    self.t, c._Sinv, self.yS), shared_mem=8 * nS)
-        self.k_back((Gb, rows), (1024,), (self.t, c._F, self.yS, c._sidx, np.int32(m),
-                                          np.int32(c.separator_width)))
-        if not gather:
-            return out
-        self.k_out((1,), (1024,), (self.t, self.yS, c.take_out, np.int32(k), np.int32(GbM),
-                                   np.int32(nS), np.int32(self.singular), out))
-        return out
+        out_list.append((self.k_sep, ((nS + 31) // 32,), (1024,),
+                         (s, c._take_in, mean, np.int32(GbM), np.int32(nS), indptr, indices,
+                          data, self.t, c._Sinv, self.yS), 8 * nS))
+        out_list.append((self.k_back, (Gb, rows), (1024,),
+                         (self.t, c._F, self.yS, c._sidx, np.int32(m),
+                          np.int32(c.separator_width)), 0))
+        if gather:
+            out_list.append((self.k_out, (1,), (1024,),
+                             (self.t, self.yS, c.take_out, np.int32(k), np.int32(GbM),
+                              np.int32(nS), np.int32(self.singular), out), 0))
+        return out_list
 
 
 @cuda.kernel_cache

@@ -91,7 +91,9 @@ _MAX_TILE_WIDTH = 1024    # one thread per column of a tile
 # Scalars on the device, one float64 array: indices.  DONE is set by ``beta``
 # when the recursive residual reaches the tolerance; every kernel of the next
 # iterations then returns at once (the iterate stays at the converged one).
-_ALPHA, _BETA, _RZ, _BAD, _DONE = 0, 1, 2, 3, 4
+# INV_BNORM and TOL_REL are the solve's 1 / ||b|| and relative tolerance.
+_ALPHA, _BETA, _RZ, _BAD, _DONE, _INV_BNORM, _TOL_REL = range(7)
+_NSCAL = 7
 
 @cuda.kernel_cache
 def _module(prec_code: int, defines: str = ""):
@@ -237,14 +239,6 @@ def _tile_structure(labels, ny, nx, by, bx, k, xp):
     return part, owner
 
 
-def _adopt(cp, a, n, own):
-    """``a`` as an engine buffer: itself when the caller hands it over (own,
-    float64, contiguous, ``n`` entries), else a copy."""
-    if own and a.dtype == cp.float64 and a.flags.c_contiguous and a.size == n:
-        return a.reshape(n)
-    return cp.array(a, dtype=cp.float64, copy=True).reshape(n)
-
-
 def fused_engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     """A :class:`FusedEngine` when this solve can run fused, else None.
 
@@ -289,6 +283,15 @@ class FusedEngine:
     Built once per grid: :meth:`update` takes a new operator (its copies of
     the operator, the preconditioner's coefficients and the deflation's
     pieces), keeping the buffers, kernels and launch plan.
+
+    Every array a kernel reads is a buffer of the engine, kept from solve to
+    solve and from operator to operator (the operator's values are copied
+    into them; the deflation's pieces into buffers that grow when a space
+    needs more); the solve's ``1 / ||b||`` and tolerance are device scalars.
+    So the CUDA graphs of the iteration stay valid while the launches are
+    the same (:meth:`_signature`: the kernels, their geometry, the buffers
+    and the sizes, such as the number of deflation vectors), and are captured
+    again only when they change.
     """
 
     def __init__(self, A, prec_obj, prec_name, defl, b, tile):
@@ -304,10 +307,15 @@ class FusedEngine:
         self.ntiles = self.tiles.count
         self.prec_name = prec_name
         self.prec_code = self._code_of(prec_obj, prec_name)
-        self._graphs, self._capture_stream = {}, None   # CUDA graphs by (length, parities, ...)
-        self._bind(A, prec_obj, defl)
+        # CUDA graphs of the current launch signature, by (kind, length, parity).
+        self._graphs, self._graph_sig, self._sig_solves = {}, None, 0
+        self._capture_stream = None
+        self._table, self._sig = {}, None             # launches by (stage, parity), signature
         self._allocate()
         self._plan(tile)
+        self._kcap = self._nnzcap = 0
+        self._scratch = None
+        self._bind(A, prec_obj, defl)
         self.bytes_per_iteration = self._count_bytes()
 
     @staticmethod
@@ -324,99 +332,157 @@ class FusedEngine:
 
     def update(self, A, prec_obj, defl):
         """Take a new operator, preconditioner and deflation space (of the
-        same kinds, :meth:`fits`); returns ``self``."""
+        same kinds, :meth:`fits`); returns ``self``.  The graphs are kept:
+        the next :meth:`begin` captures them again only if the launches
+        changed."""
         self._bind(A, prec_obj, defl)
         self.bytes_per_iteration = self._count_bytes()
-        self._graphs = {}                    # captured with the old arrays
         return self
 
     def _bind(self, A, prec_obj, defl):
-        """The operator-dependent arrays: face couplings, the preconditioner's
-        coefficients, the deflation's pieces."""
+        """The operator-dependent arrays, copied into the engine's buffers:
+        face couplings, the preconditioner's coefficients, the deflation's
+        pieces."""
         cp = self.cp
         ny, nx = self.ny, self.nx
         self.prec_obj = prec_obj
+        self._table, self._sig = {}, None
         # The face couplings, (ny, nx - 1) and (ny - 1, nx).  Copied from the
         # east and north diagonals: read in place (row stride nx) both tile
         # kernels were measurably slower (docs/performance.md), more than the
         # copies cost once per operator.
         if getattr(A, "storage", None) == "matrix_free":
-            self.cx, self.cy = cp.ascontiguousarray(A.cx), cp.ascontiguousarray(A.cy)
+            self.cx[...] = A.cx
+            self.cy[...] = A.cy
         else:
             S, W, C, E, N = A.entries()
-            self.cx = cp.ascontiguousarray(-E[:, :-1])
-            self.cy = cp.ascontiguousarray(-N[:-1, :])
+            cp.negative(E[:, :-1], out=self.cx)
+            cp.negative(N[:-1, :], out=self.cy)
         # Preconditioner coefficients.
-        self.s = self.cxs = self.cys = None
         if self.prec_code == _JACOBI:
-            self.s = cp.ascontiguousarray(prec_obj.inv_diagonal.reshape(ny, nx))
+            self.s[...] = prec_obj.inv_diagonal.reshape(ny, nx)
         elif self.prec_code == _SCALED_IP:
-            self.s = cp.ascontiguousarray(prec_obj.inv_sqrt_diagonal)
-            self.cxs = cp.ascontiguousarray(-prec_obj.E[:, :-1])
-            self.cys = cp.ascontiguousarray(-prec_obj.N[:-1, :])
-        # Deflation pieces.
+            self.s[...] = prec_obj.inv_sqrt_diagonal
+            cp.negative(prec_obj.E[:, :-1], out=self.cxs)
+            cp.negative(prec_obj.N[:-1, :], out=self.cys)
         self.defl = defl
-        self.k = 0
-        self.part = None
-        if defl is not None:
-            k = defl.n_vectors
-            # Built once per deflation space (every solve of a time step reuses it).
-            cache = defl.engine_cache
-            if (self.by, self.bx) not in cache:
-                layout = getattr(defl, "owner", None) is not None and \
-                    tuple(defl.block_shape) == (self.by, self.bx)
-                if layout:                 # built with the deflation space (its set-up)
-                    structure = (defl.part, defl.owner)
-                    labels32 = defl.labels32
-                else:
-                    labels = defl.labels.reshape(ny, nx)
-                    structure = _tile_structure(labels, ny, nx, self.by, self.bx, k, cp)
-                    if structure is None:
-                        raise ValueError("fused DPCG needs labels that split each tile in at "
-                                         "most two parts")
-                    labels32 = labels.ravel().astype(cp.int32)
-                AZT = defl.AZT
-                cache[(self.by, self.bx)] = tuple(structure) + (
-                    labels32, AZT.indptr.astype(cp.int32, copy=False),
-                    AZT.indices.astype(cp.int32, copy=False),
-                    AZT.data.astype(cp.float64, copy=False))
-            (self.part, self.owner, self.labels32, self.azt_indptr, self.azt_indices,
-             self.azt_data) = cache[(self.by, self.bx)]
-            self.k = k
-            self.g = cp.zeros(k, dtype=cp.float64)
-            self.e = cp.zeros(k, dtype=cp.float64)
-            self.part_zr = cp.zeros(2 * self.ntiles, dtype=cp.float64)
-            # The raw condensed coarse solve: its gather into e is done by
-            # ``beta``.
-            self.cs = defl.coarse.raw_solve
-        else:
-            self.owner = cp.zeros(1, dtype=cp.int32)
-            self.e = cp.zeros(1, dtype=cp.float64)
-            self.part_zr = None
-            self.cs = None
+        if defl is None:
+            self.k, self.azt_nnz = 0, 0
+            self._reserve(1, 0)
+            self.e = self._ebuf[:1]
+            self.g = self.part_zr = self.cs = self._dense_K = None
+            return
+        part, owner, labels32, indptr, indices, data = self._deflation_pieces(defl)
+        k, nnz = defl.n_vectors, int(data.size)
+        self._reserve(k, nnz)
+        if self.labels32 is None:
+            self.labels32 = cp.zeros(self.n, dtype=cp.int32)
+            self.part = cp.zeros((ny, nx), dtype=cp.int8)
+        self.labels32[...] = labels32.reshape(self.n)
+        self.part[...] = part.reshape(ny, nx)
+        self.owner = self._owner[:k]
+        self.owner[...] = owner
+        self.azt_indptr = self._indptr[:k + 1]
+        self.azt_indptr[...] = indptr
+        self.azt_indices, self.azt_data = self._indices[:nnz], self._data[:nnz]
+        self.azt_indices[...] = indices
+        self.azt_data[...] = data
+        self.k, self.azt_nnz = k, nnz
+        self.g, self.e = self._gbuf[:k], self._ebuf[:k]
+        # The coarse solve: the raw condensed one (its gather into e is done
+        # by ``beta``), or the dense inverse's product (cuBLAS: launched
+        # between graphs), or the solver's own solve.
+        coarse = defl.coarse
+        self.cs = coarse.raw_solve
+        self._dense_K = getattr(coarse, "dense_inverse", None)
+
+    def _deflation_pieces(self, defl):
+        """``(part, owner, labels32, indptr, indices, data)`` of the deflation
+        space for this engine's tiles, built once per space (every solve of
+        a time step shares it)."""
+        cp = self.cp
+        ny, nx = self.ny, self.nx
+        cache = defl.engine_cache
+        if (self.by, self.bx) not in cache:
+            layout = getattr(defl, "owner", None) is not None and \
+                tuple(defl.block_shape) == (self.by, self.bx)
+            if layout:                 # built with the deflation space (its set-up)
+                structure = (defl.part, defl.owner)
+                labels32 = defl.labels32
+            else:
+                labels = defl.labels.reshape(ny, nx)
+                structure = _tile_structure(labels, ny, nx, self.by, self.bx, defl.n_vectors, cp)
+                if structure is None:
+                    raise ValueError("fused DPCG needs labels that split each tile in at "
+                                     "most two parts")
+                labels32 = labels.ravel().astype(cp.int32)
+            AZT = defl.AZT
+            cache[(self.by, self.bx)] = tuple(structure) + (
+                labels32, AZT.indptr.astype(cp.int32, copy=False),
+                AZT.indices.astype(cp.int32, copy=False),
+                AZT.data.astype(cp.float64, copy=False))
+        return cache[(self.by, self.bx)]
+
+    def _reserve(self, k, nnz):
+        """Buffers for ``k`` deflation vectors and ``nnz`` entries of
+        ``(A Z)^T``: grown (by a quarter more) when they are short, else kept.
+        The scratch block holds the per-tile sums, ``g`` and ``e`` (cleared
+        by one fill at every start)."""
+        cp = self.cp
+        if k > self._kcap or self._scratch is None:
+            self._kcap = max(k, int(1.25 * k) if self._kcap else k)
+            kc = self._kcap
+            sizes = [max(self.ntiles, self.nred), self.ntiles, max(self.nred, self.ndir),
+                     2 * self.ntiles, kc, kc]
+            self._scratch = cp.zeros(sum(sizes), dtype=cp.float64)
+            views, o = [], 0
+            for size in sizes:
+                views.append(self._scratch[o:o + size])
+                o += size
+            self.part_ry, self.part_rr, self.part_pw, self._part_zr, self._gbuf, self._ebuf = views
+            self._owner = cp.zeros(kc, dtype=cp.int32)
+            self._indptr = cp.zeros(kc + 1, dtype=cp.int32)
+        if self.defl is not None:
+            self.part_zr = self._part_zr
+        if nnz > self._nnzcap:
+            self._nnzcap = max(nnz, int(1.25 * nnz) if self._nnzcap else nnz)
+            self._indices = cp.zeros(self._nnzcap, dtype=cp.int32)
+            self._data = cp.zeros(self._nnzcap, dtype=cp.float64)
 
     def _allocate(self):
-        """Vectors, allocated once (x and the current r at the start: see
-        :meth:`begin`)."""
+        """Vectors and the operator's and preconditioner's buffers, allocated
+        once."""
         cp = self.cp
-        self.x = None
-        self.r = [None, cp.empty(self.n, dtype=cp.float64)]
+        n, ny, nx = self.n, self.ny, self.nx
+        self.x = cp.zeros(n, dtype=cp.float64)
+        self.r = [cp.zeros(n, dtype=cp.float64), cp.zeros(n, dtype=cp.float64)]
         self.cur = 0
-        self.pbuf = [cp.empty(self.n, dtype=cp.float64), cp.empty(self.n, dtype=cp.float64)]
+        self.pbuf = [cp.zeros(n, dtype=cp.float64), cp.zeros(n, dtype=cp.float64)]
         self.pcur = 0
-        self.w = cp.empty(self.n, dtype=cp.float64)
-        self.y = cp.empty(self.n, dtype=cp.float64)
+        self.w = cp.zeros(n, dtype=cp.float64)
+        self.y = cp.zeros(n, dtype=cp.float64)
+        self.cx = cp.zeros((ny, nx - 1), dtype=cp.float64)
+        self.cy = cp.zeros((ny - 1, nx), dtype=cp.float64)
+        self.s = self.cxs = self.cys = None
+        if self.prec_code == _JACOBI:
+            self.s = cp.zeros((ny, nx), dtype=cp.float64)
+        elif self.prec_code == _SCALED_IP:
+            self.s = cp.zeros((ny, nx), dtype=cp.float64)
+            self.cxs = cp.zeros((ny, nx - 1), dtype=cp.float64)
+            self.cys = cp.zeros((ny - 1, nx), dtype=cp.float64)
+        # Deflation: labels and parts of every cell (allocated with the
+        # first space), the rest by _reserve.
+        self.labels32 = self.part = None
         self.nred = _reduction_blocks()
-        self.part_ry = cp.zeros(max(self.ntiles, self.nred), dtype=cp.float64)
-        self.part_rr = cp.zeros(self.ntiles, dtype=cp.float64)
-        self.scal = cp.zeros(5, dtype=cp.float64)
+        self.scal = cp.zeros(_NSCAL, dtype=cp.float64)
+        self.scal[_INV_BNORM] = 1.0
         self.counter = cp.zeros(1, dtype=cp.int32)
-        self.bnorm_inv = 1.0
+        self._hist = None
+        self.hist = None
         self._starting = 0
 
     def _plan(self, tile):
         """The kernels and their launch geometry."""
-        cp = self.cp
         ny, nx = self.ny, self.nx
         # 32-bit cell offsets in bf_direction_spmv when every offset (and the
         # halo's, one row beyond) fits.
@@ -436,7 +502,6 @@ class FusedEngine:
             self.ndir = (ny // dby) * (nx // dbx)
             bxp, chunks, threads = _walk_geometry(dby, dbx, _CHUNK_ROWS_WIDE)
             self.dir_launch = ((self.ndir,), (threads,), (dbx, dby, bxp, chunks))
-        self.part_pw = cp.zeros(max(self.nred, self.ndir), dtype=cp.float64)
         self.group = _update_group(nx, self.bx, self.prec_code)
         self.k_update = _kernel("bf_update", self.prec_code,
                                 f"#define UPD_G {self.group}\n" if self.group > 1 else "")
@@ -445,7 +510,7 @@ class FusedEngine:
         self.k_restrict = _kernel("bf_restrict")
         self.k_dot = _kernel("bf_dot_tiles")
         self.k_status = _kernel("bf_status")
-        self.status_buf = cp.zeros(3, dtype=cp.float64)
+        self.status_buf = self.cp.zeros(3, dtype=self.cp.float64)
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
         self.upd_walk = _walk_geometry(self.by, self.group * self.bx,
                                        _CHUNK_ROWS_IP if self.prec_code == _SCALED_IP
@@ -472,20 +537,35 @@ class FusedEngine:
             arrays += 0.5 + 0.125                      # int32 labels, int8 parts
         extra = 0
         if self.defl is not None:
-            nnz = int(self.azt_data.size)
+            nnz = int(self.azt_nnz)
             extra += nnz * (8 + 4 + 8) + (self.k + 1) * 4 + 3 * 8 * self.k
             extra += int(getattr(self.defl.coarse, "nbytes", 8 * self.k * self.k))
         return int(arrays * n8 + extra)
 
     # ------------------------------------------------------------------ state
+    def history(self, size):
+        """A zeroed history buffer of ``size`` entries, owned by the engine
+        and kept from solve to solve (the graphs hold its address)."""
+        if self._hist is None or self._hist.size < size:
+            self._hist = self.cp.zeros(max(size, 2 * (self._hist.size if self._hist is not None
+                                                      else 0)), dtype=self.cp.float64)
+        hist = self._hist[:size]
+        hist.fill(0)
+        return hist
+
+    def tolerance(self, bnorm, tol_rel):
+        """The solve's ``1 / ||b||`` and relative tolerance into the device
+        scalars that ``beta`` reads (one small transfer)."""
+        self.scal[_INV_BNORM:_INV_BNORM + 2].set(
+            np.array([1.0 / bnorm, tol_rel], dtype=np.float64))
+
     def load(self, x, r, p, rz, bad, hist, it, bnorm, tol_rel=0.0):
         """Take the generic loop's state (after a start or a restart).
 
         The iteration stops on the device after the iteration whose relative
         recursive residual ``hist[it]`` is ``<= tol_rel`` (see :meth:`settle`).
         """
-        cp = self.cp
-        self._take(x, r, own=False)
+        self._take(x, r)
         # The first direction is p itself: y = p, beta = 0, e = 0.
         self.pbuf[self.pcur][...] = p
         self.y[...] = p
@@ -494,14 +574,11 @@ class FusedEngine:
         self.scal[_RZ] = rz
         self.scal[_BAD] = bad
         self.scal[_DONE] = 0
-        self.hist = hist
+        self._set_hist(hist)
         self.counter[0] = it
-        self._f_tol_rel = np.float64(tol_rel)
-        self.bnorm_inv = 1.0 / bnorm
-        self._f_inv_bnorm = np.float64(self.bnorm_inv)
-        del cp
+        self.tolerance(bnorm, tol_rel)
 
-    def begin(self, x, r, hist, it, bnorm, tol_rel=0.0, own=False):
+    def begin(self, x, r, hist, it, bnorm=None, tol_rel=0.0, own=False):
         """Start from ``x`` and its residual ``r`` with the engine's kernels.
 
         The generic start's ``y = M^-1 r + Z E^+ (Z^T r - (AZ)^T M^-1 r)``,
@@ -512,28 +589,24 @@ class FusedEngine:
         formed by the next iteration's first kernel.  Afterwards
         ``scal[_RZ]`` holds ``rz`` and ``scal[_BAD]`` the breakdown flag.
 
-        With ``own`` the caller hands ``x`` and ``r`` over: the engine
-        iterates in them (where they are contiguous float64) instead of
-        copying them.
+        ``x`` and ``r`` are copied into the engine's buffers (``own`` is
+        accepted for the protocol: the buffers stay the engine's, so that
+        its graphs stay valid).  ``bnorm`` None: the tolerance is given later
+        by :meth:`tolerance` (the start does not need it).
         """
         # A new solve: the buffers' parity and the per-solve state of a
-        # fresh engine (the graphs hold the last solve's x, r and history).
-        self._graphs = {}
+        # fresh engine.
         self.cur = self.pcur = 0
-        for a in (self.part_ry, self.part_rr, self.part_pw, self.part_zr,
-                  getattr(self, "g", None)):
-            if a is not None:
-                a.fill(0)
-        self._take(x, r, own)
+        self._scratch.fill(0)                  # per-tile sums, g, e
+        self._take(x, r)
         self.pbuf[self.pcur].fill(0)           # 0 * p and 0 * w must stay 0
         self.w.fill(0)
-        self.e[...] = 0
-        self.scal.fill(0)                      # alpha = beta = 0, not bad, not done
-        self.hist = hist
+        scal = np.zeros(_NSCAL, dtype=np.float64)   # alpha = beta = 0, not bad, not done
+        scal[_INV_BNORM] = 1.0 if bnorm is None else 1.0 / bnorm
+        scal[_TOL_REL] = 0.0 if bnorm is None else tol_rel
+        self.scal.set(scal)
+        self._set_hist(hist)
         self.counter[0] = it
-        self._f_tol_rel = np.float64(tol_rel)
-        self.bnorm_inv = 1.0 / bnorm
-        self._f_inv_bnorm = np.float64(self.bnorm_inv)
         self._starting = 1
         try:
             for name, fn in self._stages():
@@ -542,27 +615,21 @@ class FusedEngine:
         finally:
             self._starting = 0
         self.cur = 1 - self.cur                # update wrote r' (= r) to the other buffer
-        # Capture the iteration's graphs now, while the device runs the
-        # start: captured at the first :meth:`iterate`, after a host check,
-        # the device waited for it.
-        if self.use_graphs and self._graphable():
-            for length in self._graph_lengths():
-                if self._graph(length) is None:
-                    break
+        # The graphs of this launch signature: kept from the last solve when
+        # nothing changed, else captured now, while the device runs the start.
+        self._prepare_graphs()
 
-    def _take(self, x, r, own):
+    def _take(self, x, r):
         """The iterate and the residual into the engine's buffers."""
-        cp = self.cp
-        if own and x is not r:
-            self.x = _adopt(cp, x, self.n, True)
-            self.r[self.cur] = _adopt(cp, r, self.n, True)
-            return
-        if self.x is None:
-            self.x = cp.empty(self.n, dtype=cp.float64)
-        if self.r[self.cur] is None:
-            self.r[self.cur] = cp.empty(self.n, dtype=cp.float64)
-        self.x[...] = x.reshape(self.n)
-        self.r[self.cur][...] = r.reshape(self.n)
+        if x is not self.x:
+            self.x[...] = x.reshape(self.n)
+        if r is not self.r[self.cur]:
+            self.r[self.cur][...] = r.reshape(self.n)
+
+    def _set_hist(self, hist):
+        if self.hist is None or hist.data.ptr != self.hist.data.ptr:
+            self._table, self._sig = {}, None
+        self.hist = hist
 
     def status(self):
         """``(iteration, hist[iteration], broke)`` from the device: one launch
@@ -590,6 +657,11 @@ class FusedEngine:
         return self.scal[_RZ]
 
     @property
+    def bad(self):
+        """The breakdown flag on the device (a 0-d view, nonzero: broke)."""
+        return self.scal[_BAD]
+
+    @property
     def r_current(self):
         return self.r[self.cur]
 
@@ -609,7 +681,7 @@ class FusedEngine:
 
         cp = self.cp
         self.scal[_DONE] = 0                # keep iterating past the tolerance
-        self._f_tol_rel = np.float64(0.0)
+        self.scal[_TOL_REL] = 0.0
         out = {name: gpu_median_ms(fn, repeat) for name, fn in self._stages()}
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         self.iterate(2)
@@ -621,143 +693,262 @@ class FusedEngine:
         return out
 
     # ------------------------------------------------------------------ kernels
-    def _stages(self):
-        """The launches of one iteration as (name, callable) pairs."""
+    def _names(self):
+        """The stages of one iteration, in order."""
+        names = ["direction_spmv", "alpha", "update"]
+        if self.prec_code == _GENERIC:
+            names.append("precondition")
+        if self.defl is not None:
+            names += ["restrict", "coarse"]
+        names.append("beta")
+        return names
+
+    def _entries(self, name, cur, pcur):
+        """The launches of stage ``name`` when the buffers' parity is
+        ``(cur, pcur)`` as it starts: a list of ``(kernel, grid, block,
+        args, shared_mem)`` tuples, or of callables for the stages that are
+        library calls (built once per signature, :attr:`_table`)."""
+        key = (name, cur, pcur, self._starting)
+        table = self._table
+        if key in table:
+            return table[key]
         nx, ny = np.int32(self.nx), np.int32(self.ny)
-        n = np.int64(self.n)
-        T = _THREADS
-        nred = self.nred
         null = np.uint64(0)                 # a NULL pointer argument
         k = self.k
-        dgrid, dthreads, dgeom = self.dir_launch
-        dgeom = tuple(np.int32(v) for v in dgeom)
-        group = self.group
-
-        def direction_spmv():
+        if name == "direction_spmv":
+            dgrid, dthreads, dgeom = self.dir_launch
             labels = self.labels32 if self.defl is not None else null
-            p_old, p_new = self.pbuf[self.pcur], self.pbuf[1 - self.pcur]
-            self.k_dirspmv(dgrid, dthreads,
-                           (self.y, self.e, labels, self.scal, p_old, p_new, self.w,
-                            self.cx, self.cy, self.part_pw, nx, ny) + dgeom)
-            self.pcur = 1 - self.pcur
-
-        def alpha():
-            self.k_alpha((1,), (1024,), (self.part_pw, np.int32(self.ndir), self.scal))
-
-        def update():
-            r_old, r_new = self.r[self.cur], self.r[1 - self.cur]
+            out = [(self.k_dirspmv, dgrid, dthreads,
+                    (self.y, self.e, labels, self.scal, self.pbuf[pcur], self.pbuf[1 - pcur],
+                     self.w, self.cx, self.cy, self.part_pw, nx, ny)
+                    + tuple(np.int32(v) for v in dgeom), 0)]
+        elif name == "alpha":
+            out = [(self.k_alpha, (1,), (1024,), (self.part_pw, np.int32(self.ndir), self.scal),
+                    0)]
+        elif name == "update":
             bxp, chunks, threads = self.upd_walk
-            self.k_update((self.ntiles // group,), (threads,),
-                          (self.p, self.w, r_old, r_new, self.x, self.y,
-                           self.s if self.s is not None else null,
-                           self.cxs if self.cxs is not None else null,
-                           self.cys if self.cys is not None else null,
-                           self.part if self.part is not None else null,
-                           self.scal, self.part_ry, self.part_rr,
-                           self.part_zr if self.part_zr is not None else null,
-                           nx, ny, np.int32(group * self.bx), np.int32(self.by),
-                           np.int32(bxp), np.int32(chunks)))
+            group = self.group
+            opt = [a if a is not None else null for a in (self.s, self.cxs, self.cys)]
+            out = [(self.k_update, (self.ntiles // group,), (threads,),
+                    (self.pbuf[pcur], self.w, self.r[cur], self.r[1 - cur], self.x, self.y,
+                     *opt, self.part if self.defl is not None else null,
+                     self.scal, self.part_ry, self.part_rr,
+                     self.part_zr if self.part_zr is not None else null,
+                     nx, ny, np.int32(group * self.bx), np.int32(self.by),
+                     np.int32(bxp), np.int32(chunks)), 0)]
+        elif name == "precondition":        # a preconditioner without a fused kernel
+            r_new = self.r[1 - cur]
+            n = np.int64(self.n)
 
-        def precondition():                 # a preconditioner without a fused kernel
-            r_new = self.r[1 - self.cur]
-            self.y[...] = self.prec_obj.apply(r_new)
-            self.k_dot((nred,), (T,), (r_new, self.y, self.part_ry, n))
+            def precondition():
+                self.y[...] = self.prec_obj.apply(r_new)
+                self.k_dot((self.nred,), (_THREADS,), (r_new, self.y, self.part_ry, n))
+            out = [precondition]
+        elif name == "restrict":
+            out = [(self.k_restrict, (k,), (128,),
+                    (self.azt_indptr, self.azt_indices, self.azt_data, self.y, self.part_zr,
+                     self.owner, self.g, np.int32(k), self.scal), 0)]
+        elif name == "coarse":
+            out = self._coarse_entries()
+        else:                               # beta
+            nry = self.nred if self.prec_code == _GENERIC else self.ntiles
+            zr = self.part_zr if self.part_zr is not None else self.part_ry
+            if self.cs is not None:
+                gather = self.cs.gather_operands()
+            else:
+                gather = (null, null, null, np.int32(0), np.int32(0), np.int32(0))
+            out = [(self.k_beta, (1,), (1024,),
+                    (self.part_ry, np.int32(nry), self.part_rr, np.int32(self.ntiles),
+                     self.e, zr, self.owner, np.int32(k), self.scal, self.hist, self.counter,
+                     np.int32(self._starting)) + gather, 0)]
+        table[key] = out
+        return out
 
-        cs = self.cs
+    def _coarse_entries(self):
+        """The coarse solve's launches: the raw condensed solve's kernels
+        (its gather into e by ``beta``), or a library call."""
+        g, e = self.g, self.e
+        if self.cs is not None:
+            return self.cs.launches(g, e, gather=False)
+        K = self._dense_K
+        if K is not None:
+            dot = self.cp.dot
 
-        def restrict():
-            self.k_restrict((k,), (128,),
-                            (self.azt_indptr, self.azt_indices, self.azt_data, self.y,
-                             self.part_zr, self.owner, self.g, np.int32(k), self.scal))
+            def coarse():                   # CoarseSolver.solve's dense product, as it calls it
+                dot(K, g, out=e)
+            coarse.library = True
+            return [coarse]
 
         def coarse():
-            if cs is None:
-                self._coarse(self.g, self.e)
-            else:                           # its gather into e: by beta
-                cs.solve(self.g, self.e, gather=False)
+            self._coarse(g, e)
+        return [coarse]
 
-        if cs is not None:
-            out = cs.gather_operands()
-        else:
-            out = (null, null, null, np.int32(0), np.int32(0), np.int32(0))
+    def _stages(self):
+        """The launches of one iteration as (name, callable) pairs, each
+        launched at the buffers' parity of its call (``direction_spmv``
+        turns the direction's parity over, as an iteration does)."""
+        def stage(name):
+            def run():
+                _launch(self._entries(name, self.cur, self.pcur))
+                if name == "direction_spmv":
+                    self.pcur = 1 - self.pcur
+            return run
+        return [(name, stage(name)) for name in self._names()]
 
-        def beta():
-            nry = nred if self.prec_code == _GENERIC else self.ntiles
-            zr = self.part_zr if self.part_zr is not None else self.part_ry
-            self.k_beta((1,), (1024,),
-                        (self.part_ry, np.int32(nry), self.part_rr, np.int32(self.ntiles),
-                         self.e, zr, self.owner, np.int32(k), self.scal,
-                         self.hist, self.counter, self._f_inv_bnorm, self._f_tol_rel,
-                         np.int32(self._starting)) + out)
+    def _iteration(self, cur, pcur):
+        """The launches of one iteration that starts at parity ``(cur, pcur)``."""
+        out = []
+        for name in self._names():
+            out += self._entries(name, cur, pcur)
+            if name == "direction_spmv":
+                pcur = 1 - pcur
+        return out
 
-        stages = [("direction_spmv", direction_spmv), ("alpha", alpha), ("update", update)]
-        if self.prec_code == _GENERIC:
-            stages.append(("precondition", precondition))
-        if self.defl is not None:
-            stages += [("restrict", restrict), ("coarse", coarse)]
-        stages.append(("beta", beta))
-        return stages
+    def _signature(self):
+        """What the graphs hold: every launch of an iteration at both
+        parities (kernels, geometry, arguments with the buffers' addresses)."""
+        if self._sig is None:
+            sig = []
+            for parity in ((1, 0), (0, 1)):
+                for entry in self._iteration(*parity):
+                    if isinstance(entry, tuple):
+                        kern, grid, block, args, shared = entry
+                        sig.append((id(kern), grid, block, shared,
+                                    tuple(_arg_key(a) for a in args)))
+                    else:
+                        sig.append(("call", id(entry)))
+            self._sig = tuple(sig)
+        return self._sig
 
     #: Replay iterations from CUDA graphs (see :meth:`iterate`).
     use_graphs = True
     #: Iterations in the long graph (even: the buffer parity is back after it).
     graph_iterations = 8
 
+    def _graph_mode(self):
+        """``"whole"``: whole iterations are captured (every stage is a raw
+        kernel); ``"split"``: the runs between the dense coarse solve's
+        library calls are; None: direct launches only."""
+        if not self.use_graphs or self.prec_code == _GENERIC:
+            return None
+        if self.defl is None or self.cs is not None:
+            return "whole"
+        if self._dense_K is not None:
+            return "split"
+        return None
+
+    def _prepare_graphs(self):
+        """At a start: drop the graphs if the launches changed since they were
+        captured, and capture the short ones of the first stretch now."""
+        mode = self._graph_mode()
+        if mode is None:
+            return
+        sig = self._signature()
+        if sig != self._graph_sig:
+            self._graphs, self._graph_sig, self._sig_solves = {}, sig, 0
+        self._sig_solves += 1
+        cur, pcur = self.cur, self.pcur
+        if mode == "whole":
+            self._graph("whole", 2, cur, pcur)
+        else:
+            self._graph("head", 0, cur, pcur)
+            self._graph("link", 0, 1 - cur, 1 - pcur)
+
     def iterate(self, count):
         """``count`` iterations, no host synchronisation.
 
         Where an iteration allocates nothing (the fused preconditioners and
-        the raw coarse solve, or no deflation), runs of
-        :attr:`graph_iterations` iterations, then pairs, are replayed from
-        CUDA graphs captured once per solve and buffer parity: one launch
-        instead of about twenty per iteration, and shorter gaps between the
-        kernels on the device (measured: docs/performance.md, "Figures
-        behind code choices").  The kernels and their
+        the raw condensed coarse solve, or no deflation), runs of iterations
+        are replayed from CUDA graphs: pairs, and runs of
+        :attr:`graph_iterations` once the launches have stayed the same for
+        a second solve (a long graph costs more to capture than a short
+        solve saves).  With the dense coarse solve (a cuBLAS product, which
+        CuPy does not capture) the runs between its calls are replayed: one
+        graph and one product per iteration.  The graphs are captured once
+        per launch signature and buffer parity (:meth:`_signature`) and
+        replace about twenty launches per iteration; the kernels and their
         arguments are those of the direct launches: the results are the
-        same, bit for bit.
+        same, bit for bit (measured: docs/performance.md, "Figures behind
+        code choices").
         """
-        if count >= 2 and self.use_graphs and self._graphable():
-            for length in self._graph_lengths():
+        mode = self._graph_mode() if count >= 1 else None
+        if mode is not None and self._signature() != self._graph_sig:
+            self._graphs, self._graph_sig, self._sig_solves = {}, self._signature(), 1
+        if mode == "split":
+            self._iterate_split(count)
+            return
+        if mode == "whole" and count >= 2:
+            long = int(self.graph_iterations)
+            lengths = [2]
+            if long > 2 and long % 2 == 0 and count >= 2 * long and self._sig_solves >= 2:
+                lengths.insert(0, long)
+            for length in lengths:
                 if count < length:
                     continue
-                graph = self._graph(length)
+                graph = self._graph("whole", length, self.cur, self.pcur)
                 if graph is None:
                     break
                 for _ in range(count // length):
                     graph.launch()
                 count %= length
-        stages = [fn for _, fn in self._stages()]
         for _ in range(count):
-            for fn in stages:
-                fn()
-            self.cur = 1 - self.cur
+            _launch(self._iteration(self.cur, self.pcur))
+            self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
 
-    def _graph_lengths(self):
-        """The graphs' lengths, longest first: :attr:`graph_iterations` and 2
-        (even: an iteration swaps the double buffers)."""
-        return [n for n in sorted({int(self.graph_iterations), 2}, reverse=True)
-                if n >= 2 and n % 2 == 0]
+    def _iterate_split(self, count):
+        """Iterations around the dense coarse product: the first one's
+        launches before it (graph ``head``), then per iteration the product
+        and the next one's ``beta`` with the launches up to its product
+        (graph ``link``); the last ``beta`` alone."""
+        names = self._names()
+        cut = names.index("coarse")
+        cur, pcur = self.cur, self.pcur
+        graph = self._graph("head", 0, cur, pcur)
+        if graph is not None:
+            graph.launch()
+        else:
+            _launch(self._iteration(cur, pcur)[:cut])
+        for i in range(count):
+            _launch(self._entries("coarse", cur, pcur))
+            cur, pcur = 1 - cur, 1 - pcur
+            if i + 1 < count:
+                graph = self._graph("link", 0, cur, pcur)
+                if graph is not None:
+                    graph.launch()
+                else:
+                    _launch(self._entries("beta", cur, pcur) + self._iteration(cur, pcur)[:cut])
+            else:
+                _launch(self._entries("beta", cur, pcur))
+        self.cur, self.pcur = cur, pcur
 
-    def _graphable(self):
-        if self.prec_code == _GENERIC:
-            return False                     # the generic M allocates
-        if self.defl is None:
-            return True
-        return self.defl.coarse.raw_solve is not None
+    def _graph_launches(self, kind, length, cur, pcur):
+        """The launches a graph holds: ``whole``: ``length`` iterations from
+        parity ``(cur, pcur)``; ``head``: an iteration's launches before the
+        coarse solve; ``link``: the previous iteration's ``beta``, then the
+        head of the iteration at ``(cur, pcur)``."""
+        if kind == "whole":
+            out = []
+            for _ in range(length):
+                out += self._iteration(cur, pcur)
+                cur, pcur = 1 - cur, 1 - pcur
+            return out
+        cut = self._names().index("coarse")
+        head = self._iteration(cur, pcur)[:cut]
+        return head if kind == "head" else self._entries("beta", cur, pcur) + head
 
-    def _graph(self, length):
-        """The CUDA graph of ``length`` (even) iterations from the current
-        state's buffer parity and per-solve scalars (captured on first use),
+    def _graph(self, kind, length, cur, pcur):
+        """The CUDA graph of :meth:`_graph_launches` (captured on first use),
         or None when capture is not possible here (then direct launches are
         used)."""
-        cp = self.cp
-        key = (length, self.cur, self.pcur, id(self.hist), float(self._f_inv_bnorm),
-               float(self._f_tol_rel))
+        key = (kind, length, cur, pcur)
         graphs = self._graphs
         if key in graphs:
             return graphs[key]
-        stages = [fn for _, fn in self._stages()]
-        parity = (self.cur, self.pcur)
+        launches = self._graph_launches(kind, length, cur, pcur)
+        if not all(isinstance(entry, tuple) for entry in launches):
+            graphs[key] = None
+            return None
+        cp = self.cp
         stream = self._capture_stream
         if stream is None:
             stream = self._capture_stream = cp.cuda.Stream(non_blocking=True)
@@ -766,15 +957,30 @@ class FusedEngine:
             with stream:
                 stream.begin_capture()
                 try:
-                    for _ in range(length):
-                        for fn in stages:
-                            fn()
-                        self.cur = 1 - self.cur
+                    _launch(launches)
                 finally:
                     graph = stream.end_capture()
         except Exception:                    # capture unsupported: launch directly
             graph = None
             self.use_graphs = False
-        self.cur, self.pcur = parity         # an even count: the parity is back anyway
         graphs[key] = graph
         return graph
+
+
+def _arg_key(a):
+    """A kernel argument as the graphs see it: a buffer by its address, a
+    scalar by its type and value."""
+    if isinstance(a, np.generic):
+        return (a.dtype.str, a.item())
+    return ("ptr", int(a.data.ptr))
+
+
+def _launch(entries):
+    """Launch ``(kernel, grid, block, args, shared_mem)`` tuples and call the
+    callables among them, in order."""
+    for entry in entries:
+        if entry.__class__ is tuple:
+            kern, grid, block, args, shared = entry
+            kern(grid, block, args, shared_mem=shared)
+        else:
+            entry()

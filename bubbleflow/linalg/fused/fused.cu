@@ -44,14 +44,15 @@ extern "C" __global__ void bf_dot_tiles(const T* __restrict__ a, const T* __rest
 
 // beta, rz and the history.  part_ry / part_rr: nry / nrr entries; with
 // deflation r.y' = r.y + e . Z^T r, Z^T r of vector k at part_zr[owner[k]].
+// The solve's 1 / ||b|| and relative tolerance are read from scal[5] and
+// scal[6] (device memory: a captured graph stays valid from solve to solve).
 // With ``take_out`` this kernel is also the condensed coarse solve's last
 // step (bf_cs_out's twin): e = (t | y_S | 0)[take_out], minus its mean when
 // E is singular; each thread gathers the entries it then reads.
 extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
         const T* __restrict__ part_rr, const int nrr,
         T* __restrict__ e, const T* __restrict__ part_zr, const int* __restrict__ owner,
-        const int k, T* scal, T* hist, int* counter, const T inv_bnorm, const T tol_rel,
-        const int start, const T* __restrict__ cs_t, const T* __restrict__ cs_yS,
+        const int k, T* scal, T* hist, int* counter, const int start, const T* __restrict__ cs_t, const T* __restrict__ cs_yS,
         const int* __restrict__ take_out, const int GbM, const int nS, const int singular)
 {
     __shared__ T shm[32];
@@ -105,9 +106,9 @@ extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
         scal[2] = ry;
         const int it = counter[0] + 1;
         counter[0] = it;
-        const T h = sqrt(rr) * inv_bnorm;
+        const T h = sqrt(rr) * scal[5];
         hist[it] = h;
-        if (h <= tol_rel) scal[4] = 1.0;
+        if (h <= scal[6]) scal[4] = 1.0;
     }
 }
 

@@ -52,41 +52,69 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     t_solve = time.perf_counter()
     backend, xp, b = system.backend, system.backend.xp, system.b
     engine = ArrayEngine(system)
-    bnorm = float(engine.norm(b))
     x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=b.dtype, copy=True).ravel()
     if x.shape != b.shape:
         raise ValueError(f"x0 has {x.size} entries; b has {b.size}")
-    if bnorm == 0.0:
-        record.residual, record.converged, record.reason = 0.0, True, "converged"
-        record.residual_history = np.zeros(1)
-        return xp.zeros_like(b), record
-    tol = max(float(rtol) * bnorm, float(atol))
     gauge = system.nullspace.gauge
+    device = select(system) if select is not None and callback is None else None
+    owned = getattr(device, "history", None)          # a history buffer the engine keeps
+    hist = owned(system.maxiter + 1) if owned is not None else \
+        xp.zeros(system.maxiter + 1, dtype=np.float64)
 
     def solution(x):
-        return gauge(engine.finish(x))
+        xf = gauge(engine.finish(x))
+        # (A device engine iterates in buffers of its own, reused by its next
+        # solve: the answer must not be one of them.)
+        return xf.copy() if device is not None and xf is x else xf
 
-    def verify(candidate):
-        """The solution an iterate stands for, gauged, with its true residual."""
-        xf = solution(candidate)
-        rt = b - system.matvec(xf)
-        return xf, rt, float(engine.norm(rt))
-
-    # Attainable accuracy of the recursion: about eps ||A|| ||x|| (absolute).
-    floor = floor_estimate(norm_inf(A), b.dtype, engine.norm)
-    policy = StoppingPolicy(bnorm, tol, solution, verify, floor, confirm, stagnation_restarts)
-    hist = xp.zeros(system.maxiter + 1, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Everything up to the first check is queued before the host reads
+        # ||b||, ||r0||, the mean removed from b and the start's breakdown
+        # flag, in one transfer.
         x, r = engine.start(x, x0 is not None)
-        hist[0] = engine.norm(r) / bnorm
-        state = KrylovState(x=x, r=r, hist=hist, bnorm=bnorm, tol_rel=tol / bnorm)
-        device = select(system) if select is not None and callback is None else None
+        state = KrylovState(x=x, r=r, hist=hist, bnorm=0.0, tol_rel=0.0)
         if device is not None:
             iterations = DeviceIterations(device, engine, system.check_every, system.maxiter)
         else:
             iterations = ArrayIterations(engine, system.check_every, system.maxiter)
+        names, values = ["bnorm", "rn0"], [engine.norm(b), engine.norm(r)]
         iterations.begin(state)
-        reason = policy.begin(state.x, hist[0])
+        for name, value in (("mean", system.rhs_mean), ("broke", iterations.flag(state))):
+            if isinstance(value, float):
+                record.rhs_mean_removed = value      # already on the host
+            elif value is not None:
+                names.append(name)
+                values.append(value.astype(np.float64, copy=False))
+        first = dict(zip(names, (float(v) for v in backend.to_host(xp.stack(values)))))
+        bnorm, rn0 = first["bnorm"], first["rn0"]
+        if "mean" in first:
+            record.rhs_mean_removed = first["mean"]
+        if bnorm == 0.0:
+            record.residual, record.converged, record.reason = 0.0, True, "converged"
+            record.residual_history = np.zeros(1)
+            return xp.zeros_like(b), record
+        tol = max(float(rtol) * bnorm, float(atol))
+        state.bnorm, state.tol_rel = bnorm, tol / bnorm
+        h0 = rn0 / bnorm
+        hist[0] = h0
+        iterations.started(state, h0, first.get("broke", 0.0) != 0.0)
+
+        def verify(candidate):
+            """The solution an iterate stands for, gauged, with its true
+            residual; the history up to the check comes with its norm."""
+            xf = solution(candidate)
+            rt = b - system.matvec(xf)
+            it = state.it
+            got = backend.to_host(xp.concatenate([engine.norm(rt).reshape(1),
+                                                  state.hist[: it + 1]]))
+            state.hist_host = (it, np.array(got[1:], dtype=np.float64))
+            return xf, rt, float(got[0])
+
+        # Attainable accuracy of the recursion: about eps ||A|| ||x|| (absolute);
+        # ||A|| asked for only when a test needs it.
+        floor = floor_estimate(lambda: norm_inf(A), b.dtype, engine.norm)
+        policy = StoppingPolicy(bnorm, tol, solution, verify, floor, confirm, stagnation_restarts)
+        reason = policy.begin(state.x, h0)
         if reason is None:
             record.engine = iterations.name
             record.bytes_per_iteration = iterations.bytes_per_iteration
@@ -98,8 +126,11 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
             reason = non_finite or reason
     record.true_residual_checks = policy.true_residual_checks
     xf, rtn = final
-    close_record(record, backend, t_solve, state.it, rtn / bnorm, reason,
-                 backend.to_host(hist[: state.it + 1]).copy())
+    if state.hist_host is not None and state.hist_host[0] == state.it:
+        history = state.hist_host[1]
+    else:
+        history = backend.to_host(hist[: state.it + 1]).copy()
+    close_record(record, backend, t_solve, state.it, rtn / bnorm, reason, history)
     return xf, record
 
 
@@ -119,6 +150,7 @@ def _iterate(state, iterations, policy, callback, progress):
                 state.x[...] = policy.x_rec
             iterations.restart(state, decision.r)
             state.hist[it] = decision.rtn / state.bnorm
+            state.hist_host = None                 # the history read at the check is stale
             shown = (it, decision.rtn / state.bnorm)
             policy.restarted(state.x, it, decision.rtn)
         if reason is None:

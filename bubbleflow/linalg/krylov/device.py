@@ -4,12 +4,19 @@ Such an engine (for instance :class:`bubbleflow.linalg.fused.engine.FusedEngine`
 injected by the caller: this module imports none) provides
 
 ``begin(x, r, hist, it, bnorm, tol_rel, own)``   the start, by its own kernels
+                        (``bnorm`` None: the tolerance comes later, by
+                        ``tolerance``; the start does not need it)
+``tolerance(bnorm, tol_rel)``   ``1 / ||b||`` and the relative tolerance of
+                        the solve, into the engine's device scalars
 ``load(x, r, p, rz, bad, hist, it, bnorm, tol_rel)``   a restart's state
 ``iterate(count)``      ``count`` iterations, no host synchronisation; it
                         stops on the device at the tolerance
 ``settle(it, count)``   ``(iteration, h, broke)`` after ``iterate``
 ``status()``            ``(iteration, h, broke)``: one transfer
-``x``, ``r_current``, ``p``, ``rz``, ``bytes_per_iteration``
+``x``, ``r_current``, ``p``, ``rz``, ``bad``, ``bytes_per_iteration``
+``history(size)``       optional: a zeroed history buffer the engine owns
+                        (kept from solve to solve, so that what the engine
+                        captured of it stays valid)
 
 Restarts are prepared by the array engine (its preconditioner and
 deflation), then loaded.
@@ -35,18 +42,29 @@ class DeviceIterations:
 
     def begin(self, state):
         """The first preconditioned residual and direction by the engine's
-        own kernels (the array engine's are a dozen library calls)."""
+        own kernels (the array engine's are a dozen library calls), queued
+        before ``||b||`` is known: :meth:`started` gives the tolerance."""
         d = self.device
-        self.tol_rel = state.tol_rel
-        d.begin(state.x, state.r, state.hist, 0, state.bnorm, state.tol_rel, own=True)
+        d.begin(state.x, state.r, state.hist, 0, own=True)
         state.x, state.r, state.p = d.x, d.r_current, d.p
         state.rz = d.rz
         # The engine keeps its breakdown flag (read by ``status``); this one
         # only carries the cleared flag into ``load`` at a restart.
         xp = self.engine.xp
-        state.bad = xp.zeros((), dtype=bool)
-        state.done = xp.zeros((), dtype=bool)
-        self.status = d.status()[1:]
+        flags = xp.zeros(2, dtype=bool)
+        state.bad, state.done = flags[0], flags[1]
+
+    def flag(self, state):
+        """The engine's breakdown flag after the start (a device scalar the
+        loop reads with ``||b||``: the start's host check)."""
+        return self.device.bad
+
+    def started(self, state, h, broke):
+        """``||b||`` and the tolerance are known: into the engine; ``(h,
+        broke)`` is the first check's status."""
+        self.tol_rel = state.tol_rel
+        self.device.tolerance(state.bnorm, state.tol_rel)
+        self.status = (h, bool(broke))
 
     def read(self, state):
         """``(h, broke)`` as ``status``/``settle`` read them (one transfer;

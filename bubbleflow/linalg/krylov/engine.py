@@ -122,6 +122,7 @@ class KrylovState:
     done: object = None                # 0-d bool: the tolerance reached (iterate frozen)
     it: int = 0
     last_check: int = 0
+    hist_host: tuple = None            # (it, host copy of hist[:it + 1]) read at a check
 
 
 # ------------------------------------------------------------------ the engine
@@ -158,9 +159,11 @@ class ArrayIterations:
 
     def __init__(self, engine, check_every, maxiter):
         self.engine, self.check_every, self.maxiter = engine, check_every, maxiter
+        self.status = None
 
     def begin(self, state):
-        """The first preconditioned residual and direction."""
+        """The first preconditioned residual and direction (queued: ``||b||``
+        and the tolerance are not needed yet, see :meth:`started`)."""
         e, xp = self.engine, self.engine.xp
         y = e.precondition(state.r)
         state.p = y.copy()
@@ -168,12 +171,24 @@ class ArrayIterations:
         state.bad = xp.zeros((), dtype=bool)
         state.done = xp.zeros((), dtype=bool)
 
+    def flag(self, state):
+        """The breakdown flag after :meth:`begin` as a device scalar to read
+        with the solve's first scalars, or None: the start never breaks."""
+        return None
+
+    def started(self, state, h, broke):
+        """The first check's ``(h, broke)``, read by the loop with ``||b||``."""
+        self.status = (h, bool(broke))
+
     def read(self, state):
         """``(h, broke)`` at a host check: the relative recursive residual
         and the breakdown flag (the one host synchronisation).  The
         tolerance reached inside the last stretch froze the iterate: the
         check is then at that iteration."""
         xp = self.engine.xp
+        if self.status is not None:              # the first check: read with ||b||
+            status, self.status = self.status, None
+            return status
         if bool(state.done):
             seg = state.hist[state.last_check + 1: state.it + 1] <= state.tol_rel
             state.it = state.last_check + 1 + int(xp.argmax(seg))

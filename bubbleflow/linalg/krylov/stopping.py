@@ -163,13 +163,20 @@ class StoppingPolicy:
 
 def floor_estimate(norm_A, dtype, norm):
     """``x -> eps ||A|| ||x||``: the attainable accuracy of the recursion
-    (absolute), 0 where ``||A||`` is unknown."""
+    (absolute), 0 where ``||A||`` is unknown.
+
+    ``norm_A`` may be a callable that returns ``||A||`` (or None): it is then
+    asked on the first use only (a host synchronisation on the device that a
+    solve which never nears the floor does not pay)."""
     eps = float(np.finfo(dtype).eps)
+    known = [norm_A] if not callable(norm_A) else []
 
     def floor(x):
-        if norm_A is None:
+        if not known:
+            known.append(norm_A())
+        if known[0] is None:
             return 0.0
-        return eps * norm_A * float(norm(x))
+        return eps * known[0] * float(norm(x))
     return floor
 
 

@@ -21,6 +21,10 @@ class NoNullspace:
 
     name = None
 
+    def remove(self, b):
+        """``(b, None)``: a copy of ``b``, nothing removed."""
+        return b.copy(), None
+
     def compatible(self, b, record):
         return b.copy()
 
@@ -34,6 +38,15 @@ class ConstantNullspace:
     matrix entry is altered."""
 
     name = "constant"
+
+    def remove(self, b):
+        """``(b - mean(b), mean(b))``.  Float64: the mean a 0-d array of
+        ``b``'s backend, no host synchronisation (the caller reads it later);
+        other dtypes: a Python float (subtracted as :meth:`compatible` does)."""
+        mean_b = b.mean()
+        if b.dtype != np.float64:
+            mean_b = float(mean_b)
+        return b - mean_b, mean_b          # the copy, in the same pass
 
     def compatible(self, b, record):
         mean_b = float(b.mean())
@@ -131,13 +144,17 @@ class KrylovSystem:
     maxiter: int
     check_every: int
     variant: str
+    rhs_mean: object = None         # the mean removed from b (0-d, backend), or None
 
 
 def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, callback,
                 record_fields):
-    """``(KrylovSystem, SolveRecord)``: the set-up of a solve, timed into the record.
+    """``(KrylovSystem, SolveRecord)``: the set-up of a solve, timed into the record
+    (host time: nothing here waits for the device).
 
-    ``record_fields`` are the record's ``method`` and ``rtol``.
+    ``record_fields`` are the record's ``method`` and ``rtol``.  The mean
+    removed from ``b`` stays on the device (``system.rhs_mean``): the solve
+    reads it with its first host check and puts it into the record.
     """
     t_setup = time.perf_counter()
     backend = backend_of(b)
@@ -159,11 +176,10 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
                          deflation=getattr(defl, "kind", "none") if defl is not None else "none",
                          deflation_vectors=defl.n_vectors if defl is not None else 0,
                          variant=variant if defl is not None else "", **record_fields)
-    b = gauge.compatible(b, record)
-    backend.synchronize()
+    b, rhs_mean = gauge.remove(b)
     record.setup_seconds = time.perf_counter() - t_setup
     system = KrylovSystem(A=A, b=b, matvec=matvec, prec=prec, prec_name=prec_name,
                           prec_obj=prec_obj,
                           deflation=defl, nullspace=gauge, backend=backend, maxiter=maxiter,
-                          check_every=check_every, variant=variant)
+                          check_every=check_every, variant=variant, rhs_mean=rhs_mean)
     return system, record
