@@ -269,6 +269,17 @@ __device__ __forceinline__ T shear(const T* __restrict__ u, const T* __restrict_
     return corner_mu(mu, nx, ny, J, I) * (dudy + dvdx);
 }
 
+// rho_hat - rho_y at the interior v face F between cells V - nx and V: the
+// two cells' densities formed as bf_mom_properties forms them (reduced
+// gravity's consistency term, momentum._density_mismatch).
+__device__ __forceinline__ T density_mismatch(const T* __restrict__ H, const T* __restrict__ rho_y,
+                                              long long V, int nx, long long F, T rho_g, T rho_l)
+{
+    const T rho_n = rho_g + (rho_l - rho_g) * H[V];
+    const T rho_s = rho_g + (rho_l - rho_g) * H[V - nx];
+    return (T)0.5 * (rho_n + rho_s) - rho_y[F];
+}
+
 // u* on every u face (explicit viscosity): the wall faces copied.
 extern "C" __global__ void bf_mom_explicit_u(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
@@ -300,7 +311,8 @@ extern "C" __global__ void bf_mom_explicit_v(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
     const T* __restrict__ H, const T* __restrict__ rho_y, const T* __restrict__ adv_v,
     const T* __restrict__ cy, T* __restrict__ vs, const int nx, const int ny, const T dt,
-    const T hx, const T hy, const T s_left, const T s_right, const T gravity, const int forces)
+    const T hx, const T hy, const T s_left, const T s_right, const T gravity, const int forces,
+    const T reduced, const T rho_g, const T rho_l)
 {
     BF_CELLS(nx, ny + 1) {
         const int J = j;
@@ -316,6 +328,7 @@ extern "C" __global__ void bf_mom_explicit_v(
         const T txy_w = shear(u, v, mu, nx, ny, J, i, hx, hy, s_left, s_right, 1.0, 1.0);
         T force = (txy_e - txy_w) / hx + (tyy_n - tyy_s) / hy;
         if (forces) force = force - cy[F] * (H[V] - H[V - nx]) / hy;
+        if (reduced != 0) force = force + reduced * density_mismatch(H, rho_y, V, nx, F, rho_g, rho_l);
         vs[V] = v[V] + dt * (-adv_v[F] + force / rho_y[F] - gravity);
     }
 }
@@ -323,32 +336,28 @@ extern "C" __global__ void bf_mom_explicit_v(
 // ------------------------------------------------------------- implicit path
 
 // Right-hand side of the u solve on the interior u faces: rho_x (u - dt adv_u)
-// + dt (d/dy(mu dv/dx) - cx dH/dx - dp/dx).
+// + dt d/dy(mu dv/dx).
 extern "C" __global__ void bf_mom_implicit_rhs_u(
-    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ p,
-    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_x,
-    const T* __restrict__ adv_u, const T* __restrict__ cx, T* __restrict__ rhs, const int nx,
-    const int ny, const T dt, const T hx, const T hy, const int forces)
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
+    const T* __restrict__ rho_x, const T* __restrict__ adv_u, T* __restrict__ rhs, const int nx,
+    const int ny, const T dt, const T hx, const T hy)
 {
     BF_CELLS(nx - 1, ny) {
         const int I = i + 1;
         const long long C = (long long)j * nx + I, F = (long long)j * (nx - 1) + i;
         const T sx_s = corner_mu(mu, nx, ny, j, I) * (v[C] - v[C - 1]) / hx;
         const T sx_n = corner_mu(mu, nx, ny, j + 1, I) * (v[C + nx] - v[C + nx - 1]) / hx;
-        T force = (sx_n - sx_s) / hy;
-        if (forces) force = force - cx[F] * (H[C] - H[C - 1]) / hx;
-        const T grad = (p[C] - p[C - 1]) / hx;
-        rhs[F] = rho_x[F] * (u[(long long)j * (nx + 1) + I] - dt * adv_u[F]) + dt * (force - grad);
+        const T cross = (sx_n - sx_s) / hy;
+        rhs[F] = rho_x[F] * (u[(long long)j * (nx + 1) + I] - dt * adv_u[F]) + dt * cross;
     }
 }
 
 // Right-hand side of the v solve on the interior v faces: rho_y (v - dt adv_v)
-// + dt (d/dx(mu du/dy) - cy dH/dy - dp/dy) - dt gravity rho_y.
+// + dt d/dx(mu du/dy).
 extern "C" __global__ void bf_mom_implicit_rhs_v(
-    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ p,
-    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_y,
-    const T* __restrict__ adv_v, const T* __restrict__ cy, T* __restrict__ rhs, const int nx,
-    const int ny, const T dt, const T hx, const T hy, const T gravity, const int forces)
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
+    const T* __restrict__ rho_y, const T* __restrict__ adv_v, T* __restrict__ rhs, const int nx,
+    const int ny, const T dt, const T hx, const T hy)
 {
     BF_CELLS(nx, ny - 1) {
         const int J = j + 1;
@@ -356,35 +365,51 @@ extern "C" __global__ void bf_mom_implicit_rhs_v(
         const long long U = (long long)J * (nx + 1) + i;
         const T sy_w = corner_mu(mu, nx, ny, J, i) * (u[U] - u[U - nx - 1]) / hy;
         const T sy_e = corner_mu(mu, nx, ny, J, i + 1) * (u[U + 1] - u[U - nx]) / hy;
-        T force = (sy_e - sy_w) / hx;
-        if (forces) force = force - cy[F] * (H[V] - H[V - nx]) / hy;
-        const T grad = (p[V] - p[V - nx]) / hy;
-        const T r = rho_y[F] * (v[V] - dt * adv_v[F]) + dt * (force - grad);
-        rhs[F] = r - dt * gravity * rho_y[F];
+        const T cross = (sy_e - sy_w) / hx;
+        rhs[F] = rho_y[F] * (v[V] - dt * adv_v[F]) + dt * cross;
     }
 }
 
-// The implicit path's u* (axis 1) or v* (axis 0): x + dt grad p / rho_f on the
-// interior faces, w on the wall faces.  (nfx, nfy): the faces' extents.
-extern "C" __global__ void bf_mom_implicit_velocity(
-    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ p,
-    const T* __restrict__ rho_f, T* __restrict__ out, const int nx, const int ny, const T dt,
-    const T h, const int axis)
+// The implicit path's u*: x + dt (-cx dH/dx) / rho_x on the interior u faces
+// (x alone without forces), w on the wall faces.
+extern "C" __global__ void bf_mom_implicit_velocity_u(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ H,
+    const T* __restrict__ cx, const T* __restrict__ rho_x, T* __restrict__ out, const int nx,
+    const int ny, const T dt, const T hx, const int forces)
 {
-    const int nfx = axis == 1 ? nx + 1 : nx, nfy = axis == 1 ? ny : ny + 1;
-    BF_CELLS(nfx, nfy) {
-        const long long f = (long long)j * nfx + i;
-        if (axis == 1) {
-            if (i == 0 || i == nx) { out[f] = w[f]; continue; }
-            const long long C = (long long)j * nx + i, F = (long long)j * (nx - 1) + i - 1;
-            const T grad = (p[C] - p[C - 1]) / h;
-            out[f] = x[F] + dt * grad / rho_f[F];
-        } else {
-            if (j == 0 || j == ny) { out[f] = w[f]; continue; }
-            const long long F = (long long)(j - 1) * nx + i;
-            const T grad = (p[f] - p[f - nx]) / h;
-            out[f] = x[F] + dt * grad / rho_f[F];
+    BF_CELLS(nx + 1, ny) {
+        const long long f = (long long)j * (nx + 1) + i;
+        if (i == 0 || i == nx) { out[f] = w[f]; continue; }
+        const long long C = (long long)j * nx + i, F = (long long)j * (nx - 1) + i - 1;
+        T val = x[F];
+        if (forces) {
+            const T force = -cx[F] * (H[C] - H[C - 1]) / hx;
+            val = val + dt * (force / rho_x[F]);
         }
+        out[f] = val;
+    }
+}
+
+// The implicit path's v*: x + dt (f_v / rho_y - gravity), f_v = -cy dH/dy (with
+// forces) + reduced (rho_hat - rho_y) (reduced gravity), w on the wall faces.
+extern "C" __global__ void bf_mom_implicit_velocity_v(
+    const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ H,
+    const T* __restrict__ cy, const T* __restrict__ rho_y, T* __restrict__ out, const int nx,
+    const int ny, const T dt, const T hy, const int forces, const T gravity, const T reduced,
+    const T rho_g, const T rho_l)
+{
+    BF_CELLS(nx, ny + 1) {
+        const long long f = (long long)j * nx + i;
+        if (j == 0 || j == ny) { out[f] = w[f]; continue; }
+        const long long F = (long long)(j - 1) * nx + i;
+        T val = x[F];
+        if (forces || reduced != 0) {
+            T force = forces ? -cy[F] * (H[f] - H[f - nx]) / hy : (T)0;
+            if (reduced != 0) force = force + reduced * density_mismatch(H, rho_y, f, nx, F, rho_g, rho_l);
+            val = val + dt * (force / rho_y[F]);
+        }
+        if (gravity != 0) val = val - dt * gravity;
+        out[f] = val;
     }
 }
 

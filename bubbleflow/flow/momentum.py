@@ -33,7 +33,7 @@ from .viscosity import corner_viscosity
 
 __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
            "explicit_velocity_u", "explicit_velocity_v", "implicit_rhs_u", "implicit_rhs_v",
-           "implicit_velocity", "divergence", "pressure_rhs", "norms", "correct_velocity",
+           "implicit_velocity_u", "implicit_velocity_v", "divergence", "pressure_rhs", "norms", "correct_velocity",
            "diagnostics_and_norms", "FACE_RULES"]
 
 #: The face-density rules of ``operator.face_density`` (the kernels take the index).
@@ -190,12 +190,31 @@ def explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy, s_bottom, s_t
     return us
 
 
+def _density_mismatch(H, rho_y, rho_g, rho_l):
+    """``rho_hat - rho_y`` on the interior v faces, ``rho_hat`` the mean of
+    the two cells' densities (formed as :func:`fluid_properties` forms them).
+
+    Reduced gravity adds ``G (rho_hat - rho_y)`` to the v faces' force: with
+    it, ``-grad p_d + (rho_l - rho_g) G (y_f - y0) grad H + G (rho_hat -
+    rho_y)`` is, face by face, exactly ``-grad p - rho_y G`` for ``p = p_d -
+    rho G (y - y0)`` (cell density, cell height): the reduced form is the
+    volumetric one rewritten, whatever the face-density rule.  Without it a
+    ``levelset`` or ``harmonic`` face density leaves a body force ``G (rho_hat
+    - rho_y)`` in the interface band, which at a gas face (``rho_y`` ~
+    ``rho_g``) accelerates the gas by ``G (rho_l - rho_g) / rho_g``: at
+    contrast 1e5 the flow ran away."""
+    rho = rho_g + (rho_l - rho_g) * H
+    return 0.5 * (rho[1:, :] + rho[:-1, :]) - rho_y
+
+
 @twin
 def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_right, gravity,
-                        forces):
+                        forces, reduced=0.0, rho_g=0.0, rho_l=0.0):
     """``v*`` (explicit viscosity), the whole ``(ny+1, nx)`` field:
     ``v + dt (-adv_v + f_v / rho_y - gravity)`` (``gravity`` 0 for reduced
-    gravity), ``f_v`` as for :func:`explicit_velocity_u` with ``-cy dH/dy``."""
+    gravity), ``f_v`` as for :func:`explicit_velocity_u` with ``-cy dH/dy``,
+    and with reduced gravity (``reduced = G``) ``+ G (rho_hat - rho_y)``
+    (:func:`_density_mismatch`)."""
     ug = _ghosts(u, v, 1.0, 1.0, 1.0, 1.0)[0]        # (interior corners only: no ghost read)
     vg = _ghosts(u, v, s_left, s_right, 1.0, 1.0)[1]
     tyy = 2 * mu * (v[1:, :] - v[:-1, :]) / hy
@@ -203,6 +222,8 @@ def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_rig
     force = (txy[1:-1, 1:] - txy[1:-1, :-1]) / hx + (tyy[1:, :] - tyy[:-1, :]) / hy
     if forces:
         force = force - cy * (H[1:, :] - H[:-1, :]) / hy
+    if reduced:
+        force = force + reduced * _density_mismatch(H, rho_y, rho_g, rho_l)
     vs = v.copy()
     if gravity:
         vs[1:-1, :] = v[1:-1, :] + dt * (-adv_v + force / rho_y - gravity)
@@ -212,52 +233,63 @@ def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_rig
 
 
 @twin
-def implicit_rhs_u(u, v, p, mu, H, rho_x, adv_u, cx, dt, hx, hy, forces):
+def implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy):
     """Right-hand side of the implicit viscous solve for ``u`` on the interior
-    u faces: ``rho_x (u - dt adv_u) + dt (cross_u - cx dH/dx - dp/dx)``, the
-    cross-derivative shear term ``d/dy(mu dv/dx)`` from the old ``v`` and the
-    old pressure gradient (which :func:`implicit_velocity` takes out again)."""
+    u faces: ``rho_x (u - dt adv_u) + dt d/dy(mu dv/dx)``, the
+    cross-derivative shear term from the old ``v``.  The interface forces
+    and gravity join after the solve (:func:`implicit_velocity_u`)."""
     mu_n = corner_viscosity(mu, _xp(mu))
     sx = mu_n[:, 1:-1] * (v[:, 1:] - v[:, :-1]) / hx     # mu dv/dx at the interior corner columns
-    force = (sx[1:, :] - sx[:-1, :]) / hy
-    if forces:
-        force = force - cx * (H[:, 1:] - H[:, :-1]) / hx
-    grad = (p[:, 1:] - p[:, :-1]) / hx
-    return rho_x * (u[:, 1:-1] - dt * adv_u) + dt * (force - grad)
+    cross = (sx[1:, :] - sx[:-1, :]) / hy
+    return rho_x * (u[:, 1:-1] - dt * adv_u) + dt * cross
 
 
 @twin
-def implicit_rhs_v(u, v, p, mu, H, rho_y, adv_v, cy, dt, hx, hy, gravity, forces):
+def implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy):
     """Right-hand side of the implicit viscous solve for ``v`` on the interior
-    v faces: ``rho_y (v - dt adv_v) + dt (cross_v - cy dH/dy - dp/dy) - dt
-    gravity rho_y``, the cross term ``d/dx(mu du/dy)`` from the old ``u``."""
+    v faces: ``rho_y (v - dt adv_v) + dt d/dx(mu du/dy)``, the cross term
+    from the old ``u``."""
     mu_n = corner_viscosity(mu, _xp(mu))
     sy = mu_n[1:-1, :] * (u[1:, :] - u[:-1, :]) / hy     # mu du/dy at the interior corner rows
-    force = (sy[:, 1:] - sy[:, :-1]) / hx
-    if forces:
-        force = force - cy * (H[1:, :] - H[:-1, :]) / hy
-    grad = (p[1:, :] - p[:-1, :]) / hy
-    rhs = rho_y * (v[1:-1, :] - dt * adv_v) + dt * (force - grad)
-    if gravity:
-        rhs = rhs - dt * gravity * rho_y
-    return rhs
+    cross = (sy[:, 1:] - sy[:, :-1]) / hx
+    return rho_y * (v[1:-1, :] - dt * adv_v) + dt * cross
 
 
 @twin
-def implicit_velocity(x, w, p, rho_f, dt, h, axis):
-    """The implicit path's ``u*`` (``axis`` 1) or ``v*`` (``axis`` 0) from the
-    viscous solve's solution ``x`` (the interior faces, any shape of their
-    size): ``x + dt grad p / rho_f``, the old pressure gradient put back;
-    the wall faces keep ``w``'s."""
+def implicit_velocity_u(x, w, H, cx, rho_x, dt, hx, forces):
+    """The implicit path's ``u*`` from the viscous solve's solution ``x`` (the
+    interior faces, any shape of their size): ``x + dt f_u / rho_x`` with the
+    interface force ``f_u = -cx dH/dx`` when ``forces``; the wall faces keep
+    ``w``'s.  The forces join after the viscous solve, not in it: so they
+    reach the projection as the very discrete gradients of ``H`` the
+    pressure balances (balanced force); smoothed by the solve they would
+    not, and at high density contrast the gas would run away."""
     out = w.copy()
-    if axis == 1:
-        grad = (p[:, 1:] - p[:, :-1]) / h
-        inner = out[:, 1:-1]
-    else:
-        grad = (p[1:, :] - p[:-1, :]) / h
-        inner = out[1:-1, :]
+    inner = out[:, 1:-1]
     inner[...] = x.reshape(inner.shape)
-    inner += dt * grad / rho_f
+    if forces:
+        force = -cx * (H[:, 1:] - H[:, :-1]) / hx
+        inner += dt * (force / rho_x)
+    return out
+
+
+@twin
+def implicit_velocity_v(x, w, H, cy, rho_y, dt, hy, forces, gravity, reduced=0.0, rho_g=0.0,
+                        rho_l=0.0):
+    """The implicit path's ``v*``: ``x + dt (f_v / rho_y - gravity)``, ``f_v``
+    as in :func:`explicit_velocity_v` without the viscous stress (``-cy
+    dH/dy`` when ``forces``; ``+ G (rho_hat - rho_y)`` with reduced gravity,
+    ``reduced = G``); ``gravity`` 0 for reduced gravity."""
+    out = w.copy()
+    inner = out[1:-1, :]
+    inner[...] = x.reshape(inner.shape)
+    if forces or reduced:
+        force = -cy * (H[1:, :] - H[:-1, :]) / hy if forces else 0.0
+        if reduced:
+            force = force + reduced * _density_mismatch(H, rho_y, rho_g, rho_l)
+        inner += dt * (force / rho_y)
+    if gravity:
+        inner -= dt * gravity
     return out
 
 
@@ -320,7 +352,8 @@ explicit_velocity_u.register("cupy")(momentum_cuda.explicit_velocity_u)
 explicit_velocity_v.register("cupy")(momentum_cuda.explicit_velocity_v)
 implicit_rhs_u.register("cupy")(momentum_cuda.implicit_rhs_u)
 implicit_rhs_v.register("cupy")(momentum_cuda.implicit_rhs_v)
-implicit_velocity.register("cupy")(momentum_cuda.implicit_velocity)
+implicit_velocity_u.register("cupy")(momentum_cuda.implicit_velocity_u)
+implicit_velocity_v.register("cupy")(momentum_cuda.implicit_velocity_v)
 divergence.register("cupy")(momentum_cuda.divergence)
 pressure_rhs.register("cupy")(momentum_cuda.pressure_rhs)
 norms.register("cupy")(momentum_cuda.norms)

@@ -7,7 +7,7 @@ launch one or two:
 
 * :func:`fluid_properties`, :func:`advection_terms`,
   :func:`explicit_velocity_u` / :func:`explicit_velocity_v`,
-  :func:`implicit_rhs_u` / :func:`implicit_rhs_v`, :func:`implicit_velocity`,
+  :func:`implicit_rhs_u` / :func:`implicit_rhs_v`, :func:`implicit_velocity_u` / `_v`,
   :func:`divergence`, :func:`pressure_rhs`: one kernel each;
 * :func:`interface_coefficients`: the curvature's kernel (when ``sigma > 0``)
   and one;
@@ -37,7 +37,7 @@ from . import levelset_cuda, levelset_ops
 
 __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
            "explicit_velocity_u", "explicit_velocity_v", "implicit_rhs_u", "implicit_rhs_v",
-           "implicit_velocity", "divergence", "pressure_rhs", "norms", "correct_velocity",
+           "implicit_velocity_u", "implicit_velocity_v", "divergence", "pressure_rhs", "norms", "correct_velocity",
            "diagnostics_and_norms"]
 
 #: No FMA contraction: the kernels round as the array code does.
@@ -204,7 +204,7 @@ def explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy, s_bottom, s_t
 
 
 def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_right, gravity,
-                        forces):
+                        forces, reduced=0.0, rho_g=0.0, rho_l=0.0):
     """Twin of ``momentum.explicit_velocity_v``: one launch of ``bf_mom_explicit_v``."""
     import cupy as cp
 
@@ -220,67 +220,88 @@ def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_rig
     _kernel("bf_mom_explicit_v")(grid, block, (
         u, v, mu, H, rho_y, adv_v, cy, vs, np.int32(nx), np.int32(ny), np.float64(dt),
         np.float64(hx), np.float64(hy), np.float64(s_left), np.float64(s_right),
-        np.float64(gravity), np.int32(bool(forces))))
+        np.float64(gravity), np.int32(bool(forces)), np.float64(reduced), np.float64(rho_g),
+        np.float64(rho_l)))
     return vs
 
 
-def implicit_rhs_u(u, v, p, mu, H, rho_x, adv_u, cx, dt, hx, hy, forces):
+def implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy):
     """Twin of ``momentum.implicit_rhs_u``: one launch of ``bf_mom_implicit_rhs_u``."""
     import cupy as cp
 
-    arrays = _float64(u, v, p, mu, H, rho_x, adv_u, cx)
-    if arrays is None or _cells(arrays[3]) is None:
+    arrays = _float64(u, v, mu, rho_x, adv_u)
+    if arrays is None or _cells(arrays[2]) is None:
         return NotImplemented
-    u, v, p, mu, H, rho_x, adv_u, cx = arrays
+    u, v, mu, rho_x, adv_u = arrays
     ny, nx = mu.shape
-    if not _shapes(ny, nx, u=u, v=v, c=mu, c_p=p, c_H=H, fu=rho_x, fu_adv=adv_u, fu_cx=cx):
+    if not _shapes(ny, nx, u=u, v=v, c=mu, fu=rho_x, fu_adv=adv_u):
         return NotImplemented
     rhs = cp.empty_like(rho_x)
     grid, block = _grid(nx - 1, ny)
     _kernel("bf_mom_implicit_rhs_u")(grid, block, (
-        u, v, p, mu, H, rho_x, adv_u, cx, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
-        np.float64(hx), np.float64(hy), np.int32(bool(forces))))
+        u, v, mu, rho_x, adv_u, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
+        np.float64(hx), np.float64(hy)))
     return rhs
 
 
-def implicit_rhs_v(u, v, p, mu, H, rho_y, adv_v, cy, dt, hx, hy, gravity, forces):
+def implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy):
     """Twin of ``momentum.implicit_rhs_v``: one launch of ``bf_mom_implicit_rhs_v``."""
     import cupy as cp
 
-    arrays = _float64(u, v, p, mu, H, rho_y, adv_v, cy)
-    if arrays is None or _cells(arrays[3]) is None:
+    arrays = _float64(u, v, mu, rho_y, adv_v)
+    if arrays is None or _cells(arrays[2]) is None:
         return NotImplemented
-    u, v, p, mu, H, rho_y, adv_v, cy = arrays
+    u, v, mu, rho_y, adv_v = arrays
     ny, nx = mu.shape
-    if not _shapes(ny, nx, u=u, v=v, c=mu, c_p=p, c_H=H, fv=rho_y, fv_adv=adv_v, fv_cy=cy):
+    if not _shapes(ny, nx, u=u, v=v, c=mu, fv=rho_y, fv_adv=adv_v):
         return NotImplemented
     rhs = cp.empty_like(rho_y)
     grid, block = _grid(nx, ny - 1)
     _kernel("bf_mom_implicit_rhs_v")(grid, block, (
-        u, v, p, mu, H, rho_y, adv_v, cy, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
-        np.float64(hx), np.float64(hy), np.float64(gravity), np.int32(bool(forces))))
+        u, v, mu, rho_y, adv_v, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
+        np.float64(hx), np.float64(hy)))
     return rhs
 
 
-def implicit_velocity(x, w, p, rho_f, dt, h, axis):
-    """Twin of ``momentum.implicit_velocity``: one launch of ``bf_mom_implicit_velocity``."""
+def implicit_velocity_u(x, w, H, cx, rho_x, dt, hx, forces):
+    """Twin of ``momentum.implicit_velocity_u``: one launch of ``bf_mom_implicit_velocity_u``."""
     import cupy as cp
 
-    arrays = _float64(w, p, rho_f)
-    if arrays is None or getattr(x, "dtype", None) != np.float64 or axis not in (0, 1) \
-            or _cells(arrays[1]) is None:
+    arrays = _float64(w, H, cx, rho_x)
+    if arrays is None or getattr(x, "dtype", None) != np.float64 or _cells(arrays[1]) is None:
         return NotImplemented
-    w, p, rho_f = arrays
-    ny, nx = p.shape
-    faces = dict(u=w, fu=rho_f) if axis == 1 else dict(v=w, fv=rho_f)
-    if not _shapes(ny, nx, **faces) or x.size != rho_f.size:
+    w, H, cx, rho_x = arrays
+    ny, nx = H.shape
+    if not _shapes(ny, nx, u=w, c=H, fu=rho_x, fu_cx=cx) or x.size != rho_x.size:
         return NotImplemented
     x = cp.ascontiguousarray(x)
     out = cp.empty_like(w)
-    grid, block = _grid(w.shape[1], w.shape[0])
-    _kernel("bf_mom_implicit_velocity")(grid, block, (
-        x, w, p, rho_f, out, np.int32(nx), np.int32(ny), np.float64(dt), np.float64(h),
-        np.int32(axis)))
+    grid, block = _grid(nx + 1, ny)
+    _kernel("bf_mom_implicit_velocity_u")(grid, block, (
+        x, w, H, cx, rho_x, out, np.int32(nx), np.int32(ny), np.float64(dt), np.float64(hx),
+        np.int32(bool(forces))))
+    return out
+
+
+def implicit_velocity_v(x, w, H, cy, rho_y, dt, hy, forces, gravity, reduced=0.0, rho_g=0.0,
+                        rho_l=0.0):
+    """Twin of ``momentum.implicit_velocity_v``: one launch of ``bf_mom_implicit_velocity_v``."""
+    import cupy as cp
+
+    arrays = _float64(w, H, cy, rho_y)
+    if arrays is None or getattr(x, "dtype", None) != np.float64 or _cells(arrays[1]) is None:
+        return NotImplemented
+    w, H, cy, rho_y = arrays
+    ny, nx = H.shape
+    if not _shapes(ny, nx, v=w, c=H, fv=rho_y, fv_cy=cy) or x.size != rho_y.size:
+        return NotImplemented
+    x = cp.ascontiguousarray(x)
+    out = cp.empty_like(w)
+    grid, block = _grid(nx, ny + 1)
+    _kernel("bf_mom_implicit_velocity_v")(grid, block, (
+        x, w, H, cy, rho_y, out, np.int32(nx), np.int32(ny), np.float64(dt), np.float64(hy),
+        np.int32(bool(forces)), np.float64(gravity), np.float64(reduced), np.float64(rho_g),
+        np.float64(rho_l)))
     return out
 
 

@@ -213,37 +213,34 @@ class FlowSolver:
                                                  self._buoyancy, self.y0)
         forces = self.sigma > 0 or self._buoyancy != 0
         gravity = 0.0 if self.reduced_gravity else self.gravity
+        # Reduced gravity's consistency term on the v faces (momentum._density_mismatch).
+        reduced = (self.gravity if self._buoyancy != 0 else 0.0, self.rho_g, self.rho_l)
         if self.implicit_viscosity:
-            rhs_u = momentum.implicit_rhs_u(u, v, state.p, mu, H, rho_x, adv_u, cx, dt, hx, hy,
-                                            forces)
-            rhs_v = momentum.implicit_rhs_v(u, v, state.p, mu, H, rho_y, adv_v, cy, dt, hx, hy,
-                                            gravity, forces)
-            return self._implicit_velocity(state, dt, mu, rho_x, rho_y, rhs_u, rhs_v)
+            rhs_u = momentum.implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy)
+            rhs_v = momentum.implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy)
+            xu, xv = self._implicit_solves(state, dt, mu, rho_x, rho_y, rhs_u, rhs_v)
+            us = momentum.implicit_velocity_u(xu, u, H, cx, rho_x, dt, hx, forces)
+            vs = momentum.implicit_velocity_v(xv, v, H, cy, rho_y, dt, hy, forces, gravity,
+                                              *reduced)
+            return us, vs
         us = momentum.explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy,
                                           self.s_bottom, self.s_top, forces)
         vs = momentum.explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy,
-                                          self.s_left, self.s_right, gravity, forces)
+                                          self.s_left, self.s_right, gravity, forces, *reduced)
         return us, vs
 
-    def _implicit_velocity(self, state, dt, mu, rho_x, rho_y, rhs_u, rhs_v):
-        """``u*`` with the viscous stress backward Euler (:mod:`.viscosity`).
-
-        The old pressure gradient is in the right-hand sides
-        (:func:`.momentum.implicit_rhs_u`) for the viscous solve and leaves
-        after it (as Basilisk's centred solver does): the solve then sees
-        forces and pressure nearly in balance, and does not smear the large
-        balanced parts (the surface tension and reduced-gravity jumps against
-        the pressure's), which the projection could no longer remove exactly.
-        """
+    def _implicit_solves(self, state, dt, mu, rho_x, rho_y, rhs_u, rhs_v):
+        """The two viscous solves (backward Euler, :mod:`.viscosity`): the
+        interior faces' ``u`` and ``v`` before the forces join
+        (:func:`.momentum.implicit_velocity_u`)."""
         xp = self.xp
         u, v = state.u, state.v
         hx, hy = self.hx, self.hy
         mu_n = corner_viscosity(mu, xp)
-        ui, vi = u[:, 1:-1], v[1:-1, :]
-        systems = (("u", rho_x, rhs_u, ui, (self.s_bottom, self.s_top), u, hx, 1),
-                   ("v", rho_y, rhs_v, vi, (self.s_left, self.s_right), v, hy, 0))
+        systems = (("u", rho_x, rhs_u, u[:, 1:-1], (self.s_bottom, self.s_top)),
+                   ("v", rho_y, rhs_v, v[1:-1, :], (self.s_left, self.s_right)))
         records, out = [], []
-        for name, rho_f, rhs, old, signs, w, h, axis in systems:
+        for name, rho_f, rhs, old, signs in systems:
             S = ViscousSystem(name, mu, mu_n, rho_f, dt, hx, hy, signs)
             x, rec = solve_viscous(S, rhs.ravel(), old.ravel(), self.case.momentum.viscous_rtol)
             if not rec.converged:
@@ -251,7 +248,7 @@ class FlowSolver:
                     f"the implicit viscous solve for {name} did not converge at t = "
                     f"{state.time:.6g}: {rec.reason} after {rec.iterations} iterations, "
                     f"relative residual {rec.residual:.3g}")
-            out.append(momentum.implicit_velocity(x, w, state.p, rho_f, dt, h, axis))
+            out.append(x)
             records.append(rec)
         self.viscous_records = records
         return out[0], out[1]

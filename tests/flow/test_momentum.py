@@ -147,21 +147,35 @@ def test_reduced_gravity_keeps_a_flat_free_surface_at_rest(viscosity, backend):
     assert (deep - shallow) == pytest.approx(1000.0 * g * dy, rel=1e-6)
 
 
-def test_reduced_and_volumetric_gravity_give_the_same_rise(backend):
-    """The two gravity forms are the same physics: a short Hysing case 1 run
-    ends with the same bubble to within the discretisation."""
+@pytest.mark.parametrize("name,extra", [
+    ("two_phase.yaml", ("grid.nx=20", "grid.ny=40", "time.end=0.4")),
+    # Contrast 1e5 with the levelset face density: the reduced form needs its
+    # consistency term there (momentum._density_mismatch), or the gas runs away.
+    ("bubbly_column_flow.yaml", ("grid.nx=32", "grid.ny=64", "time.end=0.02",
+                                 "fluids.gas.density=0.01", "operator.face_density=levelset")),
+])
+@pytest.mark.parametrize("viscosity", ["explicit", "implicit"])
+def test_reduced_gravity_is_the_volumetric_form_rewritten(name, extra, viscosity, backend):
+    """The two gravity forms are one discretisation: the same velocities (to
+    the solves' tolerances) and the same whole pressure up to its constant."""
     out = {}
     for form in ("reduced", "volumetric"):
-        case = case_file("two_phase.yaml", "grid.nx=20", "grid.ny=40", "time.end=0.4",
-                         f"momentum.gravity={form}")
+        case = case_file(name, *extra, f"momentum.gravity={form}",
+                         f"momentum.viscosity={viscosity}")
         flow = FlowSolver(case, backend)
         state = flow.initial_state()
         while state.time < case.time.end:
             state, rep = flow.step(state)
-        out[form] = flow.diagnostics(state)
-    a, b = out["reduced"], out["volumetric"]
-    assert a["rise_velocity"] == pytest.approx(b["rise_velocity"], rel=0.03)
-    assert a["centroid_y"] == pytest.approx(b["centroid_y"], abs=2e-3)
+        _, rho, _, _, _ = flow.properties(state.phi)
+        p = backend.to_host(flow.total_pressure(state.p, rho))
+        out[form] = (backend.to_host(state.u), backend.to_host(state.v), p - p.mean(), state.step)
+    (ua, va, pa, na), (ub, vb, pb, nb) = out["reduced"], out["volumetric"]
+    assert na == nb
+    scale = max(abs(ub).max(), abs(vb).max())
+    # (the pressure solves stop at rtol 1e-9 of different right-hand sides; a
+    # gas face turns pressure differences into velocity by dt / rho_g)
+    assert abs(ua - ub).max() < 1e-4 * scale and abs(va - vb).max() < 1e-4 * scale
+    assert scale < 5.0                                   # nothing ran away
 
 
 def test_pressure_increment_reaches_rtol_of_the_whole_rhs(backend):

@@ -138,6 +138,7 @@ class LegacyFlowSolver(FlowSolver):
         visc_u = (txx[:, 1:] - txx[:, :-1]) / hx + (txy[1:, 1:-1] - txy[:-1, 1:-1]) / hy
         visc_v = (txy[1:-1, 1:] - txy[1:-1, :-1]) / hx + (tyy[1:, :] - tyy[:-1, :]) / hy
         force_u, force_v = self._interface_forces(state.phi, H, visc_u, visc_v)
+        force_v = self._reduced_consistency(H, rho_y, force_v)
         us = u.copy()
         vs = v.copy()
         us[:, 1:-1] = ui + dt * (-adv_u + force_u / rho_x)
@@ -159,14 +160,8 @@ class LegacyFlowSolver(FlowSolver):
         sy = shear_y(mu_n, ug, hy)
         cross_u = (sx[1:, 1:-1] - sx[:-1, 1:-1]) / hy
         cross_v = (sy[1:-1, 1:] - sy[1:-1, :-1]) / hx
-        force_u, force_v = self._interface_forces(state.phi, H, cross_u, cross_v)
-        p = state.p
-        grad_u = (p[:, 1:] - p[:, :-1]) / hx
-        grad_v = (p[1:, :] - p[:-1, :]) / hy
-        rhs_u = rho_x * (ui - dt * adv_u) + dt * (force_u - grad_u)
-        rhs_v = rho_y * (vi - dt * adv_v) + dt * (force_v - grad_v)
-        if not self.reduced_gravity:
-            rhs_v = rhs_v - dt * self.gravity * rho_y
+        rhs_u = rho_x * (ui - dt * adv_u) + dt * cross_u
+        rhs_v = rho_y * (vi - dt * adv_v) + dt * cross_v
         us = u.copy()
         vs = v.copy()
         systems = (("u", rho_x, rhs_u, ui, (self.s_bottom, self.s_top), us[:, 1:-1]),
@@ -178,10 +173,23 @@ class LegacyFlowSolver(FlowSolver):
             assert rec.converged
             out[...] = x.reshape(out.shape)
             records.append(rec)
-        us[:, 1:-1] += dt * grad_u / rho_x
-        vs[1:-1, :] += dt * grad_v / rho_y
+        # The forces join after the solves.
+        forces = self.sigma > 0 or (self.reduced_gravity and self.gravity > 0)
+        if forces:
+            zu, zv = self._interface_forces(state.phi, H, 0.0, 0.0)
+            us[:, 1:-1] += dt * (zu / rho_x)
+            zv = self._reduced_consistency(H, rho_y, zv)
+            vs[1:-1, :] += dt * (zv / rho_y)
+        if not self.reduced_gravity:
+            vs[1:-1, :] -= dt * self.gravity
         self.viscous_records = records
         return us, vs
+
+    def _reduced_consistency(self, H, rho_y, force_v):
+        if not (self.reduced_gravity and self.gravity > 0):
+            return force_v
+        rho = self.rho_g + (self.rho_l - self.rho_g) * H
+        return force_v + self.gravity * (0.5 * (rho[1:, :] + rho[:-1, :]) - rho_y)
 
     def _interface_forces(self, phi, H, force_u, force_v):
         hx, hy = self.hx, self.hy
@@ -399,10 +407,11 @@ def twin_calls(flow, state, dt):
     g = 0.0 if flow.reduced_gravity else flow.gravity
     us = m.explicit_velocity_u.reference(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy,
                                          flow.s_bottom, flow.s_top, forces)
+    red = (flow.gravity if flow._buoyancy != 0 else 0.0, flow.rho_g, flow.rho_l)
     vs = m.explicit_velocity_v.reference(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy,
-                                         flow.s_left, flow.s_right, g, forces)
-    rhs_u = m.implicit_rhs_u.reference(u, v, p, mu, H, rho_x, adv_u, cx, dt, hx, hy, forces)
-    rhs_v = m.implicit_rhs_v.reference(u, v, p, mu, H, rho_y, adv_v, cy, dt, hx, hy, g, forces)
+                                         flow.s_left, flow.s_right, g, forces, *red)
+    rhs_u = m.implicit_rhs_u.reference(u, v, mu, rho_x, adv_u, dt, hx, hy)
+    rhs_v = m.implicit_rhs_v.reference(u, v, mu, rho_y, adv_v, dt, hx, hy)
     div_star, b = m.pressure_rhs.reference(us, vs, hx, hy, dt)
     r = b - 0.5 * div_star
     norms = m.norms.reference(b, r)
@@ -416,12 +425,13 @@ def twin_calls(flow, state, dt):
         ("explicit_velocity_u", m.explicit_velocity_u,
          (u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy, flow.s_bottom, flow.s_top, forces)),
         ("explicit_velocity_v", m.explicit_velocity_v,
-         (u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, flow.s_left, flow.s_right, g, forces)),
-        ("implicit_rhs_u", m.implicit_rhs_u, (u, v, p, mu, H, rho_x, adv_u, cx, dt, hx, hy, forces)),
-        ("implicit_rhs_v", m.implicit_rhs_v,
-         (u, v, p, mu, H, rho_y, adv_v, cy, dt, hx, hy, g, forces)),
-        ("implicit_velocity_u", m.implicit_velocity, ((rhs_u / rho_x).ravel(), u, p, rho_x, dt, hx, 1)),
-        ("implicit_velocity_v", m.implicit_velocity, ((rhs_v / rho_y).ravel(), v, p, rho_y, dt, hy, 0)),
+         (u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, flow.s_left, flow.s_right, g, forces, *red)),
+        ("implicit_rhs_u", m.implicit_rhs_u, (u, v, mu, rho_x, adv_u, dt, hx, hy)),
+        ("implicit_rhs_v", m.implicit_rhs_v, (u, v, mu, rho_y, adv_v, dt, hx, hy)),
+        ("implicit_velocity_u", m.implicit_velocity_u,
+         ((rhs_u / rho_x).ravel(), u, H, cx, rho_x, dt, hx, forces)),
+        ("implicit_velocity_v", m.implicit_velocity_v,
+         ((rhs_v / rho_y).ravel(), v, H, cy, rho_y, dt, hy, forces, g, *red)),
         ("divergence", m.divergence, (us, vs, hx, hy)),
         ("pressure_rhs", m.pressure_rhs, (us, vs, hx, hy, dt)),
         ("norms", m.norms, (b, r)),
