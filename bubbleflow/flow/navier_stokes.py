@@ -43,7 +43,7 @@ from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
 from ..linalg.solver import PressureSolver
 from . import levelset_ops, momentum
-from .viscosity import ViscousSystem, corner_viscosity, solve_viscous
+from .viscosity import ViscousSystem, solve_viscous
 
 __all__ = ["FlowState", "FlowSolver", "StepReport"]
 
@@ -233,10 +233,9 @@ class FlowSolver:
         """The two viscous solves (backward Euler, :mod:`.viscosity`): the
         interior faces' ``u`` and ``v`` before the forces join
         (:func:`.momentum.implicit_velocity_u`)."""
-        xp = self.xp
         u, v = state.u, state.v
         hx, hy = self.hx, self.hy
-        mu_n = corner_viscosity(mu, xp)
+        mu_n = None                          # (the coefficients' twin forms the corners)
         systems = (("u", rho_x, rhs_u, u[:, 1:-1], (self.s_bottom, self.s_top)),
                    ("v", rho_y, rhs_v, v[1:-1, :], (self.s_left, self.s_right)))
         records, out = [], []

@@ -64,8 +64,8 @@ class ViscousSystem:
     component : {"u", "v"}
     mu : array (ny, nx)
         Cell viscosity.
-    mu_n : array (ny+1, nx+1)
-        Corner viscosity (:func:`corner_viscosity`).
+    mu_n : array (ny+1, nx+1) or None
+        Corner viscosity (None: :func:`corner_viscosity` of ``mu``).
     rho_f : array
         Face density on the component's interior faces: ``(ny, nx-1)`` for
         ``u``, ``(ny-1, nx)`` for ``v``.
@@ -90,41 +90,10 @@ class ViscousSystem:
         self.dtype = np.dtype(rho_f.dtype)
         self.dt, self.hx, self.hy = float(dt), float(hx), float(hy)
         self.s_low, self.s_high = (float(s) for s in signs)
-        c = self.dt
-        if component == "u":
-            # Normal stress along x at the cells east and west of each face;
-            # shear along y at the corners above and below.
-            self.k_plus = c * 2.0 * mu[:, 1:] / hx ** 2
-            self.k_minus = c * 2.0 * mu[:, :-1] / hx ** 2
-            self.t_plus = c * mu_n[1:, 1:-1] / hy ** 2
-            self.t_minus = c * mu_n[:-1, 1:-1] / hy ** 2
-        else:
-            self.k_plus = c * 2.0 * mu[1:, :] / hy ** 2
-            self.k_minus = c * 2.0 * mu[:-1, :] / hy ** 2
-            self.t_plus = c * mu_n[1:-1, 1:] / hx ** 2
-            self.t_minus = c * mu_n[1:-1, :-1] / hx ** 2
-        diag = rho_f + self.k_plus + self.k_minus + self.t_plus + self.t_minus
-        # The ghost across a tangential wall is s x: its coupling folds into
-        # the diagonal, -t (s x - x) = t (1 - s) x, in place of t x.
-        low, high = self._edges(diag)
-        low += self.t_minus[self._first] * (-self.s_low)
-        high += self.t_plus[self._last] * (-self.s_high)
         self.rho_f = rho_f
-        self.diagonal = diag
-        self.inv_diagonal = (1.0 / diag).ravel()
-
-    # The first and last lines across the tangential walls.
-    @property
-    def _first(self):
-        return (slice(0, 1), slice(None)) if self.component == "u" else (slice(None), slice(0, 1))
-
-    @property
-    def _last(self):
-        return (slice(-1, None), slice(None)) if self.component == "u" \
-            else (slice(None), slice(-1, None))
-
-    def _edges(self, a):
-        return a[self._first], a[self._last]
+        (self.k_plus, self.k_minus, self.t_plus, self.t_minus, self.diagonal,
+         self.inv_diagonal) = viscous_coefficients(component, mu, mu_n, rho_f, self.dt, self.hx,
+                                                   self.hy, self.s_low, self.s_high)
 
     def matvec(self, x):
         """``S x`` (flat in, flat out)."""
@@ -199,6 +168,43 @@ def chebyshev_iterations(a, b, reduction):
     return max(1, math.ceil(math.log(reduction / 2.0) / math.log(sigma)))
 
 
+@twin
+def viscous_coefficients(component, mu, mu_n, rho_f, dt, hx, hy, s_low, s_high):
+    """The couplings of :class:`ViscousSystem` on the component's interior
+    faces: ``(k_plus, k_minus, t_plus, t_minus, diagonal, inv_diagonal)``
+    (the last flat).  ``mu_n`` None: :func:`corner_viscosity` of ``mu``."""
+    xp = backend_of(mu).xp
+    if mu_n is None:
+        mu_n = corner_viscosity(mu, xp)
+    c = dt
+    if component == "u":
+        # Normal stress along x at the cells east and west of each face;
+        # shear along y at the corners above and below.
+        k_plus = c * 2.0 * mu[:, 1:] / hx ** 2
+        k_minus = c * 2.0 * mu[:, :-1] / hx ** 2
+        t_plus = c * mu_n[1:, 1:-1] / hy ** 2
+        t_minus = c * mu_n[:-1, 1:-1] / hy ** 2
+        first, last = (slice(0, 1), slice(None)), (slice(-1, None), slice(None))
+    else:
+        k_plus = c * 2.0 * mu[1:, :] / hy ** 2
+        k_minus = c * 2.0 * mu[:-1, :] / hy ** 2
+        t_plus = c * mu_n[1:-1, 1:] / hx ** 2
+        t_minus = c * mu_n[1:-1, :-1] / hx ** 2
+        first, last = (slice(None), slice(0, 1)), (slice(None), slice(-1, None))
+    diag = rho_f + k_plus + k_minus + t_plus + t_minus
+    # The ghost across a tangential wall is s x: its coupling folds into the
+    # diagonal, -t (s x - x) = t (1 - s) x, in place of t x.
+    diag[first] += t_minus[first] * (-s_low)
+    diag[last] += t_plus[last] * (-s_high)
+    return k_plus, k_minus, t_plus, t_minus, diag, (1.0 / diag).ravel()
+
+
+@twin
+def viscous_residual(S, rhs, x):
+    """``rhs - S x`` (flat)."""
+    return rhs - S.matvec(x)
+
+
 def solve_viscous(S, rhs, x0, rtol):
     """``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns ``(x, record)``
     (a :class:`~bubbleflow.linalg.krylov.record.SolveRecord`, ``engine``
@@ -215,7 +221,7 @@ def solve_viscous(S, rhs, x0, rtol):
     t0 = time.perf_counter()
     xp = S.xp
     x = xp.array(x0, dtype=np.float64)
-    r = rhs - S.matvec(x)
+    r = viscous_residual(S, rhs, x)
     fnorm, rnorm = (float(v) for v in S.backend.to_host(
         xp.sqrt(xp.stack([(rhs * rhs).sum(), (r * r).sum()]))))
     record = SolveRecord(method="chebyshev", preconditioner="jacobi", rtol=float(rtol),
@@ -234,7 +240,7 @@ def solve_viscous(S, rhs, x0, rtol):
             rho_next = 1.0 / (2.0 * sigma1 - rho_k)
             chebyshev_step(S, x, r, d, d_new, rho_next * rho_k, 2.0 * rho_next / delta)
             d, d_new, rho_k = d_new, d, rho_next
-        res = rhs - S.matvec(x)
+        res = viscous_residual(S, rhs, x)
         rnorm = float(S.backend.to_host(xp.sqrt((res * res).sum())))
     record.iterations = steps
     record.residual = rnorm / fnorm if fnorm > 0 else 0.0
@@ -251,3 +257,5 @@ def solve_viscous(S, rhs, x0, rtol):
 
 # The CUDA variant (viscosity_cuda.py, kernel in viscosity.cu): one launch per step.
 chebyshev_step.register("cupy")(viscosity_cuda.chebyshev_step)
+viscous_coefficients.register("cupy")(viscosity_cuda.viscous_coefficients)
+viscous_residual.register("cupy")(viscosity_cuda.viscous_residual)

@@ -257,7 +257,7 @@ def test_chebyshev_viscous_solve_reaches_rtol_without_cg(component, signs, backe
 
 @pytest.mark.gpu
 def test_chebyshev_step_kernel_is_its_twin_to_the_bit(backend):
-    from bubbleflow.flow.viscosity import chebyshev_step
+    from bubbleflow.flow.viscosity import chebyshev_step, viscous_coefficients, viscous_residual
 
     if backend.name != "cupy":
         pytest.skip("the CUDA variant runs on CuPy")
@@ -276,3 +276,9 @@ def test_chebyshev_step_kernel_is_its_twin_to_the_bit(backend):
         chebyshev_step(S, *out, 0.7, 1.3)
         for a, b in zip(ref, out):
             assert xp.array_equal(a, b)
+        # The system's couplings (corners formed in the kernel) and the residual.
+        coef = (component, mu, None, S.rho_f, 0.02, 0.05, 0.04, *signs)
+        for a, b in zip(viscous_coefficients.reference(*coef), viscous_coefficients(*coef)):
+            assert xp.array_equal(a, b)
+        rhs, x = args[0], args[1]
+        assert xp.array_equal(viscous_residual.reference(S, rhs, x), viscous_residual(S, rhs, x))
