@@ -148,19 +148,21 @@ class PressureSolver:
         self.A = _operator_as(A, np.float64)
         self.A_inner = self.A if self.precision == "float64" else _operator_as(A, np.float32)
         A = self.A_inner
-        backend = A.backend
         t0 = time.perf_counter()
-        # The deflation space, then the preconditioner, whose device work runs
-        # while the host prepares the coarse factorisation; one synchronisation.
+        # The deflation space (it reads its size on the host), its coarse
+        # factorisation queued, the preconditioner and the engine's copies
+        # queued behind it; then one transfer of every deferred check (the
+        # factorisations' and the preconditioner's), which is the one wait for
+        # the device.
         self.deflation = make_deflation(self.deflation_name, A, phi=phi, factorise=False,
                                         **self.deflation_options)
+        if self.deflation is not None:
+            self.deflation.factorise(check=False)
         self.M = make_preconditioner(self.preconditioner_name, A,
                                      **self.preconditioner_options)
-        if self.deflation is not None:
-            self.deflation.factorise()
-        backend.synchronize()
-        self.M.check()
         self.device = self._device_engine()
+        checked = [self.M] if self.deflation is None else [self.deflation.coarse, self.M]
+        _check_all(A.backend, checked)
         self.setup_seconds = time.perf_counter() - t0
         return self
 
@@ -360,6 +362,31 @@ class _Report:
         if self.hook is not None and self.pending is not None:
             self.hook(*self.pending)
         self.pending = None
+
+
+def _check_all(backend, parts):
+    """Wait for the device and run the deferred checks of ``parts`` (objects
+    with ``check_flags()`` and ``check(values)``) on their flags, read in one
+    transfer (a plain synchronisation where none is pending); raises what
+    the first failing part raises."""
+    flags = [part.check_flags() for part in parts]
+    flat = [f for fs in flags for f in fs]
+    if not flat:
+        backend.synchronize()
+        for part in parts:
+            part.check([])
+        return
+    xp = backend.xp
+    host = np.asarray(backend.to_host(xp.concatenate(
+        [xp.asarray(f).reshape(-1).astype(np.int32) for f in flat])))
+    at = 0
+    for part, fs in zip(parts, flags):
+        values = []
+        for f in fs:
+            size = int(np.prod(f.shape)) if f.shape else 1
+            values.append(host[at:at + size])
+            at += size
+        part.check(values)
 
 
 def _operator_as(A, dtype):

@@ -370,3 +370,60 @@ def test_fused_begin_copies_into_buffers_kept_from_solve_to_solve(cupy_backend):
         np.testing.assert_array_equal(cp.asnumpy(eng.x), x_host)
         np.testing.assert_array_equal(cp.asnumpy(x), x_host)
         np.testing.assert_array_equal(cp.asnumpy(r), r_host)
+
+
+def test_graphs_kept_from_update_to_update(cupy_backend):
+    """An update whose launches are the same (the same operator again, so the
+    same number of deflation vectors and entries) keeps the engine's CUDA
+    graphs (the dense coarse solve's runs between its products); the solve
+    is the same, bit for bit."""
+    from bubbleflow.linalg.solver import PressureSolver
+
+    A, b, phi = bubbly_column(128, 1e3, backend="cupy")
+    S = PressureSolver(A, phi=phi, subdomains=(8, 8), rtol=1e-9)
+    assert S.deflation.coarse.mode == "dense"
+    x1, r1 = S.solve(b)
+    eng = S.device
+    graphs = dict(eng._graphs)
+    assert graphs and all(g is not None for g in graphs.values())
+    assert {key[0] for key in graphs} <= {"head", "link"}
+    S.update(A, phi)
+    assert S.device is eng
+    x2, r2 = S.solve(b)
+    assert all(eng._graphs[key] is graph for key, graph in graphs.items())
+    assert r1.iterations == r2.iterations
+    np.testing.assert_array_equal(_host(x1), _host(x2))
+    np.testing.assert_array_equal(r1.residual_history, r2.residual_history)
+    A2, b2, phi2 = bubbly_column(128, 1e5, backend="cupy", rule="harmonic")
+    S.update(A2, phi2)                          # another operator: as a new solver
+    x3, r3 = S.solve(b2)
+    ref = PressureSolver(A2, phi=phi2, subdomains=(8, 8), rtol=1e-9)
+    y3, q3 = ref.solve(b2)
+    assert r3.iterations == q3.iterations
+    np.testing.assert_array_equal(_host(x3), _host(y3))
+
+
+def test_long_graphs_of_a_kept_signature_equal_direct_launches(cupy_backend, monkeypatch):
+    """The raw condensed coarse solve in whole-iteration graphs: a second solve
+    with the same launches replays graphs of 8 iterations; both solves equal
+    direct launches bit for bit."""
+    from bubbleflow.linalg.fused.engine import FusedEngine, fused_engine_for
+    from bubbleflow.linalg.krylov import solve as krylov_solve
+
+    A, b, phi = bubbly_column(256, 1e3, backend="cupy")
+    defl = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16), dense_limit=10)
+    M = make_preconditioner("incomplete_poisson_scaled", A)
+    runs = []
+    for graphs in (True, False):
+        monkeypatch.setattr(FusedEngine, "use_graphs", graphs)
+        eng = fused_engine_for(A, M, "incomplete_poisson_scaled", defl, "adef2", b)
+        assert eng.cs is not None
+        out = [krylov_solve(A, s * b, rtol=1e-9, M=M, deflation=defl, method="dpcg",
+                            select=lambda system: eng, check_every=20) for s in (1.0, 0.5)]
+        if graphs:
+            assert any(key[:2] == ("whole", 8) for key in eng._graphs)
+        runs.append(out)
+    for (x1, r1), (x2, r2) in zip(*runs):
+        assert r1.engine == r2.engine == "fused" and r1.iterations == r2.iterations
+        np.testing.assert_array_equal(_host(x1), _host(x2))
+        np.testing.assert_array_equal(r1.residual_history, r2.residual_history)

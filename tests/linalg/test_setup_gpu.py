@@ -164,3 +164,47 @@ def test_deflated_solve_with_kernel_built_space_matches_cpu(cupy_backend):
     assert rec_gpu.converged and rec_cpu.converged
     assert abs(rec_gpu.iterations - rec_cpu.iterations) <= 2
     np.testing.assert_allclose(x_gpu.get(), x_cpu, atol=1e-6 * abs(x_cpu).max())
+
+
+@pytest.mark.parametrize("singular", [True, False])
+def test_dense_coarse_kernels_equal_array_code(singular, cupy_backend):
+    """The dense coarse factorisation from E on the device (scatter,
+    symmetric part, cuSOLVER without its host check, the inverse's symmetric
+    part, both projections): the array code's K bit for bit."""
+    import cupyx.scipy.sparse as csp
+
+    from bubbleflow.linalg.deflation import coarse
+
+    A, phi = operator_and_phi(96, 64, "bubbles", cupy_backend)
+    Eb = build(A, phi, (12, 8)).E_backend
+    k = Eb.shape[0]
+    if not singular:
+        Eb = (Eb + csp.identity(k, format="csr")).tocsr()
+        Eb.sort_indices()
+    n = k - 1 if singular else k
+    K, flags = coarse._dense_inverse(cupy_backend, Eb, n, singular)
+    ref, none = coarse._dense_inverse.reference(cupy_backend, Eb, n, singular)
+    assert none == [] and len(flags) == 1
+    np.testing.assert_array_equal(K.get(), ref.get())
+    assert not flags[0][0].get().any()
+
+
+def test_dense_coarse_on_the_device_defers_its_checks(cupy_backend):
+    """An indefinite E factorised on the device: the failure is raised by
+    check() (PressureSolver reads every check in its one transfer), or at
+    once by default."""
+    import cupyx.scipy.sparse as csp
+
+    from bubbleflow.linalg.deflation.coarse import CoarseSolver
+
+    A, phi = operator_and_phi(64, 48, "bubbles", cupy_backend)
+    Eb = build(A, phi, (8, 6)).E_backend
+    bad = (Eb - 1e9 * csp.identity(Eb.shape[0], format="csr")).tocsr()
+    bad.sort_indices()
+    c = CoarseSolver(bad, False, cupy_backend, E_backend=bad, symmetric=True, check=False)
+    assert c.mode == "dense" and c.check_flags()
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        c.check()
+    c.check()                                       # reported once
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        CoarseSolver(bad, False, cupy_backend, E_backend=bad, symmetric=True)

@@ -167,13 +167,12 @@ class CoarseSolver:
 
     def __init__(self, E, singular, backend, dense_limit=DENSE_LIMIT, groups=None,
                  group_size=256, separator="one-sided", E_backend=None, symmetric=False,
-                 sync=True):
+                 sync=True, check=True):
         t0 = time.perf_counter()
         if separator not in SEPARATORS:
             raise ValueError(f"unknown separator {separator!r}; expected one of {SEPARATORS}")
         self.backend = backend
         self._xp = backend.xp
-        E = _host_csr(E)
         if E.shape[0] != E.shape[1]:
             raise ValueError(f"E must be square; it is {E.shape}")
         self.k = int(E.shape[0])
@@ -185,6 +184,38 @@ class CoarseSolver:
         self.raw_solve = None
         self._esi_parts = self._esi_matrix = None  # condensed mode: M_SI (see _ESI)
         self._dtype = np.dtype(np.float64)
+        self._flags = []            # deferred checks of the factorisations: (flags, size)
+        if self.n == 0:
+            self.mode = "empty"
+            self.nbytes = 0
+            self._E = _matrix_on(backend, _host_csr(E).astype(np.float64), symmetric, E_backend)
+        elif (self.n <= self.dense_limit and symmetric and E_backend is not None
+              and E_backend.shape == (self.k, self.k) and E_backend.dtype == np.float64
+              and on_device(backend)):
+            # Densified and factorised on the device from E's arrays: no host
+            # copy of E, no host synchronisation (the checks are deferred).
+            self.mode = "dense"
+            self._E = E_backend
+            K, flags = _dense_inverse(backend, E_backend, self.n, self.singular)
+            self._K = K
+            self._flags += flags
+            self.nbytes = int(K.nbytes)
+        else:
+            self._setup_host(E, E_backend, symmetric, groups, int(group_size), separator)
+        if self.mode == "condensed":
+            # Warm-up: compiles the elementwise kernels and lets CuPy cache what it
+            # checks lazily (e.g. the CSR format), so that solve never synchronises.
+            self.solve(self._xp.zeros(self.k, dtype=self._dtype))
+        if check:
+            self.check()
+        if sync:
+            backend.synchronize()
+        self.setup_seconds = time.perf_counter() - t0
+
+    def _setup_host(self, E, E_backend, symmetric, groups, group_size, separator):
+        """The set-up from ``E``'s entries on the host (the condensed mode's
+        index work, and the dense mode off the device)."""
+        E = _host_csr(E)
         E = E.astype(np.float64, copy=False)
         if symmetric:
             # The caller's word: exactly symmetric, canonical (sorted, no
@@ -199,23 +230,45 @@ class CoarseSolver:
             C = M.tocoo()
             entries = (C.row.astype(np.int64), C.col.astype(np.int64), C.data)
         # E itself on the backend, for the optional refinement step of solve.
-        self._E = _matrix_on(backend, E, symmetric, E_backend)
-        if self.n == 0:
-            self.mode = "empty"
-            self.nbytes = 0
-        elif self.n <= self.dense_limit:
+        self._E = _matrix_on(self.backend, E, symmetric, E_backend)
+        if self.n <= self.dense_limit:
             self.mode = "dense"
             self._setup_dense(entries, E_backend)
         else:
             self.mode = "condensed"
-            self._setup_condensed(entries, groups, int(group_size), separator)
-        if self.mode != "empty":
-            # Warm-up: compiles the elementwise kernels and lets CuPy cache what it
-            # checks lazily (e.g. the CSR format), so that solve never synchronises.
-            self.solve(self._xp.zeros(self.k, dtype=self._dtype))
-        if sync:
-            backend.synchronize()
-        self.setup_seconds = time.perf_counter() - t0
+            self._setup_condensed(entries, groups, group_size, separator)
+
+    def check_flags(self):
+        """The device arrays that say whether the factorisations failed (a
+        cuSOLVER ``devInfo`` or a non-finite inverse), for a caller that
+        reads them with others in one transfer and hands them to
+        :meth:`check`; empty once checked, and where the set-up checked
+        itself (NumPy)."""
+        return [f for f, _ in self._flags]
+
+    def check(self, values=None):
+        """Raise ``numpy.linalg.LinAlgError`` where a factorisation failed:
+        a matrix not positive definite after grounding, or an inverse that
+        is not finite.  ``values``: the host values of :meth:`check_flags`
+        (read now when None, one transfer).  Each failure is reported once."""
+        flags, self._flags = self._flags, []
+        if not flags:
+            return
+        if values is None:
+            xp = self._xp
+            values = np.split(np.asarray(self.backend.to_host(xp.concatenate(
+                [f.astype(np.int32, copy=False) for f, _ in flags]))),
+                np.cumsum([int(f.size) for f, _ in flags])[:-1])
+        for (_, size), got in zip(flags, values):
+            potrf, potrs, nonfinite = (int(v) for v in np.asarray(got).ravel()[:3])
+            for routine, info in (("potrf", potrf), ("potrs", potrs)):
+                if info != 0:
+                    raise _not_spd(size, np.linalg.LinAlgError(
+                        f"Error reported by {routine} in cuSOLVER. devInfo = {info}. "
+                        f"Please refer to the cuSOLVER documentation."))
+            if nonfinite:
+                raise np.linalg.LinAlgError(
+                    f"coarse matrix ({size} x {size}): the inverse is not finite")
 
     # ------------------------------------------------------------------ dense
     def _setup_dense(self, entries, E_backend=None):
@@ -434,7 +487,8 @@ class CoarseSolver:
                 Sc = Sc.reshape(nS, nS)
                 Sc += Sc.T.copy()
                 Sc *= 0.5
-                self._Sinv = _spd_inverse(self.backend, Sc)
+                self._Sinv, flags = _spd_inverse_deferred(self.backend, Sc, overwrite=True)
+                self._flags += flags
                 del Sc
                 stored.append(self._Sinv)
         return stored
@@ -757,6 +811,113 @@ def _spd_inverse(backend, A):
     if not bool(xp.isfinite(inv).all()):
         raise np.linalg.LinAlgError(f"coarse matrix ({n} x {n}): the inverse is not finite")
     return inv
+
+
+@twin
+def _spd_inverse_deferred(backend, A, overwrite=False):
+    """``(inverse, flags)``: :func:`_spd_inverse` of the SPD backend matrix
+    ``A`` (exactly symmetric; overwritten with ``overwrite``), its failures
+    raised now (NumPy: ``flags`` is empty); the CuPy twin
+    (:func:`_spd_inverse_cuda`) defers them to :meth:`CoarseSolver.check`."""
+    return _spd_inverse(backend, A), []
+
+
+def _posv_identity(A, overwrite):
+    """cuSOLVER's ``potrf`` and ``potrs`` with the identity, as
+    ``cupyx.lapack.posv(A, I)`` calls them (the same routines, arguments and
+    workspace: the same bits), without its host check of ``devInfo``:
+    ``(X, info)``, ``X`` column-major, ``info`` int32 ``[potrf, potrs, 0]`` on
+    the device.  ``A`` is exactly symmetric, so its row-major array is the
+    column-major copy ``posv`` makes; with ``overwrite`` it is factorised in
+    place."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas, cusolver
+
+    n = A.shape[0]
+    a = A if overwrite and A.flags.c_contiguous else cupy.array(A, dtype=np.float64, copy=True)
+    handle = cupy.cuda.device.get_cusolver_handle()
+    uplo = cublas.CUBLAS_FILL_MODE_LOWER
+    info = cupy.zeros(3, dtype=np.int32)
+    worksize = cusolver.dpotrf_bufferSize(handle, uplo, n, a.data.ptr, n)
+    work = cupy.empty(worksize, dtype=np.float64)
+    cusolver.dpotrf(handle, uplo, n, a.data.ptr, n, work.data.ptr, worksize, info.data.ptr)
+    x = cupy.eye(n, dtype=np.float64)               # symmetric: its own column-major copy
+    cusolver.dpotrs(handle, uplo, n, n, a.data.ptr, n, x.data.ptr, n, info.data.ptr + 4)
+    return x, info
+
+
+@cuda.kernel_cache
+def _dense_kernel(name):
+    return cuda.function(cuda.source(__name__, "coarse_dense.cu"), name,
+                         options=("-std=c++14", "--fmad=false"))
+
+
+def _blocks(count, threads=256):
+    return (max(1, -(-int(count) // threads)),)
+
+
+@_spd_inverse_deferred.register("cupy")
+def _spd_inverse_cuda(backend, A, overwrite=False):
+    n = A.shape[0]
+    if A.dtype != np.float64 or A.ndim != 2 or n == 0:
+        return NotImplemented
+    x, info = _posv_identity(A, overwrite)
+    inv = backend.xp.empty((n, n), dtype=np.float64)
+    _dense_kernel("bf_coarse_inverse")(_blocks(n * n), (256,),
+                                       (x, np.int32(n), np.int32(n), inv, info[2:]))
+    return inv, [(info, n)]
+
+
+@twin
+def _dense_inverse(backend, E_backend, n, singular):
+    """``(K, flags)`` of the dense mode from ``E`` on the backend (exactly
+    symmetric, canonical CSR): ``K = E^+`` (singular: grounded, then both
+    projections) or ``E^-1``.  The array code raises its failures now
+    (``flags`` empty); the CuPy twin (:func:`_dense_inverse_cuda`, a few
+    kernels around cuSOLVER, equal bit for bit) defers them."""
+    xp = backend.xp
+    k = E_backend.shape[0]
+    Md = E_backend.toarray()[:n, :n]
+    Md += Md.T.copy()
+    Md *= 0.5
+    Minv = _spd_inverse(backend, xp.ascontiguousarray(Md))
+    del Md
+    if not singular:
+        return Minv, []
+    K = xp.zeros((k, k), dtype=np.float64)
+    K[:n, :n] = Minv
+    del Minv
+    c = K.mean(axis=1)                 # P K P, K symmetric
+    K -= c[:, None]
+    K -= c[None, :]
+    K += c.mean()
+    K += K.T.copy()
+    K *= 0.5
+    return K, []
+
+
+@_dense_inverse.register("cupy")
+def _dense_inverse_cuda(backend, E_backend, n, singular):
+    xp = backend.xp
+    k = E_backend.shape[0]
+    i32 = np.int32
+    D = xp.zeros((n, n), dtype=np.float64)
+    _dense_kernel("bf_coarse_scatter")(_blocks(n), (256,),
+                                       (E_backend.indptr, E_backend.indices, E_backend.data,
+                                        i32(n), D))
+    M = xp.empty((n, n), dtype=np.float64)
+    _dense_kernel("bf_coarse_symmetric")(_blocks(n * n), (256,), (D, i32(n), M))
+    del D
+    x, info = _posv_identity(M, overwrite=True)
+    del M
+    K = xp.empty((k, k), dtype=np.float64)
+    _dense_kernel("bf_coarse_inverse")(_blocks(k * k), (256,), (x, i32(n), i32(k), K, info[2:]))
+    del x
+    if singular:
+        c = K.mean(axis=1)             # as the array code: its reduction, its order
+        cm = c.mean()
+        _dense_kernel("bf_coarse_project")(_blocks(k * k), (256,), (K, c, cm, i32(k)))
+    return K, [(info, n)]
 
 
 def gauss_jordan_inverse(B):

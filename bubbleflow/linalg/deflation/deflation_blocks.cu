@@ -51,7 +51,8 @@ __device__ __forceinline__ T cpl(const T* __restrict__ a, const long long q, con
     return sign * a[q];
 }
 
-// Row v of (A Z)^T and of E, one thread block per vector.  The row's cells lie
+// Row v of (A Z)^T and of E, one thread block per vector (with ``kcount``:
+// the grid is the most vectors there can be, k = kcount[0] read here).  The row's cells lie
 // in v's block widened by one cell (corners excluded): a cell p of v has the
 // entry sum c over its faces to cells outside v, a cell p outside v has
 // -sum c over its faces into v; a cell without such a face has none.  The
@@ -67,12 +68,14 @@ extern "C" __global__ void bf_defl_rows(const int* __restrict__ lab,
         const int nx, const int ny, const int bx, const int by, const int px, const int py,
         int* __restrict__ azt_cnt, int* __restrict__ e_cnt,
         const int* __restrict__ azt_ptr, int* __restrict__ azt_idx, T* __restrict__ azt_val,
-        T* __restrict__ ell_val, int* __restrict__ ell_col, const int fill)
+        T* __restrict__ ell_val, int* __restrict__ ell_col, const int fill,
+        const int* __restrict__ kcount)
 {
     __shared__ int wsum[32];
     __shared__ unsigned wmask[32];
     __shared__ T wacc[NC][32];
     const int v = blockIdx.x;
+    if (kcount != NULL && v >= kcount[0]) return;   // launched for the most vectors there can be
     const long long o = original[v];
     const int B = (int)(o / nparts), P = (int)(o - (long long)(o / nparts) * nparts);
     const int bj = B / px, bi = B - bj * px;
@@ -194,5 +197,95 @@ extern "C" __global__ void bf_defl_e(const T* __restrict__ ell_val, const int* _
         e_idx[pos] = w;
         e_val[pos] = a;
         pos++;
+    }
+}
+
+// An exclusive scan of the flags or counts a[0 .. n) by one block of
+// blockDim.x threads (a multiple of 32, at most 1024), each thread a run of
+// consecutive entries: every thread gets the sum of the runs before its own
+// (``before``), and the block's total.  Integer sums: exact in any order.
+__device__ __forceinline__ int block_runs_before(const int mine, int* shm, int* total)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = blockDim.x >> 5;
+    int incl = mine;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += v;
+    }
+    if (lane == 31) shm[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        int w = lane < nwarps ? shm[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += v;
+        }
+        if (lane < nwarps) shm[lane] = w;       // inclusive sums of the warps
+    }
+    __syncthreads();
+    *total = shm[nwarps - 1];
+    return incl - mine + (warp > 0 ? shm[warp - 1] : 0);
+}
+
+// The vectors of a level-set block space from the parts present (one block):
+// slot[i] = the vector of (block, part) i = 2 B + P (-1 where that part is
+// empty) and lut = slot as int32; for every vector c: original[c] = its
+// (block, part) index, owner[c] = the same as int32 (where the engines' per-
+// tile sums of Z^T r land), groups[c] = its block; sizes[0] = k.
+extern "C" __global__ void bf_defl_table(const bool* __restrict__ present, const int total,
+        long long* __restrict__ slot, int* __restrict__ lut, long long* __restrict__ original,
+        int* __restrict__ owner, int* __restrict__ groups, int* __restrict__ sizes)
+{
+    __shared__ int shm[32];
+    const int per = (total + blockDim.x - 1) / blockDim.x;
+    const int i0 = min(total, (int)threadIdx.x * per), i1 = min(total, i0 + per);
+    int mine = 0;
+    for (int i = i0; i < i1; ++i) mine += present[i] ? 1 : 0;
+    int k;
+    int c = block_runs_before(mine, shm, &k);
+    for (int i = i0; i < i1; ++i) {
+        if (present[i]) {
+            slot[i] = c;
+            lut[i] = c;
+            original[c] = i;
+            owner[c] = i;
+            groups[c] = i / 2;
+            ++c;
+        } else {
+            slot[i] = -1;
+            lut[i] = -1;
+        }
+    }
+    if (threadIdx.x == 0) sizes[0] = k;
+}
+
+// Row pointers of (A Z)^T and E from the counts of bf_defl_rows (one block):
+// ptr[0] = 0, ptr[v + 1] = ptr[v] + cnt[v] for the k = sizes[0] vectors;
+// sizes[1], sizes[2] = the numbers of entries.
+extern "C" __global__ void bf_defl_ptrs(const int* __restrict__ azt_cnt,
+        const int* __restrict__ e_cnt, int* __restrict__ azt_ptr, int* __restrict__ e_ptr,
+        int* __restrict__ sizes)
+{
+    __shared__ int shm[32];
+    const int k = sizes[0];
+    const int per = (k + blockDim.x - 1) / blockDim.x;
+    const int i0 = min(k, (int)threadIdx.x * per), i1 = min(k, i0 + per);
+    for (int pass = 0; pass < 2; ++pass) {
+        const int* cnt = pass == 0 ? azt_cnt : e_cnt;
+        int* ptr = pass == 0 ? azt_ptr : e_ptr;
+        int mine = 0;
+        for (int i = i0; i < i1; ++i) mine += cnt[i];
+        int tot;
+        int c = block_runs_before(mine, shm, &tot);
+        for (int i = i0; i < i1; ++i) {
+            c += cnt[i];
+            ptr[i + 1] = c;
+        }
+        if (threadIdx.x == 0) {
+            ptr[0] = 0;
+            sizes[1 + pass] = tot;
+        }
+        __syncthreads();
     }
 }

@@ -71,25 +71,36 @@ def deflation_blocks(A, phi, px, py, size, present_table):
 
     ``phi`` None: ``px x py`` blocks; else every block split into its liquid
     (``phi >= 0``) and gas part.  ``size`` (host) are the cells per block and
-    ``present_table(present)`` the caller's compaction (returns ``k, slot,
-    original`` on the device).  Returns ``(pieces, part, present)``, with
+    ``present_table(present)`` the caller's compaction of a host ``present``
+    (returns ``k, slot, original``; with ``phi`` one kernel does it on the
+    device, ``bf_defl_table``).  Returns ``(pieces, part, present)``, with
     ``pieces`` a dict of ``labels`` (int32, grid-flat), ``k``, ``slot``,
-    ``original``, ``AZT`` and ``E`` (CuPy CSR).  Host synchronisations: ``k``
-    (levelset only) and the two entry counts.  ``size`` is only used
-    without ``phi`` (with it the blocks tile the grid: all the same size).
+    ``original``, ``AZT`` and ``E`` as ``(data, indices, indptr, shape)`` of
+    CSR matrices (built by the caller when it needs them), and with ``phi``
+    the layout's ``lut``, ``owner`` and ``groups``.  One host
+    synchronisation: ``k`` and the two entry counts, read together (the
+    counting pass runs over the most vectors there can be and reads ``k`` on
+    the device).  ``size`` is only used without ``phi`` (with it the blocks
+    tile the grid: all the same size).
     """
     import cupy as cp
-    import cupyx.scipy.sparse as csp
 
     ny, nx = A.grid_shape
     by, bx = ny // py, nx // px
     nblocks = px * py
     n = nx * ny
     i32 = np.int32
+    sizes = cp.zeros(3, dtype=cp.int32)               # k, entries of (A Z)^T, of E
+    layout = {}
     if phi is None:
         nparts = 1
         part = cp.zeros((ny, nx), dtype=cp.int8)
         present = size > 0                                   # host: no sync
+        k, slot, original = present_table(present)
+        slot = cp.asarray(np.ascontiguousarray(slot, dtype=np.int64))
+        original = cp.asarray(np.ascontiguousarray(original, dtype=np.int64))
+        sizes[0] = k
+        kmax = k
     else:
         nparts = 2
         phi = cp.ascontiguousarray(phi, dtype=cp.float64).reshape(ny, nx)
@@ -97,9 +108,14 @@ def deflation_blocks(A, phi, px, py, size, present_table):
         present = cp.empty(2 * nblocks, dtype=cp.bool_)
         _fn("bf_defl_parts")((nblocks,), (_THREADS,),
                              (phi, part, present, i32(nx), i32(bx), i32(by), i32(px)))
-    k, slot, original = present_table(present)
-    slot = cp.ascontiguousarray(cp.asarray(slot), dtype=cp.int64)
-    original = cp.ascontiguousarray(cp.asarray(original), dtype=cp.int64)
+        kmax = 2 * nblocks
+        slot = cp.empty(kmax, dtype=cp.int64)
+        original = cp.empty(kmax, dtype=cp.int64)
+        lut = cp.empty((nblocks, 2), dtype=cp.int32)
+        owner = cp.empty(kmax, dtype=cp.int32)
+        groups = cp.empty(kmax, dtype=cp.int32)
+        _fn("bf_defl_table")((1,), (1024,), (present, i32(kmax), slot, lut, original, owner,
+                                             groups, sizes))
     labels = cp.empty(n, dtype=cp.int32)
     _fn("bf_defl_labels")(cuda.rows_grid(nx, ny, _THREADS), (_THREADS,),
                           (part, slot, labels, i32(nx), i32(ny), i32(bx), i32(by), i32(px),
@@ -111,21 +127,20 @@ def deflation_blocks(A, phi, px, py, size, present_table):
         cx, sx, cy, sign = E, nx, N, -1.0
     cx = cp.ascontiguousarray(cx, dtype=cp.float64)
     cy = cp.ascontiguousarray(cy, dtype=cp.float64)
-    azt_cnt = cp.empty(k, dtype=cp.int32)
-    e_cnt = cp.empty(k, dtype=cp.int32)
-    null_i = cp.zeros(1, dtype=cp.int32)
-    null_f = cp.zeros(1, dtype=cp.float64)
+    counts = cp.empty(2 * max(kmax, 1) + 2 * (kmax + 1), dtype=cp.int32)
+    azt_cnt, e_cnt = counts[:kmax], counts[kmax:2 * kmax]
+    azt_ptr = counts[2 * max(kmax, 1):2 * max(kmax, 1) + kmax + 1]
+    e_ptr = counts[2 * max(kmax, 1) + kmax + 1:]
+    null = np.uint64(0)
     rows = _fn("bf_defl_rows")
     common = (labels, part, original, slot, i32(nparts), cx, i32(sx), cy, np.float64(sign),
               i32(nx), i32(ny), i32(bx), i32(by), i32(px), i32(py))
-    if k:
-        rows((k,), (_THREADS,), common + (azt_cnt, e_cnt, null_i, null_i, null_f, null_f,
-                                          null_i, i32(0)))
-    azt_ptr = cp.zeros(k + 1, dtype=cp.int32)
-    e_ptr = cp.zeros(k + 1, dtype=cp.int32)
-    cp.cumsum(azt_cnt, out=azt_ptr[1:])
-    cp.cumsum(e_cnt, out=e_ptr[1:])
-    nnz_azt, nnz_e = (int(v) for v in cp.stack([azt_ptr[-1], e_ptr[-1]]).get())
+    if kmax:
+        rows((kmax,), (_THREADS,), common + (azt_cnt, e_cnt, null, null, null, null, null,
+                                             i32(0), sizes))
+    _fn("bf_defl_ptrs")((1,), (1024,), (azt_cnt, e_cnt, azt_ptr, e_ptr, sizes))
+    k, nnz_azt, nnz_e = (int(v) for v in sizes.get())
+    azt_ptr, e_ptr = azt_ptr[:k + 1], e_ptr[:k + 1]
     azt_idx = cp.empty(nnz_azt, dtype=cp.int32)
     azt_val = cp.empty(nnz_azt, dtype=cp.float64)
     ell_val = cp.empty(10 * k, dtype=cp.float64)
@@ -134,12 +149,14 @@ def deflation_blocks(A, phi, px, py, size, present_table):
     e_val = cp.empty(nnz_e, dtype=cp.float64)
     if k:
         rows((k,), (_THREADS,), common + (azt_cnt, e_cnt, azt_ptr, azt_idx, azt_val, ell_val,
-                                          ell_col, i32(1)))
+                                          ell_col, i32(1), null))
         _fn("bf_defl_e")(((k + _THREADS - 1) // _THREADS,), (_THREADS,),
                          (ell_val, ell_col, original, i32(nparts), e_ptr, e_idx, e_val, i32(k)))
-    AZT = csp.csr_matrix((azt_val, azt_idx, azt_ptr), shape=(k, n))
-    Eb = csp.csr_matrix((e_val, e_idx, e_ptr), shape=(k, k))
-    pieces = dict(labels=labels, k=k, slot=slot, original=original, AZT=AZT, E=Eb)
+    if phi is not None:
+        layout = dict(lut=lut, owner=owner[:k], groups=groups[:k])
+    pieces = dict(labels=labels, k=k, slot=slot, original=original[:k],
+                  AZT=(azt_val, azt_idx, azt_ptr, (k, n)), E=(e_val, e_idx, e_ptr, (k, k)),
+                  **layout)
     return pieces, part, present
 
 

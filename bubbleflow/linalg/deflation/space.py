@@ -41,6 +41,7 @@ column is positive definite) and returns the zero-mean answer: exactly
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import registry
 from .coarse import DENSE_LIMIT, CoarseSolver
@@ -168,35 +169,117 @@ class Deflation:
                 singular = getattr(A, "nullspace", None) == "constant"
             else:
                 AZ, AZT, E, singular = _matrix_pieces(A, self.labels, self.k, dtype, backend)
-        self._AZ, self.AZT = AZ, AZT
-        self.E_backend = E
-        # One transfer of the small coarse matrix for the (host-built) coarse factorisation.
-        self.E = to_host(E, backend)
+        # The matrices, or (from the GPU set-up) their CSR arrays: built on
+        # first use (A-DEF2 on the fused engine needs neither matrix object).
+        self._AZ, self._AZT, self._E_backend, self._E = AZ, None, None, None
+        self._AZT_parts = self._E_parts = None
+        if isinstance(AZT, tuple):
+            self._AZT_parts, self._E_parts = AZT, E
+        else:
+            self._AZT, self._E_backend = AZT, E
         self.engine_cache = {}
         self.groups = self.block_shape = self.part = self.lut = None
         self.owner = self.labels32 = None
-        coarse_groups = None
+        self._layout_original = None
         if _layout is not None:
-            self._set_layout(_layout, slot, original)
-            coarse_groups = self._coarse_groups(_layout, original)
-        self.coarse_groups = coarse_groups
+            self._set_layout(_layout, slot, original, _pieces)
+            self._layout_original = (_layout, original)
+        self._coarse_groups_host = self._original_host = None
         self._singular, self._dense_limit = singular, dense_limit
         self.coarse = None
         if factorise:
             self.factorise()
 
-    def factorise(self):
+    # The matrices, built from their arrays on first use.
+    @property
+    def AZT(self):
+        """``(A Z)^T`` in CSR (``k x N``) on the backend."""
+        if self._AZT is None and self._AZT_parts is not None:
+            data, indices, indptr, shape = self._AZT_parts
+            self._AZT = self.backend.sparse.csr_matrix((data, indices, indptr), shape=shape)
+        return self._AZT
+
+    def azt_arrays(self):
+        """``(indptr, indices, data)`` of ``(A Z)^T`` (the backend's arrays,
+        without building the matrix object)."""
+        if self._AZT_parts is not None and self._AZT is None:
+            data, indices, indptr, _ = self._AZT_parts
+            return indptr, indices, data
+        return self.AZT.indptr, self.AZT.indices, self.AZT.data
+
+    @property
+    def E_backend(self):
+        """``E`` in CSR on the backend (float64)."""
+        if self._E_backend is None and self._E_parts is not None:
+            data, indices, indptr, shape = self._E_parts
+            self._E_backend = self.backend.sparse.csr_matrix((data, indices, indptr),
+                                                             shape=shape)
+        return self._E_backend
+
+    @property
+    def E(self):
+        """``E`` in CSR on the host (SciPy, float64): copied from the backend
+        on first use (the dense coarse factorisation on the GPU does not)."""
+        if self._E is None:
+            if self._E_parts is not None and self._E_backend is None:
+                self._fetch_host()
+            else:
+                self._E = to_host(self.E_backend, self.backend)
+        return self._E
+
+    def _fetch_host(self):
+        """``E`` and the vectors' (block, part) indices to the host in one
+        transfer (the condensed coarse factorisation needs both)."""
+        xp = self.backend.xp
+        data, indices, indptr, shape = self._E_parts
+        original = self._layout_original[1] if self._layout_original is not None else None
+        arrays = [data, indices, indptr] + ([original] if original is not None else [])
+        arrays = [xp.ascontiguousarray(a) for a in arrays]
+        packed = to_host(xp.concatenate([a.reshape(-1).view(xp.uint8) for a in arrays]),
+                         self.backend)
+        host, at = [], 0
+        for a in arrays:
+            host.append(np.asarray(packed[at:at + a.nbytes]).view(a.dtype))
+            at += a.nbytes
+        self._E = sp.csr_matrix((host[0], host[1], host[2]), shape=shape)
+        if original is not None:
+            self._original_host = host[3]
+
+    @property
+    def coarse_groups(self):
+        """For labels from blocks: the group of every vector in the condensed
+        coarse solve (host, ``(k,)``; squares of blocks, see
+        :class:`CoarseSolver`), or None.  Computed on first use (it reads the
+        vectors' blocks on the host)."""
+        if self._coarse_groups_host is None and self._layout_original is not None:
+            layout, original = self._layout_original
+            if self._original_host is not None:
+                original = self._original_host
+            self._coarse_groups_host = self._coarse_groups(layout, original)
+        return self._coarse_groups_host
+
+    def factorise(self, check=True):
         """Build :attr:`coarse`, the factorisation of ``E`` (the constructor
         does it unless given ``factorise=False``: a caller may first queue
         other device work, which then runs while the host prepares the
-        factorisation).  Not synchronised with the device.  Returns self."""
+        factorisation).  Not synchronised with the device, except for the
+        checks of the factorisation with ``check`` (one transfer); without,
+        the caller reads :meth:`CoarseSolver.check_flags` and calls
+        :meth:`CoarseSolver.check`.  Returns self."""
         if self.coarse is None:
             # E is exactly symmetric and canonical by construction (face pieces:
             # canonical pairs mirrored; GPU kernels: the mean of both sums;
-            # general matrices: (E + E^T) / 2, sorted).
-            self.coarse = CoarseSolver(self.E, self._singular, self.backend, self._dense_limit,
-                                       groups=self.coarse_groups, E_backend=self.E_backend,
-                                       symmetric=True, sync=False)
+            # general matrices: (E + E^T) / 2, sorted).  The host copy of E
+            # and the groups are made only where the factorisation needs them.
+            n = self.k - 1 if (self._singular and self.k > 0) else self.k
+            condensed = n > self._dense_limit
+            if condensed and self._E is None and self._E_parts is not None:
+                self._fetch_host()             # E and the blocks of the vectors: one transfer
+            E = self.E if (condensed or not on_device(self.backend)) else self.E_backend
+            self.coarse = CoarseSolver(E, self._singular, self.backend, self._dense_limit,
+                                       groups=self.coarse_groups if condensed else None,
+                                       E_backend=self.E_backend, symmetric=True, sync=False,
+                                       check=check)
         return self
 
     @classmethod
@@ -222,11 +305,19 @@ class Deflation:
         return cls(A, labels, kind=kind, dense_limit=dense_limit, factorise=factorise,
                    _layout=layout, _pieces=pieces)
 
-    def _set_layout(self, layout, slot, original):
+    def _set_layout(self, layout, slot, original, pieces=None):
         xp = self.backend.xp
         ny, nx = layout["grid_shape"]
         px, py, nparts = layout["px"], layout["py"], layout["nparts"]
         nblocks = px * py
+        if pieces is not None and "lut" in pieces:
+            # Built by the GPU set-up kernels with the labels (bf_defl_table).
+            self.groups = pieces["groups"]
+            self.block_shape = (ny // py, nx // px)
+            self.part = layout["part"].reshape(ny, nx)
+            self.lut, self.owner = pieces["lut"], pieces["owner"]
+            self.labels32 = self.labels
+            return
         self.groups = (original // nparts).astype(xp.int32)
         if nx % px or ny % py:
             return

@@ -369,7 +369,7 @@ class FusedEngine:
         if defl is None:
             self.k, self.azt_nnz = 0, 0
             self._reserve(1, 0)
-            self.e = self._ebuf[:1]
+            self.e, self.owner = self._ebuf[:1], self._owner[:1]
             self.g = self.part_zr = self.cs = self._dense_K = None
             return
         part, owner, labels32, indptr, indices, data = self._deflation_pieces(defl)
@@ -416,11 +416,13 @@ class FusedEngine:
                     raise ValueError("fused DPCG needs labels that split each tile in at "
                                      "most two parts")
                 labels32 = labels.ravel().astype(cp.int32)
-            AZT = defl.AZT
+            if hasattr(defl, "azt_arrays"):
+                indptr, indices, data = defl.azt_arrays()
+            else:
+                indptr, indices, data = defl.AZT.indptr, defl.AZT.indices, defl.AZT.data
             cache[(self.by, self.bx)] = tuple(structure) + (
-                labels32, AZT.indptr.astype(cp.int32, copy=False),
-                AZT.indices.astype(cp.int32, copy=False),
-                AZT.data.astype(cp.float64, copy=False))
+                labels32, indptr.astype(cp.int32, copy=False),
+                indices.astype(cp.int32, copy=False), data.astype(cp.float64, copy=False))
         return cache[(self.by, self.bx)]
 
     def _reserve(self, k, nnz):
@@ -510,6 +512,7 @@ class FusedEngine:
         self.k_restrict = _kernel("bf_restrict")
         self.k_dot = _kernel("bf_dot_tiles")
         self.k_status = _kernel("bf_status")
+        self.k_scalars = _kernel("bf_set_scalars")
         self.status_buf = self.cp.zeros(3, dtype=self.cp.float64)
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
         self.upd_walk = _walk_geometry(self.by, self.group * self.bx,
@@ -556,8 +559,8 @@ class FusedEngine:
     def tolerance(self, bnorm, tol_rel):
         """The solve's ``1 / ||b||`` and relative tolerance into the device
         scalars that ``beta`` reads (one small transfer)."""
-        self.scal[_INV_BNORM:_INV_BNORM + 2].set(
-            np.array([1.0 / bnorm, tol_rel], dtype=np.float64))
+        self.k_scalars((1,), (1,), (self.scal, self.counter, np.float64(1.0 / bnorm),
+                                    np.float64(tol_rel), np.int32(0), np.int32(0)))
 
     def load(self, x, r, p, rz, bad, hist, it, bnorm, tol_rel=0.0):
         """Take the generic loop's state (after a start or a restart).
@@ -601,12 +604,12 @@ class FusedEngine:
         self._take(x, r)
         self.pbuf[self.pcur].fill(0)           # 0 * p and 0 * w must stay 0
         self.w.fill(0)
-        scal = np.zeros(_NSCAL, dtype=np.float64)   # alpha = beta = 0, not bad, not done
-        scal[_INV_BNORM] = 1.0 if bnorm is None else 1.0 / bnorm
-        scal[_TOL_REL] = 0.0 if bnorm is None else tol_rel
-        self.scal.set(scal)
+        # alpha = beta = 0, not bad, not done; the counter at ``it``.
+        self.k_scalars((1,), (1,), (self.scal, self.counter,
+                                    np.float64(1.0 if bnorm is None else 1.0 / bnorm),
+                                    np.float64(0.0 if bnorm is None else tol_rel),
+                                    np.int32(it), np.int32(1)))
         self._set_hist(hist)
-        self.counter[0] = it
         self._starting = 1
         try:
             for name, fn in self._stages():
@@ -797,12 +800,15 @@ class FusedEngine:
 
     def _iteration(self, cur, pcur):
         """The launches of one iteration that starts at parity ``(cur, pcur)``."""
-        out = []
-        for name in self._names():
-            out += self._entries(name, cur, pcur)
-            if name == "direction_spmv":
-                pcur = 1 - pcur
-        return out
+        key = ("iteration", cur, pcur)
+        if key not in self._table:
+            out, q = [], pcur
+            for name in self._names():
+                out += self._entries(name, cur, q)
+                if name == "direction_spmv":
+                    q = 1 - q
+            self._table[key] = out
+        return self._table[key]
 
     def _signature(self):
         """What the graphs hold: every launch of an iteration at both
@@ -815,8 +821,8 @@ class FusedEngine:
                         kern, grid, block, args, shared = entry
                         sig.append((id(kern), grid, block, shared,
                                     tuple(_arg_key(a) for a in args)))
-                    else:
-                        sig.append(("call", id(entry)))
+                    else:                   # a library call: never in a graph
+                        sig.append("call")
             self._sig = tuple(sig)
         return self._sig
 

@@ -19,6 +19,20 @@ extern "C" __global__ void bf_alpha(const T* __restrict__ part_pw, const int npa
     }
 }
 
+// The solve's scalars, by value (no host-to-device copy): 1 / ||b|| and the
+// relative tolerance into scal[5], scal[6]; with ``reset`` (a start) alpha,
+// beta, rz, the breakdown and done flags cleared and the counter set.
+extern "C" __global__ void bf_set_scalars(T* scal, int* counter, const T inv_bnorm,
+        const T tol_rel, const int it, const int reset)
+{
+    if (reset) {
+        for (int i = 0; i < 5; ++i) scal[i] = 0.0;
+        counter[0] = it;
+    }
+    scal[5] = inv_bnorm;
+    scal[6] = tol_rel;
+}
+
 // What a host check reads, in one transfer: the iteration count, its relative
 // recursive residual and the breakdown flag.
 extern "C" __global__ void bf_status(const int* __restrict__ counter, const T* __restrict__ hist,

@@ -15,9 +15,16 @@ class Preconditioner:
     def apply(self, r):
         raise NotImplementedError
 
-    def check(self):
+    def check(self, values=None):
         """Raise the error a constructor given ``check=False`` deferred
-        (a host synchronisation); nothing for most preconditioners."""
+        (a host synchronisation); nothing for most preconditioners.
+        ``values``: the host values of :meth:`check_flags`, read by the
+        caller with others in one transfer (None: read here)."""
+
+    def check_flags(self):
+        """Device arrays :meth:`check` would read (a caller reads them with
+        others in one transfer and passes their values); none here."""
+        return []
 
     def matvec(self, r):
         return self.apply(r)

@@ -34,12 +34,18 @@ class Jacobi(Preconditioner):
         with np.errstate(divide="ignore"):     # a zero is reported by check
             self.inv_diagonal = 1.0 / d
 
-    def check(self):
-        """Raise ValueError if the diagonal has a non-positive entry."""
+    def check(self, values=None):
+        """Raise ValueError if the diagonal has a non-positive entry
+        (``values``: the host value of :meth:`check_flags`, else read now)."""
         if self._nonpositive is not None:
-            bad, self._nonpositive = bool(self._nonpositive), None
+            flag, self._nonpositive = self._nonpositive, None
+            bad = bool(np.asarray(values[0]).ravel()[0]) if values is not None else bool(flag)
             if bad:
                 raise ValueError("jacobi: the matrix has a non-positive diagonal entry")
+
+    def check_flags(self):
+        """The pending test of the diagonal (a 0-d array), if any."""
+        return [] if self._nonpositive is None else [self._nonpositive]
 
     def apply(self, r):
         return self.inv_diagonal * r
