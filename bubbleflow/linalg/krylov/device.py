@@ -57,7 +57,7 @@ class DeviceIterations:
     def flag(self, state):
         """The engine's breakdown flag after the start (a device scalar the
         loop reads with ``||b||``: the start's host check)."""
-        return self.device.bad
+        return getattr(self.device, "bad", None)
 
     def started(self, state, h, broke):
         """``||b||`` and the tolerance are known: into the engine; ``(h,
