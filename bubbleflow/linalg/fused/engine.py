@@ -311,10 +311,12 @@ class FusedEngine:
         self._graphs, self._graph_sig, self._sig_solves = {}, None, 0
         self._capture_stream = None
         self._table, self._sig = {}, None             # launches by (stage, parity), signature
+        self._epoch = 0                               # buffers (re)allocated: a new layout
+        self._solve_iterations = 0                    # iterations of the last solve
         self._allocate()
         self._plan(tile)
         self._kcap = self._nnzcap = 0
-        self._scratch = None
+        self._scratch = self._indices = self._data = None
         self._bind(A, prec_obj, defl)
         self.bytes_per_iteration = self._count_bytes()
 
@@ -342,15 +344,93 @@ class FusedEngine:
     def _bind(self, A, prec_obj, defl):
         """The operator-dependent arrays, copied into the engine's buffers:
         face couplings, the preconditioner's coefficients, the deflation's
-        pieces."""
+        pieces (two kernels where the arrays allow, else one copy each)."""
         cp = self.cp
         ny, nx = self.ny, self.nx
         self.prec_obj = prec_obj
-        self._table, self._sig = {}, None
+        epoch = self._epoch
+        self.defl = defl
+        pieces = None
+        if defl is None:
+            self.k, self.azt_nnz = 0, 0
+            self._reserve(1, 0)
+            self.e, self.owner = self._ebuf[:1], self._owner[:1]
+            self.g = self.part_zr = self.cs = self._dense_K = None
+        else:
+            pieces = self._deflation_pieces(defl)
+            k, nnz = defl.n_vectors, int(pieces[5].size)
+            self._reserve(k, nnz)
+            if self.labels32 is None:
+                self.labels32 = cp.zeros(self.n, dtype=cp.int32)
+                self.part = cp.zeros((ny, nx), dtype=cp.int8)
+                self._epoch += 1
+            self.owner = self._owner[:k]
+            self.azt_indptr = self._indptr[:k + 1]
+            self.azt_indices, self.azt_data = self._indices[:nnz], self._data[:nnz]
+            self.k, self.azt_nnz = k, nnz
+            self.g, self.e = self._gbuf[:k], self._ebuf[:k]
+            # The coarse solve: the raw condensed one (its gather into e is
+            # done by ``beta``), or the dense inverse's product (cuBLAS:
+            # launched between graphs), or the solver's own solve.
+            coarse = defl.coarse
+            self.cs = coarse.raw_solve
+            self._dense_K = getattr(coarse, "dense_inverse", None)
         # The face couplings, (ny, nx - 1) and (ny - 1, nx).  Copied from the
         # east and north diagonals: read in place (row stride nx) both tile
         # kernels were measurably slower (docs/performance.md), more than the
         # copies cost once per operator.
+        if not self._bind_grid(A, prec_obj, pieces):
+            self._copy_grid(A, prec_obj, pieces)
+        if pieces is not None:
+            part, owner, labels32, indptr, indices, data = pieces
+            args = [owner, indptr, indices, data]
+            if all(a.flags.c_contiguous for a in args):
+                cuda.launch_1d(self.k_bind_vectors, max(self.k + 1, self.azt_nnz),
+                               tuple(args) + (self.owner, self.azt_indptr, self.azt_indices,
+                                              self.azt_data, np.int32(self.k),
+                                              np.int32(self.azt_nnz)))
+            else:
+                for dst, src in zip((self.owner, self.azt_indptr, self.azt_indices,
+                                     self.azt_data), args):
+                    dst[...] = src
+        self._rebound(epoch)
+
+    def _prec_sources(self, prec_obj):
+        """``(s, E~, N~)`` of the preconditioner (None where it has none)."""
+        if self.prec_code == _JACOBI:
+            return prec_obj.inv_diagonal, None, None
+        if self.prec_code == _SCALED_IP:
+            return prec_obj.inv_sqrt_diagonal, prec_obj.E, prec_obj.N
+        return None, None, None
+
+    def _bind_grid(self, A, prec_obj, pieces):
+        """The grid-sized copies in one kernel (diagonals storage, float64
+        contiguous arrays); False where it does not apply."""
+        cp = self.cp
+        if getattr(A, "storage", None) != "diagonals":
+            return False
+        S, W, C, E, N = A.entries()
+        srcs = [E, N, *self._prec_sources(prec_obj)]
+        cells = [] if pieces is None else [pieces[2], pieces[0]]
+        if not all(a.dtype == cp.float64 and a.flags.c_contiguous and a.size == self.n
+                   for a in srcs if a is not None):
+            return False
+        if not all(a.flags.c_contiguous and a.size == self.n for a in cells):
+            return False
+        null = np.uint64(0)
+        opt = [a if a is not None else null for a in srcs[2:]]
+        lab, part = (cells[0], cells[1]) if cells else (null, null)
+        outs = [a if a is not None else null for a in (self.s, self.cxs, self.cys)]
+        cuda.launch_1d(self.k_bind_grid, self.n,
+                       (E, N, *opt, lab, part, self.cx, self.cy, *outs,
+                        self.labels32 if cells else null, self.part if cells else null,
+                        np.int32(self.nx), np.int32(self.ny)))
+        return True
+
+    def _copy_grid(self, A, prec_obj, pieces):
+        """The grid-sized copies one by one (any storage and layout)."""
+        cp = self.cp
+        ny, nx = self.ny, self.nx
         if getattr(A, "storage", None) == "matrix_free":
             self.cx[...] = A.cx
             self.cy[...] = A.cy
@@ -358,43 +438,23 @@ class FusedEngine:
             S, W, C, E, N = A.entries()
             cp.negative(E[:, :-1], out=self.cx)
             cp.negative(N[:-1, :], out=self.cy)
-        # Preconditioner coefficients.
-        if self.prec_code == _JACOBI:
-            self.s[...] = prec_obj.inv_diagonal.reshape(ny, nx)
-        elif self.prec_code == _SCALED_IP:
-            self.s[...] = prec_obj.inv_sqrt_diagonal
-            cp.negative(prec_obj.E[:, :-1], out=self.cxs)
-            cp.negative(prec_obj.N[:-1, :], out=self.cys)
-        self.defl = defl
-        if defl is None:
-            self.k, self.azt_nnz = 0, 0
-            self._reserve(1, 0)
-            self.e, self.owner = self._ebuf[:1], self._owner[:1]
-            self.g = self.part_zr = self.cs = self._dense_K = None
-            return
-        part, owner, labels32, indptr, indices, data = self._deflation_pieces(defl)
-        k, nnz = defl.n_vectors, int(data.size)
-        self._reserve(k, nnz)
-        if self.labels32 is None:
-            self.labels32 = cp.zeros(self.n, dtype=cp.int32)
-            self.part = cp.zeros((ny, nx), dtype=cp.int8)
-        self.labels32[...] = labels32.reshape(self.n)
-        self.part[...] = part.reshape(ny, nx)
-        self.owner = self._owner[:k]
-        self.owner[...] = owner
-        self.azt_indptr = self._indptr[:k + 1]
-        self.azt_indptr[...] = indptr
-        self.azt_indices, self.azt_data = self._indices[:nnz], self._data[:nnz]
-        self.azt_indices[...] = indices
-        self.azt_data[...] = data
-        self.k, self.azt_nnz = k, nnz
-        self.g, self.e = self._gbuf[:k], self._ebuf[:k]
-        # The coarse solve: the raw condensed one (its gather into e is done
-        # by ``beta``), or the dense inverse's product (cuBLAS: launched
-        # between graphs), or the solver's own solve.
-        coarse = defl.coarse
-        self.cs = coarse.raw_solve
-        self._dense_K = getattr(coarse, "dense_inverse", None)
+        s, Es, Ns = self._prec_sources(prec_obj)
+        if s is not None:
+            self.s[...] = s.reshape(ny, nx)
+        if Es is not None:
+            cp.negative(Es[:, :-1], out=self.cxs)
+            cp.negative(Ns[:-1, :], out=self.cys)
+        if pieces is not None:
+            self.labels32[...] = pieces[2].reshape(self.n)
+            self.part[...] = pieces[0].reshape(ny, nx)
+
+    def _rebound(self, epoch):
+        """After a bind: the launches that read only buffers allocated once
+        (direction, alpha, update) are kept while no buffer was reallocated
+        (``epoch``); the others are built again, and the signature."""
+        keep = ("direction_spmv", "alpha", "update") if epoch == self._epoch else ()
+        self._table = {key: v for key, v in self._table.items() if key[0] in keep}
+        self._sig = None
 
     def _deflation_pieces(self, defl):
         """``(part, owner, labels32, indptr, indices, data)`` of the deflation
@@ -444,12 +504,14 @@ class FusedEngine:
             self.part_ry, self.part_rr, self.part_pw, self._part_zr, self._gbuf, self._ebuf = views
             self._owner = cp.zeros(kc, dtype=cp.int32)
             self._indptr = cp.zeros(kc + 1, dtype=cp.int32)
+            self._epoch += 1
         if self.defl is not None:
             self.part_zr = self._part_zr
-        if nnz > self._nnzcap:
-            self._nnzcap = max(nnz, int(1.25 * nnz) if self._nnzcap else nnz)
+        if nnz > self._nnzcap or self._indices is None:
+            self._nnzcap = max(nnz, int(1.25 * nnz) if self._nnzcap else nnz, 1)
             self._indices = cp.zeros(self._nnzcap, dtype=cp.int32)
             self._data = cp.zeros(self._nnzcap, dtype=cp.float64)
+            self._epoch += 1
 
     def _allocate(self):
         """Vectors and the operator's and preconditioner's buffers, allocated
@@ -513,6 +575,8 @@ class FusedEngine:
         self.k_dot = _kernel("bf_dot_tiles")
         self.k_status = _kernel("bf_status")
         self.k_scalars = _kernel("bf_set_scalars")
+        self.k_bind_grid = _kernel("bf_bind_grid")
+        self.k_bind_vectors = _kernel("bf_bind_vectors")
         self.status_buf = self.cp.zeros(3, dtype=self.cp.float64)
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
         self.upd_walk = _walk_geometry(self.by, self.group * self.bx,
@@ -631,7 +695,9 @@ class FusedEngine:
 
     def _set_hist(self, hist):
         if self.hist is None or hist.data.ptr != self.hist.data.ptr:
-            self._table, self._sig = {}, None
+            self._table = {key: v for key, v in self._table.items() if key[0] != "beta"}
+            self._table = {key: v for key, v in self._table.items() if key[0] != "iteration"}
+            self._sig = None
         self.hist = hist
 
     def status(self):
@@ -652,6 +718,7 @@ class FusedEngine:
         done = counter - it
         if (count - done) % 2:
             self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
+        self._solve_iterations = it + done
         return it + done, h, bad
 
     @property
@@ -775,12 +842,7 @@ class FusedEngine:
             return self.cs.launches(g, e, gather=False)
         K = self._dense_K
         if K is not None:
-            dot = self.cp.dot
-
-            def coarse():                   # CoarseSolver.solve's dense product, as it calls it
-                dot(K, g, out=e)
-            coarse.library = True
-            return [coarse]
+            return [_dense_product(K, g, e)]
 
         def coarse():
             self._coarse(g, e)
@@ -811,19 +873,20 @@ class FusedEngine:
         return self._table[key]
 
     def _signature(self):
-        """What the graphs hold: every launch of an iteration at both
-        parities (kernels, geometry, arguments with the buffers' addresses)."""
+        """What the graphs hold, as a key: the buffers' layout (allocated once,
+        or reallocated by :meth:`_reserve`: ``_epoch``), the number of
+        deflation vectors (the restriction's grid, ``beta``'s count), the
+        history's address and the raw coarse solve's launches (its arrays
+        and sizes).  The rest of every launch is fixed for the engine's life."""
         if self._sig is None:
-            sig = []
-            for parity in ((1, 0), (0, 1)):
-                for entry in self._iteration(*parity):
-                    if isinstance(entry, tuple):
-                        kern, grid, block, args, shared = entry
-                        sig.append((id(kern), grid, block, shared,
-                                    tuple(_arg_key(a) for a in args)))
-                    else:                   # a library call: never in a graph
-                        sig.append("call")
-            self._sig = tuple(sig)
+            cs = ()
+            if self.cs is not None:
+                cs = tuple((id(kern), grid, block, shared, tuple(_arg_key(a) for a in args))
+                           for kern, grid, block, args, shared in
+                           self.cs.launches(self.g, self.e, gather=False))
+                cs += tuple(_arg_key(a) for a in self.cs.gather_operands())
+            hist = self.hist.data.ptr if self.hist is not None else 0
+            self._sig = (self._epoch, self.k, hist, self.prec_code, cs)
         return self._sig
 
     #: Replay iterations from CUDA graphs (see :meth:`iterate`).
@@ -853,8 +916,16 @@ class FusedEngine:
         if sig != self._graph_sig:
             self._graphs, self._graph_sig, self._sig_solves = {}, sig, 0
         self._sig_solves += 1
+        # Long graphs where they will be used: the launches stayed from the
+        # last solve, or it was long (its capture then runs while the device
+        # works on the start).
+        self._long_ok = self._sig_solves >= 2 or \
+            self._solve_iterations >= 4 * int(self.graph_iterations)
+        self._solve_iterations = 0
         cur, pcur = self.cur, self.pcur
         if mode == "whole":
+            if self._long_ok and self._long_length():
+                self._graph("whole", self._long_length(), cur, pcur)
             self._graph("whole", 2, cur, pcur)
         else:
             self._graph("head", 0, cur, pcur)
@@ -867,8 +938,8 @@ class FusedEngine:
         the raw condensed coarse solve, or no deflation), runs of iterations
         are replayed from CUDA graphs: pairs, and runs of
         :attr:`graph_iterations` once the launches have stayed the same for
-        a second solve (a long graph costs more to capture than a short
-        solve saves).  With the dense coarse solve (a cuBLAS product, which
+        a second solve, or after a long solve (a long graph costs more to
+        capture than a short solve saves).  With the dense coarse solve (a cuBLAS product, which
         CuPy does not capture) the runs between its calls are replayed: one
         graph and one product per iteration.  The graphs are captured once
         per launch signature and buffer parity (:meth:`_signature`) and
@@ -884,9 +955,9 @@ class FusedEngine:
             self._iterate_split(count)
             return
         if mode == "whole" and count >= 2:
-            long = int(self.graph_iterations)
+            long = self._long_length()
             lengths = [2]
-            if long > 2 and long % 2 == 0 and count >= 2 * long and self._sig_solves >= 2:
+            if long and count >= long and getattr(self, "_long_ok", False):
                 lengths.insert(0, long)
             for length in lengths:
                 if count < length:
@@ -900,6 +971,11 @@ class FusedEngine:
         for _ in range(count):
             _launch(self._iteration(self.cur, self.pcur))
             self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
+
+    def _long_length(self):
+        """The long graph's iterations (:attr:`graph_iterations`, even), or 0."""
+        long = int(self.graph_iterations)
+        return long if long > 2 and long % 2 == 0 else 0
 
     def _iterate_split(self, count):
         """Iterations around the dense coarse product: the first one's
@@ -971,6 +1047,74 @@ class FusedEngine:
             self.use_graphs = False
         graphs[key] = graph
         return graph
+
+
+# The host scalars of the dense coarse product (cuBLAS reads them at the call).
+_ONE, _ZERO = np.ones(1), np.zeros(1)
+
+
+def _dense_product(K, g, e):
+    """``e = K g`` (``K`` a ``k x k`` C-contiguous float64 matrix, ``g`` and
+    ``e`` contiguous): a callable that makes the call ``cupy.dot(K, g,
+    out=e)`` makes, cuBLAS ``gemmEx`` with the same arguments (so the same
+    bits), without CuPy's checks around it (they cost more than the product
+    at the sizes of a coarse solve).  Where that call cannot be made here,
+    or does not give ``cupy.dot``'s bits (:func:`_raw_gemm`), ``cupy.dot``."""
+    import cupy
+
+    raw = _raw_gemm()
+    if raw is None:
+        dot = cupy.dot
+        return lambda: dot(K, g, out=e)
+    gemm, handle, r64, compute, algo = raw
+    k = int(K.shape[0])
+    # dot(K, g): C^T = g^T K^T with K^T read column-major, as
+    # cupy._core._routines_linalg.tensordot_core_v11 passes it.
+    args = (handle, 1, 0, 1, k, k, _ONE.ctypes.data, g.data.ptr, r64, k, K.data.ptr, r64, k,
+            _ZERO.ctypes.data, e.data.ptr, r64, 1, compute, algo)
+
+    def product():
+        gemm(*args)
+    return product
+
+
+_RAW_GEMM = {}
+
+
+def _raw_gemm():
+    """``(gemmEx, handle, CUDA_R_64F, compute type, algorithm)`` as
+    ``cupy.dot`` uses them for float64 on this device, or None: checked once
+    per device against ``cupy.dot`` on a small product, bit for bit."""
+    import cupy
+
+    dev = cupy.cuda.Device().id
+    if dev in _RAW_GEMM:
+        return _RAW_GEMM[dev]
+    raw = None
+    try:
+        from cupy_backends.cuda.api import runtime
+        from cupy_backends.cuda.libs import cublas
+
+        algo = (cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP
+                if int(cupy.cuda.Device().compute_capability) >= 80 else cublas.CUBLAS_GEMM_DEFAULT)
+        candidate = (cublas.gemmEx, cupy.cuda.device.get_cublas_handle(), runtime.CUDA_R_64F,
+                     cublas.CUBLAS_COMPUTE_64F, algo)
+        rng = np.random.default_rng(0)
+        for k in (37, 300):
+            K = cupy.asarray(rng.standard_normal((k, k)))
+            g = cupy.asarray(rng.standard_normal(k))
+            want = cupy.dot(K, g)
+            got = cupy.empty(k)
+            gemm, handle, r64, compute, a = candidate
+            gemm(handle, 1, 0, 1, k, k, _ONE.ctypes.data, g.data.ptr, r64, k, K.data.ptr, r64,
+                 k, _ZERO.ctypes.data, got.data.ptr, r64, 1, compute, a)
+            if not bool((want == got).all()):
+                raise ValueError("not cupy.dot's bits")
+        raw = candidate
+    except Exception:                   # another CuPy: its own dot
+        raw = None
+    _RAW_GEMM[dev] = raw
+    return raw
 
 
 def _arg_key(a):

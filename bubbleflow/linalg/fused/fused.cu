@@ -33,6 +33,55 @@ extern "C" __global__ void bf_set_scalars(T* scal, int* counter, const T inv_bno
     scal[6] = tol_rel;
 }
 
+// The engine's copies of an operator (diagonals storage), of the
+// preconditioner's coefficients and of the deflation's cells, in one pass:
+// cx = -E[:, :-1], cy = -N[:-1, :], s = s_src, cxs = -Es[:, :-1],
+// cys = -Ns[:-1, :], lab = lab_src, part = part_src (each where given).
+extern "C" __global__ void bf_bind_grid(const T* __restrict__ E, const T* __restrict__ N,
+        const T* __restrict__ s_src, const T* __restrict__ Es, const T* __restrict__ Ns,
+        const int* __restrict__ lab_src, const signed char* __restrict__ part_src,
+        T* __restrict__ cx, T* __restrict__ cy, T* __restrict__ s, T* __restrict__ cxs,
+        T* __restrict__ cys, int* __restrict__ lab, signed char* __restrict__ part,
+        const int nx, const int ny)
+{
+    const long long n = (long long)nx * ny;
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < n;
+         q += (long long)gridDim.x * blockDim.x) {
+        const long long j = q / nx, i = q - j * nx;
+        if (i < nx - 1) {
+            cx[j * (nx - 1) + i] = -E[q];
+            if (Es != NULL) cxs[j * (nx - 1) + i] = -Es[q];
+        }
+        if (j < ny - 1) {
+            cy[q] = -N[q];
+            if (Ns != NULL) cys[q] = -Ns[q];
+        }
+        if (s_src != NULL) s[q] = s_src[q];
+        if (lab_src != NULL) {
+            lab[q] = lab_src[q];
+            part[q] = part_src[q];
+        }
+    }
+}
+
+// The engine's copies of the deflation's vectors: owner (k), the row
+// pointers of (A Z)^T (k + 1), its column indices and values (nnz).
+extern "C" __global__ void bf_bind_vectors(const int* __restrict__ owner_src,
+        const int* __restrict__ indptr_src, const int* __restrict__ indices_src,
+        const T* __restrict__ data_src, int* __restrict__ owner, int* __restrict__ indptr,
+        int* __restrict__ indices, T* __restrict__ data, const int k, const int nnz)
+{
+    const int m = max(k + 1, nnz);
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < m; q += gridDim.x * blockDim.x) {
+        if (q < k) owner[q] = owner_src[q];
+        if (q <= k) indptr[q] = indptr_src[q];
+        if (q < nnz) {
+            indices[q] = indices_src[q];
+            data[q] = data_src[q];
+        }
+    }
+}
+
 // What a host check reads, in one transfer: the iteration count, its relative
 // recursive residual and the breakdown flag.
 extern "C" __global__ void bf_status(const int* __restrict__ counter, const T* __restrict__ hist,
