@@ -427,3 +427,20 @@ def test_long_graphs_of_a_kept_signature_equal_direct_launches(cupy_backend, mon
         assert r1.engine == r2.engine == "fused" and r1.iterations == r2.iterations
         np.testing.assert_array_equal(_host(x1), _host(x2))
         np.testing.assert_array_equal(r1.residual_history, r2.residual_history)
+
+
+@pytest.mark.parametrize("k", [1, 2, 65, 828, 2049])
+def test_dense_coarse_product_is_cupy_dot(k, cupy_backend):
+    """The engine's dense coarse product makes cupy.dot's cuBLAS call: the
+    same bits (on CuPy versions whose dot it knows; else it is cupy.dot)."""
+    import cupy as cp
+
+    from bubbleflow.linalg.fused.engine import _dense_product, _raw_gemm
+
+    assert _raw_gemm() is not None
+    rng = np.random.default_rng(k)
+    K = cp.asarray(rng.standard_normal((k, k)))
+    g = cp.asarray(rng.standard_normal(k))
+    e = cp.full(k, np.nan)
+    _dense_product(K, g, e)()
+    np.testing.assert_array_equal(e.get(), cp.dot(K, g).get())
