@@ -21,6 +21,7 @@ one :class:`PreconditionerEntry` in :data:`PRECONDITIONERS` below.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
@@ -200,10 +201,23 @@ DEFAULT_MAX_SUBDOMAINS = 4096
 def default_subdomains(grid, cells_per_subdomain=None):
     """Deflation block counts for ``grid`` (a :class:`bubbleflow.mesh.grid.Grid`):
     about ``cells_per_subdomain`` cells wide when given, else the default
-    width within the default maximum count."""
+    width within the default maximum count.  Remembered per grid (a flow asks
+    at every step; the divisor search costs a fraction of a millisecond)."""
+    try:
+        return _default_subdomains(grid, cells_per_subdomain)
+    except TypeError:                      # a grid that cannot be a key
+        return _subdomains_of(grid, cells_per_subdomain)
+
+
+def _subdomains_of(grid, cells_per_subdomain):
     if cells_per_subdomain is not None:
         return grid.blocks_of_about(cells_per_subdomain)
     return grid.blocks_of_about(DEFAULT_CELLS_PER_SUBDOMAIN, DEFAULT_MAX_SUBDOMAINS)
+
+
+@functools.lru_cache(maxsize=64)
+def _default_subdomains(grid, cells_per_subdomain):
+    return tuple(_subdomains_of(grid, cells_per_subdomain))
 
 #: Grid arrays one operator application moves, by storage: five stored
 #: diagonals + x read, y written; matrix-free: two face-coupling arrays + x

@@ -908,7 +908,9 @@ class FusedEngine:
 
     def _prepare_graphs(self):
         """At a start: drop the graphs if the launches changed since they were
-        captured, and capture the short ones of the first stretch now."""
+        captured, and capture the split mode's short ones now (whole
+        iterations are captured after the first stretch was launched
+        directly: see :meth:`iterate`)."""
         mode = self._graph_mode()
         if mode is None:
             return
@@ -923,11 +925,7 @@ class FusedEngine:
             self._solve_iterations >= 4 * int(self.graph_iterations)
         self._solve_iterations = 0
         cur, pcur = self.cur, self.pcur
-        if mode == "whole":
-            if self._long_ok and self._long_length():
-                self._graph("whole", self._long_length(), cur, pcur)
-            self._graph("whole", 2, cur, pcur)
-        else:
+        if mode == "split":
             self._graph("head", 0, cur, pcur)
             self._graph("link", 0, 1 - cur, 1 - pcur)
 
@@ -954,11 +952,19 @@ class FusedEngine:
         if mode == "split":
             self._iterate_split(count)
             return
+        lengths = []
         if mode == "whole" and count >= 2:
             long = self._long_length()
             lengths = [2]
             if long and count >= long and getattr(self, "_long_ok", False):
                 lengths.insert(0, long)
+            if ("whole", 2, self.cur, self.pcur) not in self._graphs:
+                # Not captured yet: this stretch by direct launches, the
+                # capture after them, while the device runs them.
+                parity, count = (self.cur, self.pcur), self._direct(count)
+                for length in lengths:
+                    self._graph("whole", length, *parity)
+                return
             for length in lengths:
                 if count < length:
                     continue
@@ -968,9 +974,14 @@ class FusedEngine:
                 for _ in range(count // length):
                     graph.launch()
                 count %= length
+        self._direct(count)
+
+    def _direct(self, count):
+        """``count`` iterations by direct launches."""
         for _ in range(count):
             _launch(self._iteration(self.cur, self.pcur))
             self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
+        return 0
 
     def _long_length(self):
         """The long graph's iterations (:attr:`graph_iterations`, even), or 0."""
