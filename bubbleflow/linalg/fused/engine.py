@@ -1074,7 +1074,8 @@ def _dense_product(K, g, e):
     import cupy
 
     raw = _raw_gemm()
-    if raw is None:
+    if raw is None or not (K.flags.c_contiguous and K.dtype == np.float64
+                           and g.flags.c_contiguous and e.flags.c_contiguous):
         dot = cupy.dot
         return lambda: dot(K, g, out=e)
     gemm, handle, r64, compute, algo = raw
