@@ -245,7 +245,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     gas = writer.diag["area"][0] > 0 if writer.diag["area"] else True
     _say(quiet, f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "
                 f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
-                f"{case.solver.deflation.type}; backend {backend.name} on {backend.device_name}"
+                f"{case.solver.deflation.type}; viscosity {_viscosity(case)}, "
+                f"gravity {case.momentum.gravity}; backend {backend.name} on {backend.device_name}"
                 + ("" if gas else "; no gas: no bubble diagnostics"))
     bar = _flow_bar(case, state, progress and not quiet)
     interval = case.output.interval
@@ -341,6 +342,14 @@ def _flow_bar(case, state, enabled):
     return tqdm(total=case.time.end, initial=state.time, unit="s", unit_scale=False,
                 bar_format="{l_bar}{bar}| t={n:.4f}/{total:g} s [{elapsed}<{remaining}] {postfix}",
                 file=sys.stderr, dynamic_ncols=True)
+
+
+def _viscosity(case):
+    """How the viscous stress is advanced, saying so when ``auto`` chose it."""
+    from ..case.config import viscosity_scheme
+
+    scheme = viscosity_scheme(case)
+    return f"{scheme} (auto)" if case.momentum.viscosity == "auto" else scheme
 
 
 def _snapshot(writer, solver, state, backend):
