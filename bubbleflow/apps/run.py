@@ -243,11 +243,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         writer.write_step(first, initial=True)
     g = solver.grid
     gas = writer.diag["area"][0] > 0 if writer.diag["area"] else True
-    _say(quiet, f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "
-                f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
-                f"{case.solver.deflation.type}; viscosity {_viscosity(case)}, "
-                f"gravity {case.momentum.gravity}; backend {backend.name} on {backend.device_name}"
-                + ("" if gas else "; no gas: no bubble diagnostics"))
+    _say(quiet, _opening_line(case, g, backend, gas))
     bar = _flow_bar(case, state, progress and not quiet)
     interval = case.output.interval
     t_wall = _time.perf_counter()
@@ -344,12 +340,18 @@ def _flow_bar(case, state, enabled):
                 file=sys.stderr, dynamic_ncols=True)
 
 
-def _viscosity(case):
-    """How the viscous stress is advanced, saying so when ``auto`` chose it."""
+def _opening_line(case, g, backend, gas):
+    """What a flow run does, in one line: grid, solver, how viscosity (saying
+    so when ``auto`` chose it) and gravity enter, backend."""
     from ..case.config import viscosity_scheme
 
     scheme = viscosity_scheme(case)
-    return f"{scheme} (auto)" if case.momentum.viscosity == "auto" else scheme
+    viscosity = f"{scheme} (auto)" if case.momentum.viscosity == "auto" else scheme
+    return (f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "
+            f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
+            f"{case.solver.deflation.type}; viscosity {viscosity}, gravity "
+            f"{case.momentum.gravity}; backend {backend.name} on {backend.device_name}"
+            + ("" if gas else "; no gas: no bubble diagnostics"))
 
 
 def _snapshot(writer, solver, state, backend):
