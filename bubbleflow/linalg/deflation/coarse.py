@@ -62,6 +62,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...compute import cuda
+from ...compute.blas import single_threaded
 from ...compute.backend import backend_of
 from ...compute.transfer import on_device, to_host, upload
 from ...compute.twins import twin
@@ -772,14 +773,17 @@ def _unsymmetrised_inverse(backend, A):
 
     xp = backend.xp
     n = A.shape[0]
-    try:
-        L = xp.linalg.cholesky(A)
-    except np.linalg.LinAlgError as exc:
-        raise _not_spd(n, exc) from None
-    Linv = solve_triangular(L, xp.eye(n, dtype=A.dtype), lower=True, overwrite_b=True)
-    del L
-    inv = xp.matmul(Linv.T, Linv)
-    del Linv
+    # Small orders on one BLAS thread (compute/blas.py: threads that wait
+    # for each other on a busy small machine cost far more than they share).
+    with single_threaded(n):
+        try:
+            L = xp.linalg.cholesky(A)
+        except np.linalg.LinAlgError as exc:
+            raise _not_spd(n, exc) from None
+        Linv = solve_triangular(L, xp.eye(n, dtype=A.dtype), lower=True, overwrite_b=True)
+        del L
+        inv = xp.matmul(Linv.T, Linv)
+        del Linv
     return inv
 
 
