@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import sys
 import threading
 
 __all__ = ["single_threaded", "SMALL_DENSE"]
@@ -31,6 +32,7 @@ _NAMES = (("openblas_get_num_threads", "openblas_set_num_threads"),
           ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
           ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"))
 _HANDLES: dict = {}           # library path -> (get, set) or None
+_CACHE: dict = {}             # the last scan, and len(sys.modules) when it was made
 _LOCK = threading.Lock()
 
 
@@ -46,7 +48,18 @@ def _loaded_openblas():
 
 
 def _controls():
-    """``[(get, set)]`` thread-count functions of the loaded OpenBLAS libraries."""
+    """``[(get, set)]`` thread-count functions of the loaded OpenBLAS libraries.
+
+    Scanning the process's mappings costs about as much as a small
+    factorisation, so the answer is kept until a module is imported (new
+    shared libraries come with imports: SciPy's OpenBLAS with scipy.linalg)."""
+    key = len(sys.modules)
+    if _CACHE.get("key") != key:
+        _CACHE.update(key=key, controls=_scan())
+    return _CACHE["controls"]
+
+
+def _scan():
     out = []
     for path in _loaded_openblas():
         if path not in _HANDLES:
