@@ -96,10 +96,15 @@ def step_scalars(u, v, phi, rho, mu, maxima, viscous):
 
 def _ghosts(u, v, s_left, s_right, s_bottom, s_top):
     """u with ghost rows (ny+2, nx+1), v with ghost columns (ny+1, nx+2)."""
-    xp = _xp(u, v)
-    ug = xp.concatenate([s_bottom * u[:1], u, s_top * u[-1:]], axis=0)
-    vg = xp.concatenate([s_left * v[:, :1], v, s_right * v[:, -1:]], axis=1)
-    return ug, vg
+    return _ghost_rows(u, s_bottom, s_top), _ghost_columns(v, s_left, s_right)
+
+
+def _ghost_rows(u, s_bottom, s_top):
+    return _xp(u).concatenate([s_bottom * u[:1], u, s_top * u[-1:]], axis=0)
+
+
+def _ghost_columns(v, s_left, s_right):
+    return _xp(v).concatenate([s_left * v[:, :1], v, s_right * v[:, -1:]], axis=1)
 
 
 def _hybrid(minus, centre, plus, velocity, h, rho, mu):
@@ -178,8 +183,8 @@ def explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy, s_bottom, s_t
     faces keep ``u``'s): ``u + dt (-adv_u + f_u / rho_x)`` with ``f_u`` the
     divergence of the viscous stress (normal stress at cell centres, shear at
     the corners) and, with ``forces``, the interface force ``-cx dH/dx``."""
-    ug = _ghosts(u, v, 1.0, 1.0, s_bottom, s_top)[0]
-    vg = _ghosts(u, v, 1.0, 1.0, 1.0, 1.0)[1]        # (interior corners only: no ghost read)
+    ug = _ghost_rows(u, s_bottom, s_top)
+    vg = _ghost_columns(v, 1.0, 1.0)                  # (interior corners only: no ghost read)
     txx = 2 * mu * (u[:, 1:] - u[:, :-1]) / hx
     txy = _shear(mu, ug, vg, hx, hy)
     force = (txx[:, 1:] - txx[:, :-1]) / hx + (txy[1:, 1:-1] - txy[:-1, 1:-1]) / hy
@@ -215,8 +220,8 @@ def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_rig
     gravity), ``f_v`` as for :func:`explicit_velocity_u` with ``-cy dH/dy``,
     and with reduced gravity (``reduced = G``) ``+ G (rho_hat - rho_y)``
     (:func:`_density_mismatch`)."""
-    ug = _ghosts(u, v, 1.0, 1.0, 1.0, 1.0)[0]        # (interior corners only: no ghost read)
-    vg = _ghosts(u, v, s_left, s_right, 1.0, 1.0)[1]
+    ug = _ghost_rows(u, 1.0, 1.0)                     # (interior corners only: no ghost read)
+    vg = _ghost_columns(v, s_left, s_right)
     tyy = 2 * mu * (v[1:, :] - v[:-1, :]) / hy
     txy = _shear(mu, ug, vg, hx, hy)
     force = (txy[1:-1, 1:] - txy[1:-1, :-1]) / hx + (tyy[1:, :] - tyy[:-1, :]) / hy
