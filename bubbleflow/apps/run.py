@@ -11,6 +11,7 @@ import os
 import sys
 
 from .. import __version__
+from ..case.config import viscosity_scheme
 from ..case.problem import build_pressure_problem
 from ..io.layout import DYNAMIC_PRESSURE
 from ..linalg.solver import PressureSolver
@@ -343,8 +344,6 @@ def _flow_bar(case, state, enabled):
 def _opening_line(case, g, backend, gas):
     """What a flow run does, in one line: grid, solver, how viscosity (saying
     so when ``auto`` chose it) and gravity enter, backend."""
-    from ..case.config import viscosity_scheme
-
     scheme = viscosity_scheme(case)
     viscosity = f"{scheme} (auto)" if case.momentum.viscosity == "auto" else scheme
     return (f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "

@@ -137,9 +137,10 @@ class FlowSolver:
         # force and p_d ~ 0 in the liquid), else on the bottom wall.
         fs = case.geometry.free_surface
         self.y0 = float(fs) if fs is not None else 0.0
-        self.buoyancy = self.gravity * (self.rho_l - self.rho_g)
-        # The interface coefficients' gravity part: reduced gravity only.
-        self._buoyancy = self.buoyancy if self.reduced_gravity and self.gravity > 0 else 0.0
+        # The interface coefficients' gravity part, (rho_l - rho_g) G: reduced
+        # gravity only (0 otherwise).
+        self.buoyancy = (self.gravity * (self.rho_l - self.rho_g)
+                         if self.reduced_gravity and self.gravity > 0 else 0.0)
         self.viscous_records = None
         # The pressure solver: built once per run, updated every step.
         self._pressure = None
@@ -210,11 +211,11 @@ class FlowSolver:
         adv_u, adv_v = momentum.advection_terms(u, v, rho_x, rho_y, mu, hx, hy, self.s_left,
                                                 self.s_right, self.s_bottom, self.s_top)
         cx, cy = momentum.interface_coefficients(state.phi, self.yc, self.yf, hx, hy, self.sigma,
-                                                 self._buoyancy, self.y0)
-        forces = self.sigma > 0 or self._buoyancy != 0
+                                                 self.buoyancy, self.y0)
+        forces = self.sigma > 0 or self.buoyancy != 0
         gravity = 0.0 if self.reduced_gravity else self.gravity
         # Reduced gravity's consistency term on the v faces (momentum._density_mismatch).
-        reduced = (self.gravity if self._buoyancy != 0 else 0.0, self.rho_g, self.rho_l)
+        reduced = (self.gravity if self.buoyancy != 0 else 0.0, self.rho_g, self.rho_l)
         if self.implicit_viscosity:
             rhs_u = momentum.implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy)
             rhs_v = momentum.implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy)

@@ -35,7 +35,7 @@ from ..linalg.functions import cg
 from ..linalg.krylov.record import SolveRecord
 from . import viscosity_cuda
 
-__all__ = ["corner_viscosity", "shear_x", "shear_y", "ViscousSystem", "solve_viscous",
+__all__ = ["corner_viscosity", "ViscousSystem", "solve_viscous",
            "chebyshev_step", "chebyshev_bounds", "chebyshev_iterations"]
 
 
@@ -44,16 +44,6 @@ def corner_viscosity(mu, xp):
     cells around each corner (edge-copied at the walls)."""
     mp = xp.pad(mu, 1, mode="edge")
     return 0.25 * (mp[:-1, :-1] + mp[1:, :-1] + mp[:-1, 1:] + mp[1:, 1:])
-
-
-def shear_x(mu_n, vg, hx):
-    """``mu dv/dx`` at the corners, from ``v`` with its ghost columns."""
-    return mu_n * (vg[:, 1:] - vg[:, :-1]) / hx
-
-
-def shear_y(mu_n, ug, hy):
-    """``mu du/dy`` at the corners, from ``u`` with its ghost rows."""
-    return mu_n * (ug[1:, :] - ug[:-1, :]) / hy
 
 
 class ViscousSystem:
@@ -119,11 +109,6 @@ class ViscousSystem:
         """``D^-1 r``: the preconditioner."""
         return self.inv_diagonal * r
 
-    def explicit_stress(self, x):
-        """``L x`` on the interior faces (grid-shaped): the component's own
-        part of the stress, as the explicit step uses it."""
-        Sx = self.matvec(x.ravel()).reshape(self.shape2d)
-        return (self.rho_f * x - Sx) / self.dt
 
 
 #: Chebyshev steps at most per solve; past them (a very stiff system, where

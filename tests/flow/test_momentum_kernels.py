@@ -28,7 +28,7 @@ from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
 from bubbleflow.flow import levelset_ops, momentum
 from bubbleflow.flow.navier_stokes import FlowSolver, FlowState, StepReport
-from bubbleflow.flow.viscosity import ViscousSystem, corner_viscosity, shear_x, shear_y, solve_viscous
+from bubbleflow.flow.viscosity import ViscousSystem, corner_viscosity, solve_viscous
 from bubbleflow.mesh.levelset import heaviside
 from bubbleflow.operators.poisson import PoissonOperator
 
@@ -69,6 +69,16 @@ def case(name, *more):
 # ---------------------------------------------------------------------------
 # The flow step as it was (the old formulas, kept here to compare with).
 # ---------------------------------------------------------------------------
+
+def shear_x(mu_n, vg, hx):
+    """``mu dv/dx`` at the corners, from ``v`` with its ghost columns."""
+    return mu_n * (vg[:, 1:] - vg[:, :-1]) / hx
+
+
+def shear_y(mu_n, ug, hy):
+    """``mu du/dy`` at the corners, from ``u`` with its ghost rows."""
+    return mu_n * (ug[1:, :] - ug[:-1, :]) / hy
+
 
 class LegacyFlowSolver(FlowSolver):
     """FlowSolver's step with the array code it had before ``flow.momentum``."""
@@ -401,13 +411,13 @@ def twin_calls(flow, state, dt):
              flow.case.operator.face_density)
     H, rho, mu, rho_x, rho_y = m.fluid_properties.reference(*props)
     adv_u, adv_v = m.advection_terms.reference(u, v, rho_x, rho_y, mu, hx, hy, *walls)
-    coef = (phi, flow.yc, flow.yf, hx, hy, flow.sigma, flow._buoyancy, flow.y0)
+    coef = (phi, flow.yc, flow.yf, hx, hy, flow.sigma, flow.buoyancy, flow.y0)
     cx, cy = (np.ascontiguousarray(c) for c in m.interface_coefficients.reference(*coef))
-    forces = flow.sigma > 0 or flow._buoyancy != 0
+    forces = flow.sigma > 0 or flow.buoyancy != 0
     g = 0.0 if flow.reduced_gravity else flow.gravity
     us = m.explicit_velocity_u.reference(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy,
                                          flow.s_bottom, flow.s_top, forces)
-    red = (flow.gravity if flow._buoyancy != 0 else 0.0, flow.rho_g, flow.rho_l)
+    red = (flow.gravity if flow.buoyancy != 0 else 0.0, flow.rho_g, flow.rho_l)
     vs = m.explicit_velocity_v.reference(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy,
                                          flow.s_left, flow.s_right, g, forces, *red)
     rhs_u = m.implicit_rhs_u.reference(u, v, mu, rho_x, adv_u, dt, hx, hy)
