@@ -49,4 +49,32 @@ __device__ __forceinline__ unsigned warp_or(unsigned v) {
     return v;
 }
 
+// -inf (the identity of a maximum).
+#define BF_NEG_INF __longlong_as_double((long long)0xfff0000000000000ULL)
+
+// numpy.maximum / numpy.minimum / numpy.clip: a NaN in either argument wins.
+__device__ __forceinline__ T np_max(T a, T b) { return (a >= b || a != a) ? a : b; }
+__device__ __forceinline__ T np_min(T a, T b) { return (a <= b || a != a) ? a : b; }
+__device__ __forceinline__ T np_clip(T x, T lo, T hi) { return np_min(np_max(x, lo), hi); }
+
+// Largest of v over the block (a NaN wins); valid in thread 0.
+template <int NV>
+__device__ __forceinline__ void block_max(T* v, T* shm)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = (blockDim.x + 31) >> 5;
+    for (int k = 0; k < NV; ++k) {
+        T s = v[k];
+        for (int o = 16; o > 0; o >>= 1) s = np_max(s, __shfl_down_sync(0xffffffffu, s, o));
+        __syncthreads();
+        if (lane == 0) shm[warp] = s;
+        __syncthreads();
+        if (warp == 0) {
+            s = lane < nwarps ? shm[lane] : BF_NEG_INF;
+            for (int o = 16; o > 0; o >>= 1) s = np_max(s, __shfl_down_sync(0xffffffffu, s, o));
+            if (lane == 0) v[k] = s;
+        }
+    }
+}
+
 #endif

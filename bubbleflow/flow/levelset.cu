@@ -8,10 +8,6 @@
 
 #define BF_PI 3.141592653589793
 
-// numpy.maximum / numpy.minimum / numpy.clip: a NaN in either argument wins.
-__device__ __forceinline__ T np_max(T a, T b) { return (a >= b || a != a) ? a : b; }
-__device__ __forceinline__ T np_min(T a, T b) { return (a <= b || a != a) ? a : b; }
-__device__ __forceinline__ T np_clip(T x, T lo, T hi) { return np_min(np_max(x, lo), hi); }
 __device__ __forceinline__ T sq(T x) { return x * x; }
 
 // Cell k of a grid line of n cells at stride s, for -3 <= k < n + 3; outside

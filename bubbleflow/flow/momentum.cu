@@ -14,16 +14,10 @@
 #include "common.cuh"
 
 #define BF_PI 3.141592653589793
-#define BF_NEG_INF __longlong_as_double((long long)0xfff0000000000000ULL)
 #define BF_DBL_MAX 1.7976931348623157e308
 
 // Neither infinite nor NaN.
 __device__ __forceinline__ bool bf_finite(T x) { return fabs(x) <= BF_DBL_MAX; }
-
-// numpy.maximum / numpy.clip: a NaN in either argument wins.
-__device__ __forceinline__ T np_max(T a, T b) { return (a >= b || a != a) ? a : b; }
-__device__ __forceinline__ T np_min(T a, T b) { return (a <= b || a != a) ? a : b; }
-__device__ __forceinline__ T np_clip(T x, T lo, T hi) { return np_min(np_max(x, lo), hi); }
 
 // mesh.levelset.heaviside: the smoothed Heaviside of width eps.
 __device__ __forceinline__ T heaviside(T phi, T eps)
@@ -70,26 +64,6 @@ extern "C" __global__ void bf_mom_properties(
 }
 
 // ---------------------------------------------------- finite check and maxima
-
-// Largest of v over the block (a NaN wins); valid in thread 0.
-template <int NV>
-__device__ __forceinline__ void block_max(T* v, T* shm)
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nwarps = (blockDim.x + 31) >> 5;
-    for (int k = 0; k < NV; ++k) {
-        T s = v[k];
-        for (int o = 16; o > 0; o >>= 1) s = np_max(s, __shfl_down_sync(0xffffffffu, s, o));
-        __syncthreads();
-        if (lane == 0) shm[warp] = s;
-        __syncthreads();
-        if (warp == 0) {
-            s = lane < nwarps ? shm[lane] : BF_NEG_INF;
-            for (int o = 16; o > 0; o >>= 1) s = np_max(s, __shfl_down_sync(0xffffffffu, s, o));
-            if (lane == 0) v[k] = s;
-        }
-    }
-}
 
 #define BF_NS 4   // non-finite seen, max |u|, max |v|, max mu / rho
 

@@ -43,7 +43,7 @@ from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
 from ..linalg.solver import PressureSolver
 from . import levelset_ops, momentum
-from .viscosity import ViscousSystem, solve_viscous
+from .viscosity import ViscousSystem, solve_viscous_systems
 
 __all__ = ["FlowState", "FlowSolver", "StepReport"]
 
@@ -231,27 +231,25 @@ class FlowSolver:
         return us, vs
 
     def _implicit_solves(self, state, dt, mu, rho_x, rho_y, rhs_u, rhs_v):
-        """The two viscous solves (backward Euler, :mod:`.viscosity`): the
-        interior faces' ``u`` and ``v`` before the forces join
+        """The two viscous solves (backward Euler, :mod:`.viscosity`), side by
+        side: the interior faces' ``u`` and ``v`` before the forces join
         (:func:`.momentum.implicit_velocity_u`)."""
         u, v = state.u, state.v
         hx, hy = self.hx, self.hy
         mu_n = None                          # (the coefficients' twin forms the corners)
-        systems = (("u", rho_x, rhs_u, u[:, 1:-1], (self.s_bottom, self.s_top)),
-                   ("v", rho_y, rhs_v, v[1:-1, :], (self.s_left, self.s_right)))
-        records, out = [], []
-        for name, rho_f, rhs, old, signs in systems:
-            S = ViscousSystem(name, mu, mu_n, rho_f, dt, hx, hy, signs)
-            x, rec = solve_viscous(S, rhs.ravel(), old.ravel(), self.case.momentum.viscous_rtol)
+        systems = [ViscousSystem("u", mu, mu_n, rho_x, dt, hx, hy, (self.s_bottom, self.s_top)),
+                   ViscousSystem("v", mu, mu_n, rho_y, dt, hx, hy, (self.s_left, self.s_right))]
+        solved = solve_viscous_systems(systems, [rhs_u.ravel(), rhs_v.ravel()],
+                                       [u[:, 1:-1].ravel(), v[1:-1, :].ravel()],
+                                       self.case.momentum.viscous_rtol)
+        for S, (_, rec) in zip(systems, solved):
             if not rec.converged:
                 raise FloatingPointError(
-                    f"the implicit viscous solve for {name} did not converge at t = "
+                    f"the implicit viscous solve for {S.component} did not converge at t = "
                     f"{state.time:.6g}: {rec.reason} after {rec.iterations} iterations, "
                     f"relative residual {rec.residual:.3g}")
-            out.append(x)
-            records.append(rec)
-        self.viscous_records = records
-        return out[0], out[1]
+        self.viscous_records = [rec for _, rec in solved]
+        return solved[0][0], solved[1][0]
 
     def pressure_solver(self, A, phi):
         """The run's pressure solver, set up for the operator ``A`` of this
@@ -300,7 +298,7 @@ class FlowSolver:
 
         Host synchronisations: the finite check together with the time
         step's maxima (one transfer), the pressure solve's (its two starting
-        norms, and the solver's own), the implicit viscous solves', and the
+        norms, and the solver's own), the implicit viscous solves' (two transfers), and the
         diagnostics together with the divergence norms (one transfer).
         """
         clock = self.clock

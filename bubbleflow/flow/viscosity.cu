@@ -9,36 +9,128 @@
 // Along the component's own axis (columns for u, rows for v) the walls carry
 // zero velocity; across the other axis the ghost is s x (s = -1 no-slip,
 // +1 free-slip).
+#include "common.cuh"
+
+// S v at face p (flat index j * nx + i) of a component's interior faces.
+__device__ __forceinline__ T visc_apply(
+    const T* __restrict__ rho, const T* __restrict__ kp, const T* __restrict__ km,
+    const T* __restrict__ tp, const T* __restrict__ tm, const T* __restrict__ v,
+    long long p, int ny, int nx, int normal_is_x, T s_low, T s_high)
+{
+    const int j = (int)(p / nx), i = (int)(p - (long long)j * nx);
+    const T c = v[p];
+    T xm, xq, ym, yq;
+    if (normal_is_x) {
+        xm = i > 0 ? v[p - 1] : (T)0;
+        xq = i < nx - 1 ? v[p + 1] : (T)0;
+        ym = j > 0 ? v[p - nx] : s_low * c;
+        yq = j < ny - 1 ? v[p + nx] : s_high * c;
+    } else {
+        xm = j > 0 ? v[p - nx] : (T)0;
+        xq = j < ny - 1 ? v[p + nx] : (T)0;
+        ym = i > 0 ? v[p - 1] : s_low * c;
+        yq = i < nx - 1 ? v[p + 1] : s_high * c;
+    }
+    const T Lx = kp[p] * (xq - c) - km[p] * (c - xm) + tp[p] * (yq - c) - tm[p] * (c - ym);
+    return rho[p] * c - Lx;
+}
+
+// One Chebyshev step of one system over the faces this block's stride covers.
+__device__ __forceinline__ void visc_chebyshev(
+    const T* __restrict__ rho, const T* __restrict__ kp, const T* __restrict__ km,
+    const T* __restrict__ tp, const T* __restrict__ tm, const T* __restrict__ inv_diag,
+    T* __restrict__ x, T* __restrict__ r, const T* __restrict__ d, T* __restrict__ dn,
+    int ny, int nx, int normal_is_x, T s_low, T s_high, T keep, T gain, int block, int nblocks)
+{
+    const long long n = (long long)ny * nx;
+    for (long long p = (long long)block * blockDim.x + threadIdx.x; p < n;
+         p += (long long)nblocks * blockDim.x) {
+        const T c = d[p];
+        const T Sd = visc_apply(rho, kp, km, tp, tm, d, p, ny, nx, normal_is_x, s_low, s_high);
+        x[p] = x[p] + c;
+        const T rn = r[p] - Sd;
+        r[p] = rn;
+        dn[p] = keep * c + gain * (inv_diag[p] * rn);
+    }
+}
+
 extern "C" __global__ void bf_visc_chebyshev_step(
     const T* __restrict__ rho, const T* __restrict__ kp, const T* __restrict__ km,
     const T* __restrict__ tp, const T* __restrict__ tm, const T* __restrict__ inv_diag,
     T* __restrict__ x, T* __restrict__ r, const T* __restrict__ d, T* __restrict__ dn,
     int ny, int nx, int normal_is_x, T s_low, T s_high, T keep, T gain)
 {
+    visc_chebyshev(rho, kp, km, tp, tm, inv_diag, x, r, d, dn, ny, nx, normal_is_x, s_low,
+                   s_high, keep, gain, blockIdx.x, gridDim.x);
+}
+
+// One Chebyshev step of two systems (the two velocity components) in one
+// launch: blockIdx.y picks the system; a system whose steps are done
+// (active 0) is left alone.
+#define VISC_SYSTEM(s) \
+    const T* __restrict__ rho##s, const T* __restrict__ kp##s, const T* __restrict__ km##s, \
+    const T* __restrict__ tp##s, const T* __restrict__ tm##s, const T* __restrict__ inv##s, \
+    T* __restrict__ x##s, T* __restrict__ r##s, const T* __restrict__ d##s, T* __restrict__ dn##s, \
+    int ny##s, int nx##s, int normal_is_x##s, int active##s, T s_low##s, T s_high##s, \
+    T keep##s, T gain##s
+#define VISC_CALL(s) \
+    if (active##s) visc_chebyshev(rho##s, kp##s, km##s, tp##s, tm##s, inv##s, x##s, r##s, d##s, \
+        dn##s, ny##s, nx##s, normal_is_x##s, s_low##s, s_high##s, keep##s, gain##s, blockIdx.x, \
+        gridDim.x)
+extern "C" __global__ void bf_visc_chebyshev_pair(VISC_SYSTEM(0), VISC_SYSTEM(1))
+{
+    if (blockIdx.y == 0) { VISC_CALL(0); } else { VISC_CALL(1); }
+}
+
+// The residual r = rhs - S x (written where r is not null) and per-block
+// partial reductions of what the Chebyshev solve reads: sum rhs^2, sum r^2,
+// min rho / D, max D, min D; partial[k * gridDim.x + block].
+extern "C" __global__ void bf_visc_scalars_partial(
+    const T* __restrict__ rho, const T* __restrict__ kp, const T* __restrict__ km,
+    const T* __restrict__ tp, const T* __restrict__ tm, const T* __restrict__ diag,
+    const T* __restrict__ rhs, const T* __restrict__ x, T* __restrict__ r,
+    T* __restrict__ partial, int ny, int nx, int normal_is_x, T s_low, T s_high)
+{
+    __shared__ T shm[32];
     const long long n = (long long)ny * nx;
+    T v[2] = {0.0, 0.0};
+    T mx[3] = {BF_NEG_INF, BF_NEG_INF, BF_NEG_INF};     // max -rho / D, max D, max -D
     for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
          p += (long long)gridDim.x * blockDim.x) {
-        const int j = (int)(p / nx), i = (int)(p - (long long)j * nx);
-        const T c = d[p];
-        T xm, xq, ym, yq;
-        if (normal_is_x) {
-            xm = i > 0 ? d[p - 1] : (T)0;
-            xq = i < nx - 1 ? d[p + 1] : (T)0;
-            ym = j > 0 ? d[p - nx] : s_low * c;
-            yq = j < ny - 1 ? d[p + nx] : s_high * c;
-        } else {
-            xm = j > 0 ? d[p - nx] : (T)0;
-            xq = j < ny - 1 ? d[p + nx] : (T)0;
-            ym = i > 0 ? d[p - 1] : s_low * c;
-            yq = i < nx - 1 ? d[p + 1] : s_high * c;
-        }
-        const T Lx = kp[p] * (xq - c) - km[p] * (c - xm) + tp[p] * (yq - c) - tm[p] * (c - ym);
-        const T Sd = rho[p] * c - Lx;
-        x[p] = x[p] + c;
-        const T rn = r[p] - Sd;
-        r[p] = rn;
-        dn[p] = keep * c + gain * (inv_diag[p] * rn);
+        const T b = rhs[p];
+        const T res = b - visc_apply(rho, kp, km, tp, tm, x, p, ny, nx, normal_is_x, s_low, s_high);
+        if (r) r[p] = res;
+        v[0] += b * b;
+        v[1] += res * res;
+        const T dp = diag[p];
+        mx[0] = np_max(mx[0], -(rho[p] / dp));
+        mx[1] = np_max(mx[1], dp);
+        mx[2] = np_max(mx[2], -dp);
     }
+    block_sum<2>(v, shm);
+    block_max<3>(mx, shm);
+    if (threadIdx.x == 0) {
+        const int g = gridDim.x, b = blockIdx.x;
+        partial[b] = v[0];
+        partial[g + b] = v[1];
+        for (int k = 0; k < 3; ++k) partial[(2 + k) * g + b] = mx[k];
+    }
+}
+
+// One block: [||rhs||, ||r||, min rho / D, max D, min D] from the partials.
+extern "C" __global__ void bf_visc_scalars_final(
+    const T* __restrict__ partial, const int nblocks, T* __restrict__ out)
+{
+    __shared__ T shm[32];
+    for (int k = 0; k < 2; ++k) {
+        const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
+        if (threadIdx.x == 0) out[k] = sqrt(s);
+    }
+    T mx[3] = {BF_NEG_INF, BF_NEG_INF, BF_NEG_INF};
+    for (int i = threadIdx.x; i < nblocks; i += blockDim.x)
+        for (int k = 0; k < 3; ++k) mx[k] = np_max(mx[k], partial[(2 + k) * nblocks + i]);
+    block_max<3>(mx, shm);
+    if (threadIdx.x == 0) { out[2] = -mx[0]; out[3] = mx[1]; out[4] = -mx[2]; }
 }
 
 // mu at corner (J, I) of the (ny+1) x (nx+1) corners: the mean of the four
@@ -103,22 +195,6 @@ extern "C" __global__ void bf_visc_residual(
 {
     const long long n = (long long)ny * nx;
     for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
-         p += (long long)gridDim.x * blockDim.x) {
-        const int j = (int)(p / nx), i = (int)(p - (long long)j * nx);
-        const T c = x[p];
-        T xm, xq, ym, yq;
-        if (normal_is_x) {
-            xm = i > 0 ? x[p - 1] : (T)0;
-            xq = i < nx - 1 ? x[p + 1] : (T)0;
-            ym = j > 0 ? x[p - nx] : s_low * c;
-            yq = j < ny - 1 ? x[p + nx] : s_high * c;
-        } else {
-            xm = j > 0 ? x[p - nx] : (T)0;
-            xq = j < ny - 1 ? x[p + nx] : (T)0;
-            ym = i > 0 ? x[p - 1] : s_low * c;
-            yq = i < nx - 1 ? x[p + 1] : s_high * c;
-        }
-        const T Lx = kp[p] * (xq - c) - km[p] * (c - xm) + tp[p] * (yq - c) - tm[p] * (c - ym);
-        out[p] = rhs[p] - (rho[p] * c - Lx);
-    }
+         p += (long long)gridDim.x * blockDim.x)
+        out[p] = rhs[p] - visc_apply(rho, kp, km, tp, tm, x, p, ny, nx, normal_is_x, s_low, s_high);
 }

@@ -35,8 +35,9 @@ from ..linalg.functions import cg
 from ..linalg.krylov.record import SolveRecord
 from . import viscosity_cuda
 
-__all__ = ["corner_viscosity", "ViscousSystem", "solve_viscous",
-           "chebyshev_step", "chebyshev_bounds", "chebyshev_iterations"]
+__all__ = ["corner_viscosity", "ViscousSystem", "solve_viscous", "solve_viscous_systems",
+           "chebyshev_step", "chebyshev_sweep", "chebyshev_interval", "chebyshev_iterations",
+           "chebyshev_schedule", "residual_scalars"]
 
 
 def corner_viscosity(mu, xp):
@@ -127,16 +128,30 @@ def chebyshev_step(S, x, r, d, d_new, keep, gain):
     return x
 
 
-def chebyshev_bounds(S):
-    """``(a, b, sqrt(max D / min D))`` for the Jacobi-preconditioned ``S``:
-    Gershgorin puts the eigenvalues of ``D^-1 S`` in ``[a, 2 - a]`` with ``a
-    = min rho_f / D`` (every row's off-diagonal sum is at most ``D - rho_f``),
-    and the last factor turns the ``D^-1``-norm bound into a 2-norm one.
-    One transfer."""
-    xp = S.xp
-    d = S.diagonal
-    lo, dmax, dmin = (float(v) for v in S.backend.to_host(
-        xp.stack([(S.rho_f / d).min(), d.max(), d.min()])))
+@twin
+def chebyshev_sweep(systems, xs, rs, ds, schedules):
+    """The Chebyshev steps of several systems, in place on ``xs`` and ``rs``
+    (``ds``, the first directions, are overwritten): system ``i`` takes
+    ``len(schedules[i])`` steps (:func:`chebyshev_step`) with the ``(keep,
+    gain)`` pairs of ``schedules[i]``.  Returns ``xs``.  (On the GPU one
+    launch per step serves both velocity components.)"""
+    xp = systems[0].xp
+    ds = list(ds)
+    spare = [xp.empty_like(d) for d in ds]
+    for k in range(max((len(s) for s in schedules), default=0)):
+        for i, S in enumerate(systems):
+            if k < len(schedules[i]):
+                chebyshev_step(S, xs[i], rs[i], ds[i], spare[i], *schedules[i][k])
+                ds[i], spare[i] = spare[i], ds[i]
+    return xs
+
+
+def chebyshev_interval(lo, dmax, dmin):
+    """``(a, b, sqrt(max D / min D))`` for the Jacobi-preconditioned system
+    from ``lo = min rho_f / D`` and the diagonal's extremes: Gershgorin puts
+    the eigenvalues of ``D^-1 S`` in ``[a, 2 - a]`` with ``a = lo`` (every
+    row's off-diagonal sum is at most ``D - rho_f``), and the last factor
+    turns the ``D^-1``-norm bound into a 2-norm one."""
     return lo, 2.0 - lo, math.sqrt(dmax / dmin)
 
 
@@ -151,6 +166,21 @@ def chebyshev_iterations(a, b, reduction):
     if sigma <= 0.0:
         return 1
     return max(1, math.ceil(math.log(reduction / 2.0) / math.log(sigma)))
+
+
+def chebyshev_schedule(a, b, steps):
+    """``(first, [(keep, gain), ...])``: the factor of the first direction
+    ``d = first D^-1 r`` and the ``steps`` coefficients of the three-term
+    Chebyshev recurrence on ``[a, b]`` (Saad, Iterative Methods, alg. 12.1)."""
+    theta, delta = 0.5 * (b + a), 0.5 * (b - a)
+    sigma1 = theta / delta
+    rho_k = 1.0 / sigma1
+    schedule = []
+    for _ in range(steps):
+        rho_next = 1.0 / (2.0 * sigma1 - rho_k)
+        schedule.append((rho_next * rho_k, 2.0 * rho_next / delta))
+        rho_k = rho_next
+    return 1.0 / theta, schedule
 
 
 @twin
@@ -190,57 +220,89 @@ def viscous_residual(S, rhs, x):
     return rhs - S.matvec(x)
 
 
+@twin
+def residual_scalars(S, rhs, x):
+    """``(r, scalars)``: the residual ``rhs - S x`` (flat) and, on the
+    device, ``[||rhs||, ||r||, min rho_f / D, max D, min D]``: what the
+    Chebyshev solve reads (:func:`chebyshev_interval`), in one transfer."""
+    xp = S.xp
+    r = viscous_residual(S, rhs, x)
+    d = S.diagonal.ravel()
+    return r, xp.stack([xp.sqrt((rhs * rhs).sum()), xp.sqrt((r * r).sum()),
+                        (S.rho_f.ravel() / d).min(), d.max(), d.min()])
+
+
 def solve_viscous(S, rhs, x0, rtol):
     """``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns ``(x, record)``
-    (a :class:`~bubbleflow.linalg.krylov.record.SolveRecord`, ``engine``
-    ``"chebyshev"``).
+    (:func:`solve_viscous_systems` for one system)."""
+    return solve_viscous_systems([S], [rhs], [x0], rtol)[0]
+
+
+def solve_viscous_systems(systems, rhss, x0s, rtol):
+    """Each ``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns a list
+    of ``(x, record)`` (:class:`~bubbleflow.linalg.krylov.record.SolveRecord`,
+    ``engine`` ``"chebyshev"``).
 
     Jacobi-preconditioned Chebyshev iteration on the Gershgorin interval
-    (:func:`chebyshev_bounds`): no inner products, so no host
-    synchronisation inside the iteration, one launch per step on the GPU.
-    The step count follows from the interval and the starting residual, and
-    bounds the 2-norm residual; the true residual is checked once at the
-    end, and should rounding have left it above the tolerance the
-    preconditioned CG (:func:`bubbleflow.cg`) finishes from there.
+    (:func:`chebyshev_interval`): no inner products, so no host
+    synchronisation inside the iteration.  The step count follows from the
+    interval and the starting residual, and bounds the 2-norm residual.  The
+    systems (the velocity components) are solved side by side: one transfer
+    of every system's starting norms and interval, their steps
+    (:func:`chebyshev_sweep`), one transfer of their final residuals.  Should
+    rounding leave a system above its tolerance, the preconditioned CG
+    (:func:`bubbleflow.cg`) finishes it from there.
     """
     t0 = time.perf_counter()
-    xp = S.xp
-    x = xp.array(x0, dtype=np.float64)
-    r = viscous_residual(S, rhs, x)
-    fnorm, rnorm = (float(v) for v in S.backend.to_host(
-        xp.sqrt(xp.stack([(rhs * rhs).sum(), (r * r).sum()]))))
-    record = SolveRecord(method="chebyshev", preconditioner="jacobi", rtol=float(rtol),
-                         engine="chebyshev")
-    tol = rtol * fnorm
-    steps = 0
-    if rnorm > tol:
-        a, b, spread = chebyshev_bounds(S)
-        steps = min(chebyshev_iterations(a, b, tol / (rnorm * spread)), MAX_CHEBYSHEV_STEPS)
-        theta, delta = 0.5 * (b + a), 0.5 * (b - a)
-        sigma1 = theta / delta
-        rho_k = 1.0 / sigma1
-        d = (1.0 / theta) * (S.inv_diagonal * r)
-        d_new = xp.empty_like(d)
-        for _ in range(steps):
-            rho_next = 1.0 / (2.0 * sigma1 - rho_k)
-            chebyshev_step(S, x, r, d, d_new, rho_next * rho_k, 2.0 * rho_next / delta)
-            d, d_new, rho_k = d_new, d, rho_next
-        res = viscous_residual(S, rhs, x)
-        rnorm = float(S.backend.to_host(xp.sqrt((res * res).sum())))
-    record.iterations = steps
-    record.residual = rnorm / fnorm if fnorm > 0 else 0.0
-    record.converged = rnorm <= tol or fnorm == 0.0
-    record.reason = "converged" if record.converged else "maxiter"
-    record.solve_seconds = time.perf_counter() - t0
-    if record.converged:
-        return x, record
-    x, finish = cg(S, rhs, x0=x, rtol=rtol, M=S.jacobi, nullspace=None, engine="generic")
-    finish.iterations += steps
-    finish.engine = "chebyshev+cg"
-    return x, finish
+    xp = systems[0].xp
+    backend = systems[0].backend
+    xs = [xp.array(x0, dtype=np.float64) for x0 in x0s]
+    starts = [residual_scalars(S, rhs, x) for S, rhs, x in zip(systems, rhss, xs)]
+    rs = [r for r, _ in starts]
+    host = np.asarray(backend.to_host(xp.concatenate([sc for _, sc in starts]))).reshape(-1, 5)
+    tols, steps, schedules, ds = [], [], [], []
+    for S, r, (fnorm, rnorm, lo, dmax, dmin) in zip(systems, rs, host):
+        tols.append(rtol * fnorm)
+        k, schedule, d = 0, [], None
+        if rnorm > tols[-1]:
+            a, b, spread = chebyshev_interval(lo, dmax, dmin)
+            k = min(chebyshev_iterations(a, b, tols[-1] / (rnorm * spread)), MAX_CHEBYSHEV_STEPS)
+            first, schedule = chebyshev_schedule(a, b, k)
+            d = first * (S.inv_diagonal * r)
+        steps.append(k)
+        schedules.append(schedule)
+        ds.append(d)
+    moved = [i for i, k in enumerate(steps) if k]
+    rnorms = host[:, 1].copy()
+    if moved:
+        chebyshev_sweep([systems[i] for i in moved], [xs[i] for i in moved],
+                        [rs[i] for i in moved], [ds[i] for i in moved],
+                        [schedules[i] for i in moved])
+        ends = [residual_scalars(systems[i], rhss[i], xs[i])[1][1:2] for i in moved]
+        rnorms[moved] = np.asarray(backend.to_host(xp.concatenate(ends)))
+    seconds = (time.perf_counter() - t0) / len(systems)
+    out = []
+    for S, rhs, x, x0, fnorm, rnorm, tol, k in zip(systems, rhss, xs, x0s, host[:, 0], rnorms,
+                                                    tols, steps):
+        record = SolveRecord(method="chebyshev", preconditioner="jacobi", rtol=float(rtol),
+                             engine="chebyshev")
+        record.iterations = k
+        record.residual = float(rnorm / fnorm) if fnorm > 0 else 0.0
+        record.converged = bool(rnorm <= tol or fnorm == 0.0)
+        record.reason = "converged" if record.converged else "maxiter"
+        record.solve_seconds = seconds
+        if not record.converged:
+            x, record = cg(S, rhs, x0=x, rtol=rtol, M=S.jacobi, nullspace=None, engine="generic")
+            record.iterations += k
+            record.engine = "chebyshev+cg"
+        out.append((x, record))
+    return out
 
 
-# The CUDA variant (viscosity_cuda.py, kernel in viscosity.cu): one launch per step.
+# The CUDA variants (viscosity_cuda.py, kernels in viscosity.cu): one launch per
+# Chebyshev step (both components in one), two per residual and its scalars.
 chebyshev_step.register("cupy")(viscosity_cuda.chebyshev_step)
+chebyshev_sweep.register("cupy")(viscosity_cuda.chebyshev_sweep)
 viscous_coefficients.register("cupy")(viscosity_cuda.viscous_coefficients)
 viscous_residual.register("cupy")(viscosity_cuda.viscous_residual)
+residual_scalars.register("cupy")(viscosity_cuda.residual_scalars)

@@ -1,10 +1,13 @@
-"""CUDA twin of the implicit viscous solve's Chebyshev step (CuPy, float64).
+"""CUDA twins of the implicit viscous solve (CuPy, float64).
 
-Registered on :func:`bubbleflow.flow.viscosity.chebyshev_step`; the kernel is
-``viscosity.cu`` beside this file: one launch per step where the array code
-launches about twenty.  Compiled without FMA contraction, in the array code's
-order of operations: the same bits.  Another dtype returns ``NotImplemented``
-(the array code runs).  CuPy is imported inside the function only.
+Registered on :mod:`bubbleflow.flow.viscosity`'s twins; the kernels are
+``viscosity.cu`` beside this file: one launch per Chebyshev step (of both
+velocity components: ``chebyshev_sweep``) where the array code launches about
+twenty per component.  Compiled without FMA contraction, in the array code's
+order of operations: the same bits (the reductions of ``residual_scalars``
+sum in a fixed order of their own).  Another dtype or layout returns
+``NotImplemented`` (the array code runs).  CuPy is imported inside the
+functions only.
 """
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ import numpy as np
 
 from ..compute import cuda
 
-__all__ = ["chebyshev_step", "viscous_coefficients", "viscous_residual"]
+__all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous_residual",
+           "residual_scalars"]
 
 _OPTIONS = ("--fmad=false",)
 _THREADS = 256
+_REDUCE_BLOCKS = 1024
 
 
 @cuda.kernel_cache
@@ -54,9 +59,7 @@ def viscous_residual(S, rhs, x):
     """Twin of ``viscosity.viscous_residual``: ``rhs - S x``, one launch."""
     import cupy as cp
 
-    arrays = (S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, rhs, x)
-    if any(getattr(a, "dtype", None) != np.float64 for a in arrays) or \
-            not all(a.flags.c_contiguous for a in arrays):
+    if _system_arrays(S, rhs, x) is None:
         return NotImplemented
     ny, nx = S.shape2d
     out = cp.empty(ny * nx, dtype=np.float64)
@@ -67,17 +70,76 @@ def viscous_residual(S, rhs, x):
     return out
 
 
+def _system_arrays(S, *work):
+    """The kernels' arrays of ``S`` and ``work``, or None if one is not
+    contiguous float64."""
+    arrays = (S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, S.inv_diagonal, *work)
+    if any(getattr(a, "dtype", None) != np.float64 for a in arrays) or \
+            not all(a.flags.c_contiguous for a in arrays):
+        return None
+    return arrays
+
+
+def residual_scalars(S, rhs, x):
+    """Twin of ``viscosity.residual_scalars``: the residual and per-block
+    partial sums and maxima in one launch, then one block."""
+    import cupy as cp
+
+    arrays = _system_arrays(S, rhs, x)
+    if arrays is None or S.diagonal.dtype != np.float64 or not S.diagonal.flags.c_contiguous:
+        return NotImplemented
+    ny, nx = S.shape2d
+    r = cp.empty(ny * nx, dtype=np.float64)
+    blocks = max(1, min(-(-(ny * nx) // _THREADS), _REDUCE_BLOCKS))
+    partial = cp.empty(5 * blocks, dtype=np.float64)
+    _kernel("bf_visc_scalars_partial")((blocks,), (_THREADS,), (
+        S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, S.diagonal, rhs, x, r, partial,
+        np.int32(ny), np.int32(nx), np.int32(S.component == "u"), np.float64(S.s_low),
+        np.float64(S.s_high)))
+    out = cp.empty(5, dtype=np.float64)
+    _kernel("bf_visc_scalars_final")((1,), (_THREADS,), (partial, np.int32(blocks), out))
+    return r, out
+
+
+def chebyshev_sweep(systems, xs, rs, ds, schedules):
+    """Twin of ``viscosity.chebyshev_sweep`` for two systems: one launch of
+    ``bf_visc_chebyshev_pair`` per step (``blockIdx.y`` the system)."""
+    import cupy as cp
+
+    if len(systems) != 2:
+        return NotImplemented
+    spare = [cp.empty_like(d) for d in ds]
+    parts = []
+    for S, x, r, d, e in zip(systems, xs, rs, ds, spare):
+        arrays = _system_arrays(S, x, r, d, e)
+        if arrays is None:
+            return NotImplemented
+        ny, nx = S.shape2d
+        parts.append((arrays, (np.int32(ny), np.int32(nx), np.int32(S.component == "u")),
+                      (np.float64(S.s_low), np.float64(S.s_high))))
+    blocks = max(_blocks(S.shape2d[0] * S.shape2d[1])[0][0] for S in systems)
+    kernel = _kernel("bf_visc_chebyshev_pair")
+    steps = max(len(s) for s in schedules)
+    for k in range(steps):
+        args = []
+        for (arrays, ints, walls), schedule in zip(parts, schedules):
+            fields = arrays if k % 2 == 0 else arrays[:8] + (arrays[9], arrays[8])
+            keep, gain = schedule[k] if k < len(schedule) else (0.0, 0.0)
+            args += [*fields, *ints, np.int32(k < len(schedule)), *walls, np.float64(keep),
+                     np.float64(gain)]
+        kernel((blocks, 2), (_THREADS,), tuple(args))
+    return xs
+
+
 def chebyshev_step(S, x, r, d, d_new, keep, gain):
     """``x += d; r -= S d; d_new = keep d + gain D^-1 r`` (twin:
     ``viscosity.chebyshev_step``): one launch."""
-    arrays = (S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, S.inv_diagonal, x, r, d, d_new)
-    if any(getattr(a, "dtype", None) != np.float64 for a in arrays) or \
-            not all(a.flags.c_contiguous for a in arrays):
+    arrays = _system_arrays(S, x, r, d, d_new)
+    if arrays is None:
         return NotImplemented
     ny, nx = S.shape2d
     grid, block = _blocks(ny * nx)
-    _kernel()(grid, block,
-              (S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, S.inv_diagonal,
-               x, r, d, d_new, np.int32(ny), np.int32(nx), np.int32(S.component == "u"),
-               np.float64(S.s_low), np.float64(S.s_high), np.float64(keep), np.float64(gain)))
+    _kernel()(grid, block, (*arrays, np.int32(ny), np.int32(nx), np.int32(S.component == "u"),
+                            np.float64(S.s_low), np.float64(S.s_high), np.float64(keep),
+                            np.float64(gain)))
     return x

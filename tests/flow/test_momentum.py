@@ -240,7 +240,7 @@ def test_snapshots_hold_the_whole_pressure_and_the_dynamic_one(tmp_path):
 def test_chebyshev_viscous_solve_reaches_rtol_without_cg(component, signs, backend):
     """The Gershgorin interval and the step count make Chebyshev alone reach
     the tolerance (no CG finish), on a stiff system (dt nu / h^2 ~ 50)."""
-    from bubbleflow.flow.viscosity import chebyshev_bounds, solve_viscous
+    from bubbleflow.flow.viscosity import chebyshev_interval, residual_scalars, solve_viscous
 
     rng = np.random.default_rng(5)
     xp = backend.xp
@@ -249,7 +249,8 @@ def test_chebyshev_viscous_solve_reaches_rtol_without_cg(component, signs, backe
     shape = (ny, nx - 1) if component == "u" else (ny - 1, nx)
     rho_f = xp.asarray(np.where(rng.random(shape) < 0.5, 1000.0, 1.0))
     S = ViscousSystem(component, mu, corner_viscosity(mu, xp), rho_f, 0.01, 1 / 24, 1 / 24, signs)
-    a, b, _ = chebyshev_bounds(S)
+    zero = xp.zeros(rho_f.size)
+    a, b, _ = chebyshev_interval(*backend.to_host(residual_scalars(S, zero, zero)[1])[2:])
     lam = np.linalg.eigvals(np.diag(1 / np.diag(dense(S))) @ dense(S)).real
     assert a - 1e-12 <= lam.min() and lam.max() <= b + 1e-12
     rhs = xp.asarray(rng.standard_normal(rho_f.size))
@@ -288,3 +289,60 @@ def test_chebyshev_step_kernel_is_its_twin_to_the_bit(backend):
             assert xp.array_equal(a, b)
         rhs, x = args[0], args[1]
         assert xp.array_equal(viscous_residual.reference(S, rhs, x), viscous_residual(S, rhs, x))
+
+
+def _viscous_pair(xp, rng):
+    """A u and a v system of one 2-D grid, random viscosity and face densities."""
+    ny, nx = 21, 14
+    mu = xp.asarray(np.where(rng.random((ny, nx)) < 0.5, 10.0, 0.1))
+    return [ViscousSystem(c, mu, None, xp.asarray(rng.uniform(1.0, 1000.0, shape)), 0.01,
+                          1 / 14, 1 / 21, signs)
+            for c, shape, signs in (("u", (ny, nx - 1), (-1.0, 1.0)),
+                                    ("v", (ny - 1, nx), (1.0, -1.0)))]
+
+
+@pytest.mark.gpu
+def test_viscous_sweep_and_scalars_kernels_match_their_twins(backend):
+    """Both components' Chebyshev steps in one launch per step are the
+    single-system steps to the bit (the systems taking different numbers of
+    steps); the residual's scalars match the array code's."""
+    from bubbleflow.flow.viscosity import chebyshev_sweep, residual_scalars
+
+    if backend.name != "cupy":
+        pytest.skip("the CUDA variant runs on CuPy")
+    rng = np.random.default_rng(8)
+    xp = backend.xp
+    systems = _viscous_pair(xp, rng)
+    schedules = [[(0.3 + 0.01 * k, 1.1 - 0.02 * k) for k in range(n)] for n in (7, 4)]
+    start = [[xp.asarray(rng.standard_normal(S.shape[0])) for _ in range(3)] for S in systems]
+    ref = [[a.copy() for a in arrays] for arrays in start]
+    out = [[a.copy() for a in arrays] for arrays in start]
+    chebyshev_sweep.reference(systems, *zip(*ref), schedules)
+    sweep = chebyshev_sweep.variant("cupy")
+    assert sweep(systems, *zip(*out), schedules) is not NotImplemented
+    for a, b in zip(ref, out):
+        assert xp.array_equal(a[0], b[0]) and xp.array_equal(a[1], b[1])
+    for S, (rhs, x, _) in zip(systems, start):
+        r_ref, sc_ref = residual_scalars.reference(S, rhs, x)
+        r, sc = residual_scalars(S, rhs, x)
+        assert xp.array_equal(r_ref, r)
+        assert np.allclose(backend.to_host(sc), backend.to_host(sc_ref), rtol=1e-13, atol=0)
+        assert xp.array_equal(sc[2:], sc_ref[2:])          # extremes are exact
+
+
+def test_viscous_systems_solved_together_as_one_by_one(backend):
+    """Solving the two components side by side gives each one's own solve."""
+    from bubbleflow.flow.viscosity import solve_viscous, solve_viscous_systems
+
+    rng = np.random.default_rng(9)
+    xp = backend.xp
+    systems = _viscous_pair(xp, rng)
+    rhss = [xp.asarray(rng.standard_normal(S.shape[0])) for S in systems]
+    x0s = [xp.zeros_like(b) for b in rhss]
+    together = solve_viscous_systems(systems, rhss, x0s, 1e-10)
+    for S, rhs, x0, (x, rec) in zip(systems, rhss, x0s, together):
+        alone, rec1 = solve_viscous(S, rhs, x0, 1e-10)
+        assert rec.converged and rec.iterations == rec1.iterations > 5
+        assert xp.array_equal(x, alone)
+        assert float(backend.to_host(xp.linalg.norm(rhs - S.matvec(x)))) <= \
+            1e-10 * float(backend.to_host(xp.linalg.norm(rhs)))
