@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..compute.host_memory import keep_freed_memory
 from ..case.config import BACKENDS, CaseError, load_case
 from ..version import installed_version
 
@@ -127,6 +128,8 @@ def main(argv=None):
     argv : list of str, optional
         Arguments without the program name (default ``sys.argv[1:]``).
     """
+    # Freed NumPy arrays reused instead of mapped afresh (compute/host_memory.py).
+    keep_freed_memory()
     parser = build_parser()
     try:
         # Subcommands that set `one_line_errors` report argument errors as a

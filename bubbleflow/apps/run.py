@@ -288,7 +288,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
             if on_snapshot or state.time >= case.time.end:
                 _snapshot(writer, solver, state, backend)
             if bar is not None:
-                bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}")
+                bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}", refresh=False)
                 bar.update(rep.dt)
         if blown:
             status = "failed"

@@ -31,8 +31,10 @@ def run_point(point):
         The row: ``run``, the parameter values, ``status`` and the results.
     """
     from ...compute.backend import get_backend
+    from ...compute.host_memory import keep_freed_memory
     from ..run import run_case
 
+    keep_freed_memory()             # a worker process's own allocator (compute/host_memory.py)
     t0 = time.perf_counter()
     row = {"run": point["run"], **point.get("params", {}), "status": "failed",
            "host": socket.gethostname(), "file": os.path.basename(point["path"]), "error": ""}
