@@ -49,18 +49,30 @@ def backend_name(*args) -> str:
     inside a tuple or list of them, or an object's ``backend``, or a
     :class:`Backend` itself) is on CuPy, else ``"numpy"``."""
     for a in args:
-        b = getattr(a, "backend", None)
-        if isinstance(a, Backend):
-            name = a.name
-        elif isinstance(b, Backend):
-            name = b.name
-        elif isinstance(a, (tuple, list)):
-            name = backend_name(*a)
-        else:
-            name = backend_of(a).name
+        name = _TYPE_NAMES.get(type(a))
+        if name is None:
+            b = getattr(a, "backend", None)
+            if isinstance(a, Backend):
+                name = a.name
+            elif isinstance(b, Backend):
+                name = b.name
+            elif isinstance(a, (tuple, list)):
+                name = backend_name(*a)
+            else:
+                name = backend_of(a).name
+                if type(a).__module__.partition(".")[0] in _TYPED_MODULES:
+                    # NumPy's and CuPy's arrays and scalars, Python's numbers:
+                    # the answer is the type's (a dispatch is on every kernel
+                    # call's path).
+                    _TYPE_NAMES[type(a)] = name
         if name != "numpy":
             return name
     return "numpy"
+
+
+# type -> backend name, for the types whose backend follows from the type alone.
+_TYPE_NAMES: dict = {}
+_TYPED_MODULES = ("numpy", "cupy", "cupyx", "builtins")
 
 
 class Twin:
