@@ -240,7 +240,7 @@ class FlowSolver:
         systems = [ViscousSystem("u", mu, mu_n, rho_x, dt, hx, hy, (self.s_bottom, self.s_top)),
                    ViscousSystem("v", mu, mu_n, rho_y, dt, hx, hy, (self.s_left, self.s_right))]
         solved = solve_viscous_systems(systems, [rhs_u.ravel(), rhs_v.ravel()],
-                                       [u[:, 1:-1].ravel(), v[1:-1, :].ravel()],
+                                       [u[:, 1:-1], v[1:-1, :]],
                                        self.case.momentum.viscous_rtol)
         for S, (_, rec) in zip(systems, solved):
             if not rec.converged:

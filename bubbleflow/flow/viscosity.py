@@ -245,7 +245,8 @@ def solve_viscous(S, rhs, x0, rtol):
 def solve_viscous_systems(systems, rhss, x0s, rtol):
     """Each ``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns a list
     of ``(x, record)`` (:class:`~bubbleflow.linalg.krylov.record.SolveRecord`,
-    ``engine`` ``"chebyshev"``).
+    ``engine`` ``"chebyshev"``).  ``rhss`` flat; ``x0s`` the starting guesses,
+    any shape of the system's size (copied, not changed).
 
     Jacobi-preconditioned Chebyshev iteration on the Gershgorin interval
     (:func:`chebyshev_interval`): no inner products, so no host
@@ -260,7 +261,7 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
     t0 = time.perf_counter()
     xp = systems[0].xp
     backend = systems[0].backend
-    xs = [xp.array(x0, dtype=np.float64) for x0 in x0s]
+    xs = [xp.array(x0, dtype=np.float64).reshape(-1) for x0 in x0s]    # (a copy, flat)
     starts = [residual_scalars(S, rhs, x) for S, rhs, x in zip(systems, rhss, xs)]
     rs = [r for r, _ in starts]
     host = np.asarray(backend.to_host(xp.concatenate([sc for _, sc in starts]))).reshape(-1, 5)
@@ -286,8 +287,8 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
         rnorms[moved] = np.asarray(backend.to_host(xp.concatenate(ends)))
     seconds = (time.perf_counter() - t0) / len(systems)
     out = []
-    for S, rhs, x, x0, fnorm, rnorm, tol, k in zip(systems, rhss, xs, x0s, host[:, 0], rnorms,
-                                                    tols, steps):
+    for S, rhs, x, fnorm, rnorm, tol, k in zip(systems, rhss, xs, host[:, 0], rnorms, tols,
+                                                steps):
         record = SolveRecord(method="chebyshev", preconditioner="jacobi", rtol=float(rtol),
                              engine="chebyshev")
         record.iterations = k
