@@ -375,8 +375,8 @@ def test_fused_begin_copies_into_buffers_kept_from_solve_to_solve(cupy_backend):
 def test_graphs_kept_from_update_to_update(cupy_backend):
     """An update whose launches are the same (the same operator again, so the
     same number of deflation vectors and entries) keeps the engine's CUDA
-    graphs (the dense coarse solve's runs between its products); the solve
-    is the same, bit for bit."""
+    graphs (whole iterations with the dense coarse solve's product); the
+    solve is the same, bit for bit."""
     from bubbleflow.linalg.solver import PressureSolver
 
     A, b, phi = bubbly_column(128, 1e3, backend="cupy")
@@ -386,7 +386,7 @@ def test_graphs_kept_from_update_to_update(cupy_backend):
     eng = S.device
     graphs = dict(eng._graphs)
     assert graphs and all(g is not None for g in graphs.values())
-    assert {key[0] for key in graphs} <= {"head", "link"}
+    assert {key[0] for key in graphs} <= {"whole"}
     S.update(A, phi)
     assert S.device is eng
     x2, r2 = S.solve(b)
@@ -435,12 +435,99 @@ def test_dense_coarse_product_is_cupy_dot(k, cupy_backend):
     same bits (on CuPy versions whose dot it knows; else it is cupy.dot)."""
     import cupy as cp
 
-    from bubbleflow.linalg.fused.engine import _dense_product, _raw_gemm
+    from bubbleflow.linalg.deflation.coarse import dense_gemm, dense_product
 
-    assert _raw_gemm() is not None
+    assert dense_gemm() is not None
     rng = np.random.default_rng(k)
     K = cp.asarray(rng.standard_normal((k, k)))
     g = cp.asarray(rng.standard_normal(k))
     e = cp.full(k, np.nan)
-    _dense_product(K, g, e)()
+    dense_product(K, g, e)()
+    np.testing.assert_array_equal(e.get(), cp.dot(K, g).get())
+
+
+def test_dense_coarse_product_captured_equals_split_graphs(cupy_backend, monkeypatch):
+    """The dense coarse solve's cuBLAS product captured in the graphs of
+    whole iterations (short, then long ones once the launches stayed for a
+    second solve, after updates with new operators of the same size): the
+    same counts, answers and histories, bit for bit, as graphs between its
+    calls (split) and as direct launches."""
+    from bubbleflow.linalg.fused.engine import FusedEngine
+    from bubbleflow.linalg.solver import PressureSolver
+
+    A, b, phi = bubbly_column(128, 1e3, backend="cupy")
+    A2, b2, phi2 = bubbly_column(128, 1e5, backend="cupy", rule="harmonic")
+    runs = {}
+    for mode, graphs, capture in (("whole", True, True), ("split", True, False),
+                                  (None, False, True)):
+        monkeypatch.setattr(FusedEngine, "use_graphs", graphs)
+        monkeypatch.setattr(FusedEngine, "capture_dense_product", capture)
+        S = PressureSolver(A, phi=phi, subdomains=(8, 8), rtol=1e-9, check_every=7)
+        assert S.deflation.coarse.mode == "dense"
+        out = [S.solve(b), S.solve(0.5 * b + 1e-3), S.update(A2, phi2).solve(b2),
+               S.update(A, phi).solve(b)]
+        eng = S.device
+        assert eng._graph_mode() == mode
+        if mode == "whole":
+            assert any(key[:2] == ("whole", 8) for key in eng._graphs)
+            assert all(g is not None for g in eng._graphs.values())
+        runs[mode] = out
+    for other in ("split", None):
+        for (x1, r1), (x2, r2) in zip(runs["whole"], runs[other]):
+            assert r1.engine == r2.engine == "fused" and r1.iterations == r2.iterations
+            np.testing.assert_array_equal(_host(x1), _host(x2))
+            np.testing.assert_array_equal(r1.residual_history, r2.residual_history)
+
+
+def test_engine_copies_the_dense_inverse_into_its_buffer(cupy_backend):
+    """The product reads the engine's copy of the dense coarse inverse, the
+    same bits, at an address kept from operator to operator of the same
+    number of deflation vectors (the graphs hold it)."""
+    import cupy as cp
+
+    from bubbleflow.linalg.solver import PressureSolver
+
+    A, b, phi = bubbly_column(128, 1e3, backend="cupy")
+    S = PressureSolver(A, phi=phi, subdomains=(8, 8), rtol=1e-9)
+    eng = S.device
+    K = S.deflation.coarse.dense_inverse
+    assert eng._dense_K is not K and eng._dense_K.shape == K.shape
+    np.testing.assert_array_equal(cp.asnumpy(eng._dense_K), cp.asnumpy(K))
+    ptr = eng._dense_K.data.ptr
+    S.update(A, phi)
+    assert S.deflation.coarse.dense_inverse is not K and eng._dense_K.data.ptr == ptr
+    np.testing.assert_array_equal(cp.asnumpy(eng._dense_K),
+                                  cp.asnumpy(S.deflation.coarse.dense_inverse))
+
+
+def test_dense_coarse_product_replayed_from_a_graph_is_cupy_dot(cupy_backend):
+    """The dense coarse product is capturable here (cuBLAS's entry points on
+    a handle and workspace of their own): replayed from a CUDA graph, on a
+    stream other than the capturing one, it gives cupy.dot's bits."""
+    import cupy as cp
+
+    from bubbleflow.linalg.deflation.coarse import dense_gemm, dense_product
+
+    assert dense_gemm() is not None and dense_gemm().capturable
+    rng = np.random.default_rng(3)
+    k = 828
+    K = cp.asarray(rng.standard_normal((k, k)))
+    g = cp.asarray(rng.standard_normal(k))
+    e = cp.full(k, np.nan)
+    product = dense_product(K, g, e)
+    assert product.capturable
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            product()
+        finally:
+            graph = stream.end_capture()
+    assert bool(cp.isnan(e).all())                 # captured, not run
+    for _ in range(2):
+        e.fill(np.nan)
+        graph.launch()
+        np.testing.assert_array_equal(e.get(), cp.dot(K, g).get())
+    g *= 0.5                                         # the graph reads g's values at its launch
+    graph.launch()
     np.testing.assert_array_equal(e.get(), cp.dot(K, g).get())

@@ -29,7 +29,8 @@ all scalars kept on the device and all buffers allocated once:
              ``(A Z)^T`` in CSR (only cells next to a subdomain boundary have
              entries: the operator's rows sum to zero).
 coarse       ``e = E^+ g`` (:class:`bubbleflow.linalg.deflation.coarse.CoarseSolver`; of its
-             raw condensed solve, all steps but the gather).
+             raw condensed solve, all steps but the gather; of its dense
+             inverse, cuBLAS's product with the engine's copy of it).
 ``beta``     one block: the coarse solve's gather into ``e`` (raw condensed
              solve), ``r . y' = r . y + e . Z^T r``, ``beta``, the recursive
              residual norm into the history.
@@ -52,6 +53,7 @@ from ...compute import cuda
 from ...mesh.grid import Grid
 
 from .. import registry
+from ..deflation.coarse import dense_gemm, dense_product, gemm_operand
 
 __all__ = ["FusedEngine", "fused_engine_for"]
 # The update kernel's ``#define PREC`` values (registry.FUSED_VARIANTS).
@@ -310,6 +312,9 @@ class FusedEngine:
         # CUDA graphs of the current launch signature, by (kind, length, parity).
         self._graphs, self._graph_sig, self._sig_solves = {}, None, 0
         self._capture_stream = None
+        self._dense_capture_failed = False           # the dense product would not capture
+        self.capture_error = None                     # why the last failed capture failed
+        self._kbuf = None                             # the engine's copy of a dense inverse
         self._table, self._sig = {}, None             # launches by (stage, parity), signature
         self._epoch = 0                               # buffers (re)allocated: a new layout
         self._solve_iterations = 0                    # iterations of the last solve
@@ -370,11 +375,11 @@ class FusedEngine:
             self.k, self.azt_nnz = k, nnz
             self.g, self.e = self._gbuf[:k], self._ebuf[:k]
             # The coarse solve: the raw condensed one (its gather into e is
-            # done by ``beta``), or the dense inverse's product (cuBLAS:
-            # launched between graphs), or the solver's own solve.
+            # done by ``beta``), or the dense inverse's product (cuBLAS, on
+            # the engine's copy of the inverse), or the solver's own solve.
             coarse = defl.coarse
             self.cs = coarse.raw_solve
-            self._dense_K = getattr(coarse, "dense_inverse", None)
+            self._dense_K = self._own_dense(getattr(coarse, "dense_inverse", None))
         # The face couplings, (ny, nx - 1) and (ny - 1, nx).  Copied from the
         # east and north diagonals: read in place (row stride nx) both tile
         # kernels were measurably slower (docs/performance.md), more than the
@@ -394,6 +399,21 @@ class FusedEngine:
                                      self.azt_data), args):
                     dst[...] = src
         self._rebound(epoch)
+
+    def _own_dense(self, K):
+        """The dense coarse inverse ``K`` copied into a buffer of the engine
+        (grown when short), so that the product's arguments, and the CUDA
+        graphs that hold them, stay the same from operator to operator as
+        every other array the iteration reads; ``K`` itself where its product
+        is not the raw cuBLAS call (:func:`.coarse.dense_product`), or None."""
+        if K is None or dense_gemm() is None or not gemm_operand(K) or K.ndim != 2:
+            return K
+        size = int(K.size)
+        if self._kbuf is None or self._kbuf.size < size:
+            self._kbuf = self.cp.empty(max(size, int(1.5625 * size)), dtype=self.cp.float64)
+        own = self._kbuf[:size].reshape(K.shape)
+        own.data.copy_from_device_async(K.data, K.nbytes)
+        return own
 
     def _prec_sources(self, prec_obj):
         """``(s, E~, N~)`` of the preconditioner (None where it has none)."""
@@ -842,7 +862,7 @@ class FusedEngine:
             return self.cs.launches(g, e, gather=False)
         K = self._dense_K
         if K is not None:
-            return [_dense_product(K, g, e)]
+            return [dense_product(K, g, e)]
 
         def coarse():
             self._coarse(g, e)
@@ -876,8 +896,9 @@ class FusedEngine:
         """What the graphs hold, as a key: the buffers' layout (allocated once,
         or reallocated by :meth:`_reserve`: ``_epoch``), the number of
         deflation vectors (the restriction's grid, ``beta``'s count), the
-        history's address and the raw coarse solve's launches (its arrays
-        and sizes).  The rest of every launch is fixed for the engine's life."""
+        history's address, the raw coarse solve's launches (its arrays
+        and sizes) and the address of the engine's copy of a dense coarse
+        inverse.  The rest of every launch is fixed for the engine's life."""
         if self._sig is None:
             cs = ()
             if self.cs is not None:
@@ -886,24 +907,31 @@ class FusedEngine:
                            self.cs.launches(self.g, self.e, gather=False))
                 cs += tuple(_arg_key(a) for a in self.cs.gather_operands())
             hist = self.hist.data.ptr if self.hist is not None else 0
-            self._sig = (self._epoch, self.k, hist, self.prec_code, cs)
+            dense = self._dense_K.data.ptr if self._dense_K is not None else 0
+            self._sig = (self._epoch, self.k, hist, self.prec_code, cs, dense)
         return self._sig
 
     #: Replay iterations from CUDA graphs (see :meth:`iterate`).
     use_graphs = True
     #: Iterations in the long graph (even: the buffer parity is back after it).
     graph_iterations = 8
+    #: Capture the dense coarse solve's cuBLAS product in the graphs of
+    #: whole iterations (else: graphs between its calls, see :meth:`iterate`).
+    capture_dense_product = True
 
     def _graph_mode(self):
         """``"whole"``: whole iterations are captured (every stage is a raw
-        kernel); ``"split"``: the runs between the dense coarse solve's
-        library calls are; None: direct launches only."""
+        kernel, or the dense coarse solve's cuBLAS product); ``"split"``: the
+        runs between the dense coarse solve's library calls are; None:
+        direct launches only."""
         if not self.use_graphs or self.prec_code == _GENERIC:
             return None
         if self.defl is None or self.cs is not None:
             return "whole"
         if self._dense_K is not None:
-            return "split"
+            capturable = all(_capturable(entry) for entry in self._entries("coarse", 0, 0))
+            whole = self.capture_dense_product and capturable and not self._dense_capture_failed
+            return "whole" if whole else "split"
         return None
 
     def _prepare_graphs(self):
@@ -933,18 +961,21 @@ class FusedEngine:
         """``count`` iterations, no host synchronisation.
 
         Where an iteration allocates nothing (the fused preconditioners and
-        the raw condensed coarse solve, or no deflation), runs of iterations
-        are replayed from CUDA graphs: pairs, and runs of
+        the raw condensed or the dense coarse solve, or no deflation), runs
+        of iterations are replayed from CUDA graphs: pairs, and runs of
         :attr:`graph_iterations` once the launches have stayed the same for
         a second solve, or after a long solve (a long graph costs more to
-        capture than a short solve saves).  With the dense coarse solve (a cuBLAS product, which
-        CuPy does not capture) the runs between its calls are replayed: one
-        graph and one product per iteration.  The graphs are captured once
-        per launch signature and buffer parity (:meth:`_signature`) and
-        replace about twenty launches per iteration; the kernels and their
-        arguments are those of the direct launches: the results are the
-        same, bit for bit (measured: docs/performance.md, "Figures behind
-        code choices").
+        capture than a short solve saves).  The dense coarse solve's cuBLAS
+        product is captured with the kernels (:func:`.coarse.dense_product`:
+        cuBLAS's entry points on the capturing stream, with a workspace of
+        their own); where that capture fails, or without
+        :attr:`capture_dense_product`, the runs between its calls are
+        replayed: one graph and one product per iteration.  The graphs are
+        captured once per launch signature and buffer parity
+        (:meth:`_signature`) and replace about twenty launches per
+        iteration; the kernels and their arguments are those of the direct
+        launches: the results are the same, bit for bit (measured:
+        docs/performance.md, "Figures behind code choices").
         """
         mode = self._graph_mode() if count >= 1 else None
         if mode is not None and self._signature() != self._graph_sig:
@@ -1038,7 +1069,9 @@ class FusedEngine:
         if key in graphs:
             return graphs[key]
         launches = self._graph_launches(kind, length, cur, pcur)
-        if not all(isinstance(entry, tuple) for entry in launches):
+        library = not all(entry.__class__ is tuple for entry in launches)
+        if not all(_capturable(entry) for entry in launches) or \
+                (library and self._dense_capture_failed):
             graphs[key] = None
             return None
         cp = self.cp
@@ -1053,80 +1086,21 @@ class FusedEngine:
                     _launch(launches)
                 finally:
                     graph = stream.end_capture()
-        except Exception:                    # capture unsupported: launch directly
+        except Exception as exc:             # capture unsupported: launch directly
             graph = None
-            self.use_graphs = False
+            self.capture_error = repr(exc)
+            if library:                      # the library call's capture failed:
+                self._dense_capture_failed = True    # split mode from now on
+            else:
+                self.use_graphs = False
         graphs[key] = graph
         return graph
 
 
-# The host scalars of the dense coarse product (cuBLAS reads them at the call).
-_ONE, _ZERO = np.ones(1), np.zeros(1)
-
-
-def _dense_product(K, g, e):
-    """``e = K g`` (``K`` a ``k x k`` C-contiguous float64 matrix, ``g`` and
-    ``e`` contiguous): a callable that makes the call ``cupy.dot(K, g,
-    out=e)`` makes, cuBLAS ``gemmEx`` with the same arguments (so the same
-    bits), without CuPy's checks around it (they cost more than the product
-    at the sizes of a coarse solve).  Where that call cannot be made here,
-    or does not give ``cupy.dot``'s bits (:func:`_raw_gemm`), ``cupy.dot``."""
-    import cupy
-
-    raw = _raw_gemm()
-    if raw is None or not (K.flags.c_contiguous and K.dtype == np.float64
-                           and g.flags.c_contiguous and e.flags.c_contiguous):
-        dot = cupy.dot
-        return lambda: dot(K, g, out=e)
-    gemm, handle, r64, compute, algo = raw
-    k = int(K.shape[0])
-    # dot(K, g): C^T = g^T K^T with K^T read column-major, as
-    # cupy._core._routines_linalg.tensordot_core_v11 passes it.
-    args = (handle, 1, 0, 1, k, k, _ONE.ctypes.data, g.data.ptr, r64, k, K.data.ptr, r64, k,
-            _ZERO.ctypes.data, e.data.ptr, r64, 1, compute, algo)
-
-    def product():
-        gemm(*args)
-    return product
-
-
-_RAW_GEMM = {}
-
-
-def _raw_gemm():
-    """``(gemmEx, handle, CUDA_R_64F, compute type, algorithm)`` as
-    ``cupy.dot`` uses them for float64 on this device, or None: checked once
-    per device against ``cupy.dot`` on a small product, bit for bit."""
-    import cupy
-
-    dev = cupy.cuda.Device().id
-    if dev in _RAW_GEMM:
-        return _RAW_GEMM[dev]
-    raw = None
-    try:
-        from cupy_backends.cuda.api import runtime
-        from cupy_backends.cuda.libs import cublas
-
-        algo = (cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP
-                if int(cupy.cuda.Device().compute_capability) >= 80 else cublas.CUBLAS_GEMM_DEFAULT)
-        candidate = (cublas.gemmEx, cupy.cuda.device.get_cublas_handle(), runtime.CUDA_R_64F,
-                     cublas.CUBLAS_COMPUTE_64F, algo)
-        rng = np.random.default_rng(0)
-        for k in (37, 300):
-            K = cupy.asarray(rng.standard_normal((k, k)))
-            g = cupy.asarray(rng.standard_normal(k))
-            want = cupy.dot(K, g)
-            got = cupy.empty(k)
-            gemm, handle, r64, compute, a = candidate
-            gemm(handle, 1, 0, 1, k, k, _ONE.ctypes.data, g.data.ptr, r64, k, K.data.ptr, r64,
-                 k, _ZERO.ctypes.data, got.data.ptr, r64, 1, compute, a)
-            if not bool((want == got).all()):
-                raise ValueError("not cupy.dot's bits")
-        raw = candidate
-    except Exception:                   # another CuPy: its own dot
-        raw = None
-    _RAW_GEMM[dev] = raw
-    return raw
+def _capturable(entry):
+    """Can a CUDA graph hold this launch (a raw kernel's tuple, or a library
+    call marked ``capturable``)?"""
+    return entry.__class__ is tuple or getattr(entry, "capturable", False)
 
 
 def _arg_key(a):
