@@ -377,8 +377,8 @@ def _check_all(backend, parts):
             part.check([])
         return
     xp = backend.xp
-    host = np.asarray(backend.to_host(xp.concatenate(
-        [xp.asarray(f).reshape(-1).astype(np.int32) for f in flat])))
+    flat = [xp.asarray(f).reshape(-1).astype(np.int32, copy=False) for f in flat]
+    host = np.asarray(backend.to_host(flat[0] if len(flat) == 1 else xp.concatenate(flat)))
     at = 0
     for part, fs in zip(parts, flags):
         values = []

@@ -543,10 +543,16 @@ class CoarseSolver:
         direct = (out is not None and out.dtype == self._dtype and out.flags.c_contiguous
                   and not _may_share(xp, out, s))
         if self.mode == "dense":
-            if direct:
+            if on_device(self.backend):      # cupy.dot's cuBLAS call, bit for bit
+                y = out if direct else xp.empty(self.k, dtype=self._dtype)
+                dense_product(self._K, xp.ascontiguousarray(s64), y)()
+                if direct:
+                    return out
+            elif direct:
                 xp.dot(self._K, s64, out=out)
                 return out
-            y = xp.dot(self._K, s64)
+            else:
+                y = xp.dot(self._K, s64)
         elif self.raw_solve is not None:
             y = self.raw_solve.solve(xp.ascontiguousarray(s64),
                                 out if direct else xp.empty(self.k, dtype=self._dtype))
