@@ -55,6 +55,71 @@ class HostCopy:
             h.shape == a.shape and h.dtype == a.dtype for h, a in zip(self.host, arrays))
 
 
+class SideWork:
+    """Work queued beside the current stream (:meth:`Backend.side_stream`).
+
+    Inside the ``with`` block the backend's work is queued on a stream of its
+    own, after what the current stream had queued when the block began; the
+    host goes on at once.  :meth:`join` makes the current stream wait for
+    the side work (the host does not wait); :attr:`seconds`, once the side
+    work is done, is how long it took (on the device: from its start to its
+    end on its stream).  On the CPU the block simply runs, and ``seconds`` is
+    its wall time.
+    """
+
+    def __init__(self):
+        self._t0 = self._seconds = None
+
+    def __enter__(self):
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self._seconds = time.perf_counter() - self._t0
+        return False
+
+    def join(self):
+        """The current stream waits for the side work (no host wait)."""
+
+    @property
+    def seconds(self):
+        return self._seconds
+
+
+class _CupySideWork(SideWork):
+    def __init__(self, cp, stream):
+        super().__init__()
+        self._cp, self._stream = cp, stream
+        self._start = self._done = None
+
+    def __enter__(self):
+        cp = self._cp
+        ready = cp.cuda.Event(disable_timing=True)
+        ready.record()                              # on the current stream
+        self._stream.wait_event(ready)
+        self._start = cp.cuda.Event()
+        self._start.record(self._stream)
+        self._stream.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._stream.__exit__(*exc)
+        self._done = self._cp.cuda.Event()
+        self._done.record(self._stream)
+        return False
+
+    def join(self):
+        self._cp.cuda.get_current_stream().wait_event(self._done)
+
+    @property
+    def seconds(self):
+        """Device seconds of the side work (waits for its end)."""
+        if self._done is None:
+            return None
+        self._done.synchronize()
+        return self._cp.cuda.get_elapsed_time(self._start, self._done) / 1e3
+
+
 class Backend:
     """One array backend.
 
@@ -101,6 +166,12 @@ class Backend:
 
     def synchronize(self):
         """Wait for queued device work (no-op on the CPU)."""
+
+    def side_stream(self):
+        """A :class:`SideWork` context: the block's device work queued beside
+        the current stream, so that it overlaps what the host queues next
+        (CPU: the block runs)."""
+        return SideWork()
 
     def is_native(self, a) -> bool:
         return isinstance(a, self.xp.ndarray)
@@ -245,6 +316,18 @@ class CupyBackend(Backend):
     def synchronize(self):
         self.xp.cuda.Stream.null.synchronize()
         self.xp.cuda.get_current_stream().synchronize()
+        side = getattr(self, "_side", {}).get(self.xp.cuda.Device().id)
+        if side is not None:
+            side.synchronize()
+
+    def side_stream(self):
+        """See :meth:`Backend.side_stream`: one non-blocking stream per device."""
+        cp = self.xp
+        streams = self.__dict__.setdefault("_side", {})
+        device = cp.cuda.Device().id
+        if device not in streams:
+            streams[device] = cp.cuda.Stream(non_blocking=True)
+        return _CupySideWork(cp, streams[device])
 
     memory_place = "the GPU"
     on_device = True

@@ -197,7 +197,7 @@ class FlowWriter:
         rec = report.record
         row = {"step": report.step, "time": report.time, "iterations": rec.iterations,
                "residual": rec.residual, "converged": rec.converged,
-               "setup_seconds": rec.setup_seconds + report.setup_seconds,
+               "setup_seconds": rec.setup_seconds,
                "solve_seconds": rec.solve_seconds, "reason": rec.reason}
         for name, val in row.items():
             self.solver[name].append(val)

@@ -132,9 +132,10 @@ class PressureSolver:
         self.deflation_options = dict(subdomains=subdomains, stripes=stripes,
                                       cells_per_subdomain=cells_per_subdomain)
         self.device = None
+        self._unchecked = None          # the set-up's checks, when update left them to solve
         self.update(A, phi)
 
-    def update(self, A, phi=None):
+    def update(self, A, phi=None, check=True):
         """The set-up for a new operator (and interface ``phi``).
 
         Redone: the solver's copies of the operator, the deflation space and
@@ -142,6 +143,11 @@ class PressureSolver:
         of the operator-dependent arrays.  Kept: the method, the options,
         the engine (its buffers, kernels and launch plan).  The results are
         those of a new solver for ``A``, bit for bit.
+
+        ``check=False``: the checks of the factorisations (the one wait for
+        the device) are left to the next :meth:`solve`, which runs them
+        first; the set-up is then queued and the host goes on at once (a
+        flow queues it beside its momentum phase).
         """
         # A: the float64 operator of the residual checks; A_inner: the one
         # the iterations (and the preconditioner, the deflation) use.
@@ -162,9 +168,17 @@ class PressureSolver:
                                      **self.preconditioner_options)
         self.device = self._device_engine()
         checked = [self.M] if self.deflation is None else [self.deflation.coarse, self.M]
-        _check_all(A.backend, checked)
+        self._unchecked = checked
+        if check:
+            self._settle()
         self.setup_seconds = time.perf_counter() - t0
         return self
+
+    def _settle(self):
+        """Run the set-up's deferred checks, if any (one transfer)."""
+        checked, self._unchecked = self._unchecked, None
+        if checked:
+            _check_all(self.A_inner.backend, checked)
 
     def _device_engine(self):
         """The engine that runs whole iterations on the device for the
@@ -219,6 +233,7 @@ class PressureSolver:
         rtol, atol : float, optional
             This solve's tolerances (default: the solver's).
         """
+        self._settle()
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol
         shape = b.shape

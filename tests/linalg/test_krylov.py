@@ -248,3 +248,34 @@ def test_engine_interface_pieces_are_the_textbook_formulas():
             x = e.finish(x0)
             want = Q(bc) + x0 - Q(C @ x0)
         np.testing.assert_allclose(x, want, atol=1e-9 * np.abs(want).max())
+
+
+def test_update_queued_beside_the_stream_with_its_checks_left_to_the_solve(backend):
+    """The flow's set-up: update(check=False) inside a side stream, joined,
+    then solve (which runs the checks first) gives a new solver's answer to
+    the bit; a failing deferred check is raised by that solve."""
+    A1, b1, phi1 = bubbly_column(64, 1e3, backend=backend)
+    A2, b2, phi2 = bubbly_column(64, 1e5, backend=backend, rule="harmonic")
+    opts = dict(method="dpcg", preconditioner="incomplete_poisson_scaled",
+                deflation="levelset_subdomains", subdomains=(8, 8), rtol=1e-9)
+    kept = PressureSolver(A1, phi=phi1, **opts)
+    kept.solve(b1)
+    with backend.side_stream() as side:
+        kept.update(A2, phi2, check=False)
+    side.join()
+    x, rec = kept.solve(b2)
+    y, ref = PressureSolver(A2, phi=phi2, **opts).solve(b2)
+    assert rec.iterations == ref.iterations and side.seconds > 0
+    np.testing.assert_array_equal(backend.to_host(x), backend.to_host(y))
+
+    class Failing:
+        def check_flags(self):
+            return []
+
+        def check(self, values):
+            raise np.linalg.LinAlgError("deferred failure")
+
+    kept.update(A2, phi2, check=False)
+    kept._unchecked.append(Failing())
+    with pytest.raises(np.linalg.LinAlgError, match="deferred failure"):
+        kept.solve(b2)

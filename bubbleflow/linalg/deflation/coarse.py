@@ -846,6 +846,7 @@ def _posv_identity(A, overwrite):
     n = A.shape[0]
     a = A if overwrite and A.flags.c_contiguous else cupy.array(A, dtype=np.float64, copy=True)
     handle = cupy.cuda.device.get_cusolver_handle()
+    cusolver.setStream(handle, cupy.cuda.get_current_stream().ptr)    # (a side stream too)
     uplo = cublas.CUBLAS_FILL_MODE_LOWER
     info = cupy.zeros(3, dtype=np.int32)
     worksize = cusolver.dpotrf_bufferSize(handle, uplo, n, a.data.ptr, n)
