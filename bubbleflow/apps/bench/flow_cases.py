@@ -9,6 +9,7 @@ be named by its path instead.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ...case.config import CaseError, case_from_dict, load_case
@@ -187,10 +188,14 @@ def _note(case, overrides):
         where = "--set"
     elif getattr(d, "subdomains", None) is None:
         width = getattr(d, "cells_per_subdomain", None)
-        default = getattr(registry, "DEFAULT_CELLS_PER_SUBDOMAIN", None)
-        where = (f"blocks of about {width} cells, the case's" if width
-                 else "the default for the grid" + (f": blocks of about {default} cells"
-                                                    if default else ""))
+        if width:
+            where = f"blocks of about {width} cells, the case's"
+        else:
+            # The default width, or wider where the count would pass its maximum.
+            actual = round(math.sqrt(case.grid.nx * case.grid.ny / (px * py)))
+            where = (f"the default for the grid: blocks of about {actual} cells; "
+                     f"{registry.DEFAULT_CELLS_PER_SUBDOMAIN} unless that makes more than "
+                     f"{registry.DEFAULT_MAX_SUBDOMAINS} subdomains")
     else:
         where = "the case's"
     return f"deflation subdomains {px} x {py} ({where})"
