@@ -773,24 +773,26 @@ def _not_spd(n, exc):
 
 @twin
 def _unsymmetrised_inverse(backend, A):
-    """The inverse of the SPD backend matrix ``A`` by Cholesky, ``L^-T L^-1``
-    (the host; its CuPy twin is :func:`_posv_inverse`)."""
-    from scipy.linalg import solve_triangular
+    """The inverse of the SPD backend matrix ``A`` by Cholesky (the host:
+    LAPACK's ``potrf`` and ``potri``, the lower triangle mirrored; its CuPy
+    twin is :func:`_posv_inverse`)."""
+    from scipy.linalg import lapack
 
-    xp = backend.xp
     n = A.shape[0]
     # Small orders on one BLAS thread (compute/blas.py: threads that wait
     # for each other on a busy small machine cost far more than they share).
     with single_threaded(n):
-        try:
-            L = xp.linalg.cholesky(A)
-        except np.linalg.LinAlgError as exc:
-            raise _not_spd(n, exc) from None
-        Linv = solve_triangular(L, xp.eye(n, dtype=A.dtype), lower=True, overwrite_b=True)
-        del L
-        inv = xp.matmul(Linv.T, Linv)
-        del Linv
-    return inv
+        factor, info = lapack.dpotrf(A, lower=True, clean=False)
+        if info > 0:
+            raise _not_spd(n, f"{info}-th leading minor not positive definite")
+        if info < 0:
+            raise ValueError(f"potrf: illegal argument {-info}")
+        inv, info = lapack.dpotri(factor, lower=True)
+        if info != 0:
+            raise _not_spd(n, f"potri info {info}")
+    lower = np.tril(inv)
+    lower += np.tril(inv, -1).T
+    return lower
 
 
 @_unsymmetrised_inverse.register("cupy")
