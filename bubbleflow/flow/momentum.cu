@@ -483,8 +483,5 @@ extern "C" __global__ void bf_mom_norms_final(
     const T* __restrict__ partial, const int nblocks, T* __restrict__ out)
 {
     __shared__ T shm[32];
-    for (int k = 0; k < 2; ++k) {
-        const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
-        if (threadIdx.x == 0) out[k] = sqrt(s);
-    }
+    block_norms(partial, nblocks, 2, out, shm);
 }

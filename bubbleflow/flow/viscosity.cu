@@ -122,10 +122,7 @@ extern "C" __global__ void bf_visc_scalars_final(
     const T* __restrict__ partial, const int nblocks, T* __restrict__ out)
 {
     __shared__ T shm[32];
-    for (int k = 0; k < 2; ++k) {
-        const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
-        if (threadIdx.x == 0) out[k] = sqrt(s);
-    }
+    block_norms(partial, nblocks, 2, out, shm);
     T mx[3] = {BF_NEG_INF, BF_NEG_INF, BF_NEG_INF};
     for (int i = threadIdx.x; i < nblocks; i += blockDim.x)
         for (int k = 0; k < 3; ++k) mx[k] = np_max(mx[k], partial[(2 + k) * nblocks + i]);
