@@ -299,9 +299,10 @@ class FlowSolver:
         Raises ``FloatingPointError`` when the state is no longer finite.
 
         Host synchronisations: the finite check together with the time
-        step's maxima (one transfer), the pressure solve's (its two starting
-        norms, and the solver's own), the implicit viscous solves' (two transfers), and the
-        diagnostics together with the divergence norms (one transfer).
+        step's maxima (one transfer), the implicit viscous solves' (two), the
+        pressure solve's (its two starting norms, the set-up's deferred
+        checks and the solver's own), and the diagnostics together with the
+        divergence norms (one transfer).
         """
         clock = self.clock
         clock.start()
