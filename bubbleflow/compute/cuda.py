@@ -33,7 +33,8 @@ import re
 import sys
 
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
-           "reduction", "kernel_cache", "clear_cache", "launch_1d", "rows_grid"]
+           "reduction", "kernel_cache", "clear_cache", "launch_1d", "rows_grid", "grid_2d",
+           "float64_2d", "float64_kernels"]
 
 #: C type of a NumPy dtype name, for the ``typedef ... T;`` of typed sources.
 CTYPE = {"float64": "double", "float32": "float"}
@@ -198,6 +199,17 @@ def clear_cache():
         memo.clear()
 
 
+def float64_kernels(anchor: str, name: str, options=()):
+    """A getter ``get(kernel_name)`` of the kernels of the source ``name``
+    beside ``anchor`` (:func:`source`), compiled with ``typedef double T;``
+    and ``options``: memoised on the kernel's name and the device."""
+    @kernel_cache
+    def get(kernel_name):
+        return function("typedef double T;\n" + source(anchor, name), kernel_name,
+                        options=options)
+    return get
+
+
 def launch_1d(kernel, n, args, threads=256):
     """Launch a grid-stride kernel over ``n`` items."""
     blocks = max(1, min((n + threads - 1) // threads, 65535 * 8))
@@ -209,3 +221,22 @@ def rows_grid(nx, ny, threads=256):
     blocks along a row, a grid row per grid line (the kernels loop when there
     are more than 65535 lines)."""
     return (-(-nx // threads), min(ny, 65535))
+
+
+def grid_2d(nx, ny, block):
+    """Launch shape ``(grid, block)`` of a kernel over ``nx`` by ``ny`` points
+    with 2-d ``block``s (the kernels stride in y past 65535 block rows)."""
+    bx, by = block
+    return (max(1, -(-nx // bx)), max(1, min(-(-ny // by), 65535))), tuple(block)
+
+
+def float64_2d(*arrays):
+    """The arrays as C-contiguous 2-d float64 CuPy arrays (copied only where
+    not contiguous), or None where one is not a 2-d float64 array: the
+    CUDA twin then returns ``NotImplemented`` and the array code runs."""
+    import cupy
+
+    if not all(getattr(a, "dtype", None) == "float64" and getattr(a, "ndim", 0) == 2
+               for a in arrays):
+        return None
+    return [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]

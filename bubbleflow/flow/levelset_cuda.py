@@ -46,26 +46,23 @@ _WENO_FLOOR = np.float64(10.0 * math.sqrt(float(np.finfo(np.float64).tiny)))
 _TINY = np.float64(np.finfo(np.float64).tiny)
 
 
-@cuda.kernel_cache
-def _kernel(name):
-    code = "typedef double T;\n" + cuda.source(__name__, "levelset.cu")
-    return cuda.function(code, name, options=_OPTIONS)
+_kernel = cuda.float64_kernels(__name__, "levelset.cu", _OPTIONS)
 
 
-def _float64(*arrays):
-    """The arrays as C-contiguous float64 CuPy arrays, or None when one of
-    them is not a 2-d float64 array."""
-    import cupy as cp
-
-    if not all(getattr(a, "dtype", None) == np.float64 and getattr(a, "ndim", 0) == 2
-               for a in arrays):
-        return None
-    return [cp.ascontiguousarray(a) for a in arrays]
+_float64 = cuda.float64_2d
 
 
 def _cells_grid(nx, ny):
-    bx, by = _BLOCK
-    return (-(-nx // bx), min(-(-ny // by), 65535)), _BLOCK
+    return cuda.grid_2d(nx, ny, _BLOCK)
+
+
+def _field(phi):
+    """``phi`` as a contiguous float64 CuPy array wide enough for the
+    stencils, or None (the array code runs)."""
+    arrays = _float64(phi)
+    if arrays is None or min(arrays[0].shape) < _MIN_CELLS:
+        return None
+    return arrays[0]
 
 
 def advect(phi, u, v, dt, hx, hy):
@@ -97,13 +94,10 @@ def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
     ``bf_ls_reinit_setup`` once, then ``bf_ls_reinit_stage`` per RK stage."""
     import cupy as cp
 
-    arrays = _float64(phi)
-    if arrays is None:
+    phi0 = _field(phi)
+    if phi0 is None:
         return NotImplemented
-    (phi0,) = arrays
     ny, nx = phi0.shape
-    if min(nx, ny) < _MIN_CELLS:
-        return NotImplemented
     iterations = int(iterations)
     if iterations <= 0:
         return phi0.copy()
@@ -134,13 +128,10 @@ def curvature(phi, hx, hy):
     one launch of ``bf_ls_curvature``."""
     import cupy as cp
 
-    arrays = _float64(phi)
-    if arrays is None:
+    phi = _field(phi)
+    if phi is None:
         return NotImplemented
-    (phi,) = arrays
     ny, nx = phi.shape
-    if min(nx, ny) < _MIN_CELLS:
-        return NotImplemented
     hx, hy = float(hx), float(hy)
     out = cp.empty_like(phi)
     grid, block = _cells_grid(nx, ny)

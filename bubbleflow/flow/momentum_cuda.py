@@ -53,27 +53,15 @@ _MIN_CELLS = 2
 _RULES = {"levelset": 0, "harmonic": 1}
 
 
-@cuda.kernel_cache
-def _kernel(name):
-    code = "typedef double T;\n" + cuda.source(__name__, "momentum.cu")
-    return cuda.function(code, name, options=_OPTIONS)
+_kernel = cuda.float64_kernels(__name__, "momentum.cu", _OPTIONS)
 
 
-def _float64(*arrays):
-    """The arrays as C-contiguous float64 CuPy arrays, or None when one of
-    them is not a 2-d float64 array."""
-    import cupy as cp
-
-    if not all(getattr(a, "dtype", None) == np.float64 and getattr(a, "ndim", 0) == 2
-               for a in arrays):
-        return None
-    return [a if a.flags.c_contiguous else cp.ascontiguousarray(a) for a in arrays]
+_float64 = cuda.float64_2d
 
 
 def _grid(nx, ny):
-    """Launch shape of a kernel over ``nx`` by ``ny`` points (grid-stride in y)."""
-    bx, by = _BLOCK
-    return (max(1, -(-nx // bx)), max(1, min(-(-ny // by), 65535))), _BLOCK
+    """Launch shape of a kernel over ``nx`` by ``ny`` points."""
+    return cuda.grid_2d(nx, ny, _BLOCK)
 
 
 def _reduce_blocks(n):
@@ -91,6 +79,43 @@ def _shapes(ny, nx, **arrays):
 def _cells(phi):
     ny, nx = phi.shape
     return (nx, ny) if min(nx, ny) >= _MIN_CELLS else None
+
+
+def _checked(shapes, arrays):
+    """The twins' common check: ``(arrays, nx, ny)`` with the arrays
+    contiguous float64 and each of the shape its key in ``shapes`` names
+    (:func:`_shapes`; the first ``c`` array sets the grid, at least
+    :data:`_MIN_CELLS` each way), or None (the twin returns
+    ``NotImplemented``)."""
+    arrays = _float64(*arrays)
+    if arrays is None:
+        return None
+    cells = arrays[[k.split("_")[0] for k in shapes].index("c")]
+    if _cells(cells) is None:
+        return None
+    ny, nx = cells.shape
+    if not _shapes(ny, nx, **dict(zip(shapes, arrays))):
+        return None
+    return arrays, nx, ny
+
+
+def _face_kernel(name, shapes, arrays, like, extent, scalars):
+    """The pattern of the per-face twins: ``arrays`` (keyed by ``shapes``,
+    see :func:`_shapes`; the first ``c`` one sets the grid) made contiguous
+    float64 and checked, one output shaped like ``arrays[like]``, one launch
+    of ``name`` over ``extent(nx, ny)`` points with the arguments ``(*arrays,
+    out, nx, ny, *scalars)``.  ``NotImplemented`` where the arrays do not
+    fit (the array code runs)."""
+    import cupy as cp
+
+    checked = _checked(shapes, arrays)
+    if checked is None:
+        return NotImplemented
+    arrays, nx, ny = checked
+    out = cp.empty_like(arrays[like])
+    grid, block = _grid(*extent(nx, ny))
+    _kernel(name)(grid, block, (*arrays, out, np.int32(nx), np.int32(ny), *scalars))
+    return out
 
 
 # ------------------------------------------------------------------ properties
@@ -119,13 +144,10 @@ def step_scalars(u, v, phi, rho, mu, maxima, viscous):
     """Twin of ``momentum.step_scalars``: per-block maxima and one block."""
     import cupy as cp
 
-    arrays = _float64(u, v, phi, rho, mu)
-    if arrays is None or _cells(arrays[2]) is None:
+    checked = _checked(("u", "v", "c", "c_rho", "c_mu"), (u, v, phi, rho, mu))
+    if checked is None:
         return NotImplemented
-    u, v, phi, rho, mu = arrays
-    ny, nx = phi.shape
-    if not _shapes(ny, nx, u=u, v=v, c=phi, c_rho=rho, c_mu=mu):
-        return NotImplemented
+    (u, v, phi, rho, mu), nx, ny = checked
     blocks = _reduce_blocks(max(u.size, v.size))
     partial = cp.empty(4 * blocks, dtype=cp.float64)
     out = cp.empty(4, dtype=cp.float64)
@@ -143,13 +165,10 @@ def advection_terms(u, v, rho_x, rho_y, mu, hx, hy, s_left, s_right, s_bottom, s
     """Twin of ``momentum.advection_terms``: one launch of ``bf_mom_advection``."""
     import cupy as cp
 
-    arrays = _float64(u, v, rho_x, rho_y, mu)
-    if arrays is None or _cells(arrays[4]) is None:
+    checked = _checked(("u", "v", "fu", "fv", "c"), (u, v, rho_x, rho_y, mu))
+    if checked is None:
         return NotImplemented
-    u, v, rho_x, rho_y, mu = arrays
-    ny, nx = mu.shape
-    if not _shapes(ny, nx, u=u, v=v, fu=rho_x, fv=rho_y, c=mu):
-        return NotImplemented
+    (u, v, rho_x, rho_y, mu), nx, ny = checked
     adv_u, adv_v = cp.empty_like(rho_x), cp.empty_like(rho_y)
     grid, block = _grid(nx, ny)
     _kernel("bf_mom_advection")(grid, block, (
@@ -185,124 +204,57 @@ def interface_coefficients(phi, yc, yf, hx, hy, sigma, buoyancy, y0):
 
 def explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy, s_bottom, s_top, forces):
     """Twin of ``momentum.explicit_velocity_u``: one launch of ``bf_mom_explicit_u``."""
-    import cupy as cp
-
-    arrays = _float64(u, v, mu, H, rho_x, adv_u, cx)
-    if arrays is None or _cells(arrays[2]) is None:
-        return NotImplemented
-    u, v, mu, H, rho_x, adv_u, cx = arrays
-    ny, nx = mu.shape
-    if not _shapes(ny, nx, u=u, v=v, c=mu, c_H=H, fu=rho_x, fu_adv=adv_u, fu_cx=cx):
-        return NotImplemented
-    us = cp.empty_like(u)
-    grid, block = _grid(nx + 1, ny)
-    _kernel("bf_mom_explicit_u")(grid, block, (
-        u, v, mu, H, rho_x, adv_u, cx, us, np.int32(nx), np.int32(ny), np.float64(dt),
-        np.float64(hx), np.float64(hy), np.float64(s_bottom), np.float64(s_top),
-        np.int32(bool(forces))))
-    return us
+    return _face_kernel("bf_mom_explicit_u", ("u", "v", "c", "c_H", "fu", "fu_adv", "fu_cx"),
+                        (u, v, mu, H, rho_x, adv_u, cx), 0, lambda nx, ny: (nx + 1, ny),
+                        (np.float64(dt), np.float64(hx), np.float64(hy), np.float64(s_bottom),
+                         np.float64(s_top), np.int32(bool(forces))))
 
 
 def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_right, gravity,
                         forces, reduced=0.0, rho_g=0.0, rho_l=0.0):
     """Twin of ``momentum.explicit_velocity_v``: one launch of ``bf_mom_explicit_v``."""
-    import cupy as cp
-
-    arrays = _float64(u, v, mu, H, rho_y, adv_v, cy)
-    if arrays is None or _cells(arrays[2]) is None:
-        return NotImplemented
-    u, v, mu, H, rho_y, adv_v, cy = arrays
-    ny, nx = mu.shape
-    if not _shapes(ny, nx, u=u, v=v, c=mu, c_H=H, fv=rho_y, fv_adv=adv_v, fv_cy=cy):
-        return NotImplemented
-    vs = cp.empty_like(v)
-    grid, block = _grid(nx, ny + 1)
-    _kernel("bf_mom_explicit_v")(grid, block, (
-        u, v, mu, H, rho_y, adv_v, cy, vs, np.int32(nx), np.int32(ny), np.float64(dt),
-        np.float64(hx), np.float64(hy), np.float64(s_left), np.float64(s_right),
-        np.float64(gravity), np.int32(bool(forces)), np.float64(reduced), np.float64(rho_g),
-        np.float64(rho_l)))
-    return vs
+    return _face_kernel("bf_mom_explicit_v", ("u", "v", "c", "c_H", "fv", "fv_adv", "fv_cy"),
+                        (u, v, mu, H, rho_y, adv_v, cy), 1, lambda nx, ny: (nx, ny + 1),
+                        (np.float64(dt), np.float64(hx), np.float64(hy), np.float64(s_left),
+                         np.float64(s_right), np.float64(gravity), np.int32(bool(forces)),
+                         np.float64(reduced), np.float64(rho_g), np.float64(rho_l)))
 
 
 def implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy):
     """Twin of ``momentum.implicit_rhs_u``: one launch of ``bf_mom_implicit_rhs_u``."""
-    import cupy as cp
-
-    arrays = _float64(u, v, mu, rho_x, adv_u)
-    if arrays is None or _cells(arrays[2]) is None:
-        return NotImplemented
-    u, v, mu, rho_x, adv_u = arrays
-    ny, nx = mu.shape
-    if not _shapes(ny, nx, u=u, v=v, c=mu, fu=rho_x, fu_adv=adv_u):
-        return NotImplemented
-    rhs = cp.empty_like(rho_x)
-    grid, block = _grid(nx - 1, ny)
-    _kernel("bf_mom_implicit_rhs_u")(grid, block, (
-        u, v, mu, rho_x, adv_u, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
-        np.float64(hx), np.float64(hy)))
-    return rhs
+    return _face_kernel("bf_mom_implicit_rhs_u", ("u", "v", "c", "fu", "fu_adv"),
+                        (u, v, mu, rho_x, adv_u), 3, lambda nx, ny: (nx - 1, ny),
+                        (np.float64(dt), np.float64(hx), np.float64(hy)))
 
 
 def implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy):
     """Twin of ``momentum.implicit_rhs_v``: one launch of ``bf_mom_implicit_rhs_v``."""
-    import cupy as cp
-
-    arrays = _float64(u, v, mu, rho_y, adv_v)
-    if arrays is None or _cells(arrays[2]) is None:
-        return NotImplemented
-    u, v, mu, rho_y, adv_v = arrays
-    ny, nx = mu.shape
-    if not _shapes(ny, nx, u=u, v=v, c=mu, fv=rho_y, fv_adv=adv_v):
-        return NotImplemented
-    rhs = cp.empty_like(rho_y)
-    grid, block = _grid(nx, ny - 1)
-    _kernel("bf_mom_implicit_rhs_v")(grid, block, (
-        u, v, mu, rho_y, adv_v, rhs, np.int32(nx), np.int32(ny), np.float64(dt),
-        np.float64(hx), np.float64(hy)))
-    return rhs
+    return _face_kernel("bf_mom_implicit_rhs_v", ("u", "v", "c", "fv", "fv_adv"),
+                        (u, v, mu, rho_y, adv_v), 3, lambda nx, ny: (nx, ny - 1),
+                        (np.float64(dt), np.float64(hx), np.float64(hy)))
 
 
 def implicit_velocity_u(x, w, H, cx, rho_x, dt, hx, forces):
     """Twin of ``momentum.implicit_velocity_u``: one launch of ``bf_mom_implicit_velocity_u``."""
-    import cupy as cp
-
-    arrays = _float64(w, H, cx, rho_x)
-    if arrays is None or getattr(x, "dtype", None) != np.float64 or _cells(arrays[1]) is None:
+    if getattr(x, "size", None) != getattr(rho_x, "size", None):
         return NotImplemented
-    w, H, cx, rho_x = arrays
-    ny, nx = H.shape
-    if not _shapes(ny, nx, u=w, c=H, fu=rho_x, fu_cx=cx) or x.size != rho_x.size:
-        return NotImplemented
-    x = cp.ascontiguousarray(x)
-    out = cp.empty_like(w)
-    grid, block = _grid(nx + 1, ny)
-    _kernel("bf_mom_implicit_velocity_u")(grid, block, (
-        x, w, H, cx, rho_x, out, np.int32(nx), np.int32(ny), np.float64(dt), np.float64(hx),
-        np.int32(bool(forces))))
-    return out
+    return _face_kernel("bf_mom_implicit_velocity_u", ("fu_x", "u", "c", "fu_cx", "fu"),
+                        (x.reshape(rho_x.shape), w, H, cx, rho_x), 1,
+                        lambda nx, ny: (nx + 1, ny),
+                        (np.float64(dt), np.float64(hx), np.int32(bool(forces))))
 
 
 def implicit_velocity_v(x, w, H, cy, rho_y, dt, hy, forces, gravity, reduced=0.0, rho_g=0.0,
                         rho_l=0.0):
     """Twin of ``momentum.implicit_velocity_v``: one launch of ``bf_mom_implicit_velocity_v``."""
-    import cupy as cp
-
-    arrays = _float64(w, H, cy, rho_y)
-    if arrays is None or getattr(x, "dtype", None) != np.float64 or _cells(arrays[1]) is None:
+    if getattr(x, "size", None) != getattr(rho_y, "size", None):
         return NotImplemented
-    w, H, cy, rho_y = arrays
-    ny, nx = H.shape
-    if not _shapes(ny, nx, v=w, c=H, fv=rho_y, fv_cy=cy) or x.size != rho_y.size:
-        return NotImplemented
-    x = cp.ascontiguousarray(x)
-    out = cp.empty_like(w)
-    grid, block = _grid(nx, ny + 1)
-    _kernel("bf_mom_implicit_velocity_v")(grid, block, (
-        x, w, H, cy, rho_y, out, np.int32(nx), np.int32(ny), np.float64(dt), np.float64(hy),
-        np.int32(bool(forces)), np.float64(gravity), np.float64(reduced), np.float64(rho_g),
-        np.float64(rho_l)))
-    return out
+    return _face_kernel("bf_mom_implicit_velocity_v", ("fv_x", "v", "c", "fv_cy", "fv"),
+                        (x.reshape(rho_y.shape), w, H, cy, rho_y), 1,
+                        lambda nx, ny: (nx, ny + 1),
+                        (np.float64(dt), np.float64(hy), np.int32(bool(forces)),
+                         np.float64(gravity), np.float64(reduced), np.float64(rho_g),
+                         np.float64(rho_l)))
 
 
 # ------------------------------------------------------------------ projection
@@ -366,13 +318,10 @@ def correct_velocity(us, vs, p, rho_x, rho_y, div_star, dt, hx, hy):
     squares in one launch of ``bf_mom_correct_partial``, then one block."""
     import cupy as cp
 
-    arrays = _float64(us, vs, p, rho_x, rho_y, div_star)
-    if arrays is None or _cells(arrays[2]) is None:
+    checked = _checked(("u", "v", "c", "fu", "fv", "c_div"), (us, vs, p, rho_x, rho_y, div_star))
+    if checked is None:
         return NotImplemented
-    us, vs, p, rho_x, rho_y, div_star = arrays
-    ny, nx = p.shape
-    if not _shapes(ny, nx, u=us, v=vs, c=p, fu=rho_x, fv=rho_y, c_div=div_star):
-        return NotImplemented
+    (us, vs, p, rho_x, rho_y, div_star), nx, ny = checked
     u, v = cp.empty_like(us), cp.empty_like(vs)
     blocks = _reduce_blocks(nx * ny)
     partial = cp.empty(2 * blocks, dtype=cp.float64)

@@ -285,7 +285,7 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
                         [schedules[i] for i in moved])
         ends = [residual_scalars(systems[i], rhss[i], xs[i])[1][1:2] for i in moved]
         rnorms[moved] = np.asarray(backend.to_host(xp.concatenate(ends)))
-    seconds = (time.perf_counter() - t0) / len(systems)
+    seconds = (time.perf_counter() - t0) / len(systems)     # (solved together: shared evenly)
     out = []
     for S, rhs, x, fnorm, rnorm, tol, k in zip(systems, rhss, xs, host[:, 0], rnorms, tols,
                                                 steps):

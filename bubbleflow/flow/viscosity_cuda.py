@@ -23,10 +23,7 @@ _THREADS = 256
 _REDUCE_BLOCKS = 1024
 
 
-@cuda.kernel_cache
-def _kernel(name="bf_visc_chebyshev_step"):
-    code = "typedef double T;\n" + cuda.source(__name__, "viscosity.cu")
-    return cuda.function(code, name, options=_OPTIONS)
+_kernel = cuda.float64_kernels(__name__, "viscosity.cu", _OPTIONS)
 
 
 def _blocks(n):
@@ -139,7 +136,7 @@ def chebyshev_step(S, x, r, d, d_new, keep, gain):
         return NotImplemented
     ny, nx = S.shape2d
     grid, block = _blocks(ny * nx)
-    _kernel()(grid, block, (*arrays, np.int32(ny), np.int32(nx), np.int32(S.component == "u"),
+    _kernel("bf_visc_chebyshev_step")(grid, block, (*arrays, np.int32(ny), np.int32(nx), np.int32(S.component == "u"),
                             np.float64(S.s_low), np.float64(S.s_high), np.float64(keep),
                             np.float64(gain)))
     return x

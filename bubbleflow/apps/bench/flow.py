@@ -47,7 +47,7 @@ import numpy as np
 from ...linalg import registry
 from .flow_cases import subdomain_counts, uses_subdomains
 from .flow_report import FLOW_COLUMNS, format_flow_table, write_flow_csv
-from .measure import copy_bandwidth, device_info, release
+from .measure import copy_bandwidth, device_info, machine_lines, release
 
 __all__ = ["run_flow_bench", "measure_config", "phase_floors", "PHASE_FIELDS", "SETUP_FIELDS",
            "OUTPUT_FIELDS", "OUTPUT"]
@@ -242,12 +242,9 @@ def _header(bench, out):
         bench.host_bw = bench.copy_bw
     print("# bubbleflow bench --flow: where a flow step's time goes, phase by phase, beside "
           "each phase's bandwidth floor", file=out)
-    print(f"# device: {info['device']} ({bench.backend.name}), {info['memory']}", file=out)
-    print(f"# versions: {info['versions']}", file=out)
-    print(f"# copy bandwidth (read + write, {mib} MiB): {bench.copy_bw / 1e9:.0f} GB/s ("
-          + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in found.items()) + ")"
-          + (f"; host {bench.host_bw / 1e9:.0f} GB/s (the output's floor)" if gpu else ""),
-          file=out)
+    print("\n".join(machine_lines(
+        info, bench.backend, mib, bench.copy_bw, found,
+        f"; host {bench.host_bw / 1e9:.0f} GB/s (the output's floor)" if gpu else "")), file=out)
     print(f"# {bench.steps} measured steps after {bench.skip} warm-up steps per configuration; "
           "phase clock on (a device synchronisation after every phase)"
           + (f"; --set {' '.join(bench.overrides)}" if bench.overrides else ""), file=out)

@@ -5,7 +5,7 @@ import platform
 
 import numpy as np
 
-__all__ = ["copy_bandwidth", "device_info", "release", "true_residual"]
+__all__ = ["copy_bandwidth", "device_info", "machine_lines", "release", "true_residual"]
 
 
 def copy_bandwidth(backend, nbytes, repeat=20):
@@ -64,3 +64,13 @@ def device_info(backend):
 
     info["versions"] = f"bubbleflow {installed_version()}, " + ", ".join(versions)
     return info
+
+
+def machine_lines(info, backend, mib, copy_bw, found, host_note=""):
+    """The benchmarks' header lines on the machine: device, versions, and
+    the copy bandwidth measured in this run (``found``: by method;
+    ``host_note``: what follows it, e.g. the host's bandwidth)."""
+    return [f"# device: {info['device']} ({backend.name}), {info['memory']}",
+            f"# versions: {info['versions']}",
+            f"# copy bandwidth (read + write, {mib} MiB): {copy_bw / 1e9:.0f} GB/s ("
+            + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in found.items()) + ")" + host_note]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .measure import copy_bandwidth, device_info
+from .measure import copy_bandwidth, device_info, machine_lines
 from .options import DEFAULT_MAXITER_PER_N, PEERS
 from .ours import run_ours
 from .peers import run_peer
@@ -38,12 +38,10 @@ def run_bench(bench, out=None, err=None):
                  else "1e-8 (1e-6 at contrast >= 1e6)")
     print("# bubbleflow bench: the pressure solve, ours against the peer on the same matrix, "
           "right-hand side and tolerance", file=out)
-    print(f"# device: {info['device']} ({backend.name}), {info['memory']}", file=out)
-    print(f"# versions: {info['versions']}", file=out)
-    print(f"# copy bandwidth (read + write, {mib} MiB): {bench.copy_bw / 1e9:.0f} GB/s ("
-          + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in found.items()) + ")"
-          + (f"; host copy {bench.copy_host_bw / 1e9:.0f} GB/s (CPU peers)"
-             if bench.copy_host_bw and gpu else ""), file=out)
+    print("\n".join(machine_lines(
+        info, backend, mib, bench.copy_bw, found,
+        f"; host copy {bench.copy_host_bw / 1e9:.0f} GB/s (CPU peers)"
+        if bench.copy_host_bw and gpu else "")), file=out)
     print(f"# problem: bubbly column n^2, float64, operator storage {bench.storage}, rhs "
           f"{bench.rhs}" + (f" (seed {bench.seed})" if bench.rhs == "random" else "")
           + f", rtol {rtol_text}", file=out)

@@ -287,20 +287,7 @@ class CoarseSolver:
             Md = xp.asarray(Md)
         Minv = _spd_inverse(self.backend, xp.ascontiguousarray(Md))
         del Md
-        if self.singular:
-            k, n = self.k, self.n
-            K = xp.zeros((k, k), dtype=self._dtype)
-            K[:n, :n] = Minv
-            del Minv
-            c = K.mean(axis=1)                 # P K P, K symmetric
-            K -= c[:, None]
-            K -= c[None, :]
-            K += c.mean()
-            K += K.T.copy()
-            K *= 0.5
-            self._K = K
-        else:
-            self._K = Minv
+        self._K = _grounded_inverse(Minv, self.k, xp) if self.singular else Minv
         self.nbytes = int(self._K.nbytes)
 
     # -------------------------------------------------------------- condensed
@@ -895,18 +882,23 @@ def _dense_inverse(backend, E_backend, n, singular):
     Md *= 0.5
     Minv = _spd_inverse(backend, xp.ascontiguousarray(Md))
     del Md
-    if not singular:
-        return Minv, []
+    return (_grounded_inverse(Minv, k, xp) if singular else Minv), []
+
+
+def _grounded_inverse(Minv, k, xp):
+    """``P K P`` (``k x k``, exactly symmetric) for a singular ``E`` from the
+    inverse ``Minv`` of its grounded leading block: the pseudo-inverse the
+    deflation applies."""
+    n = Minv.shape[0]
     K = xp.zeros((k, k), dtype=np.float64)
     K[:n, :n] = Minv
-    del Minv
     c = K.mean(axis=1)                 # P K P, K symmetric
     K -= c[:, None]
     K -= c[None, :]
     K += c.mean()
     K += K.T.copy()
     K *= 0.5
-    return K, []
+    return K
 
 
 @_dense_inverse.register("cupy")
