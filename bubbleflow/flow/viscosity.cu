@@ -64,22 +64,31 @@ extern "C" __global__ void bf_visc_chebyshev_step(
                    s_high, keep, gain, blockIdx.x, gridDim.x);
 }
 
-// One Chebyshev step of two systems (the two velocity components) in one
-// launch: blockIdx.y picks the system; a system whose steps are done
-// (active 0) is left alone.
-#define VISC_SYSTEM(s) \
-    const T* __restrict__ rho##s, const T* __restrict__ kp##s, const T* __restrict__ km##s, \
-    const T* __restrict__ tp##s, const T* __restrict__ tm##s, const T* __restrict__ inv##s, \
-    T* __restrict__ x##s, T* __restrict__ r##s, const T* __restrict__ d##s, T* __restrict__ dn##s, \
-    int ny##s, int nx##s, int normal_is_x##s, int active##s, T s_low##s, T s_high##s, \
-    T keep##s, T gain##s
-#define VISC_CALL(s) \
-    if (active##s) visc_chebyshev(rho##s, kp##s, km##s, tp##s, tm##s, inv##s, x##s, r##s, d##s, \
-        dn##s, ny##s, nx##s, normal_is_x##s, s_low##s, s_high##s, keep##s, gain##s, blockIdx.x, \
-        gridDim.x)
-extern "C" __global__ void bf_visc_chebyshev_pair(VISC_SYSTEM(0), VISC_SYSTEM(1))
+// One Chebyshev step of several systems (the velocity components) in one
+// launch, read from a table in device memory (four launch arguments, where
+// the systems' arrays as arguments cost the host more than the step costs
+// the device): blockIdx.y picks the system; step k of system s uses d[k % 2]
+// as d and d[1 - k % 2] as d_new, and schedule[(s * max_steps + k) * 2 +
+// (0, 1)] as (keep, gain); a system whose steps are done is left alone.
+// The layout is viscosity_cuda._SYSTEM_TABLE's.
+struct ViscSystem {
+    const T* rho; const T* kp; const T* km; const T* tp; const T* tm; const T* inv;
+    T* x; T* r; T* d[2];
+    T s_low, s_high;
+    int ny, nx, normal_is_x, steps;
+};
+
+extern "C" __global__ void bf_visc_chebyshev_table(
+    const ViscSystem* __restrict__ systems, const T* __restrict__ schedule,
+    const int max_steps, const int k)
 {
-    if (blockIdx.y == 0) { VISC_CALL(0); } else { VISC_CALL(1); }
+    const ViscSystem& s = systems[blockIdx.y];
+    if (k >= s.steps) return;
+    const long long at = 2 * ((long long)blockIdx.y * max_steps + k);
+    const int e = k & 1;
+    visc_chebyshev(s.rho, s.kp, s.km, s.tp, s.tm, s.inv, s.x, s.r, s.d[e], s.d[1 - e], s.ny,
+                   s.nx, s.normal_is_x, s.s_low, s.s_high, schedule[at], schedule[at + 1],
+                   blockIdx.x, gridDim.x);
 }
 
 // The residual r = rhs - S x (written where r is not null) and per-block

@@ -98,33 +98,47 @@ def residual_scalars(S, rhs, x):
     return r, out
 
 
+#: One system of ``bf_visc_chebyshev_table`` (``struct ViscSystem``): ten
+#: pointers, the two wall signs, four ints (112 bytes, no padding).
+_SYSTEM_TABLE = np.dtype([(name, np.uint64) for name in
+                          ("rho", "kp", "km", "tp", "tm", "inv", "x", "r", "d0", "d1")]
+                         + [("s_low", np.float64), ("s_high", np.float64)]
+                         + [(name, np.int32) for name in ("ny", "nx", "normal_is_x", "steps")])
+
+
 def chebyshev_sweep(systems, xs, rs, ds, schedules):
-    """Twin of ``viscosity.chebyshev_sweep`` for two systems: one launch of
-    ``bf_visc_chebyshev_pair`` per step (``blockIdx.y`` the system)."""
+    """Twin of ``viscosity.chebyshev_sweep``: one launch of
+    ``bf_visc_chebyshev_table`` per step for every system (``blockIdx.y``
+    the system), the systems' arrays and schedules copied to the device once."""
     import cupy as cp
 
-    if len(systems) != 2:
-        return NotImplemented
+    steps = max((len(s) for s in schedules), default=0)
+    table = np.zeros(len(systems), dtype=_SYSTEM_TABLE)
+    schedule = np.zeros((len(systems), max(steps, 1), 2), dtype=np.float64)
     spare = [cp.empty_like(d) for d in ds]
-    parts = []
-    for S, x, r, d, e in zip(systems, xs, rs, ds, spare):
+    for i, (S, x, r, d, e, sched) in enumerate(zip(systems, xs, rs, ds, spare, schedules)):
         arrays = _system_arrays(S, x, r, d, e)
         if arrays is None:
             return NotImplemented
-        ny, nx = S.shape2d
-        parts.append((arrays, (np.int32(ny), np.int32(nx), np.int32(S.component == "u")),
-                      (np.float64(S.s_low), np.float64(S.s_high))))
+        row = table[i]
+        for name, a in zip(_SYSTEM_TABLE.names[:10], arrays):
+            row[name] = a.data.ptr
+        row["s_low"], row["s_high"] = S.s_low, S.s_high
+        row["ny"], row["nx"] = S.shape2d
+        row["normal_is_x"], row["steps"] = S.component == "u", len(sched)
+        if sched:
+            schedule[i, :len(sched)] = sched
+    if steps == 0:
+        return xs
+    table_d = cp.asarray(table.view(np.uint8))
+    schedule_d = cp.asarray(schedule)
     blocks = max(_blocks(S.shape2d[0] * S.shape2d[1])[0][0] for S in systems)
-    kernel = _kernel("bf_visc_chebyshev_pair")
-    steps = max(len(s) for s in schedules)
+    kernel = _kernel("bf_visc_chebyshev_table")
+    grid, block, width = (blocks, len(systems)), (_THREADS,), np.int32(schedule.shape[1])
     for k in range(steps):
-        args = []
-        for (arrays, ints, walls), schedule in zip(parts, schedules):
-            fields = arrays if k % 2 == 0 else arrays[:8] + (arrays[9], arrays[8])
-            keep, gain = schedule[k] if k < len(schedule) else (0.0, 0.0)
-            args += [*fields, *ints, np.int32(k < len(schedule)), *walls, np.float64(keep),
-                     np.float64(gain)]
-        kernel((blocks, 2), (_THREADS,), tuple(args))
+        kernel(grid, block, (table_d, schedule_d, width, np.int32(k)))
+    # (spare and the two tables go back to CuPy's pool, whose reuse is
+    # ordered on this stream, after the launches.)
     return xs
 
 

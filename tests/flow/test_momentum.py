@@ -305,7 +305,8 @@ def _viscous_pair(xp, rng):
 def test_viscous_sweep_and_scalars_kernels_match_their_twins(backend):
     """Both components' Chebyshev steps in one launch per step are the
     single-system steps to the bit (the systems taking different numbers of
-    steps); the residual's scalars match the array code's."""
+    steps, one alone, one taking none); the residual's scalars match the
+    array code's."""
     from bubbleflow.flow.viscosity import chebyshev_sweep, residual_scalars
 
     if backend.name != "cupy":
@@ -322,6 +323,13 @@ def test_viscous_sweep_and_scalars_kernels_match_their_twins(backend):
     assert sweep(systems, *zip(*out), schedules) is not NotImplemented
     for a, b in zip(ref, out):
         assert xp.array_equal(a[0], b[0]) and xp.array_equal(a[1], b[1])
+    # One system alone, and a system with no steps beside one with some.
+    alone = [a.copy() for a in start[1]]
+    assert sweep(systems[1:], *zip(alone), schedules[1:]) is not NotImplemented
+    assert xp.array_equal(alone[0], ref[1][0]) and xp.array_equal(alone[1], ref[1][1])
+    idle = [[a.copy() for a in arrays] for arrays in start]
+    sweep(systems, *zip(*idle), [[], schedules[1]])
+    assert xp.array_equal(idle[0][0], start[0][0]) and xp.array_equal(idle[1][0], ref[1][0])
     for S, (rhs, x, _) in zip(systems, start):
         r_ref, sc_ref = residual_scalars.reference(S, rhs, x)
         r, sc = residual_scalars(S, rhs, x)

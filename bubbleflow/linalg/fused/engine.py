@@ -199,18 +199,24 @@ def _walk_geometry(by, bx, chunk_rows=None):
     One thread per column of the tile, ``bx`` rounded up to a power of two
     below 32 or to a multiple of 32 (``bxp``), times ``chunks`` row chunks of
     about ``chunk_rows`` rows (at most 256 threads unless one chunk is more),
-    rounded up to whole warps.
+    rounded up to whole warps.  A tile narrower than a warp is cut into as
+    many row chunks as fill one (up to one row each): its lanes would
+    otherwise idle while a few walk the tile's rows one after the other.
 
     >>> _walk_geometry(64, 64)
     (64, 4, 256)
     >>> _walk_geometry(8, 8)
-    (8, 1, 32)
+    (8, 4, 32)
+    >>> _walk_geometry(2, 8)
+    (8, 2, 32)
     >>> _walk_geometry(24, 48)
     (64, 1, 64)
     """
     chunk_rows = _CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
     bxp = 1 << max(0, (bx - 1).bit_length()) if bx < 32 else -(-bx // 32) * 32
     chunks = max(1, min(by // max(1, chunk_rows), 256 // bxp))
+    if bxp < 32:
+        chunks = max(chunks, min(by, 32 // bxp))
     threads = -(-(bxp * chunks) // 32) * 32
     return bxp, chunks, threads
 
