@@ -144,6 +144,12 @@ class Backend:
         """Return ``a`` as a NumPy array (no copy on the NumPy backend)."""
         return np.asarray(a)
 
+    def to_host_many(self, arrays):
+        """``arrays`` (small arrays of this backend) as a list of host arrays,
+        read with one wait for the device: the values the checks of a step
+        read together.  NumPy: the arrays themselves."""
+        return [np.asarray(a) for a in arrays]
+
     def to_host_async(self, arrays, reuse=None):
         """Start copying ``arrays`` (of this backend, or host arrays) to host memory.
 
@@ -278,6 +284,37 @@ class CupyBackend(Backend):
         if isinstance(a, self.xp.ndarray):
             return self.xp.asnumpy(a)
         return np.asarray(a)
+
+    def to_host_many(self, arrays):
+        """See :meth:`Backend.to_host_many`: one asynchronous copy per array
+        into one pinned host buffer on the current stream, then one wait
+        (where packing them on the device first costs a kernel per array, an
+        allocation and a copy)."""
+        import ctypes
+
+        import cupyx
+
+        cp = self.xp
+        shapes = [np.shape(a) for a in arrays]
+        # (ascontiguousarray gives a 0-d array one dimension: shapes kept apart.)
+        arrays = [cp.ascontiguousarray(a) if isinstance(a, cp.ndarray) else np.asarray(a)
+                  for a in arrays]
+        offsets, total = [], 0
+        for a in arrays:
+            offsets.append(total)
+            total += -(-a.nbytes // 16) * 16
+        buf = cupyx.empty_pinned(max(total, 16), dtype=np.uint8)
+        stream = cp.cuda.get_current_stream()
+        for a, at in zip(arrays, offsets):
+            if isinstance(a, cp.ndarray):
+                if a.nbytes:
+                    a.data.copy_to_host_async(ctypes.c_void_p(buf.ctypes.data + at), a.nbytes,
+                                              stream)
+            else:
+                buf[at: at + a.nbytes] = a.reshape(-1).view(np.uint8)
+        stream.synchronize()
+        return [buf[at: at + a.nbytes].view(a.dtype).reshape(shape).copy()
+                for a, at, shape in zip(arrays, offsets, shapes)]
 
     def to_host_async(self, arrays, reuse=None):
         """See :meth:`Backend.to_host_async`: staging copies on the current stream,

@@ -264,7 +264,7 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
     xs = [xp.array(x0, dtype=np.float64).reshape(-1) for x0 in x0s]    # (a copy, flat)
     starts = [residual_scalars(S, rhs, x) for S, rhs, x in zip(systems, rhss, xs)]
     rs = [r for r, _ in starts]
-    host = np.asarray(backend.to_host(xp.concatenate([sc for _, sc in starts]))).reshape(-1, 5)
+    host = np.stack(backend.to_host_many([sc for _, sc in starts])).reshape(-1, 5)
     tols, steps, schedules, ds = [], [], [], []
     for S, r, (fnorm, rnorm, lo, dmax, dmin) in zip(systems, rs, host):
         tols.append(rtol * fnorm)
@@ -284,7 +284,7 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
                         [rs[i] for i in moved], [ds[i] for i in moved],
                         [schedules[i] for i in moved])
         ends = [residual_scalars(systems[i], rhss[i], xs[i])[1][1:2] for i in moved]
-        rnorms[moved] = np.asarray(backend.to_host(xp.concatenate(ends)))
+        rnorms[moved] = np.concatenate(backend.to_host_many(ends))
     seconds = (time.perf_counter() - t0) / len(systems)     # (solved together: shared evenly)
     out = []
     for S, rhs, x, fnorm, rnorm, tol, k in zip(systems, rhss, xs, host[:, 0], rnorms, tols,

@@ -391,17 +391,9 @@ def _check_all(backend, parts):
         for part in parts:
             part.check([])
         return
-    xp = backend.xp
-    flat = [xp.asarray(f).reshape(-1).astype(np.int32, copy=False) for f in flat]
-    host = np.asarray(backend.to_host(flat[0] if len(flat) == 1 else xp.concatenate(flat)))
-    at = 0
+    host = iter(h.reshape(-1).astype(np.int32) for h in backend.to_host_many(flat))
     for part, fs in zip(parts, flags):
-        values = []
-        for f in fs:
-            size = int(np.prod(f.shape)) if f.shape else 1
-            values.append(host[at:at + size])
-            at += size
-        part.check(values)
+        part.check([next(host) for _ in fs])
 
 
 def _operator_as(A, dtype):

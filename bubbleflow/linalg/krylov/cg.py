@@ -84,8 +84,8 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
                 record.rhs_mean_removed = value      # already on the host
             elif value is not None:
                 names.append(name)
-                values.append(value.astype(np.float64, copy=False))
-        first = dict(zip(names, (float(v) for v in backend.to_host(xp.stack(values)))))
+                values.append(value)
+        first = dict(zip(names, (float(v) for v in backend.to_host_many(values))))
         bnorm, rn0 = first["bnorm"], first["rn0"]
         if "mean" in first:
             record.rhs_mean_removed = first["mean"]
@@ -105,10 +105,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
             xf = solution(candidate)
             rt = b - system.matvec(xf)
             it = state.it
-            got = backend.to_host(xp.concatenate([engine.norm(rt).reshape(1),
-                                                  state.hist[: it + 1]]))
-            state.hist_host = (it, np.array(got[1:], dtype=np.float64))
-            return xf, rt, float(got[0])
+            rtn, history = backend.to_host_many([engine.norm(rt), state.hist[: it + 1]])
+            state.hist_host = (it, np.array(history, dtype=np.float64))
+            return xf, rt, float(rtn)
 
         # Attainable accuracy of the recursion: about eps ||A|| ||x|| (absolute);
         # ||A|| asked for only when a test needs it.
