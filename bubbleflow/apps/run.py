@@ -13,7 +13,7 @@ import sys
 from .. import __version__
 from ..case.config import viscosity_scheme
 from ..case.problem import build_pressure_problem
-from ..io.layout import DYNAMIC_PRESSURE
+from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
 from ..linalg.solver import PressureSolver
 
 __all__ = ["run_case", "run_pressure"]
@@ -156,10 +156,15 @@ def _open_restart(case, restart, backend, solver):
                         f"not before time.end = {case.time.end:g}", "a later time.end",
                         value=case.time.end)
     xp, dt = backend.xp, solver.dtype
+    if solver.clsvof and VOLUME_FRACTION not in ck:
+        raise CaseError(restart, "levelset.method", "the checkpoint has no volume fraction "
+                        f"{VOLUME_FRACTION!r}", "a file written by a clsvof run",
+                        value=case.levelset.method)
+    c = xp.asarray(ck[VOLUME_FRACTION], dtype=dt) if solver.clsvof else None
     state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
                       v=xp.asarray(ck["v"], dtype=dt),
                       p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
-                      time=ck["time"], step=ck["step"])
+                      time=ck["time"], step=ck["step"], c=c)
     return state
 
 
@@ -358,14 +363,15 @@ def _snapshot(writer, solver, state, backend):
 
     ``p`` in the file is the whole pressure; with reduced gravity the
     dynamic pressure the solver carries is stored beside it, ``p_dynamic``,
-    which a restart reads back (bit for bit)."""
+    and a CLSVOF run's volume fraction ``c``: a restart reads both back (bit
+    for bit)."""
     rho = solver.properties(state.phi)[1]
     total = solver.total_pressure(state.p, rho)
-    if total is state.p:
-        writer.write_snapshot(state, rho, backend.to_host)
-    else:
-        writer.write_snapshot(dataclasses.replace(state, p=total), rho, backend.to_host,
-                              extra={DYNAMIC_PRESSURE: state.p})
+    extra = {} if state.c is None else {VOLUME_FRACTION: state.c}
+    if total is not state.p:
+        extra[DYNAMIC_PRESSURE] = state.p
+        state = dataclasses.replace(state, p=total)
+    writer.write_snapshot(state, rho, backend.to_host, extra=extra or None)
 
 
 def _write_failed(name, exc, path):

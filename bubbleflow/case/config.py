@@ -779,11 +779,21 @@ class BoundariesConfig(_Node):
     top: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
 
 
+#: How the interface is carried (mode flow): the level set alone, or coupled
+#: with a conservative volume of fluid (CLSVOF: the gas volume kept to
+#: round-off; :mod:`bubbleflow.flow.vof`).
+INTERFACE_METHODS = ("levelset", "clsvof")
+
+
 @dataclass(frozen=True)
 class LevelSetConfig(_Node):
-    """``levelset`` (mode flow): reinitialisation schedule."""
+    """``levelset`` (mode flow): the interface method and the reinitialisation schedule."""
 
-    reinit_every: int = _f(_Int(min=0), 5, doc="steps between reinitialisations; 0: never")
+    method: str = _f(_Enum(INTERFACE_METHODS), "levelset",
+                     doc="levelset, or clsvof: a volume fraction advected beside the level set "
+                         "conserves the gas volume, the level set is rebuilt from it every step")
+    reinit_every: int = _f(_Int(min=0), 5, doc="steps between reinitialisations; 0: never "
+                                                "(levelset; clsvof rebuilds every step)")
     reinit_iterations: int = _f(_Int(min=1), 4)
 
 

@@ -17,7 +17,10 @@ One time step (Chorin projection, explicit in time):
 4. correction ``u = u* - dt/rho grad p`` (exactly divergence-free up to the
    solver tolerance);
 5. the level set is advected with the new velocity (WENO5 + TVD-RK3) and
-   reinitialised every few steps.
+   reinitialised every few steps; with ``levelset.method: clsvof`` the gas
+   volume fraction is advected beside it (:mod:`.vof`, conservative: the
+   gas volume is kept to round-off) and the level set is rebuilt from its
+   PLIC lines every step, so the two carry one interface.
 
 The array code of steps 1, 2 and 4 (and of the finite check, the time
 step's maxima and the diagnostics' transfer) is in :mod:`.momentum`, pure
@@ -42,7 +45,7 @@ from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
 from ..linalg.solver import PressureSolver
-from . import levelset_ops, momentum
+from . import levelset_ops, momentum, vof
 from .viscosity import ViscousSystem, solve_viscous_systems
 
 __all__ = ["FlowState", "FlowSolver", "StepReport"]
@@ -58,6 +61,7 @@ class FlowState:
     p: object
     time: float = 0.0
     step: int = 0
+    c: object = None        # gas volume fraction (levelset.method clsvof), else None
 
 
 @dataclass
@@ -153,11 +157,17 @@ class FlowSolver:
         """Fluid at rest, interface from the case geometry."""
         g, xp = self.grid, self.xp
         circles = geometry_circles(self.case.geometry, g)
-        phi = build_levelset(g, self.case.geometry.free_surface, circles)
-        return FlowState(phi=xp.asarray(phi, dtype=self.dtype),
-                         u=xp.zeros((g.ny, g.nx + 1), dtype=self.dtype),
+        phi = xp.asarray(build_levelset(g, self.case.geometry.free_surface, circles),
+                         dtype=self.dtype)
+        c = vof.volume_fraction(phi, self.hx, self.hy) if self.clsvof else None
+        return FlowState(phi=phi, u=xp.zeros((g.ny, g.nx + 1), dtype=self.dtype),
                          v=xp.zeros((g.ny + 1, g.nx), dtype=self.dtype),
-                         p=xp.zeros((g.ny, g.nx), dtype=self.dtype))
+                         p=xp.zeros((g.ny, g.nx), dtype=self.dtype), c=c)
+
+    @property
+    def clsvof(self):
+        """Is the interface a coupled level set and volume of fluid?"""
+        return self.case.levelset.method == "clsvof"
 
     # ------------------------------------------------------------- properties
     def properties(self, phi):
@@ -344,19 +354,16 @@ class FlowSolver:
         u, v, norms = momentum.correct_velocity(us, vs, p, rho_x, rho_y, div_star, dt,
                                                 self.hx, self.hy)
         clock.mark("correction")
-        phi = levelset_ops.advect(state.phi, u, v, dt, self.hx, self.hy)
-        clock.mark("advection")
         step = state.step + 1
-        ls = self.case.levelset
-        if ls.reinit_every and step % ls.reinit_every == 0:
-            phi = levelset_ops.reinitialize(phi, self.hx, self.hy, iterations=ls.reinit_iterations)
-        clock.mark("reinitialisation")
-        new = FlowState(phi=phi, u=u, v=v, p=p, time=state.time + dt, step=step)
+        phi, c = self.move_interface(state, u, v, dt, step)
+        new = FlowState(phi=phi, u=u, v=v, p=p, time=state.time + dt, step=step, c=c)
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
         # The diagnostics and ||div u*||, ||div u|| in one transfer.
         diagnostics, (nd, nu_) = momentum.diagnostics_and_norms(
             new.phi, new.u, new.v, self.hx, self.hy, self.eps, norms)
+        if c is not None:
+            diagnostics.update(vof.gas_diagnostics(c, new.v, self.hx, self.hy))
         divergence = nu_ / nd if nd > 0 else 0.0
         clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
@@ -365,7 +372,38 @@ class FlowSolver:
                             phases=dict(clock.seconds) if clock.enabled else None)
         return new, report
 
+    def move_interface(self, state, u, v, dt, step):
+        """The interface carried by the new velocity: ``(phi, c)`` at step
+        ``step`` (``c`` None for the level set alone).
+
+        Level set: advected, reinitialised every ``reinit_every`` steps.
+        CLSVOF: the volume fraction advected conservatively with the
+        normals of the old level set (its sweeps alternate from step to
+        step), the level set advected beside it and then rebuilt as the
+        distance to the new PLIC lines, which keeps its zero level on the
+        conserved volume.
+        """
+        clock = self.clock
+        c = None
+        if self.clsvof:
+            c = vof.advect(state.c, u, v, dt, self.hx, self.hy, first_axis=step % 2,
+                           normal_from=state.phi)
+        phi = levelset_ops.advect(state.phi, u, v, dt, self.hx, self.hy)
+        clock.mark("advection")
+        ls = self.case.levelset
+        if c is not None:
+            phi = vof.redistance(phi, c, self.hx, self.hy)
+        elif ls.reinit_every and step % ls.reinit_every == 0:
+            phi = levelset_ops.reinitialize(phi, self.hx, self.hy, iterations=ls.reinit_iterations)
+        clock.mark("reinitialisation")
+        return phi, c
+
     def diagnostics(self, state):
-        """Hysing et al. (2009) benchmark quantities of the gas (host floats)."""
+        """Hysing et al. (2009) benchmark quantities of the gas (host floats);
+        with a volume fraction, the area, centroid and rise velocity are its
+        (:func:`.vof.gas_diagnostics`)."""
         d = levelset_ops.bubble_diagnostics(state.phi, state.u, state.v, self.hx, self.hy, self.eps)
-        return {k: float(val) for k, val in d.items()}
+        d = {k: float(val) for k, val in d.items()}
+        if state.c is not None:
+            d.update(vof.gas_diagnostics(state.c, state.v, self.hx, self.hy))
+        return d

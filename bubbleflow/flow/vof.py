@@ -30,12 +30,15 @@ kernel can follow the same order of operations.
 """
 from __future__ import annotations
 
+import math
+
 from ..compute.backend import backend_of
 from ..compute.twins import twin
 
 __all__ = [
     "volume_fraction", "cut_fraction", "line_constant", "interface_normal",
-    "reconstruct", "advect",
+    "reconstruct", "advect", "interface_segments", "redistance", "gas_volume",
+    "gas_diagnostics",
 ]
 
 # Excursions of c outside [0, 1] smaller than this are rounding and are
@@ -427,3 +430,334 @@ def advect(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
         info["clipped"] = float(xp.sum(clipped - new)) * hx * hy
         info["excursion"] = max(0.0, float(xp.max(xp.maximum(-clipped, clipped - 1.0))))
     return clipped
+
+
+# ----------------------------------------------------------------------------
+# coupling to the level set (CLSVOF, after Sussman and Puckett 2000)
+# ----------------------------------------------------------------------------
+
+def _interface_mask(c):
+    """Cells holding a PLIC segment: ``c`` clear of 0 and 1 by more than the
+    rounding that :func:`advect` clips."""
+    return (c > CLIP_TOLERANCE) & (c < 1.0 - CLIP_TOLERANCE)
+
+
+def _segments(c, hx, hy, normal_from, xp):
+    """PLIC segment of every cell, relative to the cell's centre.
+
+    Returns ``(mask, mx, my, d, x0, y0, x1, y1)``: ``mask`` flags the cells
+    with an interface, ``(mx, my)`` is the unit normal out of the gas, the
+    line is ``mx X + my Y = d`` with ``(X, Y)`` from the cell centre (so the
+    centre's signed distance to the line is ``-d``, positive in the liquid)
+    and ``(x0, y0)``-``(x1, y1)`` are the ends of its part inside the cell.
+    Values outside ``mask`` are zero.
+    """
+    mask = _interface_mask(c)
+    mx, my, alpha = reconstruct(c, hx, hy, normal_from)
+    d = alpha - 0.5 * (mx * hx + my * hy)
+    # The line is p0 + s t, p0 = d m its point nearest the centre and
+    # t = (-my, mx) its direction; clip s to the cell (Liang-Barsky).
+    px, py = d * mx, d * my
+    tx, ty = -my, mx
+    big = 2.0 * (hx + hy)           # beyond any |s| inside the cell
+
+    def bounds(p, t, half):
+        moving = t != 0.0
+        inv = 1.0 / xp.where(moving, t, 1.0)
+        s0, s1 = (-half - p) * inv, (half - p) * inv
+        return (xp.where(moving, xp.minimum(s0, s1), -big),
+                xp.where(moving, xp.maximum(s0, s1), big))
+
+    lo_x, hi_x = bounds(px, tx, 0.5 * hx)
+    lo_y, hi_y = bounds(py, ty, 0.5 * hy)
+    lo = xp.maximum(lo_x, lo_y)
+    hi = xp.minimum(hi_x, hi_y)
+    # A line through a corner can come out with lo a rounding above hi.
+    mid = 0.5 * (lo + hi)
+    crossed = lo <= hi
+    lo = xp.where(crossed, lo, mid)
+    hi = xp.where(crossed, hi, mid)
+    ends = [px + lo * tx, py + lo * ty, px + hi * tx, py + hi * ty]
+    zero = xp.zeros_like(c)
+    return (mask, mx, my, d) + tuple(xp.where(mask, e, zero) for e in ends)
+
+
+def interface_segments(c, hx, hy, normal_from=None):
+    """The PLIC segment of every interface cell, in absolute coordinates.
+
+    The segment is the part of the cell's PLIC line (:func:`reconstruct`)
+    inside the cell rectangle.  Interface cells are those with
+    ``CLIP_TOLERANCE < c < 1 - CLIP_TOLERANCE``; full and empty cells (and
+    the rounding-level fractions :func:`advect` would clip) have none.
+
+    Parameters
+    ----------
+    c : array (ny, nx)
+        Gas volume fraction.
+    hx, hy : float
+        Cell sizes.
+    normal_from : array (ny, nx), optional
+        Level set for the normals (CLSVOF); by default Youngs' normals from ``c``.
+
+    Returns
+    -------
+    mask : array of bool (ny, nx)
+        True in the interface cells.
+    x0, y0, x1, y1 : array (ny, nx)
+        End points of the segments (walking from ``(x0, y0)`` to ``(x1, y1)``
+        the gas is on the left); NaN where ``mask`` is false.
+    """
+    xp = _xp(c)
+    mask, _, _, _, x0, y0, x1, y1 = _segments(c, hx, hy, normal_from, xp)
+    ny, nx = c.shape
+    xc = ((xp.arange(nx, dtype=c.dtype) + 0.5) * hx)[None, :]
+    yc = ((xp.arange(ny, dtype=c.dtype) + 0.5) * hy)[:, None]
+    nan = xp.full(c.shape, float("nan"), dtype=c.dtype)
+    return (mask, xp.where(mask, x0 + xc, nan), xp.where(mask, y0 + yc, nan),
+            xp.where(mask, x1 + xc, nan), xp.where(mask, y1 + yc, nan))
+
+
+def _pad_fields(fields, r_y, r_x, xp):
+    """Stack ``fields`` and add ``r_y`` / ``r_x`` zero layers round them, so
+    a shifted window can be read for every offset up to the reach."""
+    stacked = xp.stack(fields)
+    n, ny, nx = stacked.shape
+    out = xp.zeros((n, ny + 2 * r_y, nx + 2 * r_x), dtype=stacked.dtype)
+    out[:, r_y:r_y + ny, r_x:r_x + nx] = stacked
+    return out
+
+
+def _face_segments(c, hx, hy, xp):
+    """Segments on the faces between a full and an empty cell.
+
+    An interface lying on a grid line leaves no cell with ``0 < c < 1``;
+    such a face is then the interface.  Returns up to two tuples laid out as
+    :func:`_segments`' (the right faces and the top faces of the cells, each
+    held by the cell on its left or below); an empty list if there are none.
+    """
+    full = c >= 1.0 - CLIP_TOLERANCE
+    empty = c <= CLIP_TOLERANCE
+    zero = xp.zeros_like(c)
+    layers = []
+    for axis, half, across in ((1, 0.5 * hx, 0.5 * hy), (0, 0.5 * hy, 0.5 * hx)):
+        lo = (slice(None), slice(None, -1)) if axis == 1 else (slice(None, -1), slice(None))
+        hi = (slice(None), slice(1, None)) if axis == 1 else (slice(1, None), slice(None))
+        # +1: gas below/left of the face (normal along +axis), -1 the reverse.
+        sense = zero.copy()
+        sense[lo] = xp.where(full[lo] & empty[hi], 1.0, xp.where(empty[lo] & full[hi], -1.0, 0.0))
+        mask = sense != 0.0
+        if not bool(xp.any(mask)):
+            continue
+        along = xp.where(mask, half, 0.0)
+        ends = [along, xp.where(mask, -across, 0.0), along, xp.where(mask, across, 0.0)]
+        m, d = sense, sense * half
+        if axis == 1:
+            layers.append((axis, (mask, m, zero, d) + tuple(ends)))
+        else:
+            layers.append((axis, (mask, zero, m, d, ends[1], ends[0], ends[3], ends[2])))
+    return layers
+
+
+def _layer_fields(seg, xp):
+    """The nine per-cell numbers of a segment layer that the search reads."""
+    mask, mx, my, d, x0, y0, x1, y1 = seg
+    ex, ey = x1 - x0, y1 - y0
+    length2 = ex * ex + ey * ey
+    # A segment shrunk to a point (a line through a corner) has t = 0.
+    inv_len2 = xp.where(length2 > 0.0, 1.0 / xp.where(length2 > 0.0, length2, 1.0), 0.0)
+    return [mask.astype(x0.dtype), mx, my, d, x0, y0, ex, ey, inv_len2]
+
+
+def _nearest_segment(layers, seed, hx, hy, band, r_y, r_x, xp):
+    """Squared distance from each cell centre to the nearest segment among
+    the cells at most ``r_x`` columns and ``r_y`` rows away, the side of
+    that segment's line the centre is on (+1 liquid, -1 gas, 0 on it) and
+    the band: the cells within ``band`` cells (Chebyshev) of a ``seed`` cell.
+
+    ``layers`` is a list of tuples laid out as :func:`_segments`' (a cell
+    holds at most one segment per layer).  Where no segment is in reach the
+    distance is ``inf``.  Offsets are visited nearest first and ties keep
+    the first met, so the cell's own segment wins a tie.
+    """
+    ny, nx = layers[0][0].shape
+    fields = _pad_fields([f for seg in layers for f in _layer_fields(seg, xp)]
+                         + [seed.astype(layers[0][1].dtype)], r_y, r_x, xp)
+    best = xp.full((ny, nx), float("inf"), dtype=fields.dtype)
+    side = xp.zeros_like(best)
+    in_band = xp.zeros((ny, nx), dtype=bool)
+    offsets = sorted(((dj, di) for dj in range(-r_y, r_y + 1) for di in range(-r_x, r_x + 1)),
+                     key=lambda o: (o[0] * hy) ** 2 + (o[1] * hx) ** 2)
+    for dj, di in offsets:
+        window = fields[:, r_y + dj:r_y + dj + ny, r_x + di:r_x + di + nx]
+        # This centre seen from the neighbour's centre (exact, no cancellation).
+        px, py = -di * hx, -dj * hy
+        for k in range(len(layers)):
+            f = window[9 * k:9 * k + 9]
+            rx, ry = px - f[4], py - f[5]
+            t = xp.clip((rx * f[6] + ry * f[7]) * f[8], 0.0, 1.0)
+            qx, qy = rx - t * f[6], ry - t * f[7]
+            dist2 = xp.where(f[0] > 0.0, qx * qx + qy * qy, float("inf"))
+            nearer = dist2 < best
+            best = xp.where(nearer, dist2, best)
+            side = xp.where(nearer, xp.sign(f[1] * px + f[2] * py - f[3]), side)
+        if abs(dj) <= band and abs(di) <= band:
+            in_band = in_band | (window[-1] > 0.0)
+    return best, side, in_band
+
+
+def _reach(band, hx, hy):
+    """Offsets (rows, columns) to search so that every cell within ``band``
+    cells of an interface cell finds the foot of its perpendicular on a
+    straight interface: that foot is no farther than the interface point in
+    the nearest interface cell, at most ``(band + 1/2)`` cells away per axis."""
+    far = math.hypot((band + 0.5) * hx, (band + 0.5) * hy)
+    return int(math.floor(far / hy + 0.5)), int(math.floor(far / hx + 0.5))
+
+
+def _band_seed(mask, faces):
+    """Cells the band grows from: the interface cells and both cells of
+    every interface face (``faces`` as returned by :func:`_face_segments`)."""
+    seed = mask
+    for axis, face in faces:
+        seed = seed | face[0]       # a new array: ``mask`` is left alone
+        if axis == 1:
+            seed[:, 1:] |= face[0][:, :-1]
+        else:
+            seed[1:, :] |= face[0][:-1, :]
+    return seed
+
+
+def _own_side(c, mask, d, xp):
+    """Each cell's own verdict on its centre: -1 gas, +1 liquid.
+
+    Full cells are gas and empty ones liquid; an interface cell's centre is
+    on the side of its own PLIC line (``d`` as in :func:`_segments`), and a
+    centre exactly on that line goes by ``c > 1/2``.
+    """
+    full = c >= 1.0 - CLIP_TOLERANCE
+    empty = c <= CLIP_TOLERANCE
+    own = xp.where(full, -1.0, xp.where(empty, 1.0, xp.where(mask, xp.sign(-d), 0.0)))
+    return xp.where(own == 0.0, xp.where(c > 0.5, -1.0, 1.0), own)
+
+
+def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
+    """The level set rebuilt from the volume fraction (the CLSVOF coupling).
+
+    The interface is the PLIC reconstruction of ``c`` with the normals of the
+    input ``phi`` (:func:`interface_segments` with ``normal_from=phi``, the
+    choice of Sussman and Puckett 2000).  In the *band*, the cells within
+    ``band`` cells (Chebyshev distance) of an interface cell, ``|phi|`` is the
+    distance from the cell centre to the nearest segment, searched among the
+    interface cells up to ``reach`` cells away (a loop over the offsets with
+    shifted arrays).  An interface on a grid line leaves no interface cell;
+    a face between a full and an empty cell then counts as a segment, and
+    both its cells as interface cells.
+
+    Sign in the band: the side of the nearest segment's line (negative on the
+    gas side), measured as ``+1``/``-1``.  Where that disagrees with the cell's own data, the cell wins:
+    a full cell (``c >= 1 - CLIP_TOLERANCE``) is gas, an empty one liquid and
+    an interface cell takes the side of its own PLIC line, so the sign
+    always agrees with ``c`` and with the reconstruction.  Such conflicts
+    only arise near a segment's end, where the neighbouring segment's line
+    extended past its cell is a poor guide; they are counted in ``info``.
+    Distance ties go to the nearer cell offset, the own cell first.
+
+    Outside the band the interface is at least ``band + 1/2`` cells away, so
+    ``phi`` keeps its magnitude floored at ``band * min(hx, hy)``; its sign
+    is the sign of ``c`` (gas where ``c > 1/2``), which is the sign of the
+    input wherever the two agree (full and empty cells overrule ``phi``).
+
+    Parameters
+    ----------
+    phi : array (ny, nx)
+        Level set (normals for the reconstruction, values outside the band).
+    c : array (ny, nx)
+        Gas volume fraction; it defines the interface.
+    hx, hy : float
+        Cell sizes.
+    band : int, optional
+        Half-width of the rebuilt band, in cells.
+    reach : int, optional
+        Search radius in cells; by default the smallest one for which every
+        band cell of a *straight* interface finds the foot of its
+        perpendicular, so that ``phi`` is the exact distance there
+        (``floor(sqrt(2) (band + 1/2) + 1/2)`` on square cells: 5 for
+        ``band = 3``).  ``reach = band`` is cheaper and exact only within the
+        distance ``band * min(hx, hy)`` of a straight interface.
+    info : dict, optional
+        Filled with ``"band_cells"`` and ``"sign_conflicts"`` (the band cells
+        whose nearest segment's side disagreed with their own data), ints.
+
+    Returns
+    -------
+    array (ny, nx)
+        The new level set (``phi`` and ``c`` are not modified).
+    """
+    xp = _xp(phi, c)
+    band = int(band)
+    if band < 1:
+        raise ValueError(f"band={band!r}: expected an integer >= 1")
+    r_y, r_x = _reach(band, hx, hy) if reach is None else (int(reach), int(reach))
+    r_y, r_x = max(r_y, band), max(r_x, band)
+    seg = _segments(c, hx, hy, phi, xp)
+    faces = _face_segments(c, hx, hy, xp)
+    layers = [seg] + [face for _, face in faces]
+    dist2, side, in_band = _nearest_segment(layers, _band_seed(seg[0], faces), hx, hy,
+                                            band, r_y, r_x, xp)
+    own = _own_side(c, seg[0], seg[3], xp)
+    conflict = in_band & (side != own) & (side != 0.0)
+    dist = xp.sqrt(xp.where(in_band, dist2, 0.0))
+    floor = band * min(hx, hy)
+    outside = own * xp.maximum(xp.abs(phi), floor)
+    if info is not None:
+        info["band_cells"] = int(xp.sum(in_band))
+        info["sign_conflicts"] = int(xp.sum(conflict))
+    return xp.where(in_band, own * dist, outside)
+
+
+def gas_volume(c, hx, hy):
+    """Gas volume (area in 2-D) ``sum(c) hx hy``, read to the host.
+
+    Parameters
+    ----------
+    c : array (ny, nx)
+        Gas volume fraction.
+    hx, hy : float
+        Cell sizes.
+
+    Returns
+    -------
+    float
+    """
+    xp = _xp(c)
+    return float(xp.sum(c)) * hx * hy
+
+
+def gas_diagnostics(c, v, hx, hy):
+    """The gas's area, centroid and rise velocity from the volume fraction
+    (host floats, one read): ``area = sum(c) hx hy``, the centroid and the
+    mean vertical velocity weighted by ``c`` (cell-centre ``v``: the mean of
+    the cell's two faces).  The keys of the level set's benchmark
+    quantities they replace for a CLSVOF flow; NaN quotients without gas.
+
+    Parameters
+    ----------
+    c : array (ny, nx)
+        Gas volume fraction.
+    v : array (ny + 1, nx)
+        Vertical velocity on the horizontal faces.
+    hx, hy : float
+        Cell sizes.
+    """
+    xp = _xp(c)
+    ny, nx = c.shape
+    x = (xp.arange(nx, dtype=c.dtype) + 0.5) * hx
+    y = (xp.arange(ny, dtype=c.dtype) + 0.5) * hy
+    vc = 0.5 * (v[:-1, :] + v[1:, :])
+    sums = [xp.sum(c), xp.sum(c * x[None, :]), xp.sum(c * y[:, None]), xp.sum(c * vc)]
+    mass, wx, wy, wv = (float(s) for s in backend_of(c).to_host_many(sums))
+    if mass <= 0.0:
+        nan = float("nan")
+        return {"area": 0.0, "centroid_x": nan, "centroid_y": nan, "rise_velocity": nan}
+    return {"area": mass * hx * hy, "centroid_x": wx / mass, "centroid_y": wy / mass,
+            "rise_velocity": wv / mass}

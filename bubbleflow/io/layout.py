@@ -92,8 +92,11 @@ DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "cir
 #: The dynamic pressure ``p - rho g.(x - x0)`` a flow with reduced gravity
 #: solves for, stored in its snapshots beside the whole pressure ``p``.
 DYNAMIC_PRESSURE = "p_dynamic"
+#: The gas volume fraction of a CLSVOF flow (``levelset.method: clsvof``),
+#: stored in its snapshots beside ``phi``; a restart reads it back.
+VOLUME_FRACTION = "c"
 UNITS = {"phi": "m", "rho": "kg/m^3", "p": "Pa", "u": "m/s", "v": "m/s", "velocity": "m/s",
-         "time": "s", "step": "1", DYNAMIC_PRESSURE: "Pa"}
+         "time": "s", "step": "1", DYNAMIC_PRESSURE: "Pa", VOLUME_FRACTION: "1"}
 
 _OLDER = "it was written by an older bubbleflow (no run_id); start a new run"
 
@@ -434,7 +437,8 @@ def read_checkpoint(path):
         case = text(fh.attrs[CASE])
     snapshot = os.path.join(run_folder(path), snapshot_name(int(steps[-1])))
     with h5py.File(snapshot, "r") as fh:
-        out = {key: fh[key][()] for key in ("phi", "u", "v", "p", DYNAMIC_PRESSURE) if key in fh}
+        out = {key: fh[key][()] for key in ("phi", "u", "v", "p", DYNAMIC_PRESSURE, VOLUME_FRACTION)
+               if key in fh}
     out["step"] = int(steps[-1])
     out["time"] = float(times[-1])
     out["case"] = case

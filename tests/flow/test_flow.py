@@ -101,6 +101,7 @@ def test_snapshots_written_incrementally_and_readable(tmp_path):
     ("time.end=0", "time.end"),
     ("time.end=-1", "time.end"),
     ("time.dt=0", "time.dt"),
+    ("levelset.method=vof", "levelset.method"),
 ])
 def test_bad_flow_input_is_one_line(setting, key, tmp_path):
     res = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path), "--set", setting)
