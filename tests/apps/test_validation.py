@@ -1,6 +1,7 @@
 """Hysing et al. (2009) benchmark tooling: reference data, benchmark numbers,
 run files and the validation script (all fast, synthetic data)."""
 import importlib.util
+import math
 import subprocess
 from pathlib import Path
 
@@ -23,10 +24,10 @@ def _script():
     return mod
 
 
-def _synthetic(dt=0.0037, end=3.0, group="tp2d", area_drift=-0.002):
+def _synthetic(dt=0.0037, end=3.0, group="tp2d", area_drift=-0.002, case=1):
     """Reference curves resampled (cubic spline) onto a time axis not aligned
     with the reference samples; an area drifting linearly by ``area_drift``."""
-    ref = V.load_reference(group)
+    ref = V.load_reference(group, case=case)
     t = np.append(np.arange(0.0, end, dt), end)
     out = {"time": t}
     for name in ("centroid_y", "rise_velocity", "circularity"):
@@ -255,3 +256,218 @@ def test_script_rejects_wrong_grid(tmp_path, capsys):
     _write_run(tmp_path / "hysing_h80.h5", n=40)      # file name says 80, grid says 40
     rc = mod.main(["--resolutions", "80", "--outdir", str(tmp_path)])
     assert rc == 1 and "expected 80 x 160" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------
+# Test case 2
+# --------------------------------------------------------------------------
+CASE2_PUBLISHED = {   # the brief's / bubbleflow/data/README.md's figures
+    "tp2d": (0.5869, 2.4004, 0.2524, 0.7332, 0.2434, 2.0705, 1.1380),
+    "freelife": (0.4647, 3.0, 0.2514, 0.7281, 0.2440, 1.9844, 1.1249),
+    "moonmd": (0.5144, 2.9994, 0.2502, 0.7316, 0.2393, 2.0600, 1.1377),
+}
+
+
+def test_case2_reference_loads_with_its_columns():
+    from importlib import resources
+
+    assert V.benchmark(2).file == "hysing2009_case2.csv"
+    assert V.benchmark(2).case_file == "cases/hysing_case2.yaml"
+    assert (ROOT / V.benchmark(2).case_file).exists() and (ROOT / V.benchmark(1).case_file).exists()
+    text = resources.files("bubbleflow.data").joinpath("hysing2009_case2.csv").read_text()
+    header = next(ln for ln in text.splitlines() if not ln.startswith("#")).split(",")
+    assert header[0] == "time" and len(header) == 10
+    for group, (prefix, _) in V.REFERENCE_GROUPS_CASE2.items():
+        assert all(prefix + c in header for c in ("circularity", "centroid_y", "rise_velocity"))
+        ref = V.load_reference(group, case=2)
+        assert set(ref) == {"time", "circularity", "centroid_y", "rise_velocity"}
+        assert len(ref["time"]) == 301 and all(len(v) == 301 for v in ref.values())
+        assert all(np.all(np.isfinite(v)) for v in ref.values())
+        assert ref["time"][-1] == pytest.approx(3.0)
+    # case 2 differs from case 1 (other file), and groups are checked per case
+    assert V.load_reference("tp2d", case=2)["circularity"].min() < 0.6
+    with pytest.raises(ValueError, match="freelife"):
+        V.load_reference("nope", case=2)
+    with pytest.raises(ValueError, match="test case"):
+        V.load_reference("tp2d", case=3)
+
+
+@pytest.mark.parametrize("group", list(CASE2_PUBLISHED))
+def test_case2_published_figures_recovered_from_the_csv(group):
+    """The groups' published figures, from the resampled (dt = 0.01) columns:
+    values within 0.1 %, times within the sampling (0.01)."""
+    cmin, tcmin, v1, tv1, v2, tv2, yc = CASE2_PUBLISHED[group]
+    ref = V.load_reference(group, case=2)
+    t = ref["time"]
+    q = V.benchmark_quantities(t, np.ones_like(t), ref["centroid_y"], ref["rise_velocity"],
+                               ref["circularity"], case=2)
+    pub = V.REFERENCE_CASE2[group]
+    for name, value in (("min_circularity", cmin), ("max_rise_velocity", v1),
+                        ("second_max_rise_velocity", v2), ("centroid_y_end", yc)):
+        assert pub[name] == value                           # the table holds the published figure
+        assert q[name] == pytest.approx(value, rel=1e-3), name
+    for name, value in (("min_circularity_time", tcmin), ("max_rise_velocity_time", tv1),
+                        ("second_max_rise_velocity_time", tv2)):
+        assert pub[name] == value
+        assert q[name] == pytest.approx(value, abs=0.01), name
+    # the raw samples agree as well (no parabola)
+    early = t < 1.2
+    assert ref["rise_velocity"][early].max() == pytest.approx(v1, rel=1e-3)
+    assert ref["rise_velocity"][~early].max() == pytest.approx(v2, rel=1e-3)
+    assert ref["circularity"].min() == pytest.approx(cmin, rel=1e-3)
+
+
+def test_case2_quantities_of_a_series_with_two_maxima():
+    t = np.linspace(0.0, 3.0, 1201)
+    v = (0.25 * np.exp(-((t - 0.73) / 0.3) ** 2) + 0.24 * np.exp(-((t - 2.05) / 0.3) ** 2))
+    c = 1.0 - 0.45 * np.exp(-((t - 2.6) / 0.5) ** 2)
+    y = 0.5 + np.cumsum(v) * (t[1] - t[0])
+    area = np.full_like(t, 0.2)
+    q = V.benchmark_quantities(t, area, y, v, c, case=2)
+    assert q["max_rise_velocity_time"] == pytest.approx(0.73, abs=2e-3)
+    assert q["max_rise_velocity"] == pytest.approx(0.25, rel=2e-3)
+    assert q["second_max_rise_velocity_time"] == pytest.approx(2.05, abs=2e-3)
+    assert q["second_max_rise_velocity"] == pytest.approx(0.24, rel=2e-3)
+    assert q["min_circularity_time"] == pytest.approx(2.6, abs=2e-3)
+    assert q["min_circularity"] == pytest.approx(0.55, rel=1e-3)
+    assert q["area_change"] == 0.0
+    # the later maximum counts as the second even where it is the larger one
+    v_late = np.where(t > 1.2, 1.2 * v, v)
+    q = V.benchmark_quantities(t, area, y, v_late, c, case=2)
+    assert q["max_rise_velocity_time"] == pytest.approx(0.73, abs=2e-3)
+    assert q["second_max_rise_velocity"] > q["max_rise_velocity"]
+    # case 1 (default) has a single maximum over the run and no second one
+    q1 = V.benchmark_quantities(t, area, y, v_late, c)
+    assert "second_max_rise_velocity" not in q1
+    assert q1["max_rise_velocity_time"] == pytest.approx(2.05, abs=2e-3)
+    # a run ending before the split has no second maximum (and fails it)
+    short = t < 1.0
+    q = V.benchmark_quantities(t[short], area[short], y[short], v[short], c[short], case=2)
+    assert np.isnan(q["second_max_rise_velocity"]) and np.isnan(q["second_max_rise_velocity_time"])
+    rows = {r.quantity: r for r in V.compare(q, case=2)}
+    assert not rows["second_max_rise_velocity"].passed and rows["max_rise_velocity"].passed
+
+
+def test_case2_acceptance_is_the_groups_spread():
+    assert V.group_range("min_circularity", 2) == (0.4647, 0.5869)
+    assert V.group_range("second_max_rise_velocity", 2) == (0.2393, 0.2440)
+    assert V.group_range("area_change", 2) is None          # TP2D's 0 only: point check
+    assert V.group_range("min_circularity", 1) is None
+    # each group's own figures pass, and so does a value between the groups
+    for group in V.REFERENCE_CASE2:
+        q = dict(V.REFERENCE_CASE2[group], area_change=0.0)
+        rows = V.compare(q, case=2)
+        assert all(r.passed for r in rows), (group, rows)
+        assert all(r.difference == 0.0 for r in rows)
+    assert {r.quantity for r in V.compare({}, case=2)} == set(V.ACCEPTANCE_CASE2)
+    assert all(isinstance(r, V.SpreadCheck) and r.spread for r in V.compare({}, case=2)
+               if r.quantity != "area_change")
+    base = dict(V.REFERENCE_CASE2["tp2d"])
+    base["min_circularity"] = 0.53                          # between the groups, far from TP2D
+    rows = {r.quantity: r for r in V.compare(base, case=2)}
+    assert rows["min_circularity"].passed and rows["min_circularity"].difference == 0.0
+    assert rows["min_circularity"].reference == 0.5869      # TP2D's value, for display
+    assert not rows["area_change"].spread and rows["area_change"].kind == "absolute"
+
+    def row(name, value, **kw):
+        q = dict(base, **{name: value})
+        return {r.quantity: r for r in V.compare(q, case=2, **kw)}[name]
+
+    # margin of case 1's bound: 1 % relative for circularity, widened from the edge crossed
+    assert row("min_circularity", 0.4647 * 0.995).passed
+    bad = row("min_circularity", 0.4647 * 0.98)
+    assert not bad.passed and bad.difference == pytest.approx(0.02) and bad.bound == 0.01
+    assert not row("min_circularity", 0.5869 * 1.02).passed
+    assert row("min_circularity", 0.5869 * 1.015, h=1 / 40).passed    # bounds doubled
+    assert not row("min_circularity", 0.5869 * 1.015, h=1 / 80).passed
+    assert row("max_rise_velocity", 0.2524 * 1.015).passed            # 2 % above the top
+    assert not row("max_rise_velocity", 0.2524 * 1.025).passed
+    assert not row("second_max_rise_velocity", 0.2393 * 0.97).passed
+    assert row("second_max_rise_velocity_time", 1.9844 - 0.02).passed     # 0.03 absolute
+    assert not row("second_max_rise_velocity_time", 1.9844 - 0.04).passed
+    assert not row("centroid_y_end", 1.1249 * 0.985).passed
+    assert not row("centroid_y_end", math.nan).passed
+    assert not row("area_change", 0.015).passed and row("area_change", 0.015, factor=2).passed
+
+
+def test_case1_unchanged_by_case2():
+    assert V.benchmark(1).reference is V.REFERENCE and V.benchmark(1).acceptance is V.ACCEPTANCE
+    assert V.benchmark(1).groups is V.REFERENCE_GROUPS and V.benchmark(1).file == V.REFERENCE_FILE
+    assert V.REFERENCE_GROUPS["tp2d"][0] == "tp2d_h1-320_"
+    for group in V.REFERENCE_GROUPS:
+        a, b = V.load_reference(group), V.load_reference(group, case=1)
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    syn = _synthetic()
+    q = V.benchmark_quantities(**syn)
+    assert q == V.benchmark_quantities(**syn, case=1)
+    assert set(q) == {"max_rise_velocity", "max_rise_velocity_time", "min_circularity",
+                      "min_circularity_time", "centroid_y_end", "area_change", "final_time"}
+    rows = V.compare(q, h=1 / 40)
+    assert rows == V.compare(q, h=1 / 40, case=1)
+    assert [r.quantity for r in rows] == list(V.ACCEPTANCE)
+    assert all(type(r) is V.Check and not r.spread for r in rows)
+    with pytest.raises(ValueError, match="test case"):
+        V.compare(q, case=5)
+
+
+def test_script_case2_table_plot_and_spread(tmp_path, monkeypatch, capsys):
+    mod = _script()
+    _write_run(tmp_path / "hysing2_h40.h5", n=40, diag=_synthetic(group="moonmd", case=2))
+    monkeypatch.setattr(mod.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(
+        AssertionError("an existing run must not be recomputed")))
+    rc = mod.main(["--test-case", "2", "--resolutions", "40", "--outdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "test case 2" in out and "2nd max r.v. (t)" in out
+    for label in ("TP2D", "FreeLIFE", "MooNMD"):
+        assert any(line.lstrip().startswith(label) for line in out.splitlines()), label
+    assert "0.2434 (2.071)" in out and "0.4647 (3.000)" in out       # reference rows
+    assert "range [0.4647, 0.5869]" in out and "second_max_rise_velocity_time" in out
+    assert "FAIL" not in out and out.count("PASS") == len(V.ACCEPTANCE_CASE2) + 1
+    assert (tmp_path / "hysing_case2.png").exists() and not (tmp_path / "hysing_case1.png").exists()
+
+    # a second maximum far off the groups' range fails the finest run
+    bad = _synthetic(group="tp2d", case=2)
+    bad["rise_velocity"] = np.where(bad["time"] > 1.2, 1.1 * bad["rise_velocity"],
+                                    bad["rise_velocity"])
+    _write_run(tmp_path / "hysing2_h80.h5", n=80, diag=bad)
+    rc = mod.main(["--test-case", "2", "--resolutions", "40", "80", "--outdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    fails = [ln for ln in out.splitlines() if ln.endswith("FAIL") and ln.startswith("  ")]
+    assert len(fails) == 1 and "second_max_rise_velocity " in fails[0]
+
+
+def test_script_case2_command_sets_and_suffix(tmp_path, monkeypatch, capsys):
+    mod = _script()
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append(cmd)
+        name = cmd[cmd.index("--set", cmd.index("--set", cmd.index("--set") + 1) + 1) + 1]
+        assert name.startswith("name=")
+        _write_run(Path(cmd[cmd.index("-o") + 1]) / f"{name[5:]}.h5", n=20,
+                   diag=_synthetic(group="tp2d", case=2))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(mod.subprocess, "run", fake_run)
+    rc = mod.main(["--test-case", "2", "--resolutions", "20", "--outdir", str(tmp_path),
+                   "--set", "levelset.method=clsvof", "--set", "time.cfl=0.2",
+                   "--name-suffix", "_clsvof", "--backend", "numpy"])
+    assert rc == 0 and len(calls) == 1
+    cmd = calls[0]
+    assert cmd[cmd.index("run") + 1].endswith("cases/hysing_case2.yaml")
+    assert "name=hysing2_h20_clsvof" in cmd and "grid.ny=40" in cmd
+    assert "levelset.method=clsvof" in cmd and "time.cfl=0.2" in cmd
+    assert cmd[-2:] == ["--backend", "numpy"]
+    assert (tmp_path / "hysing2_h20_clsvof.h5").exists()
+
+    # a reused file whose case contradicts a --set is reported (the fake run wrote none)
+    capsys.readouterr()
+    rc = mod.main(["--test-case", "2", "--resolutions", "20", "--outdir", str(tmp_path),
+                   "--set", "time.end=2.0", "--name-suffix", "_clsvof"])
+    assert len(calls) == 1 and "time.end = 3.0, --set asks 2.0" in capsys.readouterr().err
+    # the script's own keys and malformed items are usage errors
+    for bad in ("grid.nx=8", "name=x", "novalue"):
+        with pytest.raises(SystemExit):
+            mod.main(["--set", bad, "--outdir", str(tmp_path)])
