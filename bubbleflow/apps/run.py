@@ -245,7 +245,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         writer = FlowWriter.create(path, attrs, solver.grid)
         previous_wall = 0.0
         first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
-                           divergence=0.0, diagnostics=solver.diagnostics(state))
+                           divergence=0.0, diagnostics=solver.diagnostics(state),
+                           regions=solver.regions(state))
         writer.write_step(first, initial=True)
     g = solver.grid
     gas = writer.diag["area"][0] > 0 if writer.diag["area"] else True

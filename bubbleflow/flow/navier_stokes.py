@@ -77,6 +77,7 @@ class StepReport:
     divergence: float       # ||div u|| / ||div u*||
     diagnostics: dict
     phases: dict = None     # seconds per phase, when the solver's phase clock is on
+    regions: dict = None    # per gas region (CLSVOF): vof.REGION_COLUMNS -> host arrays
 
 
 class PhaseClock:
@@ -364,12 +365,14 @@ class FlowSolver:
             new.phi, new.u, new.v, self.hx, self.hy, self.eps, norms)
         if c is not None:
             diagnostics.update(vof.gas_diagnostics(c, new.v, self.hx, self.hy))
+        regions = self.regions(new)
         divergence = nu_ / nd if nd > 0 else 0.0
         clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
                             setup_seconds=setup.seconds,
                             divergence=divergence, diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None)
+                            phases=dict(clock.seconds) if clock.enabled else None,
+                            regions=regions)
         return new, report
 
     def move_interface(self, state, u, v, dt, step):
@@ -397,6 +400,13 @@ class FlowSolver:
             phi = levelset_ops.reinitialize(phi, self.hx, self.hy, iterations=ls.reinit_iterations)
         clock.mark("reinitialisation")
         return phi, c
+
+    def regions(self, state):
+        """Per gas region (CLSVOF): :func:`.vof.region_diagnostics` of the
+        state; None for the level set alone."""
+        if state.c is None:
+            return None
+        return vof.region_diagnostics(state.c, state.v, self.hx, self.hy, normal_from=state.phi)
 
     def diagnostics(self, state):
         """Hysing et al. (2009) benchmark quantities of the gas (host floats);

@@ -117,6 +117,7 @@ class FlowWriter:
         self.solver = {name: [] for name in list(layout.SOLVER_DTYPES) + ["reason"]}
         self.history = []           # one float64 array per solve
         self.checks = []            # (step, iteration, residual)
+        self.regions = []           # (step, time, area, ...): layout.REGION_COLUMNS
         self.snapshots = []         # (step, time, file name in self.folder)
         if series is not None:
             for name in DIAGNOSTICS:
@@ -125,6 +126,7 @@ class FlowWriter:
                 self.solver[name] = list(series["solver"][name])
             self.history = list(series["history"])
             self.checks = list(series["checks"])
+            self.regions = list(series.get("regions", []))
         if snapshots is not None:
             self.snapshots = list(snapshots)
         self.status = "running"
@@ -167,6 +169,7 @@ class FlowWriter:
             series["solver"][name] = series["solver"][name][:keep_s]
         series["history"] = series["history"][:keep_s]
         series["checks"] = [c for c in series["checks"] if c[0] <= last]
+        series["regions"] = [r for r in series.get("regions", []) if r[0] <= last]
         run_id = layout.text(old_attrs[layout.RUN_ID])
         merged = dict(old_attrs)
         merged.update(attrs)
@@ -192,6 +195,11 @@ class FlowWriter:
                     divergence=report.divergence)
         for name in DIAGNOSTICS:
             self.diag[name].append(diag[name])
+        regions = getattr(report, "regions", None)
+        if regions:
+            columns = [regions[name] for name in layout.REGION_COLUMNS[2:]]
+            for values in zip(*columns):
+                self.regions.append((report.step, report.time, *(float(x) for x in values)))
         if initial:
             return
         rec = report.record
@@ -301,7 +309,8 @@ class FlowWriter:
                 "snapshots": list(self.snapshots),
                 "diagnostics": {k: len(v) for k, v in self.diag.items()},
                 "solver": {k: len(v) for k, v in self.solver.items()},
-                "history": len(self.history), "checks": len(self.checks)}
+                "history": len(self.history), "checks": len(self.checks),
+                "regions": len(self.regions)}
 
     def _run(self, job):
         """Write ``job`` in this thread; its error as :class:`SnapshotWriteError`."""
@@ -329,7 +338,7 @@ class FlowWriter:
             diagnostics={k: self.diag[k][:n] for k, n in v["diagnostics"].items()},
             solver={k: self.solver[k][:n] for k, n in v["solver"].items()},
             history=self.history[:v["history"]], checks=self.checks[:v["checks"]],
-            snapshots=v["snapshots"])
+            snapshots=v["snapshots"], regions=self.regions[:v["regions"]])
         job.stage = f"the XDMF sidecar {os.path.splitext(self.path)[0]}.xdmf"
         _write_sidecar(self.path, self.folder, self.grid, v["snapshots"])
 

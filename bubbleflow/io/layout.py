@@ -30,6 +30,9 @@ addition (see :mod:`bubbleflow.io.flow_output` for why it is shaped so)::
     /grid/{x, y}                        cell centres (m)
     /diagnostics/{step, time, dt, area, centroid_y, rise_velocity,
                   circularity, divergence}            one row per step (+ t = 0)
+    /diagnostics/regions                (rows, 7): step, time, area, centroid_x,
+             centroid_y, rise_velocity, circularity of every gas region of
+             every step (CLSVOF runs; empty for the level set alone)
     /solver/{step, time, iterations, residual, converged, reason,
              setup_seconds, solve_seconds}            one row per pressure solve
     /solver/residual_history, /solver/history_offsets  recursive residuals of
@@ -60,6 +63,7 @@ __all__ = [
     "write_snapshot", "write_flow_index", "write_summary_h5",
     "created_stamp", "read_attrs", "read_run", "read_index", "read_checkpoint", "run_folder",
     "snapshot_name", "text", "SOLVER_SERIES", "SOLVER_DTYPES", "DIAGNOSTICS", "UNITS",
+    "REGIONS", "REGION_COLUMNS",
 ]
 
 # ------------------------------------------------------------------ names
@@ -87,6 +91,12 @@ SOLVER_DTYPES = {"step": np.int64, "time": np.float64, "iterations": np.int64,
 #: Diagnostics series of a flow index, one row per step.
 DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "circularity",
                "divergence")
+#: ``/diagnostics/regions``: one row per gas region per step (CLSVOF runs:
+#: :func:`bubbleflow.flow.vof.region_diagnostics`), regions of a step ordered
+#: by centroid (y, then x).
+REGIONS = "regions"
+REGION_COLUMNS = ("step", "time", "area", "centroid_x", "centroid_y", "rise_velocity",
+                  "circularity")
 
 #: Units of the datasets under ``/fields`` (and of snapshot files); "1": dimensionless.
 #: The dynamic pressure ``p - rho g.(x - x0)`` a flow with reduced gravity
@@ -200,7 +210,7 @@ def write_snapshot(path, step, time, fields):
 
 
 def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnostics, solver,
-                     history, checks, snapshots):
+                     history, checks, snapshots, regions=()):
     """A flow run's index, written anew and atomically.
 
     Parameters
@@ -218,6 +228,9 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
         Recursive residuals of each solve.
     checks : list of (step, iteration, residual)
     snapshots : list of (step, time, file name in the snapshot folder)
+    regions : list of tuples
+        The per-region rows (:data:`REGION_COLUMNS`), every gas region of
+        every step of a CLSVOF run; none for the level set alone.
     """
     with atomic_h5(path) as fh:
         for k, val in attrs.items():
@@ -231,6 +244,9 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
         for name in DIAGNOSTICS:
             d.create_dataset(name, data=np.asarray(diagnostics[name],
                              dtype=np.int64 if name == "step" else np.float64))
+        rg = d.create_dataset(REGIONS, data=np.asarray(regions, dtype=np.float64).reshape(
+            -1, len(REGION_COLUMNS)))
+        rg.attrs[COLUMNS_ATTR] = ", ".join(REGION_COLUMNS)
         _write_solver_series(fh.create_group(SOLVER), solver, history, checks)
         _write_snapshot_fields(fh.create_group(FIELDS), grid, snapshot_dir, snapshots)
         attach_dimension_scales(fh)
@@ -424,6 +440,7 @@ def read_index(path):
             "solver": {name: s[name][()].tolist() for name in SOLVER_DTYPES},
             "history": [hist[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)],
             "checks": [tuple(row) for row in s[TRUE_CHECKS][()].tolist()],
+            "regions": [tuple(row) for row in d[REGIONS][()].tolist()] if REGIONS in d else [],
         }
         series["solver"]["reason"] = [text(r) for r in s["reason"][()]]
     attrs = {k: v for k, v in attrs.items() if k not in (RUN_STATUS, MODE, SNAPSHOT_DIR)}
