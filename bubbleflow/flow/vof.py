@@ -34,6 +34,7 @@ import numpy as np
 
 import math
 
+from . import vof_cuda
 from ..compute.backend import backend_of
 from ..compute.regions import label_regions
 from ..compute.twins import twin
@@ -809,3 +810,8 @@ def region_diagnostics(c, v, hx, hy, normal_from=None):
                                       2.0 * np.sqrt(np.pi * out["area"]) / perimeter, np.nan)
     order = np.lexsort((out["centroid_x"], out["centroid_y"]))
     return {name: np.ascontiguousarray(out[name][order]) for name in REGION_COLUMNS}
+
+
+# The CUDA variants: vof_cuda.py (kernels in vof.cu), one launch per sweep;
+# NotImplemented (the array code runs) for what they do not cover.
+advect.register("cupy")(vof_cuda.advect)
