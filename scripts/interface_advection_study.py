@@ -144,6 +144,76 @@ class CorrectedLevelSet(LevelSet):
         self.phi = self.phi - b
 
 
+class ConservativeLevelSet:
+    """Olsson & Kreiss (2005): the smoothed Heaviside ``psi = 1 / (1 + exp(phi
+    / eps))`` (gas 1), ``eps = h``, advected by conservative fluxes (MUSCL
+    with the minmod limiter, TVD-RK2) and re-sharpened after every step by
+    ``psi_tau + div(psi (1 - psi) n) = eps div(grad psi)`` (``n`` from the
+    level set of the start, as Olsson, Kreiss & Zahedi 2007; 2 pseudo-steps
+    of ``dtau = 0.25 h``).  ``sum(psi)`` is conserved to round-off; the volume
+    inside the ``psi = 1/2`` contour, which is what the other methods carry,
+    is not exactly."""
+
+    def __init__(self, phi, h, xp, eps=None, steps=2):
+        self.h, self.xp, self.eps, self.steps = h, xp, h if eps is None else eps, steps
+        self.psi = 1.0 / (1.0 + xp.exp(phi / self.eps))
+
+    def _flux_div(self, q, u, v):
+        """``div(q u)`` with MUSCL-minmod face values, zero flux through walls."""
+        xp, h = self.xp, self.h
+
+        def faces(q, w, axis):
+            d = xp.diff(q, axis=axis)
+            lo = [slice(None)] * 2
+            hi = [slice(None)] * 2
+            lo[axis], hi[axis] = slice(None, -1), slice(1, None)
+            dl = xp.concatenate([xp.zeros_like(d[tuple(lo)][:1] if axis == 0 else d[:, :1]), d],
+                                axis=axis)
+            dr = xp.concatenate([d, xp.zeros_like(d[:1] if axis == 0 else d[:, :1])], axis=axis)
+            slope = xp.where(dl * dr > 0, xp.sign(dl) * xp.minimum(abs(dl), abs(dr)), 0.0)
+            left = (q + 0.5 * slope)[tuple(lo)]
+            right = (q - 0.5 * slope)[tuple(hi)]
+            inner = w[(slice(1, -1), slice(None)) if axis == 0 else (slice(None), slice(1, -1))]
+            f = inner * xp.where(inner > 0, left, right)
+            zero = xp.zeros_like(f[:1] if axis == 0 else f[:, :1])
+            return xp.concatenate([zero, f, zero], axis=axis)
+
+        fx, fy = faces(q, u, 1), faces(q, v, 0)
+        return (fx[:, 1:] - fx[:, :-1]) / h + (fy[1:, :] - fy[:-1, :]) / h
+
+    def _sharpen(self):
+        xp, h, eps = self.xp, self.h, self.eps
+        phi = eps * xp.log(xp.clip(1.0 - self.psi, 1e-300, None) / xp.clip(self.psi, 1e-300, None))
+        gy, gx = xp.gradient(phi, h)
+        norm = xp.sqrt(gx * gx + gy * gy) + 1e-300
+        # Face normals (mean of the two cells), pointing into the gas (-grad phi).
+        nx_ = -0.5 * (gx[:, 1:] + gx[:, :-1]) / (0.5 * (norm[:, 1:] + norm[:, :-1]))
+        ny_ = -0.5 * (gy[1:, :] + gy[:-1, :]) / (0.5 * (norm[1:, :] + norm[:-1, :]))
+        for _ in range(self.steps):
+            p = self.psi
+            q = p * (1.0 - p)
+            fx = 0.5 * (q[:, 1:] + q[:, :-1]) * nx_ - eps * (p[:, 1:] - p[:, :-1]) / h
+            fy = 0.5 * (q[1:, :] + q[:-1, :]) * ny_ - eps * (p[1:, :] - p[:-1, :]) / h
+            zx = xp.zeros_like(p[:, :1])
+            zy = xp.zeros_like(p[:1, :])
+            fx = xp.concatenate([zx, fx, zx], axis=1)
+            fy = xp.concatenate([zy, fy, zy], axis=0)
+            self.psi = p - 0.25 * h * ((fx[:, 1:] - fx[:, :-1]) + (fy[1:, :] - fy[:-1, :])) / h
+
+    def step(self, u, v, dt):
+        p1 = self.psi - dt * self._flux_div(self.psi, u, v)
+        self.psi = 0.5 * (self.psi + p1 - dt * self._flux_div(p1, u, v))
+        self._sharpen()
+
+    def fraction(self):
+        xp, eps = self.xp, self.eps
+        phi = eps * xp.log(xp.clip(1.0 - self.psi, 1e-300, None) / xp.clip(self.psi, 1e-300, None))
+        return vof.volume_fraction(phi, self.h, self.h)
+
+    def conserved(self):
+        return float(self.xp.sum(self.psi))
+
+
 class VolumeOfFluid:
     """Geometric PLIC volume of fluid, split sweeps in alternating order."""
 
@@ -159,7 +229,7 @@ class VolumeOfFluid:
 
 
 METHODS = {"levelset": LevelSet, "levelset+correction": CorrectedLevelSet,
-           "vof": VolumeOfFluid}
+           "conservative": ConservativeLevelSet, "vof": VolumeOfFluid}
 
 
 def run(test, n, method, backend, cfl):
