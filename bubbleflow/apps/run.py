@@ -16,7 +16,7 @@ from ..case.problem import build_pressure_problem
 from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
 from ..linalg.solver import PressureSolver
 
-__all__ = ["run_case", "run_pressure"]
+__all__ = ["run_case", "run_pressure", "write_run_snapshot"]
 
 
 def _say(quiet, *parts, file=None):
@@ -245,8 +245,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         writer = FlowWriter.create(path, attrs, solver.grid)
         previous_wall = 0.0
         first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
-                           divergence=0.0, diagnostics=solver.diagnostics(state),
-                           regions=solver.regions(state))
+                           divergence=0.0, diagnostics=solver.diagnostics(state))
         writer.write_step(first, initial=True)
     g = solver.grid
     gas = writer.diag["area"][0] > 0 if writer.diag["area"] else True
@@ -258,7 +257,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     rep, reported = None, False
     try:
         if restart is None:
-            _snapshot(writer, solver, state, backend)
+            write_run_snapshot(writer, solver, state, backend)
         while state.time < case.time.end and stop.received is None:
             try:
                 # Overflow on the way to a blow-up is detected and reported
@@ -292,7 +291,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
                 break
             on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
             if on_snapshot or state.time >= case.time.end:
-                _snapshot(writer, solver, state, backend)
+                write_run_snapshot(writer, solver, state, backend)
             if bar is not None:
                 bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}", refresh=False)
                 bar.update(rep.dt)
@@ -303,7 +302,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         else:
             status = "stopped"
             if writer.last_snapshot_step != state.step:
-                _snapshot(writer, solver, state, backend)
+                write_run_snapshot(writer, solver, state, backend)
     except SnapshotWriteError as exc:
         reported = _write_failed(case.name, exc, path)
         failures, status = failures + 1, "failed"
@@ -359,13 +358,17 @@ def _opening_line(case, g, backend, gas):
             + ("" if gas else "; no gas: no bubble diagnostics"))
 
 
-def _snapshot(writer, solver, state, backend):
+def write_run_snapshot(writer, solver, state, backend):
     """Hand the state to the writer: its fields are copied now and written in the background.
 
     ``p`` in the file is the whole pressure; with reduced gravity the
     dynamic pressure the solver carries is stored beside it, ``p_dynamic``,
     and a CLSVOF run's volume fraction ``c``: a restart reads both back (bit
-    for bit)."""
+    for bit).  A CLSVOF run's per-region diagnostics are taken here, at the
+    snapshots."""
+    regions = solver.regions(state)
+    if regions is not None:
+        writer.write_regions(state.step, state.time, regions)
     rho = solver.properties(state.phi)[1]
     total = solver.total_pressure(state.p, rho)
     extra = {} if state.c is None else {VOLUME_FRACTION: state.c}

@@ -77,7 +77,6 @@ class StepReport:
     divergence: float       # ||div u|| / ||div u*||
     diagnostics: dict
     phases: dict = None     # seconds per phase, when the solver's phase clock is on
-    regions: dict = None    # per gas region (CLSVOF): vof.REGION_COLUMNS -> host arrays
 
 
 class PhaseClock:
@@ -365,14 +364,12 @@ class FlowSolver:
             new.phi, new.u, new.v, self.hx, self.hy, self.eps, norms)
         if c is not None:
             diagnostics.update(vof.gas_diagnostics(c, new.v, self.hx, self.hy))
-        regions = self.regions(new)
         divergence = nu_ / nd if nd > 0 else 0.0
         clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
                             setup_seconds=setup.seconds,
                             divergence=divergence, diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None,
-                            regions=regions)
+                            phases=dict(clock.seconds) if clock.enabled else None)
         return new, report
 
     def move_interface(self, state, u, v, dt, step):
@@ -403,7 +400,8 @@ class FlowSolver:
 
     def regions(self, state):
         """Per gas region (CLSVOF): :func:`.vof.region_diagnostics` of the
-        state; None for the level set alone."""
+        state; None for the level set alone.  (The run asks for them at its
+        snapshots: labelling the regions costs more than a step.)"""
         if state.c is None:
             return None
         return vof.region_diagnostics(state.c, state.v, self.hx, self.hy, normal_from=state.phi)

@@ -34,7 +34,7 @@ import numpy as np
 
 import math
 
-from . import vof_cuda
+from . import vof_cuda, vof_redistance_cuda
 from ..compute.backend import backend_of
 from ..compute.regions import label_regions
 from ..compute.twins import twin
@@ -647,6 +647,7 @@ def _own_side(c, mask, d, xp):
     return xp.where(own == 0.0, xp.where(c > 0.5, -1.0, 1.0), own)
 
 
+@twin
 def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction (the CLSVOF coupling).
 
@@ -813,5 +814,7 @@ def region_diagnostics(c, v, hx, hy, normal_from=None):
 
 
 # The CUDA variants: vof_cuda.py (kernels in vof.cu), one launch per sweep;
+# vof_redistance_cuda.py (vof_redistance.cu), two launches per call;
 # NotImplemented (the array code runs) for what they do not cover.
 advect.register("cupy")(vof_cuda.advect)
+redistance.register("cupy")(vof_redistance_cuda.redistance)

@@ -195,11 +195,6 @@ class FlowWriter:
                     divergence=report.divergence)
         for name in DIAGNOSTICS:
             self.diag[name].append(diag[name])
-        regions = getattr(report, "regions", None)
-        if regions:
-            columns = [regions[name] for name in layout.REGION_COLUMNS[2:]]
-            for values in zip(*columns):
-                self.regions.append((report.step, report.time, *(float(x) for x in values)))
         if initial:
             return
         rec = report.record
@@ -212,6 +207,14 @@ class FlowWriter:
         self.history.append(np.asarray(rec.residual_history, dtype=np.float64))
         for it, res in rec.true_residual_checks:
             self.checks.append((report.step, it, res))
+
+    def write_regions(self, step, time, regions):
+        """The rows of the gas regions at ``step`` (a dict of
+        :data:`layout.REGION_COLUMNS` after ``step, time`` -> arrays), written
+        with the next index."""
+        columns = [regions[name] for name in layout.REGION_COLUMNS[2:]]
+        for values in zip(*columns):
+            self.regions.append((step, time, *(float(x) for x in values)))
 
     @property
     def last_snapshot_step(self):

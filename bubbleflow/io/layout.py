@@ -31,8 +31,8 @@ addition (see :mod:`bubbleflow.io.flow_output` for why it is shaped so)::
     /diagnostics/{step, time, dt, area, centroid_y, rise_velocity,
                   circularity, divergence}            one row per step (+ t = 0)
     /diagnostics/regions                (rows, 7): step, time, area, centroid_x,
-             centroid_y, rise_velocity, circularity of every gas region of
-             every step (CLSVOF runs; empty for the level set alone)
+             centroid_y, rise_velocity, circularity of every gas region at
+             every snapshot (CLSVOF runs; empty for the level set alone)
     /solver/{step, time, iterations, residual, converged, reason,
              setup_seconds, solve_seconds}            one row per pressure solve
     /solver/residual_history, /solver/history_offsets  recursive residuals of
@@ -91,9 +91,9 @@ SOLVER_DTYPES = {"step": np.int64, "time": np.float64, "iterations": np.int64,
 #: Diagnostics series of a flow index, one row per step.
 DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "circularity",
                "divergence")
-#: ``/diagnostics/regions``: one row per gas region per step (CLSVOF runs:
-#: :func:`bubbleflow.flow.vof.region_diagnostics`), regions of a step ordered
-#: by centroid (y, then x).
+#: ``/diagnostics/regions``: one row per gas region at every snapshot
+#: (CLSVOF runs: :func:`bubbleflow.flow.vof.region_diagnostics`), the regions
+#: of a snapshot ordered by centroid (y, then x).
 REGIONS = "regions"
 REGION_COLUMNS = ("step", "time", "area", "centroid_x", "centroid_y", "rise_velocity",
                   "circularity")
@@ -229,8 +229,8 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
     checks : list of (step, iteration, residual)
     snapshots : list of (step, time, file name in the snapshot folder)
     regions : list of tuples
-        The per-region rows (:data:`REGION_COLUMNS`), every gas region of
-        every step of a CLSVOF run; none for the level set alone.
+        The per-region rows (:data:`REGION_COLUMNS`), every gas region at
+        every snapshot of a CLSVOF run; none for the level set alone.
     """
     with atomic_h5(path) as fh:
         for k, val in attrs.items():

@@ -45,6 +45,7 @@ import time
 import numpy as np
 
 from ...linalg import registry
+from ..run import write_run_snapshot
 from .flow_cases import subdomain_counts, uses_subdomains
 from .flow_report import FLOW_COLUMNS, format_flow_table, write_flow_csv
 from .measure import copy_bandwidth, device_info, machine_lines, release
@@ -121,7 +122,8 @@ def _writer(case, backend, flow, folder):
 
 
 def _snapshot(flow, writer, state, backend):
-    """One snapshot as a run writes it (density, fields to the host, file, index, sidecar).
+    """One snapshot as a run writes it (:func:`..run.write_run_snapshot`: the
+    density, a CLSVOF run's regions, the fields to the host, file, index, sidecar).
 
     Returns ``(loop seconds, seconds until written)``: the time the call holds
     up the step loop, and until the snapshot is on disk (the same for a
@@ -132,7 +134,7 @@ def _snapshot(flow, writer, state, backend):
     if wait is not None:
         wait()                                   # the previous snapshot, untimed
     t0 = backend.clock()
-    writer.write_snapshot(state, flow.properties(state.phi)[1], backend.to_host)
+    write_run_snapshot(writer, flow, state, backend)
     t1 = backend.clock()
     if wait is not None:
         wait()

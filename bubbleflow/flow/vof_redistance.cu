@@ -1,0 +1,227 @@
+// The level set rebuilt from the volume fraction (bubbleflow.flow.vof.redistance;
+// twin: vof_redistance_cuda.redistance).  "typedef double T;" precedes this
+// text.  Every formula is written in the array code's order of operations
+// (compiled without FMA contraction), so the kernels give its bits.
+//
+// Cells (j, i) are stored row after row, p = j * nx + i.  Two kernels:
+//   bf_vof_rd_segments: per cell, the flags (an interface cell, the interface
+//     faces it holds, the band seed) and, for an interface cell, the eight
+//     numbers of its PLIC segment that the search reads (vof._segments with
+//     the normals of phi, vof._layer_fields);
+//   bf_vof_rd_search: per cell, the band (a seed within `band` cells), for a
+//     band cell the nearest segment among the cells in reach (the offsets in
+//     the array code's order, its layers in its order, the first met winning
+//     a tie), and the new level set with vof._own_side's sign.
+#include "common.cuh"
+
+#define BF_RD_MASK 1     // an interface cell: it holds a PLIC segment
+#define BF_RD_FX 2       // its right face lies between a full and an empty cell
+#define BF_RD_FX_NEG 4   //   ... with the gas on the right (sense -1)
+#define BF_RD_FY 8       // its top face lies between a full and an empty cell
+#define BF_RD_FY_NEG 16  //   ... with the gas above (sense -1)
+#define BF_RD_SEED 32    // a cell the band grows from (vof._band_seed)
+#define BF_RD_NSEG 8     // per interface cell: mx, my, d, x0, y0, ex, ey, inv_len2
+
+#define BF_RD_CELLS_BEGIN                                                                \
+    for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < ny; j += gridDim.y * blockDim.y) \
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nx; i += gridDim.x * blockDim.x) { \
+            const long long p = (long long)j * nx + i;
+#define BF_RD_CELLS_END }
+
+// numpy.sign: +1, -1, 0 for a zero, NaN for a NaN.
+__device__ __forceinline__ T np_sign(T x)
+{
+    return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : (x == 0.0 ? 0.0 : x));
+}
+
+// vof._face_segments' sense of the face between cells lo (left or below) and
+// hi: +1 gas below/left (lo full, hi empty), -1 the reverse, else 0.
+__device__ __forceinline__ int face_sense(T lo, T hi, T tol, T one_tol)
+{
+    if (lo >= one_tol && hi <= tol) return 1;
+    if (lo <= tol && hi >= one_tol) return -1;
+    return 0;
+}
+
+// vof._segments' bounds: the clip of the line p + s t to |p + s t| <= half.
+__device__ __forceinline__ void bounds(T p, T t, T half, T big, T* lo, T* hi)
+{
+    const bool moving = t != 0.0;
+    const T inv = 1.0 / (moving ? t : 1.0);
+    const T s0 = (-half - p) * inv, s1 = (half - p) * inv;
+    *lo = moving ? np_min(s0, s1) : -big;
+    *hi = moving ? np_max(s0, s1) : big;
+}
+
+// Flags of every cell; the segment of every interface cell (others untouched).
+// tol = CLIP_TOLERANCE, one_tol = 1 - CLIP_TOLERANCE; nx, ny >= 2.
+extern "C" __global__ void bf_vof_rd_segments(
+    const T* __restrict__ phi, const T* __restrict__ c, unsigned char* __restrict__ flags,
+    T* __restrict__ seg, const int nx, const int ny, const T hx, const T hy, const T tol,
+    const T one_tol)
+{
+    BF_RD_CELLS_BEGIN
+        const T cc = c[p];
+        const bool mask = cc > tol && cc < one_tol;               // vof._interface_mask
+        const int sx = i < nx - 1 ? face_sense(cc, c[p + 1], tol, one_tol) : 0;
+        const int sy = j < ny - 1 ? face_sense(cc, c[p + nx], tol, one_tol) : 0;
+        const bool wx = i > 0 && face_sense(c[p - 1], cc, tol, one_tol) != 0;
+        const bool wy = j > 0 && face_sense(c[p - nx], cc, tol, one_tol) != 0;
+        int fl = (mask ? BF_RD_MASK : 0) | (sx != 0 ? BF_RD_FX : 0) | (sx < 0 ? BF_RD_FX_NEG : 0)
+                 | (sy != 0 ? BF_RD_FY : 0) | (sy < 0 ? BF_RD_FY_NEG : 0);
+        if (mask || sx != 0 || sy != 0 || wx || wy) fl |= BF_RD_SEED;
+        flags[p] = (unsigned char)fl;
+        if (mask) {
+            // vof._phi_gradient (one-sided at the walls), vof._unit.
+            T gx, gy;
+            if (i == 0) gx = (phi[p + 1] - phi[p]) / hx;
+            else if (i == nx - 1) gx = (phi[p] - phi[p - 1]) / hx;
+            else gx = (phi[p + 1] - phi[p - 1]) / (2.0 * hx);
+            if (j == 0) gy = (phi[p + nx] - phi[p]) / hy;
+            else if (j == ny - 1) gy = (phi[p] - phi[p - nx]) / hy;
+            else gy = (phi[p + nx] - phi[p - nx]) / (2.0 * hy);
+            const T norm = sqrt(gx * gx + gy * gy);
+            const bool zero = norm == 0.0;
+            const T ninv = 1.0 / (zero ? 1.0 : norm);
+            const T mx = zero ? 0.0 : gx * ninv;
+            const T my = zero ? -1.0 : gy * ninv;
+            // vof.line_constant (vof._unit_square_line with alpha = 0).
+            T m1 = fabs(mx) * hx, m2 = fabs(my) * hy;
+            const T s = m1 + m2;
+            const T sinv = 1.0 / (s > 0.0 ? s : 1.0);
+            m1 = m1 * sinv;
+            m2 = m2 * sinv;
+            const T lo = np_min(m1, m2), hi = np_max(m1, m2);
+            const T v = np_clip(cc, 0.0, 1.0);
+            const T hi_safe = hi > 0.0 ? hi : 1.0;
+            const T c1 = lo / (2.0 * hi_safe);
+            const T two_lo_hi = 2.0 * lo * hi;
+            const T a = v < c1 ? sqrt(two_lo_hi * v)
+                               : (v <= 1.0 - c1 ? hi * v + 0.5 * lo
+                                                : 1.0 - sqrt(two_lo_hi * (1.0 - v)));
+            const T alpha = a * s + np_min(mx, 0.0) * hx + np_min(my, 0.0) * hy;
+            // vof._segments: the line from the centre, clipped to the cell.
+            const T d = alpha - 0.5 * (mx * hx + my * hy);
+            const T px = d * mx, py = d * my;
+            const T tx = -my, ty = mx;
+            const T big = 2.0 * (hx + hy);
+            T lo_x, hi_x, lo_y, hi_y;
+            bounds(px, tx, 0.5 * hx, big, &lo_x, &hi_x);
+            bounds(py, ty, 0.5 * hy, big, &lo_y, &hi_y);
+            T slo = np_max(lo_x, lo_y), shi = np_min(hi_x, hi_y);
+            const T mid = 0.5 * (slo + shi);
+            const bool crossed = slo <= shi;
+            slo = crossed ? slo : mid;
+            shi = crossed ? shi : mid;
+            const T x0 = px + slo * tx, y0 = py + slo * ty;
+            const T x1 = px + shi * tx, y1 = py + shi * ty;
+            // vof._layer_fields.
+            const T ex = x1 - x0, ey = y1 - y0;
+            const T length2 = ex * ex + ey * ey;
+            const T inv_len2 = length2 > 0.0 ? 1.0 / (length2 > 0.0 ? length2 : 1.0) : 0.0;
+            T* out = seg + p * BF_RD_NSEG;
+            out[0] = mx;
+            out[1] = my;
+            out[2] = d;
+            out[3] = x0;
+            out[4] = y0;
+            out[5] = ex;
+            out[6] = ey;
+            out[7] = inv_len2;
+        }
+    BF_RD_CELLS_END
+}
+
+// One segment of vof._nearest_segment seen from the centre (px, py) relative
+// to the segment's cell centre: keep it if strictly nearer than *best.
+__device__ __forceinline__ void visit(T px, T py, T mx, T my, T d, T x0, T y0, T ex, T ey,
+                                      T inv_len2, T* best, T* side)
+{
+    const T rx = px - x0, ry = py - y0;
+    const T t = np_clip((rx * ex + ry * ey) * inv_len2, 0.0, 1.0);
+    const T qx = rx - t * ex, qy = ry - t * ey;
+    const T dist2 = qx * qx + qy * qy;
+    if (dist2 < *best) {
+        *best = dist2;
+        *side = np_sign(mx * px + my * py - d);
+    }
+}
+
+// The new level set.  offsets: n_offsets pairs (dj, di), nearest first as
+// vof._nearest_segment sorts them; band <= both reaches.  floor_ = band *
+// min(hx, hy).  counts[0], counts[1] (when count): the band cells and the
+// sign conflicts, added atomically (integers: the same totals in any order).
+extern "C" __global__ void bf_vof_rd_search(
+    const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
+    const T* __restrict__ seg, const int* __restrict__ offsets, const int n_offsets,
+    T* __restrict__ out, unsigned long long* __restrict__ counts, const int count,
+    const int nx, const int ny, const T hx, const T hy, const int band, const T floor_,
+    const T tol, const T one_tol)
+{
+    // The face segments' fields (vof._face_segments, vof._layer_fields): the
+    // same for every face of a direction, up to the sense.
+    const T half_x = 0.5 * hx, half_y = 0.5 * hy;
+    const T fx_ey = half_y - (-half_y);
+    const T fx_len2 = (half_x - half_x) * (half_x - half_x) + fx_ey * fx_ey;
+    const T fx_inv = fx_len2 > 0.0 ? 1.0 / (fx_len2 > 0.0 ? fx_len2 : 1.0) : 0.0;
+    const T fy_ex = half_x - (-half_x);
+    const T fy_len2 = fy_ex * fy_ex + (half_y - half_y) * (half_y - half_y);
+    const T fy_inv = fy_len2 > 0.0 ? 1.0 / (fy_len2 > 0.0 ? fy_len2 : 1.0) : 0.0;
+    BF_RD_CELLS_BEGIN
+        const int fl = flags[p];
+        const T cc = c[p];
+        // vof._own_side.
+        T own = cc >= one_tol ? -1.0
+              : (cc <= tol ? 1.0 : ((fl & BF_RD_MASK) ? np_sign(-seg[p * BF_RD_NSEG + 2]) : 0.0));
+        if (own == 0.0) own = cc > 0.5 ? -1.0 : 1.0;
+        // The band: a seed within `band` cells (Chebyshev).
+        bool in_band = false;
+        for (int dj = -band; dj <= band && !in_band; ++dj) {
+            const int jj = j + dj;
+            if (jj < 0 || jj >= ny) continue;
+            const unsigned char* row = flags + (long long)jj * nx;
+            for (int di = -band; di <= band; ++di) {
+                const int ii = i + di;
+                if (ii >= 0 && ii < nx && (row[ii] & BF_RD_SEED)) {
+                    in_band = true;
+                    break;
+                }
+            }
+        }
+        if (!in_band) {
+            out[p] = own * np_max(fabs(phi[p]), floor_);
+            continue;
+        }
+        T best = __longlong_as_double(0x7ff0000000000000LL);   // +inf
+        T side = 0.0;
+        for (int k = 0; k < n_offsets; ++k) {
+            const int dj = offsets[2 * k], di = offsets[2 * k + 1];
+            const int jj = j + dj, ii = i + di;
+            if (jj < 0 || jj >= ny || ii < 0 || ii >= nx) continue;   // the zero padding
+            const long long q = (long long)jj * nx + ii;
+            const int f = flags[q];
+            if (!(f & (BF_RD_MASK | BF_RD_FX | BF_RD_FY))) continue;  // distance inf: never nearer
+            // This centre seen from the neighbour's centre.
+            const T px = (T)(-di) * hx, py = (T)(-dj) * hy;
+            if (f & BF_RD_MASK) {
+                const T* s = seg + q * BF_RD_NSEG;
+                visit(px, py, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], &best, &side);
+            }
+            if (f & BF_RD_FX) {
+                const T sense = (f & BF_RD_FX_NEG) ? -1.0 : 1.0;
+                visit(px, py, sense, 0.0, sense * half_x, half_x, -half_y, half_x - half_x,
+                      fx_ey, fx_inv, &best, &side);
+            }
+            if (f & BF_RD_FY) {
+                const T sense = (f & BF_RD_FY_NEG) ? -1.0 : 1.0;
+                visit(px, py, 0.0, sense, sense * half_y, -half_x, half_y, fy_ex,
+                      half_y - half_y, fy_inv, &best, &side);
+            }
+        }
+        out[p] = own * sqrt(best);
+        if (count) {
+            atomicAdd(counts, 1ULL);
+            if (side != own && side != 0.0) atomicAdd(counts + 1, 1ULL);
+        }
+    BF_RD_CELLS_END
+}

@@ -1,0 +1,127 @@
+"""CUDA twin of :func:`bubbleflow.flow.vof.redistance` (CuPy, float64).
+
+The array code loops in Python over the ~121 neighbour offsets of the search
+(``reach = 5``), several launches each; here two kernels of
+``vof_redistance.cu`` beside this file do the whole call:
+
+* ``bf_vof_rd_segments``: per cell, the flags (an interface cell, the
+  interface faces it holds and their sense, the band seed) and the PLIC
+  segment of an interface cell, reconstructed with the normals of ``phi``
+  (``vof._segments``, ``vof._face_segments``, ``vof._band_seed``,
+  ``vof._layer_fields``);
+* ``bf_vof_rd_search``: per cell, the band and, for a band cell, the nearest
+  segment among the cells in reach, the offsets visited in the array code's
+  order (nearest first, sorted here by the same Python expression, the first
+  met winning a tie) and within an offset its layers in its order (the cell's
+  segment, the right face, the top face); then the sign rules of
+  ``vof._own_side`` and the new level set.
+
+With ``info`` the search also counts the band cells and the sign conflicts
+(atomic integer adds: the same totals in any order), and one device-to-host
+read fills ``info``.  So a call is two launches, three with ``info`` (the
+counters' zeroing), and one host-to-device copy of the offsets the first time
+a reach and cell size are met (they are kept per device).
+
+The kernels are compiled without FMA contraction and follow the array code's
+order of operations, ``numpy.minimum``/``maximum``/``clip``/``sign`` with
+NumPy's NaN rules, so the result has the reference's bits.  This module
+cannot import :mod:`bubbleflow.flow.vof` (which registers it), so it keeps a
+copy of :data:`vof.CLIP_TOLERANCE` and of ``vof._reach``; the tests check
+that they agree.  Calls the kernels do not cover -- another dtype than
+float64, ``phi`` and ``c`` of different shapes, a grid of fewer than 2 cells
+along an axis, cell sizes that are not Python or NumPy float64 scalars,
+``band < 1`` (the reference raises) -- return ``NotImplemented`` and the
+array code runs.  CuPy is imported inside the functions only.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..compute import cuda
+
+__all__ = ["redistance"]
+
+#: No FMA contraction: the kernels round as the array code does.
+_OPTIONS = ("--fmad=false",)
+#: Threads of the per-cell kernels: 32 along x (one warp per row segment), 8 rows.
+_BLOCK = (32, 8)
+#: Cells the kernels need along each axis (the one-sided gradient reads two).
+_MIN_CELLS = 2
+#: Numbers per interface cell in the segment array (bf_vof_rd_segments).
+_NSEG = 8
+#: A copy of vof.CLIP_TOLERANCE (vof imports this module; the tests compare).
+CLIP_TOLERANCE = 1e-12
+
+
+_kernel = cuda.float64_kernels(__name__, "vof_redistance.cu", _OPTIONS)
+
+
+def _reach(band, hx, hy):
+    """``vof._reach``, the same expression: the default search radius
+    (rows, columns) for ``band``."""
+    far = math.hypot((band + 0.5) * hx, (band + 0.5) * hy)
+    return int(math.floor(far / hy + 0.5)), int(math.floor(far / hx + 0.5))
+
+
+def offsets(r_y, r_x, hx, hy):
+    """The search's offsets ``(dj, di)`` in ``vof._nearest_segment``'s order:
+    the same expression on the same ``hx``, ``hy`` (nearest first, a stable
+    sort, so equal keys keep the row-major order)."""
+    return sorted(((dj, di) for dj in range(-r_y, r_y + 1) for di in range(-r_x, r_x + 1)),
+                  key=lambda o: (o[0] * hy) ** 2 + (o[1] * hx) ** 2)
+
+
+@cuda.kernel_cache
+def _device_offsets(r_y, r_x, hx, hy, hx_type, hy_type):
+    """:func:`offsets` as a device array of int32 pairs, kept per device
+    (keyed by the sizes' types too: ``**`` of a NumPy scalar and of a Python
+    float need not round alike, and the sort's ties follow it)."""
+    import cupy as cp
+
+    return cp.asarray(np.array(offsets(r_y, r_x, hx, hy), dtype=np.int32).reshape(-1))
+
+
+def _cell_size(h):
+    """A Python or NumPy float64 (or int) cell size: the kernels' arithmetic
+    then is the array code's."""
+    return isinstance(h, (float, int)) and not isinstance(h, bool) \
+        and type(h).__module__ in ("builtins", "numpy")
+
+
+def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
+    """The level set rebuilt from the volume fraction (twin:
+    ``vof.redistance``, same arguments, same result bits and ``info``):
+    ``bf_vof_rd_segments`` then ``bf_vof_rd_search``, one launch each."""
+    import cupy as cp
+
+    arrays = cuda.float64_2d(phi, c)
+    if arrays is None or not (_cell_size(hx) and _cell_size(hy)):
+        return NotImplemented
+    phi, c = arrays
+    ny, nx = c.shape
+    band = int(band)
+    if phi.shape != c.shape or min(nx, ny) < _MIN_CELLS or band < 1:
+        return NotImplemented
+    r_y, r_x = _reach(band, hx, hy) if reach is None else (int(reach), int(reach))
+    r_y, r_x = max(r_y, band), max(r_x, band)
+    offs = _device_offsets(r_y, r_x, hx, hy, type(hx), type(hy))
+    tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
+    fhx, fhy = np.float64(hx), np.float64(hy)
+    grid, block = cuda.grid_2d(nx, ny, _BLOCK)
+    flags = cp.empty((ny, nx), dtype=cp.uint8)
+    seg = cp.empty((ny, nx, _NSEG), dtype=cp.float64)
+    _kernel("bf_vof_rd_segments")(grid, block, (
+        phi, c, flags, seg, np.int32(nx), np.int32(ny), fhx, fhy, tol, one_tol))
+    counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
+    out = cp.empty_like(phi)
+    _kernel("bf_vof_rd_search")(grid, block, (
+        phi, c, flags, seg, offs, np.int32(offs.size // 2), out, counts,
+        np.int32(info is not None), np.int32(nx), np.int32(ny), fhx, fhy, np.int32(band),
+        np.float64(band * min(hx, hy)), tol, one_tol))
+    if info is not None:
+        band_cells, conflicts = (int(n) for n in counts.get())
+        info["band_cells"] = band_cells
+        info["sign_conflicts"] = conflicts
+    return out

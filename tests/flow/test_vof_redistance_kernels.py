@@ -1,0 +1,201 @@
+"""The CUDA twin of vof.redistance (flow.vof_redistance_cuda) against the array code.
+
+The variant is called directly (so a silent fall-back to the array code
+cannot pass for it) and compared with the reference, on the same CuPy arrays
+and on NumPy: bit for bit (``array_equal``), ``info`` the same.  Interfaces:
+a circle off the grid lines (square and non-square cells), two nearby
+circles, a thin slanted filament, interfaces on grid lines (the face
+segments, both directions, alone and beside PLIC segments), a diagonal
+through the cell corners (segments shrunk to points, many distance ties) and
+a random fraction field (sign conflicts); several bands and reaches.  Run
+with ``pytest --backend cupy`` on a GPU machine; the two host tests check the
+copies this module keeps of vof's constant and default reach.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from bubbleflow.flow import vof, vof_redistance_cuda
+
+#: The array code (``vof.redistance`` is a twin once the variant is registered).
+reference = getattr(vof.redistance, "reference", vof.redistance)
+
+
+@pytest.fixture(scope="module")
+def cp(backend):
+    if backend.name != "cupy":
+        pytest.skip("the CUDA twin runs with the cupy backend (pytest --backend cupy)")
+    return backend.xp
+
+
+def centres(nx, ny, hx, hy):
+    return np.meshgrid((np.arange(nx) + 0.5) * hx, (np.arange(ny) + 0.5) * hy)
+
+
+def circle(X, Y, xc, yc, r):
+    return np.hypot(X - xc, Y - yc) - r
+
+
+def box(X, Y, x0, x1, y0, y1):
+    """Signed distance to the box (negative inside)."""
+    dx = np.maximum(x0 - X, X - x1)
+    dy = np.maximum(y0 - Y, Y - y1)
+    out = np.hypot(np.maximum(dx, 0.0), np.maximum(dy, 0.0))
+    return np.where((dx < 0) & (dy < 0), np.maximum(dx, dy), out)
+
+
+def case(name):
+    """Host ``(phi, c, hx, hy)`` of the named interface."""
+    if name == "circle-aniso":
+        nx, ny, hx, hy = 48, 80, 1 / 48, 1.3 / 80
+    elif name == "noise":
+        nx, ny, hx, hy = 40, 30, 1 / 40, 1 / 40
+    else:
+        nx, ny, hx, hy = 64, 64, 1 / 64, 1 / 64
+    X, Y = centres(nx, ny, hx, hy)
+    c = None
+    if name in ("circle", "circle-aniso"):
+        phi = circle(X, Y, 0.5123, 0.4871 * ny * hy, 0.25)
+    elif name == "two-circles":                   # a gap of about two cells
+        phi = np.minimum(circle(X, Y, 0.331, 0.502, 0.15), circle(X, Y, 0.6712, 0.5213, 0.157))
+    elif name == "filament":                      # 0.6 cells wide, slanted
+        n = np.array([math.cos(0.4), math.sin(0.4)])
+        phi = np.abs(n[0] * (X - 0.51) + n[1] * (Y - 0.47)) - 0.3 * hx
+        c = vof.volume_fraction(phi, hx, hy, samples=4)
+    elif name == "grid-line-y":                   # gas below y = 1/2: faces only
+        phi = 3.0 * (Y - 0.5)
+        c = np.where(Y < 0.5, 1.0, 0.0)
+    elif name == "grid-line-x":                   # gas right of x = 1/4: faces only
+        phi = 0.25 - X
+        c = np.where(X > 0.25, 1.0, 0.0)
+    elif name == "box-and-circle":                # both face directions beside segments
+        b = box(X, Y, 0.25, 0.5, 0.125, 0.375)
+        phi = np.minimum(b, circle(X, Y, 0.7013, 0.6522, 0.18))
+        c = np.maximum(np.where(b < 0, 1.0, 0.0), vof.volume_fraction(phi, hx, hy))
+    elif name == "diagonal":                      # through the cell corners
+        phi = (X - Y) / math.sqrt(2.0)
+    elif name == "noise":                         # random c: conflicts, corners, ties
+        rng = np.random.default_rng(7)
+        c = rng.choice([0.0, 1.0, 0.5], size=X.shape, p=[0.35, 0.35, 0.3])
+        c = np.where(c == 0.5, rng.uniform(0.0, 1.0, X.shape), c)
+        phi = 0.1 * np.sin(7.0 * X + 1.0) * np.cos(5.0 * Y) + rng.normal(0.0, 0.01, X.shape)
+    else:
+        raise ValueError(name)
+    if c is None:
+        c = vof.volume_fraction(phi, hx, hy)
+    return phi, c, hx, hy
+
+
+CASES = ["circle", "circle-aniso", "two-circles", "filament", "grid-line-y", "grid-line-x",
+         "box-and-circle", "diagonal", "noise"]
+#: (band, reach): the default reach, reach = band, a reach past the default.
+SEARCHES = [(3, None), (1, None), (2, 2), (4, None), (3, 7)]
+
+
+def search_id(s):
+    return f"band{s[0]}-reach{s[1]}"
+
+
+def twin_call(cp, phi, c, hx, hy, band, reach):
+    """The variant's result and info on device copies; the inputs left alone."""
+    d_phi, d_c = cp.asarray(phi), cp.asarray(c)
+    info = {}
+    got = vof_redistance_cuda.redistance(d_phi, d_c, hx, hy, band=band, reach=reach, info=info)
+    assert got is not NotImplemented
+    assert got.dtype == np.float64 and got.shape == phi.shape
+    assert cp.array_equal(d_phi, cp.asarray(phi)) and cp.array_equal(d_c, cp.asarray(c))
+    return got, info, d_phi, d_c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("search", SEARCHES, ids=search_id)
+@pytest.mark.parametrize("name", CASES)
+def test_redistance_kernel_gives_the_reference_bits(name, search, cp):
+    phi, c, hx, hy = case(name)
+    band, reach = search
+    got, info, d_phi, d_c = twin_call(cp, phi, c, hx, hy, band, reach)
+    ref_info = {}
+    ref = reference(d_phi, d_c, hx, hy, band=band, reach=reach, info=ref_info)
+    host_info = {}
+    host = reference(phi, c, hx, hy, band=band, reach=reach, info=host_info)
+    diff = float(cp.max(cp.abs(got - ref)))
+    print(f"{name} {search_id(search)}: maxdiff {diff:.3e}, info {info}")
+    assert cp.array_equal(got, ref)
+    assert np.array_equal(got.get(), host)
+    assert info == ref_info == host_info
+    assert all(type(v) is int for v in info.values())
+    # Without info: the same field.
+    assert cp.array_equal(vof_redistance_cuda.redistance(d_phi, d_c, hx, hy, band, reach), got)
+
+
+@pytest.mark.gpu
+def test_cases_reach_every_branch(cp):
+    """The cases above do exercise face segments and sign conflicts."""
+    phi, c, hx, hy = case("noise")
+    _, info, _, _ = twin_call(cp, phi, c, hx, hy, 3, None)
+    assert info["sign_conflicts"] > 0
+    phi, c, hx, hy = case("grid-line-x")
+    assert not bool(vof._interface_mask(c).any())
+    _, info, _, _ = twin_call(cp, phi, c, hx, hy, 3, None)
+    assert info["band_cells"] == 8 * 64          # columns 12 to 19
+
+
+@pytest.mark.gpu
+def test_redistance_kernel_non_contiguous_and_numpy_scalars(cp):
+    phi, c, hx, hy = case("two-circles")
+    d_phi = cp.asarray(np.repeat(phi, 2, axis=1))[:, ::2]
+    d_c = cp.asarray(np.repeat(c, 2, axis=1))[:, ::2]
+    hx64, hy64 = np.float64(hx), np.float64(hy)
+    got = vof_redistance_cuda.redistance(d_phi, d_c, hx64, hy64)
+    assert got is not NotImplemented
+    assert np.array_equal(got.get(), reference(phi, c, hx64, hy64))
+
+
+@pytest.mark.gpu
+def test_redistance_kernel_is_deterministic(cp):
+    phi, c, hx, hy = case("noise")
+    runs = [vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), hx, hy).get()
+            for _ in range(2)]
+    np.testing.assert_array_equal(runs[0].view(np.uint64), runs[1].view(np.uint64))
+
+
+@pytest.mark.gpu
+def test_redistance_fallbacks(cp):
+    """float32, mismatched shapes, a grid one cell wide, band < 1: the variant
+    declines (the array code runs, or raises)."""
+    phi, c, hx, hy = case("circle")
+    f32 = [cp.asarray(a, dtype=cp.float32) for a in (phi, c)]
+    assert vof_redistance_cuda.redistance(*f32, hx, hy) is NotImplemented
+    assert vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c[:, :-1]), hx, hy) \
+        is NotImplemented
+    assert vof_redistance_cuda.redistance(cp.asarray(phi[:, :1]), cp.asarray(c[:, :1]), hx, hy) \
+        is NotImplemented
+    assert vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), hx, hy, band=0) \
+        is NotImplemented
+    variants = getattr(vof.redistance, "variants", None)
+    if variants is not None:                      # registered: the twin runs it
+        assert variants.get("cupy") is vof_redistance_cuda.redistance
+        out = vof.redistance(*f32, hx, hy)           # declined: the array code's answer
+        ref = vof.redistance.reference(*f32, hx, hy)
+        assert out.dtype == ref.dtype and bool(cp.array_equal(out, ref))
+        with pytest.raises(ValueError, match="band"):
+            vof.redistance(cp.asarray(phi), cp.asarray(c), hx, hy, band=0)
+
+
+def test_copies_of_vof_agree():
+    """The module cannot import vof (vof registers it): its copies of the
+    clip tolerance and of the default reach must stay vof's."""
+    assert vof_redistance_cuda.CLIP_TOLERANCE == vof.CLIP_TOLERANCE
+    for band in (1, 2, 3, 4, 7):
+        for hx, hy in ((1 / 64, 1 / 64), (1 / 48, 1.3 / 80), (0.02, 0.0125), (1.0, 3.0)):
+            assert vof_redistance_cuda._reach(band, hx, hy) == vof._reach(band, hx, hy)
+
+
+def test_offsets_are_nearest_first_row_major_on_ties():
+    offs = vof_redistance_cuda.offsets(5, 5, 1 / 64, 1 / 64)
+    assert len(offs) == 121 and offs[0] == (0, 0)
+    assert offs[1:5] == [(-1, 0), (0, -1), (0, 1), (1, 0)]
+    h = 1 / 64
+    key = [(dj * h) ** 2 + (di * h) ** 2 for dj, di in offs]
+    assert key == sorted(key)
