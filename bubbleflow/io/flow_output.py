@@ -45,6 +45,7 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import h5py
 import numpy as np
 
 from ..compute.backend import Backend, HostCopy
@@ -379,10 +380,20 @@ def _check_extra(extra, grid):
                              f"; expected one of {sorted(shapes)}")
 
 
+#: Cell fields a run's snapshots hold besides the usual ones (a CLSVOF run's
+#: volume fraction, a reduced-gravity run's dynamic pressure): the sidecar
+#: lists those its first snapshot has (every snapshot of a run has the same).
+_OPTIONAL_CELL_FIELDS = (layout.VOLUME_FRACTION, layout.DYNAMIC_PRESSURE)
+
+
 def _write_sidecar(path, folder, grid, snapshots):
     """``<name>.xdmf`` beside the index ``path``, listing ``snapshots``."""
     stem, _ = os.path.splitext(path)
     base = os.path.dirname(os.path.abspath(path))
     rel = os.path.relpath(folder, base)
     snaps = [(t, os.path.join(rel, name), "/") for _, t, name in snapshots]
-    write_xdmf(stem + ".xdmf", grid, snaps, ("p", "rho", "phi", "velocity"))
+    fields = ["p", "rho", "phi", "velocity"]
+    if snapshots:
+        with h5py.File(os.path.join(folder, snapshots[0][2]), "r") as first:
+            fields += [name for name in _OPTIONAL_CELL_FIELDS if name in first]
+    write_xdmf(stem + ".xdmf", grid, snaps, fields)

@@ -32,7 +32,7 @@ from .layout import UNITS
 __all__ = ["write_xdmf", "CELL_FIELDS"]
 
 #: Cell-centred fields a grid can carry: name -> number of components.
-CELL_FIELDS = {"p": 1, "rho": 1, "phi": 1, "velocity": 3}
+CELL_FIELDS = {"p": 1, "rho": 1, "phi": 1, "velocity": 3, "c": 1, "p_dynamic": 1}
 
 
 def _num(value):
@@ -78,8 +78,10 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
         each field.  A pressure result is one snapshot
         ``(0.0, "<name>.h5", "/fields")``.
     fields : sequence of str
-        Names from :data:`CELL_FIELDS`: ``p``, ``rho``, ``phi`` (datasets of
-        shape ``(ny, nx)``), ``velocity`` (``(ny, nx, 3)``, a vector).  Data
+        Names from :data:`CELL_FIELDS`: ``p``, ``rho``, ``phi``, a CLSVOF
+        run's gas volume fraction ``c`` and a reduced-gravity run's
+        ``p_dynamic`` (datasets of shape ``(ny, nx)``), ``velocity``
+        (``(ny, nx, 3)``, a vector).  Data
         are declared float64; HDF5 converts other float types on reading.
 
     Raises

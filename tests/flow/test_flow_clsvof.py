@@ -83,6 +83,9 @@ def test_clsvof_restart_equals_uninterrupted_run(tmp_path):
         np.testing.assert_array_equal(regions[:, 0], a["fields/step"][()])
         at = np.searchsorted(a["diagnostics/step"][()], regions[:, 0])
         np.testing.assert_allclose(regions[:, 2], area[at], rtol=1e-12)
+    # ParaView sees the volume fraction (and the dynamic pressure) too.
+    sidecar = (tmp_path / "cont" / "hysing_case2.xdmf").read_text()
+    assert 'Name="c"' in sidecar and 'Name="p_dynamic"' in sidecar
 
 
 def test_restart_of_a_levelset_run_as_clsvof_is_one_line(tmp_path):
