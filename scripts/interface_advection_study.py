@@ -162,23 +162,18 @@ class ConservativeLevelSet:
         """``div(q u)`` with MUSCL-minmod face values, zero flux through walls."""
         xp, h = self.xp, self.h
 
-        def faces(q, w, axis):
-            d = xp.diff(q, axis=axis)
-            lo = [slice(None)] * 2
-            hi = [slice(None)] * 2
-            lo[axis], hi[axis] = slice(None, -1), slice(1, None)
-            dl = xp.concatenate([xp.zeros_like(d[tuple(lo)][:1] if axis == 0 else d[:, :1]), d],
-                                axis=axis)
-            dr = xp.concatenate([d, xp.zeros_like(d[:1] if axis == 0 else d[:, :1])], axis=axis)
+        def faces(q, w):
+            """Fluxes on the faces along axis 1 (walls: zero)."""
+            d = xp.diff(q, axis=1)
+            zero = xp.zeros_like(q[:, :1])
+            dl = xp.concatenate([zero, d], axis=1)       # q[i] - q[i - 1]
+            dr = xp.concatenate([d, zero], axis=1)       # q[i + 1] - q[i]
             slope = xp.where(dl * dr > 0, xp.sign(dl) * xp.minimum(abs(dl), abs(dr)), 0.0)
-            left = (q + 0.5 * slope)[tuple(lo)]
-            right = (q - 0.5 * slope)[tuple(hi)]
-            inner = w[(slice(1, -1), slice(None)) if axis == 0 else (slice(None), slice(1, -1))]
-            f = inner * xp.where(inner > 0, left, right)
-            zero = xp.zeros_like(f[:1] if axis == 0 else f[:, :1])
-            return xp.concatenate([zero, f, zero], axis=axis)
+            left, right = (q + 0.5 * slope)[:, :-1], (q - 0.5 * slope)[:, 1:]
+            inner = w[:, 1:-1]
+            return xp.concatenate([zero, inner * xp.where(inner > 0, left, right), zero], axis=1)
 
-        fx, fy = faces(q, u, 1), faces(q, v, 0)
+        fx, fy = faces(q, u), faces(q.T, v.T).T          # y: the x faces of the transpose
         return (fx[:, 1:] - fx[:, :-1]) / h + (fy[1:, :] - fy[:-1, :]) / h
 
     def _sharpen(self):
@@ -209,9 +204,6 @@ class ConservativeLevelSet:
         xp, eps = self.xp, self.eps
         phi = eps * xp.log(xp.clip(1.0 - self.psi, 1e-300, None) / xp.clip(self.psi, 1e-300, None))
         return vof.volume_fraction(phi, self.h, self.h)
-
-    def conserved(self):
-        return float(self.xp.sum(self.psi))
 
 
 class VolumeOfFluid:

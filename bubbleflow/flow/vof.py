@@ -32,9 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-import math
-
 from . import vof_cuda, vof_redistance_cuda
+from .vof_limits import CLIP_TOLERANCE, search_offsets, search_reach
 from ..compute.backend import backend_of
 from ..compute.regions import label_regions
 from ..compute.twins import twin
@@ -47,10 +46,6 @@ __all__ = [
 
 #: The per-region quantities of :func:`region_diagnostics`, in order.
 REGION_COLUMNS = ("area", "centroid_x", "centroid_y", "rise_velocity", "circularity")
-
-# Excursions of c outside [0, 1] smaller than this are rounding and are
-# clipped; larger ones are left in place (they mean a too-large time step).
-CLIP_TOLERANCE = 1e-12
 
 
 # ----------------------------------------------------------------------------
@@ -421,9 +416,12 @@ def advect(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
     if first_axis not in (0, 1):
         raise ValueError(f"first_axis={first_axis!r}: expected 0 (y) or 1 (x)")
     indicator = xp.where(c > 0.5, 1.0, 0.0)
+    # The level set's normals are the same for both sweeps; Youngs' follow c.
+    fixed = interface_normal(c, hx, hy, normal_from) if normal_from is not None else None
     new = c
     for axis in (first_axis, 1 - first_axis):
-        mx, my, alpha = reconstruct(new, hx, hy, normal_from)
+        mx, my = fixed if fixed is not None else interface_normal(new, hx, hy)
+        alpha = line_constant(mx, my, new, hx, hy)
         if axis == 1:
             new = _sweep(new, indicator, u, dt, hx, hy, mx, my, alpha, xp)
         else:
@@ -592,8 +590,7 @@ def _nearest_segment(layers, seed, hx, hy, band, r_y, r_x, xp):
     best = xp.full((ny, nx), float("inf"), dtype=fields.dtype)
     side = xp.zeros_like(best)
     in_band = xp.zeros((ny, nx), dtype=bool)
-    offsets = sorted(((dj, di) for dj in range(-r_y, r_y + 1) for di in range(-r_x, r_x + 1)),
-                     key=lambda o: (o[0] * hy) ** 2 + (o[1] * hx) ** 2)
+    offsets = search_offsets(r_y, r_x, hx, hy)
     for dj, di in offsets:
         window = fields[:, r_y + dj:r_y + dj + ny, r_x + di:r_x + di + nx]
         # This centre seen from the neighbour's centre (exact, no cancellation).
@@ -610,15 +607,6 @@ def _nearest_segment(layers, seed, hx, hy, band, r_y, r_x, xp):
         if abs(dj) <= band and abs(di) <= band:
             in_band = in_band | (window[-1] > 0.0)
     return best, side, in_band
-
-
-def _reach(band, hx, hy):
-    """Offsets (rows, columns) to search so that every cell within ``band``
-    cells of an interface cell finds the foot of its perpendicular on a
-    straight interface: that foot is no farther than the interface point in
-    the nearest interface cell, at most ``(band + 1/2)`` cells away per axis."""
-    far = math.hypot((band + 0.5) * hx, (band + 0.5) * hy)
-    return int(math.floor(far / hy + 0.5)), int(math.floor(far / hx + 0.5))
 
 
 def _band_seed(mask, faces):
@@ -705,7 +693,7 @@ def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
     band = int(band)
     if band < 1:
         raise ValueError(f"band={band!r}: expected an integer >= 1")
-    r_y, r_x = _reach(band, hx, hy) if reach is None else (int(reach), int(reach))
+    r_y, r_x = search_reach(band, hx, hy) if reach is None else (int(reach), int(reach))
     r_y, r_x = max(r_y, band), max(r_x, band)
     seg = _segments(c, hx, hy, phi, xp)
     faces = _face_segments(c, hx, hy, xp)

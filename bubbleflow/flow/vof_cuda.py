@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
+from .vof_limits import CLIP_TOLERANCE
 
 __all__ = ["advect"]
 
@@ -32,8 +33,6 @@ _OPTIONS = ("--fmad=false",)
 _BLOCK = (32, 8)
 #: Cells the kernel needs along each axis.
 _MIN_CELLS = 3
-#: vof.CLIP_TOLERANCE (not imported: vof imports this module).
-CLIP_TOLERANCE = 1e-12
 
 
 _kernel = cuda.float64_kernels(__name__, "vof.cu", _OPTIONS)

@@ -11,7 +11,7 @@ The array code loops in Python over the ~121 neighbour offsets of the search
   ``vof._layer_fields``);
 * ``bf_vof_rd_search``: per cell, the band and, for a band cell, the nearest
   segment among the cells in reach, the offsets visited in the array code's
-  order (nearest first, sorted here by the same Python expression, the first
+  order (nearest first, :func:`.vof_limits.search_offsets`, the first
   met winning a tie) and within an offset its layers in its order (the cell's
   segment, the right face, the top face); then the sign rules of
   ``vof._own_side`` and the new level set.
@@ -24,10 +24,9 @@ a reach and cell size are met (they are kept per device).
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, ``numpy.minimum``/``maximum``/``clip``/``sign`` with
-NumPy's NaN rules, so the result has the reference's bits.  This module
-cannot import :mod:`bubbleflow.flow.vof` (which registers it), so it keeps a
-copy of :data:`vof.CLIP_TOLERANCE` and of ``vof._reach``; the tests check
-that they agree.  Calls the kernels do not cover -- another dtype than
+NumPy's NaN rules, so the result has the reference's bits.  The clip
+tolerance and the search's reach are :mod:`.vof_limits`'s, as the array
+code's.  Calls the kernels do not cover -- another dtype than
 float64, ``phi`` and ``c`` of different shapes, a grid of fewer than 2 cells
 along an axis, cell sizes that are not Python or NumPy float64 scalars,
 ``band < 1`` (the reference raises) -- return ``NotImplemented`` and the
@@ -35,11 +34,11 @@ array code runs.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ..compute import cuda
+from .vof_limits import CLIP_TOLERANCE, search_offsets, search_reach
 
 __all__ = ["redistance"]
 
@@ -51,36 +50,20 @@ _BLOCK = (32, 8)
 _MIN_CELLS = 2
 #: Numbers per interface cell in the segment array (bf_vof_rd_segments).
 _NSEG = 8
-#: A copy of vof.CLIP_TOLERANCE (vof imports this module; the tests compare).
-CLIP_TOLERANCE = 1e-12
 
 
 _kernel = cuda.float64_kernels(__name__, "vof_redistance.cu", _OPTIONS)
 
 
-def _reach(band, hx, hy):
-    """``vof._reach``, the same expression: the default search radius
-    (rows, columns) for ``band``."""
-    far = math.hypot((band + 0.5) * hx, (band + 0.5) * hy)
-    return int(math.floor(far / hy + 0.5)), int(math.floor(far / hx + 0.5))
-
-
-def offsets(r_y, r_x, hx, hy):
-    """The search's offsets ``(dj, di)`` in ``vof._nearest_segment``'s order:
-    the same expression on the same ``hx``, ``hy`` (nearest first, a stable
-    sort, so equal keys keep the row-major order)."""
-    return sorted(((dj, di) for dj in range(-r_y, r_y + 1) for di in range(-r_x, r_x + 1)),
-                  key=lambda o: (o[0] * hy) ** 2 + (o[1] * hx) ** 2)
-
-
 @cuda.kernel_cache
 def _device_offsets(r_y, r_x, hx, hy, hx_type, hy_type):
-    """:func:`offsets` as a device array of int32 pairs, kept per device
+    """:func:`.vof_limits.search_offsets` (the array code's order) as a
+    device array of int32 pairs, kept per device
     (keyed by the sizes' types too: ``**`` of a NumPy scalar and of a Python
     float need not round alike, and the sort's ties follow it)."""
     import cupy as cp
 
-    return cp.asarray(np.array(offsets(r_y, r_x, hx, hy), dtype=np.int32).reshape(-1))
+    return cp.asarray(np.array(search_offsets(r_y, r_x, hx, hy), dtype=np.int32).reshape(-1))
 
 
 def _cell_size(h):
@@ -104,7 +87,7 @@ def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
     band = int(band)
     if phi.shape != c.shape or min(nx, ny) < _MIN_CELLS or band < 1:
         return NotImplemented
-    r_y, r_x = _reach(band, hx, hy) if reach is None else (int(reach), int(reach))
+    r_y, r_x = search_reach(band, hx, hy) if reach is None else (int(reach), int(reach))
     r_y, r_x = max(r_y, band), max(r_x, band)
     offs = _device_offsets(r_y, r_x, hx, hy, type(hx), type(hy))
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)

@@ -471,3 +471,10 @@ def test_script_case2_command_sets_and_suffix(tmp_path, monkeypatch, capsys):
     for bad in ("grid.nx=8", "name=x", "novalue"):
         with pytest.raises(SystemExit):
             mod.main(["--set", bad, "--outdir", str(tmp_path)])
+
+
+def test_a_quantity_has_one_kind_of_bound_in_every_case():
+    """``Check.kind`` looks a quantity's kind up across the cases."""
+    for bench in V.BENCHMARKS.values():
+        for name, (_, kind) in bench.acceptance.items():
+            assert V._KINDS[name] == kind

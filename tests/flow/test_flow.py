@@ -1,7 +1,5 @@
 """The time-dependent flow: projection, still bubble, restart, bad input."""
 import os
-import subprocess
-import sys
 import time
 
 import h5py
@@ -10,14 +8,8 @@ import pytest
 
 from bubbleflow.case.config import load_case
 from bubbleflow.flow.navier_stokes import FlowSolver
+from helpers.cli import ROOT, run_cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def run_cli(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "bubbleflow.apps.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
 
 
 def hysing(*overrides):

@@ -13,6 +13,15 @@ def centres(n, h):
     return np.meshgrid(x, x)
 
 
+def straight_line(n, h, angle):
+    """``(X, Y, (nx, ny), phi)``: the cell centres and the signed distance
+    to the line through (0.52, 0.47) with normal at ``angle`` (gas where
+    ``phi < 0``)."""
+    X, Y = centres(n, h)
+    normal = (math.cos(angle), math.sin(angle))
+    return X, Y, normal, normal[0] * (X - 0.52) + normal[1] * (Y - 0.47)
+
+
 def circle_fraction(xp, n, xc, yc, radius):
     h = 1.0 / n
     X, Y = centres(n, h)
@@ -67,9 +76,7 @@ def test_cut_fraction_matches_area_formulas(backend):
 def test_straight_line_is_reconstructed_exactly(angle, backend):
     xp = backend.xp
     n, h = 16, 1.0 / 16
-    X, Y = centres(n, h)
-    nx_, ny_ = math.cos(angle), math.sin(angle)
-    phi = nx_ * (X - 0.52) + ny_ * (Y - 0.47)         # gas where phi < 0
+    X, Y, (nx_, ny_), phi = straight_line(n, h, angle)
     c = vof.volume_fraction(xp.asarray(phi), h, h)
     cut = (c > 0) & (c < 1)
     assert int(xp.sum(cut)) > 0
@@ -210,9 +217,7 @@ def band_mask(c, band=3):
 def test_interface_segments_of_a_straight_line(angle, backend):
     xp = backend.xp
     n, h = 16, 1.0 / 16
-    X, Y = centres(n, h)
-    nx_, ny_ = math.cos(angle), math.sin(angle)
-    phi = nx_ * (X - 0.52) + ny_ * (Y - 0.47)
+    X, Y, (nx_, ny_), phi = straight_line(n, h, angle)
     c = vof.volume_fraction(xp.asarray(phi), h, h)
     mask, x0, y0, x1, y1 = (backend.to_host(a) for a in vof.interface_segments(
         c, h, h, normal_from=xp.asarray(phi)))
@@ -266,9 +271,7 @@ def test_redistance_of_a_circle(backend):
 def test_redistance_of_a_straight_line_is_exact(angle, backend):
     xp = backend.xp
     n, h = 64, 1.0 / 64
-    X, Y = centres(n, h)
-    nx_, ny_ = math.cos(angle), math.sin(angle)
-    exact = nx_ * (X - 0.52) + ny_ * (Y - 0.47)
+    X, Y, (nx_, ny_), exact = straight_line(n, h, angle)
     c = vof.volume_fraction(xp.asarray(exact), h, h)
     # Any level set with the right normals will do: here 2.5 times the distance.
     phi = backend.to_host(vof.redistance(xp.asarray(2.5 * exact), c, h, h))

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from bubbleflow.flow import vof, vof_redistance_cuda
+from bubbleflow.flow.vof_limits import search_offsets
 
-#: The array code (``vof.redistance`` is a twin once the variant is registered).
-reference = getattr(vof.redistance, "reference", vof.redistance)
+#: The array code.
+reference = vof.redistance.reference
 
 
 @pytest.fixture(scope="module")
@@ -173,27 +174,17 @@ def test_redistance_fallbacks(cp):
         is NotImplemented
     assert vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), hx, hy, band=0) \
         is NotImplemented
-    variants = getattr(vof.redistance, "variants", None)
-    if variants is not None:                      # registered: the twin runs it
-        assert variants.get("cupy") is vof_redistance_cuda.redistance
-        out = vof.redistance(*f32, hx, hy)           # declined: the array code's answer
-        ref = vof.redistance.reference(*f32, hx, hy)
-        assert out.dtype == ref.dtype and bool(cp.array_equal(out, ref))
-        with pytest.raises(ValueError, match="band"):
-            vof.redistance(cp.asarray(phi), cp.asarray(c), hx, hy, band=0)
-
-
-def test_copies_of_vof_agree():
-    """The module cannot import vof (vof registers it): its copies of the
-    clip tolerance and of the default reach must stay vof's."""
-    assert vof_redistance_cuda.CLIP_TOLERANCE == vof.CLIP_TOLERANCE
-    for band in (1, 2, 3, 4, 7):
-        for hx, hy in ((1 / 64, 1 / 64), (1 / 48, 1.3 / 80), (0.02, 0.0125), (1.0, 3.0)):
-            assert vof_redistance_cuda._reach(band, hx, hy) == vof._reach(band, hx, hy)
+    # Registered: the twin runs it, and the declined calls get the array code.
+    assert vof.redistance.variants.get("cupy") is vof_redistance_cuda.redistance
+    out = vof.redistance(*f32, hx, hy)
+    ref = vof.redistance.reference(*f32, hx, hy)
+    assert out.dtype == ref.dtype and bool(cp.array_equal(out, ref))
+    with pytest.raises(ValueError, match="band"):
+        vof.redistance(cp.asarray(phi), cp.asarray(c), hx, hy, band=0)
 
 
 def test_offsets_are_nearest_first_row_major_on_ties():
-    offs = vof_redistance_cuda.offsets(5, 5, 1 / 64, 1 / 64)
+    offs = search_offsets(5, 5, 1 / 64, 1 / 64)
     assert len(offs) == 121 and offs[0] == (0, 0)
     assert offs[1:5] == [(-1, 0), (0, -1), (0, 1), (1, 0)]
     h = 1 / 64
