@@ -5,6 +5,12 @@
 #ifndef BUBBLEFLOW_COMMON_CUH
 #define BUBBLEFLOW_COMMON_CUH
 
+// Every cell (j, i) of an NY x NX grid, by a 2-D grid-stride loop (any launch
+// shape covers the grid).
+#define BF_CELLS(NX, NY)                                                                   \
+    for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < (NY); j += gridDim.y * blockDim.y) \
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (NX); i += gridDim.x * blockDim.x)
+
 // Sum of v over the warp (shuffles down): valid in lane 0.
 __device__ __forceinline__ T warp_sum(T v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);

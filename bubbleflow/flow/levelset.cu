@@ -80,12 +80,6 @@ __device__ __forceinline__ T rk3_stage(int stage, T base, T p, T dt, T r)
     return (1.0 / 3.0) * base + (2.0 / 3.0) * (p + dt * r);
 }
 
-#define BF_CELLS_BEGIN                                                                   \
-    for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < ny; j += gridDim.y * blockDim.y) \
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nx; i += gridDim.x * blockDim.x) { \
-            const long long c = (long long)j * nx + i;
-#define BF_CELLS_END }
-
 // advect: one RK stage of phi_t = -(u_c D_x phi + v_c D_y phi), WENO5 upwinded
 // by the sign of the cell-centre velocity.  base: the field at the start of
 // the step; p: the stage's field (base itself at stage 1); u (ny, nx + 1), v
@@ -95,7 +89,8 @@ extern "C" __global__ void bf_ls_advect_stage(
     const T* __restrict__ v, T* __restrict__ out, const int nx, const int ny,
     const T hx, const T hy, const T dt, const T floor_, const int stage)
 {
-    BF_CELLS_BEGIN
+    BF_CELLS(nx, ny) {
+        const long long c = (long long)j * nx + i;
         const long long f = (long long)j * (nx + 1) + i;
         const T uc = 0.5 * (u[f] + u[f + 1]);
         const T vc = 0.5 * (v[c] + v[c + nx]);
@@ -106,7 +101,7 @@ extern "C" __global__ void bf_ls_advect_stage(
         const T py = vc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
         const T r = -(uc * px + vc * py);
         out[c] = rk3_stage(stage, base[c], p[c], dt, r);
-    BF_CELLS_END
+    }
 }
 
 // reinitialize, set-up: for each cell of phi0, coef = D (Russo-Smereka
@@ -116,7 +111,8 @@ extern "C" __global__ void bf_ls_reinit_setup(
     const T* __restrict__ phi0, T* __restrict__ coef, signed char* __restrict__ flags,
     const int nx, const int ny, const T hx, const T hy, const T hh, const T tiny)
 {
-    BF_CELLS_BEGIN
+    BF_CELLS(nx, ny) {
+        const long long c = (long long)j * nx + i;
         const T q = phi0[c];
         bool near = q == 0;
         if (i > 0) near = near || q * phi0[c - 1] <= 0;
@@ -139,7 +135,7 @@ extern "C" __global__ void bf_ls_reinit_setup(
         }
         coef[c] = value;
         flags[c] = (signed char)((near ? 1 : 0) | (S > 0 ? 2 : 0) | (q > 0 ? 4 : 0) | (q < 0 ? 8 : 0));
-    BF_CELLS_END
+    }
 }
 
 // reinitialize: one RK stage of phi_tau = -S (|grad phi|_Godunov - 1), with
@@ -149,7 +145,8 @@ extern "C" __global__ void bf_ls_reinit_stage(
     const signed char* __restrict__ flags, T* __restrict__ out, const int nx, const int ny,
     const T hx, const T hy, const T hmin, const T dtau, const T floor_, const int stage)
 {
-    BF_CELLS_BEGIN
+    BF_CELLS(nx, ny) {
+        const long long c = (long long)j * nx + i;
         const int fl = flags[c];
         const T pc = p[c];
         T r;
@@ -172,7 +169,7 @@ extern "C" __global__ void bf_ls_reinit_stage(
             r = -coef[c] * (sqrt(g2) - 1.0);
         }
         out[c] = rk3_stage(stage, base[c], pc, dtau, r);
-    BF_CELLS_END
+    }
 }
 
 // The field with one ghost layer of quadratic extrapolation along x, then
@@ -202,7 +199,8 @@ extern "C" __global__ void bf_ls_curvature(
     const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny,
     const T two_hx, const T two_hy, const T hx2, const T hy2, const T four_hxhy, const T kmax)
 {
-    BF_CELLS_BEGIN
+    BF_CELLS(nx, ny) {
+        const long long c = (long long)j * nx + i;
         const T cc = phi[c];
         const T e = quad_xy(phi, nx, ny, j, i + 1), w = quad_xy(phi, nx, ny, j, i - 1);
         const T n = quad_xy(phi, nx, ny, j + 1, i), s = quad_xy(phi, nx, ny, j - 1, i);
@@ -216,7 +214,26 @@ extern "C" __global__ void bf_ls_curvature(
         const T g = np_max(sqrt(px * px + py * py), 1e-8);
         const T kappa = (pxx * py * py - 2.0 * px * py * pxy + pyy * px * px) / (g * g * g);
         out[c] = np_clip(kappa, -kmax, kmax);
-    BF_CELLS_END
+    }
+}
+
+// smooth: one pass of the separable [1, 2, 1] / 4 filter, along x then y,
+// the indices clamped to the grid (levelset_ops.smooth's edge padding).
+__device__ __forceinline__ T smooth_row(const T* __restrict__ row, int nx, int i)
+{
+    const T w = row[i > 0 ? i - 1 : 0], e = row[i < nx - 1 ? i + 1 : nx - 1];
+    return 0.25 * (w + 2.0 * row[i] + e);
+}
+
+extern "C" __global__ void bf_ls_smooth(
+    const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny)
+{
+    BF_CELLS(nx, ny) {
+        const T s = smooth_row(phi + (long long)(j > 0 ? j - 1 : 0) * nx, nx, i);
+        const T m = smooth_row(phi + (long long)j * nx, nx, i);
+        const T n = smooth_row(phi + (long long)(j < ny - 1 ? j + 1 : ny - 1) * nx, nx, i);
+        out[(long long)j * nx + i] = 0.25 * (s + 2.0 * m + n);
+    }
 }
 
 // --------------------------------------------------------------------------

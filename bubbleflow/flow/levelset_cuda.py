@@ -11,6 +11,7 @@ these launch a few:
   Russo-Smereka distance, the sign) and one kernel per RK stage:
   ``1 + 3 * iterations`` launches;
 * :func:`curvature`: one kernel;
+* :func:`smooth`: one kernel per pass;
 * :func:`bubble_diagnostics`: per-block sums then one block (two launches,
   fixed order, so the same input gives the same bits) and one device-to-host
   transfer of the six sums.
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..compute import cuda
 
-__all__ = ["advect", "reinitialize", "curvature", "bubble_diagnostics"]
+__all__ = ["advect", "reinitialize", "curvature", "smooth", "bubble_diagnostics"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -140,6 +141,27 @@ def curvature(phi, hx, hy):
         np.float64(hx * hx), np.float64(hy * hy), np.float64(4.0 * hx * hy),
         np.float64(1.0 / min(hx, hy))))
     return out
+
+
+def smooth(phi, passes=1):
+    """``passes`` passes of the ``[1, 2, 1] / 4`` filter (twin:
+    ``levelset_ops.smooth``): one launch of ``bf_ls_smooth`` per pass."""
+    import cupy as cp
+
+    arrays = _float64(phi)
+    if arrays is None:
+        return NotImplemented
+    phi = arrays[0]
+    if passes == 0:
+        return phi
+    ny, nx = phi.shape
+    grid, block = _cells_grid(nx, ny)
+    src, out = phi, cp.empty_like(phi)
+    spare = cp.empty_like(phi) if passes > 1 else None
+    for k in range(passes):
+        _kernel("bf_ls_smooth")(grid, block, (src, out, np.int32(nx), np.int32(ny)))
+        src, out = out, (spare if k == 0 else src)
+    return src
 
 
 def diagnostic_sums(phi, v, hx, hy, eps):

@@ -26,10 +26,6 @@ __device__ __forceinline__ T heaviside(T phi, T eps)
     return np_clip(0.5 * (1.0 + t + sin(BF_PI * t) / BF_PI), 0.0, 1.0);
 }
 
-#define BF_CELLS(NX, NY)                                                                   \
-    for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < (NY); j += gridDim.y * blockDim.y) \
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (NX); i += gridDim.x * blockDim.x)
-
 // ------------------------------------------------------------------ properties
 
 // H, rho, mu at the cells; rho_x on the interior u faces (face (j, i) between

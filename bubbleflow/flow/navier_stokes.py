@@ -3,7 +3,8 @@
 One time step (Chorin projection, explicit in time):
 
 1. fluid properties from the level set: smoothed Heaviside (epsilon = 1.5 h)
-   for the density and viscosity, curvature from phi;
+   for the density and viscosity, curvature from phi (filtered first with
+   CLSVOF, whose level set is rebuilt from PLIC lines);
 2. provisional velocity ``u* = u + dt (-(u.grad)u + div(2 mu D)/rho + g + f_st/rho)``
    with second-order central differences, the variable-viscosity stress in
    divergence form and the surface tension as a balanced-force CSF term
@@ -48,7 +49,12 @@ from ..linalg.solver import PressureSolver
 from . import levelset_ops, momentum, vof
 from .viscosity import ViscousSystem, solve_viscous_systems
 
-__all__ = ["FlowState", "FlowSolver", "StepReport"]
+__all__ = ["FlowState", "FlowSolver", "StepReport", "CLSVOF_CURVATURE_PASSES"]
+
+#: Passes of :func:`.levelset_ops.smooth` over the level set of CLSVOF (the
+#: distance to the PLIC lines) before its curvature is taken; the level set
+#: alone is used as it is.
+CLSVOF_CURVATURE_PASSES = 4
 
 
 @dataclass
@@ -147,6 +153,9 @@ class FlowSolver:
         self.buoyancy = (self.gravity * (self.rho_l - self.rho_g)
                          if self.reduced_gravity and self.gravity > 0 else 0.0)
         self.viscous_records = None
+        # Filter passes before the curvature: the rebuilt level set of CLSVOF
+        # needs them (docs/interface_study.md measures the still bubble).
+        self.curvature_passes = CLSVOF_CURVATURE_PASSES if self.clsvof else 0
         # The pressure solver: built once per run, updated every step.
         self._pressure = None
         # Per-phase timing of the steps (off: no cost, see PhaseClock).
@@ -221,7 +230,10 @@ class FlowSolver:
         hx, hy = self.hx, self.hy
         adv_u, adv_v = momentum.advection_terms(u, v, rho_x, rho_y, mu, hx, hy, self.s_left,
                                                 self.s_right, self.s_bottom, self.s_top)
-        cx, cy = momentum.interface_coefficients(state.phi, self.yc, self.yf, hx, hy, self.sigma,
+        # A level set rebuilt from PLIC lines is filtered before its curvature
+        # is taken (levelset_ops.smooth says why).
+        phi_kappa = levelset_ops.smooth(state.phi, self.curvature_passes)
+        cx, cy = momentum.interface_coefficients(phi_kappa, self.yc, self.yf, hx, hy, self.sigma,
                                                  self.buoyancy, self.y0)
         forces = self.sigma > 0 or self.buoyancy != 0
         gravity = 0.0 if self.reduced_gravity else self.gravity

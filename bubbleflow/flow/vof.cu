@@ -12,16 +12,7 @@
 // normal from c, or the gradient of the level set), and writes
 // c - (F_out - F_in) + indicator * dilatation; the second sweep also clips.
 #include "common.cuh"
-
-// vof._unit: (mx, my) normalised; a zero vector becomes (0, -1).
-__device__ __forceinline__ void vof_unit(T gx, T gy, T* mx, T* my)
-{
-    const T norm = sqrt(gx * gx + gy * gy);
-    const bool zero = norm == 0.0;
-    const T inv = 1.0 / (zero ? 1.0 : norm);
-    *mx = zero ? 0.0 : gx * inv;
-    *my = zero ? -1.0 : gy * inv;
-}
+#include "plic.cuh"
 
 // Cell (j + dj, i + di) of f with the indices clamped to the grid: the
 // ghost layer of vof._pad_edge (a copy of the wall cell).
@@ -46,50 +37,6 @@ __device__ __forceinline__ void vof_youngs(const T* __restrict__ c, int nx, int 
     const T row_b = sw + 2.0 * s + se;
     const T row_t = nw + 2.0 * n + ne;
     vof_unit(-(col_r - col_l) / (8.0 * hx), -(row_t - row_b) / (8.0 * hy), mx, my);
-}
-
-// vof.interface_normal with normal_from = phi: vof._phi_gradient (central
-// differences, one-sided at the walls; at least 2 cells per axis), normalised.
-__device__ __forceinline__ void vof_phi_normal(const T* __restrict__ phi, int nx, int ny, int j,
-                                               int i, T hx, T hy, T* mx, T* my)
-{
-    const long long p = (long long)j * nx + i;
-    T gx, gy;
-    if (i == 0)           gx = (phi[p + 1] - phi[p]) / hx;
-    else if (i == nx - 1) gx = (phi[p] - phi[p - 1]) / hx;
-    else                  gx = (phi[p + 1] - phi[p - 1]) / (2.0 * hx);
-    if (j == 0)           gy = (phi[p + nx] - phi[p]) / hy;
-    else if (j == ny - 1) gy = (phi[p] - phi[p - nx]) / hy;
-    else                  gy = (phi[p + nx] - phi[p - nx]) / (2.0 * hy);
-    vof_unit(gx, gy, mx, my);
-}
-
-// vof._unit_square_line's scaled normal: lo, hi and the scale s.
-__device__ __forceinline__ void vof_scaled(T mx, T my, T lx, T ly, T* lo, T* hi, T* s, T* inv)
-{
-    T m1 = fabs(mx) * lx;
-    T m2 = fabs(my) * ly;
-    *s = m1 + m2;
-    *inv = 1.0 / (*s > 0.0 ? *s : 1.0);
-    m1 = m1 * *inv;
-    m2 = m2 * *inv;
-    *lo = np_min(m1, m2);
-    *hi = np_max(m1, m2);
-}
-
-// vof.line_constant: alpha such that mx x + my y <= alpha covers the
-// fraction c of [0, lx] x [0, ly].
-__device__ __forceinline__ T vof_line_constant(T mx, T my, T c, T lx, T ly)
-{
-    T lo, hi, s, inv;
-    vof_scaled(mx, my, lx, ly, &lo, &hi, &s, &inv);
-    const T v = np_clip(c, 0.0, 1.0);
-    const T hi_safe = hi > 0.0 ? hi : 1.0;
-    const T c1 = lo / (2.0 * hi_safe);
-    const T two_lo_hi = 2.0 * lo * hi;
-    const T a = v < c1 ? sqrt(two_lo_hi * v)
-              : (v <= 1.0 - c1 ? hi * v + 0.5 * lo : 1.0 - sqrt(two_lo_hi * (1.0 - v)));
-    return a * s + np_min(mx, 0.0) * lx + np_min(my, 0.0) * ly;
 }
 
 // vof.cut_fraction: the fraction of [0, lx] x [0, ly] where mx x + my y <= alpha.
@@ -137,12 +84,6 @@ __device__ __forceinline__ T vof_face_flux(
     return w * dt_over_h * frac;
 }
 
-#define BF_CELLS_BEGIN                                                                   \
-    for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < ny; j += gridDim.y * blockDim.y) \
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nx; i += gridDim.x * blockDim.x) { \
-            const long long p = (long long)j * nx + i;
-#define BF_CELLS_END }
-
 // One sweep of vof._sweep along x (along_x = 1: vel = u, (ny, nx + 1)) or y
 // (along_x = 0: vel = v, (ny + 1, nx)) of the field c; c0: the fraction at
 // the start of the step (the indicator c0 > 1/2); phi: the level set of the
@@ -155,7 +96,8 @@ extern "C" __global__ void bf_vof_sweep(
     const int use_phi, const int last, const int keep_raw, const T hx, const T hy, const T dt,
     const T dt_over_h, const T tol, const T one_plus_tol)
 {
-    BF_CELLS_BEGIN
+    BF_CELLS(nx, ny) {
+        const long long p = (long long)j * nx + i;
         // Faces "in" (lower index) and "out" along the sweep, the cells beyond them.
         long long f_in, f_out, step;
         int k, n, j_prev, i_prev, j_next, i_next;
@@ -204,5 +146,5 @@ extern "C" __global__ void bf_vof_sweep(
         } else {
             out[p] = value;
         }
-    BF_CELLS_END
+    }
 }

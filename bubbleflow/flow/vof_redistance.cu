@@ -13,6 +13,7 @@
 //     the array code's order, its layers in its order, the first met winning
 //     a tie), and the new level set with vof._own_side's sign.
 #include "common.cuh"
+#include "plic.cuh"
 
 #define BF_RD_MASK 1     // an interface cell: it holds a PLIC segment
 #define BF_RD_FX 2       // its right face lies between a full and an empty cell
@@ -21,12 +22,6 @@
 #define BF_RD_FY_NEG 16  //   ... with the gas above (sense -1)
 #define BF_RD_SEED 32    // a cell the band grows from (vof._band_seed)
 #define BF_RD_NSEG 8     // per interface cell: mx, my, d, x0, y0, ex, ey, inv_len2
-
-#define BF_RD_CELLS_BEGIN                                                                \
-    for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < ny; j += gridDim.y * blockDim.y) \
-        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nx; i += gridDim.x * blockDim.x) { \
-            const long long p = (long long)j * nx + i;
-#define BF_RD_CELLS_END }
 
 // numpy.sign: +1, -1, 0 for a zero, NaN for a NaN.
 __device__ __forceinline__ T np_sign(T x)
@@ -60,7 +55,8 @@ extern "C" __global__ void bf_vof_rd_segments(
     T* __restrict__ seg, const int nx, const int ny, const T hx, const T hy, const T tol,
     const T one_tol)
 {
-    BF_RD_CELLS_BEGIN
+    BF_CELLS(nx, ny) {
+        const long long p = (long long)j * nx + i;
         const T cc = c[p];
         const bool mask = cc > tol && cc < one_tol;               // vof._interface_mask
         const int sx = i < nx - 1 ? face_sense(cc, c[p + 1], tol, one_tol) : 0;
@@ -72,34 +68,9 @@ extern "C" __global__ void bf_vof_rd_segments(
         if (mask || sx != 0 || sy != 0 || wx || wy) fl |= BF_RD_SEED;
         flags[p] = (unsigned char)fl;
         if (mask) {
-            // vof._phi_gradient (one-sided at the walls), vof._unit.
-            T gx, gy;
-            if (i == 0) gx = (phi[p + 1] - phi[p]) / hx;
-            else if (i == nx - 1) gx = (phi[p] - phi[p - 1]) / hx;
-            else gx = (phi[p + 1] - phi[p - 1]) / (2.0 * hx);
-            if (j == 0) gy = (phi[p + nx] - phi[p]) / hy;
-            else if (j == ny - 1) gy = (phi[p] - phi[p - nx]) / hy;
-            else gy = (phi[p + nx] - phi[p - nx]) / (2.0 * hy);
-            const T norm = sqrt(gx * gx + gy * gy);
-            const bool zero = norm == 0.0;
-            const T ninv = 1.0 / (zero ? 1.0 : norm);
-            const T mx = zero ? 0.0 : gx * ninv;
-            const T my = zero ? -1.0 : gy * ninv;
-            // vof.line_constant (vof._unit_square_line with alpha = 0).
-            T m1 = fabs(mx) * hx, m2 = fabs(my) * hy;
-            const T s = m1 + m2;
-            const T sinv = 1.0 / (s > 0.0 ? s : 1.0);
-            m1 = m1 * sinv;
-            m2 = m2 * sinv;
-            const T lo = np_min(m1, m2), hi = np_max(m1, m2);
-            const T v = np_clip(cc, 0.0, 1.0);
-            const T hi_safe = hi > 0.0 ? hi : 1.0;
-            const T c1 = lo / (2.0 * hi_safe);
-            const T two_lo_hi = 2.0 * lo * hi;
-            const T a = v < c1 ? sqrt(two_lo_hi * v)
-                               : (v <= 1.0 - c1 ? hi * v + 0.5 * lo
-                                                : 1.0 - sqrt(two_lo_hi * (1.0 - v)));
-            const T alpha = a * s + np_min(mx, 0.0) * hx + np_min(my, 0.0) * hy;
+            T mx, my;
+            vof_phi_normal(phi, nx, ny, j, i, hx, hy, &mx, &my);
+            const T alpha = vof_line_constant(mx, my, cc, hx, hy);
             // vof._segments: the line from the centre, clipped to the cell.
             const T d = alpha - 0.5 * (mx * hx + my * hy);
             const T px = d * mx, py = d * my;
@@ -129,7 +100,7 @@ extern "C" __global__ void bf_vof_rd_segments(
             out[6] = ey;
             out[7] = inv_len2;
         }
-    BF_RD_CELLS_END
+    }
 }
 
 // One segment of vof._nearest_segment seen from the centre (px, py) relative
@@ -167,7 +138,8 @@ extern "C" __global__ void bf_vof_rd_search(
     const T fy_ex = half_x - (-half_x);
     const T fy_len2 = fy_ex * fy_ex + (half_y - half_y) * (half_y - half_y);
     const T fy_inv = fy_len2 > 0.0 ? 1.0 / (fy_len2 > 0.0 ? fy_len2 : 1.0) : 0.0;
-    BF_RD_CELLS_BEGIN
+    BF_CELLS(nx, ny) {
+        const long long p = (long long)j * nx + i;
         const int fl = flags[p];
         const T cc = c[p];
         // vof._own_side.
@@ -223,5 +195,5 @@ extern "C" __global__ void bf_vof_rd_search(
             atomicAdd(counts, 1ULL);
             if (side != own && side != 0.0) atomicAdd(counts + 1, 1ULL);
         }
-    BF_RD_CELLS_END
+    }
 }

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from scipy.special import ellipe
 
+from bubbleflow.flow import vof
 from bubbleflow.flow.levelset_ops import (advect, bubble_diagnostics, curvature, gas_area,
-                                          interface_length, interface_segments, reinitialize)
+                                          interface_length, interface_segments, reinitialize,
+                                          smooth)
 
 
 def _mesh(n, L=1.0):
@@ -222,6 +224,41 @@ def test_curvature_sign_walls_and_clip(backend):
     r = np.hypot(X - 0.5, Y - 0.5)
     k = backend.to_host(curvature(xp.asarray(r - 0.2 * h), h, h))
     assert np.abs(k).max() <= 1 / h * (1 + 1e-12)
+
+
+def test_smooth_keeps_constants_and_lines(backend):
+    xp = backend.xp
+    h, X, Y = _mesh(24)
+    line = 0.3 * X - 0.7 * Y + 0.1
+    assert smooth(xp.asarray(line), 0) is not None
+    np.testing.assert_array_equal(backend.to_host(smooth(xp.asarray(line), 0)), line)
+    np.testing.assert_allclose(backend.to_host(smooth(xp.full((5, 7), 2.5), 3)), 2.5, rtol=1e-15)
+    out = backend.to_host(smooth(xp.asarray(line), 2))
+    # A linear field is kept at the cells the walls do not reach (one cell a pass).
+    np.testing.assert_allclose(out[2:-2, 2:-2], line[2:-2, 2:-2], atol=1e-14)
+    # At a wall the missing neighbour is the wall cell: the field bends there.
+    assert abs(out[0, 0] - line[0, 0]) > 1e-3
+
+
+def test_smooth_takes_the_noise_out_of_a_rebuilt_level_set(backend):
+    """The distance to a circle's PLIC segments has an O(1) curvature noise;
+    four passes of the filter bring it within 2 % of 1 / r (measured 1.2 %)."""
+    xp = backend.xp
+    R = 0.25
+    for n in (64, 128):
+        h, X, Y = _mesh(n)
+        r = np.hypot(X - 0.5013, Y - 0.4987)
+        phi = xp.asarray(r - R)
+        rebuilt = vof.redistance(phi, vof.volume_fraction(phi, h, h), h, h)
+        band = np.abs(r - R) < 1.5 * h
+        raw = backend.to_host(curvature(rebuilt, h, h))
+        filtered = backend.to_host(curvature(smooth(rebuilt, 4), h, h))
+        raw_err = np.abs(raw * r - 1)[band].max()
+        err = np.abs(filtered * r - 1)[band].max()
+        print(f"\nrebuilt circle {n}^2: max |kappa r - 1| in the band {raw_err:.3f} raw, "
+              f"{err:.4f} after 4 passes")
+        assert raw_err > 0.2                            # measured 0.4-0.5
+        assert err < 0.02
 
 
 # ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The CUDA level-set kernels (flow.levelset_cuda) against their array-code twins.
 
-``advect``, ``reinitialize``, ``curvature`` and ``bubble_diagnostics`` on CuPy
+``advect``, ``reinitialize``, ``curvature``, ``smooth`` and ``bubble_diagnostics`` on CuPy
 run a few kernels each; here each variant is called directly (so a silent
 fall-back to the array code cannot pass for it) and compared with the
 reference on NumPy: a circle's signed distance, several bubbles under a free
@@ -14,7 +14,8 @@ its largest difference (``pytest -rP`` shows them).
 import numpy as np
 import pytest
 
-from bubbleflow.flow.levelset_ops import advect, bubble_diagnostics, curvature, reinitialize
+from bubbleflow.flow.levelset_ops import (advect, bubble_diagnostics, curvature, reinitialize,
+                                          smooth)
 
 pytestmark = pytest.mark.gpu
 
@@ -136,6 +137,20 @@ def test_curvature_kernel(grid, kind, cp):
     got = variant(curvature)(cp.asarray(phi), hx, hy)
     assert got is not NotImplemented
     close(f"curvature {grid_id(grid)} {kind}", got, curvature.reference(phi, hx, hy))
+
+
+@pytest.mark.parametrize("passes", [1, 2, 3])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("grid", GRIDS + [(1, 9, 0.5, 0.1)], ids=grid_id)
+def test_smooth_kernel(grid, kind, passes, cp):
+    """The filter's kernel gives the array code's bits and leaves its input alone."""
+    nx, ny, hx, hy = grid
+    phi, _, _ = fields(nx, ny, hx, hy, kind)
+    d = cp.asarray(phi)
+    got = variant(smooth)(d, passes)
+    assert got is not NotImplemented
+    np.testing.assert_array_equal(got.get(), smooth.reference(phi, passes))
+    np.testing.assert_array_equal(d.get(), phi)
 
 
 @pytest.mark.parametrize("kind", KINDS)
