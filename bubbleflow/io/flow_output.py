@@ -334,6 +334,7 @@ class FlowWriter:
             job.written = True
         v = job.view
         rel = os.path.relpath(self.folder, os.path.dirname(os.path.abspath(self.path)))
+        optional = _optional_fields(self.folder, v["snapshots"])
         # Slices of the append-only lists: the rows as they were at the view.
         job.stage = f"the index {self.path}"
         layout.write_flow_index(
@@ -342,9 +343,10 @@ class FlowWriter:
             diagnostics={k: self.diag[k][:n] for k, n in v["diagnostics"].items()},
             solver={k: self.solver[k][:n] for k, n in v["solver"].items()},
             history=self.history[:v["history"]], checks=self.checks[:v["checks"]],
-            snapshots=v["snapshots"], regions=self.regions[:v["regions"]])
+            snapshots=v["snapshots"], regions=self.regions[:v["regions"]],
+            cell_fields=optional)
         job.stage = f"the XDMF sidecar {os.path.splitext(self.path)[0]}.xdmf"
-        _write_sidecar(self.path, self.folder, self.grid, v["snapshots"])
+        _write_sidecar(self.path, self.folder, self.grid, v["snapshots"], optional)
 
     def _failed(self, job, exc):
         """The error of ``job`` as one line; a snapshot file not written leaves the list."""
@@ -381,19 +383,25 @@ def _check_extra(extra, grid):
 
 
 #: Cell fields a run's snapshots hold besides the usual ones (a CLSVOF run's
-#: volume fraction, a reduced-gravity run's dynamic pressure): the sidecar
-#: lists those its first snapshot has (every snapshot of a run has the same).
+#: volume fraction, a reduced-gravity run's dynamic pressure): the index and
+#: the sidecar list those its first snapshot has (every snapshot of a run has
+#: the same).
 _OPTIONAL_CELL_FIELDS = (layout.VOLUME_FRACTION, layout.DYNAMIC_PRESSURE)
 
 
-def _write_sidecar(path, folder, grid, snapshots):
-    """``<name>.xdmf`` beside the index ``path``, listing ``snapshots``."""
+def _optional_fields(folder, snapshots):
+    """The :data:`_OPTIONAL_CELL_FIELDS` the first of ``snapshots`` holds."""
+    if not snapshots:
+        return []
+    with h5py.File(os.path.join(folder, snapshots[0][2]), "r") as first:
+        return [name for name in _OPTIONAL_CELL_FIELDS if name in first]
+
+
+def _write_sidecar(path, folder, grid, snapshots, optional=()):
+    """``<name>.xdmf`` beside the index ``path``, listing ``snapshots`` and
+    the ``optional`` cell fields."""
     stem, _ = os.path.splitext(path)
     base = os.path.dirname(os.path.abspath(path))
     rel = os.path.relpath(folder, base)
     snaps = [(t, os.path.join(rel, name), "/") for _, t, name in snapshots]
-    fields = ["p", "rho", "phi", "velocity"]
-    if snapshots:
-        with h5py.File(os.path.join(folder, snapshots[0][2]), "r") as first:
-            fields += [name for name in _OPTIONAL_CELL_FIELDS if name in first]
-    write_xdmf(stem + ".xdmf", grid, snaps, fields)
+    write_xdmf(stem + ".xdmf", grid, snaps, ["p", "rho", "phi", "velocity", *optional])

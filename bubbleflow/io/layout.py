@@ -41,6 +41,8 @@ addition (see :mod:`bubbleflow.io.flow_output` for why it is shaped so)::
     /fields/{step, time}                one entry per snapshot
     /fields/{phi, rho, p}               (snapshots, ny, nx)       virtual
     /fields/u  (snapshots, ny, nx+1), /fields/v  (snapshots, ny+1, nx)
+    /fields/{c, p_dynamic}              (snapshots, ny, nx)       virtual, where
+             the snapshots hold them (CLSVOF; reduced gravity)
 
 Its snapshots ``<snapshot_dir>/step_<step>.h5`` hold ``phi, rho, p, u, v``,
 a cell-centred ``velocity`` (for viewers) and the attributes ``step``,
@@ -210,7 +212,7 @@ def write_snapshot(path, step, time, fields):
 
 
 def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnostics, solver,
-                     history, checks, snapshots, regions=()):
+                     history, checks, snapshots, regions=(), cell_fields=()):
     """A flow run's index, written anew and atomically.
 
     Parameters
@@ -231,6 +233,10 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
     regions : list of tuples
         The per-region rows (:data:`REGION_COLUMNS`), every gas region at
         every snapshot of a CLSVOF run; none for the level set alone.
+    cell_fields : sequence of str
+        Cell fields the snapshots hold besides :data:`FLOW_FIELDS`
+        (:data:`VOLUME_FRACTION`, :data:`DYNAMIC_PRESSURE`): listed under
+        ``/fields`` as well.
     """
     with atomic_h5(path) as fh:
         for k, val in attrs.items():
@@ -248,7 +254,8 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
             -1, len(REGION_COLUMNS)))
         rg.attrs[COLUMNS_ATTR] = ", ".join(REGION_COLUMNS)
         _write_solver_series(fh.create_group(SOLVER), solver, history, checks)
-        _write_snapshot_fields(fh.create_group(FIELDS), grid, snapshot_dir, snapshots)
+        _write_snapshot_fields(fh.create_group(FIELDS), grid, snapshot_dir, snapshots,
+                               cell_fields)
         attach_dimension_scales(fh)
 
 
@@ -265,13 +272,14 @@ def _write_solver_series(s, solver, history, checks):
     ck.attrs[COLUMNS_ATTR] = "step, iteration, relative true residual"
 
 
-def _write_snapshot_fields(f, grid, rel, snapshots):
+def _write_snapshot_fields(f, grid, rel, snapshots, cell_fields=()):
     """``/fields``: the snapshot clock and virtual datasets reading the snapshot files."""
     f.create_dataset("step", data=np.asarray([sn[0] for sn in snapshots], dtype=np.int64))
     f.create_dataset("time", data=np.asarray([sn[1] for sn in snapshots], dtype=np.float64))
     ny, nx = grid.ny, grid.nx
     shapes = {"phi": (ny, nx), "rho": (ny, nx), "p": (ny, nx), "u": (ny, nx + 1),
               "v": (ny + 1, nx)}
+    shapes.update({name: (ny, nx) for name in cell_fields})
     for key, shape in shapes.items():
         layout = h5py.VirtualLayout(shape=(len(snapshots),) + shape, dtype=np.float64)
         for k, (_, _, name) in enumerate(snapshots):

@@ -98,7 +98,15 @@ def test_clsvof_restart_equals_uninterrupted_run(tmp_path):
             np.testing.assert_array_equal(a["diagnostics/" + name][()], b["diagnostics/" + name][()])
         np.testing.assert_array_equal(a["fields/p"][-1], b["fields/p"][-1])
         np.testing.assert_array_equal(a["fields/phi"][-1], b["fields/phi"][-1])
+        # The index lists the volume fraction beside the other fields; its
+        # gas volume is the diagnostics' at each snapshot.
+        assert a["fields/c"].shape == a["fields/phi"].shape
+        np.testing.assert_array_equal(a["fields/c"][-1], b["fields/c"][-1])
+        assert b["fields/p_dynamic"].shape == b["fields/p"].shape
         area = a["diagnostics/area"][()]
+        snap = np.searchsorted(a["diagnostics/step"][()], a["fields/step"][()])
+        np.testing.assert_allclose(a["fields/c"][()].sum(axis=(1, 2)) / 20 ** 2, area[snap],
+                                   rtol=1e-12)
         assert np.max(np.abs(area - area[0])) / area[0] < 1e-12
         # One bubble: one region at each snapshot, the same rows after the
         # restart, its area the gas's.
