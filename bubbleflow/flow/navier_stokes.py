@@ -49,12 +49,20 @@ from ..linalg.solver import PressureSolver
 from . import levelset_ops, momentum, vof
 from .viscosity import ViscousSystem, solve_viscous_systems
 
-__all__ = ["FlowState", "FlowSolver", "StepReport", "CLSVOF_CURVATURE_PASSES"]
+__all__ = ["FlowState", "FlowSolver", "StepReport", "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND"]
 
 #: Passes of :func:`.levelset_ops.smooth` over the level set of CLSVOF (the
 #: distance to the PLIC lines) before its curvature is taken; the level set
 #: alone is used as it is.
 CLSVOF_CURVATURE_PASSES = 4
+#: Half-width in cells of the band CLSVOF rebuilds every step (and its search
+#: reach): every value the filtered curvature reads at a face the surface
+#: tension acts on (2 cells from an interface cell, eps = 1.5 h), through the
+#: curvature's stencil (1) and the filter (1 a pass), is a rebuilt distance.
+#: Outside the band the level set is only advected; a narrower band let it
+#: bend the curvature and slowed Hysing's case-1 bubble under refinement
+#: (docs/interface_study.md).
+CLSVOF_BAND = 3 + CLSVOF_CURVATURE_PASSES
 
 
 @dataclass
@@ -392,8 +400,8 @@ class FlowSolver:
         CLSVOF: the volume fraction advected conservatively with the
         normals of the old level set (its sweeps alternate from step to
         step), the level set advected beside it and then rebuilt as the
-        distance to the new PLIC lines, which keeps its zero level on the
-        conserved volume.
+        distance to the new PLIC lines in a band of :data:`CLSVOF_BAND`
+        cells, which keeps its zero level on the conserved volume.
         """
         clock = self.clock
         c = None
@@ -404,7 +412,11 @@ class FlowSolver:
         clock.mark("advection")
         ls = self.case.levelset
         if c is not None:
-            phi = vof.redistance(phi, c, self.hx, self.hy)
+            # The shortest search that finds a segment for every band cell
+            # (vof_limits.search_window): exact within CLSVOF_BAND + 1 cells of
+            # a straight interface, which covers what the curvature reads.
+            phi = vof.redistance(phi, c, self.hx, self.hy, band=CLSVOF_BAND,
+                                 reach=CLSVOF_BAND + 1)
         elif ls.reinit_every and step % ls.reinit_every == 0:
             phi = levelset_ops.reinitialize(phi, self.hx, self.hy, iterations=ls.reinit_iterations)
         clock.mark("reinitialisation")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import vof_cuda, vof_redistance_cuda
-from .vof_limits import CLIP_TOLERANCE, search_offsets, search_reach
+from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
 from ..compute.backend import backend_of
 from ..compute.regions import label_regions
 from ..compute.twins import twin
@@ -678,8 +678,9 @@ def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
         band cell of a *straight* interface finds the foot of its
         perpendicular, so that ``phi`` is the exact distance there
         (``floor(sqrt(2) (band + 1/2) + 1/2)`` on square cells: 5 for
-        ``band = 3``).  ``reach = band`` is cheaper and exact only within the
-        distance ``band * min(hx, hy)`` of a straight interface.
+        ``band = 3``); at least ``band + 1`` (:func:`.vof_limits.search_window`).
+        ``reach = band + 1`` is cheaper and exact only within about the
+        distance ``(band + 1) * min(hx, hy)`` of a straight interface.
     info : dict, optional
         Filled with ``"band_cells"`` and ``"sign_conflicts"`` (the band cells
         whose nearest segment's side disagreed with their own data), ints.
@@ -693,8 +694,7 @@ def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
     band = int(band)
     if band < 1:
         raise ValueError(f"band={band!r}: expected an integer >= 1")
-    r_y, r_x = search_reach(band, hx, hy) if reach is None else (int(reach), int(reach))
-    r_y, r_x = max(r_y, band), max(r_x, band)
+    r_y, r_x = search_window(band, reach, hx, hy)
     seg = _segments(c, hx, hy, phi, xp)
     faces = _face_segments(c, hx, hy, xp)
     layers = [seg] + [face for _, face in faces]

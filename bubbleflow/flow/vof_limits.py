@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["CLIP_TOLERANCE", "search_reach", "search_offsets"]
+__all__ = ["CLIP_TOLERANCE", "search_reach", "search_window", "search_offsets"]
 
 #: Excursions of c outside [0, 1] smaller than this are rounding and are
 #: clipped; larger ones are left in place (they mean a too-large time step).
@@ -22,6 +22,17 @@ def search_reach(band, hx, hy):
     the nearest interface cell, at most ``(band + 1/2)`` cells away per axis."""
     far = math.hypot((band + 0.5) * hx, (band + 0.5) * hy)
     return int(math.floor(far / hy + 0.5)), int(math.floor(far / hx + 0.5))
+
+
+def search_window(band, reach, hx, hy):
+    """The rows and columns ``(r_y, r_x)`` the search visits: ``reach`` (by
+    default :func:`search_reach`), at least ``band + 1``.  A band cell lies
+    within ``band`` cells of a seed, and a seed may be the far cell of an
+    interface face whose segment the near cell holds: one cell more always
+    finds a segment (a shorter reach left band cells at an infinite
+    distance)."""
+    r_y, r_x = search_reach(band, hx, hy) if reach is None else (int(reach), int(reach))
+    return max(r_y, band + 1), max(r_x, band + 1)
 
 
 def search_offsets(r_y, r_x, hx, hy):

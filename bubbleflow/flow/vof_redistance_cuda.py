@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
-from .vof_limits import CLIP_TOLERANCE, search_offsets, search_reach
+from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
 
 __all__ = ["redistance"]
 
@@ -87,8 +87,7 @@ def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
     band = int(band)
     if phi.shape != c.shape or min(nx, ny) < _MIN_CELLS or band < 1:
         return NotImplemented
-    r_y, r_x = search_reach(band, hx, hy) if reach is None else (int(reach), int(reach))
-    r_y, r_x = max(r_y, band), max(r_x, band)
+    r_y, r_x = search_window(band, reach, hx, hy)
     offs = _device_offsets(r_y, r_x, hx, hy, type(hx), type(hy))
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
     fhx, fhy = np.float64(hx), np.float64(hy)

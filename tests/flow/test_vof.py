@@ -260,11 +260,28 @@ def test_redistance_of_a_circle(backend):
     again = vof.volume_fraction(phi, h, h)
     assert abs(vof.gas_volume(again, h, h) / vof.gas_volume(c, h, h) - 1.0) < 1e-5
     assert vof.gas_volume(c, h, h) == pytest.approx(float(c_h.sum()) * h * h, rel=1e-15)
-    # The cheaper search (reach = band) is as good near the interface only.
-    narrow = backend.to_host(vof.redistance(phi0, c, h, h, reach=3))
+    # The cheaper search (reach = band + 1) is as good near the interface only.
+    narrow = backend.to_host(vof.redistance(phi0, c, h, h, reach=4))
     close = np.abs(exact) < 3 * h
     assert np.abs(narrow - exact)[close].max() < 5e-4
     assert bool(xp.all(phi0 == xp.asarray(exact)))            # input left alone
+
+
+@pytest.mark.parametrize("band", [1, 3, 5])
+def test_redistance_with_the_shortest_reach_finds_every_band_cell(band, backend):
+    """An interface on a grid line is held by the faces between full and
+    empty cells; the band grows from both cells of such a face, so a reach of
+    ``band`` cells missed the segment from the band's far rows (an infinite
+    distance blew a flow up).  Every reach asked for is at least ``band + 1``."""
+    xp = backend.xp
+    n, h = 24, 1.0 / 24
+    y = (np.arange(n) + 0.5) * h
+    exact = np.broadcast_to((y - 10 * h)[:, None], (n, n)).copy()     # gas below y = 10 h
+    c = xp.asarray((exact < 0).astype(float))
+    phi = backend.to_host(vof.redistance(xp.asarray(exact), c, h, h, band=band, reach=band))
+    assert np.isfinite(phi).all()
+    near = np.abs(exact) < (band + 0.5) * h
+    np.testing.assert_allclose(phi[near], exact[near], atol=1e-15)
 
 
 @pytest.mark.parametrize("angle", [0.0, 0.3, 1.0, math.pi / 4, 2.5, 4.0])

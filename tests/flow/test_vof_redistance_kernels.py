@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from bubbleflow.flow import vof, vof_redistance_cuda
+from bubbleflow.flow.navier_stokes import CLSVOF_BAND
 from bubbleflow.flow.vof_limits import search_offsets
 
 #: The array code.
@@ -90,8 +91,9 @@ def case(name):
 
 CASES = ["circle", "circle-aniso", "two-circles", "filament", "grid-line-y", "grid-line-x",
          "box-and-circle", "diagonal", "noise"]
-#: (band, reach): the default reach, reach = band, a reach past the default.
-SEARCHES = [(3, None), (1, None), (2, 2), (4, None), (3, 7)]
+#: (band, reach): the default reach, reach = band (the flow's CLSVOF_BAND as
+#: well), a reach past the default.
+SEARCHES = [(3, None), (1, None), (2, 2), (4, None), (3, 7), (CLSVOF_BAND, CLSVOF_BAND)]
 
 
 def search_id(s):
