@@ -702,6 +702,19 @@ class PreconditionerConfig(_Node):
 
     type: str = _f(_Enum(PRECONDITIONERS), DEFAULT_PRECONDITIONER["dpcg"])
     block_lines: int = _f(_Int(min=2), 2, doc="block_ic: grid lines per IC block")
+    degree: int = _f(_Int(min=1), 2, doc="multigrid: Chebyshev smoothing steps per visit")
+    ratio: float = _f(_Float(gt=1), 4.0,
+                      doc="multigrid: the smoother targets D^-1 A's eigenvalues in [2/ratio, 2]")
+    scale: float = _f(_Float(gt=0, lt=2), 1.8,
+                      doc="multigrid: over-correction of the coarse-grid correction")
+    coarsest: int = _f(_Int(min=1), 512,
+                       doc="multigrid: cells of the coarsest level at most (solved directly)")
+
+    def options(self):
+        """The options of the multigrid preconditioner (the solver takes
+        those its preconditioner's registry entry lists)."""
+        return {"degree": self.degree, "ratio": self.ratio, "scale": self.scale,
+                "coarsest": self.coarsest}
 
 
 @dataclass(frozen=True)

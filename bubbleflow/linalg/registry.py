@@ -169,6 +169,14 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
     PreconditionerEntry("incomplete_poisson_scaled",
                         f"{_P}.incomplete_poisson:ScaledIncompletePoisson", arrays=13,
                         fused="scaled_incomplete_poisson", doc="IP on D^-1/2 A D^-1/2"),
+    # arrays: a V-cycle with fused kernels, Chebyshev degree 2 before and
+    # after: per smoothing step x, r, d, D^-1 and the 2 couplings read, x, r,
+    # d written (9); the residual (5), restriction (1.25) and prolongation
+    # with the add (2.25); 4 steps + 8.5 = 44.5 per level, x 4/3 for the
+    # coarser levels.
+    PreconditionerEntry("multigrid", f"{_P}.multigrid:Multigrid",
+                        options=("degree", "ratio", "scale", "coarsest"), arrays=59,
+                        doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing"),
 )}
 
 _D = "bubbleflow.linalg.deflation.space"

@@ -204,7 +204,8 @@ class PressureSolver:
                    cells_per_subdomain=solver_cfg.deflation.cells_per_subdomain,
                    stripes=solver_cfg.deflation.stripes, variant=solver_cfg.variant,
                    rtol=solver_cfg.rtol, atol=solver_cfg.atol, maxiter=solver_cfg.maxiter,
-                   check_every=solver_cfg.check_every, precision=precision)
+                   check_every=solver_cfg.check_every, precision=precision,
+                   preconditioner_options=solver_cfg.preconditioner.options())
 
     def solve(self, b, x0=None, callback=None, progress=None, rtol=None, atol=None):
         """Solve ``A x = b``; returns ``(x, SolveRecord)``.

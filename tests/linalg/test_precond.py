@@ -17,6 +17,44 @@ def small_operator(backend, contrast=1e3, nx=12, ny=8):
     return assemble_pressure_operator(grid, ph, backend=backend)
 
 
+#: Multigrid options of the comparison: three levels on the 12 x 8 grid.
+MULTIGRID = dict(degree=2, ratio=4.0, scale=1.8, coarsest=8)
+
+
+def chebyshev_smoother(C, degree, ratio):
+    """``q(D^-1 A) D^-1`` with ``1 - lambda q(lambda)`` the scaled Chebyshev
+    polynomial ``T_k((theta - lambda) / delta) / T_k(theta / delta)`` on
+    ``[2 / ratio, 2]``, from the eigenvectors of ``D^-1/2 A D^-1/2``."""
+    d = np.sqrt(np.diag(C))
+    lam, V = np.linalg.eigh(C / d[:, None] / d[None, :])
+    upper, lower = 2.0, 2.0 / ratio
+    theta, delta = (upper + lower) / 2, (upper - lower) / 2
+    T = np.polynomial.chebyshev.Chebyshev.basis(degree)
+    p = T((theta - lam) / delta) / T(theta / delta)
+    dp0 = -T.deriv()(theta / delta) / delta / T(theta / delta)       # p'(0)
+    safe = np.where(np.abs(lam) > 1e-12, lam, 1.0)
+    f = np.where(np.abs(lam) > 1e-12, (1.0 - p) / safe, -dp0)
+    return (V * f) @ V.T / d[:, None] / d[None, :]
+
+
+def dense_multigrid(C, shape, degree, ratio, scale, coarsest):
+    """The V-cycle as a matrix: Galerkin products of piecewise-constant P,
+    the Chebyshev smoother before and after, the coarsest level's
+    ``(A + mean(diag) / n 1 1^T)^-1``."""
+    n = C.shape[0]
+    if n <= coarsest:
+        return np.linalg.inv(C + np.diag(C).mean() / n)
+    coarse = tuple((k + 1) // 2 for k in shape)
+    j, i = np.indices(shape).reshape(2, -1)
+    cols = np.ravel_multi_index((j // 2, i // 2), coarse)
+    P = np.zeros((n, int(np.prod(coarse))))
+    P[np.arange(n), cols] = 1.0
+    Mc = dense_multigrid(P.T @ C @ P, coarse, degree, ratio, scale, coarsest)
+    S = chebyshev_smoother(C, degree, ratio)
+    I = np.eye(n)
+    return S + (I - S @ C) @ (S + scale * P @ Mc @ P.T @ (I - C @ S))
+
+
 def dense_inverse_of(name, A, m=2):
     """M^-1 as a dense matrix, built from the textbook formulas."""
     C = A.to_scipy().toarray()
@@ -35,6 +73,8 @@ def dense_inverse_of(name, A, m=2):
         s = np.diag(1 / np.sqrt(np.diag(C)))
         Ls = np.tril(s @ C @ s, -1)
         return s @ (I - Ls) @ (I - Ls.T) @ s
+    if name == "multigrid":
+        return dense_multigrid(C, A.grid_shape, **MULTIGRID)
     if name == "block_ic":
         ny, nx = A.grid_shape
         block = np.arange(n) // (m * nx)
@@ -53,7 +93,7 @@ def dense_inverse_of(name, A, m=2):
 @pytest.mark.parametrize("contrast", [1.0, 1e6])
 def test_apply_equals_definition(name, contrast, backend):
     A = small_operator(backend, contrast)
-    options = {"block_lines": 2} if name == "block_ic" else {}
+    options = {"block_ic": {"block_lines": 2}, "multigrid": MULTIGRID}.get(name, {})
     M = make_preconditioner(name, A, **options)
     Minv = dense_inverse_of(name, A)
     rng = np.random.default_rng(1)

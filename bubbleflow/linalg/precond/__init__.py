@@ -6,6 +6,7 @@
 ``block_ic``                    IC(0) in blocks of ``m`` grid lines
 ``incomplete_poisson``          the seed's IP, ``(I - L D^-1)(I - D^-1 L^T)``
 ``incomplete_poisson_scaled``   IP on ``D^-1/2 A D^-1/2`` (default)
+``multigrid``                   V-cycle on aggregated cells (Galerkin)
 ==============================  ============================================
 """
 from .. import registry
@@ -13,6 +14,7 @@ from .base import Identity, Preconditioner
 from .block_ic import BlockIC
 from .incomplete_poisson import IncompletePoisson, ScaledIncompletePoisson
 from .jacobi import Jacobi
+from .multigrid import Multigrid
 
 #: Names of the preconditioners (:data:`bubbleflow.linalg.registry.PRECONDITIONERS`).
 PRECONDITIONERS = tuple(registry.PRECONDITIONERS)
@@ -34,4 +36,4 @@ def make_preconditioner(name, A, **options):
 
 
 __all__ = ["Preconditioner", "Identity", "Jacobi", "BlockIC", "IncompletePoisson",
-           "ScaledIncompletePoisson", "PRECONDITIONERS", "make_preconditioner"]
+           "ScaledIncompletePoisson", "Multigrid", "PRECONDITIONERS", "make_preconditioner"]
