@@ -24,8 +24,9 @@ right-hand side and tolerance, by
 * the peer a user would pick instead (``--peers``): ``cupy_cg``, CuPy's
   ``cupyx.scipy.sparse.linalg.cg`` with a Jacobi ``LinearOperator`` on a
   cuSPARSE CSR matrix (GPU); ``scipy_cg``, SciPy's ``cg`` with Jacobi (CPU);
-  ``pyamg``, SciPy's ``cg`` preconditioned by a PyAMG smoothed-aggregation
-  V-cycle (CPU; where PyAMG is importable).
+  ``pyamg`` and ``pyamg_rs``, SciPy's ``cg`` preconditioned by a PyAMG
+  smoothed-aggregation or classical (Ruge-Stuben) V-cycle (CPU; where PyAMG
+  is importable).
 
 Right-hand sides (``--rhs``): ``gravity``, the first pressure solve of a
 fluid at rest (:func:`bubbleflow.operators.poisson.gravity_rhs`); ``random``, seeded

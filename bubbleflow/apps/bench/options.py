@@ -30,11 +30,12 @@ PEERS = {
     "cupy_cg": "cupy cg+jacobi (cuSPARSE CSR)",
     "scipy_cg": "scipy cg+jacobi (CSR)",
     "pyamg": "scipy cg + pyamg SA V-cycle",
+    "pyamg_rs": "scipy cg + pyamg Ruge-Stuben V-cycle",
 }
 
 _SHORT = {"none": "none", "jacobi": "jac", "block_ic": "bic", "incomplete_poisson": "ip",
           "incomplete_poisson_scaled": "ips", "subdomains": "sd", "stripes": "str",
-          "levelset_subdomains": "lsd"}
+          "levelset_subdomains": "lsd", "multigrid": "mg"}
 #: Default iteration limits, ours and the peer's: this many times n, enough
 #: for the peer's CG + Jacobi to converge on the bubbly column (its counts:
 #: docs/performance.md, "Figures behind code choices").
@@ -200,13 +201,14 @@ def parse_args(args):
             if p == "cupy_cg" and not gpu:
                 raise _error("--peers", "'cupy_cg' with the numpy backend",
                              "scipy_cg or pyamg, or --backend cupy")
-            if p == "pyamg" and not _pyamg_importable():
-                raise _error("--peers", "'pyamg', which cannot be imported here",
+            if p.startswith("pyamg") and not _pyamg_importable():
+                raise _error("--peers", f"{p!r}, which cannot be imported here",
                              "cupy_cg or scipy_cg (or pip install pyamg)")
             if p not in peers:
                 peers.append(p)
     else:
-        peers = ["cupy_cg"] if gpu else ["scipy_cg"] + (["pyamg"] if _pyamg_importable() else [])
+        peers = ["cupy_cg"] if gpu else ["scipy_cg"] + (["pyamg", "pyamg_rs"]
+                                                        if _pyamg_importable() else [])
     if not configs and not peers:
         raise CaseError(PROG, None, "nothing to run (no --configs and no peer)",
                         "at least one configuration or peer")

@@ -70,11 +70,14 @@ def run_peer(name, problem, bench, say):
         t1 = backend.clock()
         C = A.to_backend_sparse()
         del A
-        if name == "pyamg":
+        if name in ("pyamg", "pyamg_rs"):
             import pyamg
 
-            ml = pyamg.smoothed_aggregation_solver(C, B=np.ones((C.shape[0], 1)),
-                                                   symmetry="symmetric")
+            if name == "pyamg":
+                ml = pyamg.smoothed_aggregation_solver(C, B=np.ones((C.shape[0], 1)),
+                                                       symmetry="symmetric")
+            else:
+                ml = pyamg.ruge_stuben_solver(C)
             M = ml.aspreconditioner(cycle="V")
         else:
             inv_d = 1.0 / C.diagonal()
@@ -118,7 +121,7 @@ def run_peer(name, problem, bench, say):
         say(f"run {i + 1}/{bench.peer_repeat}: {count[0]} its, {1e3 * dt:.1f} ms, "
             f"true residual {res:.2e}, {reason}")
     nbytes = None
-    if name != "pyamg":
+    if not name.startswith("pyamg"):
         nbytes = peer_bytes_per_iteration(n * n, int(C.nnz), C.indices.dtype.itemsize,
                                           C.indptr.dtype.itemsize)
     del C, M, b

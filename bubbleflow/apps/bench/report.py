@@ -9,7 +9,8 @@ from .options import parse_config
 __all__ = ["COLUMNS", "LEGEND", "write_csv", "format_table", "contrast_text"]
 
 #: Short names of the peers in the table.
-PEER_SHORT = {"cupy_cg": "cupy cg+jac", "scipy_cg": "scipy cg+jac", "pyamg": "pyamg sa+cg"}
+PEER_SHORT = {"cupy_cg": "cupy cg+jac", "scipy_cg": "scipy cg+jac", "pyamg": "pyamg sa+cg",
+              "pyamg_rs": "pyamg rs+cg"}
 
 #: Every CSV column, in order (``docs/performance.md`` says what each means).
 COLUMNS = (
@@ -99,7 +100,8 @@ def format_table(rows):
 
 
 LEGEND = ("# solver: dpcg = deflated PCG (A-DEF2), pcg = PCG without deflation; jac = jacobi, "
-           "ips = incomplete_poisson_scaled, ip = incomplete_poisson, bic = block_ic; lsd = "
+           "ips = incomplete_poisson_scaled, ip = incomplete_poisson, bic = block_ic, mg = "
+           "multigrid; lsd = "
            "levelset_subdomains, sd = subdomains, str = stripes\n"
            "# status: ok = true residual <= rtol; speedup = peer solve time / ours, +setup = "
            "(set-up + solve) ratio; '>' lower bound (the peer stopped unconverged), '?' ours "

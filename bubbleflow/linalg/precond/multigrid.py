@@ -25,23 +25,26 @@ number of dimensions:
   Notay's aggregation AMG).  The correction is therefore scaled by ``scale``
   (over-correction), which keeps the cycle symmetric.
 
-Everything is array code on the operator's backend (NumPy or CuPy): the
-set-up makes no host round trip except to size the levels, and neither does
-a cycle.
+The set-up is array code on the operator's backend (NumPy or CuPy) and
+makes no host round trip but to size the levels.  A cycle is three twins
+per level, :func:`smooth`, :func:`residual_restrict` and
+:func:`prolong_add` (array code; on CuPy in 2-D one kernel per Chebyshev
+step and one each for the others, :mod:`.multigrid_cuda`), and a dense
+product on the coarsest level: no host synchronisation.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import multigrid_cuda
+from .chebyshev import chebyshev_coefficients
 from ...compute.backend import backend_of
+from ...compute.twins import twin
 from ...operators.poisson import _centre_from_couplings, apply_faces
 from .base import Preconditioner, require_grid_operator
 
-__all__ = ["Multigrid", "coarsen_couplings", "restrict", "prolong"]
-
-#: Gershgorin's bound on the spectrum of ``D^-1 A`` (rows summing to zero).
-LMAX = 2.0
-
+__all__ = ["Multigrid", "coarsen_couplings", "restrict", "prolong", "smooth",
+           "residual_restrict", "prolong_add", "chebyshev_coefficients"]
 
 def _pair_sum(a, axis, xp):
     """Sums of consecutive pairs along array axis ``axis`` (zero-padded to even)."""
@@ -112,6 +115,35 @@ def _dense_inverse(couplings, shape, xp):
     return 0.5 * (inv + inv.T)
 
 
+@twin
+def smooth(couplings, inv_diagonal, b, x, degree, ratio):
+    """``degree`` Chebyshev steps on ``A x = b`` from ``x`` (None: zero);
+    returns the new ``x`` (a new array)."""
+    xp = backend_of(b).xp
+    inv_theta, steps = chebyshev_coefficients(degree, ratio)
+    r = b if x is None else b - apply_faces(couplings, x, xp.empty_like(x))
+    d = (inv_diagonal * r) * inv_theta
+    x = d if x is None else x + d
+    for a, c in steps:
+        r = r - apply_faces(couplings, d, xp.empty_like(d))
+        d = a * d + c * (inv_diagonal * r)
+        x = x + d
+    return x
+
+
+@twin
+def residual_restrict(couplings, b, x):
+    """``P^T (b - A x)``: the residual summed over each aggregate."""
+    xp = backend_of(b).xp
+    return restrict(b - apply_faces(couplings, x, xp.empty_like(x)), xp)
+
+
+@twin
+def prolong_add(x, xc, scale):
+    """``x + scale P xc`` (a new array)."""
+    return x + scale * prolong(xc, x.shape, backend_of(x).xp)
+
+
 class _Level:
     """One level: its couplings, inverse diagonal and shape."""
 
@@ -122,9 +154,6 @@ class _Level:
         # A cell without couplings (possible only on a one-cell level) keeps
         # its value: its inverse diagonal is taken as zero.
         self.inv_diagonal = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)
-
-    def matvec(self, x):
-        return apply_faces(self.couplings, x, x * 0)
 
 
 class Multigrid(Preconditioner):
@@ -169,34 +198,22 @@ class Multigrid(Preconditioner):
         self.coarse_inverse = _dense_inverse(last.couplings, last.shape, xp)
 
     # ----------------------------------------------------------------- cycle
-    def _smooth(self, level, x, b):
-        """``degree`` Chebyshev steps on ``A x = b`` from ``x`` (None: zero)."""
-        upper = LMAX
-        lower = upper / self.ratio
-        theta, delta = 0.5 * (upper + lower), 0.5 * (upper - lower)
-        sigma = theta / delta
-        rho = 1.0 / sigma
-        r = b if x is None else b - level.matvec(x)
-        d = (level.inv_diagonal * r) / theta
-        x = d if x is None else x + d
-        for _ in range(self.degree - 1):
-            r = r - level.matvec(d)
-            rho_next = 1.0 / (2.0 * sigma - rho)
-            d = (rho_next * rho) * d + (2.0 * rho_next / delta) * (level.inv_diagonal * r)
-            x = x + d
-            rho = rho_next
-        return x
-
     def _cycle(self, k, b):
         if k == len(self.levels) - 1:
             return (self.coarse_inverse @ b.ravel()).reshape(b.shape)
         level = self.levels[k]
-        x = self._smooth(level, None, b)
-        r = b - level.matvec(x)
-        xc = self._cycle(k + 1, restrict(r, self.xp))
-        x = x + self.scale * prolong(xc, level.shape, self.xp)
-        return self._smooth(level, x, b)
+        x = smooth(level.couplings, level.inv_diagonal, b, None, self.degree, self.ratio)
+        xc = self._cycle(k + 1, residual_restrict(level.couplings, b, x))
+        x = prolong_add(x, xc, self.scale)
+        return smooth(level.couplings, level.inv_diagonal, b, x, self.degree, self.ratio)
 
     def apply(self, r):
         shape = r.shape
         return self._cycle(0, r.reshape(self.levels[0].shape)).reshape(shape)
+
+
+# The CUDA variants (2-D, float64): multigrid_cuda.py, kernels in multigrid.cu;
+# NotImplemented (the array code runs) for what they do not cover.
+smooth.register("cupy")(multigrid_cuda.smooth)
+residual_restrict.register("cupy")(multigrid_cuda.residual_restrict)
+prolong_add.register("cupy")(multigrid_cuda.prolong_add)
