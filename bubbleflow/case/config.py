@@ -709,12 +709,14 @@ class PreconditionerConfig(_Node):
                       doc="multigrid: over-correction of the coarse-grid correction")
     coarsest: int = _f(_Int(min=1), 512,
                        doc="multigrid: cells of the coarsest level at most (solved directly)")
+    cycle_precision: str = _f(_Enum(("float64", "float32")), "float64",
+                              doc="multigrid: the cycle's arithmetic (float32 halves its bytes)")
 
     def options(self):
         """The options of the multigrid preconditioner (the solver takes
         those its preconditioner's registry entry lists)."""
         return {"degree": self.degree, "ratio": self.ratio, "scale": self.scale,
-                "coarsest": self.coarsest}
+                "coarsest": self.coarsest, "cycle_precision": self.cycle_precision}
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,20 @@ def test_smooth_kernel(shape, with_x, degree, cp):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+def test_float32_kernels(shape, cp):
+    """The float32 build of the kernels against the float32 array code."""
+    faces, inv_d, b, x = (tuple(a.astype(np.float32) for a in v) if isinstance(v, tuple)
+                          else v.astype(np.float32) for v in fields(shape, seed=4))
+    dev = tuple(cp.asarray(c) for c in faces)
+    got = variant(smooth)(dev, cp.asarray(inv_d), cp.asarray(b), cp.asarray(x), 2, 4.0)
+    assert got is not NotImplemented and got.dtype == cp.float32
+    close(got, smooth.reference(faces, inv_d, b, x, 2, 4.0), 1e-5)
+    got = variant(residual_restrict)(dev, cp.asarray(b), cp.asarray(x))
+    assert got.dtype == cp.float32
+    close(got, residual_restrict.reference(faces, b, x), 1e-5)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 def test_residual_restrict_and_prolong_add_kernels(shape, cp):
     faces, _, b, x = fields(shape, seed=1)
     got = variant(residual_restrict)(tuple(cp.asarray(c) for c in faces), cp.asarray(b),
@@ -78,7 +92,9 @@ def test_residual_restrict_and_prolong_add_kernels(shape, cp):
 def test_other_dimensions_and_dtypes_run_the_array_code(cp):
     faces, inv_d, b, x = fields((6, 5))
     f32 = cp.asarray(b, dtype=cp.float32)
-    assert variant(prolong_add)(f32, f32[:3, :3], 1.0) is NotImplemented
+    assert variant(prolong_add)(f32, cp.zeros((3, 3)), 1.0) is NotImplemented     # mixed
+    assert variant(prolong_add)(cp.asarray(b, dtype=cp.float16), f32[:3, :3].astype(cp.float16),
+                                1.0) is NotImplemented
     three = tuple(cp.zeros((2, 3, 3)) for _ in range(3))
     assert variant(residual_restrict)(three, cp.zeros((3, 3, 3)), cp.zeros((3, 3, 3))) \
         is NotImplemented

@@ -43,7 +43,10 @@ from ...compute.twins import twin
 from ...operators.poisson import _centre_from_couplings, apply_faces
 from .base import Preconditioner, require_grid_operator
 
-__all__ = ["Multigrid", "coarsen_couplings", "restrict", "prolong", "smooth",
+#: The precisions a cycle can run in (``cycle_precision``).
+CYCLE_PRECISIONS = ("float64", "float32")
+
+__all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "chebyshev_coefficients"]
 
 def _pair_sum(a, axis, xp):
@@ -147,13 +150,15 @@ def prolong_add(x, xc, scale):
 class _Level:
     """One level: its couplings, inverse diagonal and shape."""
 
-    def __init__(self, couplings, shape, xp):
-        self.couplings = tuple(couplings)
+    def __init__(self, couplings, shape, xp, dtype):
         self.shape = tuple(shape)
-        centre = _centre_from_couplings(self.couplings, xp)
+        centre = _centre_from_couplings(tuple(couplings), xp)
         # A cell without couplings (possible only on a one-cell level) keeps
         # its value: its inverse diagonal is taken as zero.
-        self.inv_diagonal = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)
+        inv = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)
+        # Formed in float64, kept in the cycle's precision.
+        self.couplings = tuple(c.astype(dtype, copy=False) for c in couplings)
+        self.inv_diagonal = inv.astype(dtype, copy=False)
 
 
 class Multigrid(Preconditioner):
@@ -172,12 +177,21 @@ class Multigrid(Preconditioner):
         The coarse correction's over-correction factor (1: none).
     coarsest : int
         The coarsest level has at most this many cells (solved directly).
+    cycle_precision : {"float64", "float32"}
+        The cycle's arithmetic and storage.  ``float32`` halves the bytes a
+        cycle moves; the hierarchy is formed in float64 and rounded once, and
+        the input and output stay in the Krylov method's precision.
     """
 
     name = "multigrid"
 
-    def __init__(self, A, degree=2, ratio=4.0, scale=1.8, coarsest=512):
+    def __init__(self, A, degree=2, ratio=4.0, scale=1.8, coarsest=512,
+                 cycle_precision="float64"):
         A = require_grid_operator(A, self.name)
+        if cycle_precision not in CYCLE_PRECISIONS:
+            raise ValueError(f"multigrid: cycle_precision={cycle_precision!r}: expected one of "
+                             f"{', '.join(CYCLE_PRECISIONS)}")
+        self.dtype = np.dtype(cycle_precision)
         if int(degree) < 1:
             raise ValueError(f"multigrid: degree={degree!r}: expected an integer >= 1")
         if not ratio > 1:
@@ -185,17 +199,16 @@ class Multigrid(Preconditioner):
         if not 0 < scale < 2:
             raise ValueError(f"multigrid: scale={scale!r}: expected a number in (0, 2)")
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
-        couplings = A.couplings()
+        couplings = tuple(c.astype(np.float64, copy=False) for c in A.couplings())
         xp = backend_of(couplings[0]).xp
         self.xp = xp
         shape = tuple(A.grid_shape)
-        self.levels = [_Level(couplings, shape, xp)]
+        self.levels = [_Level(couplings, shape, xp, self.dtype)]
         while int(np.prod(shape)) > max(int(coarsest), 1) and max(shape) > 1:
             couplings = coarsen_couplings(couplings, xp)
             shape = tuple((n + 1) // 2 for n in shape)
-            self.levels.append(_Level(couplings, shape, xp))
-        last = self.levels[-1]
-        self.coarse_inverse = _dense_inverse(last.couplings, last.shape, xp)
+            self.levels.append(_Level(couplings, shape, xp, self.dtype))
+        self.coarse_inverse = _dense_inverse(couplings, shape, xp).astype(self.dtype, copy=False)
 
     # ----------------------------------------------------------------- cycle
     def _cycle(self, k, b):
@@ -208,11 +221,11 @@ class Multigrid(Preconditioner):
         return smooth(level.couplings, level.inv_diagonal, b, x, self.degree, self.ratio)
 
     def apply(self, r):
-        shape = r.shape
-        return self._cycle(0, r.reshape(self.levels[0].shape)).reshape(shape)
+        b = r.reshape(self.levels[0].shape).astype(self.dtype, copy=False)
+        return self._cycle(0, b).reshape(r.shape).astype(r.dtype, copy=False)
 
 
-# The CUDA variants (2-D, float64): multigrid_cuda.py, kernels in multigrid.cu;
+# The CUDA variants (2-D, float64 and float32): multigrid_cuda.py, kernels in multigrid.cu;
 # NotImplemented (the array code runs) for what they do not cover.
 smooth.register("cupy")(multigrid_cuda.smooth)
 residual_restrict.register("cupy")(multigrid_cuda.residual_restrict)
