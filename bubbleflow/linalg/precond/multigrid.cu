@@ -88,3 +88,18 @@ extern "C" __global__ void bf_mg_prolong_add(
         x_out[p] = x[p] + scale * xc[(long long)(j >> 1) * ncx + (i >> 1)];
     }
 }
+
+// x = M b for the coarsest level's dense inverse M (n x n, row-major): a warp
+// per row, fixed summation order.
+extern "C" __global__ void bf_mg_dense_matvec(
+    const T* __restrict__ M, const T* __restrict__ b, T* __restrict__ x, const int n)
+{
+    const int lane = threadIdx.x & 31;
+    const int warps = (gridDim.x * blockDim.x) >> 5;
+    for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < n; row += warps) {
+        T s = 0.0;
+        for (int c = lane; c < n; c += 32) s += M[(long long)row * n + c] * b[c];
+        s = warp_sum(s);
+        if (lane == 0) x[row] = s;
+    }
+}

@@ -30,7 +30,10 @@ makes no host round trip but to size the levels.  A cycle is three twins
 per level, :func:`smooth`, :func:`residual_restrict` and
 :func:`prolong_add` (array code; on CuPy in 2-D one kernel per Chebyshev
 step and one each for the others, :mod:`.multigrid_cuda`), and a dense
-product on the coarsest level: no host synchronisation.
+product on the coarsest level: no host synchronisation.  On CuPy in 2-D
+(:func:`cycle_runner`) the whole cycle is those kernels on buffers
+allocated once, replayed from one CUDA graph: the host's work per level
+would otherwise cost more than the coarse levels' arithmetic.
 """
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ from .base import Preconditioner, require_grid_operator
 CYCLE_PRECISIONS = ("float64", "float32")
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "restrict", "prolong", "smooth",
-           "residual_restrict", "prolong_add", "chebyshev_coefficients"]
+           "residual_restrict", "prolong_add", "cycle_runner", "chebyshev_coefficients"]
 
 def _pair_sum(a, axis, xp):
     """Sums of consecutive pairs along array axis ``axis`` (zero-padded to even)."""
@@ -147,6 +150,14 @@ def prolong_add(x, xc, scale):
     return x + scale * prolong(xc, x.shape, backend_of(x).xp)
 
 
+@twin
+def cycle_runner(levels, coarse_inverse, degree, ratio, scale):
+    """What runs the whole cycle on this backend: None for the array code
+    (``Multigrid._cycle``, the twins above level by level); on CuPy in 2-D a
+    :class:`.multigrid_cuda.GraphCycle` (buffers once, one CUDA graph)."""
+    return None
+
+
 class _Level:
     """One level: its couplings, inverse diagonal and shape."""
 
@@ -209,6 +220,8 @@ class Multigrid(Preconditioner):
             shape = tuple((n + 1) // 2 for n in shape)
             self.levels.append(_Level(couplings, shape, xp, self.dtype))
         self.coarse_inverse = _dense_inverse(couplings, shape, xp).astype(self.dtype, copy=False)
+        self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
+                                   self.scale)
 
     # ----------------------------------------------------------------- cycle
     def _cycle(self, k, b):
@@ -221,6 +234,8 @@ class Multigrid(Preconditioner):
         return smooth(level.couplings, level.inv_diagonal, b, x, self.degree, self.ratio)
 
     def apply(self, r):
+        if self.runner is not None:
+            return self.runner.apply(r, self.levels[0].shape)
         b = r.reshape(self.levels[0].shape).astype(self.dtype, copy=False)
         return self._cycle(0, b).reshape(r.shape).astype(r.dtype, copy=False)
 
@@ -230,3 +245,4 @@ class Multigrid(Preconditioner):
 smooth.register("cupy")(multigrid_cuda.smooth)
 residual_restrict.register("cupy")(multigrid_cuda.residual_restrict)
 prolong_add.register("cupy")(multigrid_cuda.prolong_add)
+cycle_runner.register("cupy")(multigrid_cuda.cycle_runner)

@@ -7,7 +7,10 @@ beside this file:
 * :func:`smooth`: one kernel per Chebyshev step (the first computes the
   residual, the later ones update it with the stencil of the step);
 * :func:`residual_restrict`: one kernel, a thread per coarse cell;
-* :func:`prolong_add`: one kernel.
+* :func:`prolong_add`: one kernel;
+* :func:`cycle_runner`: the whole V-cycle as a :class:`GraphCycle`, its
+  buffers allocated once and its launches (the kernels above and a dense
+  product on the coarsest level) replayed from one CUDA graph.
 
 The stencil is summed in another order than the array code's flux form, so
 results agree to rounding, not bit for bit.  The kernels are compiled once
@@ -19,12 +22,14 @@ functions only.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...compute import cuda
 from .chebyshev import chebyshev_coefficients
 
-__all__ = ["smooth", "residual_restrict", "prolong_add"]
+__all__ = ["smooth", "residual_restrict", "prolong_add", "cycle_runner", "GraphCycle"]
 
 _OPTIONS = ("--fmad=false",)
 _BLOCK = (32, 8)
@@ -128,3 +133,117 @@ def prolong_add(x, xc, scale):
         x, xc, out, np.int32(nx), np.int32(ny), np.int32(xc.shape[1]),
         _TYPES[dtype][1](scale)))
     return out
+
+
+def cycle_runner(levels, coarse_inverse, degree, ratio, scale):
+    """A :class:`GraphCycle` for the hierarchy (twin: ``multigrid.cycle_runner``),
+    or NotImplemented where the kernels do not cover it (not 2-D, or a dtype
+    they are not built for)."""
+    first = levels[0]
+    if len(first.shape) != 2 or str(first.inv_diagonal.dtype) not in _TYPES:
+        return NotImplemented
+    return GraphCycle(levels, coarse_inverse, degree, ratio, scale)
+
+
+class GraphCycle:
+    """The V-cycle of a hierarchy on the GPU: the buffers of every level
+    allocated once, the launch list built once and captured into a CUDA
+    graph on the first :meth:`apply` (launched directly where capture fails).
+
+    The launches are those of :func:`smooth`, :func:`residual_restrict` and
+    :func:`prolong_add` in the order of ``Multigrid._cycle``, with the
+    coarsest level's dense product as a kernel (``bf_mg_dense_matvec``), so
+    a cycle costs one graph launch instead of some fifty launches and their
+    host work.
+    """
+
+    def __init__(self, levels, coarse_inverse, degree, ratio, scale):
+        import cupy as cp
+
+        self.cp = cp
+        dtype = str(levels[0].inv_diagonal.dtype)
+        real = _TYPES[dtype][1]
+        kern = functools.partial(_kernel, dtype)
+        inv_theta, steps = chebyshev_coefficients(degree, ratio)
+        self.b = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
+        self.x = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
+        inner = levels[:-1]
+        r, d, d2, xp_ = ([cp.zeros(lv.shape, dtype=dtype) for lv in inner] for _ in range(4))
+        self.coarse_inverse = cp.ascontiguousarray(coarse_inverse)
+        self._keep = (r, d, d2, xp_)          # the graph holds their addresses
+        launches = []
+
+        def smoothing(k, x_in):
+            lv = levels[k]
+            ny, nx = lv.shape
+            grid, block = cuda.grid_2d(nx, ny, _BLOCK)
+            cx, cy = (cp.ascontiguousarray(c) for c in lv.couplings)
+            launches.append((kern("bf_mg_cheb_start"), grid, block, (
+                cx, cy, lv.inv_diagonal, self.b[k], self.b[k] if x_in is None else x_in,
+                self.x[k], r[k], d[k], np.int32(nx), np.int32(ny), np.int32(x_in is not None),
+                real(inv_theta))))
+            da, db = d[k], d2[k]
+            for a, c in steps:
+                launches.append((kern("bf_mg_cheb_step"), grid, block, (
+                    cx, cy, lv.inv_diagonal, da, db, r[k], self.x[k], np.int32(nx),
+                    np.int32(ny), real(a), real(c))))
+                da, db = db, da
+            return cx, cy
+
+        faces = []
+        for k in range(len(inner)):
+            cx, cy = smoothing(k, None)
+            faces.append((cx, cy))
+            ny, nx = levels[k].shape
+            ncy, ncx = levels[k + 1].shape
+            grid, block = cuda.grid_2d(ncx, ncy, _BLOCK)
+            launches.append((kern("bf_mg_residual_restrict"), grid, block, (
+                cx, cy, self.b[k], self.x[k], self.b[k + 1], np.int32(nx), np.int32(ny),
+                np.int32(ncx), np.int32(ncy))))
+        n_coarse = int(self.coarse_inverse.shape[0])
+        launches.append((kern("bf_mg_dense_matvec"), (max(1, -(-n_coarse // 8)),), (256,), (
+            self.coarse_inverse, self.b[-1], self.x[-1], np.int32(n_coarse))))
+        for k in reversed(range(len(inner))):
+            ny, nx = levels[k].shape
+            grid, block = cuda.grid_2d(nx, ny, _BLOCK)
+            launches.append((kern("bf_mg_prolong_add"), grid, block, (
+                self.x[k], self.x[k + 1], xp_[k], np.int32(nx), np.int32(ny),
+                np.int32(levels[k + 1].shape[1]), real(scale))))
+            smoothing(k, xp_[k])
+        self._faces = faces
+        self.launches = launches
+        self.graph = None
+        self.capture_error = None
+        self._captured = False
+
+    def _launch(self):
+        for kernel, grid, block, args in self.launches:
+            kernel(grid, block, args)
+
+    def _capture(self):
+        cp = self.cp
+        self._captured = True
+        stream = cp.cuda.Stream(non_blocking=True)
+        try:
+            with stream:
+                stream.begin_capture()
+                try:
+                    self._launch()
+                finally:
+                    graph = stream.end_capture()
+            self.graph = graph
+        except Exception as exc:             # capture unsupported: launch directly
+            self.graph = None
+            self.capture_error = repr(exc)
+
+    def apply(self, r, shape):
+        """``M^-1 r`` for ``r`` of any float dtype (the result has ``r``'s)."""
+        cp = self.cp
+        cp.copyto(self.b[0], r.reshape(shape), casting="unsafe")
+        if not self._captured:
+            self._capture()
+        if self.graph is not None:
+            self.graph.launch()
+        else:
+            self._launch()
+        return self.x[0].astype(r.dtype, copy=True).reshape(r.shape)
