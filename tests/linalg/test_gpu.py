@@ -38,7 +38,10 @@ def test_preconditioners_match(name, contrast, pair, cupy_backend):
         opts = {"block_lines": m} if m else {}
         Mn, Mc = make_preconditioner(name, An, **opts), make_preconditioner(name, Ac, **opts)
         r = np.random.default_rng(1).standard_normal(An.shape[0])
-        assert rel(cupy_backend.to_host(Mc.apply(cupy_backend.xp.asarray(r))), Mn.apply(r)) < 1e-10
+        # Multigrid's coarsest level is a dense inverse: cuSOLVER's and
+        # LAPACK's agree to about eps cond, ~1e-8 at contrast 1e6.
+        tol = 1e-7 if name == "multigrid" else 1e-10
+        assert rel(cupy_backend.to_host(Mc.apply(cupy_backend.xp.asarray(r))), Mn.apply(r)) < tol
 
 
 @pytest.mark.parametrize("kind", ["subdomains", "stripes", "levelset_subdomains"])
