@@ -39,6 +39,10 @@ VARIANTS = {
     "ratio8": ("pcg", {"ratio": 8.0}),
     "coarsest4096": ("pcg", {"coarsest": 4096}),
     "float32": ("pcg", {"cycle_precision": "float32"}),
+    "w1": ("pcg", {"w_levels": 1}),
+    "w2": ("pcg", {"w_levels": 2}),
+    "w2_float32": ("pcg", {"w_levels": 2, "cycle_precision": "float32"}),
+    "w3_float32": ("pcg", {"w_levels": 3, "cycle_precision": "float32"}),
     "deflated_float32": ("dpcg", {"cycle_precision": "float32"}),
 }
 

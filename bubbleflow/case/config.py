@@ -711,12 +711,15 @@ class PreconditionerConfig(_Node):
                        doc="multigrid: cells of the coarsest level at most (solved directly)")
     cycle_precision: str = _f(_Enum(("float64", "float32")), "float64",
                               doc="multigrid: the cycle's arithmetic (float32 halves its bytes)")
+    w_levels: int = _f(_Int(min=0), 0,
+                       doc="multigrid: top levels that visit their coarse level twice (W); 0: V")
 
     def options(self):
         """The options of the multigrid preconditioner (the solver takes
         those its preconditioner's registry entry lists)."""
         return {"degree": self.degree, "ratio": self.ratio, "scale": self.scale,
-                "coarsest": self.coarsest, "cycle_precision": self.cycle_precision}
+                "coarsest": self.coarsest, "cycle_precision": self.cycle_precision,
+                "w_levels": self.w_levels}
 
 
 @dataclass(frozen=True)

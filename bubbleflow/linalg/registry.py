@@ -175,7 +175,8 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
     # with the add (2.25); 4 steps + 8.5 = 44.5 per level, x 4/3 for the
     # coarser levels.
     PreconditionerEntry("multigrid", f"{_P}.multigrid:Multigrid",
-                        options=("degree", "ratio", "scale", "coarsest", "cycle_precision"),
+                        options=("degree", "ratio", "scale", "coarsest", "cycle_precision",
+                                 "w_levels"),
                         arrays=59,
                         doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing"),
 )}

@@ -118,9 +118,10 @@ def test_cycle_on_the_gpu_equals_numpy(contrast, cupy_backend):
     close(gpu.apply(cupy_backend.xp.asarray(r)), host.apply(r), 1e-12 if contrast == 1 else 1e-8)
 
 
+@pytest.mark.parametrize("w_levels", [0, 2])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("shape", [(96, 96), (75, 41), (1, 9)])
-def test_graph_cycle_equals_the_twins(shape, precision, cupy_backend):
+def test_graph_cycle_equals_the_twins(shape, precision, w_levels, cupy_backend):
     """The cycle replayed from its CUDA graph gives the level-by-level twins'
     result (the same kernels); a second apply reuses the graph and the
     output is not the graph's buffer."""
@@ -129,7 +130,7 @@ def test_graph_cycle_equals_the_twins(shape, precision, cupy_backend):
     faces, _, b, _ = fields(shape, seed=6)
     A = PoissonOperator(cp.asarray(faces[0]), cp.asarray(faces[1]), 1.0, 1.0,
                         backend=cupy_backend)
-    M = Multigrid(A, coarsest=40, cycle_precision=precision)
+    M = Multigrid(A, coarsest=40, cycle_precision=precision, w_levels=w_levels)
     assert M.runner is not None
     r = cp.asarray(b.ravel() - b.mean())
     got = M.apply(r)

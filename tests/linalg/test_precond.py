@@ -37,10 +37,11 @@ def chebyshev_smoother(C, degree, ratio):
     return (V * f) @ V.T / d[:, None] / d[None, :]
 
 
-def dense_multigrid(C, shape, degree, ratio, scale, coarsest):
+def dense_multigrid(C, shape, degree, ratio, scale, coarsest, w_levels=0):
     """The V-cycle as a matrix: Galerkin products of piecewise-constant P,
     the Chebyshev smoother before and after, the coarsest level's
-    ``(A + mean(diag) / n 1 1^T)^-1``."""
+    ``(A + mean(diag) / n 1 1^T)^-1``; on the top ``w_levels`` levels the
+    coarse level's cycle ``B`` is applied twice, ``2 B - B A_c B``."""
     n = C.shape[0]
     if n <= coarsest:
         return np.linalg.inv(C + np.diag(C).mean() / n)
@@ -49,7 +50,10 @@ def dense_multigrid(C, shape, degree, ratio, scale, coarsest):
     cols = np.ravel_multi_index((j // 2, i // 2), coarse)
     P = np.zeros((n, int(np.prod(coarse))))
     P[np.arange(n), cols] = 1.0
-    Mc = dense_multigrid(P.T @ C @ P, coarse, degree, ratio, scale, coarsest)
+    Ac = P.T @ C @ P
+    Mc = dense_multigrid(Ac, coarse, degree, ratio, scale, coarsest, max(w_levels - 1, 0))
+    if w_levels > 0 and Ac.shape[0] > coarsest:
+        Mc = 2 * Mc - Mc @ Ac @ Mc
     S = chebyshev_smoother(C, degree, ratio)
     I = np.eye(n)
     return S + (I - S @ C) @ (S + scale * P @ Mc @ P.T @ (I - C @ S))
@@ -102,6 +106,19 @@ def test_apply_equals_definition(name, contrast, backend):
         y = backend.to_host(M.apply(backend.xp.asarray(r)))
         ref = Minv @ r
         assert np.linalg.norm(y - ref) <= 1e-10 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("w_levels", [1, 2])
+def test_multigrid_w_levels_equal_definition(w_levels, backend):
+    A = small_operator(backend, 1e3, nx=24, ny=16)
+    options = dict(MULTIGRID, w_levels=w_levels)
+    M = make_preconditioner("multigrid", A, **options)
+    assert len(M.levels) == 4                         # 24 x 16 -> 12 x 8 -> 6 x 4 -> 3 x 2
+    Minv = dense_multigrid(A.to_scipy().toarray(), A.grid_shape, **options)
+    r = np.random.default_rng(2).standard_normal(A.shape[0])
+    y = backend.to_host(M.apply(backend.xp.asarray(r)))
+    assert np.linalg.norm(y - Minv @ r) <= 1e-10 * np.linalg.norm(Minv @ r)
+    np.testing.assert_allclose(Minv, Minv.T, atol=1e-10 * abs(Minv).max())
 
 
 @pytest.mark.parametrize("m", [2, 4])

@@ -103,3 +103,31 @@ extern "C" __global__ void bf_mg_dense_matvec(
         if (lane == 0) x[row] = s;
     }
 }
+
+// b -= A x on one level (each thread reads and writes its own b: in place).
+extern "C" __global__ void bf_mg_residual_inplace(
+    const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ x,
+    T* __restrict__ b, const int nx, const int ny)
+{
+    BF_CELLS(nx, ny) {
+        const long long p = (long long)j * nx + i;
+        b[p] = b[p] - flux_apply(cx, cy, x, nx, ny, j, i);
+    }
+}
+
+// out = a + b, elementwise over n values (out may be a or b).
+extern "C" __global__ void bf_mg_add(const T* a, const T* b, T* out, const long long n)
+{
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (long long)gridDim.x * blockDim.x)
+        out[k] = a[k] + b[k];
+}
+
+// dst = src, elementwise over n values.
+extern "C" __global__ void bf_mg_copy(const T* __restrict__ src, T* __restrict__ dst,
+                                      const long long n)
+{
+    for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (long long)gridDim.x * blockDim.x)
+        dst[k] = src[k];
+}

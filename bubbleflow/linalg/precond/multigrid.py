@@ -151,7 +151,7 @@ def prolong_add(x, xc, scale):
 
 
 @twin
-def cycle_runner(levels, coarse_inverse, degree, ratio, scale):
+def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0):
     """What runs the whole cycle on this backend: None for the array code
     (``Multigrid._cycle``, the twins above level by level); on CuPy in 2-D a
     :class:`.multigrid_cuda.GraphCycle` (buffers once, one CUDA graph)."""
@@ -188,6 +188,10 @@ class Multigrid(Preconditioner):
         The coarse correction's over-correction factor (1: none).
     coarsest : int
         The coarsest level has at most this many cells (solved directly).
+    w_levels : int
+        The top ``w_levels`` levels visit their coarse level twice (a
+        W-cycle there, a V-cycle below): ``x_c + V_c (b_c - A_c x_c)`` with
+        ``x_c = V_c b_c``, still symmetric.  0: a V-cycle.
     cycle_precision : {"float64", "float32"}
         The cycle's arithmetic and storage.  ``float32`` halves the bytes a
         cycle moves; the hierarchy is formed in float64 and rounded once, and
@@ -197,7 +201,7 @@ class Multigrid(Preconditioner):
     name = "multigrid"
 
     def __init__(self, A, degree=2, ratio=4.0, scale=1.8, coarsest=512,
-                 cycle_precision="float64"):
+                 cycle_precision="float64", w_levels=0):
         A = require_grid_operator(A, self.name)
         if cycle_precision not in CYCLE_PRECISIONS:
             raise ValueError(f"multigrid: cycle_precision={cycle_precision!r}: expected one of "
@@ -209,7 +213,10 @@ class Multigrid(Preconditioner):
             raise ValueError(f"multigrid: ratio={ratio!r}: expected a number > 1")
         if not 0 < scale < 2:
             raise ValueError(f"multigrid: scale={scale!r}: expected a number in (0, 2)")
+        if int(w_levels) < 0:
+            raise ValueError(f"multigrid: w_levels={w_levels!r}: expected an integer >= 0")
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
+        self.w_levels = int(w_levels)
         couplings = tuple(c.astype(np.float64, copy=False) for c in A.couplings())
         xp = backend_of(couplings[0]).xp
         self.xp = xp
@@ -221,7 +228,7 @@ class Multigrid(Preconditioner):
             self.levels.append(_Level(couplings, shape, xp, self.dtype))
         self.coarse_inverse = _dense_inverse(couplings, shape, xp).astype(self.dtype, copy=False)
         self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
-                                   self.scale)
+                                   self.scale, self.w_levels)
 
     # ----------------------------------------------------------------- cycle
     def _cycle(self, k, b):
@@ -229,7 +236,12 @@ class Multigrid(Preconditioner):
             return (self.coarse_inverse @ b.ravel()).reshape(b.shape)
         level = self.levels[k]
         x = smooth(level.couplings, level.inv_diagonal, b, None, self.degree, self.ratio)
-        xc = self._cycle(k + 1, residual_restrict(level.couplings, b, x))
+        bc = residual_restrict(level.couplings, b, x)
+        xc = self._cycle(k + 1, bc)
+        if k < self.w_levels and k + 1 < len(self.levels) - 1:
+            coarse = self.levels[k + 1]
+            rc = bc - apply_faces(coarse.couplings, xc, self.xp.empty_like(xc))
+            xc = xc + self._cycle(k + 1, rc)
         x = prolong_add(x, xc, self.scale)
         return smooth(level.couplings, level.inv_diagonal, b, x, self.degree, self.ratio)
 

@@ -135,14 +135,14 @@ def prolong_add(x, xc, scale):
     return out
 
 
-def cycle_runner(levels, coarse_inverse, degree, ratio, scale):
+def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0):
     """A :class:`GraphCycle` for the hierarchy (twin: ``multigrid.cycle_runner``),
     or NotImplemented where the kernels do not cover it (not 2-D, or a dtype
     they are not built for)."""
     first = levels[0]
     if len(first.shape) != 2 or str(first.inv_diagonal.dtype) not in _TYPES:
         return NotImplemented
-    return GraphCycle(levels, coarse_inverse, degree, ratio, scale)
+    return GraphCycle(levels, coarse_inverse, degree, ratio, scale, w_levels)
 
 
 class GraphCycle:
@@ -157,7 +157,7 @@ class GraphCycle:
     host work.
     """
 
-    def __init__(self, levels, coarse_inverse, degree, ratio, scale):
+    def __init__(self, levels, coarse_inverse, degree, ratio, scale, w_levels=0):
         import cupy as cp
 
         self.cp = cp
@@ -165,52 +165,70 @@ class GraphCycle:
         real = _TYPES[dtype][1]
         kern = functools.partial(_kernel, dtype)
         inv_theta, steps = chebyshev_coefficients(degree, ratio)
+        last = len(levels) - 1
         self.b = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
         self.x = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
         inner = levels[:-1]
         r, d, d2, xp_ = ([cp.zeros(lv.shape, dtype=dtype) for lv in inner] for _ in range(4))
+        # The first coarse result of a level visited twice (W levels).
+        acc = {k + 1: cp.zeros(levels[k + 1].shape, dtype=dtype)
+               for k in range(min(int(w_levels), last - 1))}
         self.coarse_inverse = cp.ascontiguousarray(coarse_inverse)
-        self._keep = (r, d, d2, xp_)          # the graph holds their addresses
+        faces = [tuple(cp.ascontiguousarray(c) for c in lv.couplings) for lv in levels]
+        self._keep = (r, d, d2, xp_, acc, faces)      # the graph holds their addresses
         launches = []
 
+        def cells(k):
+            ny, nx = levels[k].shape
+            return cuda.grid_2d(nx, ny, _BLOCK), np.int32(nx), np.int32(ny)
+
+        def flat(k):
+            n = int(np.prod(levels[k].shape))
+            return (max(1, min(-(-n // 256), 65535)),), (256,), np.int64(n)
+
         def smoothing(k, x_in):
-            lv = levels[k]
-            ny, nx = lv.shape
-            grid, block = cuda.grid_2d(nx, ny, _BLOCK)
-            cx, cy = (cp.ascontiguousarray(c) for c in lv.couplings)
+            (grid, block), nx, ny = cells(k)
+            cx, cy = faces[k]
+            inv = levels[k].inv_diagonal
             launches.append((kern("bf_mg_cheb_start"), grid, block, (
-                cx, cy, lv.inv_diagonal, self.b[k], self.b[k] if x_in is None else x_in,
-                self.x[k], r[k], d[k], np.int32(nx), np.int32(ny), np.int32(x_in is not None),
-                real(inv_theta))))
+                cx, cy, inv, self.b[k], self.b[k] if x_in is None else x_in, self.x[k], r[k],
+                d[k], nx, ny, np.int32(x_in is not None), real(inv_theta))))
             da, db = d[k], d2[k]
             for a, c in steps:
                 launches.append((kern("bf_mg_cheb_step"), grid, block, (
-                    cx, cy, lv.inv_diagonal, da, db, r[k], self.x[k], np.int32(nx),
-                    np.int32(ny), real(a), real(c))))
+                    cx, cy, inv, da, db, r[k], self.x[k], nx, ny, real(a), real(c))))
                 da, db = db, da
-            return cx, cy
 
-        faces = []
-        for k in range(len(inner)):
-            cx, cy = smoothing(k, None)
-            faces.append((cx, cy))
-            ny, nx = levels[k].shape
+        def visit(k):
+            """The launches of Multigrid._cycle(k, b[k]), its result in x[k]."""
+            if k == last:
+                n = int(self.coarse_inverse.shape[0])
+                launches.append((kern("bf_mg_dense_matvec"), (max(1, -(-n // 8)),), (256,), (
+                    self.coarse_inverse, self.b[k], self.x[k], np.int32(n))))
+                return
+            smoothing(k, None)
+            (_, _), nx, ny = cells(k)
             ncy, ncx = levels[k + 1].shape
             grid, block = cuda.grid_2d(ncx, ncy, _BLOCK)
             launches.append((kern("bf_mg_residual_restrict"), grid, block, (
-                cx, cy, self.b[k], self.x[k], self.b[k + 1], np.int32(nx), np.int32(ny),
-                np.int32(ncx), np.int32(ncy))))
-        n_coarse = int(self.coarse_inverse.shape[0])
-        launches.append((kern("bf_mg_dense_matvec"), (max(1, -(-n_coarse // 8)),), (256,), (
-            self.coarse_inverse, self.b[-1], self.x[-1], np.int32(n_coarse))))
-        for k in reversed(range(len(inner))):
-            ny, nx = levels[k].shape
-            grid, block = cuda.grid_2d(nx, ny, _BLOCK)
+                *faces[k], self.b[k], self.x[k], self.b[k + 1], nx, ny, np.int32(ncx),
+                np.int32(ncy))))
+            visit(k + 1)
+            if k + 1 in acc:
+                fgrid, fblock, n = flat(k + 1)
+                (cgrid, cblock), cnx, cny = cells(k + 1)
+                launches.append((kern("bf_mg_copy"), fgrid, fblock, (self.x[k + 1], acc[k + 1], n)))
+                launches.append((kern("bf_mg_residual_inplace"), cgrid, cblock, (
+                    *faces[k + 1], self.x[k + 1], self.b[k + 1], cnx, cny)))
+                visit(k + 1)
+                launches.append((kern("bf_mg_add"), fgrid, fblock, (
+                    self.x[k + 1], acc[k + 1], self.x[k + 1], n)))
+            (grid, block), nx, ny = cells(k)
             launches.append((kern("bf_mg_prolong_add"), grid, block, (
-                self.x[k], self.x[k + 1], xp_[k], np.int32(nx), np.int32(ny),
-                np.int32(levels[k + 1].shape[1]), real(scale))))
+                self.x[k], self.x[k + 1], xp_[k], nx, ny, np.int32(ncx), real(scale))))
             smoothing(k, xp_[k])
-        self._faces = faces
+
+        visit(0)
         self.launches = launches
         self.graph = None
         self.capture_error = None
