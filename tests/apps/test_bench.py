@@ -167,6 +167,21 @@ def test_size_limits_and_peers_only(tmp_path, capsys):
     assert sum("run " in line and "/2:" in line for line in err) == 2   # one line per timed run
 
 
+def test_preconditioner_options_in_a_configuration(tmp_path):
+    """``multigrid(w_levels=2,cycle_precision=float32):none`` reaches the
+    solver: the W levels' iterations, the options in the solver's name."""
+    path = tmp_path / "b.csv"
+    assert main(["bench", "--sizes", "64", "--contrasts", "1e3", "--backend", "numpy",
+                 "--configs", "multigrid:none", "multigrid(w_levels=2,cycle_precision=float32):none",
+                 "--no-peer", "--repeat", "1", "--copy-mib", "4", "--no-progress",
+                 "--csv", str(path)]) == 0
+    rows = read_rows(path)[1]
+    assert [r["solver"] for r in rows] == [
+        "pcg multigrid", "pcg multigrid(w_levels=2,cycle_precision=float32)"]
+    its = [int(r["iterations"]) for r in rows]
+    assert its[1] < its[0]
+
+
 def one_error_line(err):
     lines = err.splitlines()
     assert len(lines) == 1, err
@@ -182,7 +197,10 @@ def one_error_line(err):
     (["--contrasts", "-1"], "--contrasts: got '-1'; expected a number > 0"),
     (["--rtol", "2"], "--rtol: got '2'; expected a number in (0, 1)"),
     (["--repeat", "0"], "--repeat: got '0'; expected an integer >= 1"),
-    (["--configs", "jacobi"], "--configs: got 'jacobi'; expected PRE:DEFL[@MAXN]"),
+    (["--configs", "jacobi"], "--configs: got 'jacobi'; expected PRE[(K=V,...)]:DEFL[@MAXN]"),
+    (["--configs", "multigrid(foo=1):none"],
+     "expected options K=V of 'multigrid': degree, ratio, scale, coarsest, cycle_precision"),
+    (["--configs", "jacobi(degree=1):none"], "expected options K=V of 'jacobi': check"),
     (["--configs", "jacobi:levelset"], "--configs: got 'jacobi:levelset'"),
     (["--configs", "jacobi:none@x"], "--configs: got 'x'"),
     (["--peers", "petsc"], "--peers: got 'petsc'; expected one of cupy_cg, scipy_cg, pyamg"),

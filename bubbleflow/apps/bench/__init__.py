@@ -3,7 +3,7 @@
 ::
 
     bubbleflow bench [--sizes N ...] [--contrasts C ...] [--backend auto|numpy|cupy]
-                     [--configs PRE:DEFL[@MAXN] ...] [--cells-per-subdomain N]
+                     [--configs PRE[(K=V,...)]:DEFL[@MAXN] ...] [--cells-per-subdomain N]
                      [--rhs gravity|random] [--seed S] [--rtol R] [--maxiter N]
                      [--check-every N] [--repeat K] [--peers NAME ...] [--no-peer]
                      [--peer-maxiter N] [--peer-repeat K] [--peer-max-size N]
@@ -140,7 +140,7 @@ def add_subparser(subparsers):
                    help="density contrasts rho_liquid / rho_gas (default 1 1e3 1e6)")
     p.add_argument("--backend", choices=("auto", "numpy", "cupy"), default="auto",
                    help="array backend of our solver and of the GPU peer (default auto)")
-    p.add_argument("--configs", nargs="*", metavar="PRE:DEFL[@MAXN]",
+    p.add_argument("--configs", nargs="*", metavar="PRE[(K=V,...)]:DEFL[@MAXN]",
                    help="our configurations, preconditioner:deflation, optionally @MAXN: only at "
                         "sizes <= MAXN (default: " + " ".join(DEFAULT_CONFIGS) + "); none "
                         "given: peers only")

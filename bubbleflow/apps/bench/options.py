@@ -42,14 +42,35 @@ _SHORT = {"none": "none", "jacobi": "jac", "block_ic": "bic", "incomplete_poisso
 DEFAULT_MAXITER_PER_N = 30
 
 
+#: Short forms of preconditioner options in the table's solver column.
+_OPTION_SHORT = {"w_levels": "w", "cycle_precision": "", "degree": "k", "scale": "s",
+                 "ratio": "r", "coarsest": "c", "block_lines": "m"}
+_VALUE_SHORT = {"float32": "f32", "float64": "f64"}
+
+
 @dataclass(frozen=True)
 class Config:
-    """One of our configurations: ``PRE:DEFL[@MAXN]``."""
+    """One of our configurations: ``PRE[(K=V,...)]:DEFL[@MAXN]``."""
 
     token: str
     preconditioner: str
     deflation: str
     max_size: int = 0          # 0: every size
+    options: tuple = ()        # (name, value) pairs of the preconditioner's options
+
+    @property
+    def preconditioner_options(self):
+        return dict(self.options)
+
+    def _options_text(self, short):
+        if not self.options:
+            return ""
+        if short:
+            parts = [f"{_OPTION_SHORT.get(k, k)}{_VALUE_SHORT.get(str(v), v)}"
+                     for k, v in self.options]
+        else:
+            parts = [f"{k}={v}" for k, v in self.options]
+        return "(" + ",".join(parts) + ")"
 
     @property
     def method(self):
@@ -60,12 +81,13 @@ class Config:
     @property
     def name(self):
         tail = f"+{self.deflation}" if self.deflation != "none" else ""
-        return f"{self.method} {self.preconditioner}{tail}"
+        return f"{self.method} {self.preconditioner}{self._options_text(False)}{tail}"
 
     @property
     def short(self):
         tail = f"+{_SHORT.get(self.deflation, self.deflation)}" if self.deflation != "none" else ""
-        return f"{self.method} {_SHORT.get(self.preconditioner, self.preconditioner)}{tail}"
+        pre = _SHORT.get(self.preconditioner, self.preconditioner)
+        return f"{self.method} {pre}{self._options_text(True)}{tail}"
 
     def runs_at(self, n):
         return not self.max_size or n <= self.max_size
@@ -149,17 +171,34 @@ def _float(option, text, low=0.0, high=math.inf, what=None):
 
 
 def parse_config(token):
-    """``PRE:DEFL[@MAXN]`` -> :class:`Config` (CaseError when malformed)."""
-    expected = ("PRE:DEFL[@MAXN] with PRE one of " + ", ".join(PRECONDITIONERS)
+    """``PRE[(K=V,...)]:DEFL[@MAXN]`` -> :class:`Config` (CaseError when
+    malformed).  ``K=V``: options of the preconditioner (its registry entry's,
+    e.g. ``multigrid(w_levels=3,cycle_precision=float32)``), values read as
+    YAML scalars; the solver checks them when it is built."""
+    import yaml
+
+    from ...linalg import registry
+
+    expected = ("PRE[(K=V,...)]:DEFL[@MAXN] with PRE one of " + ", ".join(PRECONDITIONERS)
                 + " and DEFL one of " + ", ".join(DEFLATIONS))
     text, _, limit = str(token).partition("@")
-    pre, sep, defl = text.partition(":")
+    pre, sep, defl = text.rpartition(":")
+    options = []
+    if pre.endswith(")") and "(" in pre:
+        pre, _, inner = pre[:-1].partition("(")
+        known = registry.PRECONDITIONERS[pre].options if pre in registry.PRECONDITIONERS else ()
+        for item in filter(None, inner.split(",")):
+            key, eq, value = item.partition("=")
+            if not eq or key.strip() not in known:
+                raise _error("--configs", repr(token),
+                             f"options K=V of {pre!r}: " + (", ".join(known) or "none"))
+            options.append((key.strip(), yaml.safe_load(value.strip())))
     if not sep or pre not in PRECONDITIONERS or defl not in DEFLATIONS:
         raise _error("--configs", repr(token), expected)
     max_size = 0
     if limit:
         max_size = _int("--configs", limit, 1)
-    return Config(str(token), pre, defl, max_size)
+    return Config(str(token), pre, defl, max_size, tuple(options))
 
 
 def _pyamg_importable():

@@ -38,7 +38,8 @@ def run_ours(problem, config, bench, warm_up, say):
         t1 = backend.clock()
         s = PressureSolver(A, method=config.method, preconditioner=config.preconditioner,
                            deflation=config.deflation, phi=phi, subdomains=blocks,
-                           rtol=problem.rtol, maxiter=maxiter, check_every=bench.check_every)
+                           rtol=problem.rtol, maxiter=maxiter, check_every=bench.check_every,
+                           preconditioner_options=config.preconditioner_options)
         t2 = backend.clock()
         return A, s, t1 - t0, t2 - t1
 

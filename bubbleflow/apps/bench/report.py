@@ -78,7 +78,7 @@ def _speedup(row, key):
 
 def format_table(rows):
     """The compact, aligned table of the main columns (one line per row)."""
-    head = (f"{'n':>5} {'contrast':>8} {'solver':<15} {'its':>6} {'ms/it':>8} {'solve ms':>9} "
+    head = (f"{'n':>5} {'contrast':>8} {'solver':<19} {'its':>6} {'ms/it':>8} {'solve ms':>9} "
             f"{'setup ms':>9} {'true res':>8} {'status':<8} {'MB/it':>7} {'GB/s':>6} "
             f"{'floor ms':>8} {'x floor':>7} {'speedup':>7} {'+setup':>7} {'GiB':>6} "
             f"{'arrays':>6}")
@@ -86,7 +86,7 @@ def format_table(rows):
     for r in rows:
         nbytes, peak = r.get("bytes_per_iteration"), r.get("peak_gpu_bytes")
         lines.append(
-            f"{r['size']:>5} {contrast_text(r['contrast']):>8} {_short_solver(r):<15.15} "
+            f"{r['size']:>5} {contrast_text(r['contrast']):>8} {_short_solver(r):<19.19} "
             f"{_fmt(r['iterations'], 'd', 6)} {_fmt(r['ms_per_iteration'], '.4f', 8)} "
             f"{_fmt(r['solve_ms'], '.1f', 9)} {_fmt(r['setup_ms'], '.1f', 9)} "
             f"{_fmt(r['true_residual'], '.1e', 8)} {_reason_short(r):<8.8} "
