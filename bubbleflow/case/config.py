@@ -715,11 +715,9 @@ class PreconditionerConfig(_Node):
                        doc="multigrid: top levels that visit their coarse level twice (W); 0: V")
 
     def options(self):
-        """The options of the multigrid preconditioner (the solver takes
+        """Every preconditioner option of the section (the solver passes on
         those its preconditioner's registry entry lists)."""
-        return {"degree": self.degree, "ratio": self.ratio, "scale": self.scale,
-                "coarsest": self.coarsest, "cycle_precision": self.cycle_precision,
-                "w_levels": self.w_levels}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "type"}
 
 
 @dataclass(frozen=True)

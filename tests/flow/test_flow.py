@@ -8,7 +8,7 @@ import pytest
 
 from bubbleflow.case.config import load_case
 from bubbleflow.flow.navier_stokes import FlowSolver
-from helpers.cli import ROOT, run_cli
+from helpers.cli import ROOT, run_cli, run_interrupted
 
 
 
@@ -53,20 +53,11 @@ def test_still_bubble_without_gravity_stays_still(backend):
 def test_restart_equals_uninterrupted_run(tmp_path):
     common = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
               "--set", "solver.deflation.subdomains=[4,4]", "--set", "output.interval=0.05"]
-    full = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path / "full"), *common,
-                   "--set", "time.end=0.15")
-    assert full.returncode == 0, full.stderr
-    part = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path / "part"), *common,
-                   "--set", "time.end=0.1")
-    assert part.returncode == 0, part.stderr
-    restart_file = tmp_path / "part" / "two_phase.h5"
+    full_file, restart_file, cont_file = run_interrupted("cases/two_phase.yaml", tmp_path, common,
+                                                         0.1, 0.15)
     with h5py.File(restart_file) as fh:
         assert fh["fields/time"][-1] == pytest.approx(0.1)
-    cont = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path / "cont"), *common,
-                   "--set", "time.end=0.15", "--restart", str(restart_file))
-    assert cont.returncode == 0, cont.stderr
-    with h5py.File(tmp_path / "full" / "two_phase.h5") as a, \
-            h5py.File(tmp_path / "cont" / "two_phase.h5") as b:
+    with h5py.File(full_file) as a, h5py.File(cont_file) as b:
         for name in ("time", "area", "centroid_y", "rise_velocity", "circularity"):
             np.testing.assert_array_equal(a["diagnostics/" + name][()], b["diagnostics/" + name][()])
         np.testing.assert_array_equal(a["fields/p"][-1], b["fields/p"][-1])

@@ -8,7 +8,7 @@ import pytest
 from bubbleflow.case.config import load_case
 from bubbleflow.flow import vof
 from bubbleflow.flow.navier_stokes import FlowSolver
-from helpers.cli import ROOT, run_cli
+from helpers.cli import ROOT, run_cli, run_interrupted
 
 
 
@@ -82,18 +82,9 @@ def test_clsvof_restart_equals_uninterrupted_run(tmp_path):
     common = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
               "--set", "solver.deflation.subdomains=[4,4]", "--set", "output.interval=0.05",
               "--set", "levelset.method=clsvof"]
-    full = run_cli("run", "cases/hysing_case2.yaml", "-o", str(tmp_path / "full"), *common,
-                   "--set", "time.end=0.15")
-    assert full.returncode == 0, full.stderr
-    part = run_cli("run", "cases/hysing_case2.yaml", "-o", str(tmp_path / "part"), *common,
-                   "--set", "time.end=0.1")
-    assert part.returncode == 0, part.stderr
-    restart_file = tmp_path / "part" / "hysing_case2.h5"
-    cont = run_cli("run", "cases/hysing_case2.yaml", "-o", str(tmp_path / "cont"), *common,
-                   "--set", "time.end=0.15", "--restart", str(restart_file))
-    assert cont.returncode == 0, cont.stderr
-    with h5py.File(tmp_path / "full" / "hysing_case2.h5") as a, \
-            h5py.File(tmp_path / "cont" / "hysing_case2.h5") as b:
+    full_file, _, cont_file = run_interrupted("cases/hysing_case2.yaml", tmp_path, common,
+                                              0.1, 0.15)
+    with h5py.File(full_file) as a, h5py.File(cont_file) as b:
         for name in ("time", "area", "centroid_y", "rise_velocity", "circularity"):
             np.testing.assert_array_equal(a["diagnostics/" + name][()], b["diagnostics/" + name][()])
         np.testing.assert_array_equal(a["fields/p"][-1], b["fields/p"][-1])
