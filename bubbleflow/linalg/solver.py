@@ -164,8 +164,12 @@ class PressureSolver:
                                         **self.deflation_options)
         if self.deflation is not None:
             self.deflation.factorise(check=False)
-        self.M = make_preconditioner(self.preconditioner_name, A,
-                                     **self.preconditioner_options)
+        # Refreshed in place where it can (its buffers, and the CUDA graphs
+        # that hold them, stay valid), else built anew.
+        previous = getattr(self, "M", None)
+        if previous is None or not previous.refresh(A):
+            self.M = make_preconditioner(self.preconditioner_name, A,
+                                         **self.preconditioner_options)
         self.device = self._device_engine()
         checked = [self.M] if self.deflation is None else [self.deflation.coarse, self.M]
         self._unchecked = checked

@@ -10,22 +10,7 @@ from bubbleflow.linalg.precond import make_preconditioner
 from bubbleflow.linalg.precond.multigrid import Multigrid, coarsen_couplings, prolong, restrict
 from bubbleflow.linalg.solver import PressureSolver
 from bubbleflow.operators.poisson import PoissonOperator, apply_faces
-
-
-def bubbly_operator(n, contrast, backend, seed=0, ny=None):
-    """Twelve bubbles under a free surface, density 1 in the gas and
-    ``contrast`` in the liquid, arithmetic face densities."""
-    ny = ny or n
-    h = 1.0 / n
-    X, Y = np.meshgrid((np.arange(n) + 0.5) * h, (np.arange(ny) + 0.5) * h)
-    rng = np.random.default_rng(seed)
-    phi = 0.8 * ny * h - Y
-    for _ in range(12):
-        cx, cy, r = rng.uniform(0.1, 0.9), rng.uniform(0.1, 0.7) * ny * h, rng.uniform(0.03, 0.08)
-        phi = np.minimum(phi, np.hypot(X - cx, Y - cy) - r)
-    rho = np.where(phi < 0, 1.0, contrast)
-    rx, ry = 0.5 * (rho[:, 1:] + rho[:, :-1]), 0.5 * (rho[1:, :] + rho[:-1, :])
-    return PoissonOperator(1.0 / rx, 1.0 / ry, h, h, backend=backend)
+from helpers.operators import bubbly_operator
 
 
 def piecewise_constant_P(shape):
@@ -206,3 +191,34 @@ def test_a_level_of_one_cell_and_the_apply_of_its_operator():
     assert np.isfinite(M.apply(np.ones(1))).all()
     y = apply_faces((np.ones((2, 2)), np.ones((1, 3))), np.arange(6.0).reshape(2, 3), np.zeros((2, 3)))
     assert y.sum() == pytest.approx(0.0)
+
+
+def test_refresh_takes_a_new_operator_in_place(backend):
+    """``refresh`` rewrites the hierarchy in place (the cycle's buffers and
+    graph stay) and gives what a new instance gives, bit for bit; another
+    grid is refused.  A solver's update keeps its refreshed preconditioner
+    and solves as a new solver does."""
+    xp = backend.xp
+    A1, A2 = bubbly_operator(64, 1e3, backend, seed=1), bubbly_operator(64, 1e6, backend, seed=2)
+    r = np.random.default_rng(7).standard_normal(64 * 64)
+    r = xp.asarray(r - r.mean())
+    M = Multigrid(A1, coarsest=64, w_levels=1)
+    first = backend.to_host(M.apply(r))
+    arrays = [id(c) for lv in M.levels for c in lv.couplings]
+    runner = M.runner
+    assert M.refresh(A2)
+    assert [id(c) for lv in M.levels for c in lv.couplings] == arrays and M.runner is runner
+    got = backend.to_host(M.apply(r))
+    assert np.array_equal(got, backend.to_host(Multigrid(A2, coarsest=64, w_levels=1).apply(r)))
+    assert not np.array_equal(got, first)
+    assert not M.refresh(bubbly_operator(32, 1e3, backend))
+
+    solver = PressureSolver(A1, method="pcg", preconditioner="multigrid", deflation="none")
+    kept = solver.M
+    solver.update(A2)
+    assert solver.M is kept
+    x, rec = solver.solve(r)
+    x_new, rec_new = PressureSolver(A2, method="pcg", preconditioner="multigrid",
+                                    deflation="none").solve(r)
+    assert rec.converged and rec.iterations == rec_new.iterations
+    assert np.array_equal(backend.to_host(x), backend.to_host(x_new))

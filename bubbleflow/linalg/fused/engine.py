@@ -835,11 +835,14 @@ class FusedEngine:
         elif name == "precondition":        # a preconditioner without a fused kernel
             r_new = self.r[1 - cur]
             n = np.int64(self.n)
-
-            def precondition():
-                self.y[...] = self.prec_obj.apply(r_new)
-                self.k_dot((self.nred,), (_THREADS,), (r_new, self.y, self.part_ry, n))
-            out = [precondition]
+            dot = (self.k_dot, (self.nred,), (_THREADS,), (r_new, self.y, self.part_ry, n), 0)
+            launches = self._prec_launches(r_new)
+            if launches is not None:        # its own kernels: captured with the iteration
+                out = list(launches) + [dot]
+            else:
+                def precondition():
+                    self.y[...] = self.prec_obj.apply(r_new)
+                out = [precondition, dot]
         elif name == "restrict":
             out = [(self.k_restrict, (k,), (128,),
                     (self.azt_indptr, self.azt_indices, self.azt_data, self.y, self.part_zr,
@@ -859,6 +862,15 @@ class FusedEngine:
                      np.int32(self._starting)) + gather, 0)]
         table[key] = out
         return out
+
+    def _prec_launches(self, r_new):
+        """The raw launches of ``y = M^-1 r_new`` a generic preconditioner
+        offers (``device_launches``: buffers of its own, allocated once), or
+        None."""
+        offer = getattr(self.prec_obj, "device_launches", None)
+        if self.prec_code != _GENERIC or offer is None:
+            return None
+        return offer(r_new, self.y)
 
     def _coarse_entries(self):
         """The coarse solve's launches: the raw condensed solve's kernels
@@ -914,7 +926,13 @@ class FusedEngine:
                 cs += tuple(_arg_key(a) for a in self.cs.gather_operands())
             hist = self.hist.data.ptr if self.hist is not None else 0
             dense = self._dense_K.data.ptr if self._dense_K is not None else 0
-            self._sig = (self._epoch, self.k, hist, self.prec_code, cs, dense)
+            prec = ()
+            if self.prec_code == _GENERIC:
+                prec = tuple((id(entry[0]), entry[1], entry[2], entry[4],
+                              tuple(_arg_key(a) for a in entry[3]))
+                             for cur in (0, 1) for entry in self._entries("precondition", cur, 0)
+                             if entry.__class__ is tuple)
+            self._sig = (self._epoch, self.k, hist, self.prec_code, cs, dense, prec)
         return self._sig
 
     #: Replay iterations from CUDA graphs (see :meth:`iterate`).
@@ -930,7 +948,11 @@ class FusedEngine:
         kernel, or the dense coarse solve's cuBLAS product); ``"split"``: the
         runs between the dense coarse solve's library calls are; None:
         direct launches only."""
-        if not self.use_graphs or self.prec_code == _GENERIC:
+        if not self.use_graphs:
+            return None
+        if self.prec_code == _GENERIC and not all(
+                _capturable(entry) for cur in (0, 1) for entry in
+                self._entries("precondition", cur, 0)):
             return None
         if self.defl is None or self.cs is not None:
             return "whole"

@@ -15,6 +15,12 @@ class Preconditioner:
     def apply(self, r):
         raise NotImplementedError
 
+    def refresh(self, A):
+        """Take a new operator on the same grid in place, as a new instance
+        for ``A`` would be, and return True; False (nothing done) where this
+        preconditioner does not (the caller then builds a new one)."""
+        return False
+
     def check(self, values=None):
         """Raise the error a constructor given ``check=False`` deferred
         (a host synchronisation); nothing for most preconditioners.

@@ -26,14 +26,14 @@ number of dimensions:
   (over-correction), which keeps the cycle symmetric.
 
 The set-up is array code on the operator's backend (NumPy or CuPy) and
-makes no host round trip but to size the levels.  A cycle is three twins
-per level, :func:`smooth`, :func:`residual_restrict` and
-:func:`prolong_add` (array code; on CuPy in 2-D one kernel per Chebyshev
-step and one each for the others, :mod:`.multigrid_cuda`), and a dense
-product on the coarsest level: no host synchronisation.  On CuPy in 2-D
-(:func:`cycle_runner`) the whole cycle is those kernels on buffers
-allocated once, replayed from one CUDA graph: the host's work per level
-would otherwise cost more than the coarse levels' arithmetic.
+makes no host round trip but to size the levels; :meth:`Multigrid.refresh`
+redoes it for a new operator on the same grid in place.  A cycle is two
+twins per level, :func:`smooth_restrict` (down) and :func:`prolong_smooth`
+(up), and a dense product on the coarsest level: no host synchronisation.
+On CuPy in 2-D each twin is one kernel that smooths tiles in shared memory
+(:mod:`.multigrid_cuda`), and the whole cycle (:func:`cycle_runner`) is
+those kernels on buffers allocated once, replayed from one CUDA graph or
+captured with the Krylov iteration (:meth:`Multigrid.device_launches`).
 """
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ from .base import Preconditioner, require_grid_operator
 CYCLE_PRECISIONS = ("float64", "float32")
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "restrict", "prolong", "smooth",
-           "residual_restrict", "prolong_add", "cycle_runner", "chebyshev_coefficients"]
+           "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
+           "cycle_runner", "chebyshev_coefficients"]
 
 def _pair_sum(a, axis, xp):
     """Sums of consecutive pairs along array axis ``axis`` (zero-padded to even)."""
@@ -121,7 +122,6 @@ def _dense_inverse(couplings, shape, xp):
     return 0.5 * (inv + inv.T)
 
 
-@twin
 def smooth(couplings, inv_diagonal, b, x, degree, ratio):
     """``degree`` Chebyshev steps on ``A x = b`` from ``x`` (None: zero);
     returns the new ``x`` (a new array)."""
@@ -137,17 +137,29 @@ def smooth(couplings, inv_diagonal, b, x, degree, ratio):
     return x
 
 
-@twin
 def residual_restrict(couplings, b, x):
     """``P^T (b - A x)``: the residual summed over each aggregate."""
     xp = backend_of(b).xp
     return restrict(b - apply_faces(couplings, x, xp.empty_like(x)), xp)
 
 
-@twin
 def prolong_add(x, xc, scale):
     """``x + scale P xc`` (a new array)."""
     return x + scale * prolong(xc, x.shape, backend_of(x).xp)
+
+
+@twin
+def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
+    """Down the cycle: the smoothing of ``A x = b`` from zero, and the
+    restricted residual; returns ``(x, P^T (b - A x))``."""
+    x = smooth(couplings, inv_diagonal, b, None, degree, ratio)
+    return x, residual_restrict(couplings, b, x)
+
+
+@twin
+def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
+    """Up the cycle: the smoothing of ``A x = b`` from ``x + scale P xc``."""
+    return smooth(couplings, inv_diagonal, b, prolong_add(x, xc, scale), degree, ratio)
 
 
 @twin
@@ -217,33 +229,63 @@ class Multigrid(Preconditioner):
             raise ValueError(f"multigrid: w_levels={w_levels!r}: expected an integer >= 0")
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
         self.w_levels = int(w_levels)
+        self.coarsest = int(coarsest)
+        self.levels, self.coarse_inverse = self._hierarchy(A)
+        self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
+                                   self.scale, self.w_levels)
+
+    def _hierarchy(self, A):
+        """The levels and the coarsest level's dense inverse for ``A``."""
         couplings = tuple(c.astype(np.float64, copy=False) for c in A.couplings())
         xp = backend_of(couplings[0]).xp
         self.xp = xp
         shape = tuple(A.grid_shape)
-        self.levels = [_Level(couplings, shape, xp, self.dtype)]
-        while int(np.prod(shape)) > max(int(coarsest), 1) and max(shape) > 1:
+        levels = [_Level(couplings, shape, xp, self.dtype)]
+        while int(np.prod(shape)) > max(self.coarsest, 1) and max(shape) > 1:
             couplings = coarsen_couplings(couplings, xp)
             shape = tuple((n + 1) // 2 for n in shape)
-            self.levels.append(_Level(couplings, shape, xp, self.dtype))
-        self.coarse_inverse = _dense_inverse(couplings, shape, xp).astype(self.dtype, copy=False)
-        self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
-                                   self.scale, self.w_levels)
+            levels.append(_Level(couplings, shape, xp, self.dtype))
+        return levels, _dense_inverse(couplings, shape, xp).astype(self.dtype, copy=False)
+
+    def refresh(self, A):
+        """Take a new operator on the same grid and backend in place: the
+        hierarchy's arrays are overwritten, so the cycle's launches and the
+        CUDA graphs holding them stay valid.  Returns False (nothing done)
+        where ``A`` does not fit (another grid or backend)."""
+        A = require_grid_operator(A, self.name)
+        fits = (tuple(A.grid_shape) == self.levels[0].shape
+                and backend_of(A.couplings()[0]).xp is self.xp)
+        if not fits:
+            return False
+        levels, inverse = self._hierarchy(A)
+        for old, new in zip(self.levels, levels):
+            for dst, src in zip(old.couplings, new.couplings):
+                dst[...] = src
+            old.inv_diagonal[...] = new.inv_diagonal
+        self.coarse_inverse[...] = inverse
+        return True
+
+    def device_launches(self, src, dst):
+        """The raw kernel launches of ``dst = M^-1 src`` on a Krylov engine's
+        flat float64 CuPy buffers, for it to capture with its iteration
+        (:meth:`.multigrid_cuda.GraphCycle.device_launches`); None where
+        the cycle has no kernels (the engine then calls :meth:`apply`)."""
+        launches = getattr(self.runner, "device_launches", None)
+        return None if launches is None else launches(src, dst)
 
     # ----------------------------------------------------------------- cycle
     def _cycle(self, k, b):
         if k == len(self.levels) - 1:
             return (self.coarse_inverse @ b.ravel()).reshape(b.shape)
         level = self.levels[k]
-        x = smooth(level.couplings, level.inv_diagonal, b, None, self.degree, self.ratio)
-        bc = residual_restrict(level.couplings, b, x)
+        x, bc = smooth_restrict(level.couplings, level.inv_diagonal, b, self.degree, self.ratio)
         xc = self._cycle(k + 1, bc)
         if k < self.w_levels and k + 1 < len(self.levels) - 1:
             coarse = self.levels[k + 1]
             rc = bc - apply_faces(coarse.couplings, xc, self.xp.empty_like(xc))
             xc = xc + self._cycle(k + 1, rc)
-        x = prolong_add(x, xc, self.scale)
-        return smooth(level.couplings, level.inv_diagonal, b, x, self.degree, self.ratio)
+        return prolong_smooth(level.couplings, level.inv_diagonal, b, x, xc, self.scale,
+                              self.degree, self.ratio)
 
     def apply(self, r):
         if self.runner is not None:
@@ -254,7 +296,6 @@ class Multigrid(Preconditioner):
 
 # The CUDA variants (2-D, float64 and float32): multigrid_cuda.py, kernels in multigrid.cu;
 # NotImplemented (the array code runs) for what they do not cover.
-smooth.register("cupy")(multigrid_cuda.smooth)
-residual_restrict.register("cupy")(multigrid_cuda.residual_restrict)
-prolong_add.register("cupy")(multigrid_cuda.prolong_add)
+smooth_restrict.register("cupy")(multigrid_cuda.smooth_restrict)
+prolong_smooth.register("cupy")(multigrid_cuda.prolong_smooth)
 cycle_runner.register("cupy")(multigrid_cuda.cycle_runner)

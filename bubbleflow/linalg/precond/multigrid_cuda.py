@@ -2,241 +2,271 @@
 
 Registered on the array code of :mod:`bubbleflow.linalg.precond.multigrid`
 (the tests compare the two on the GPU); the kernels are ``multigrid.cu``
-beside this file:
+beside this file.  A level of the cycle is two kernels, each smoothing
+tiles of cells in shared memory (the Chebyshev steps' vectors never reach
+DRAM):
 
-* :func:`smooth`: one kernel per Chebyshev step (the first computes the
-  residual, the later ones update it with the stencil of the step);
-* :func:`residual_restrict`: one kernel, a thread per coarse cell;
-* :func:`prolong_add`: one kernel;
-* :func:`cycle_runner`: the whole V-cycle as a :class:`GraphCycle`, its
+* :func:`smooth_restrict` (``bf_mg_down``): the pre-smoothing from zero and
+  the restricted residual, reading the couplings and ``b``;
+* :func:`prolong_smooth` (``bf_mg_up``): the prolongation, the add and the
+  post-smoothing, reading the couplings, ``b``, ``x`` and the coarse ``x``;
+* :func:`cycle_runner`: the whole cycle as a :class:`GraphCycle`, its
   buffers allocated once and its launches (the kernels above and a dense
-  product on the coarsest level) replayed from one CUDA graph.
+  product on the coarsest level) replayed from one CUDA graph, or handed to
+  the fused Krylov engine to capture with the iteration
+  (:meth:`GraphCycle.device_launches`).
 
-The stencil is summed in another order than the array code's flux form, so
-results agree to rounding, not bit for bit.  The kernels are compiled once
-per value type (``typedef double T;`` or ``float``).  Calls these kernels do
-not cover (another dtype, mixed dtypes, another dimension, mismatched shapes)
-return
-``NotImplemented`` and the array code runs.  CuPy is imported inside the
-functions only.
+The kernels form ``D^-1`` from the couplings, and sum the stencil in
+another order than the array code's flux form, so results agree to
+rounding, not bit for bit.  They are compiled once per value type and
+input type (``typedef double T; typedef double TI;``, or ``float`` for a
+float32 cycle, whose finest level reads and writes ``TI = double``) and
+degree (``#define MG_H``: the tile's halo).  Calls
+they do not cover (another dtype, mixed dtypes, another dimension, a degree
+whose tile would not fit the shared memory: above 3 in float64, 6 in
+float32) return ``NotImplemented`` and the array code runs.
+CuPy is imported inside the functions only.
 """
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
 from ...compute import cuda
 from .chebyshev import chebyshev_coefficients
 
-__all__ = ["smooth", "residual_restrict", "prolong_add", "cycle_runner", "GraphCycle"]
+__all__ = ["smooth_restrict", "prolong_smooth", "cycle_runner", "GraphCycle"]
 
 _OPTIONS = ("--fmad=false",)
-_BLOCK = (32, 8)
+#: Cells per tile (MG_TX, MG_TY in multigrid.cu) and threads per block.
+_TILE = (32, 16)
+_THREADS = 256
+#: Dynamic shared memory a tile kernel may take without an opt-in: it
+#: bounds the smoother's degree (the halo), 3 in float64 and 6 in float32.
+_SHARED_LIMIT = 48 * 1024
 
 #: The value types the kernels are compiled for: C type and scalar type.
 _TYPES = {"float64": ("double", np.float64), "float32": ("float", np.float32)}
 
 
 @cuda.kernel_cache
-def _kernel(dtype, kernel_name):
-    ctype = _TYPES[dtype][0]
-    return cuda.function(f"typedef {ctype} T;\n" + cuda.source(__name__, "multigrid.cu"),
-                         kernel_name, options=_OPTIONS)
+def _kernel(dtype, io_dtype, degree, kernel_name):
+    head = (f"typedef {_TYPES[dtype][0]} T;\ntypedef {_TYPES[io_dtype][0]} TI;\n"
+            f"#define MG_H {int(degree)}\n")
+    return cuda.function(head + cuda.source(__name__, "multigrid.cu"), kernel_name,
+                         options=_OPTIONS)
 
 
-def _arrays(*arrays):
-    """The arrays as C-contiguous 2-d CuPy arrays of one dtype the kernels
-    take, and that dtype's name; None where they are not."""
+def _shared_bytes(dtype, degree):
+    """Dynamic shared memory of a tile kernel: seven arrays over the region."""
+    tx, ty = _TILE
+    return 7 * (tx + 2 * degree) * (ty + 2 * degree) * np.dtype(dtype).itemsize
+
+
+def _tiles(shape):
+    ny, nx = shape
+    return (-(-nx // _TILE[0]), -(-ny // _TILE[1])), (_THREADS,)
+
+
+def _coefficients(degree, ratio):
+    """The kernels' ``coef``: ``[1 / theta, a_1, c_1, a_2, c_2, ...]``."""
+    inv_theta, steps = chebyshev_coefficients(degree, ratio)
+    return [inv_theta] + [v for step in steps for v in step]
+
+
+def _covered(couplings, arrays, degree):
+    """The dtype name if the kernels take these 2-d couplings and arrays
+    (one dtype, the grid of the couplings, a degree they take), else None."""
+    dtype = str(getattr(arrays[0], "dtype", ""))
+    ok = (dtype in _TYPES and len(couplings) == 2 and int(degree) >= 1
+          and _shared_bytes(dtype, degree) <= _SHARED_LIMIT
+          and all(str(getattr(a, "dtype", "")) == dtype and getattr(a, "ndim", 0) == 2
+                  for a in (*couplings, *arrays)))
+    if not ok:
+        return None
+    ny, nx = arrays[0].shape
+    cx, cy = couplings
+    if cx.shape != (ny, nx - 1) or cy.shape != (ny - 1, nx) or -(-ny // _TILE[1]) > 65535:
+        return None
+    return dtype
+
+
+def _contiguous(*arrays):
     import cupy
 
-    dtype = str(getattr(arrays[0], "dtype", ""))
-    if dtype not in _TYPES or not all(str(getattr(a, "dtype", "")) == dtype
-                                      and getattr(a, "ndim", 0) == 2 for a in arrays):
-        return None
-    return [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays], dtype
+    return [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]
 
 
-def _faces(couplings, shape, dtype):
-    """``(cx, cy)`` as contiguous CuPy arrays of the grid ``shape``, or None."""
-    if len(couplings) != 2 or len(shape) != 2:
-        return None
-    got = _arrays(*couplings)
-    if got is None or got[1] != dtype:
-        return None
-    ny, nx = shape
-    cx, cy = got[0]
-    if cx.shape != (ny, nx - 1) or cy.shape != (ny - 1, nx):
-        return None
-    return cx, cy
-
-
-def smooth(couplings, inv_diagonal, b, x, degree, ratio):
-    """Chebyshev smoothing (twin: ``multigrid.smooth``): ``degree`` launches."""
-    import cupy as cp
-
-    got = _arrays(inv_diagonal, b, *(() if x is None else (x,)))
-    faces = None if got is None else _faces(couplings, b.shape, got[1])
-    if faces is None or any(f.shape != b.shape for f in got[0]):
-        return NotImplemented
-    (inv_d, b, *rest), dtype = got
-    cx, cy = faces
-    x = rest[0] if rest else None
-    real = _TYPES[dtype][1]
+def _down(dtype, io_dtype, faces, b, coef, x, bc, degree):
+    """The launch tuple of ``bf_mg_down`` on one level."""
     ny, nx = b.shape
-    inv_theta, steps = chebyshev_coefficients(degree, ratio)
-    grid, block = cuda.grid_2d(nx, ny, _BLOCK)
-    x_out, r, d, d_next = (cp.empty_like(b) for _ in range(4))
-    _kernel(dtype, "bf_mg_cheb_start")(grid, block, (
-        cx, cy, inv_d, b, b if x is None else x, x_out, r, d, np.int32(nx), np.int32(ny),
-        np.int32(x is not None), real(inv_theta)))
-    for a, c in steps:
-        _kernel(dtype, "bf_mg_cheb_step")(grid, block, (
-            cx, cy, inv_d, d, d_next, r, x_out, np.int32(nx), np.int32(ny), real(a), real(c)))
-        d, d_next = d_next, d
-    return x_out
+    ncy, ncx = bc.shape
+    grid, block = _tiles(b.shape)
+    return (_kernel(dtype, io_dtype, degree, "bf_mg_down"), grid, block,
+            (*faces, b, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(ncx), np.int32(ncy)),
+            _shared_bytes(dtype, degree))
 
 
-def residual_restrict(couplings, b, x):
-    """``P^T (b - A x)`` (twin: ``multigrid.residual_restrict``): one launch."""
-    import cupy as cp
-
-    got = _arrays(b, x)
-    faces = None if got is None else _faces(couplings, b.shape, got[1])
-    if faces is None or got[0][1].shape != b.shape:
-        return NotImplemented
-    (b, x), dtype = got
-    cx, cy = faces
+def _up(dtype, io_dtype, faces, b, x, xc, coef, out, scale, degree):
+    """The launch tuple of ``bf_mg_up`` on one level."""
     ny, nx = b.shape
-    ncy, ncx = (ny + 1) // 2, (nx + 1) // 2
-    out = cp.empty((ncy, ncx), dtype=b.dtype)
-    grid, block = cuda.grid_2d(ncx, ncy, _BLOCK)
-    _kernel(dtype, "bf_mg_residual_restrict")(grid, block, (
-        cx, cy, b, x, out, np.int32(nx), np.int32(ny), np.int32(ncx), np.int32(ncy)))
-    return out
+    grid, block = _tiles(b.shape)
+    return (_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
+            (*faces, b, x, xc, coef, out, np.int32(nx), np.int32(ny), np.int32(xc.shape[1]),
+             _TYPES[dtype][1](scale)), _shared_bytes(dtype, degree))
 
 
-def prolong_add(x, xc, scale):
-    """``x + scale P xc`` (twin: ``multigrid.prolong_add``): one launch."""
+def _run(launch):
+    kernel, grid, block, args, shared = launch
+    kernel(grid, block, args, shared_mem=shared)
+
+
+def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
+    """``(x, P^T (b - A x))`` with ``x`` the smoothing from zero (twin:
+    ``multigrid.smooth_restrict``): one launch.  ``D^-1`` is formed from
+    the couplings (``inv_diagonal`` is the array code's)."""
     import cupy as cp
 
-    got = _arrays(x, xc)
-    if got is None:
+    dtype = _covered(couplings, (b,), degree)
+    if dtype is None:
         return NotImplemented
-    (x, xc), dtype = got
-    ny, nx = x.shape
-    if xc.shape != ((ny + 1) // 2, (nx + 1) // 2):
+    faces = _contiguous(*couplings)
+    (b,) = _contiguous(b)
+    ny, nx = b.shape
+    x = cp.empty_like(b)
+    bc = cp.empty(((ny + 1) // 2, (nx + 1) // 2), dtype=b.dtype)
+    coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
+    _run(_down(dtype, dtype, faces, b, coef, x, bc, degree))
+    return x, bc
+
+
+def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
+    """The smoothing from ``x + scale P xc`` (twin: ``multigrid.prolong_smooth``):
+    one launch."""
+    import cupy as cp
+
+    dtype = _covered(couplings, (b, x), degree)
+    if dtype is None or str(xc.dtype) != dtype or xc.shape != ((b.shape[0] + 1) // 2,
+                                                               (b.shape[1] + 1) // 2):
         return NotImplemented
-    out = cp.empty_like(x)
-    grid, block = cuda.grid_2d(nx, ny, _BLOCK)
-    _kernel(dtype, "bf_mg_prolong_add")(grid, block, (
-        x, xc, out, np.int32(nx), np.int32(ny), np.int32(xc.shape[1]),
-        _TYPES[dtype][1](scale)))
+    faces = _contiguous(*couplings)
+    b, x, xc = _contiguous(b, x, xc)
+    out = cp.empty_like(b)
+    coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
+    _run(_up(dtype, dtype, faces, b, x, xc, coef, out, scale, degree))
     return out
 
 
 def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0):
     """A :class:`GraphCycle` for the hierarchy (twin: ``multigrid.cycle_runner``),
-    or NotImplemented where the kernels do not cover it (not 2-D, or a dtype
-    they are not built for)."""
+    or NotImplemented where the kernels do not cover it."""
     first = levels[0]
-    if len(first.shape) != 2 or str(first.inv_diagonal.dtype) not in _TYPES:
+    dtype = str(first.inv_diagonal.dtype)
+    if len(levels) > 1 and _covered(first.couplings, (first.inv_diagonal,), degree) is None:
+        return NotImplemented
+    if dtype not in _TYPES or len(first.shape) != 2:
         return NotImplemented
     return GraphCycle(levels, coarse_inverse, degree, ratio, scale, w_levels)
 
 
 class GraphCycle:
-    """The V-cycle of a hierarchy on the GPU: the buffers of every level
-    allocated once, the launch list built once and captured into a CUDA
-    graph on the first :meth:`apply` (launched directly where capture fails).
+    """The cycle of a hierarchy on the GPU: the buffers of every level
+    allocated once, its launches built once and captured into a CUDA graph
+    on the first :meth:`apply` (launched directly where capture fails).
 
-    The launches are those of :func:`smooth`, :func:`residual_restrict` and
-    :func:`prolong_add` in the order of ``Multigrid._cycle``, with the
-    coarsest level's dense product as a kernel (``bf_mg_dense_matvec``), so
-    a cycle costs one graph launch instead of some fifty launches and their
-    host work.
+    The launches follow ``Multigrid._cycle``: per level ``bf_mg_down``, the
+    coarse level's cycle (twice on a W level, with a residual, a copy and an
+    add between), ``bf_mg_up``; the coarsest level's dense product as a
+    kernel (``bf_mg_dense_matvec``).  The arrays of the hierarchy are read
+    where they are, so :meth:`Multigrid.refresh` rewriting them in place
+    keeps the launches (and the graphs holding them) valid.
     """
 
     def __init__(self, levels, coarse_inverse, degree, ratio, scale, w_levels=0):
         import cupy as cp
 
         self.cp = cp
-        dtype = str(levels[0].inv_diagonal.dtype)
-        real = _TYPES[dtype][1]
-        kern = functools.partial(_kernel, dtype)
-        inv_theta, steps = chebyshev_coefficients(degree, ratio)
-        last = len(levels) - 1
+        self.levels, self.degree, self.scale = levels, int(degree), float(scale)
+        self.dtype = dtype = str(levels[0].inv_diagonal.dtype)
+        self.shape = tuple(levels[0].shape)
+        self.coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
+        self.w_levels = min(int(w_levels), len(levels) - 2)
         self.b = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
         self.x = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
-        inner = levels[:-1]
-        r, d, d2, xp_ = ([cp.zeros(lv.shape, dtype=dtype) for lv in inner] for _ in range(4))
+        self.xs = [cp.zeros(lv.shape, dtype=dtype) for lv in levels[:-1]]   # pre-smoothed
         # The first coarse result of a level visited twice (W levels).
-        acc = {k + 1: cp.zeros(levels[k + 1].shape, dtype=dtype)
-               for k in range(min(int(w_levels), last - 1))}
-        self.coarse_inverse = cp.ascontiguousarray(coarse_inverse)
-        faces = [tuple(cp.ascontiguousarray(c) for c in lv.couplings) for lv in levels]
-        self._keep = (r, d, d2, xp_, acc, faces)      # the graph holds their addresses
-        launches = []
+        self.acc = {k + 1: cp.zeros(levels[k + 1].shape, dtype=dtype)
+                    for k in range(max(self.w_levels, 0))}
+        self.coarse_inverse = coarse_inverse
+        for lv in levels:
+            if not all(c.flags.c_contiguous for c in lv.couplings):
+                lv.couplings = tuple(cp.ascontiguousarray(c) for c in lv.couplings)
+        self.launches = self.cycle_launches(self.b[0], self.x[0])
+        self._by_buffers = {}
+        self.graph = None
+        self.capture_error = None
+        self._captured = False
 
-        def cells(k):
-            ny, nx = levels[k].shape
-            return cuda.grid_2d(nx, ny, _BLOCK), np.int32(nx), np.int32(ny)
+    def cycle_launches(self, b0, x0):
+        """The launch tuples ``(kernel, grid, block, args, shared_mem)`` of
+        one cycle reading the finest level's right-hand side from ``b0`` and
+        writing its result into ``x0`` (grid-shaped CuPy arrays of the
+        cycle's dtype, or float64 ones for a float32 cycle)."""
+        dtype, levels, last = self.dtype, self.levels, len(self.levels) - 1
+        io0 = str(b0.dtype)
+        launches = []
 
         def flat(k):
             n = int(np.prod(levels[k].shape))
             return (max(1, min(-(-n // 256), 65535)),), (256,), np.int64(n)
 
-        def smoothing(k, x_in):
-            (grid, block), nx, ny = cells(k)
-            cx, cy = faces[k]
-            inv = levels[k].inv_diagonal
-            launches.append((kern("bf_mg_cheb_start"), grid, block, (
-                cx, cy, inv, self.b[k], self.b[k] if x_in is None else x_in, self.x[k], r[k],
-                d[k], nx, ny, np.int32(x_in is not None), real(inv_theta))))
-            da, db = d[k], d2[k]
-            for a, c in steps:
-                launches.append((kern("bf_mg_cheb_step"), grid, block, (
-                    cx, cy, inv, da, db, r[k], self.x[k], nx, ny, real(a), real(c))))
-                da, db = db, da
-
-        def visit(k):
-            """The launches of Multigrid._cycle(k, b[k]), its result in x[k]."""
+        def visit(k, b, x):
+            io = io0 if k == 0 else dtype
+            kernel = lambda name, of=dtype: _kernel(dtype, of, self.degree, name)   # noqa: E731
             if k == last:
+                if io != dtype:         # a one-level hierarchy of another type
+                    grid, block, n = flat(k)
+                    launches.append((kernel("bf_mg_to_level", io), grid, block,
+                                     (b, self.b[k], n), 0))
+                    b = self.b[k]
+                out = x if io == dtype else self.x[k]
                 n = int(self.coarse_inverse.shape[0])
-                launches.append((kern("bf_mg_dense_matvec"), (max(1, -(-n // 8)),), (256,), (
-                    self.coarse_inverse, self.b[k], self.x[k], np.int32(n))))
+                launches.append((kernel("bf_mg_dense_matvec"),
+                                 (max(1, -(-n // 8)),), (256,),
+                                 (self.coarse_inverse, b, out, np.int32(n)), 0))
+                if io != dtype:
+                    launches.append((kernel("bf_mg_from_level", io), grid, block,
+                                     (out, x, n), 0))
                 return
-            smoothing(k, None)
-            (_, _), nx, ny = cells(k)
-            ncy, ncx = levels[k + 1].shape
-            grid, block = cuda.grid_2d(ncx, ncy, _BLOCK)
-            launches.append((kern("bf_mg_residual_restrict"), grid, block, (
-                *faces[k], self.b[k], self.x[k], self.b[k + 1], nx, ny, np.int32(ncx),
-                np.int32(ncy))))
-            visit(k + 1)
-            if k + 1 in acc:
-                fgrid, fblock, n = flat(k + 1)
-                (cgrid, cblock), cnx, cny = cells(k + 1)
-                launches.append((kern("bf_mg_copy"), fgrid, fblock, (self.x[k + 1], acc[k + 1], n)))
-                launches.append((kern("bf_mg_residual_inplace"), cgrid, cblock, (
-                    *faces[k + 1], self.x[k + 1], self.b[k + 1], cnx, cny)))
-                visit(k + 1)
-                launches.append((kern("bf_mg_add"), fgrid, fblock, (
-                    self.x[k + 1], acc[k + 1], self.x[k + 1], n)))
-            (grid, block), nx, ny = cells(k)
-            launches.append((kern("bf_mg_prolong_add"), grid, block, (
-                self.x[k], self.x[k + 1], xp_[k], nx, ny, np.int32(ncx), real(scale))))
-            smoothing(k, xp_[k])
+            faces = levels[k].couplings
+            launches.append(_down(dtype, io, faces, b, self.coef, self.xs[k], self.b[k + 1],
+                                  self.degree))
+            visit(k + 1, self.b[k + 1], self.x[k + 1])
+            if k + 1 in self.acc:
+                grid, block, n = flat(k + 1)
+                ny, nx = levels[k + 1].shape
+                cgrid, cblock = cuda.grid_2d(nx, ny, (32, 8))
+                launches.append((kernel("bf_mg_copy"), grid, block,
+                                 (self.x[k + 1], self.acc[k + 1], n), 0))
+                launches.append((kernel("bf_mg_residual_inplace"), cgrid, cblock, (
+                    *levels[k + 1].couplings, self.x[k + 1], self.b[k + 1], np.int32(nx),
+                    np.int32(ny)), 0))
+                visit(k + 1, self.b[k + 1], self.x[k + 1])
+                launches.append((kernel("bf_mg_add"), grid, block,
+                                 (self.x[k + 1], self.acc[k + 1], self.x[k + 1], n), 0))
+            launches.append(_up(dtype, io, faces, b, self.xs[k], self.x[k + 1], self.coef, x,
+                                self.scale, self.degree))
 
-        visit(0)
-        self.launches = launches
-        self.graph = None
-        self.capture_error = None
-        self._captured = False
+        visit(0, b0, x0)
+        return launches
 
-    def _launch(self):
-        for kernel, grid, block, args in self.launches:
-            kernel(grid, block, args)
+    def device_launches(self, src, dst):
+        """The launches of ``dst = M^-1 src`` for flat float64 CuPy buffers
+        of a Krylov engine (kept from call to call: built once per pair)."""
+        key = (int(src.data.ptr), int(dst.data.ptr))
+        if key not in self._by_buffers:
+            self._by_buffers[key] = self.cycle_launches(src.reshape(self.shape),
+                                                        dst.reshape(self.shape))
+        return self._by_buffers[key]
 
     def _capture(self):
         cp = self.cp
@@ -246,7 +276,8 @@ class GraphCycle:
             with stream:
                 stream.begin_capture()
                 try:
-                    self._launch()
+                    for launch in self.launches:
+                        _run(launch)
                 finally:
                     graph = stream.end_capture()
             self.graph = graph
@@ -263,5 +294,6 @@ class GraphCycle:
         if self.graph is not None:
             self.graph.launch()
         else:
-            self._launch()
+            for launch in self.launches:
+                _run(launch)
         return self.x[0].astype(r.dtype, copy=True).reshape(r.shape)
