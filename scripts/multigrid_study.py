@@ -28,7 +28,8 @@ from bubbleflow.linalg.solver import PressureSolver  # noqa: E402
 
 #: name -> (method, multigrid options)
 VARIANTS = {
-    "base": ("pcg", {}),
+    "base": ("pcg", {}),                    # the defaults: float32 cycle, W levels auto
+    "v_float64": ("pcg", {"cycle_precision": "float64", "w_levels": 0}),
     "deflated": ("dpcg", {}),
     "degree1": ("pcg", {"degree": 1}),
     "degree3": ("pcg", {"degree": 3}),
@@ -38,12 +39,12 @@ VARIANTS = {
     "ratio3": ("pcg", {"ratio": 3.0}),
     "ratio8": ("pcg", {"ratio": 8.0}),
     "coarsest4096": ("pcg", {"coarsest": 4096}),
-    "float32": ("pcg", {"cycle_precision": "float32"}),
-    "w1": ("pcg", {"w_levels": 1}),
-    "w2": ("pcg", {"w_levels": 2}),
+    "float32": ("pcg", {"cycle_precision": "float32", "w_levels": 0}),
+    "w1": ("pcg", {"w_levels": 1, "cycle_precision": "float64"}),
+    "w2": ("pcg", {"w_levels": 2, "cycle_precision": "float64"}),
     "w2_float32": ("pcg", {"w_levels": 2, "cycle_precision": "float32"}),
     "w3_float32": ("pcg", {"w_levels": 3, "cycle_precision": "float32"}),
-    "deflated_float32": ("dpcg", {"cycle_precision": "float32"}),
+    "deflated_float32": ("dpcg", {"cycle_precision": "float32", "w_levels": 0}),
 }
 
 

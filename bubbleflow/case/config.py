@@ -345,13 +345,19 @@ class _Spec:
 
 
 class _Int(_Spec):
-    def __init__(self, min=None):
+    """An integer (``min`` and above), or one of the words ``also``."""
+
+    def __init__(self, min=None, also=()):
         self.min = min
+        self.also = tuple(also)
 
     def expected(self, path):
-        return "an integer" + (f" >= {self.min}" if self.min is not None else "")
+        text = "an integer" + (f" >= {self.min}" if self.min is not None else "")
+        return text + "".join(f" or {word!r}" for word in self.also)
 
     def convert(self, ctx, path, value):
+        if isinstance(value, str) and value in self.also:
+            return value
         # bool is an int in Python, and 256.0 is not what an integer field
         # means: both are rejected rather than silently converted.
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -700,7 +706,7 @@ class OperatorConfig(_Node):
 class PreconditionerConfig(_Node):
     """``solver.preconditioner``.  ``type``'s default depends on the method."""
 
-    type: str = _f(_Enum(PRECONDITIONERS), DEFAULT_PRECONDITIONER["dpcg"])
+    type: str = _f(_Enum(PRECONDITIONERS), DEFAULT_PRECONDITIONER["pcg"])
     block_lines: int = _f(_Int(min=2), 2, doc="block_ic: grid lines per IC block")
     degree: int = _f(_Int(min=1), 2, doc="multigrid: Chebyshev smoothing steps per visit")
     ratio: float = _f(_Float(gt=1), 4.0,
@@ -709,10 +715,12 @@ class PreconditionerConfig(_Node):
                       doc="multigrid: over-correction of the coarse-grid correction")
     coarsest: int = _f(_Int(min=1), 512,
                        doc="multigrid: cells of the coarsest level at most (solved directly)")
-    cycle_precision: str = _f(_Enum(("float64", "float32")), "float64",
+    cycle_precision: str = _f(_Enum(("float64", "float32")), "float32",
                               doc="multigrid: the cycle's arithmetic (float32 halves its bytes)")
-    w_levels: int = _f(_Int(min=0), 0,
-                       doc="multigrid: top levels that visit their coarse level twice (W); 0: V")
+    w_levels: object = _f(_Int(min=0, also=("auto",)), "auto",
+                          doc="multigrid: top levels that visit their coarse level twice (W); "
+                              "0: a V-cycle; auto: those whose coarse level has at least "
+                              "2^18 cells")
 
     def options(self):
         """Every preconditioner option of the section (the solver passes on
@@ -724,7 +732,7 @@ class PreconditionerConfig(_Node):
 class DeflationConfig(_Node):
     """``solver.deflation``.  ``type``'s default depends on the method."""
 
-    type: str = _f(_Enum(DEFLATIONS), DEFAULT_DEFLATION["dpcg"])
+    type: str = _f(_Enum(DEFLATIONS), DEFAULT_DEFLATION["pcg"])
     subdomains: Optional[Tuple[int, int]] = _f(
         _Optional(_Tuple(_Int(min=1), 2, "two integers [px, py] >= 1")), None,
         doc="subdomain counts [px, py]; null: from cells_per_subdomain")
@@ -748,7 +756,7 @@ class DeflationConfig(_Node):
 class SolverConfig(_Node):
     """``solver``: Krylov method, preconditioner, deflation, stopping."""
 
-    method: str = _f(_Enum(METHODS), "dpcg")
+    method: str = _f(_Enum(METHODS), "pcg")
     variant: str = _f(_Enum(VARIANTS), "adef2", doc="deflation variant (dpcg only)")
     preconditioner: PreconditionerConfig = _f(_Section(PreconditionerConfig),
                                               factory=PreconditionerConfig)
@@ -1214,13 +1222,17 @@ def _check_case(case, ctx):
     P = ("solver", "preconditioner", "type")
     D = ("solver", "deflation", "type")
 
-    # A method the user did not write follows from what they did write: no
-    # deflation means pcg, and no preconditioner either means cg.  (Studies
+    # A method the user did not write follows from what they did write: a
+    # deflation (or its options) means dpcg, no preconditioner cg, else pcg.  (Studies
     # sweep solver.deflation.type over none, subdomains, ... this way.)
     M = ("solver", "method")
-    if M not in ctx.explicit and D in ctx.explicit and s.deflation.type == "none":
-        pc_given = s.preconditioner.type if P in ctx.explicit else None
-        s = rep(s, method="cg" if pc_given == "none" else "pcg")
+    if M not in ctx.explicit:
+        # Deflation options written without a type ask for the deflated method.
+        deflation = s.deflation.type if D in ctx.explicit else (
+            DEFAULT_DEFLATION["dpcg"] if any(p[:2] == D[:2] for p in ctx.explicit) else None)
+        method, _, _ = _registry.method_defaults(
+            None, s.preconditioner.type if P in ctx.explicit else None, deflation)
+        s = rep(s, method=method)
     # Method-dependent defaults: only keys the user did not write are filled.
     pc = s.preconditioner.type if P in ctx.explicit else DEFAULT_PRECONDITIONER[s.method]
     df = s.deflation.type if D in ctx.explicit else DEFAULT_DEFLATION[s.method]
@@ -1288,7 +1300,7 @@ def _check_case(case, ctx):
 
     grid = f"a {g.nx} x {g.ny} grid"
     s = rep(s, deflation=_one_subdomain_form(s.deflation, ctx))
-    if df in ("subdomains", "levelset_subdomains") and s.deflation.subdomains is not None:
+    if s.deflation.subdomains is not None:          # checked where written, used or not
         px, py = s.deflation.subdomains
         if s.deflation.cells_per_subdomain is not None:
             ctx.fail(("solver", "deflation", "subdomains"),

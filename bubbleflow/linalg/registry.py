@@ -31,7 +31,7 @@ __all__ = [
     "METHODS", "VARIANTS", "PRECONDITIONERS", "DEFLATIONS", "FUSED_VARIANTS", "ENGINES",
     "DEVICE_ENGINES", "DEVICE_ENGINE_BACKENDS",
     "MATVEC_ARRAYS", "load", "preconditioner", "deflation", "method", "method_violations",
-    "model_bytes_per_iteration", "fused_prec_code",
+    "model_bytes_per_iteration", "fused_prec_code", "method_defaults",
 ]
 
 #: Engines that run the Krylov iteration: ``array`` (the backend loop, the
@@ -139,7 +139,7 @@ _NONE = "none"
 
 METHODS: Dict[str, MethodEntry] = {m.name: m for m in (
     MethodEntry("cg", "forbidden", "forbidden", _NONE, _NONE, "conjugate gradients"),
-    MethodEntry("pcg", "required", "forbidden", "incomplete_poisson_scaled", _NONE,
+    MethodEntry("pcg", "required", "forbidden", "multigrid", _NONE,
                 "preconditioned CG"),
     MethodEntry("dpcg", "optional", "required", "incomplete_poisson_scaled",
                 "levelset_subdomains", "deflated preconditioned CG"),
@@ -169,15 +169,14 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
     PreconditionerEntry("incomplete_poisson_scaled",
                         f"{_P}.incomplete_poisson:ScaledIncompletePoisson", arrays=13,
                         fused="scaled_incomplete_poisson", doc="IP on D^-1/2 A D^-1/2"),
-    # arrays: a V-cycle with fused kernels, Chebyshev degree 2 before and
-    # after: per smoothing step x, r, d, D^-1 and the 2 couplings read, x, r,
-    # d written (9); the residual (5), restriction (1.25) and prolongation
-    # with the add (2.25); 4 steps + 8.5 = 44.5 per level, x 4/3 for the
-    # coarser levels.
+    # arrays: the default cycle (Multigrid.bytes_per_apply has the model per
+    # options): per level, down reads the 2 couplings and b, writes x and
+    # the coarse b (4.25); up reads the couplings, b, x and the coarse x,
+    # writes the result (5.25); 9.5 per level, x 4/3 for the coarser levels.
     PreconditionerEntry("multigrid", f"{_P}.multigrid:Multigrid",
                         options=("degree", "ratio", "scale", "coarsest", "cycle_precision",
                                  "w_levels"),
-                        arrays=59,
+                        arrays=13,
                         doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing"),
 )}
 
@@ -283,6 +282,25 @@ def method_violations(name, preconditioner_name, deflation_name):
         elif rule == "required" and given == _NONE:
             out.append((what, rule))
     return out
+
+
+def method_defaults(method=None, preconditioner=None, deflation=None):
+    """``(method, preconditioner, deflation)`` with those not given (None)
+    filled in: the method from what was given (a deflation other than
+    ``none``: ``dpcg``; else the preconditioner ``none``: ``cg``; else
+    ``pcg``), then the method's default preconditioner and deflation."""
+    if method is None:
+        if deflation not in (None, _NONE):
+            method = "dpcg"
+        elif preconditioner == _NONE:
+            method = "cg"
+        else:
+            method = "pcg"
+    entry = METHODS.get(method)
+    if entry is not None:
+        preconditioner = entry.default_preconditioner if preconditioner is None else preconditioner
+        deflation = entry.default_deflation if deflation is None else deflation
+    return method, preconditioner, deflation
 
 
 def fused_prec_code(name) -> int:

@@ -45,11 +45,19 @@ class PressureSolver:
     Parameters
     ----------
     A : PoissonOperator
-    method : {"cg", "pcg", "dpcg"}
-    preconditioner : str
+    method : {"cg", "pcg", "dpcg"}, optional
+        Default: ``dpcg`` when a deflation other than ``none`` (or only
+        ``subdomains`` or ``cells_per_subdomain``) is given, ``cg`` when the
+        preconditioner ``none`` is, else ``pcg``.
+    preconditioner : str, optional
         A name from :data:`bubbleflow.linalg.registry.PRECONDITIONERS`.
-    deflation : str
+        Default: the method's (``multigrid`` for ``pcg``,
+        ``incomplete_poisson_scaled`` for ``dpcg``; docs/performance.md
+        says where each wins).
+    deflation : str, optional
         ``none``, ``subdomains``, ``stripes`` or ``levelset_subdomains``.
+        Default: the method's (``none`` for ``pcg``, ``levelset_subdomains``
+        for ``dpcg``).
     phi : array, optional
         Level set (grid-shaped), needed by ``levelset_subdomains``.
     block_lines : int
@@ -100,11 +108,16 @@ class PressureSolver:
         counts: docs/performance.md, "Figures behind code choices").
     """
 
-    def __init__(self, A, method="dpcg", preconditioner="incomplete_poisson_scaled",
-                 deflation="levelset_subdomains", phi=None, block_lines=2, subdomains=None,
+    def __init__(self, A, method=None, preconditioner=None,
+                 deflation=None, phi=None, block_lines=2, subdomains=None,
                  stripes=16, variant="adef2", rtol=1e-8, atol=0.0, maxiter=10000, check_every=10,
                  precision=None, inner_rtol=3e-2, preconditioner_options=None,
                  cells_per_subdomain=None):
+        if method is None and deflation is None and (subdomains, cells_per_subdomain) != (None,
+                                                                                          None):
+            deflation = registry.METHODS["dpcg"].default_deflation    # its options were given
+        method, preconditioner, deflation = registry.method_defaults(method, preconditioner,
+                                                                     deflation)
         if method not in METHODS:
             raise ValueError(f"method {method!r}; expected one of {METHODS}")
         for rule in registry.method_violations(method, preconditioner, deflation):

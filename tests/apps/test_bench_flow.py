@@ -92,8 +92,9 @@ def test_runs_and_prints_every_phase_beside_its_floor(small_run):
     err = small_run["err"].splitlines()
     assert sum("started" in line for line in err) == 2
     assert sum("finished" in line for line in err) == 2
-    for title in ("hysing 20 x 40", "column 20 x 40"):
-        assert any(f"{title}: started; deflation subdomains " in line for line in err), err
+    for title, note in (("hysing 20 x 40", "deflation subdomains "),
+                        ("column 20 x 40", "deflation none")):
+        assert any(f"{title}: started; {note}" in line for line in err), err
 
 
 def test_csv_columns_and_consistent_numbers(small_run):
@@ -236,12 +237,14 @@ def test_sizes_and_subdomains(tmp_path):
     assert [(c.label, c.case.grid.nx, c.case.grid.ny) for c in configs] == [
         ("hysing", 80, 160), ("hysing", 160, 320), ("hysing", 320, 640),
         ("column", 512, 1024), ("column", 1024, 2048), ("column", 2048, 4096)]
-    assert all(c.subdomains_note.startswith("deflation subdomains ") for c in configs)
+    assert [c.subdomains_note.split(" (")[0].split(" ")[:2] for c in configs] == \
+        [["deflation", "subdomains"]] * 3 + [["deflation", "none"]] * 3
     # A case file with subdomain counts that do not divide a size: the nearest divisors.
     path = tmp_path / "column.yaml"
-    path.write_text(NAMED_CASES["column"].text.replace(
-        "deflation: {type: levelset_subdomains}",
-        "deflation: {type: subdomains, subdomains: [8, 16]}"))
+    text = NAMED_CASES["column"].text
+    assert "method: pcg" in text and "deflation: {type: none}" in text
+    path.write_text(text.replace("method: pcg", "method: dpcg").replace(
+        "deflation: {type: none}", "deflation: {type: subdomains, subdomains: [8, 16]}"))
     (one,) = build_configs([str(path)], [(96, 200, "96x200")], [], on_device=False)
     assert tuple(one.case.solver.deflation.subdomains) == (8, 20)
     assert "subdomains 8 x 20 (the case's 8 x 16 do not divide 96 x 200" in one.subdomains_note

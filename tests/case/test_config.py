@@ -53,9 +53,10 @@ def test_defaults_filled(tmp_path):
     assert g.bubble_lattice is None and g.random_bubbles is None
     assert (case.operator.face_density, case.operator.storage) == ("arithmetic", "diagonals")
     s = case.solver
-    assert (s.method, s.variant) == ("dpcg", "adef2")
-    assert s.preconditioner.type == "incomplete_poisson_scaled" and s.preconditioner.block_lines == 2
-    assert s.deflation.type == "levelset_subdomains"
+    assert (s.method, s.variant) == ("pcg", "adef2")
+    assert s.preconditioner.type == "multigrid" and s.preconditioner.block_lines == 2
+    assert (s.preconditioner.cycle_precision, s.preconditioner.w_levels) == ("float32", "auto")
+    assert s.deflation.type == "none"
     assert s.deflation.subdomains is None and s.deflation.cells_per_subdomain is None
     c = registry.DEFAULT_CELLS_PER_SUBDOMAIN
     assert s.deflation.subdomain_counts(64, 128) == (blocks_near(64, c), blocks_near(128, c))
@@ -103,7 +104,7 @@ def test_dict_defaults_and_name():
 
 @pytest.mark.parametrize("method, pc, df", [
     ("cg", "none", "none"),
-    ("pcg", "incomplete_poisson_scaled", "none"),
+    ("pcg", "multigrid", "none"),
     ("dpcg", "incomplete_poisson_scaled", "levelset_subdomains"),
 ])
 def test_method_dependent_defaults(method, pc, df):
@@ -370,6 +371,8 @@ def test_duplicate_key(tmp_path):
     ("solver: {check_every: 2.5}", "solver.check_every", "2.5", "an integer >= 1"),
     ("solver: {preconditioner: {block_lines: 1}}", "solver.preconditioner.block_lines", "1",
      "an integer >= 2"),
+    ("solver: {preconditioner: {w_levels: W}}", "solver.preconditioner.w_levels", "'W'",
+     "an integer >= 0 or 'auto'"),
     ("solver: {deflation: {subdomains: [8]}}", "solver.deflation.subdomains", "[8]",
      "two integers [px, py] >= 1"),
     ("solver: {deflation: {subdomains: [0, 8]}}", "solver.deflation.subdomains", "[0, 8]",
@@ -615,7 +618,9 @@ def test_method_follows_from_deflation_and_preconditioner_when_not_written():
     from bubbleflow.case.config import case_from_dict
 
     c = case_from_dict({"solver": {"deflation": {"type": "none"}}})
-    assert c.solver.method == "pcg" and c.solver.preconditioner.type == "incomplete_poisson_scaled"
+    assert c.solver.method == "pcg" and c.solver.preconditioner.type == "multigrid"
+    c = case_from_dict({"solver": {"deflation": {"cells_per_subdomain": 8}}})
+    assert c.solver.method == "dpcg" and c.solver.deflation.type == "levelset_subdomains"
     c = case_from_dict({"solver": {"deflation": {"type": "none"}, "preconditioner": {"type": "none"}}})
     assert c.solver.method == "cg"
     c = case_from_dict({"solver": {"deflation": {"type": "stripes"}}})

@@ -65,10 +65,11 @@ def test_coarse_couplings_are_galerkin(shape):
     np.testing.assert_array_equal(prolong(xc, shape, np).ravel(), P @ xc.ravel())
 
 
+@pytest.mark.parametrize("precision, tol", [("float64", 1e-11), ("float32", 1e-5)])
 @pytest.mark.parametrize("contrast", [1.0, 1e6])
-def test_cycle_is_symmetric_and_positive(contrast, backend):
+def test_cycle_is_symmetric_and_positive(contrast, precision, tol, backend):
     A = bubbly_operator(48, contrast, backend, ny=40)
-    M = Multigrid(A)
+    M = Multigrid(A, cycle_precision=precision)
     xp = backend.xp
     rng = np.random.default_rng(0)
     x, y = (rng.standard_normal(48 * 40) for _ in range(2))
@@ -76,7 +77,7 @@ def test_cycle_is_symmetric_and_positive(contrast, backend):
     y -= y.mean()
     Mx = backend.to_host(M.apply(xp.asarray(x)))
     My = backend.to_host(M.apply(xp.asarray(y)))
-    assert abs(x @ My - y @ Mx) <= 1e-11 * np.linalg.norm(x) * np.linalg.norm(Mx)
+    assert abs(x @ My - y @ Mx) <= tol * np.linalg.norm(x) * np.linalg.norm(Mx)
     assert x @ Mx > 0 and y @ My > 0
     assert [lv.shape for lv in M.levels] == [(40, 48), (20, 24)]    # 480 <= 512 cells
 
@@ -176,7 +177,7 @@ def test_options_are_checked_and_passed():
     M = make_preconditioner("multigrid", A, degree=3, scale=1.5, coarsest=16)
     assert (M.degree, M.scale) == (3, 1.5) and M.levels[-1].shape == (4, 4)
     for bad in ({"degree": 0}, {"ratio": 1.0}, {"scale": 2.0}, {"cycle_precision": "float16"},
-                {"w_levels": -1}):
+                {"w_levels": -1}, {"w_levels": "W"}, {"w_levels": True}):
         with pytest.raises(ValueError, match="multigrid"):
             make_preconditioner("multigrid", A, **bad)
     with pytest.raises(ValueError, match="no option"):
@@ -222,3 +223,25 @@ def test_refresh_takes_a_new_operator_in_place(backend):
                                     deflation="none").solve(r)
     assert rec.converged and rec.iterations == rec_new.iterations
     assert np.array_equal(backend.to_host(x), backend.to_host(x_new))
+
+
+def test_the_bytes_model_follows_the_options():
+    """``bytes_per_apply``: on a 4 x 4 grid over a 2 x 2 coarsest level,
+    down moves couplings 2 x 16, b, x (16 each) and the coarse b (4); up
+    the same and its result (16); the coarsest its 4 x 4 inverse and two
+    vectors.  A float32 cycle halves the levels' own bytes, W levels add."""
+    A = bubbly_operator(4, 10.0, "numpy")
+    M = Multigrid(A, coarsest=4, cycle_precision="float64", w_levels=0)
+    assert [lv.shape for lv in M.levels] == [(4, 4), (2, 2)]
+    assert M.bytes_per_apply() == 8 * ((32 + 16 + 16 + 4) + (32 + 16 + 16 + 4 + 16) + (16 + 8))
+    big = bubbly_operator(256, 1e3, "numpy")
+    v = Multigrid(big, cycle_precision="float64", w_levels=0).bytes_per_apply()
+    assert Multigrid(big, w_levels=0).bytes_per_apply() < 0.65 * v      # its b in float64
+    assert Multigrid(big, cycle_precision="float64", w_levels=2).bytes_per_apply() > 1.2 * v
+
+
+@pytest.mark.parametrize("n, w", [(512, 0), (1024, 1), (2048, 2)])
+def test_w_levels_auto_where_the_coarse_level_is_large(n, w):
+    """The default: W on the levels whose coarse level has 2^18 cells or more."""
+    M = Multigrid(bubbly_operator(n, 1e3, "numpy"))
+    assert M.w_levels == w and M.dtype == np.float32

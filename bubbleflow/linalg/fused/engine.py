@@ -633,6 +633,9 @@ class FusedEngine:
             nnz = int(self.azt_nnz)
             extra += nnz * (8 + 4 + 8) + (self.k + 1) * 4 + 3 * 8 * self.k
             extra += int(getattr(self.defl.coarse, "nbytes", 8 * self.k * self.k))
+        if self.prec_code == _GENERIC:                 # the preconditioner's own model
+            model = getattr(self.prec_obj, "bytes_per_apply", None)
+            extra += int(model()) if model is not None else 0
         return int(arrays * n8 + extra)
 
     # ------------------------------------------------------------------ state

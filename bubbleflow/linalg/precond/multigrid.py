@@ -48,6 +48,9 @@ from .base import Preconditioner, require_grid_operator
 
 #: The precisions a cycle can run in (``cycle_precision``).
 CYCLE_PRECISIONS = ("float64", "float32")
+#: ``w_levels="auto"``: a level visits its coarse level twice where that
+#: coarse level has at least this many cells.
+W_AUTO_CELLS = 2 ** 18
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
@@ -200,20 +203,24 @@ class Multigrid(Preconditioner):
         The coarse correction's over-correction factor (1: none).
     coarsest : int
         The coarsest level has at most this many cells (solved directly).
-    w_levels : int
+    w_levels : int or "auto"
         The top ``w_levels`` levels visit their coarse level twice (a
         W-cycle there, a V-cycle below): ``x_c + V_c (b_c - A_c x_c)`` with
-        ``x_c = V_c b_c``, still symmetric.  0: a V-cycle.
-    cycle_precision : {"float64", "float32"}
-        The cycle's arithmetic and storage.  ``float32`` halves the bytes a
-        cycle moves; the hierarchy is formed in float64 and rounded once, and
-        the input and output stay in the Krylov method's precision.
+        ``x_c = V_c b_c``, still symmetric.  0: a V-cycle.  ``"auto"``: the
+        levels whose coarse level has at least :data:`W_AUTO_CELLS` cells
+        (3 at 4096^2, none at 512^2 and below, where a second visit costs
+        launches more than it saves iterations).
+    cycle_precision : {"float32", "float64"}
+        The cycle's arithmetic and storage.  ``float32`` (the default) moves
+        about 60 % of the bytes; the hierarchy is formed in float64 and
+        rounded once, and the input, the output and CG stay in the Krylov
+        method's precision.
     """
 
     name = "multigrid"
 
     def __init__(self, A, degree=2, ratio=4.0, scale=1.8, coarsest=512,
-                 cycle_precision="float64", w_levels=0):
+                 cycle_precision="float32", w_levels="auto"):
         A = require_grid_operator(A, self.name)
         if cycle_precision not in CYCLE_PRECISIONS:
             raise ValueError(f"multigrid: cycle_precision={cycle_precision!r}: expected one of "
@@ -225,12 +232,18 @@ class Multigrid(Preconditioner):
             raise ValueError(f"multigrid: ratio={ratio!r}: expected a number > 1")
         if not 0 < scale < 2:
             raise ValueError(f"multigrid: scale={scale!r}: expected a number in (0, 2)")
-        if int(w_levels) < 0:
-            raise ValueError(f"multigrid: w_levels={w_levels!r}: expected an integer >= 0")
+        if w_levels != "auto" and not (isinstance(w_levels, (int, np.integer))
+                                       and not isinstance(w_levels, bool) and w_levels >= 0):
+            raise ValueError(f"multigrid: w_levels={w_levels!r}: expected an integer >= 0 "
+                             "or 'auto'")
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
-        self.w_levels = int(w_levels)
         self.coarsest = int(coarsest)
         self.levels, self.coarse_inverse = self._hierarchy(A)
+        if w_levels == "auto":
+            # W where the coarse level is large enough for its second visit to
+            # cost bandwidth rather than launches (docs/performance.md).
+            w_levels = sum(1 for lv in self.levels[1:-1] if np.prod(lv.shape) >= W_AUTO_CELLS)
+        self.w_levels = int(w_levels)
         self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
                                    self.scale, self.w_levels)
 
@@ -264,6 +277,33 @@ class Multigrid(Preconditioner):
             old.inv_diagonal[...] = new.inv_diagonal
         self.coarse_inverse[...] = inverse
         return True
+
+    def bytes_per_apply(self, io_itemsize=8):
+        """Bytes one cycle moves by the model of its fused kernels: each
+        array read once and written once, in the cycle's precision (the
+        finest level's ``b`` and result in ``io_itemsize``); the tiles'
+        halos, read again from L2, are not counted.  Per level: down reads
+        the two couplings and ``b``, writes ``x`` and the coarse ``b``; up
+        reads the couplings, ``b``, ``x`` and the coarse ``x``, writes the
+        result; a W level's second visit adds a copy, a residual and an add
+        on the coarse level.  The coarsest level: its dense inverse."""
+        item = self.dtype.itemsize
+        last = len(self.levels) - 1
+        cells = [int(np.prod(lv.shape)) for lv in self.levels]
+
+        def visit(k, io):
+            n = cells[k]
+            if k == last:
+                return n * n * item + 2 * n * io
+            nc = cells[k + 1]
+            down = 2 * n * item + n * io + n * item + nc * item
+            up = 2 * n * item + n * io + n * item + nc * item + n * io
+            below = visit(k + 1, item)
+            if k < self.w_levels and k + 1 < last:
+                below = 2 * below + (2 + 5 + 3) * nc * item
+            return down + up + below
+
+        return visit(0, io_itemsize)
 
     def device_launches(self, src, dst):
         """The raw kernel launches of ``dst = M^-1 src`` on a Krylov engine's
