@@ -4,6 +4,7 @@
 
     bubbleflow plot RUN.h5 [-o DIR]              # a run file (mode pressure or flow)
     bubbleflow plot STUDY/summary.csv [-o DIR]   # a study summary (bubbleflow sweep)
+    bubbleflow plot BENCH.csv [-o DIR]           # a table of bubbleflow bench --csv
 
 PNGs are written beside the input unless ``-o DIR`` is given, each atomically
 (a temporary file in the same folder, renamed into place), and their paths
@@ -135,14 +136,16 @@ _PARAMETER_LABELS = {
 def add_subparser(subparsers):
     """Register ``bubbleflow plot`` on the ``subparsers`` of the main parser."""
     p = subparsers.add_parser(
-        "plot", help="plot a run file or a study summary",
+        "plot", help="plot a run file, a study summary or a benchmark table",
         description="Write PNG figures of a run file (RUN.h5: fields, convergence; flow runs "
-                    "also benchmark quantities and iterations per step) or of a study summary "
+                    "also benchmark quantities and iterations per step), of a study summary "
                     "(STUDY/summary.csv: iterations and solve time against the swept "
-                    "parameter).  The paths of the PNGs are printed.")
-    p.add_argument("input", metavar="RUN.h5|summary.csv",
-                   help="a run file written by `bubbleflow run`, or a study summary "
-                        "(or its folder) written by `bubbleflow sweep`")
+                    "parameter) or of a benchmark table (bubbleflow bench --csv: time to "
+                    "solution against grid size).  The paths of the PNGs are printed.")
+    p.add_argument("input", metavar="RUN.h5|summary.csv|BENCH.csv",
+                   help="a run file written by `bubbleflow run`, a study summary "
+                        "(or its folder) written by `bubbleflow sweep`, or a table written "
+                        "by `bubbleflow bench --csv`")
     p.add_argument("-o", "--output", metavar="DIR", default=None,
                    help="folder for the PNGs (default: the input file's folder)")
     p.set_defaults(func=cmd_plot)
@@ -165,7 +168,9 @@ def cmd_plot(args):
     """
     path = _resolve_input(args.input)
     notes = []
-    if path.lower().endswith(".csv") and not _is_hdf5(path):
+    if path.lower().endswith(".csv") and not _is_hdf5(path) and _is_bench_csv(path):
+        written = plot_bench(path, args.output)
+    elif path.lower().endswith(".csv") and not _is_hdf5(path):
         written = plot_study(path, args.output)
     else:
         # HDF5, or neither: then reported as a run file that is not one.
@@ -1336,3 +1341,68 @@ def study_figures(csv_path):
                     f"study {study['name']}: solve time vs {against}", log_y=True)
         figs[f"{stem}_time.png"] = fig
     return figs
+
+
+# ==========================================================================
+# Benchmark tables (bubbleflow bench --csv)
+# ==========================================================================
+#: The columns of ``bubbleflow bench --csv`` a time-to-solution figure needs.
+_BENCH_COLUMNS = ("size", "contrast", "kind", "solver", "config", "solve_ms", "converged")
+
+
+def _is_bench_csv(path):
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except (OSError, UnicodeDecodeError):
+        return False
+    return all(c in header for c in _BENCH_COLUMNS)
+
+
+def plot_bench(csv_path, outdir=None):
+    """Write ``<stem>_time.png`` of a ``bubbleflow bench --csv`` table: time
+    to solution against grid size, a line per solver (ours and the peers),
+    a panel per density contrast, open markers where the solve did not
+    converge.  Returns the PNG paths."""
+    csv_path = _resolve_input(csv_path)
+    return _write_all(bench_figures(csv_path), _outdir(csv_path, outdir))
+
+
+def bench_figures(csv_path):
+    """The figures of a benchmark table, not written: ``{file name: Figure}``."""
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if _float(r.get("solve_ms")) > 0]
+    if not rows:
+        raise CaseError(csv_path, None, "has no solve times",
+                        "a table written by `bubbleflow bench --csv`")
+    contrasts = sorted({_float(r["contrast"]) for r in rows})
+    solvers = list(dict.fromkeys(r["solver"] for r in rows))
+    device = rows[0].get("device") or rows[0].get("backend") or ""
+    fig = _new_figure(4.2 * len(contrasts) + 1.0, 5.2)
+    axes = np.atleast_1d(fig.subplots(1, len(contrasts), sharey=True))
+    colours = {name: f"C{i % 10}" for i, name in enumerate(solvers)}
+    for ax, contrast in zip(axes, contrasts):
+        for name in solvers:
+            mine = sorted((int(r["size"]), _float(r["solve_ms"]), r["converged"] == "true")
+                          for r in rows if r["solver"] == name and _float(r["contrast"]) == contrast)
+            if not mine:
+                continue
+            n, ms, ok = (np.array(v) for v in zip(*mine))
+            ax.plot(n, ms, "-", color=colours[name], label=name)
+            ax.plot(n[ok], ms[ok], "o", color=colours[name])
+            ax.plot(n[~ok], ms[~ok], "o", mfc="white", color=colours[name])
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"contrast {contrast:g}")
+        ax.set_xlabel("cells per side n (grid n x n)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("time to solution (ms)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:
+        more = ax.get_legend_handles_labels()
+        handles += [h for h, name in zip(*more) if name not in labels]
+        labels += [name for name in more[1] if name not in labels]
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8)
+    fig.suptitle(f"bubbleflow bench: time to solution, {device} (open: not converged)")
+    stem = os.path.splitext(os.path.basename(csv_path))[0]
+    return {f"{stem}_time.png": fig}

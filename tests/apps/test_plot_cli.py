@@ -73,6 +73,22 @@ def test_study_summary_plots(tmp_path):
         assert_not_blank(tmp_path / name)
 
 
+def test_bench_table_plots_time_to_solution(tmp_path, capsys):
+    """``bubbleflow plot BENCH.csv``: a table of ``bubbleflow bench --csv``
+    gives its time-to-solution figure (a panel per contrast)."""
+    path = tmp_path / "bench.csv"
+    assert main(["bench", "--backend", "numpy", "--sizes", "32", "64", "--contrasts", "1", "1e3",
+                 "--configs", "multigrid:none", "incomplete_poisson_scaled:levelset_subdomains",
+                 "--peers", "scipy_cg", "--repeat", "1", "--no-progress",
+                 "--csv", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(path)]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "bench_time.png")]
+    assert_not_blank(tmp_path / "bench_time.png")
+    assert imread(tmp_path / "bench_time.png").shape[1] > 1.5 * imread(
+        tmp_path / "bench_time.png").shape[0]                           # two panels side by side
+
+
 def test_bad_plot_input_is_one_line(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT)
     bad = tmp_path / "bad.h5"
