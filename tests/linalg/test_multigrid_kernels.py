@@ -121,8 +121,10 @@ def test_cycle_on_the_gpu_equals_numpy(contrast, cupy_backend):
     X, Y = np.meshgrid((np.arange(n) + 0.5) * h, (np.arange(n) + 0.5) * h)
     rho = np.where(np.hypot(X - 0.4, Y - 0.5) < 0.2, 1.0, contrast)
     rx, ry = 0.5 * (rho[:, 1:] + rho[:, :-1]), 0.5 * (rho[1:, :] + rho[:-1, :])
-    host = Multigrid(PoissonOperator(1 / rx, 1 / ry, h, h), coarsest=64)
-    gpu = Multigrid(PoissonOperator(1 / rx, 1 / ry, h, h, backend=cupy_backend), coarsest=64)
+    host = Multigrid(PoissonOperator(1 / rx, 1 / ry, h, h), coarsest=64,
+                     cycle_precision="float64")
+    gpu = Multigrid(PoissonOperator(1 / rx, 1 / ry, h, h, backend=cupy_backend), coarsest=64,
+                    cycle_precision="float64")
     assert [lv.shape for lv in gpu.levels] == [(96, 96), (48, 48), (24, 24), (12, 12), (6, 6)]
     r = np.random.default_rng(3).standard_normal(n * n)
     r -= r.mean()
@@ -155,15 +157,16 @@ def test_graph_cycle_equals_the_twins(shape, precision, w_levels, cupy_backend):
     close(again, got.get(), 0.0)
 
 
+@pytest.mark.parametrize("n", [128, 16])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("method", ["pcg", "dpcg"])
-def test_the_cycle_is_captured_with_the_krylov_iteration(method, precision, cupy_backend):
+def test_the_cycle_is_captured_with_the_krylov_iteration(method, precision, n, cupy_backend):
     """The fused engine takes the cycle's kernels into its CUDA graphs of
     whole iterations (on its own buffers, float64 in and out): the same
     answer, bit for bit, as the same launches made directly, and NumPy's
-    iterations."""
+    iterations; also where the whole hierarchy is its coarsest level
+    (16^2 cells)."""
 
-    n = 128
     b = np.random.default_rng(8).standard_normal(n * n)
     b -= b.mean()
     h = 1.0 / n

@@ -223,19 +223,18 @@ class GraphCycle:
             io = io0 if k == 0 else dtype
             kernel = lambda name, of=dtype: _kernel(dtype, of, self.degree, name)   # noqa: E731
             if k == last:
+                grid, block, cells = flat(k)
                 if io != dtype:         # a one-level hierarchy of another type
-                    grid, block, n = flat(k)
                     launches.append((kernel("bf_mg_to_level", io), grid, block,
-                                     (b, self.b[k], n), 0))
+                                     (b, self.b[k], cells), 0))
                     b = self.b[k]
                 out = x if io == dtype else self.x[k]
-                n = int(self.coarse_inverse.shape[0])
                 launches.append((kernel("bf_mg_dense_matvec"),
-                                 (max(1, -(-n // 8)),), (256,),
-                                 (self.coarse_inverse, b, out, np.int32(n)), 0))
+                                 (max(1, -(-int(cells) // 8)),), (256,),
+                                 (self.coarse_inverse, b, out, np.int32(cells)), 0))
                 if io != dtype:
                     launches.append((kernel("bf_mg_from_level", io), grid, block,
-                                     (out, x, n), 0))
+                                     (out, x, cells), 0))
                 return
             faces = levels[k].couplings
             launches.append(_down(dtype, io, faces, b, self.coef, self.xs[k], self.b[k + 1],
