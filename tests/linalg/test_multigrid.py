@@ -245,3 +245,28 @@ def test_w_levels_auto_where_the_coarse_level_is_large(n, w):
     """The default: W on the levels whose coarse level has 2^18 cells or more."""
     M = Multigrid(bubbly_operator(n, 1e3, "numpy"))
     assert M.w_levels == w and M.dtype == np.float32
+
+
+def test_a_float32_cycle_takes_any_scale_of_the_right_hand_side(backend):
+    """The cycle's input is scaled by a power of two from ``max |b|``
+    (``Multigrid.prepare``): a right-hand side of 1e-36 or 1e30 (units)
+    solves in the iterations of one of order 1 (unscaled, a float32 cycle
+    underflows: on the GPU already at 1e-30, which ran to maxiter), and the
+    scales change no bit of ``M r``."""
+    n = 128
+    A = bubbly_operator(n, 1e3, backend)
+    b = np.random.default_rng(9).standard_normal(n * n)
+    b -= b.mean()
+    its = {}
+    for scale in (1.0, 1e-36, 1e30):
+        x, rec = PressureSolver(A, rtol=1e-9, maxiter=200).solve(backend.xp.asarray(b * scale))
+        assert rec.converged, (scale, rec.reason)
+        its[scale] = rec.iterations
+    print(its)
+    assert len(set(its.values())) == 1
+    M = Multigrid(A)
+    r = backend.xp.asarray(b)
+    M.prepare(r)
+    plain = backend.to_host(M.apply(r))
+    M.prepare(r * 2.0 ** -100)
+    assert np.array_equal(backend.to_host(M.apply(r * 2.0 ** -100)), plain * 2.0 ** -100)

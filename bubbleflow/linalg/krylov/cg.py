@@ -51,6 +51,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
                                  callback, dict(method=method, rtol=float(rtol)))
     t_solve = time.perf_counter()
     backend, xp, b = system.backend, system.backend.xp, system.b
+    prepare = getattr(M, "prepare", None)      # a preconditioner that scales to b
+    if prepare is not None:
+        prepare(b)
     engine = ArrayEngine(system)
     x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=b.dtype, copy=True).ravel()
     if x.shape != b.shape:

@@ -28,9 +28,13 @@ __device__ __forceinline__ T flux_apply(const T* __restrict__ cx, const T* __res
 // the halo again costs L2 traffic; the steps' intermediate vectors never
 // reach DRAM.  The level's input and output (b, and the result of the up
 // kernel) are of type TI: on the finest level of a float32 cycle the Krylov
-// method's float64 vectors, elsewhere T.  coef = [1 / theta, a_1, c_1, a_2,
-// c_2, ...] (chebyshev_coefficients).  The inverse diagonal is formed from
-// the couplings (D = the sum of the cell's couplings).  MG_H is defined by
+// method's float64 vectors, elsewhere T.  io_scale = [s_in, s_out], powers
+// of two (Multigrid.prepare), scale b as it is read and the result as it
+// is written, so a float32 cycle holds any right-hand side's range and the
+// cycle stays the same operator (1 and 1 on the coarse levels).  coef =
+// [1 / theta, a_1, c_1, a_2, c_2, ...] (chebyshev_coefficients).  The
+// inverse diagonal is formed from the couplings (D = the sum of the cell's
+// couplings).  MG_H is defined by
 // the includer (a compile per degree: the region's sizes are constants).
 #define MG_TX 32
 #define MG_TY 16
@@ -127,8 +131,8 @@ __device__ __forceinline__ void mg_steps(MgTile& t, const T* __restrict__ coef)
 // tile, and the residual b - A x summed over each aggregate into bc (ncx).
 extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_down(
     const T* __restrict__ cx, const T* __restrict__ cy, const TI* __restrict__ b,
-    const T* __restrict__ coef, T* __restrict__ x, T* __restrict__ bc, const int nx,
-    const int ny, const int ncx, const int ncy)
+    const double* __restrict__ io_scale, const T* __restrict__ coef, T* __restrict__ x,
+    T* __restrict__ bc, const int nx, const int ny, const int ncx, const int ncy)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     MgTile t = mg_tile(smem);
@@ -136,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_down(
     for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) {
         long long p;
         const bool in = mg_load_faces(t, cx, cy, nx, ny, q, &p);
-        const T bq = in ? T(b[p]) : T(0);
+        const T bq = in ? T(b[p] * TI(io_scale[0])) : T(0);
         const T dq = (t.dinv[q] * bq) * inv_theta;
         t.r[q] = bq;
         t.d[q] = dq;
@@ -163,8 +167,9 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_down(
 // Up the cycle: out = S(b) from x + scale P xc (Chebyshev of degree MG_H).
 extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
     const T* __restrict__ cx, const T* __restrict__ cy, const TI* __restrict__ b,
-    const T* __restrict__ x, const T* __restrict__ xc, const T* __restrict__ coef,
-    TI* __restrict__ out, const int nx, const int ny, const int ncx, const T scale)
+    const double* __restrict__ io_scale, const T* __restrict__ x, const T* __restrict__ xc,
+    const T* __restrict__ coef, TI* __restrict__ out, const int nx, const int ny,
+    const int ncx, const T scale)
 {
     extern __shared__ __align__(16) unsigned char smem[];
     MgTile t = mg_tile(smem);
@@ -173,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
         long long p;
         const bool in = mg_load_faces(t, cx, cy, nx, ny, q, &p);
         const int i = t.i0 + q % MG_RX, j = t.j0 + q / MG_RX;
-        t.r[q] = in ? T(b[p]) : T(0);
+        t.r[q] = in ? T(b[p] * TI(io_scale[0])) : T(0);
         t.x[q] = in ? x[p] + scale * xc[(long long)(j >> 1) * ncx + (i >> 1)] : T(0);
     }
     __syncthreads();
@@ -190,7 +195,8 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
     for (int k = threadIdx.x; k < MG_TX * MG_TY; k += MG_THREADS) {
         const int i = t.i0 + MG_H + k % MG_TX, j = t.j0 + MG_H + k / MG_TX;
         if (i < nx && j < ny)
-            out[(long long)j * nx + i] = TI(t.x[(k / MG_TX + MG_H) * MG_RX + k % MG_TX + MG_H]);
+            out[(long long)j * nx + i] =
+                TI(t.x[(k / MG_TX + MG_H) * MG_RX + k % MG_TX + MG_H]) * TI(io_scale[1]);
     }
 }
 

@@ -166,7 +166,7 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
 
 
 @twin
-def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0):
+def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_scale=None):
     """What runs the whole cycle on this backend: None for the array code
     (``Multigrid._cycle``, the twins above level by level); on CuPy in 2-D a
     :class:`.multigrid_cuda.GraphCycle` (buffers once, one CUDA graph)."""
@@ -239,13 +239,16 @@ class Multigrid(Preconditioner):
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
         self.coarsest = int(coarsest)
         self.levels, self.coarse_inverse = self._hierarchy(A)
+        # [s_in, s_out]: the cycle reads s_in r and returns s_out M (s_in r)
+        # (powers of two, :meth:`prepare`; exact, so M is unchanged).
+        self.io_scale = self.xp.ones(2)
         if w_levels == "auto":
             # W where the coarse level is large enough for its second visit to
             # cost bandwidth rather than launches (docs/performance.md).
             w_levels = sum(1 for lv in self.levels[1:-1] if np.prod(lv.shape) >= W_AUTO_CELLS)
         self.w_levels = int(w_levels)
         self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
-                                   self.scale, self.w_levels)
+                                   self.scale, self.w_levels, self.io_scale)
 
     def _hierarchy(self, A):
         """The levels and the coarsest level's dense inverse for ``A``."""
@@ -327,11 +330,26 @@ class Multigrid(Preconditioner):
         return prolong_smooth(level.couplings, level.inv_diagonal, b, x, xc, self.scale,
                               self.degree, self.ratio)
 
+    def prepare(self, b):
+        """Before a solve of ``A x = b``: the cycle's input scale, the power
+        of two nearest above ``max |b|``, inverted (and its output scale,
+        that power), written on the device without a host round trip.  The
+        residuals of the solve then reach a float32 cycle within its range
+        (down to about 1e-30 relative), whatever the units of ``b``; being
+        powers of two, the scales change no digit of the result."""
+        xp = self.xp
+        peak = xp.abs(b).max()
+        exponent = xp.ceil(xp.log2(xp.where(peak > 0, peak, 1.0)))
+        self.io_scale[0] = xp.exp2(-exponent)
+        self.io_scale[1] = xp.exp2(exponent)
+
     def apply(self, r):
         if self.runner is not None:
             return self.runner.apply(r, self.levels[0].shape)
-        b = r.reshape(self.levels[0].shape).astype(self.dtype, copy=False)
-        return self._cycle(0, b).reshape(r.shape).astype(r.dtype, copy=False)
+        s_in, s_out = self.io_scale[0], self.io_scale[1]
+        b = (r * s_in).reshape(self.levels[0].shape).astype(self.dtype, copy=False)
+        return (self._cycle(0, b).reshape(r.shape).astype(r.dtype, copy=False) * s_out).astype(
+            r.dtype, copy=False)
 
 
 # The CUDA variants (2-D, float64 and float32): multigrid_cuda.py, kernels in multigrid.cu;

@@ -96,22 +96,24 @@ def _contiguous(*arrays):
     return [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]
 
 
-def _down(dtype, io_dtype, faces, b, coef, x, bc, degree):
+def _down(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree):
     """The launch tuple of ``bf_mg_down`` on one level."""
     ny, nx = b.shape
     ncy, ncx = bc.shape
     grid, block = _tiles(b.shape)
     return (_kernel(dtype, io_dtype, degree, "bf_mg_down"), grid, block,
-            (*faces, b, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(ncx), np.int32(ncy)),
+            (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(ncx),
+             np.int32(ncy)),
             _shared_bytes(dtype, degree))
 
 
-def _up(dtype, io_dtype, faces, b, x, xc, coef, out, scale, degree):
+def _up(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree):
     """The launch tuple of ``bf_mg_up`` on one level."""
     ny, nx = b.shape
     grid, block = _tiles(b.shape)
     return (_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
-            (*faces, b, x, xc, coef, out, np.int32(nx), np.int32(ny), np.int32(xc.shape[1]),
+            (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
+             np.int32(xc.shape[1]),
              _TYPES[dtype][1](scale)), _shared_bytes(dtype, degree))
 
 
@@ -135,7 +137,7 @@ def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
     x = cp.empty_like(b)
     bc = cp.empty(((ny + 1) // 2, (nx + 1) // 2), dtype=b.dtype)
     coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
-    _run(_down(dtype, dtype, faces, b, coef, x, bc, degree))
+    _run(_down(dtype, dtype, faces, b, cp.ones(2), coef, x, bc, degree))
     return x, bc
 
 
@@ -152,11 +154,11 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
     b, x, xc = _contiguous(b, x, xc)
     out = cp.empty_like(b)
     coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
-    _run(_up(dtype, dtype, faces, b, x, xc, coef, out, scale, degree))
+    _run(_up(dtype, dtype, faces, b, cp.ones(2), x, xc, coef, out, scale, degree))
     return out
 
 
-def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0):
+def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_scale=None):
     """A :class:`GraphCycle` for the hierarchy (twin: ``multigrid.cycle_runner``),
     or NotImplemented where the kernels do not cover it."""
     first = levels[0]
@@ -165,7 +167,7 @@ def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0):
         return NotImplemented
     if dtype not in _TYPES or len(first.shape) != 2:
         return NotImplemented
-    return GraphCycle(levels, coarse_inverse, degree, ratio, scale, w_levels)
+    return GraphCycle(levels, coarse_inverse, degree, ratio, scale, w_levels, io_scale)
 
 
 class GraphCycle:
@@ -181,7 +183,7 @@ class GraphCycle:
     keeps the launches (and the graphs holding them) valid.
     """
 
-    def __init__(self, levels, coarse_inverse, degree, ratio, scale, w_levels=0):
+    def __init__(self, levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_scale=None):
         import cupy as cp
 
         self.cp = cp
@@ -197,10 +199,14 @@ class GraphCycle:
         self.acc = {k + 1: cp.zeros(levels[k + 1].shape, dtype=dtype)
                     for k in range(max(self.w_levels, 0))}
         self.coarse_inverse = coarse_inverse
+        # The finest level's input and output scales (Multigrid.prepare
+        # writes them), and the coarse levels' ones.
+        self.io_scale = cp.ones(2) if io_scale is None else io_scale
+        self.unit_scale = cp.ones(2)
         for lv in levels:
             if not all(c.flags.c_contiguous for c in lv.couplings):
                 lv.couplings = tuple(cp.ascontiguousarray(c) for c in lv.couplings)
-        self.launches = self.cycle_launches(self.b[0], self.x[0])
+        self.launches = None                   # apply's own: built at its first call
         self._by_buffers = {}
         self.graph = None
         self.capture_error = None
@@ -237,8 +243,9 @@ class GraphCycle:
                                      (out, x, cells), 0))
                 return
             faces = levels[k].couplings
-            launches.append(_down(dtype, io, faces, b, self.coef, self.xs[k], self.b[k + 1],
-                                  self.degree))
+            io_scale = self.io_scale if k == 0 else self.unit_scale
+            launches.append(_down(dtype, io, faces, b, io_scale, self.coef, self.xs[k],
+                                  self.b[k + 1], self.degree))
             visit(k + 1, self.b[k + 1], self.x[k + 1])
             if k + 1 in self.acc:
                 grid, block, n = flat(k + 1)
@@ -252,8 +259,8 @@ class GraphCycle:
                 visit(k + 1, self.b[k + 1], self.x[k + 1])
                 launches.append((kernel("bf_mg_add"), grid, block,
                                  (self.x[k + 1], self.acc[k + 1], self.x[k + 1], n), 0))
-            launches.append(_up(dtype, io, faces, b, self.xs[k], self.x[k + 1], self.coef, x,
-                                self.scale, self.degree))
+            launches.append(_up(dtype, io, faces, b, io_scale, self.xs[k], self.x[k + 1],
+                                self.coef, x, self.scale, self.degree))
 
         visit(0, b0, x0)
         return launches
@@ -285,9 +292,14 @@ class GraphCycle:
             self.capture_error = repr(exc)
 
     def apply(self, r, shape):
-        """``M^-1 r`` for ``r`` of any float dtype (the result has ``r``'s)."""
+        """``M^-1 r`` for ``r`` of any float dtype (the result has ``r``'s):
+        ``r`` staged into a float64 buffer, the cycle replayed from its graph
+        (the launches of :meth:`device_launches` on these buffers)."""
         cp = self.cp
-        cp.copyto(self.b[0], r.reshape(shape), casting="unsafe")
+        if self.launches is None:
+            self._src, self._dst = (cp.empty(self.shape) for _ in range(2))
+            self.launches = self.cycle_launches(self._src, self._dst)
+        cp.copyto(self._src, r.reshape(shape), casting="unsafe")
         if not self._captured:
             self._capture()
         if self.graph is not None:
@@ -295,4 +307,4 @@ class GraphCycle:
         else:
             for launch in self.launches:
                 _run(launch)
-        return self.x[0].astype(r.dtype, copy=True).reshape(r.shape)
+        return self._dst.astype(r.dtype, copy=True).reshape(r.shape)
