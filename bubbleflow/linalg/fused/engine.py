@@ -96,6 +96,9 @@ _MAX_TILE_WIDTH = 1024    # one thread per column of a tile
 # INV_BNORM and TOL_REL are the solve's 1 / ||b|| and relative tolerance.
 _ALPHA, _BETA, _RZ, _BAD, _DONE, _INV_BNORM, _TOL_REL = range(7)
 _NSCAL = 7
+#: ``scal[_DONE]``: set by ``beta`` when the solve has converged (the
+#: kernels of the iterations left in a graph then return at once).
+_DONE = 4
 
 @cuda.kernel_cache
 def _module(prec_code: int, defines: str = ""):
@@ -873,7 +876,7 @@ class FusedEngine:
         offer = getattr(self.prec_obj, "device_launches", None)
         if self.prec_code != _GENERIC or offer is None:
             return None
-        return offer(r_new, self.y)
+        return offer(r_new, self.y, self.scal[_DONE:_DONE + 1])
 
     def _coarse_entries(self):
         """The coarse solve's launches: the raw condensed solve's kernels

@@ -132,8 +132,10 @@ __device__ __forceinline__ void mg_steps(MgTile& t, const T* __restrict__ coef)
 extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_down(
     const T* __restrict__ cx, const T* __restrict__ cy, const TI* __restrict__ b,
     const double* __restrict__ io_scale, const T* __restrict__ coef, T* __restrict__ x,
-    T* __restrict__ bc, const int nx, const int ny, const int ncx, const int ncy)
+    T* __restrict__ bc, const int nx, const int ny, const int ncx, const int ncy,
+    const double* __restrict__ stop)
 {
+    if (stop[0] != 0.0) return;         // the Krylov solve has converged: nothing to do
     extern __shared__ __align__(16) unsigned char smem[];
     MgTile t = mg_tile(smem);
     const T inv_theta = coef[0];
@@ -169,8 +171,9 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
     const T* __restrict__ cx, const T* __restrict__ cy, const TI* __restrict__ b,
     const double* __restrict__ io_scale, const T* __restrict__ x, const T* __restrict__ xc,
     const T* __restrict__ coef, TI* __restrict__ out, const int nx, const int ny,
-    const int ncx, const T scale)
+    const int ncx, const T scale, const double* __restrict__ stop)
 {
+    if (stop[0] != 0.0) return;
     extern __shared__ __align__(16) unsigned char smem[];
     MgTile t = mg_tile(smem);
     const T inv_theta = coef[0];

@@ -308,13 +308,14 @@ class Multigrid(Preconditioner):
 
         return visit(0, io_itemsize)
 
-    def device_launches(self, src, dst):
+    def device_launches(self, src, dst, stop=None):
         """The raw kernel launches of ``dst = M^-1 src`` on a Krylov engine's
         flat float64 CuPy buffers, for it to capture with its iteration
-        (:meth:`.multigrid_cuda.GraphCycle.device_launches`); None where
+        (:meth:`.multigrid_cuda.GraphCycle.device_launches`), skipped once
+        the device flag ``stop`` is set (the engine's done flag); None where
         the cycle has no kernels (the engine then calls :meth:`apply`)."""
         launches = getattr(self.runner, "device_launches", None)
-        return None if launches is None else launches(src, dst)
+        return None if launches is None else launches(src, dst, stop)
 
     # ----------------------------------------------------------------- cycle
     def _cycle(self, k, b):

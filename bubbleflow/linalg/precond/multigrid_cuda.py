@@ -96,25 +96,25 @@ def _contiguous(*arrays):
     return [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]
 
 
-def _down(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree):
+def _down(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree, stop):
     """The launch tuple of ``bf_mg_down`` on one level."""
     ny, nx = b.shape
     ncy, ncx = bc.shape
     grid, block = _tiles(b.shape)
     return (_kernel(dtype, io_dtype, degree, "bf_mg_down"), grid, block,
             (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(ncx),
-             np.int32(ncy)),
+             np.int32(ncy), stop),
             _shared_bytes(dtype, degree))
 
 
-def _up(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree):
+def _up(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, stop):
     """The launch tuple of ``bf_mg_up`` on one level."""
     ny, nx = b.shape
     grid, block = _tiles(b.shape)
     return (_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
             (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
              np.int32(xc.shape[1]),
-             _TYPES[dtype][1](scale)), _shared_bytes(dtype, degree))
+             _TYPES[dtype][1](scale), stop), _shared_bytes(dtype, degree))
 
 
 def _run(launch):
@@ -137,7 +137,7 @@ def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
     x = cp.empty_like(b)
     bc = cp.empty(((ny + 1) // 2, (nx + 1) // 2), dtype=b.dtype)
     coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
-    _run(_down(dtype, dtype, faces, b, cp.ones(2), coef, x, bc, degree))
+    _run(_down(dtype, dtype, faces, b, cp.ones(2), coef, x, bc, degree, cp.zeros(1)))
     return x, bc
 
 
@@ -154,7 +154,8 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
     b, x, xc = _contiguous(b, x, xc)
     out = cp.empty_like(b)
     coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
-    _run(_up(dtype, dtype, faces, b, cp.ones(2), x, xc, coef, out, scale, degree))
+    _run(_up(dtype, dtype, faces, b, cp.ones(2), x, xc, coef, out, scale, degree,
+             cp.zeros(1)))
     return out
 
 
@@ -203,6 +204,7 @@ class GraphCycle:
         # writes them), and the coarse levels' ones.
         self.io_scale = cp.ones(2) if io_scale is None else io_scale
         self.unit_scale = cp.ones(2)
+        self.never = cp.zeros(1)               # a stop flag that is never set
         for lv in levels:
             if not all(c.flags.c_contiguous for c in lv.couplings):
                 lv.couplings = tuple(cp.ascontiguousarray(c) for c in lv.couplings)
@@ -212,11 +214,14 @@ class GraphCycle:
         self.capture_error = None
         self._captured = False
 
-    def cycle_launches(self, b0, x0):
+    def cycle_launches(self, b0, x0, stop=None):
         """The launch tuples ``(kernel, grid, block, args, shared_mem)`` of
         one cycle reading the finest level's right-hand side from ``b0`` and
         writing its result into ``x0`` (grid-shaped CuPy arrays of the
-        cycle's dtype, or float64 ones for a float32 cycle)."""
+        cycle's dtype, or float64 ones for a float32 cycle).  ``stop``: a
+        float64 device flag; where its first value is not zero the level
+        kernels return at once (a Krylov engine's done flag)."""
+        stop = self.never if stop is None else stop
         dtype, levels, last = self.dtype, self.levels, len(self.levels) - 1
         io0 = str(b0.dtype)
         launches = []
@@ -245,7 +250,7 @@ class GraphCycle:
             faces = levels[k].couplings
             io_scale = self.io_scale if k == 0 else self.unit_scale
             launches.append(_down(dtype, io, faces, b, io_scale, self.coef, self.xs[k],
-                                  self.b[k + 1], self.degree))
+                                  self.b[k + 1], self.degree, stop))
             visit(k + 1, self.b[k + 1], self.x[k + 1])
             if k + 1 in self.acc:
                 grid, block, n = flat(k + 1)
@@ -260,18 +265,19 @@ class GraphCycle:
                 launches.append((kernel("bf_mg_add"), grid, block,
                                  (self.x[k + 1], self.acc[k + 1], self.x[k + 1], n), 0))
             launches.append(_up(dtype, io, faces, b, io_scale, self.xs[k], self.x[k + 1],
-                                self.coef, x, self.scale, self.degree))
+                                self.coef, x, self.scale, self.degree, stop))
 
         visit(0, b0, x0)
         return launches
 
-    def device_launches(self, src, dst):
+    def device_launches(self, src, dst, stop=None):
         """The launches of ``dst = M^-1 src`` for flat float64 CuPy buffers
-        of a Krylov engine (kept from call to call: built once per pair)."""
-        key = (int(src.data.ptr), int(dst.data.ptr))
+        of a Krylov engine, skipped once its flag ``stop`` is set (kept from
+        call to call: built once per set of buffers)."""
+        key = (int(src.data.ptr), int(dst.data.ptr), 0 if stop is None else int(stop.data.ptr))
         if key not in self._by_buffers:
             self._by_buffers[key] = self.cycle_launches(src.reshape(self.shape),
-                                                        dst.reshape(self.shape))
+                                                        dst.reshape(self.shape), stop)
         return self._by_buffers[key]
 
     def _capture(self):
