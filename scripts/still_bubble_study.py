@@ -25,7 +25,6 @@ Printed per fluids, size and method:
   volume fraction for ``levelset``, ``c`` for ``clsvof``).
 """
 import argparse
-import csv
 import math
 import os
 import sys
@@ -36,9 +35,11 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bubbleflow.apps.tables import csv_text  # noqa: E402
 from bubbleflow.case.config import load_case  # noqa: E402
 from bubbleflow.compute.backend import get_backend  # noqa: E402
 from bubbleflow.flow import vof  # noqa: E402
+from bubbleflow.io.atomic import atomic_text  # noqa: E402
 from bubbleflow.flow.navier_stokes import FlowSolver  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -132,10 +133,7 @@ def main(argv=None):
                       f"{r['ca_end']:.2e} | {r['dp_error']:+.2e} | {r['shape']:.3f} | "
                       f"{r['drift']:+.1e} | {r['seconds']:.1f} |", flush=True)
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        atomic_text(args.csv, csv_text(list(rows[0]), rows))
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ import sys
 import numpy as np
 
 from ..case.config import CaseError
+from .tables import read_csv
 from .validation import nested as _nested
 
 __all__ = [
@@ -1370,12 +1371,12 @@ def plot_bench(csv_path, outdir=None):
 
 def bench_figures(csv_path):
     """The figures of a benchmark table, not written: ``{file name: Figure}``."""
-    with open(csv_path, newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if _float(r.get("solve_ms")) > 0]
+    rows = [r for r in read_csv(csv_path)
+            if isinstance(r.get("solve_ms"), (int, float)) and r["solve_ms"] > 0]
     if not rows:
         raise CaseError(csv_path, None, "has no solve times",
                         "a table written by `bubbleflow bench --csv`")
-    contrasts = sorted({_float(r["contrast"]) for r in rows})
+    contrasts = sorted({float(r["contrast"]) for r in rows})
     solvers = list(dict.fromkeys(r["solver"] for r in rows))
     device = rows[0].get("device") or rows[0].get("backend") or ""
     fig = _new_figure(4.2 * len(contrasts) + 1.0, 5.2)
@@ -1383,8 +1384,8 @@ def bench_figures(csv_path):
     colours = {name: f"C{i % 10}" for i, name in enumerate(solvers)}
     for ax, contrast in zip(axes, contrasts):
         for name in solvers:
-            mine = sorted((int(r["size"]), _float(r["solve_ms"]), r["converged"] == "true")
-                          for r in rows if r["solver"] == name and _float(r["contrast"]) == contrast)
+            mine = sorted((r["size"], r["solve_ms"], r["converged"] is True)
+                          for r in rows if r["solver"] == name and r["contrast"] == contrast)
             if not mine:
                 continue
             n, ms, ok = (np.array(v) for v in zip(*mine))

@@ -1227,11 +1227,10 @@ def _check_case(case, ctx):
     # sweep solver.deflation.type over none, subdomains, ... this way.)
     M = ("solver", "method")
     if M not in ctx.explicit:
-        # Deflation options written without a type ask for the deflated method.
-        deflation = s.deflation.type if D in ctx.explicit else (
-            DEFAULT_DEFLATION["dpcg"] if any(p[:2] == D[:2] for p in ctx.explicit) else None)
         method, _, _ = _registry.method_defaults(
-            None, s.preconditioner.type if P in ctx.explicit else None, deflation)
+            None, s.preconditioner.type if P in ctx.explicit else None,
+            s.deflation.type if D in ctx.explicit else None,
+            deflation_options=any(p[:2] == D[:2] for p in ctx.explicit))
         s = rep(s, method=method)
     # Method-dependent defaults: only keys the user did not write are filled.
     pc = s.preconditioner.type if P in ctx.explicit else DEFAULT_PRECONDITIONER[s.method]

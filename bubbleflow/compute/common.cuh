@@ -11,6 +11,23 @@
     for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < (NY); j += gridDim.y * blockDim.y) \
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (NX); i += gridDim.x * blockDim.x)
 
+// (A x) at cell (j, i) for the flux form of the 5-point operator: the sum over
+// the cell's faces of c (x_p - x_q), with face couplings cx (ny, nx - 1)
+// between (j, i) and (j, i + 1) and cy (ny - 1, nx) between (j, i) and
+// (j + 1, i); cells in rows of nx (operators.poisson.apply_faces's twin).
+__device__ __forceinline__ T bf_face_flux(const T* __restrict__ cx, const T* __restrict__ cy,
+                                          const T* __restrict__ x, int nx, int ny, int j, int i)
+{
+    const long long p = (long long)j * nx + i;
+    const T xp = x[p];
+    T y = 0;
+    if (i > 0)      y += cx[(long long)j * (nx - 1) + i - 1] * (xp - x[p - 1]);
+    if (i < nx - 1) y += cx[(long long)j * (nx - 1) + i] * (xp - x[p + 1]);
+    if (j > 0)      y += cy[(long long)(j - 1) * nx + i] * (xp - x[p - nx]);
+    if (j < ny - 1) y += cy[(long long)j * nx + i] * (xp - x[p + nx]);
+    return y;
+}
+
 // Sum of v over the warp (shuffles down): valid in lane 0.
 __device__ __forceinline__ T warp_sum(T v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);

@@ -284,11 +284,14 @@ def method_violations(name, preconditioner_name, deflation_name):
     return out
 
 
-def method_defaults(method=None, preconditioner=None, deflation=None):
+def method_defaults(method=None, preconditioner=None, deflation=None, deflation_options=False):
     """``(method, preconditioner, deflation)`` with those not given (None)
     filled in: the method from what was given (a deflation other than
-    ``none``: ``dpcg``; else the preconditioner ``none``: ``cg``; else
-    ``pcg``), then the method's default preconditioner and deflation."""
+    ``none``, or only options of one (``deflation_options``): ``dpcg``;
+    else the preconditioner ``none``: ``cg``; else ``pcg``), then the
+    method's default preconditioner and deflation."""
+    if method is None and deflation is None and deflation_options:
+        deflation = METHODS["dpcg"].default_deflation
     if method is None:
         if deflation not in (None, _NONE):
             method = "dpcg"

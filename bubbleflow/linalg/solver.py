@@ -113,11 +113,9 @@ class PressureSolver:
                  stripes=16, variant="adef2", rtol=1e-8, atol=0.0, maxiter=10000, check_every=10,
                  precision=None, inner_rtol=3e-2, preconditioner_options=None,
                  cells_per_subdomain=None):
-        if method is None and deflation is None and (subdomains, cells_per_subdomain) != (None,
-                                                                                          None):
-            deflation = registry.METHODS["dpcg"].default_deflation    # its options were given
-        method, preconditioner, deflation = registry.method_defaults(method, preconditioner,
-                                                                     deflation)
+        method, preconditioner, deflation = registry.method_defaults(
+            method, preconditioner, deflation,
+            deflation_options=(subdomains, cells_per_subdomain) != (None, None))
         if method not in METHODS:
             raise ValueError(f"method {method!r}; expected one of {METHODS}")
         for rule in registry.method_violations(method, preconditioner, deflation):

@@ -1,5 +1,6 @@
 // y = A x for the 5-point operator (bubbleflow.operators.poisson; twins:
 // apply_diagonals, apply_faces).  T is defined before this text.
+#include "common.cuh"
 
 extern "C" __global__
 void bubbleflow_stencil5_diagonals(const T* __restrict__ S, const T* __restrict__ W,
@@ -30,14 +31,6 @@ void bubbleflow_stencil5_faces(const T* __restrict__ cx, const T* __restrict__ c
     const long long n = (long long)nx * ny;
     for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
          p += (long long)gridDim.x * blockDim.x) {
-        const int i = (int)(p % nx);
-        const int j = (int)(p / nx);
-        const T xp = x[p];
-        T acc = 0;
-        if (i > 0)      acc += cx[(long long)j * (nx - 1) + i - 1] * (xp - x[p - 1]);
-        if (i < nx - 1) acc += cx[(long long)j * (nx - 1) + i] * (xp - x[p + 1]);
-        if (j > 0)      acc += cy[(long long)(j - 1) * nx + i] * (xp - x[p - nx]);
-        if (j < ny - 1) acc += cy[(long long)j * nx + i] * (xp - x[p + nx]);
-        y[p] = acc;
+        y[p] = bf_face_flux(cx, cy, x, nx, ny, (int)(p / nx), (int)(p % nx));
     }
 }

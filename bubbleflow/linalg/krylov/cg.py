@@ -51,7 +51,7 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
                                  callback, dict(method=method, rtol=float(rtol)))
     t_solve = time.perf_counter()
     backend, xp, b = system.backend, system.backend.xp, system.b
-    prepare = getattr(M, "prepare", None)      # a preconditioner that scales to b
+    prepare = getattr(M, "prepare", None)      # Preconditioner.prepare (a user's M may lack it)
     if prepare is not None:
         prepare(b)
     engine = ArrayEngine(system)

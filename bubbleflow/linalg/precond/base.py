@@ -21,6 +21,11 @@ class Preconditioner:
         preconditioner does not (the caller then builds a new one)."""
         return False
 
+    def prepare(self, b):
+        """Called by the Krylov loop before it solves ``A x = b`` (the
+        solve's right-hand side, on the device); nothing for most
+        preconditioners (multigrid scales its float32 cycle's input)."""
+
     def check(self, values=None):
         """Raise the error a constructor given ``check=False`` deferred
         (a host synchronisation); nothing for most preconditioners.

@@ -3,22 +3,10 @@
 // (or float) and "#define MG_H degree" precede this text.  2-D cell-centred grid, cells (j, i) row after row, p = j * nx + i;
 // face couplings cx (ny, nx - 1) between cells (j, i) and (j, i + 1), cy
 // (ny - 1, nx) between (j, i) and (j + 1, i).  A x is the flux form
-// sum over the cell's faces of c (x_p - x_q), as operators.poisson.apply_faces
-// (summed in another order: results agree with the array code to rounding).
+// (common.cuh's bf_face_flux; summed in another order than the array code's
+// apply_faces: results agree to rounding).
 #include "common.cuh"
 
-__device__ __forceinline__ T flux_apply(const T* __restrict__ cx, const T* __restrict__ cy,
-                                        const T* __restrict__ x, int nx, int ny, int j, int i)
-{
-    const long long p = (long long)j * nx + i;
-    const T xp_ = x[p];
-    T y = 0.0;
-    if (i > 0) y += cx[(long long)j * (nx - 1) + i - 1] * (xp_ - x[p - 1]);
-    if (i < nx - 1) y += cx[(long long)j * (nx - 1) + i] * (xp_ - x[p + 1]);
-    if (j > 0) y += cy[(long long)(j - 1) * nx + i] * (xp_ - x[p - nx]);
-    if (j < ny - 1) y += cy[(long long)j * nx + i] * (xp_ - x[p + nx]);
-    return y;
-}
 
 // ---------------------------------------------------------------- fused cycle
 // One block smooths a tile of MG_TX x MG_TY cells (even: a tile holds whole
@@ -66,17 +54,19 @@ __device__ __forceinline__ MgTile mg_tile(unsigned char* smem)
     return t;
 }
 
-// The couplings and D^-1 of region cell q from global memory (zero outside
-// the grid and across walls); returns whether q is in the grid, and its
-// index p there.
-__device__ __forceinline__ bool mg_load_faces(const MgTile& t, const T* __restrict__ cx,
-                                              const T* __restrict__ cy, int nx, int ny, int q,
-                                              long long* p)
+// Region cell q from global memory: its couplings and D^-1 into the tile
+// (zero outside the grid and across walls), and its b scaled by s_in (zero
+// outside); *in: whether q is in the grid, *p: its index there.
+__device__ __forceinline__ T mg_load(const MgTile& t, const T* __restrict__ cx,
+                                     const T* __restrict__ cy, const TI* __restrict__ b,
+                                     const double* __restrict__ io_scale, int nx, int ny,
+                                     int q, bool* in, long long* p)
 {
     const int i = t.i0 + q % MG_RX, j = t.j0 + q / MG_RX;
-    const bool in = i >= 0 && i < nx && j >= 0 && j < ny;
+    *in = i >= 0 && i < nx && j >= 0 && j < ny;
+    *p = (long long)j * nx + i;
     T w = 0.0, e = 0.0, s = 0.0, n = 0.0;
-    if (in) {
+    if (*in) {
         const long long fx = (long long)j * (nx - 1) + i;
         if (i > 0) w = cx[fx - 1];
         if (i < nx - 1) e = cx[fx];
@@ -87,8 +77,7 @@ __device__ __forceinline__ bool mg_load_faces(const MgTile& t, const T* __restri
     t.ce[q] = e;
     t.cn[q] = n;
     t.dinv[q] = centre > 0 ? T(1) / centre : T(0);
-    *p = (long long)j * nx + i;
-    return in;
+    return *in ? T(b[*p] * TI(io_scale[0])) : T(0);
 }
 
 // (A u)_q from the region's shared arrays (q not on the region's edge).
@@ -140,9 +129,9 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_down(
     MgTile t = mg_tile(smem);
     const T inv_theta = coef[0];
     for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) {
+        bool in;
         long long p;
-        const bool in = mg_load_faces(t, cx, cy, nx, ny, q, &p);
-        const T bq = in ? T(b[p] * TI(io_scale[0])) : T(0);
+        const T bq = mg_load(t, cx, cy, b, io_scale, nx, ny, q, &in, &p);
         const T dq = (t.dinv[q] * bq) * inv_theta;
         t.r[q] = bq;
         t.d[q] = dq;
@@ -178,10 +167,10 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
     MgTile t = mg_tile(smem);
     const T inv_theta = coef[0];
     for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) {
+        bool in;
         long long p;
-        const bool in = mg_load_faces(t, cx, cy, nx, ny, q, &p);
+        t.r[q] = mg_load(t, cx, cy, b, io_scale, nx, ny, q, &in, &p);
         const int i = t.i0 + q % MG_RX, j = t.j0 + q / MG_RX;
-        t.r[q] = in ? T(b[p] * TI(io_scale[0])) : T(0);
         t.x[q] = in ? x[p] + scale * xc[(long long)(j >> 1) * ncx + (i >> 1)] : T(0);
     }
     __syncthreads();
@@ -242,7 +231,7 @@ extern "C" __global__ void bf_mg_residual_inplace(
 {
     BF_CELLS(nx, ny) {
         const long long p = (long long)j * nx + i;
-        b[p] = b[p] - flux_apply(cx, cy, x, nx, ny, j, i);
+        b[p] = b[p] - bf_face_flux(cx, cy, x, nx, ny, j, i);
     }
 }
 

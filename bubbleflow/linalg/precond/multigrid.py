@@ -269,8 +269,7 @@ class Multigrid(Preconditioner):
         CUDA graphs holding them stay valid.  Returns False (nothing done)
         where ``A`` does not fit (another grid or backend)."""
         A = require_grid_operator(A, self.name)
-        fits = (tuple(A.grid_shape) == self.levels[0].shape
-                and backend_of(A.couplings()[0]).xp is self.xp)
+        fits = tuple(A.grid_shape) == self.levels[0].shape and A.backend.xp is self.xp
         if not fits:
             return False
         levels, inverse = self._hierarchy(A)
@@ -349,8 +348,7 @@ class Multigrid(Preconditioner):
             return self.runner.apply(r, self.levels[0].shape)
         s_in, s_out = self.io_scale[0], self.io_scale[1]
         b = (r * s_in).reshape(self.levels[0].shape).astype(self.dtype, copy=False)
-        return (self._cycle(0, b).reshape(r.shape).astype(r.dtype, copy=False) * s_out).astype(
-            r.dtype, copy=False)
+        return (self._cycle(0, b).reshape(r.shape) * s_out).astype(r.dtype, copy=False)
 
 
 # The CUDA variants (2-D, float64 and float32): multigrid_cuda.py, kernels in multigrid.cu;

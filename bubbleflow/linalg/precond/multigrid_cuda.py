@@ -44,13 +44,11 @@ _THREADS = 256
 #: bounds the smoother's degree (the halo), 3 in float64 and 6 in float32.
 _SHARED_LIMIT = 48 * 1024
 
-#: The value types the kernels are compiled for: C type and scalar type.
-_TYPES = {"float64": ("double", np.float64), "float32": ("float", np.float32)}
 
 
 @cuda.kernel_cache
 def _kernel(dtype, io_dtype, degree, kernel_name):
-    head = (f"typedef {_TYPES[dtype][0]} T;\ntypedef {_TYPES[io_dtype][0]} TI;\n"
+    head = (f"typedef {cuda.CTYPE[dtype]} T;\ntypedef {cuda.CTYPE[io_dtype]} TI;\n"
             f"#define MG_H {int(degree)}\n")
     return cuda.function(head + cuda.source(__name__, "multigrid.cu"), kernel_name,
                          options=_OPTIONS)
@@ -77,7 +75,7 @@ def _covered(couplings, arrays, degree):
     """The dtype name if the kernels take these 2-d couplings and arrays
     (one dtype, the grid of the couplings, a degree they take), else None."""
     dtype = str(getattr(arrays[0], "dtype", ""))
-    ok = (dtype in _TYPES and len(couplings) == 2 and int(degree) >= 1
+    ok = (dtype in cuda.CTYPE and len(couplings) == 2 and int(degree) >= 1
           and _shared_bytes(dtype, degree) <= _SHARED_LIMIT
           and all(str(getattr(a, "dtype", "")) == dtype and getattr(a, "ndim", 0) == 2
                   for a in (*couplings, *arrays)))
@@ -114,7 +112,7 @@ def _up(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, st
     return (_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
             (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
              np.int32(xc.shape[1]),
-             _TYPES[dtype][1](scale), stop), _shared_bytes(dtype, degree))
+             np.dtype(dtype).type(scale), stop), _shared_bytes(dtype, degree))
 
 
 def _run(launch):
@@ -166,7 +164,7 @@ def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_sc
     dtype = str(first.inv_diagonal.dtype)
     if len(levels) > 1 and _covered(first.couplings, (first.inv_diagonal,), degree) is None:
         return NotImplemented
-    if dtype not in _TYPES or len(first.shape) != 2:
+    if dtype not in cuda.CTYPE or len(first.shape) != 2:
         return NotImplemented
     return GraphCycle(levels, coarse_inverse, degree, ratio, scale, w_levels, io_scale)
 
@@ -193,8 +191,11 @@ class GraphCycle:
         self.shape = tuple(levels[0].shape)
         self.coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
         self.w_levels = min(int(w_levels), len(levels) - 2)
-        self.b = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
-        self.x = [cp.zeros(lv.shape, dtype=dtype) for lv in levels]
+        # Each level's right-hand side and result; the finest level's are the
+        # caller's (cycle_launches), but for a one-level hierarchy of another
+        # type than the caller's (its cast buffers).
+        self.b, self.x = ([cp.zeros(lv.shape, dtype=dtype) if k or len(levels) == 1 else None
+                           for k, lv in enumerate(levels)] for _ in range(2))
         self.xs = [cp.zeros(lv.shape, dtype=dtype) for lv in levels[:-1]]   # pre-smoothed
         # The first coarse result of a level visited twice (W levels).
         self.acc = {k + 1: cp.zeros(levels[k + 1].shape, dtype=dtype)
