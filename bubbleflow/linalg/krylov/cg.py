@@ -145,7 +145,6 @@ def _iterate(state, iterations, policy, callback, progress):
         it = state.last_check = state.it
         shown = (it, h)
         decision = policy.check(state.x, it, h, broke)
-        iterations.plan(it, h, policy.steady)
         reason = decision.reason
         if decision.restart:
             if decision.from_best:
@@ -155,6 +154,7 @@ def _iterate(state, iterations, policy, callback, progress):
             state.hist_host = None                 # the history read at the check is stale
             shown = (it, decision.rtn / state.bnorm)
             policy.restarted(state.x, it, decision.rtn)
+        iterations.plan(it, shown[1], policy.steady, decision.restart)
         if reason is None:
             reason = policy.limit(state.x, it, maxiter)
         if progress is not None:

@@ -86,10 +86,11 @@ class DeviceIterations:
                state.tol_rel)
         state.x, state.r, state.p = d.x, d.r_current, d.p
 
-    def plan(self, it, h, steady):
-        """The next stretch's length, from this check (:func:`device_chunk`)."""
+    def plan(self, it, h, steady, restarted=False):
+        """The next stretch's length, from this check (:func:`device_chunk`;
+        ``h`` the true residual after a restart)."""
         self.next_chunk = device_chunk(self.check_every, h, self.prev_check, it,
-                                       self.tol_rel, steady)
+                                       self.tol_rel, steady, restarted)
         self.prev_check = (it, h)
 
     def chunk(self, state):

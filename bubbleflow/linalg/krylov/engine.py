@@ -204,7 +204,7 @@ class ArrayIterations:
         state.bad[...] = False
         state.done[...] = False
 
-    def plan(self, it, h, steady):
+    def plan(self, it, h, steady, restarted=False):
         """Nothing to plan: checks every ``check_every`` iterations."""
 
     def chunk(self, state):

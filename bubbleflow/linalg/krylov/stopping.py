@@ -180,7 +180,7 @@ def floor_estimate(norm_A, dtype, norm):
     return floor
 
 
-def device_chunk(check_every, h, prev_check, it, tol_rel, steady):
+def device_chunk(check_every, h, prev_check, it, tol_rel, steady, restarted=False):
     """Iterations an engine that tests the tolerance on the device runs
     before the next host check.
 
@@ -189,22 +189,29 @@ def device_chunk(check_every, h, prev_check, it, tol_rel, steady):
     idle while the host reads the status and queues the next stretch, and
     takes a snapshot of the iterate.  While the recursive residual falls
     steadily the next check is put where its last rate predicts the
-    tolerance, plus ``check_every // 2`` iterations, at most
-    ``16 * check_every`` and at least ``check_every``: iterations queued past
-    convergence are no-ops, but each still costs its launches (much less
-    than a check).  On the residual histories of the standard problem this
-    takes fewer checks than aiming at half the predicted distance, with few
-    no-op iterations queued (docs/performance.md, "Figures behind code
-    choices", under ``device_chunk``).
+    tolerance, plus a quarter of the predicted distance (rounded down, at
+    most ``check_every // 2``), between 2 and ``16 * check_every``
+    iterations: iterations queued past convergence are no-ops, but each
+    still costs its launches, which for a multigrid cycle is a fifth of an
+    iteration and more than a check that confirms nothing.  A restart after a failed confirmation
+    (``restarted``, ``h`` its true residual) is planned the same way from
+    the previous check: it is usually a step or two from the tolerance.
+    Otherwise, or without a rate, ``check_every``.  Measured:
+    docs/performance.md, "Figures behind code choices", under
+    ``device_chunk``.
 
     >>> device_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, True)      # 1e-3 per 100: 167 to go
     160
     >>> device_chunk(10, 1e-7, (80, 1e-6), 100, 1e-8, True)    # 20 to go
     25
+    >>> device_chunk(10, 6.4e-8, (0, 1.0), 10, 1e-8, True)      # 1.1 to go
+    2
+    >>> device_chunk(10, 1.7e-8, (10, 6.4e-8), 11, 1e-8, False, restarted=True)
+    2
     >>> device_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, False)
     10
     """
-    if not steady or prev_check is None:
+    if not (steady or restarted) or prev_check is None:
         return check_every
     it0, h0 = prev_check
     if not (it > it0 and 0.0 < h < h0 and tol_rel > 0.0 and math.isfinite(h0)):
@@ -213,4 +220,5 @@ def device_chunk(check_every, h, prev_check, it, tol_rel, steady):
         return check_every
     rate = math.log(h / h0) / (it - it0)                # < 0
     to_go = math.log(tol_rel / h) / rate                # > 0
-    return int(min(16 * check_every, max(check_every, math.ceil(to_go) + check_every // 2)))
+    margin = min(check_every // 2, int(to_go / 4))
+    return int(min(16 * check_every, max(2, math.ceil(to_go) + margin)))
