@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .engines import selector
 from .krylov import solve
+from .krylov.record import SolveInfo
 
 __all__ = ["cg", "pcg", "dpcg"]
 
@@ -70,8 +71,9 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     """
     method, M = _method_of(M)
     select = selector(engine)
-    return solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                 check_every=check_every, nullspace=nullspace, method=method, select=select)
+    x, record = solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                      check_every=check_every, nullspace=nullspace, method=method, select=select)
+    return x, SolveInfo(record)
 
 
 pcg = cg
@@ -103,6 +105,7 @@ def dpcg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
         raise ValueError("dpcg needs a deflation space; use cg for no deflation")
     _, M = _method_of(M)
     select = selector(engine)
-    return solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                 deflation=deflation, variant=variant, check_every=check_every,
-                 nullspace=nullspace, method="dpcg", select=select)
+    x, record = solve(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
+                      deflation=deflation, variant=variant, check_every=check_every,
+                      nullspace=nullspace, method="dpcg", select=select)
+    return x, SolveInfo(record)

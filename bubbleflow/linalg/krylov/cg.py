@@ -10,7 +10,9 @@ the system's null-space hook.
 """
 from __future__ import annotations
 
+import math
 import time
+import warnings
 
 import numpy as np
 
@@ -18,7 +20,7 @@ from .device import DeviceIterations
 from .engine import ArrayEngine, ArrayIterations, KrylovState
 from .record import close_record
 from .stopping import StoppingPolicy, floor_estimate
-from .system import check_variant, make_system, norm_inf
+from .system import check_tolerances, check_variant, make_system, norm_inf
 
 __all__ = ["solve"]
 
@@ -44,20 +46,18 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         is then the recursive one): for inner solves whose caller checks the
         true residual itself, in a higher precision.
     """
-    if rtol < 0 or atol < 0:
-        raise ValueError(f"rtol={rtol} and atol={atol} must be non-negative")
+    rtol, atol, maxiter = check_tolerances(rtol, atol, maxiter, method)
     check_variant(variant)
     system, record = make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every,
-                                 callback, dict(method=method, rtol=float(rtol)))
+                                 callback, dict(method=method, rtol=rtol), x0=x0)
+    x0 = system.x0
     t_solve = time.perf_counter()
     backend, xp, b = system.backend, system.backend.xp, system.b
     prepare = getattr(M, "prepare", None)      # Preconditioner.prepare (a user's M may lack it)
     if prepare is not None:
         prepare(b)
     engine = ArrayEngine(system)
-    x = xp.zeros_like(b) if x0 is None else xp.array(x0, dtype=b.dtype, copy=True).ravel()
-    if x.shape != b.shape:
-        raise ValueError(f"x0 has {x.size} entries; b has {b.size}")
+    x = xp.zeros_like(b) if x0 is None else x0
     gauge = system.nullspace.gauge
     device = select(system) if select is not None and callback is None else None
     owned = getattr(device, "history", None)          # a history buffer the engine keeps
@@ -92,6 +92,7 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         bnorm, rn0 = first["bnorm"], first["rn0"]
         if "mean" in first:
             record.rhs_mean_removed = first["mean"]
+        _report_projection(record, b.size, bnorm)
         if bnorm == 0.0:
             record.residual, record.converged, record.reason = 0.0, True, "converged"
             record.residual_history = np.zeros(1)
@@ -134,6 +135,23 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         history = backend.to_host(hist[: state.it + 1]).copy()
     close_record(record, backend, t_solve, state.it, rtn / bnorm, reason, history)
     return xf, record
+
+
+def _report_projection(record, n, bnorm):
+    """The part of ``b`` outside the operator's range that the null space
+    removed (its mean, for the constant null space), as a fraction of
+    ``||b||``, into the record; a warning when it exceeds ``rtol``: the
+    answer then solves the projected system, and ``b - A x`` cannot be
+    small."""
+    removed = abs(record.rhs_mean_removed) * math.sqrt(n)
+    if removed == 0.0:
+        return
+    record.rhs_removed_fraction = removed / math.hypot(bnorm, removed)
+    if record.rhs_removed_fraction > record.rtol:
+        warnings.warn(f"{record.method}: b is not compatible with the constant null space: its "
+                      f"mean {record.rhs_mean_removed:.3e} ({record.rhs_removed_fraction:.2e} of "
+                      "||b||) was removed and the projected system solved (the residual is "
+                      "relative to the projected b)", RuntimeWarning, stacklevel=4)
 
 
 def _iterate(state, iterations, policy, callback, progress):

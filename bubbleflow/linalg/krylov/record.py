@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SolveRecord", "REASONS", "close_record"]
+__all__ = ["SolveRecord", "SolveInfo", "REASONS", "BREAKDOWN_INFO", "close_record"]
 
 REASONS = ("converged", "maxiter", "stagnation", "breakdown", "non-finite")
+#: SciPy's ``info`` for a breakdown (its BiCGSTAB's value; its CG has none).
+BREAKDOWN_INFO = -10
 
 
 @dataclass
@@ -44,6 +46,13 @@ class SolveRecord:
         Float32 corrections made (0 in float64).
     inner_iterations : list of int
         Iterations of each float32 correction.
+    rhs_mean_removed : float
+        With the constant null space: the mean removed from ``b`` to make it
+        compatible.
+    rhs_removed_fraction : float
+        That removed part's norm as a fraction of ``||b||`` (0: ``b`` was
+        compatible).  Above ``rtol`` the solve warns: ``residual`` is then
+        relative to the projected ``b``.
     """
 
     iterations: int = 0
@@ -66,15 +75,19 @@ class SolveRecord:
     precision: str = "float64"
     refinements: int = 0
     inner_iterations: list = field(default_factory=list)
+    rhs_removed_fraction: float = 0.0
 
     @property
     def info(self) -> int:
-        """SciPy's convention: 0 converged, >0 iterations without convergence, <0 breakdown."""
+        """SciPy's ``info``: 0 converged; > 0 not converged (``maxiter`` or
+        ``stagnation``), the iterations done, at least 1 (SciPy gives 0
+        for ``maxiter=0``, which reads as success); :data:`BREAKDOWN_INFO`
+        for a breakdown or a non-finite value."""
         if self.converged:
             return 0
         if self.reason in ("maxiter", "stagnation"):
             return max(self.iterations, 1)
-        return -1
+        return BREAKDOWN_INFO
 
     def relative_to(self, norm_solved, norm_reported, rtol):
         """Re-express the relative figures (residual, history, checks) against
@@ -104,3 +117,41 @@ def close_record(record, backend, t_solve, iterations, residual, reason, history
     record.converged = reason == "converged"
     record.reason = reason
     record.residual_history = history
+
+
+class SolveInfo(int):
+    """SciPy's ``info`` integer that also carries the solve's :class:`SolveRecord`.
+
+    ``x, info = bubbleflow.cg(A, b)`` works as with SciPy: ``info == 0`` and
+    ``not info`` mean converged, ``info > 0`` gives the iterations of an
+    unconverged solve, ``info < 0`` a breakdown.  Every field of the record
+    is an attribute (``info.converged``, ``info.residual``,
+    ``info.residual_history``, ...), and ``info.record`` is the record itself.
+
+    >>> info = SolveInfo(SolveRecord(iterations=7, converged=True, reason="converged"))
+    >>> info == 0, bool(info), info.iterations, str(info)
+    (True, False, 7, '0')
+    """
+
+    def __new__(cls, record, value=None):
+        obj = super().__new__(cls, record.info if value is None else value)
+        obj.record = record
+        return obj
+
+    def __getattr__(self, name):
+        # Called only for names the int lacks: the record's fields.
+        record = self.__dict__.get("record")
+        if record is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(record, name)
+
+    def __reduce__(self):
+        return (SolveInfo, (self.record, int(self)))
+
+    def __repr__(self):
+        return f"SolveInfo({int(self)}, {self.record.summary()})"
+
+    __str__ = int.__repr__
+
+    def summary(self) -> str:
+        return self.record.summary()

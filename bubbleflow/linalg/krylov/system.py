@@ -3,6 +3,8 @@
 space, the null-space gauge and a compatible copy of the right-hand side."""
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -12,7 +14,7 @@ from ...compute.backend import backend_of
 from .. import registry
 from .record import SolveRecord
 
-__all__ = ["KrylovSystem", "make_system", "check_variant", "ConstantNullspace", "NoNullspace", "norm_inf"]
+__all__ = ["KrylovSystem", "make_system", "check_variant", "check_tolerances", "ConstantNullspace", "NoNullspace", "norm_inf"]
 
 
 # ----------------------------------------------------------------- null space
@@ -128,6 +130,75 @@ def check_variant(variant):
                          + " or ".join(repr(v) for v in registry.VARIANTS))
 
 
+def check_tolerances(rtol, atol, maxiter, name="cg"):
+    """``(rtol, atol, maxiter)`` as Python numbers, or ValueError (SciPy's
+    error type) naming the argument, its value and what was expected."""
+    values = []
+    for key, value in (("rtol", rtol), ("atol", atol)):
+        number = _real_scalar(value)
+        if number is None or not (number >= 0 and math.isfinite(number)):
+            raise ValueError(f"{name}: {key}={value!r}: expected a real, finite, "
+                             "non-negative number")
+        values.append(number)
+    if maxiter is not None:
+        if isinstance(maxiter, (bool, np.bool_)) or not isinstance(maxiter, (int, np.integer)) \
+                or maxiter < 0:
+            raise ValueError(f"{name}: maxiter={maxiter!r}: expected None or an integer >= 0")
+        maxiter = int(maxiter)
+    return values[0], values[1], maxiter
+
+
+def _real_scalar(value):
+    """``value`` as a float if it is a real number (Python, NumPy or a 0-d
+    array), else None."""
+    if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if getattr(value, "shape", None) == () and getattr(value, "dtype", None) is not None \
+            and np.dtype(value.dtype).kind in "iuf":
+        return float(value)
+    return None
+
+
+def _refuse_complex(name, what, dtype):
+    if dtype is not None and np.dtype(dtype).kind == "c":
+        raise ValueError(f"{name}: {what} is {np.dtype(dtype)}: the solvers are real "
+                         "(complex systems are refused: solve the real and imaginary parts "
+                         "as two real systems when A is real)")
+
+
+def _square_size(A, name):
+    """``n`` for an ``n x n`` operator, None when ``A`` has no shape (a
+    callable); ValueError for any other shape."""
+    shape = getattr(A, "shape", None)
+    if shape is None:
+        if callable(A) or hasattr(A, "matvec"):
+            return None
+        raise ValueError(f"{name}: A is a {type(A).__name__}: expected a matrix, a sparse "
+                         "matrix, a LinearOperator, a PoissonOperator or a callable")
+    shape = tuple(shape)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ValueError(f"{name}: A has shape {shape}: expected a square matrix (n, n)")
+    return int(shape[0])
+
+
+def _vector(v, n, xp, what, name):
+    """``v`` as a flat array of ``xp`` (shape ``(n,)`` or ``(n, 1)`` accepted)."""
+    try:
+        v = xp.asarray(v)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: {what} is not an array of numbers ({exc})") from None
+    _refuse_complex(name, what, v.dtype)
+    if v.dtype.kind not in "iuf" and v.dtype.kind != "b":
+        raise ValueError(f"{name}: {what} has dtype {v.dtype}: expected real numbers")
+    size = v.size if n is None else n
+    if v.shape not in ((size,), (size, 1)):
+        expected = "(n,) or (n, 1)" if n is None else f"({n},) or ({n}, 1)"
+        raise ValueError(f"{name}: {what} has shape {tuple(v.shape)}: expected {expected}")
+    return v.ravel()
+
+
 @dataclass
 class KrylovSystem:
     """A checked system: ``b`` compatible (a copy), the pieces as callables."""
@@ -145,41 +216,61 @@ class KrylovSystem:
     check_every: int
     variant: str
     rhs_mean: object = None         # the mean removed from b (0-d, backend), or None
+    x0: object = None               # the starting guess (a copy, b's dtype), or None
 
 
 def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, callback,
-                record_fields):
+                record_fields, x0=None):
     """``(KrylovSystem, SolveRecord)``: the set-up of a solve, timed into the record
     (host time: nothing here waits for the device).
 
-    ``record_fields`` are the record's ``method`` and ``rtol``.  The mean
-    removed from ``b`` stays on the device (``system.rhs_mean``): the solve
-    reads it with its first host check and puts it into the record.
+    Every input is checked before any work (SciPy's error types): ``A``
+    square (or a callable), ``b`` and ``x0`` of shape ``(n,)`` or ``(n, 1)``
+    and real, ``M`` of ``A``'s shape when it has one, no complex value
+    anywhere (refused, never cast).  ``x0`` may be ``"Mb"`` (``M^-1 b``, as
+    SciPy).  ``record_fields`` are the record's ``method`` and ``rtol``.
+    The mean removed from ``b`` stays on the device (``system.rhs_mean``):
+    the solve reads it with its first host check and puts it into the record.
     """
     t_setup = time.perf_counter()
+    name = record_fields.get("method", "cg")
+    n = _square_size(A, name)
+    _refuse_complex(name, "A", getattr(A, "dtype", None))
     backend = backend_of(b)
     xp = backend.xp
+    b = _vector(b, n, xp, "b", name)     # the caller's b is never changed: copied below
+    if b.dtype.kind != "f":
+        b = b.astype(np.float64)
+    n = b.size
+    m_shape = getattr(M, "shape", None) if not isinstance(M, str) else None
+    if m_shape is not None and tuple(m_shape) != (n, n):
+        raise ValueError(f"{name}: M has shape {tuple(m_shape)}: expected ({n}, {n}), A's shape")
+    _refuse_complex(name, "M", getattr(M, "dtype", None) if not isinstance(M, str) else None)
+    if isinstance(x0, str) and x0 != "Mb":
+        raise ValueError(f"{name}: x0={x0!r}: expected None, an array or 'Mb'")
+    if x0 is not None and not isinstance(x0, str):
+        x0 = _vector(x0, n, xp, "x0", name).astype(b.dtype, copy=True)
     matvec = matvec_of(A)
     prec, prec_name, prec_obj = preconditioner_of(M, A)
     defl = deflation_of(deflation, A)
     gauge = nullspace_of(A, nullspace)
-    # The caller's b is never changed: copied below (with the mean removed).
-    b = xp.asarray(b).ravel()
-    if not np.issubdtype(b.dtype, np.floating):
-        b = b.astype(np.float64)
     if maxiter is None:
-        maxiter = 10 * b.size
+        maxiter = 10 * n
     check_every = max(1, int(check_every))
-    if callback is not None:
-        check_every = 1          # the callback sees every iteration: none may be a frozen one
+    if callback is not None or backend.name == "numpy":
+        # A callback sees every iteration (none may be a frozen one); on the
+        # host a check costs nothing, and checking every iteration wastes none.
+        check_every = 1
     record = SolveRecord(preconditioner=prec_name,
                          deflation=getattr(defl, "kind", "none") if defl is not None else "none",
                          deflation_vectors=defl.n_vectors if defl is not None else 0,
                          variant=variant if defl is not None else "", **record_fields)
     b, rhs_mean = gauge.remove(b)
+    if isinstance(x0, str):                  # "Mb"
+        x0 = xp.asarray(prec(b), dtype=b.dtype).ravel().copy()
     record.setup_seconds = time.perf_counter() - t_setup
     system = KrylovSystem(A=A, b=b, matvec=matvec, prec=prec, prec_name=prec_name,
                           prec_obj=prec_obj,
                           deflation=defl, nullspace=gauge, backend=backend, maxiter=maxiter,
-                          check_every=check_every, variant=variant, rhs_mean=rhs_mean)
+                          check_every=check_every, variant=variant, rhs_mean=rhs_mean, x0=x0)
     return system, record
