@@ -13,7 +13,9 @@ from .compute.backend import Backend, BackendUnavailable, get_backend
 from .linalg.deflation.space import Deflation, make_deflation
 from .mesh.grid import Grid
 from .linalg.functions import cg, dpcg, pcg
+from .linalg.baselines import bicgstab, gauss_seidel, jacobi
 from .linalg.krylov import SolveRecord
+from .linalg.krylov.record import SolveInfo
 from .operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
 from .linalg.precond import make_preconditioner
 from .case.problem import bubbly_column
@@ -22,5 +24,6 @@ from .linalg.solver import PressureSolver
 __all__ = [
     "__version__", "Backend", "BackendUnavailable", "get_backend", "Grid", "PoissonOperator",
     "assemble_pressure_operator", "gravity_rhs", "make_preconditioner", "Deflation",
-    "make_deflation", "cg", "pcg", "dpcg", "SolveRecord", "PressureSolver", "bubbly_column",
+    "make_deflation", "cg", "pcg", "dpcg", "bicgstab", "jacobi", "gauss_seidel", "SolveRecord",
+    "SolveInfo", "PressureSolver", "bubbly_column",
 ]

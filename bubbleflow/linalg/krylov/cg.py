@@ -10,9 +10,7 @@ the system's null-space hook.
 """
 from __future__ import annotations
 
-import math
 import time
-import warnings
 
 import numpy as np
 
@@ -20,14 +18,14 @@ from .device import DeviceIterations
 from .engine import ArrayEngine, ArrayIterations, KrylovState
 from .record import close_record
 from .stopping import StoppingPolicy, floor_estimate
-from .system import check_tolerances, check_variant, make_system, norm_inf
+from .system import check_tolerances, check_variant, make_system, norm_inf, report_projection
 
 __all__ = ["solve"]
 
 
 def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
           deflation=None, variant="adef2", check_every=10, nullspace="auto", method="cg",
-          stagnation_restarts=2, select=None, progress=None, confirm=True):
+          stagnation_restarts=1, select=None, progress=None, confirm=True):
     """The loop behind :func:`~bubbleflow.cg` and :func:`~bubbleflow.dpcg` (their parameters), plus
 
     select : callable, optional
@@ -92,13 +90,14 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         bnorm, rn0 = first["bnorm"], first["rn0"]
         if "mean" in first:
             record.rhs_mean_removed = first["mean"]
-        _report_projection(record, b.size, bnorm)
         if bnorm == 0.0:
+            report_projection(record, b.size, bnorm, 0.0)
             record.residual, record.converged, record.reason = 0.0, True, "converged"
             record.residual_history = np.zeros(1)
             return xp.zeros_like(b), record
         tol = max(float(rtol) * bnorm, float(atol))
         state.bnorm, state.tol_rel = bnorm, tol / bnorm
+        report_projection(record, b.size, bnorm, state.tol_rel)
         h0 = rn0 / bnorm
         hist[0] = h0
         iterations.started(state, h0, first.get("broke", 0.0) != 0.0)
@@ -135,23 +134,6 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         history = backend.to_host(hist[: state.it + 1]).copy()
     close_record(record, backend, t_solve, state.it, rtn / bnorm, reason, history)
     return xf, record
-
-
-def _report_projection(record, n, bnorm):
-    """The part of ``b`` outside the operator's range that the null space
-    removed (its mean, for the constant null space), as a fraction of
-    ``||b||``, into the record; a warning when it exceeds ``rtol``: the
-    answer then solves the projected system, and ``b - A x`` cannot be
-    small."""
-    removed = abs(record.rhs_mean_removed) * math.sqrt(n)
-    if removed == 0.0:
-        return
-    record.rhs_removed_fraction = removed / math.hypot(bnorm, removed)
-    if record.rhs_removed_fraction > record.rtol:
-        warnings.warn(f"{record.method}: b is not compatible with the constant null space: its "
-                      f"mean {record.rhs_mean_removed:.3e} ({record.rhs_removed_fraction:.2e} of "
-                      "||b||) was removed and the projected system solved (the residual is "
-                      "relative to the projected b)", RuntimeWarning, stacklevel=4)
 
 
 def _iterate(state, iterations, policy, callback, progress):

@@ -212,33 +212,44 @@ class ArrayIterations:
         return min(self.check_every - state.it % self.check_every, self.maxiter - state.it)
 
     def run(self, state, count, callback=None):
-        """``count`` CG steps, no host synchronisation.  A non-positive or
-        non-finite curvature (rounding near the attainable accuracy, or an
-        indefinite operator) freezes the iterate until the next check, as
-        does the tolerance reached (``done``): the count stays exact."""
+        """``count`` CG steps, no host synchronisation.  A zero or
+        non-finite curvature ``p . A p`` or ``r . M^-1 r`` freezes the
+        iterate until the next check (a breakdown), as does the tolerance
+        reached (``done``): the count stays exact (on the host, where the
+        flags cost nothing to read, the stretch ends there instead).  A
+        negative one does not:
+        as SciPy's CG, the iteration goes on, and an indefinite system may
+        still converge (the true residual decides)."""
         e, xp = self.engine, self.engine.xp
+        host = xp.__name__ == "numpy"
         x, r, p, hist = state.x, state.r, state.p, state.hist
         bad, done, rz = state.bad, state.done, state.rz
         for _ in range(count):
             w = e.operator(p)
             pw = e.dot(p, w)
-            bad |= ~(pw > 0)
+            bad |= ~(xp.isfinite(pw) & (pw != 0))
             frozen = bad | done
             # The scalars are float64 (0-d arrays); cast to the vectors' dtype
             # so that float32 updates stay float32 (no-op for float64).
             alpha = xp.where(frozen, 0.0, rz / pw).astype(x.dtype, copy=False)
             x += alpha * p
             r -= alpha * w
+            state.it += 1
+            hist[state.it] = xp.sqrt(e.dot(r, r)) / state.bnorm
+            done |= hist[state.it] <= state.tol_rel
+            if host and (done or bad):
+                # On the host the flags cost nothing to read: the stretch
+                # ends here, without preconditioning a residual no step uses.
+                if callback is not None:
+                    callback(e.finish(x))
+                break
             y = e.precondition(r)
             rz_new = e.dot(r, y)
-            bad |= ~(rz_new >= 0)
+            bad |= ~xp.isfinite(rz_new)
             beta = xp.where(bad | frozen, 0.0, rz_new / rz).astype(x.dtype, copy=False)
             rz = rz_new
             p *= beta
             p += y
-            state.it += 1
-            hist[state.it] = xp.sqrt(e.dot(r, r)) / state.bnorm
-            done |= hist[state.it] <= state.tol_rel
             if callback is not None:
                 callback(e.finish(x))
         state.rz = rz

@@ -104,6 +104,9 @@ class SolveRecord:
 
     def summary(self) -> str:
         status = "converged" if self.converged else f"FAILED ({self.reason})"
+        if self.reason == "stagnation" and self.rtol > 0:
+            status += (f" at the attainable accuracy (about {self.residual:.1e}, above rtol "
+                       f"{self.rtol:.1e})")
         return (f"{status}: {self.iterations} iterations, true relative residual "
                 f"{self.residual:.3e}, setup {self.setup_seconds:.3f} s, solve {self.solve_seconds:.3f} s")
 

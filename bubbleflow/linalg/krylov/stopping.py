@@ -56,16 +56,18 @@ class StoppingPolicy:
         ``False`` accepts the recursive residual as it is: for inner solves
         whose caller checks the true residual itself, in a higher precision.
     stagnation_restarts : int
-        Restarts without progress of the true residual before stopping.
+        Restarts without progress of the true residual (less than halved
+        since the best one) before stopping.
     """
 
     def __init__(self, bnorm, tol, solution, verify, floor, confirm=True,
-                 stagnation_restarts=2):
+                 stagnation_restarts=1):
         self.bnorm, self.tol, self.tol_rel = bnorm, tol, tol / bnorm
         self.solution, self.verify, self.floor = solution, verify, floor
         self.confirm, self.stagnation_restarts = confirm, stagnation_restarts
         self.true_residual_checks = []
         self.best_true, self.best_x, self.stalls, self.restarts = math.inf, None, 0, 0
+        self.first_failure = None        # iteration of the first failed true-residual check
         self.steady = True
 
     def begin(self, x, h0):
@@ -113,8 +115,13 @@ class StoppingPolicy:
             return Decision("non-finite")
         if rtn <= self.tol:
             return Decision("converged", (xf, rtn))
+        if self.first_failure is None:
+            self.first_failure = it
         if rtn < self.best_true:
-            self.stalls = 0 if rtn < 0.9 * self.best_true else self.stalls + 1
+            # Near the float64 floor a restart gains little: less than a
+            # halving counts as no progress, so the solve stops within a few
+            # iterations of reaching the floor rather than creeping along it.
+            self.stalls = 0 if rtn < 0.5 * self.best_true else self.stalls + 1
             self.best_true, self.best_x = rtn, xf.copy()
         else:
             self.stalls += 1
@@ -138,11 +145,17 @@ class StoppingPolicy:
 
         A plateau is stagnation only at the attainable accuracy: far from it
         CG's residual may stall for long stretches while the error still
-        falls, and maxiter is the only honest limit.
+        falls, and maxiter is the only honest limit.  Once a true-residual
+        check has failed (the recursion reached the tolerance, the true
+        residual did not: the attainable accuracy is near), a plateau of a
+        tenth of the iterations that took is stagnation.
         """
         if it >= maxiter:
             return "maxiter"
-        window = max(100, it // 4) if self.restarts else max(500, it // 2)
+        if self.restarts and self.first_failure is not None:
+            window = max(4, self.first_failure // 10)
+        else:
+            window = max(100, it // 4) if self.restarts else max(500, it // 2)
         if it - self.last_improvement > window and (self.restarts or self.near_floor(x)):
             return "stagnation"
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ from ...compute.backend import backend_of
 from .. import registry
 from .record import SolveRecord
 
-__all__ = ["KrylovSystem", "make_system", "check_variant", "check_tolerances", "ConstantNullspace", "NoNullspace", "norm_inf"]
+__all__ = ["KrylovSystem", "make_system", "check_variant", "check_tolerances", "report_projection", "ConstantNullspace", "NoNullspace", "norm_inf"]
 
 
 # ----------------------------------------------------------------- null space
@@ -100,13 +101,11 @@ def preconditioner_of(M, A):
 
 
 def deflation_of(deflation, A):
-    """A :class:`~bubbleflow.linalg.deflation.space.Deflation` (or None) from a
-    space or one label per unknown."""
-    from ..deflation.space import Deflation
+    """The deflation space (or None) from a space, one label per unknown, or
+    vectors ``Z`` (:func:`~bubbleflow.linalg.deflation.vectors.deflation_from_input`)."""
+    from ..deflation.vectors import deflation_from_input
 
-    if deflation is None or isinstance(deflation, Deflation):
-        return deflation
-    return Deflation(A, deflation, kind="labels")
+    return deflation_from_input(deflation, A)
 
 
 def norm_inf(A):
@@ -121,6 +120,24 @@ def norm_inf(A):
     except Exception:
         return None
     return None
+
+
+def report_projection(record, n, bnorm, tol_rel, stacklevel=4):
+    """The part of ``b`` outside the operator's range that the null space
+    removed (its mean, for the constant null space), as a fraction of
+    ``||b||``, into the record; a warning when it exceeds the relative
+    tolerance: the answer then solves the projected system, and
+    ``b - A x`` cannot be small.  ``stacklevel``: the warning names the
+    user's line (4: called by the loop that the public function calls)."""
+    removed = abs(record.rhs_mean_removed) * math.sqrt(n)
+    if removed == 0.0:
+        return
+    record.rhs_removed_fraction = removed / math.hypot(bnorm, removed)
+    if record.rhs_removed_fraction > tol_rel:
+        warnings.warn(f"{record.method}: b is not compatible with the constant null space: its "
+                      f"mean {record.rhs_mean_removed:.3e} ({record.rhs_removed_fraction:.2e} of "
+                      "||b||) was removed and the projected system solved (the residual is "
+                      "relative to the projected b)", RuntimeWarning, stacklevel=stacklevel)
 
 
 # ---------------------------------------------------------------------- system
@@ -183,8 +200,9 @@ def _square_size(A, name):
     return int(shape[0])
 
 
-def _vector(v, n, xp, what, name):
-    """``v`` as a flat array of ``xp`` (shape ``(n,)`` or ``(n, 1)`` accepted)."""
+def _vector(v, n, xp, what, name, grid_shape=None):
+    """``v`` as a flat array of ``xp`` (shape ``(n,)`` or ``(n, 1)`` accepted,
+    or the grid's shape for a grid operator)."""
     try:
         v = xp.asarray(v)
     except (TypeError, ValueError) as exc:
@@ -193,7 +211,7 @@ def _vector(v, n, xp, what, name):
     if v.dtype.kind not in "iuf" and v.dtype.kind != "b":
         raise ValueError(f"{name}: {what} has dtype {v.dtype}: expected real numbers")
     size = v.size if n is None else n
-    if v.shape not in ((size,), (size, 1)):
+    if v.shape not in ((size,), (size, 1)) and v.shape != grid_shape:
         expected = "(n,) or (n, 1)" if n is None else f"({n},) or ({n}, 1)"
         raise ValueError(f"{name}: {what} has shape {tuple(v.shape)}: expected {expected}")
     return v.ravel()
@@ -238,7 +256,8 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
     _refuse_complex(name, "A", getattr(A, "dtype", None))
     backend = backend_of(b)
     xp = backend.xp
-    b = _vector(b, n, xp, "b", name)     # the caller's b is never changed: copied below
+    grid_shape = tuple(A.grid_shape) if hasattr(A, "grid_shape") else None
+    b = _vector(b, n, xp, "b", name, grid_shape)   # the caller's b is never changed: copied below
     if b.dtype.kind != "f":
         b = b.astype(np.float64)
     n = b.size
@@ -249,7 +268,7 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
     if isinstance(x0, str) and x0 != "Mb":
         raise ValueError(f"{name}: x0={x0!r}: expected None, an array or 'Mb'")
     if x0 is not None and not isinstance(x0, str):
-        x0 = _vector(x0, n, xp, "x0", name).astype(b.dtype, copy=True)
+        x0 = _vector(x0, n, xp, "x0", name, grid_shape).astype(b.dtype, copy=True)
     matvec = matvec_of(A)
     prec, prec_name, prec_obj = preconditioner_of(M, A)
     defl = deflation_of(deflation, A)
@@ -257,10 +276,8 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
     if maxiter is None:
         maxiter = 10 * n
     check_every = max(1, int(check_every))
-    if callback is not None or backend.name == "numpy":
-        # A callback sees every iteration (none may be a frozen one); on the
-        # host a check costs nothing, and checking every iteration wastes none.
-        check_every = 1
+    if callback is not None:
+        check_every = 1          # the callback sees every iteration: none may be a frozen one
     record = SolveRecord(preconditioner=prec_name,
                          deflation=getattr(defl, "kind", "none") if defl is not None else "none",
                          deflation_vectors=defl.n_vectors if defl is not None else 0,
