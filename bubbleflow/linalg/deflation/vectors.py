@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute.backend import backend_of
+from ...compute.blas import single_threaded
 
 __all__ = ["VectorDeflation", "deflation_from_input"]
 
@@ -29,7 +30,8 @@ class _PseudoInverse:
     mode = "dense"
 
     def __init__(self, E, xp):
-        w, V = np.linalg.eigh(0.5 * (E + E.T))
+        with single_threaded(E.shape[0]):
+            w, V = np.linalg.eigh(0.5 * (E + E.T))
         keep = w > RANK_TOLERANCE * max(float(np.abs(w).max(initial=0.0)), np.finfo(float).tiny)
         self.rank = int(keep.sum())
         self.singular = self.rank < E.shape[0]

@@ -88,6 +88,7 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
                 values.append(value)
         first = dict(zip(names, (float(v) for v in backend.to_host_many(values))))
         bnorm, rn0 = first["bnorm"], first["rn0"]
+        record.rhs_norm = bnorm
         if "mean" in first:
             record.rhs_mean_removed = first["mean"]
         if bnorm == 0.0:

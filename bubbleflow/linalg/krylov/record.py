@@ -49,6 +49,9 @@ class SolveRecord:
     rhs_mean_removed : float
         With the constant null space: the mean removed from ``b`` to make it
         compatible.
+    rhs_norm : float
+        ``||b||`` of the system solved (the compatible ``b``): the unit of
+        the relative figures.
     rhs_removed_fraction : float
         That removed part's norm as a fraction of ``||b||`` (0: ``b`` was
         compatible).  Above ``rtol`` the solve warns: ``residual`` is then
@@ -76,6 +79,7 @@ class SolveRecord:
     refinements: int = 0
     inner_iterations: list = field(default_factory=list)
     rhs_removed_fraction: float = 0.0
+    rhs_norm: float = 0.0
 
     @property
     def info(self) -> int:
