@@ -715,6 +715,8 @@ class PreconditionerConfig(_Node):
                       doc="multigrid: over-correction of the coarse-grid correction")
     coarsest: int = _f(_Int(min=1), 512,
                        doc="multigrid: cells of the coarsest level at most (solved directly)")
+    min_side: int = _f(_Int(min=1), 16,
+                       doc="multigrid: no level narrower than this (levels of up to 1024 cells)")
     cycle_precision: str = _f(_Enum(("float64", "float32")), "float32",
                               doc="multigrid: the cycle's arithmetic (float32 halves its bytes)")
     w_levels: object = _f(_Int(min=0, also=("auto",)), "auto",

@@ -174,8 +174,8 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
     # the coarse b (4.25); up reads the couplings, b, x and the coarse x,
     # writes the result (5.25); 9.5 per level, x 4/3 for the coarser levels.
     PreconditionerEntry("multigrid", f"{_P}.multigrid:Multigrid",
-                        options=("degree", "ratio", "scale", "coarsest", "cycle_precision",
-                                 "w_levels"),
+                        options=("degree", "ratio", "scale", "coarsest", "min_side",
+                                 "cycle_precision", "w_levels"),
                         arrays=13,
                         doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing"),
 )}

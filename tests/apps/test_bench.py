@@ -199,7 +199,7 @@ def one_error_line(err):
     (["--repeat", "0"], "--repeat: got '0'; expected an integer >= 1"),
     (["--configs", "jacobi"], "--configs: got 'jacobi'; expected PRE[(K=V,...)]:DEFL[@MAXN]"),
     (["--configs", "multigrid(foo=1):none"],
-     "expected options K=V of 'multigrid': degree, ratio, scale, coarsest, cycle_precision"),
+     "expected options K=V of 'multigrid': degree, ratio, scale, coarsest, min_side, cycle_precision"),
     (["--configs", "jacobi(degree=1):none"], "expected options K=V of 'jacobi': check"),
     (["--configs", "jacobi:levelset"], "--configs: got 'jacobi:levelset'"),
     (["--configs", "jacobi:none@x"], "--configs: got 'x'"),

@@ -9,6 +9,7 @@ import scipy.sparse.linalg as spla
 from bubbleflow.linalg.precond import make_preconditioner
 from bubbleflow.linalg.precond.multigrid import Multigrid, coarsen_couplings, prolong, restrict
 from bubbleflow.linalg.solver import PressureSolver
+from bubbleflow.case.problem import bubbly_column
 from bubbleflow.operators.poisson import PoissonOperator, apply_faces
 from helpers.operators import bubbly_operator
 
@@ -174,10 +175,13 @@ def test_deflated_cg_takes_it_too(backend):
 
 def test_options_are_checked_and_passed():
     A = bubbly_operator(16, 10.0, "numpy")
-    M = make_preconditioner("multigrid", A, degree=3, scale=1.5, coarsest=16)
+    M = make_preconditioner("multigrid", A, degree=3, scale=1.5, coarsest=16, min_side=1)
     assert (M.degree, M.scale) == (3, 1.5) and M.levels[-1].shape == (4, 4)
+    # The default min_side keeps the 16 x 16 grid whole (its levels would be narrower).
+    assert make_preconditioner("multigrid", A, coarsest=16).levels[-1].shape == (16, 16)
     for bad in ({"degree": 0}, {"ratio": 1.0}, {"scale": 2.0}, {"cycle_precision": "float16"},
-                {"w_levels": -1}, {"w_levels": "W"}, {"w_levels": True}):
+                {"w_levels": -1}, {"w_levels": "W"}, {"w_levels": True}, {"min_side": 0},
+                {"coarsest": 0}):
         with pytest.raises(ValueError, match="multigrid"):
             make_preconditioner("multigrid", A, **bad)
     with pytest.raises(ValueError, match="no option"):
@@ -203,14 +207,14 @@ def test_refresh_takes_a_new_operator_in_place(backend):
     A1, A2 = bubbly_operator(64, 1e3, backend, seed=1), bubbly_operator(64, 1e6, backend, seed=2)
     r = np.random.default_rng(7).standard_normal(64 * 64)
     r = xp.asarray(r - r.mean())
-    M = Multigrid(A1, coarsest=64, w_levels=1)
+    M = Multigrid(A1, coarsest=64, min_side=1, w_levels=1)
     first = backend.to_host(M.apply(r))
     arrays = [id(c) for lv in M.levels for c in lv.couplings]
     runner = M.runner
     assert M.refresh(A2)
     assert [id(c) for lv in M.levels for c in lv.couplings] == arrays and M.runner is runner
     got = backend.to_host(M.apply(r))
-    assert np.array_equal(got, backend.to_host(Multigrid(A2, coarsest=64, w_levels=1).apply(r)))
+    assert np.array_equal(got, backend.to_host(Multigrid(A2, coarsest=64, min_side=1, w_levels=1).apply(r)))
     assert not np.array_equal(got, first)
     assert not M.refresh(bubbly_operator(32, 1e3, backend))
 
@@ -231,7 +235,7 @@ def test_the_bytes_model_follows_the_options():
     the same and its result (16); the coarsest its 4 x 4 inverse and two
     vectors.  A float32 cycle halves the levels' own bytes, W levels add."""
     A = bubbly_operator(4, 10.0, "numpy")
-    M = Multigrid(A, coarsest=4, cycle_precision="float64", w_levels=0)
+    M = Multigrid(A, coarsest=4, min_side=1, cycle_precision="float64", w_levels=0)
     assert [lv.shape for lv in M.levels] == [(4, 4), (2, 2)]
     assert M.bytes_per_apply() == 8 * ((32 + 16 + 16 + 4) + (32 + 16 + 16 + 4 + 16) + (16 + 8))
     big = bubbly_operator(256, 1e3, "numpy")
@@ -270,3 +274,28 @@ def test_a_float32_cycle_takes_any_scale_of_the_right_hand_side(backend):
     plain = backend.to_host(M.apply(r))
     M.prepare(r * 2.0 ** -100)
     assert np.array_equal(backend.to_host(M.apply(r * 2.0 ** -100)), plain * 2.0 ** -100)
+
+
+def test_host_coarse_solve_equals_the_dense_inverse():
+    """The host's sparse coarsest solve (Sherman-Morrison-Woodbury on the
+    grounded factorisation) is the dense inverse's operator."""
+    from bubbleflow.linalg.precond.multigrid import HostCoarseSolve, _dense_inverse
+
+    A = bubbly_operator(24, 1e6, "numpy")
+    couplings = tuple(c.astype(np.float64) for c in A.couplings())
+    dense = _dense_inverse(couplings, A.grid_shape, np)
+    host = HostCoarseSolve(couplings, A.grid_shape)
+    b = np.random.default_rng(3).standard_normal(24 * 24)
+    np.testing.assert_allclose(host @ b, dense @ b, rtol=1e-8, atol=1e-8 * np.abs(dense @ b).max())
+
+
+@pytest.mark.parametrize("n", [192, 240])
+def test_non_power_of_two_grids_keep_wide_coarse_levels(n):
+    """Grids whose halvings reach 12 or 15 cells: the coarsest level keeps at
+    least 16 per side, and the solve stays within the iterations of the
+    power-of-two sizes (40-73 iterations before, contrast 1e6)."""
+    A, b, phi = bubbly_column(n, 1e6)
+    M = make_preconditioner("multigrid", A)
+    assert min(M.levels[-1].shape) >= 16
+    x, rec = PressureSolver(A, phi=phi, rtol=1e-6).solve(b)
+    assert rec.converged and rec.iterations <= 20, rec.iterations

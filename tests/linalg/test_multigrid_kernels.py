@@ -121,10 +121,10 @@ def test_cycle_on_the_gpu_equals_numpy(contrast, cupy_backend):
     X, Y = np.meshgrid((np.arange(n) + 0.5) * h, (np.arange(n) + 0.5) * h)
     rho = np.where(np.hypot(X - 0.4, Y - 0.5) < 0.2, 1.0, contrast)
     rx, ry = 0.5 * (rho[:, 1:] + rho[:, :-1]), 0.5 * (rho[1:, :] + rho[:-1, :])
-    host = Multigrid(PoissonOperator(1 / rx, 1 / ry, h, h), coarsest=64,
+    host = Multigrid(PoissonOperator(1 / rx, 1 / ry, h, h), coarsest=64, min_side=1,
                      cycle_precision="float64")
     gpu = Multigrid(PoissonOperator(1 / rx, 1 / ry, h, h, backend=cupy_backend), coarsest=64,
-                    cycle_precision="float64")
+                    min_side=1, cycle_precision="float64")
     assert [lv.shape for lv in gpu.levels] == [(96, 96), (48, 48), (24, 24), (12, 12), (6, 6)]
     r = np.random.default_rng(3).standard_normal(n * n)
     r -= r.mean()
@@ -145,7 +145,7 @@ def test_graph_cycle_equals_the_twins(shape, precision, w_levels, cupy_backend):
     faces, _, b, _ = fields(shape, seed=6)
     A = PoissonOperator(cp.asarray(faces[0]), cp.asarray(faces[1]), 1.0, 1.0,
                         backend=cupy_backend)
-    M = Multigrid(A, coarsest=40, cycle_precision=precision, w_levels=w_levels)
+    M = Multigrid(A, coarsest=40, min_side=1, cycle_precision=precision, w_levels=w_levels)
     assert M.runner is not None
     r = cp.asarray(b.ravel() - b.mean())
     got = M.apply(r)

@@ -18,7 +18,7 @@ def small_operator(backend, contrast=1e3, nx=12, ny=8):
 
 
 #: Multigrid options of the comparison: three levels on the 12 x 8 grid.
-MULTIGRID = dict(degree=2, ratio=4.0, scale=1.8, coarsest=8)
+MULTIGRID = dict(degree=2, ratio=4.0, scale=1.8, coarsest=8, min_side=1)
 FLOAT64_V = dict(cycle_precision="float64", w_levels=0)        # the definition's arithmetic
 
 
@@ -38,21 +38,24 @@ def chebyshev_smoother(C, degree, ratio):
     return (V * f) @ V.T / d[:, None] / d[None, :]
 
 
-def dense_multigrid(C, shape, degree, ratio, scale, coarsest, w_levels=0):
+def dense_multigrid(C, shape, degree, ratio, scale, coarsest, w_levels=0, min_side=16):
     """The V-cycle as a matrix: Galerkin products of piecewise-constant P,
     the Chebyshev smoother before and after, the coarsest level's
-    ``(A + mean(diag) / n 1 1^T)^-1``; on the top ``w_levels`` levels the
-    coarse level's cycle ``B`` is applied twice, ``2 B - B A_c B``."""
+    ``(A + mean(diag) / n 1 1^T)^-1`` (at most ``coarsest`` cells, or the
+    last of at most 1024 cells before one narrower than ``min_side``); on
+    the top ``w_levels`` levels the coarse level's cycle ``B`` is applied
+    twice, ``2 B - B A_c B``."""
     n = C.shape[0]
-    if n <= coarsest:
-        return np.linalg.inv(C + np.diag(C).mean() / n)
     coarse = tuple((k + 1) // 2 for k in shape)
+    if n <= coarsest or (min(coarse) < min_side and n <= 1024):
+        return np.linalg.inv(C + np.diag(C).mean() / n)
     j, i = np.indices(shape).reshape(2, -1)
     cols = np.ravel_multi_index((j // 2, i // 2), coarse)
     P = np.zeros((n, int(np.prod(coarse))))
     P[np.arange(n), cols] = 1.0
     Ac = P.T @ C @ P
-    Mc = dense_multigrid(Ac, coarse, degree, ratio, scale, coarsest, max(w_levels - 1, 0))
+    Mc = dense_multigrid(Ac, coarse, degree, ratio, scale, coarsest, max(w_levels - 1, 0),
+                         min_side)
     if w_levels > 0 and Ac.shape[0] > coarsest:
         Mc = 2 * Mc - Mc @ Ac @ Mc
     S = chebyshev_smoother(C, degree, ratio)

@@ -44,7 +44,7 @@ DEFAULT_MAXITER_PER_N = 30
 
 #: Short forms of preconditioner options in the table's solver column.
 _OPTION_SHORT = {"w_levels": "w", "cycle_precision": "", "degree": "k", "scale": "s",
-                 "ratio": "r", "coarsest": "c", "block_lines": "m"}
+                 "ratio": "r", "coarsest": "c", "min_side": "ms", "block_lines": "m"}
 _VALUE_SHORT = {"float32": "f32", "float64": "f64"}
 
 

@@ -158,7 +158,7 @@ def _iterate(state, iterations, policy, callback, progress):
         iterations.plan(it, shown[1], policy.steady, decision.restart)
         if reason is None:
             reason = policy.limit(state.x, it, maxiter)
-        if progress is not None:
+        if progress is not None and (reason is not None or it % iterations.report_every == 0):
             progress(*shown)
         if reason is not None:
             return reason, decision.final

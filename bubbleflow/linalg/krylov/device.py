@@ -32,6 +32,7 @@ class DeviceIterations:
     """Drives a device engine for the Krylov loop (see the module)."""
 
     name = "fused"
+    report_every = 1                  # progress at every host check
 
     def __init__(self, device, engine, check_every, maxiter):
         self.device, self.engine = device, engine

@@ -77,6 +77,7 @@ class StoppingPolicy:
         follow the growth.  Returns ``"non-finite"`` or None."""
         self.x_rec = x.copy()
         self.best_rec, self.last_improvement = float(h0) * self.bnorm, 0
+        self._rec_kept = self.best_rec
         self._rec_at_check = self.best_rec
         return None if math.isfinite(self.best_rec) else "non-finite"
 
@@ -103,8 +104,11 @@ class StoppingPolicy:
             if rn < 0.99 * self.best_rec:
                 self.last_improvement = it
             self.best_rec = rn
-            if not below:                    # below: x itself is verified next
+            if not below and rn < 0.5 * self._rec_kept:
+                # (below: x itself is verified next.)  A copy each time the
+                # best halves: near it, checked every iteration, for little.
                 self.x_rec[...] = x
+                self._rec_kept = rn
         self.steady = not (self.restarts or broke or diverged)
         if not (below or broke or diverged):
             return Decision()
@@ -138,6 +142,7 @@ class StoppingPolicy:
         """After a restart at ``it`` from ``x`` (true residual norm ``rtn``)."""
         self.best_rec, self.last_improvement = rtn, it
         self.x_rec[...] = x
+        self._rec_kept = rtn
         self.restarts += 1
 
     def limit(self, x, it, maxiter):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...compute.backend import backend_of
+from ...compute.transfer import on_device
 from .. import registry
 from .record import SolveRecord
 
@@ -153,9 +154,8 @@ def check_tolerances(rtol, atol, maxiter, name="cg"):
     values = []
     for key, value in (("rtol", rtol), ("atol", atol)):
         number = _real_scalar(value)
-        if number is None or not (number >= 0 and math.isfinite(number)):
-            raise ValueError(f"{name}: {key}={value!r}: expected a real, finite, "
-                             "non-negative number")
+        if number is None or not number >= 0:
+            raise ValueError(f"{name}: {key}={value!r}: expected a real, non-negative number")
         values.append(number)
     if maxiter is not None:
         if isinstance(maxiter, (bool, np.bool_)) or not isinstance(maxiter, (int, np.integer)) \
@@ -269,6 +269,8 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
         raise ValueError(f"{name}: x0={x0!r}: expected None, an array or 'Mb'")
     if x0 is not None and not isinstance(x0, str):
         x0 = _vector(x0, n, xp, "x0", name, grid_shape).astype(b.dtype, copy=True)
+        if not on_device(backend) and not x0.any():
+            x0 = None                        # as SciPy: no product for a zero guess
     matvec = matvec_of(A)
     prec, prec_name, prec_obj = preconditioner_of(M, A)
     defl = deflation_of(deflation, A)

@@ -43,12 +43,18 @@ from . import multigrid_cuda
 from .chebyshev import chebyshev_coefficients
 from ...compute.backend import backend_of
 from ...compute.blas import single_threaded
+from ...compute.transfer import on_device
 from ...compute.twins import twin
 from ...operators.poisson import _centre_from_couplings, apply_faces
 from .base import Preconditioner, require_grid_operator
 
 #: The precisions a cycle can run in (``cycle_precision``).
 CYCLE_PRECISIONS = ("float64", "float32")
+#: :attr:`Multigrid.min_side` applies to levels of at most this many cells.
+MIN_SIDE_CELLS = 1024
+#: On the host, coarsest levels larger than this are solved by a sparse
+#: factorisation (:class:`HostCoarseSolve`) rather than a dense inverse.
+HOST_DENSE_CELLS = 256
 #: ``w_levels="auto"``: a level visits its coarse level twice where that
 #: coarse level has at least this many cells.
 W_AUTO_CELLS = 2 ** 18
@@ -103,12 +109,10 @@ def prolong(x, shape, xp):
     return x
 
 
-def _dense_inverse(couplings, shape, xp):
-    """The symmetric inverse of ``A + mean(diag) / n 1 1^T`` for the coarsest level."""
-    n = int(np.prod(shape))
-    C = _centre_from_couplings(couplings, xp).ravel()
-    A = xp.zeros((n, n), dtype=C.dtype)
-    index = xp.arange(n).reshape(shape)
+def _face_pairs(couplings, shape, xp):
+    """``(p, q, coupling)`` per axis: the flat indices of the two cells of
+    every interior face and the face's coupling."""
+    index = xp.arange(int(np.prod(shape))).reshape(shape)
     ndim = len(shape)
     for axis, c in enumerate(couplings):
         a = ndim - 1 - axis
@@ -116,15 +120,67 @@ def _dense_inverse(couplings, shape, xp):
         hi = [slice(None)] * ndim
         lo[a] = slice(None, -1)
         hi[a] = slice(1, None)
-        p, q = index[tuple(lo)].ravel(), index[tuple(hi)].ravel()
-        A[p, q] = -c.ravel()
-        A[q, p] = -c.ravel()
+        yield index[tuple(lo)].ravel(), index[tuple(hi)].ravel(), c.ravel()
+
+
+def _coarsest_matrix(couplings, shape, xp):
+    """The coarsest level's dense ``A + c 1 1^T`` (``c = mean(diag) / n``),
+    nonsingular: for a compatible right-hand side its solution is the one
+    of ``A`` with zero mean."""
+    n = int(np.prod(shape))
+    C = _centre_from_couplings(couplings, xp).ravel()
+    A = xp.zeros((n, n), dtype=C.dtype)
+    for p, q, c in _face_pairs(couplings, shape, xp):
+        A[p, q] = -c
+        A[q, p] = -c
     A[xp.arange(n), xp.arange(n)] = C
     # (A level without couplings, a single cell: the identity's scale.)
     A += xp.where(C.mean() > 0, C.mean(), 1.0) / n
-    with single_threaded(n):                  # a no-op for the GPU's library
+    return A
+
+
+def _dense_inverse(couplings, shape, xp):
+    """The symmetric inverse of :func:`_coarsest_matrix`."""
+    A = _coarsest_matrix(couplings, shape, xp)
+    with single_threaded(A.shape[0]):          # a no-op for the GPU's library
         inv = xp.linalg.inv(A)
     return 0.5 * (inv + inv.T)
+
+
+class HostCoarseSolve:
+    """The coarsest level's solve on the host, ``(A + c 1 1^T)^-1 b`` (the
+    operator of :func:`_dense_inverse`), by a sparse factorisation: the
+    grounded ``A_g = A + c e_0 e_0^T`` (positive definite) factorised once,
+    and the rank-two rest ``c (1 1^T - e_0 e_0^T)`` by Sherman-Morrison-
+    Woodbury.  A dense inverse of a few hundred cells costs tens of
+    milliseconds on one core, redone at every time step of a flow; this
+    costs about one."""
+
+    def __init__(self, couplings, shape):
+        import scipy.sparse as sp
+        from scipy.sparse.linalg import splu
+
+        n = int(np.prod(shape))
+        C = _centre_from_couplings(couplings, np).ravel()
+        rows, cols, vals = [np.arange(n)], [np.arange(n)], [C]
+        for p, q, c in _face_pairs(couplings, shape, np):
+            rows += [p, q]
+            cols += [q, p]
+            vals += [-c, -c]
+        c = float(C.mean()) / n if C.mean() > 0 else 1.0 / n
+        A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(n, n))
+        A = A + sp.csc_matrix(([c], ([0], [0])), shape=(n, n))
+        self.lu = splu(A.tocsc())
+        U = np.zeros((n, 2))
+        U[:, 0] = 1.0
+        U[0, 1] = 1.0
+        self.U, self.W = U, self.lu.solve(U)
+        self.S = np.linalg.inv(np.diag([1.0 / c, -1.0 / c]) + U.T @ self.W)
+
+    def __matmul__(self, b):
+        y = self.lu.solve(np.asarray(b, dtype=np.float64))
+        return (y - self.W @ (self.S @ (self.U.T @ y))).astype(b.dtype, copy=False)
 
 
 def smooth(couplings, inv_diagonal, b, x, degree, ratio):
@@ -204,7 +260,14 @@ class Multigrid(Preconditioner):
     scale : float
         The coarse correction's over-correction factor (1: none).
     coarsest : int
-        The coarsest level has at most this many cells (solved directly).
+        The coarsest level has at most this many cells (solved directly)...
+    min_side : int
+        ... but coarsening stops before a level narrower than this many
+        cells (below :data:`MIN_SIDE_CELLS` cells).  Bubbles of radius 0.08
+        of the unit column are two cells wide on a 12 x 12 level, whose
+        piecewise-constant correction then fails: at 192^2 and 240^2,
+        contrast 1e6, 40-73 iterations, 11-13 with the 24^2 and 30^2 levels
+        this keeps (docs/performance.md).
     w_levels : int or "auto"
         The top ``w_levels`` levels visit their coarse level twice (a
         W-cycle there, a V-cycle below): ``x_c + V_c (b_c - A_c x_c)`` with
@@ -222,7 +285,7 @@ class Multigrid(Preconditioner):
     name = "multigrid"
 
     def __init__(self, A, degree=2, ratio=4.0, scale=1.8, coarsest=512,
-                 cycle_precision="float32", w_levels="auto"):
+                 cycle_precision="float32", w_levels="auto", min_side=16):
         A = require_grid_operator(A, self.name)
         if cycle_precision not in CYCLE_PRECISIONS:
             raise ValueError(f"multigrid: cycle_precision={cycle_precision!r}: expected one of "
@@ -239,7 +302,10 @@ class Multigrid(Preconditioner):
             raise ValueError(f"multigrid: w_levels={w_levels!r}: expected an integer >= 0 "
                              "or 'auto'")
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
-        self.coarsest = int(coarsest)
+        if int(coarsest) < 1 or int(min_side) < 1:
+            raise ValueError(f"multigrid: coarsest={coarsest!r}, min_side={min_side!r}: "
+                             "expected integers >= 1")
+        self.coarsest, self.min_side = int(coarsest), int(min_side)
         self.levels, self.coarse_inverse = self._hierarchy(A)
         # [s_in, s_out]: the cycle reads s_in r and returns s_out M (s_in r)
         # (powers of two, :meth:`prepare`; exact, so M is unchanged).
@@ -260,9 +326,14 @@ class Multigrid(Preconditioner):
         shape = tuple(A.grid_shape)
         levels = [_Level(couplings, shape, xp, self.dtype)]
         while int(np.prod(shape)) > max(self.coarsest, 1) and max(shape) > 1:
+            coarse = tuple((n + 1) // 2 for n in shape)
+            if min(coarse) < self.min_side and int(np.prod(shape)) <= MIN_SIDE_CELLS:
+                break
             couplings = coarsen_couplings(couplings, xp)
-            shape = tuple((n + 1) // 2 for n in shape)
+            shape = coarse
             levels.append(_Level(couplings, shape, xp, self.dtype))
+        if not on_device(backend_of(couplings[0])) and int(np.prod(shape)) > HOST_DENSE_CELLS:
+            return levels, HostCoarseSolve(couplings, shape)
         return levels, _dense_inverse(couplings, shape, xp).astype(self.dtype, copy=False)
 
     def refresh(self, A):
@@ -279,7 +350,10 @@ class Multigrid(Preconditioner):
             for dst, src in zip(old.couplings, new.couplings):
                 dst[...] = src
             old.inv_diagonal[...] = new.inv_diagonal
-        self.coarse_inverse[...] = inverse
+        if isinstance(inverse, HostCoarseSolve):
+            self.coarse_inverse = inverse
+        else:
+            self.coarse_inverse[...] = inverse
         return True
 
     def bytes_per_apply(self, io_itemsize=8):
