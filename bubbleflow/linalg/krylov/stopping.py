@@ -68,6 +68,7 @@ class StoppingPolicy:
         self.true_residual_checks = []
         self.best_true, self.best_x, self.stalls, self.restarts = math.inf, None, 0, 0
         self.first_failure = None        # iteration of the first failed true-residual check
+        self._rec_verified = math.inf    # the recursive residual at the last such check
         self.steady = True
 
     def begin(self, x, h0):
@@ -110,10 +111,15 @@ class StoppingPolicy:
                 self.x_rec[...] = x
                 self._rec_kept = rn
         self.steady = not (self.restarts or broke or diverged)
-        if not (below or broke or diverged):
+        # Once a true-residual check has failed the recursion can go on
+        # falling far below the true residual: each halving of it since the
+        # last check is a probe of the true one.
+        probe = self.first_failure is not None and rn < 0.5 * self._rec_verified
+        if not (below or broke or diverged or probe):
             return Decision()
-        from_best = not (below and not diverged)
+        from_best = not (below and not diverged) and not probe
         xf, rt, rtn = self.verify(self.x_rec if from_best else x)
+        self._rec_verified = rn if not from_best else self.best_rec
         self.true_residual_checks.append((it, rtn / self.bnorm))
         if not math.isfinite(rtn):
             return Decision("non-finite")
