@@ -56,8 +56,9 @@ class StoppingPolicy:
         ``False`` accepts the recursive residual as it is: for inner solves
         whose caller checks the true residual itself, in a higher precision.
     stagnation_restarts : int
-        Restarts without progress of the true residual (less than halved
-        since the best one) before stopping.
+        Restarts without progress of the true residual before stopping, at
+        the floor (less than halved since the best one; after a breakdown or
+        a divergence, less than 10 % better, and at least two).
     """
 
     def __init__(self, bnorm, tol, solution, verify, floor, confirm=True,
@@ -125,17 +126,22 @@ class StoppingPolicy:
             return Decision("non-finite")
         if rtn <= self.tol:
             return Decision("converged", (xf, rtn))
-        if self.first_failure is None:
+        # A floor check: the recursion passed the tolerance, diverged near
+        # the attainable accuracy, or a probe; the true residual did not
+        # pass.  There a restart gains little, so less than a halving is no
+        # progress and one such restart ends the solve: it stops within a
+        # few iterations of the floor rather than creeping along it.  A
+        # breakdown may come far from the floor: two restarts that gain less
+        # than 10 % end it.
+        floor_check = not broke
+        if floor_check and self.first_failure is None:
             self.first_failure = it
+        gain = 0.5 if floor_check else 0.9
+        self.stalls = 0 if rtn < gain * self.best_true else self.stalls + 1
         if rtn < self.best_true:
-            # Near the float64 floor a restart gains little: less than a
-            # halving counts as no progress, so the solve stops within a few
-            # iterations of reaching the floor rather than creeping along it.
-            self.stalls = 0 if rtn < 0.5 * self.best_true else self.stalls + 1
             self.best_true, self.best_x = rtn, xf.copy()
-        else:
-            self.stalls += 1
-        if self.stalls >= self.stagnation_restarts:
+        limit = self.stagnation_restarts if floor_check else max(2, self.stagnation_restarts)
+        if self.stalls >= limit:
             # No progress at all means the method broke down (an indefinite
             # operator or preconditioner); otherwise we are at the attainable
             # accuracy.
@@ -148,7 +154,7 @@ class StoppingPolicy:
         """After a restart at ``it`` from ``x`` (true residual norm ``rtn``)."""
         self.best_rec, self.last_improvement = rtn, it
         self.x_rec[...] = x
-        self._rec_kept = rtn
+        self._rec_kept = self._rec_verified = rtn
         self.restarts += 1
 
     def limit(self, x, it, maxiter):
