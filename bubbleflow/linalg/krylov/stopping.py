@@ -120,20 +120,23 @@ class StoppingPolicy:
             return Decision()
         from_best = not (below and not diverged) and not probe
         xf, rt, rtn = self.verify(self.x_rec if from_best else x)
-        self._rec_verified = rn if not from_best else self.best_rec
+        # The recursion's own residual at the iterate verified.
+        rec_there = self._rec_kept if from_best else rn
+        self._rec_verified = rec_there
         self.true_residual_checks.append((it, rtn / self.bnorm))
         if not math.isfinite(rtn):
             return Decision("non-finite")
         if rtn <= self.tol:
             return Decision("converged", (xf, rtn))
-        # A floor check: the recursion passed the tolerance, diverged near
-        # the attainable accuracy, or a probe; the true residual did not
-        # pass.  There a restart gains little, so less than a halving is no
-        # progress and one such restart ends the solve: it stops within a
-        # few iterations of the floor rather than creeping along it.  A
-        # breakdown may come far from the floor: two restarts that gain less
-        # than 10 % end it.
-        floor_check = not broke
+        # A floor check: the true residual is a quarter or more above what
+        # the recursion says there (it drifted: the attainable accuracy is
+        # near), or a probe.  There a restart gains little, so less than a
+        # halving is no progress and one such restart ends the solve: it
+        # stops within a few iterations of the floor rather than creeping
+        # along it.  A breakdown or a divergence may come far from the floor
+        # (on the GPU the iterate kept is the last check's): two restarts
+        # that gain less than 10 % end it.
+        floor_check = probe or (not broke and rtn > 1.25 * rec_there)
         if floor_check and self.first_failure is None:
             self.first_failure = it
         gain = 0.5 if floor_check else 0.9
@@ -251,4 +254,7 @@ def device_chunk(check_every, h, prev_check, it, tol_rel, steady, restarted=Fals
     rate = math.log(h / h0) / (it - it0)                # < 0
     to_go = math.log(tol_rel / h) / rate                # > 0
     margin = min(check_every // 2, int(to_go / 4))
-    return int(min(16 * check_every, max(2, math.ceil(to_go) + margin)))
+    # (After a restart at most check_every: near the floor the restarted
+    # recursion may diverge, which only a check sees.)
+    longest = check_every if restarted else 16 * check_every
+    return int(min(longest, max(2, math.ceil(to_go) + margin)))
