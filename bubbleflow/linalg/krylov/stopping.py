@@ -130,13 +130,14 @@ class StoppingPolicy:
             return Decision("converged", (xf, rtn))
         # A floor check: the true residual is a quarter or more above what
         # the recursion says there (it drifted: the attainable accuracy is
-        # near), or a probe.  There a restart gains little, so less than a
+        # near), a probe, or any check after a floor check.  There a restart gains little, so less than a
         # halving is no progress and one such restart ends the solve: it
         # stops within a few iterations of the floor rather than creeping
         # along it.  A breakdown or a divergence may come far from the floor
         # (on the GPU the iterate kept is the last check's): two restarts
         # that gain less than 10 % end it.
-        floor_check = probe or (not broke and rtn > 1.25 * rec_there)
+        floor_check = (probe or self.first_failure is not None
+                       or (not broke and rtn > 1.25 * rec_there))
         if floor_check and self.first_failure is None:
             self.first_failure = it
         gain = 0.5 if floor_check else 0.9
