@@ -138,27 +138,8 @@ class _Iteration:
 
 def solve_bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
                    nullspace="auto", check_every=10):
-    """Right-preconditioned BiCGSTAB: the loop behind :func:`bubbleflow.linalg.baselines.bicgstab`.
-
-    Parameters
-    ----------
-    A : PoissonOperator, sparse or dense matrix, LinearOperator or callable (n x n)
-    b : array (n,)
-        Right-hand side (NumPy or CuPy: the solve runs on its backend).
-    x0 : array or "Mb", optional
-        Starting guess (default zeros).
-    rtol, atol : float
-        Stop when ``||b - A x|| <= max(rtol ||b||, atol)`` on the true residual.
-    maxiter : int, optional
-        Default ``10 n``.
-    M : str, Preconditioner, matrix or callable, optional
-        ``M^-1`` (SciPy's meaning); a name such as ``"jacobi"`` builds it.
-    callback : callable, optional
-        ``callback(xk)`` after every iteration.
-    nullspace : {"auto", "constant", None}
-        As :func:`bubbleflow.cg`.
-    check_every : int
-        Iterations between host checks on the device (1 on the host).
+    """Right-preconditioned BiCGSTAB: the loop behind :func:`bubbleflow.linalg.baselines.bicgstab`,
+    with its parameters (there documented).
 
     Returns
     -------
