@@ -9,7 +9,8 @@ from ..mesh.grid import Grid
 from ..mesh.levelset import Circle, PhaseFields, build_levelset, geometry_circles, phase_fields
 from ..operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
 
-__all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column", "bubbly_column_phases"]
+__all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column", "bubbly_column_phases",
+           "bubbly_column_3d"]
 
 
 @dataclass
@@ -76,3 +77,47 @@ def bubbly_column(n=128, contrast=1000.0, backend="numpy", rule="arithmetic", st
     A = assemble_pressure_operator(grid, phases, backend=backend, dtype=dtype, storage=storage)
     b = backend.xp.asarray(gravity_rhs(grid, gravity).ravel(), dtype=dtype)
     return A, b, phi
+
+
+def bubbly_column_3d(n=32, contrast=1000.0, backend="numpy", rho_liquid=1000.0, gravity=9.81,
+                     dtype=np.float64):
+    """The standard solver problem in 3-D: the unit cube, ``n^3`` cells,
+    water to ``z = 0.85``, gas above, 2 x 2 x 2 gas bubbles of radius 0.1
+    at ``x, y`` in {0.3, 0.7} and ``z`` in {0.3, 0.6}; ``contrast =
+    rho_liquid / rho_gas``.  Sharp cell densities (a cell is liquid where the
+    level set is >= 0) and arithmetic face densities, as the 2-D column.
+
+    Returns ``(A, b, phi)``: the matrix-free 7-point operator, the
+    right-hand side of a fluid at rest (``+g/hz`` in the bottom layer,
+    ``-g/hz`` in the top one; flat) and the level set ``(n, n, n)``
+    (host, axes ``z, y, x``).
+
+    >>> A, b, phi = bubbly_column_3d(8)
+    >>> A.grid_shape, b.shape, abs(float(b.sum())) < 1e-9
+    ((8, 8, 8), (512,), True)
+    """
+    from ..compute.backend import get_backend
+
+    backend = get_backend(backend)
+    grid = Grid.regular((n, n, n), (1.0, 1.0, 1.0))
+    h = 1.0 / n
+    c = (np.arange(n) + 0.5) * h
+    z, y, x = np.meshgrid(c, c, c, indexing="ij")
+    phi = 0.85 - z                                     # > 0 in the liquid
+    for bz in (0.3, 0.6):
+        for by in (0.3, 0.7):
+            for bx in (0.3, 0.7):
+                phi = np.minimum(phi, np.sqrt((x - bx) ** 2 + (y - by) ** 2 + (z - bz) ** 2) - 0.1)
+    rho = np.where(phi >= 0, rho_liquid, rho_liquid / contrast)
+    faces = []
+    for axis in range(3):                              # x, y, z: array axes 2, 1, 0
+        a = 2 - axis
+        lo = [slice(None)] * 3
+        hi = [slice(None)] * 3
+        lo[a], hi[a] = slice(None, -1), slice(1, None)
+        faces.append(0.5 * (rho[tuple(lo)] + rho[tuple(hi)]))
+    A = PoissonOperator.from_faces(faces, grid, backend=backend, dtype=dtype, densities=True)
+    f = np.zeros((n, n, n))
+    f[0] += gravity / h
+    f[-1] -= gravity / h
+    return A, backend.xp.asarray(f.ravel(), dtype=dtype), phi

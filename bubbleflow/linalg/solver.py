@@ -437,6 +437,8 @@ def _operator_as(A, dtype):
             # then stalls near 1e-5).
             C = -(S + W + E + N)
         B.diagonals = (S, W, C, E, N)
+    elif A.ndim != 2:
+        B._faces = tuple(c.astype(dtype) for c in A.couplings())
     else:
         B.cx, B.cy = A.cx.astype(dtype), A.cy.astype(dtype)
     return B

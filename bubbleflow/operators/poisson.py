@@ -99,6 +99,47 @@ class PoissonOperator:
         self.cx = cx.astype(self.dtype, copy=False)
         self.cy = cy.astype(self.dtype, copy=False)
 
+    @classmethod
+    def from_faces(cls, betas, grid, backend="numpy", dtype=np.float64, densities=False,
+                   storage="matrix_free"):
+        """The operator of any dimension from the face coefficients per axis.
+
+        ``betas[k]`` holds ``1/rho`` (``rho`` with ``densities``) on the
+        interior faces normal to grid axis ``k`` (x, y[, z]): the grid's
+        array shape with one cell fewer along that axis.  In 2-D this is the
+        constructor; in 3-D the 7-point operator is matrix free (the flux
+        form over the face couplings ``beta / h_k^2``).
+
+        >>> import numpy as np
+        >>> g = Grid.regular((4, 3, 2), (1.0, 1.0, 1.0))
+        >>> betas = [np.ones(s) for s in ((2, 3, 3), (2, 2, 4), (1, 3, 4))]
+        >>> A = PoissonOperator.from_faces(betas, g)
+        >>> A.grid_shape, A.shape, float(abs(A @ np.ones(24)).max())
+        ((2, 3, 4), (24, 24), 0.0)
+        """
+        if grid.ndim == 2:
+            return cls(betas[0], betas[1], *grid.spacing, backend=backend, dtype=dtype,
+                       storage=storage, densities=densities, grid=grid)
+        if storage != "matrix_free":
+            raise ValueError(f"storage={storage!r}: {grid.ndim}-D operators are matrix free")
+        self = cls.__new__(cls)
+        self.backend = get_backend(backend)
+        self.grid, self.dtype, self.storage = grid, np.dtype(dtype), storage
+        self._norm_inf = None
+        self.shape = (grid.size, grid.size)
+        faces = []
+        for axis, (beta, h) in enumerate(zip(betas, grid.spacing)):
+            beta = _on_backend(beta, self.backend)
+            expected = list(grid.shape)
+            expected[grid.ndim - 1 - axis] -= 1
+            if tuple(beta.shape) != tuple(expected):
+                raise ValueError(f"faces normal to axis {'xyz'[axis]} have shape "
+                                 f"{tuple(beta.shape)}; expected {tuple(expected)}")
+            c = (1.0 / beta if densities else beta) / h ** 2
+            faces.append(c.astype(self.dtype, copy=False))
+        self._faces = tuple(faces)
+        return self
+
     @property
     def ndim(self):
         return self.grid.ndim
@@ -106,7 +147,7 @@ class PoissonOperator:
     # ------------------------------------------------------------------ entries
     @property
     def grid_shape(self):
-        return (self.ny, self.nx)
+        return tuple(self.grid.shape)
 
     def entries(self):
         """The five diagonals (S, W, C, E, N), each ``(ny, nx)``, on the backend.
@@ -117,6 +158,9 @@ class PoissonOperator:
         """
         if self.storage == "diagonals":
             return self.diagonals
+        if self.ndim != 2:
+            raise NotImplementedError(f"{self.ndim}-D operators are matrix free: no diagonals "
+                                      "(use couplings())")
         xp = self.backend.xp
         return tuple(d.astype(self.dtype, copy=False)
                      for d in _diagonals_from_couplings(_f64(self.cx, xp), _f64(self.cy, xp), xp))
@@ -129,7 +173,7 @@ class PoissonOperator:
         arrays (``-E[:, :-1]``, ``-N[:-1, :]``) for ``diagonals`` storage.
         """
         if self.storage == "matrix_free":
-            return self.cx, self.cy
+            return self._faces if self.ndim != 2 else (self.cx, self.cy)
         S, W, C, E, N = self.diagonals
         return -E[:, :-1], -N[:-1, :]
 
@@ -151,8 +195,8 @@ class PoissonOperator:
 
     def _centre(self):
         xp = self.backend.xp
-        return _centre_from_couplings((_f64(self.cx, xp), _f64(self.cy, xp)), xp).astype(self.dtype,
-                                                                                        copy=False)
+        return _centre_from_couplings(tuple(_f64(c, xp) for c in self.couplings()),
+                                      xp).astype(self.dtype, copy=False)
 
     # ------------------------------------------------------------ host copies
     @functools.cached_property
@@ -180,12 +224,12 @@ class PoissonOperator:
         """Return ``A x`` (``out`` is filled and returned when given)."""
         xp = self.backend.xp
         shape = x.shape
-        x2 = x.reshape(self.ny, self.nx)
-        y = xp.empty_like(x2) if out is None else out.reshape(self.ny, self.nx)
+        x2 = x.reshape(self.grid_shape)
+        y = xp.empty_like(x2) if out is None else out.reshape(self.grid_shape)
         if self.storage == "diagonals":
             apply_diagonals(self.diagonals, x2, y)
         else:
-            apply_faces((self.cx, self.cy), x2, y)
+            apply_faces(self.couplings(), x2, y)
         return y.reshape(shape)
 
     dot = matvec
@@ -197,6 +241,9 @@ class PoissonOperator:
     def to_scipy(self):
         """The matrix as a SciPy CSR matrix (on the host), for checks."""
         import scipy.sparse as sp
+
+        if self.ndim != 2:
+            return _faces_to_scipy(self.couplings_host, self.grid_shape).astype(self.dtype)
 
         nx, ny = self.nx, self.ny
         idx = np.arange(nx * ny).reshape(ny, nx)
@@ -245,8 +292,33 @@ class PoissonOperator:
                                               shape=self.shape)
 
     def __repr__(self):
-        return (f"<PoissonOperator {self.ny}x{self.nx} {self.storage} {self.dtype} "
-                f"on {self.backend.name}>")
+        cells = "x".join(str(n) for n in self.grid_shape)
+        return f"<PoissonOperator {cells} {self.storage} {self.dtype} on {self.backend.name}>"
+
+
+def _faces_to_scipy(couplings, shape):
+    """The SciPy CSR matrix of the flux-form operator from host face
+    couplings per axis (any dimension; arrays hold the axes reversed)."""
+    import scipy.sparse as sp
+
+    ndim = len(shape)
+    n = int(np.prod(shape))
+    index = np.arange(n).reshape(shape)
+    rows, cols, vals = [], [], []
+    centre = _centre_from_couplings(tuple(np.asarray(c, dtype=np.float64) for c in couplings))
+    for axis, c in enumerate(couplings):
+        lower, upper = _axis_slices(ndim, axis)
+        p, q = index[lower].ravel(), index[upper].ravel()
+        rows += [p, q]
+        cols += [q, p]
+        vals += [-np.ravel(c), -np.ravel(c)]
+    rows.append(np.arange(n))
+    cols.append(np.arange(n))
+    vals.append(centre.ravel())
+    A = sp.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(n, n)).tocsr()
+    A.sum_duplicates()
+    return A
 
 
 def _on_backend(a, backend):

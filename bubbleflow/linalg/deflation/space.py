@@ -693,6 +693,10 @@ def make_deflation(kind, A, phi=None, subdomains=None, stripes=16, dense_limit=D
     """
     if kind == "none" or kind is None:
         return None
+    if getattr(A, "ndim", 2) != 2:
+        raise ValueError(f"deflation {kind!r}: block spaces are 2-D so far; for a "
+                         f"{A.ndim}-D operator use pcg with multigrid, or dpcg with your own "
+                         "vectors Z")
     entry = registry.deflation(kind)           # an unknown name: the registry's error
     if entry.needs_phi and phi is None:
         raise ValueError(f"{kind} deflation needs the level set phi")

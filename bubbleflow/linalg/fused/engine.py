@@ -265,6 +265,8 @@ def fused_engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
         return None
     if not (hasattr(A, "grid_shape") and hasattr(A, "entries") and hasattr(A, "backend")):
         return None
+    if len(A.grid_shape) != 2:
+        return None                        # the fused kernels are 2-D
     if defl is not None and variant != "adef2":
         return None
     if prec_obj is None and prec_name != "none":

@@ -1,0 +1,118 @@
+"""The 7-point pressure operator in 3-D (issue 20, first step): the n-D grid's
+matrix-free flux form against an independently assembled SciPy matrix, and
+the multigrid-preconditioned CG on the 3-D bubbly column."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve
+
+from bubbleflow import cg, make_preconditioner
+from bubbleflow.case.problem import bubbly_column_3d
+from bubbleflow.linalg.solver import PressureSolver
+from bubbleflow.mesh.grid import Grid
+from bubbleflow.operators.poisson import PoissonOperator
+
+
+def seven_point(beta_x, beta_y, beta_z, h):
+    """The matrix row by row from the textbook stencil: for every cell and
+    each of its six neighbours inside the box, ``-beta_face / h_axis^2``
+    off the diagonal and the sum of those on it (Neumann walls)."""
+    nz, ny, nx = beta_x.shape[0], beta_x.shape[1], beta_x.shape[2] + 1
+    hx, hy, hz = h
+    n = nx * ny * nz
+    A = sp.lil_matrix((n, n))
+
+    def k(i, j, l):
+        return (l * ny + j) * nx + i
+    for l in range(nz):
+        for j in range(ny):
+            for i in range(nx):
+                row = k(i, j, l)
+                for di, dj, dl, c in ((-1, 0, 0, beta_x[l, j, i - 1] / hx ** 2 if i > 0 else 0),
+                                      (1, 0, 0, beta_x[l, j, i] / hx ** 2 if i < nx - 1 else 0),
+                                      (0, -1, 0, beta_y[l, j - 1, i] / hy ** 2 if j > 0 else 0),
+                                      (0, 1, 0, beta_y[l, j, i] / hy ** 2 if j < ny - 1 else 0),
+                                      (0, 0, -1, beta_z[l - 1, j, i] / hz ** 2 if l > 0 else 0),
+                                      (0, 0, 1, beta_z[l, j, i] / hz ** 2 if l < nz - 1 else 0)):
+                    if c:
+                        A[row, k(i + di, j + dj, l + dl)] = -c
+                        A[row, row] += c
+    return A.tocsr()
+
+
+def random_faces(shape, rng):
+    nz, ny, nx = shape
+    return (rng.uniform(1e-3, 1.0, (nz, ny, nx - 1)), rng.uniform(1e-3, 1.0, (nz, ny - 1, nx)),
+            rng.uniform(1e-3, 1.0, (nz - 1, ny, nx)))
+
+
+def test_operator_equals_the_textbook_seven_point_matrix(backend):
+    rng = np.random.default_rng(0)
+    grid = Grid.regular((5, 4, 3), (1.0, 0.8, 0.9))
+    faces = random_faces(grid.shape, rng)
+    A = PoissonOperator.from_faces([backend.xp.asarray(f) for f in faces], grid, backend=backend)
+    ref = seven_point(*faces, grid.spacing)
+    assert abs(A.to_scipy() - ref).max() <= 1e-12 * abs(ref).max()
+    x = rng.standard_normal(grid.size)
+    y = backend.to_host(A @ backend.xp.asarray(x))
+    np.testing.assert_allclose(y, ref @ x, rtol=1e-12, atol=1e-12 * abs(ref @ x).max())
+    grid_shaped = backend.to_host(A.matvec(backend.xp.asarray(x.reshape(grid.shape))))
+    assert grid_shaped.shape == grid.shape
+    np.testing.assert_allclose(grid_shaped.ravel(), y, rtol=0, atol=0)
+    np.testing.assert_allclose(backend.to_host(A.diagonal()), ref.diagonal(), rtol=1e-14)
+    assert A.norm_inf() == pytest.approx(abs(ref).sum(axis=1).max())
+
+
+def test_faces_of_the_wrong_shape_are_refused():
+    grid = Grid.regular((4, 4, 4), (1.0, 1.0, 1.0))
+    faces = list(random_faces(grid.shape, np.random.default_rng(1)))
+    faces[2] = faces[2][:-1]
+    with pytest.raises(ValueError, match="axis z"):
+        PoissonOperator.from_faces(faces, grid)
+    with pytest.raises(ValueError, match="matrix free"):
+        PoissonOperator.from_faces(random_faces(grid.shape, np.random.default_rng(1)), grid,
+                                   storage="diagonals")
+
+
+def test_bubbly_column_3d_is_singular_and_compatible():
+    A, b, phi = bubbly_column_3d(10, 1e3)
+    S = A.to_scipy()
+    assert abs(S - S.T).max() == 0.0
+    assert abs(S @ np.ones(1000)).max() <= 1e-9 * abs(S).max()
+    assert abs(b.sum()) <= 1e-9 * abs(b).max()
+    assert (phi < 0).sum() > 0 and (phi > 0).sum() > 0      # gas and liquid
+
+
+@pytest.mark.parametrize("contrast", [1.0, 1e3, 1e6])
+def test_multigrid_cg_in_3d(contrast, backend):
+    """Iterations flat in the contrast (the 3-D column at 32^3), and the
+    answer a direct solve's at 12^3."""
+    A, b, _ = bubbly_column_3d(32, contrast, backend=backend)
+    rtol = 1e-6 if contrast >= 1e6 else 1e-8
+    x, info = cg(A, b, rtol=rtol, M=make_preconditioner("multigrid", A))
+    assert info == 0 and info.iterations <= 20, info.summary()
+    assert len(make_preconditioner("multigrid", A).levels) >= 3
+    A, b, _ = bubbly_column_3d(12, contrast)
+    x, info = PressureSolver(A, rtol=1e-10 if contrast < 1e6 else 1e-8).solve(b)
+    S = A.to_scipy().tolil()
+    S[0, :] = 0
+    S[0, 0] = 1.0                     # grounded: the solution with x[0] = 0
+    rhs = b.copy()
+    rhs[0] = 0.0
+    ref = spsolve(S.tocsc(), rhs)
+    ref -= ref.mean()
+    assert np.linalg.norm(x - ref) <= 1e-5 * np.linalg.norm(ref)
+
+
+def test_3d_deflation_is_refused_in_one_line():
+    A, b, _ = bubbly_column_3d(8, 1e3)
+    with pytest.raises(ValueError, match="2-D so far"):
+        PressureSolver(A, method="dpcg", deflation="subdomains")
+
+
+def test_mixed_precision_solver_in_3d():
+    """The float32 copy of a 3-D operator (its face couplings rounded) in the
+    PressureSolver's mixed-precision refinement."""
+    A, b, _ = bubbly_column_3d(16, 1e3)
+    x, rec = PressureSolver(A, rtol=1e-8, precision="float32").solve(b)
+    assert rec.converged and rec.precision == "float32" and rec.residual <= 1e-8
