@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
-from bubbleflow import cg, make_preconditioner
+from bubbleflow import cg, dpcg, make_preconditioner
 from bubbleflow.case.problem import bubbly_column_3d
 from bubbleflow.linalg.solver import PressureSolver
 from bubbleflow.mesh.grid import Grid
@@ -116,3 +116,53 @@ def test_mixed_precision_solver_in_3d():
     A, b, _ = bubbly_column_3d(16, 1e3)
     x, rec = PressureSolver(A, rtol=1e-8, precision="float32").solve(b)
     assert rec.converged and rec.precision == "float32" and rec.residual <= 1e-8
+
+
+@pytest.mark.parametrize("name", ["jacobi", "incomplete_poisson_scaled"])
+def test_preconditioners_in_3d_equal_their_definition(name, backend):
+    """Jacobi ``D^-1`` and scaled incomplete Poisson ``D^-1/2 (I - L~)(I -
+    L~^T) D^-1/2`` (``L~`` the strict lower part of ``D^-1/2 A D^-1/2``),
+    from the SciPy matrix, against the 3-D face-coupling code."""
+    rng = np.random.default_rng(4)
+    grid = Grid.regular((5, 4, 3), (1.0, 1.0, 1.0))
+    A = PoissonOperator.from_faces([backend.xp.asarray(f) for f in random_faces(grid.shape, rng)],
+                                   grid, backend=backend)
+    S = A.to_scipy().toarray()
+    d = np.diag(S)
+    if name == "jacobi":
+        Minv = np.diag(1.0 / d)
+    else:
+        s = np.diag(1.0 / np.sqrt(d))
+        L = np.tril(s @ S @ s, -1)
+        I = np.eye(len(d))
+        Minv = s @ (I - L) @ (I - L.T) @ s
+    M = make_preconditioner(name, A)
+    r = rng.standard_normal(grid.size)
+    y = backend.to_host(M.apply(backend.xp.asarray(r)))
+    np.testing.assert_allclose(y, Minv @ r, rtol=1e-12, atol=1e-12 * abs(Minv @ r).max())
+
+
+def test_ips_and_jacobi_pcg_in_3d():
+    """Both converge; in 3-D scaled incomplete Poisson is no better than
+    Jacobi on the column (122 against 109 iterations at 16^3, contrast 1e3:
+    ``D^-1/2 A D^-1/2`` has six neighbours of about 1/6, and its first-order
+    inverse ``2 I - A~`` is weaker than in 2-D), multigrid ten times better."""
+    A, b, _ = bubbly_column_3d(16, 1e3)
+    its = {}
+    for name in ("jacobi", "incomplete_poisson_scaled", "multigrid"):
+        x, info = cg(A, b, rtol=1e-8, M=name, maxiter=2000)
+        assert info == 0, info.summary()
+        its[name] = info.iterations
+    assert its["incomplete_poisson_scaled"] < 2 * its["jacobi"]
+    assert 5 * its["multigrid"] < its["jacobi"]
+
+
+def test_dpcg_with_subdomain_labels_in_3d():
+    """Labels on a 3-D operator become the user's deflation vectors (no
+    block layout yet): 4^3 subdomains save iterations over Jacobi alone."""
+    A, b, _ = bubbly_column_3d(16, 1e3)
+    block = np.arange(16) // 4
+    labels = (block[:, None, None] * 16 + block[None, :, None] * 4 + block[None, None, :]).ravel()
+    x, info = dpcg(A, b, rtol=1e-8, M="jacobi", deflation=labels)
+    assert info == 0 and info.deflation_vectors == 64
+    assert info.iterations < cg(A, b, rtol=1e-8, M="jacobi")[1].iterations

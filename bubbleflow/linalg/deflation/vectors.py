@@ -152,8 +152,9 @@ def deflation_from_input(deflation, A):
     if arr.dtype.kind not in "iub":
         raise ValueError(f"deflation has dtype {arr.dtype}: expected a Deflation, integer labels "
                          "or real vectors Z (n x k)")
-    matrix = sparse.issparse(A) or hasattr(A, "couplings") or \
-        (hasattr(A, "ndim") and getattr(A, "ndim", 0) == 2 and not hasattr(A, "matvec"))
+    grid_2d = hasattr(A, "couplings") and len(getattr(A, "grid_shape", ())) == 2
+    matrix = sparse.issparse(A) or grid_2d or \
+        (getattr(A, "ndim", 0) == 2 and not hasattr(A, "matvec") and not hasattr(A, "couplings"))
     if matrix:
         return Deflation(A, arr, kind="labels")
     labels = arr.ravel().astype(xp.int64)

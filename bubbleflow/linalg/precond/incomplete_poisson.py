@@ -64,16 +64,54 @@ class ScaledIncompletePoisson(Preconditioner):
         A = require_grid_operator(A, self.name)
         self.grid_shape = A.grid_shape
         xp = A.backend.xp
+        self.faces = None
+        if len(self.grid_shape) != 2:
+            # Any other dimension: from the face couplings, ``c_pq s_p s_q``
+            # per axis (the stencil's scaled entries with their sign flipped).
+            couplings = A.couplings()
+            s = 1.0 / xp.sqrt(A.diagonal().reshape(self.grid_shape))
+            self.inv_sqrt_diagonal = s
+            self.faces = tuple(c * s[lo] * s[hi] for c, (lo, hi) in
+                               zip(couplings, _face_sides(len(self.grid_shape))))
+            return
         S, W, C, E, N = A.entries()
         coefficients = scaled_coefficients(S, W, C, E, N, xp)
         self.inv_sqrt_diagonal, self.S, self.W, self.E, self.N = coefficients
 
     def apply(self, r):
+        if self.faces is not None:
+            return self._apply_faces(r)
         shape = r.shape
         z = self.inv_sqrt_diagonal * r.reshape(self.grid_shape)
         t = z - upper_neighbours(z, self.E, self.N)   # (I - L~^T) z
         u = t - lower_neighbours(t, self.W, self.S)   # (I - L~) t
         return (self.inv_sqrt_diagonal * u).reshape(shape)
+
+
+    def _apply_faces(self, r):
+        """``D^-1/2 (I - L~) (I - L~^T) D^-1/2 r`` from the scaled face couplings."""
+        shape = r.shape
+        z = self.inv_sqrt_diagonal * r.reshape(self.grid_shape)
+        t = z.copy()
+        sides = _face_sides(z.ndim)
+        for c, (lo, hi) in zip(self.faces, sides):
+            t[lo] += c * z[hi]                        # - L~^T z: the upper neighbours
+        u = t.copy()
+        for c, (lo, hi) in zip(self.faces, sides):
+            u[hi] += c * t[lo]                        # - L~ t: the lower neighbours
+        return (self.inv_sqrt_diagonal * u).reshape(shape)
+
+
+def _face_sides(ndim):
+    """Per grid axis (x, y[, z]), the index of the cells below and above its
+    interior faces (arrays hold the axes reversed)."""
+    out = []
+    for axis in range(ndim):
+        a = ndim - 1 - axis
+        lo = tuple(slice(None, -1) if k == a else slice(None) for k in range(ndim))
+        hi = tuple(slice(1, None) if k == a else slice(None) for k in range(ndim))
+        out.append((lo, hi))
+    return out
 
 
 @twin
