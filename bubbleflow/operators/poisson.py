@@ -437,6 +437,8 @@ def apply_faces(couplings, x, y):
 
 @apply_faces.register("cupy")
 def _apply_faces_cuda(couplings, x, y):
+    if len(couplings) == 3 and x.dtype == y.dtype and y.flags.c_contiguous:
+        return poisson_cuda.stencil7_faces(*couplings, x, y)
     if len(couplings) != 2:
         return NotImplemented
     return poisson_cuda.stencil5_faces(*couplings, x, y)

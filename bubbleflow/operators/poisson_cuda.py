@@ -1,7 +1,8 @@
 """CUDA twins of the 5-point pressure operator (CuPy): its assembly from the
 face densities and its apply.  Registered on the array-code references in
 :mod:`bubbleflow.operators.poisson` (the tests compare the two on the GPU);
-the kernels are ``assembly.cu`` and ``stencil5.cu`` beside this file.
+the kernels are ``assembly.cu``, ``stencil5.cu`` and (3-D) ``stencil7.cu``
+beside this file.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..compute import cuda
 
-__all__ = ["op_diagonals", "stencil5_diagonals", "stencil5_faces"]
+__all__ = ["op_diagonals", "stencil5_diagonals", "stencil5_faces", "stencil7_faces"]
 
 _THREADS = 256
 
@@ -49,6 +50,26 @@ def stencil5_faces(cx, cy, x, y):
     ny, nx = x.shape
     k = _stencil_kernel("bubbleflow_stencil5_faces", str(x.dtype))
     cuda.launch_1d(k, nx * ny, (cx, cy, x, y, np.int32(nx), np.int32(ny)))
+    return y
+
+
+@cuda.kernel_cache
+def _stencil7_kernel(dtype):
+    code = f"typedef {cuda.CTYPE[dtype]} T;\n" + cuda.source(__name__, "stencil7.cu")
+    return cuda.raw_kernel(code, "bubbleflow_stencil7_faces")
+
+
+def stencil7_faces(cx, cy, cz, x, y):
+    """``y = A x`` for the 3-D operator, matrix free from the face couplings
+    (CuPy, ``x`` and ``y`` (nz, ny, nx), C-contiguous couplings); twin:
+    ``poisson.apply_faces``."""
+    import cupy
+
+    x = cupy.ascontiguousarray(x)
+    nz, ny, nx = x.shape
+    k = _stencil7_kernel(str(x.dtype))
+    args = [cupy.ascontiguousarray(c, dtype=x.dtype) for c in (cx, cy, cz)]
+    cuda.launch_1d(k, nx * ny * nz, (*args, x, y, np.int32(nx), np.int32(ny), np.int32(nz)))
     return y
 
 

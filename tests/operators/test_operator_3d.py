@@ -166,3 +166,22 @@ def test_dpcg_with_subdomain_labels_in_3d():
     x, info = dpcg(A, b, rtol=1e-8, M="jacobi", deflation=labels)
     assert info == 0 and info.deflation_vectors == 64
     assert info.iterations < cg(A, b, rtol=1e-8, M="jacobi")[1].iterations
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stencil7_kernel_equals_the_array_code(cupy_backend, dtype):
+    """The 3-D matrix-free CUDA apply (``stencil7.cu``) against its twin, the
+    array code of ``apply_faces``."""
+    import cupy as cp
+
+    from bubbleflow.operators.poisson import apply_faces
+
+    rng = np.random.default_rng(5)
+    shape = (5, 6, 7)
+    c = [cp.asarray(f, dtype=dtype) for f in random_faces(shape, rng)]
+    x = cp.asarray(rng.standard_normal(shape), dtype=dtype)
+    got = cp.asnumpy(apply_faces(c, x, cp.empty_like(x)))
+    ref = cp.asnumpy(apply_faces.reference(c, x, cp.empty_like(x)))
+    tol = 1e-13 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * abs(ref).max())

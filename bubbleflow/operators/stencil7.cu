@@ -1,0 +1,29 @@
+// y = A x for the 7-point operator, matrix free from the face couplings
+// (bubbleflow.operators.poisson; twin: apply_faces).  T is defined before
+// this text.  Arrays hold the axes reversed: (nz, ny, nx), x fastest.
+extern "C" __global__
+void bubbleflow_stencil7_faces(const T* __restrict__ cx, const T* __restrict__ cy,
+                               const T* __restrict__ cz, const T* __restrict__ x,
+                               T* __restrict__ y, const int nx, const int ny, const int nz)
+{
+    // cx: (nz, ny, nx-1) on the faces normal to x; cy: (nz, ny-1, nx); cz: (nz-1, ny, nx).
+    const long long plane = (long long)nx * ny;
+    const long long n = plane * nz;
+    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
+         p += (long long)gridDim.x * blockDim.x) {
+        const int i = (int)(p % nx);
+        const int j = (int)((p / nx) % ny);
+        const int k = (int)(p / plane);
+        const T xp = x[p];
+        T acc = 0;
+        const long long rx = ((long long)k * ny + j) * (nx - 1);
+        if (i > 0)      acc += cx[rx + i - 1] * (xp - x[p - 1]);
+        if (i < nx - 1) acc += cx[rx + i] * (xp - x[p + 1]);
+        const long long ry = (long long)k * (ny - 1) * nx;
+        if (j > 0)      acc += cy[ry + (long long)(j - 1) * nx + i] * (xp - x[p - nx]);
+        if (j < ny - 1) acc += cy[ry + (long long)j * nx + i] * (xp - x[p + nx]);
+        if (k > 0)      acc += cz[(long long)(k - 1) * plane + (long long)j * nx + i] * (xp - x[p - plane]);
+        if (k < nz - 1) acc += cz[(long long)k * plane + (long long)j * nx + i] * (xp - x[p + plane]);
+        y[p] = acc;
+    }
+}
