@@ -30,7 +30,7 @@ import numpy as np
 from ..compute.reductions import reductions
 from .krylov.bicgstab import begin_solve, solve_bicgstab
 from .krylov.record import SolveInfo, close_record
-from .krylov.system import check_tolerances, make_system
+from .krylov.system import _real_scalar, check_tolerances, make_system
 
 __all__ = ["bicgstab", "jacobi", "gauss_seidel", "ORDERINGS"]
 
@@ -258,11 +258,10 @@ def _diagonal(system, name):
 
 
 def _positive(value, key, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.floating,
-                                                                      np.integer)) \
-            or not (math.isfinite(value) and value > 0):
+    number = _real_scalar(value)
+    if number is None or not (math.isfinite(number) and number > 0):
         raise ValueError(f"{name}: {key}={value!r}: expected a real, finite, positive number")
-    return float(value)
+    return number
 
 
 # -------------------------------------------------------------- the iteration

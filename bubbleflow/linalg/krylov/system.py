@@ -14,6 +14,7 @@ import numpy as np
 from ...compute.backend import backend_of
 from ...compute.transfer import on_device
 from .. import registry
+from ..deflation.vectors import deflation_from_input
 from .record import SolveRecord
 
 __all__ = ["KrylovSystem", "make_system", "check_variant", "check_tolerances", "report_projection", "ConstantNullspace", "NoNullspace", "norm_inf"]
@@ -99,14 +100,6 @@ def preconditioner_of(M, A):
     if callable(M) and not hasattr(M, "shape"):
         return M, getattr(M, "__name__", "callable"), None
     return (lambda r: M @ r), type(M).__name__, None
-
-
-def deflation_of(deflation, A):
-    """The deflation space (or None) from a space, one label per unknown, or
-    vectors ``Z`` (:func:`~bubbleflow.linalg.deflation.vectors.deflation_from_input`)."""
-    from ..deflation.vectors import deflation_from_input
-
-    return deflation_from_input(deflation, A)
 
 
 def norm_inf(A):
@@ -273,7 +266,7 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
             x0 = None                        # as SciPy: no product for a zero guess
     matvec = matvec_of(A)
     prec, prec_name, prec_obj = preconditioner_of(M, A)
-    defl = deflation_of(deflation, A)
+    defl = deflation_from_input(deflation, A)
     gauge = nullspace_of(A, nullspace)
     if maxiter is None:
         maxiter = 10 * n

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...compute import cuda
 from ...compute.twins import twin
+from ...operators.poisson import _axis_slices
 from .base import Preconditioner, lower_neighbours, require_grid_operator, upper_neighbours
 
 
@@ -104,14 +105,8 @@ class ScaledIncompletePoisson(Preconditioner):
 
 def _face_sides(ndim):
     """Per grid axis (x, y[, z]), the index of the cells below and above its
-    interior faces (arrays hold the axes reversed)."""
-    out = []
-    for axis in range(ndim):
-        a = ndim - 1 - axis
-        lo = tuple(slice(None, -1) if k == a else slice(None) for k in range(ndim))
-        hi = tuple(slice(1, None) if k == a else slice(None) for k in range(ndim))
-        out.append((lo, hi))
-    return out
+    interior faces (:func:`bubbleflow.operators.poisson._axis_slices`)."""
+    return [_axis_slices(ndim, axis) for axis in range(ndim)]
 
 
 @twin

@@ -45,7 +45,8 @@ from ...compute.backend import backend_of
 from ...compute.blas import single_threaded
 from ...compute.transfer import on_device
 from ...compute.twins import twin
-from ...operators.poisson import _centre_from_couplings, apply_faces
+from ...operators.poisson import (_axis_slices, _centre_from_couplings, _faces_to_scipy,
+                                  apply_faces)
 from .base import Preconditioner, require_grid_operator
 
 #: The precisions a cycle can run in (``cycle_precision``).
@@ -113,14 +114,9 @@ def _face_pairs(couplings, shape, xp):
     """``(p, q, coupling)`` per axis: the flat indices of the two cells of
     every interior face and the face's coupling."""
     index = xp.arange(int(np.prod(shape))).reshape(shape)
-    ndim = len(shape)
     for axis, c in enumerate(couplings):
-        a = ndim - 1 - axis
-        lo = [slice(None)] * ndim
-        hi = [slice(None)] * ndim
-        lo[a] = slice(None, -1)
-        hi[a] = slice(1, None)
-        yield index[tuple(lo)].ravel(), index[tuple(hi)].ravel(), c.ravel()
+        lower, upper = _axis_slices(len(shape), axis)
+        yield index[lower].ravel(), index[upper].ravel(), c.ravel()
 
 
 def _coarsest_matrix(couplings, shape, xp):
@@ -162,16 +158,10 @@ class HostCoarseSolve:
 
         n = int(np.prod(shape))
         C = _centre_from_couplings(couplings, np).ravel()
-        rows, cols, vals = [np.arange(n)], [np.arange(n)], [C]
-        for p, q, c in _face_pairs(couplings, shape, np):
-            rows += [p, q]
-            cols += [q, p]
-            vals += [-c, -c]
         c = float(C.mean()) / n if C.mean() > 0 else 1.0 / n
-        A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                          shape=(n, n))
-        A = A + sp.csc_matrix(([c], ([0], [0])), shape=(n, n))
-        self.lu = splu(A.tocsc())
+        grounded = _faces_to_scipy(couplings, shape) + sp.csr_matrix(([c], ([0], [0])),
+                                                                      shape=(n, n))
+        self.lu = splu(grounded.tocsc())
         U = np.zeros((n, 2))
         U[:, 0] = 1.0
         U[0, 1] = 1.0
