@@ -61,7 +61,8 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
     g = prob.grid
     s = case.solver
     contrast = case.fluids.liquid.density / case.fluids.gas.density
-    _say(quiet, f"{case.name}: {g.nx} x {g.ny} cells, {len(prob.circles)} circles, "
+    _say(quiet, f"{case.name}: {' x '.join(map(str, g.cells))} cells, {len(prob.circles)} "
+                f"{'circles' if g.ndim == 2 else 'spheres'}, "
                 f"density contrast {contrast:g}, face density {case.operator.face_density}")
     solver = PressureSolver.from_config(prob.A, s, phi=prob.phi, precision=case.precision)
     ndefl = solver.deflation.k if solver.deflation is not None else 0
@@ -135,7 +136,8 @@ def _open_restart(case, restart, backend, solver):
 
     from ..case.config import CaseError, first_difference
     from ..flow.navier_stokes import FlowState
-    from ..io.layout import read_checkpoint
+    from ..flow.navier_stokes_nd import FlowStateND
+    from ..io.layout import VELOCITY_COMPONENTS, read_checkpoint
 
     if not os.path.isfile(restart):
         raise CaseError(restart, None, "restart file not found", "an HDF5 file written by a flow run")
@@ -161,6 +163,12 @@ def _open_restart(case, restart, backend, solver):
                         f"{VOLUME_FRACTION!r}", "a file written by a clsvof run",
                         value=case.levelset.method)
     c = xp.asarray(ck[VOLUME_FRACTION], dtype=dt) if solver.clsvof else None
+    if case.grid.ndim != 2:
+        return FlowStateND(phi=xp.asarray(ck["phi"], dtype=dt),
+                           velocity=tuple(xp.asarray(ck[name], dtype=dt)
+                                          for name in VELOCITY_COMPONENTS[:case.grid.ndim]),
+                           p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
+                           time=ck["time"], step=ck["step"])
     state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
                       v=xp.asarray(ck["v"], dtype=dt),
                       p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
@@ -223,11 +231,12 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
 
     import numpy as np
 
-    from ..flow.navier_stokes import FlowSolver, StepReport
+    from ..flow import flow_solver
+    from ..flow.navier_stokes import StepReport
     from ..io.flow_output import FlowWriter, SnapshotWriteError
     from ..io.layout import WALL_SECONDS, header_attrs
 
-    solver = FlowSolver(case, backend)
+    solver = flow_solver(case, backend)
     # (The writer adds mode, run status and run id.)
     attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
                          device=backend.device_name, precision=case.precision,
@@ -248,7 +257,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
                            divergence=0.0, diagnostics=solver.diagnostics(state))
         writer.write_step(first, initial=True)
     g = solver.grid
-    gas = writer.diag["area"][0] > 0 if writer.diag["area"] else True
+    size = writer.diag["area" if "area" in writer.diag else "volume"]
+    gas = size[0] > 0 if size else True
     _say(quiet, _opening_line(case, g, backend, gas))
     bar = _flow_bar(case, state, progress and not quiet)
     interval = case.output.interval
@@ -351,7 +361,7 @@ def _opening_line(case, g, backend, gas):
     so when ``auto`` chose it) and gravity enter, backend."""
     scheme = viscosity_scheme(case)
     viscosity = f"{scheme} (auto)" if case.momentum.viscosity == "auto" else scheme
-    return (f"{case.name}: flow on {g.nx} x {g.ny} cells to t = {case.time.end:g} s; "
+    return (f"{case.name}: flow on {' x '.join(map(str, g.cells))} cells to t = {case.time.end:g} s; "
             f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
             f"{case.solver.deflation.type}; viscosity {viscosity}, gravity "
             f"{case.momentum.gravity}; backend {backend.name} on {backend.device_name}"

@@ -479,13 +479,14 @@ class _Tuple(_Spec):
     """A list of exactly ``n`` items, stored as a tuple."""
 
     def __init__(self, item, n, what):
-        self.item, self.n, self.what = item, n, what
+        # ``n``: the length, or a tuple of the lengths allowed (2-D or 3-D).
+        self.item, self.n, self.what = item, n if isinstance(n, tuple) else (n,), what
 
     def expected(self, path):
         return self.what
 
     def convert(self, ctx, path, value):
-        if not isinstance(value, (list, tuple)) or len(value) != self.n:
+        if not isinstance(value, (list, tuple)) or len(value) not in self.n:
             ctx.bad(path, value, self.what)
         # Item errors name the whole list: "[0.5, -1]" reads better than "[1]".
         out = []
@@ -583,7 +584,7 @@ def _f(spec, default=dataclasses.MISSING, factory=dataclasses.MISSING, doc=""):
     return field(default=default, default_factory=factory, metadata={"spec": spec, "doc": doc})
 
 
-_POINT = _Tuple(_Float(), 2, "two numbers [x, y]")
+_POINT = _Tuple(_Float(), (2, 3), "two numbers [x, y] (three, [x, y, z], in 3-D)")
 
 
 # --------------------------------------------------------------------------
@@ -615,6 +616,25 @@ class GridConfig(_Node):
     ny: int = _f(_Int(min=4), 128)
     lx: float = _f(_Float(gt=0), 1.0)
     ly: float = _f(_Float(gt=0), 1.0)
+    nz: Optional[int] = _f(_Optional(_Int(min=4)), None,
+                           doc="cells in z: a 3-D grid (z vertical); null: 2-D (y vertical)")
+    lz: Optional[float] = _f(_Optional(_Float(gt=0)), None, doc="domain height in 3-D (null: 1.0)")
+
+    @property
+    def ndim(self):
+        return 2 if self.nz is None else 3
+
+    @property
+    def cells(self):
+        """Cells per axis, x first."""
+        return (self.nx, self.ny) if self.nz is None else (self.nx, self.ny, self.nz)
+
+    @property
+    def lengths(self):
+        """Domain size per axis (m), x first."""
+        if self.nz is None:
+            return (self.lx, self.ly)
+        return (self.lx, self.ly, 1.0 if self.lz is None else self.lz)
 
 
 @dataclass(frozen=True)
@@ -646,9 +666,10 @@ class PhysicsConfig(_Node):
 
 @dataclass(frozen=True)
 class CircleConfig(_Node):
-    """A bubble (gas) or droplet (liquid): centre ``(x, y)`` and radius (m)."""
+    """A bubble (gas) or droplet (liquid): centre ``(x, y)`` (``(x, y, z)``
+    in 3-D) and radius (m)."""
 
-    center: Tuple[float, float] = _f(_POINT)
+    center: Tuple[float, ...] = _f(_POINT)
     radius: float = _f(_Float(gt=0))
 
 
@@ -736,8 +757,8 @@ class DeflationConfig(_Node):
 
     type: str = _f(_Enum(DEFLATIONS), DEFAULT_DEFLATION["pcg"])
     subdomains: Optional[Tuple[int, int]] = _f(
-        _Optional(_Tuple(_Int(min=1), 2, "two integers [px, py] >= 1")), None,
-        doc="subdomain counts [px, py]; null: from cells_per_subdomain")
+        _Optional(_Tuple(_Int(min=1), (2, 3), "two integers [px, py] >= 1 (three in 3-D)")), None,
+        doc="subdomain counts [px, py] ([px, py, pz] in 3-D); null: from cells_per_subdomain")
     cells_per_subdomain: Optional[int] = _f(
         _Optional(_Int(min=1)), None,
         doc=f"subdomain width in cells (null: {DEFAULT_CELLS_PER_SUBDOMAIN}, wider past "
@@ -745,13 +766,16 @@ class DeflationConfig(_Node):
             "the grid refines the deflation")
     stripes: int = _f(_Int(min=1), 16)
 
-    def subdomain_counts(self, nx, ny):
-        """``(px, py)``: as written, or blocks about ``cells_per_subdomain``
-        cells wide on an ``nx x ny`` grid (default: 16 cells, at most 4096
-        blocks; :func:`bubbleflow.linalg.registry.default_subdomains`)."""
+    def subdomain_counts(self, nx, ny, nz=None):
+        """``(px, py[, pz])``: as written, or blocks about
+        ``cells_per_subdomain`` cells wide on an ``nx x ny (x nz)`` grid
+        (default: 16 cells, at most 4096 blocks;
+        :func:`bubbleflow.linalg.registry.default_subdomains`)."""
         if self.subdomains is not None:
             return tuple(self.subdomains)
-        return _registry.default_subdomains(_Grid(nx, ny), self.cells_per_subdomain)
+        grid = (_Grid(nx, ny) if nz is None
+                else _Grid.regular((nx, ny, nz), (1.0, 1.0, 1.0)))
+        return _registry.default_subdomains(grid, self.cells_per_subdomain)
 
 
 @dataclass(frozen=True)
@@ -797,12 +821,15 @@ class TimeConfig(_Node):
 
 @dataclass(frozen=True)
 class BoundariesConfig(_Node):
-    """``boundaries`` (mode flow): wall condition of each side."""
+    """``boundaries`` (mode flow): wall condition of each side (x: left,
+    right; y: bottom, top in 2-D, front, back in 3-D; z: bottom, top)."""
 
     left: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
     right: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
     bottom: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
     top: str = _f(_Enum(WALL_CONDITIONS), "no_slip")
+    front: str = _f(_Enum(WALL_CONDITIONS), "no_slip", doc="3-D: the wall at y = 0")
+    back: str = _f(_Enum(WALL_CONDITIONS), "no_slip", doc="3-D: the wall at y = ly")
 
 
 #: How the interface is carried (mode flow): the level set alone, or coupled
@@ -1244,6 +1271,9 @@ def _check_case(case, ctx):
     s = rep(s, preconditioner=rep(s.preconditioner, type=pc), deflation=rep(s.deflation, type=df))
 
     _check_limits(case, ctx)
+    if g.nz is not None:
+        return rep(case, solver=_check_3d(case, s, pc, df, ctx))
+    _check_2d_only(case, ctx)
     lx, ly = g.lx, g.ly
     domain = f"[0, {_num(lx)}] x [0, {_num(ly)}]"
     slack = _WALL_SLACK * max(lx, ly)
@@ -1323,6 +1353,97 @@ def _check_case(case, ctx):
     return rep(case, solver=s)
 
 
+#: What 3-D cases do not have yet, each with the expected value the check names.
+_NOT_IN_3D = (
+    (("geometry", "bubble_lattice"), lambda c: c.geometry.bubble_lattice is not None,
+     "null in 3-D (lattices are 2-D so far: list the spheres under geometry.bubbles)"),
+    (("geometry", "random_bubbles"), lambda c: c.geometry.random_bubbles is not None,
+     "null in 3-D (random bubbles are 2-D so far: list the spheres under geometry.bubbles)"),
+    (("levelset", "method"), lambda c: c.mode == "flow" and c.levelset.method != "levelset",
+     "levelset in 3-D (CLSVOF is 2-D so far)"),
+    (("momentum", "viscosity"), lambda c: c.mode == "flow" and c.momentum.viscosity == "implicit",
+     "explicit or auto in 3-D (the implicit viscous solves are 2-D so far)"),
+)
+
+
+def _check_2d_only(case, ctx):
+    """A 2-D case: points of two coordinates, no 3-D wall names, no ``lz``."""
+    geo = case.geometry
+    for kind in ("bubbles", "droplets"):
+        for i, c in enumerate(getattr(geo, kind)):
+            if len(c.center) != 2:
+                ctx.bad(("geometry", kind, i, "center"), list(c.center),
+                        "two numbers [x, y] on a 2-D grid (grid.nz makes it 3-D)")
+    d = case.solver.deflation
+    if d.subdomains is not None and len(d.subdomains) != 2:
+        ctx.bad(("solver", "deflation", "subdomains"), list(d.subdomains),
+                "two integers [px, py] on a 2-D grid")
+    for key in ("front", "back"):
+        if getattr(case.boundaries, key) != "no_slip":      # (the default: a resolved case has it)
+            ctx.fail(("boundaries", key), "a 3-D wall on a 2-D grid",
+                     "no front or back wall in 2-D (grid.nz makes the grid 3-D)",
+                     value=getattr(case.boundaries, key))
+    if case.grid.lz is not None:
+        ctx.bad(("grid", "lz"), case.grid.lz, "no lz without grid.nz (a 2-D grid)")
+
+
+def _check_3d(case, s, pc, df, ctx):
+    """The checks of a 3-D case (``grid.nz`` given); returns the solver section."""
+    g, geo = case.grid, case.geometry
+    lengths = g.lengths
+    for path, present, expected in _NOT_IN_3D:
+        if present(case):
+            value = case
+            for key in path:
+                value = getattr(value, key)
+            ctx.fail(path, f"got {_show(value.to_dict() if hasattr(value, 'to_dict') else value)}",
+                     expected, value=value)
+    if geo.free_surface is not None and not 0 < geo.free_surface <= lengths[2]:
+        ctx.bad(("geometry", "free_surface"), geo.free_surface,
+                f"a height with 0 < h <= lz = {_num(lengths[2])}, or null (liquid everywhere)")
+    gap = max(lengths[a] / g.cells[a] for a in range(3)) if case.mode == "flow" else 0.0
+    domain = " x ".join(f"[0, {_num(v)}]" for v in lengths)
+    spheres = []
+    for kind in ("bubbles", "droplets"):
+        for i, c in enumerate(getattr(geo, kind)):
+            path = ("geometry", kind, i)
+            if len(c.center) != 3:
+                ctx.bad(path + ("center",), list(c.center), "three numbers [x, y, z] on a 3-D grid")
+            if any(x - c.radius < gap or x + c.radius > v - gap for x, v in zip(c.center, lengths)):
+                clear = " clear of the walls by at least one cell" if case.mode == "flow" else ""
+                ctx.fail(path, f"got centre {list(c.center)} with radius {_num(c.radius)}",
+                         f"a sphere inside the domain {domain}{clear}")
+            spheres.append((path, c))
+    for i, (path, a) in enumerate(spheres):
+        for _, b in spheres[:i]:
+            if math.dist(a.center, b.center) < a.radius + b.radius + gap:
+                ctx.fail(path, f"got centre {list(a.center)} with radius {_num(a.radius)}, "
+                         f"overlapping the sphere at {list(b.center)}",
+                         "spheres apart from each other" + (" by at least one cell" if gap else ""))
+    if case.mode == "flow":
+        _check_time(case, ctx)
+    d = s.deflation
+    if pc == "block_ic":
+        ctx.fail(("solver", "preconditioner", "type"), "got 'block_ic' on a 3-D grid",
+                 "jacobi, incomplete_poisson_scaled or multigrid in 3-D (block IC is 2-D so far)",
+                 value=pc)
+    if df == "stripes":
+        ctx.fail(("solver", "deflation", "type"), "got 'stripes' on a 3-D grid",
+                 "subdomains, levelset_subdomains or none in 3-D", value=df)
+    s = dataclasses.replace(s, deflation=_one_subdomain_form(d, ctx))
+    counts = s.deflation.subdomains
+    if counts is not None:
+        if len(counts) != 3 or any(n % p for n, p in zip(g.cells, counts)):
+            ctx.fail(("solver", "deflation", "subdomains"),
+                     f"got {list(counts)} for a {' x '.join(map(str, g.cells))} grid",
+                     "three integers [px, py, pz] dividing nx, ny and nz", value=list(counts))
+        if s.deflation.cells_per_subdomain is not None:
+            ctx.fail(("solver", "deflation", "subdomains"),
+                     f"got {list(counts)} and cells_per_subdomain {s.deflation.cells_per_subdomain}",
+                     "one of the two: subdomain counts, or their width in cells", value=list(counts))
+    return s
+
+
 def _one_subdomain_form(d, ctx):
     """An override of ``subdomains`` or ``cells_per_subdomain`` replaces the
     other form written in the file (``--set solver.deflation.subdomains=[4,4]``
@@ -1348,15 +1469,15 @@ def _has_gas(geo):
 def _check_limits(case, ctx):
     """Sizes and physical magnitudes the numerics can represent (see MAX_CELLS...)."""
     g, fl, ph, geo = case.grid, case.fluids, case.physics, case.geometry
-    cells = g.nx * g.ny
+    cells = math.prod(g.cells)
     if cells > MAX_CELLS:
-        ctx.fail(("grid",), f"got {g.nx} x {g.ny} = {cells:.3g} cells",
+        ctx.fail(("grid",), f"got {' x '.join(map(str, g.cells))} = {cells:.3g} cells",
                  f"at most {MAX_CELLS} cells (the 5-point matrix has int32 CSR indices)",
                  value=cells)
     lo, hi = LENGTH
-    for key in ("lx", "ly"):
+    for key in ("lx", "ly", "lz"):
         v = getattr(g, key)
-        if not lo <= v <= hi:
+        if v is not None and not lo <= v <= hi:
             ctx.bad(("grid", key), v, f"a length between {_num(lo)} and {_num(hi)} m")
     lo, hi = MAGNITUDE
     for fluid in ("liquid", "gas"):
@@ -1552,6 +1673,8 @@ def viscosity_scheme(case):
     scheme = case.momentum.viscosity
     if scheme != "auto":
         return scheme
+    if case.grid.nz is not None:
+        return "explicit"                  # (the implicit solves are 2-D so far)
     limits = _dt_limits(case, viscous=True)
     viscous = limits.pop("viscous")[0]
     others = [dt for dt, _ in limits.values()] + [x for x in (case.time.dt, case.time.dt_max)
@@ -1581,12 +1704,13 @@ def initial_dt_limits(case):
 
 def _dt_limits(case, viscous):
     g, fl, ph = case.grid, case.fluids, case.physics
-    h = min(g.lx / g.nx, g.ly / g.ny)
+    h = min(v / n for v, n in zip(g.lengths, g.cells))
     fluids = [fl.liquid] + ([fl.gas] if _has_gas(case.geometry) else [])
     nu = max(f.viscosity / f.density for f in fluids)
     out = {}
     if viscous:
-        out["viscous"] = (0.2 * h * h / nu, f"0.2 h^2 / nu with h = {_num(h)}, nu = {nu:.3g}")
+        c = 0.4 / g.ndim           # stable below h^2 / (2 ndim nu)
+        out["viscous"] = (c * h * h / nu, f"{c:.3g} h^2 / nu with h = {_num(h)}, nu = {nu:.3g}")
     if ph.surface_tension > 0:
         rho_avg = 0.5 * (fl.liquid.density + fl.gas.density)
         out["capillary"] = (math.sqrt(rho_avg * h ** 3 / (2 * math.pi * ph.surface_tension)),

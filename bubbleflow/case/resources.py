@@ -8,6 +8,8 @@ imports the numerics.
 """
 from __future__ import annotations
 
+import math
+
 from .config import CaseError
 
 __all__ = ["estimate_memory", "available_memory", "check_memory",
@@ -40,8 +42,7 @@ def _coarse_vectors(case):
         return 0
     if d.type == "stripes":
         return d.stripes
-    px, py = d.subdomain_counts(case.grid.nx, case.grid.ny)
-    k = px * py
+    k = math.prod(d.subdomain_counts(*case.grid.cells))
     # levelset_subdomains splits each subdomain by phase: at most one vector
     # per phase region and subdomain; two per subdomain bounds the usual case.
     return 2 * k if d.type == "levelset_subdomains" else k
@@ -62,7 +63,7 @@ def estimate_memory(case):
         ``cells``, ``arrays_per_cell`` and ``itemsize`` (bytes per value).
     """
     g = case.grid
-    cells = int(g.nx) * int(g.ny)
+    cells = math.prod(int(n) for n in g.cells)
     itemsize = 8                  # float64: the only precision a case can ask for
     per_cell = ARRAYS_PER_CELL.get(case.mode, ARRAYS_PER_CELL["flow"])
     grid_bytes = cells * per_cell * itemsize
@@ -125,8 +126,8 @@ def check_memory(case, backend, available=None):
                   / (est["total"] - FIXED_BYTES) * est["cells"])
         raise CaseError.from_runtime(
             case, "grid",
-            f"{g.nx} x {g.ny} needs about {est['total'] / _GIB:.3g} GiB on {device} "
+            f"{' x '.join(map(str, g.cells))} needs about {est['total'] / _GIB:.3g} GiB on {device} "
             f"but only {available / _GIB:.3g} GiB is free",
             f"a smaller grid (about {fit:.3g} cells or fewer here)",
-            value=[g.nx, g.ny])
+            value=list(g.cells))
     return est

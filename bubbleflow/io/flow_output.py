@@ -114,14 +114,14 @@ class FlowWriter:
         self.run_id = run_id
         self.folder = os.path.join(snapshot_folder(self.path), run_id)
         # Append-only while the writer lives: a view of the index is their lengths.
-        self.diag = {name: [] for name in DIAGNOSTICS}
+        self.diag = {name: [] for name in layout.diagnostics_names(grid.ndim)}
         self.solver = {name: [] for name in list(layout.SOLVER_DTYPES) + ["reason"]}
         self.history = []           # one float64 array per solve
         self.checks = []            # (step, iteration, residual)
         self.regions = []           # (step, time, area, ...): layout.REGION_COLUMNS
         self.snapshots = []         # (step, time, file name in self.folder)
         if series is not None:
-            for name in DIAGNOSTICS:
+            for name in self.diag:
                 self.diag[name] = list(series["diagnostics"][name])
             for name in self.solver:
                 self.solver[name] = list(series["solver"][name])
@@ -164,7 +164,7 @@ class FlowWriter:
         last = snaps[-1][0]
         keep_d = int(np.searchsorted(np.asarray(series["diagnostics"]["step"]), last, side="right"))
         keep_s = int(np.searchsorted(np.asarray(series["solver"]["step"]), last, side="right"))
-        for name in DIAGNOSTICS:
+        for name in series["diagnostics"]:
             series["diagnostics"][name] = series["diagnostics"][name][:keep_d]
         for name in series["solver"]:
             series["solver"][name] = series["solver"][name][:keep_s]
@@ -194,7 +194,7 @@ class FlowWriter:
         """One row of diagnostics (and, after a step, its pressure solve)."""
         diag = dict(report.diagnostics, step=report.step, time=report.time, dt=report.dt,
                     divergence=report.divergence)
-        for name in DIAGNOSTICS:
+        for name in self.diag:
             self.diag[name].append(diag[name])
         if initial:
             return
@@ -254,8 +254,10 @@ class FlowWriter:
         self.wait()
         extra = dict(extra or {})
         _check_extra(extra, self.grid)
-        names = list(layout.FLOW_FIELDS) + list(extra)
-        arrays = [state.phi, rho, state.p, state.u, state.v] + list(extra.values())
+        components = layout.VELOCITY_COMPONENTS[:self.grid.ndim]
+        names = list(layout.CELL_FIELDS) + list(components) + list(extra)
+        arrays = ([state.phi, rho, state.p] + [getattr(state, c) for c in components]
+                  + list(extra.values()))
         self._copy = _start_copy(to_host, arrays, self._copy)
         name = layout.snapshot_name(state.step)
         self.snapshots.append((state.step, state.time, name))
@@ -371,12 +373,13 @@ def _start_copy(to_host, arrays, reuse):
 
 def _check_extra(extra, grid):
     """``extra`` fields must not shadow the file's own datasets and must be grid-shaped."""
-    shapes = {(grid.ny, grid.nx), (grid.ny, grid.nx + 1), (grid.ny + 1, grid.nx)}
+    shapes = set(layout.field_shapes(grid).values())
+    own = layout.flow_fields(grid.ndim)
     for name, arr in extra.items():
-        if name in layout.FLOW_FIELDS or name == "velocity" or not isinstance(name, str) \
+        if name in own or name == "velocity" or not isinstance(name, str) \
                 or not name or "/" in name or name.startswith("."):
             raise ValueError(f"extra snapshot field {name!r}: expected a new dataset name "
-                             f"(not one of {', '.join(layout.FLOW_FIELDS)}, velocity)")
+                             f"(not one of {', '.join(own)}, velocity)")
         if tuple(getattr(arr, "shape", ())) not in shapes:
             raise ValueError(f"extra snapshot field {name!r} has shape {getattr(arr, 'shape', None)}"
                              f"; expected one of {sorted(shapes)}")

@@ -65,6 +65,7 @@ __all__ = [
     "write_snapshot", "write_flow_index", "write_summary_h5",
     "created_stamp", "read_attrs", "read_run", "read_index", "read_checkpoint", "run_folder",
     "snapshot_name", "text", "SOLVER_SERIES", "SOLVER_DTYPES", "DIAGNOSTICS", "UNITS",
+    "DIAGNOSTICS_3D", "flow_fields", "diagnostics_names", "field_shapes",
     "REGIONS", "REGION_COLUMNS",
 ]
 
@@ -82,6 +83,8 @@ HISTORY, HISTORY_OFFSETS, TRUE_CHECKS = "residual_history", "history_offsets", "
 #: Cell-centred fields of a result; the fields of a flow snapshot.
 CELL_FIELDS = ("phi", "rho", "p")
 FLOW_FIELDS = ("phi", "rho", "p", "u", "v")
+#: The face velocity components, in grid-axis order.
+VELOCITY_COMPONENTS = ("u", "v", "w")
 #: Attributes of a study's summary.h5.
 STUDY, RUNS = "study", "runs"
 
@@ -93,6 +96,30 @@ SOLVER_DTYPES = {"step": np.int64, "time": np.float64, "iterations": np.int64,
 #: Diagnostics series of a flow index, one row per step.
 DIAGNOSTICS = ("step", "time", "dt", "area", "centroid_y", "rise_velocity", "circularity",
                "divergence")
+#: Those of a 3-D run (the benchmark of Adelsberger et al. 2014; z is up).
+DIAGNOSTICS_3D = ("step", "time", "dt", "volume", "centroid_z", "rise_velocity", "sphericity",
+                  "surface", "centroid_x", "centroid_y", "divergence")
+
+
+def flow_fields(ndim):
+    """The fields of a flow snapshot on an ``ndim``-D grid."""
+    return CELL_FIELDS + VELOCITY_COMPONENTS[:ndim]
+
+
+def diagnostics_names(ndim):
+    """The diagnostics series of a flow index on an ``ndim``-D grid."""
+    return DIAGNOSTICS if ndim == 2 else DIAGNOSTICS_3D
+
+
+def field_shapes(grid):
+    """Array shape of every flow field on ``grid``: cells, and the faces of
+    each velocity component (one more along its own axis)."""
+    shapes = {name: tuple(grid.shape) for name in CELL_FIELDS}
+    for a, name in enumerate(VELOCITY_COMPONENTS[:grid.ndim]):
+        shape = list(grid.shape)
+        shape[grid.ndim - 1 - a] += 1
+        shapes[name] = tuple(shape)
+    return shapes
 #: ``/diagnostics/regions``: one row per gas region at every snapshot
 #: (CLSVOF runs: :func:`bubbleflow.flow.vof.region_diagnostics`), the regions
 #: of a snapshot ordered by centroid (y, then x).
@@ -107,7 +134,8 @@ DYNAMIC_PRESSURE = "p_dynamic"
 #: The gas volume fraction of a CLSVOF flow (``levelset.method: clsvof``),
 #: stored in its snapshots beside ``phi``; a restart reads it back.
 VOLUME_FRACTION = "c"
-UNITS = {"phi": "m", "rho": "kg/m^3", "p": "Pa", "u": "m/s", "v": "m/s", "velocity": "m/s",
+UNITS = {"phi": "m", "rho": "kg/m^3", "p": "Pa", "u": "m/s", "v": "m/s", "w": "m/s",
+         "velocity": "m/s",
          "time": "s", "step": "1", DYNAMIC_PRESSURE: "Pa", VOLUME_FRACTION: "1"}
 
 _OLDER = "it was written by an older bubbleflow (no run_id); start a new run"
@@ -147,9 +175,9 @@ def header_attrs(*, version, case_yaml, backend, device, precision, face_density
 
 def _write_grid(fh, grid):
     g = fh.create_group(GRID)
-    g.create_dataset("x", data=grid.x).attrs[UNITS_ATTR] = "m"
-    g.create_dataset("y", data=grid.y).attrs[UNITS_ATTR] = "m"
-    g.attrs["nx"], g.attrs["ny"], g.attrs["lx"], g.attrs["ly"] = grid.nx, grid.ny, grid.lx, grid.ly
+    for axis, centres, n, length in zip("xyz", grid.centres, grid.cells, grid.lengths):
+        g.create_dataset(axis, data=centres).attrs[UNITS_ATTR] = "m"
+        g.attrs["n" + axis], g.attrs["l" + axis] = n, length
 
 
 def write_pressure_result(path, *, case_yaml, version, backend, device, precision, face_density,
@@ -169,7 +197,8 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
         for name, data in (("phi", phi), ("rho", rho), ("p", p)):
             ds = f.create_dataset(name, data=np.asarray(data), compression="gzip", compression_opts=4)
             ds.attrs[UNITS_ATTR] = UNITS[name]
-            ds.attrs[LAYOUT_ATTR] = "(ny, nx), row j is y, column i is x"
+            ds.attrs[LAYOUT_ATTR] = ("(ny, nx), row j is y, column i is x" if grid.ndim == 2
+                                     else "(nz, ny, nx), x fastest")
         s = fh.create_group(SOLVER)
         for key in ("method", "variant", "preconditioner", "deflation", "deflation_vectors",
                     "rtol"):
@@ -202,11 +231,13 @@ def write_snapshot(path, step, time, fields):
                                    compression="gzip", compression_opts=1)
             if key in UNITS:
                 ds.attrs[UNITS_ATTR] = UNITS[key]
-        u, v = fields["u"], fields["v"]
-        # Cell-centred velocity (w = 0) for viewers, which have no face data.
+        # Cell-centred velocity (w = 0 in 2-D) for viewers, which have no face data.
+        ndim = fields["p"].ndim
         vel = np.zeros(fields["p"].shape + (3,))
-        vel[..., 0] = 0.5 * (u[:, 1:] + u[:, :-1])
-        vel[..., 1] = 0.5 * (v[1:, :] + v[:-1, :])
+        for a, name in enumerate(VELOCITY_COMPONENTS[:ndim]):
+            f, k = np.asarray(fields[name]), ndim - 1 - a
+            vel[..., a] = 0.5 * (np.take(f, range(1, f.shape[k]), axis=k)
+                                 + np.take(f, range(f.shape[k] - 1), axis=k))
         fh.create_dataset("velocity", data=vel, compression="gzip",
                           compression_opts=1).attrs[UNITS_ATTR] = UNITS["velocity"]
 
@@ -247,7 +278,7 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
         fh.attrs[SNAPSHOT_DIR] = snapshot_dir
         _write_grid(fh, grid)
         d = fh.create_group(DIAGNOSTICS_GROUP)
-        for name in DIAGNOSTICS:
+        for name in diagnostics_names(grid.ndim):
             d.create_dataset(name, data=np.asarray(diagnostics[name],
                              dtype=np.int64 if name == "step" else np.float64))
         rg = d.create_dataset(REGIONS, data=np.asarray(regions, dtype=np.float64).reshape(
@@ -276,10 +307,8 @@ def _write_snapshot_fields(f, grid, rel, snapshots, cell_fields=()):
     """``/fields``: the snapshot clock and virtual datasets reading the snapshot files."""
     f.create_dataset("step", data=np.asarray([sn[0] for sn in snapshots], dtype=np.int64))
     f.create_dataset("time", data=np.asarray([sn[1] for sn in snapshots], dtype=np.float64))
-    ny, nx = grid.ny, grid.nx
-    shapes = {"phi": (ny, nx), "rho": (ny, nx), "p": (ny, nx), "u": (ny, nx + 1),
-              "v": (ny + 1, nx)}
-    shapes.update({name: (ny, nx) for name in cell_fields})
+    shapes = field_shapes(grid)
+    shapes.update({name: tuple(grid.shape) for name in cell_fields})
     for key, shape in shapes.items():
         layout = h5py.VirtualLayout(shape=(len(snapshots),) + shape, dtype=np.float64)
         for k, (_, _, name) in enumerate(snapshots):
@@ -342,17 +371,17 @@ def attach_dimension_scales(fh):
         ``ly`` optional: without them the extent is ``x[0] + x[-1]``).
     """
     grid = fh[GRID]
-    nx, ny = grid["x"].shape[0], grid["y"].shape[0]
-    x, y = grid["x"][()], grid["y"][()]
-    lx = float(grid.attrs["lx"]) if "lx" in grid.attrs else float(x[0] + x[-1])
-    ly = float(grid.attrs["ly"]) if "ly" in grid.attrs else float(y[0] + y[-1])
-    scales = {"x": _scale(grid, "x", None, "x", "m"), "y": _scale(grid, "y", None, "y", "m")}
+    axes = [a for a in "xyz" if a in grid]               # x first; arrays are reversed
+    counts = {a: grid[a].shape[0] for a in axes}
+    scales = {a: _scale(grid, a, None, a, "m") for a in axes}
 
     def face_scale(axis):
         name = axis + "_faces"
         if name not in scales:
-            n, length = (nx, lx) if axis == "x" else (ny, ly)
-            scales[name] = _scale(grid, name, np.linspace(0.0, length, n + 1), name, "m")
+            c = grid[axis][()]
+            key = "l" + axis
+            length = float(grid.attrs[key]) if key in grid.attrs else float(c[0] + c[-1])
+            scales[name] = _scale(grid, name, np.linspace(0.0, length, counts[axis] + 1), name, "m")
         return scales[name]
 
     fields = fh.get(FIELDS)
@@ -364,6 +393,15 @@ def attach_dimension_scales(fh):
         if isinstance(ds, h5py.Dataset) and ds.ndim == 1:
             time_scales.append(_scale(fields, name, None, name, UNITS[name]))
     nsnap = time_scales[0].shape[0] if time_scales else None
+    nd = len(axes)
+    cell = tuple(counts[a] for a in reversed(axes))
+    # The trailing shape of a cell field and of each component's faces -> the
+    # axis (if any) whose face scale it takes.
+    kinds = {cell: None}
+    for a in axes:
+        shape = list(cell)
+        shape[nd - 1 - axes.index(a)] += 1
+        kinds.setdefault(tuple(shape), a)
 
     found = []
     # Collect first: the loop below creates datasets and attributes.
@@ -374,20 +412,16 @@ def attach_dimension_scales(fh):
         base = ds.name.rsplit("/", 1)[-1]
         if base in UNITS and UNITS_ATTR not in ds.attrs:
             ds.attrs[UNITS_ATTR] = UNITS[base]
-        if ds.ndim not in (2, 3):
+        if ds.ndim not in (nd, nd + 1) or tuple(ds.shape[-nd:]) not in kinds:
             continue
-        trailing = ds.shape[-2:]
-        if trailing == (ny, nx):
-            ys, xs = (scales["y"], "y"), (scales["x"], "x")
-        elif trailing == (ny, nx + 1):
-            ys, xs = (scales["y"], "y"), (face_scale("x"), "x_faces")
-        elif trailing == (ny + 1, nx):
-            ys, xs = (face_scale("y"), "y_faces"), (scales["x"], "x")
-        else:
-            continue
-        _attach(ds, ds.ndim - 2, *ys)
-        _attach(ds, ds.ndim - 1, *xs)
-        if ds.ndim == 3 and ds.shape[0] == nsnap:
+        faces = kinds[tuple(ds.shape[-nd:])]
+        for k, a in enumerate(reversed(axes)):
+            dim = ds.ndim - nd + k
+            if a == faces:
+                _attach(ds, dim, face_scale(a), a + "_faces")
+            else:
+                _attach(ds, dim, scales[a], a)
+        if ds.ndim == nd + 1 and ds.shape[0] == nsnap:
             for sc in time_scales:
                 _attach(ds, 0, sc, "time")
 
@@ -443,8 +477,9 @@ def read_index(path):
         s = fh[SOLVER]
         offsets = s[HISTORY_OFFSETS][()]
         hist = s[HISTORY][()]
+        names = diagnostics_names(3 if "z" in fh[GRID] else 2)
         series = {
-            "diagnostics": {name: d[name][()].tolist() for name in DIAGNOSTICS},
+            "diagnostics": {name: d[name][()].tolist() for name in names},
             "solver": {name: s[name][()].tolist() for name in SOLVER_DTYPES},
             "history": [hist[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)],
             "checks": [tuple(row) for row in s[TRUE_CHECKS][()].tolist()],
@@ -462,8 +497,8 @@ def read_checkpoint(path):
         case = text(fh.attrs[CASE])
     snapshot = os.path.join(run_folder(path), snapshot_name(int(steps[-1])))
     with h5py.File(snapshot, "r") as fh:
-        out = {key: fh[key][()] for key in ("phi", "u", "v", "p", DYNAMIC_PRESSURE, VOLUME_FRACTION)
-               if key in fh}
+        out = {key: fh[key][()] for key in ("phi", "u", "v", "w", "p", DYNAMIC_PRESSURE,
+                                            VOLUME_FRACTION) if key in fh}
     out["step"] = int(steps[-1])
     out["time"] = float(times[-1])
     out["case"] = case

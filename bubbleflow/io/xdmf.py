@@ -47,8 +47,8 @@ def _h5_path(xdmf_folder, h5_path):
     return h5_path.replace(os.sep, "/")
 
 
-def _attribute(name, ncomp, source, ny, nx, indent):
-    dims = f"{ny} {nx}" if ncomp == 1 else f"{ny} {nx} {ncomp}"
+def _attribute(name, ncomp, source, shape, indent):
+    dims = " ".join(map(str, shape)) + ("" if ncomp == 1 else f" {ncomp}")
     kind = "Scalar" if ncomp == 1 else "Vector"
     pad = " " * indent
     lines = [f'{pad}<Attribute Name={quoteattr(name)} AttributeType="{kind}" Center="Cell">']
@@ -69,8 +69,9 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
         The file to write (replaced atomically, see
         :func:`bubbleflow.io.atomic.atomic_path`).
     grid : bubbleflow.mesh.grid.Grid
-        Anything with ``nx, ny, hx, hy`` (cell counts and sizes, m); the
-        domain is ``[0, nx hx] x [0, ny hy]``.
+        2-D or 3-D (``cells`` and ``spacing``; or anything with ``nx, ny,
+        hx, hy``); the domain is ``[0, nx hx] x [0, ny hy] (x [0, nz hz])``,
+        a ``3DRectMesh`` with ``VXVYVZ`` geometry in 3-D.
     snapshots : sequence of (float, str, str)
         ``(time, h5_path, group)`` per snapshot, in time order: the HDF5 file
         (relative to the XDMF file's folder, or absolute; written relative
@@ -95,17 +96,20 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
                              f"can be described (face-centred u, v cannot)")
     xdmf_path = os.fspath(xdmf_path)
     folder = os.path.dirname(os.path.abspath(xdmf_path))
-    nx, ny = int(grid.nx), int(grid.ny)
+    cells = tuple(int(n) for n in getattr(grid, "cells", (grid.nx, grid.ny)))
+    spacing = tuple(getattr(grid, "spacing", (grid.hx, grid.hy)))
+    shape = cells[::-1]
+    nd = len(cells)
     # Node coordinates from the cell sizes, the last node at exactly n * h.
-    xs = " ".join(_num(i * grid.hx) for i in range(nx)) + " " + _num(nx * grid.hx)
-    ys = " ".join(_num(j * grid.hy) for j in range(ny)) + " " + _num(ny * grid.hy)
-    mesh = [f'        <Topology TopologyType="2DRectMesh" Dimensions="{ny + 1} {nx + 1}"/>',
-            '        <Geometry GeometryType="VXVY">',
-            f'          <DataItem Dimensions="{nx + 1}" NumberType="Float" Precision="8" '
-            f'Format="XML">{xs}</DataItem>',
-            f'          <DataItem Dimensions="{ny + 1}" NumberType="Float" Precision="8" '
-            f'Format="XML">{ys}</DataItem>',
-            "        </Geometry>"]
+    nodes = [" ".join(_num(i * h) for i in range(n)) + " " + _num(n * h)
+             for n, h in zip(cells, spacing)]
+    mesh = [f'        <Topology TopologyType="{nd}DRectMesh" '
+            f'Dimensions="{" ".join(str(n + 1) for n in shape)}"/>',
+            f'        <Geometry GeometryType="{"VXVYVZ" if nd == 3 else "VXVY"}">']
+    for n, coords in zip(cells, nodes):
+        mesh.append(f'          <DataItem Dimensions="{n + 1}" NumberType="Float" Precision="8" '
+                    f'Format="XML">{coords}</DataItem>')
+    mesh.append("        </Geometry>")
     include = ('        <xi:include xpointer="xpointer(//Grid[@Name=&quot;run&quot;]/Grid[1]'
                '/*[self::Topology or self::Geometry])"/>')
     lines = ['<?xml version="1.0" ?>',
@@ -124,7 +128,7 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
         lines += mesh if k == 0 else [include]
         for name in fields:
             lines += _attribute(name, CELL_FIELDS[name], f"{h5}:{posixpath.join(group, name)}",
-                                ny, nx, 8)
+                                shape, 8)
         lines.append("      </Grid>")
     lines += ["    </Grid>", "  </Domain>", "</Xdmf>", ""]
     atomic_text(xdmf_path, "\n".join(lines))

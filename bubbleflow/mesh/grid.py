@@ -163,7 +163,12 @@ class Grid:
 
     @classmethod
     def from_config(cls, grid_cfg) -> "Grid":
-        return cls(int(grid_cfg.nx), int(grid_cfg.ny), float(grid_cfg.lx), float(grid_cfg.ly))
+        """The grid of a case's ``grid`` section: 3-D when it gives ``nz``."""
+        nz = getattr(grid_cfg, "nz", None)
+        if nz is None:
+            return cls(int(grid_cfg.nx), int(grid_cfg.ny), float(grid_cfg.lx), float(grid_cfg.ly))
+        return cls.regular((int(grid_cfg.nx), int(grid_cfg.ny), int(nz)),
+                           (float(grid_cfg.lx), float(grid_cfg.ly), float(grid_cfg.lz)))
 
 
 def blocks_near(n, cells):

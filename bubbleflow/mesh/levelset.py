@@ -19,12 +19,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Circle:
-    """A gas bubble (``gas=True``) or a liquid droplet; lengths in metres."""
+    """A gas bubble (``gas=True``) or a liquid droplet; lengths in metres.
+    In 3-D a sphere: ``z`` is its centre's height (vertical is the last
+    axis), ``y`` its depth."""
 
     x: float
     y: float
     radius: float
     gas: bool = True
+    z: float = None
+
+    @property
+    def centre(self):
+        return (self.x, self.y) if self.z is None else (self.x, self.y, self.z)
 
 
 def place_random_bubbles(spec, grid, avoid=()):
@@ -59,43 +66,59 @@ def geometry_circles(geometry, grid):
     """All circles of a case's ``geometry`` section, in a fixed order."""
     from ..case.config import lattice_centres
 
-    circles = [Circle(float(b.center[0]), float(b.center[1]), float(b.radius), True)
-               for b in geometry.bubbles]
+    circles = [_circle(b, True) for b in geometry.bubbles]
     if geometry.bubble_lattice is not None:
         lat = geometry.bubble_lattice
         circles += [Circle(float(cx), float(cy), float(lat.radius), True)
                     for cx, cy in lattice_centres(lat)]
     if geometry.random_bubbles is not None:
         circles += place_random_bubbles(geometry.random_bubbles, grid, avoid=circles)
-    circles += [Circle(float(d.center[0]), float(d.center[1]), float(d.radius), False)
-                for d in geometry.droplets]
+    circles += [_circle(d, False) for d in geometry.droplets]
     return circles
 
 
+def _circle(spec, gas):
+    """The :class:`Circle` of a case's ``{center, radius}`` (2 or 3 coordinates)."""
+    c = [float(v) for v in spec.center]
+    return Circle(c[0], c[1], float(spec.radius), gas, z=c[2] if len(c) == 3 else None)
+
+
 def build_levelset(grid, free_surface=None, circles=()):
-    """Signed distance ``phi`` (shape ``(ny, nx)``, NumPy) of the liquid region.
+    """Signed distance ``phi`` (the grid's shape, NumPy) of the liquid region.
 
     Parameters
     ----------
     grid : Grid
+        2-D or 3-D; the free surface is normal to the last (vertical) axis.
     free_surface : float or None
         Height (m) of a flat liquid surface; None fills the domain with liquid.
     circles : iterable of Circle
-        Gas bubbles are cut out of the liquid, liquid droplets added to it.
+        Gas bubbles are cut out of the liquid, liquid droplets added to it
+        (spheres in 3-D).
     """
-    X, Y = grid.mesh()
+    coords = grid.mesh()
     if free_surface is None:
         # Liquid everywhere: any positive distance larger than the domain will do.
-        phi = np.full(grid.shape, grid.lx + grid.ly)
+        phi = np.full(grid.shape, sum(grid.lengths))
     else:
-        phi = float(free_surface) - Y
+        phi = float(free_surface) - coords[-1]
     for c in circles:
         if c.gas:
-            phi = np.minimum(phi, np.hypot(X - c.x, Y - c.y) - c.radius)
+            phi = np.minimum(phi, _distance(coords, c) - c.radius)
     for c in circles:
         if not c.gas:
-            phi = np.maximum(phi, c.radius - np.hypot(X - c.x, Y - c.y))
+            phi = np.maximum(phi, c.radius - _distance(coords, c))
     return phi
+
+
+def _distance(coords, circle):
+    """Distance of every cell centre to the circle's (sphere's) centre."""
+    centre = circle.centre
+    if len(centre) != len(coords):
+        raise ValueError(f"a centre of {len(centre)} coordinates on a {len(coords)}-D grid")
+    if len(coords) == 2:
+        return np.hypot(coords[0] - centre[0], coords[1] - centre[1])
+    return np.sqrt(sum((x - c) ** 2 for x, c in zip(coords, centre)))
 
 
 def heaviside(phi, eps, xp=np):
@@ -121,6 +144,13 @@ class PhaseFields:
     rho_y: np.ndarray
     mu: np.ndarray
     rule: str
+    rho_z: np.ndarray = None      # 3-D: the faces normal to z, (nz-1, ny, nx)
+
+    @property
+    def faces(self):
+        """The face densities per grid axis, x first."""
+        return (self.rho_x, self.rho_y) if self.rho_z is None else (self.rho_x, self.rho_y,
+                                                                     self.rho_z)
 
 
 def phase_fields(grid, phi, rho_liquid, rho_gas, mu_liquid, mu_gas, rule="arithmetic"):
@@ -131,25 +161,31 @@ def phase_fields(grid, phi, rho_liquid, rho_gas, mu_liquid, mu_gas, rule="arithm
     ``levelset``:   rho_f from the smoothed Heaviside of phi at the face
                     (mean of the two cells), epsilon = 1.5 h; cells likewise.
     """
-    eps = 1.5 * max(grid.hx, grid.hy)
+    eps = 1.5 * max(grid.spacing)
+    nd = phi.ndim
+
+    def pairs(a, k):
+        """The two cells of the faces normal to array axis ``k``."""
+        lo = [slice(None)] * nd
+        hi = [slice(None)] * nd
+        lo[k], hi[k] = slice(None, -1), slice(1, None)
+        return a[tuple(hi)], a[tuple(lo)]
+
     if rule == "levelset":
         H = heaviside(phi, eps)
         rho = rho_gas + (rho_liquid - rho_gas) * H
         mu = mu_gas + (mu_liquid - mu_gas) * H
-        hx = heaviside(0.5 * (phi[:, 1:] + phi[:, :-1]), eps)
-        hy = heaviside(0.5 * (phi[1:, :] + phi[:-1, :]), eps)
-        rho_x = rho_gas + (rho_liquid - rho_gas) * hx
-        rho_y = rho_gas + (rho_liquid - rho_gas) * hy
+        faces = [rho_gas + (rho_liquid - rho_gas) * heaviside(0.5 * sum(pairs(phi, nd - 1 - a)), eps)
+                 for a in range(nd)]
     elif rule in ("arithmetic", "harmonic"):
         liquid = phi >= 0
         rho = np.where(liquid, rho_liquid, rho_gas).astype(float)
         mu = np.where(liquid, mu_liquid, mu_gas).astype(float)
-        a, b = rho[:, 1:], rho[:, :-1]
-        c, d = rho[1:, :], rho[:-1, :]
-        if rule == "arithmetic":
-            rho_x, rho_y = 0.5 * (a + b), 0.5 * (c + d)
-        else:
-            rho_x, rho_y = 2 * a * b / (a + b), 2 * c * d / (c + d)
+        faces = []
+        for a in range(nd):
+            hi, lo = pairs(rho, nd - 1 - a)
+            faces.append(0.5 * (hi + lo) if rule == "arithmetic" else 2 * hi * lo / (hi + lo))
     else:
         raise ValueError(f"unknown face-density rule {rule!r}; expected arithmetic, harmonic or levelset")
-    return PhaseFields(rho=rho, rho_x=rho_x, rho_y=rho_y, mu=mu, rule=rule)
+    return PhaseFields(rho=rho, rho_x=faces[0], rho_y=faces[1], mu=mu, rule=rule,
+                       rho_z=faces[2] if nd == 3 else None)

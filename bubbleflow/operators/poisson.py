@@ -451,8 +451,13 @@ def assemble_pressure_operator(grid, phases, backend="numpy", dtype=np.float64, 
     ----------
     grid : Grid
     phases : PhaseFields
-        Face densities ``rho_x``, ``rho_y`` (kg/m^3).
+        Face densities ``rho_x``, ``rho_y`` (and ``rho_z`` in 3-D; kg/m^3).
+        A 3-D operator is matrix free whatever ``storage``
+        (:meth:`PoissonOperator.from_faces`).
     """
+    if grid.ndim != 2:
+        return PoissonOperator.from_faces(phases.faces, grid, backend=backend, dtype=dtype,
+                                          densities=True)
     return PoissonOperator(phases.rho_x, phases.rho_y, grid.hx, grid.hy, backend=backend,
                            dtype=dtype, storage=storage, densities=True, grid=grid)
 
@@ -466,7 +471,9 @@ def gravity_rhs(grid, gravity):
     sums to zero, so the singular Neumann system is compatible.  The exact
     answer is the hydrostatic pressure wherever the columns are uniform.
     """
-    v = np.zeros((grid.ny + 1, grid.nx))  # face velocities / dt, walls at rows 0 and ny
-    v[1:-1, :] = -float(gravity)
-    div = (v[1:, :] - v[:-1, :]) / grid.hy
+    shape = list(grid.shape)
+    shape[0] += 1                 # vertical face velocities / dt, the walls first and last
+    v = np.zeros(shape)
+    v[1:-1] = -float(gravity)
+    div = (v[1:] - v[:-1]) / grid.spacing[-1]
     return -div

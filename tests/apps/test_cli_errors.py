@@ -76,8 +76,8 @@ def test_missing_file(tmp_path):
 
 def test_bad_set_override(tmp_path):
     path = write(tmp_path, "name: ok\n")
-    assert_case_error(bubbleflow("run", path, "--set", "grid.nz=3"),
-                      "(--set grid.nz=3): grid.nz: unknown key")
+    assert_case_error(bubbleflow("run", path, "--set", "grid.nw=3"),
+                      "(--set grid.nw=3): grid.nw: unknown key")
     assert_case_error(bubbleflow("run", path, "--set", "gridnx"), "malformed override")
     assert_case_error(bubbleflow("run", path, "--set", "grid.nx=2"),
                       "grid.nx: got 2; expected an integer >= 4")

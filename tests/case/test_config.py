@@ -249,11 +249,11 @@ def test_later_override_wins_and_tuple_overrides_are_unparsed(tmp_path):
 
 def test_set_unknown_key_names_the_override(tmp_path):
     path = write(tmp_path, "grid: {nx: 64}\n")
-    err = error_of(load_case, path, ["grid.nz=3"])
+    err = error_of(load_case, path, ["grid.nw=3"])
     msg = str(err)
-    assert msg.startswith(f"{path} (--set grid.nz=3): grid.nz: unknown key")
+    assert msg.startswith(f"{path} (--set grid.nw=3): grid.nw: unknown key")
     assert "did you mean" in msg and "nx, ny, lx, ly" in msg
-    assert err.key == "grid.nz" and err.line is None and err.origin == "--set grid.nz=3"
+    assert err.key == "grid.nw" and err.line is None and err.origin == "--set grid.nw=3"
 
 
 def test_set_unknown_section_with_suggestion():
@@ -343,7 +343,7 @@ def test_unknown_key_in_file_with_did_you_mean(tmp_path):
 
 def test_unknown_key_without_suggestion():
     msg = str(error_of(case_from_dict, {"grid": {"resolution": 64}}))
-    assert msg == "<dict>: grid.resolution: unknown key; expected one of: nx, ny, lx, ly"
+    assert msg == "<dict>: grid.resolution: unknown key; expected one of: nx, ny, lx, ly, nz, lz"
 
 
 def test_duplicate_key(tmp_path):
@@ -610,7 +610,7 @@ def test_case_error_pickles():
 
 def test_tuple_item_error_names_the_whole_list():
     err = error_of(case_from_dict, {"geometry": {"bubbles": [{"center": [0.5, "x"], "radius": 0.1}]}})
-    assert str(err) == "<dict>: geometry.bubbles[0].center: got [0.5, 'x']; expected two numbers [x, y]"
+    assert str(err) == "<dict>: geometry.bubbles[0].center: got [0.5, 'x']; expected two numbers [x, y] (three, [x, y, z], in 3-D)"
     assert err.__context__ is None
 
 

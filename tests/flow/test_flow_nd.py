@@ -1,0 +1,232 @@
+"""The flow of any dimension (levelset_nd, momentum_nd, FlowSolverND).
+
+In 2-D it must give the 2-D solver's numbers (the schemes written once over
+the axes); in 3-D: the sphere's geometry, transport, the rising bubble's
+symmetry and conservation, the case keys, the command line with its output
+and restart.
+"""
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from bubbleflow.case.config import CaseError, load_case
+from bubbleflow.flow import flow_solver, levelset_nd, levelset_ops, momentum, momentum_nd
+from bubbleflow.flow.navier_stokes import FlowSolver
+from bubbleflow.flow.navier_stokes_nd import FlowSolverND
+from helpers.cli import ROOT, run_cli, run_interrupted
+
+RISING_3D = os.path.join(ROOT, "cases/rising_bubble_3d.yaml")
+SMALL_3D = ["grid.nx=12", "grid.ny=12", "grid.nz=24"]
+
+
+def _field_2d(seed=0):
+    rng = np.random.default_rng(seed)
+    ny, nx = 24, 18
+    hx, hy = 1 / 18, 2 / 24
+    y, x = np.meshgrid((np.arange(ny) + .5) * hy, (np.arange(nx) + .5) * hx, indexing="ij")
+    phi = np.sqrt((x - .5) ** 2 + (y - .9) ** 2) - .25 + 0.02 * np.sin(7 * x)
+    u = rng.standard_normal((ny, nx + 1))
+    v = rng.standard_normal((ny + 1, nx))
+    u[:, [0, -1]] = 0
+    v[[0, -1]] = 0
+    return phi, u, v, hx, hy
+
+
+def _close(a, b, tol=1e-13):
+    np.testing.assert_allclose(a, b, rtol=0, atol=tol * max(np.abs(b).max(), 1e-300))
+
+
+def test_levelset_operations_equal_the_2d_code():
+    phi, u, v, hx, hy = _field_2d()
+    _close(levelset_nd.advect(phi, (u, v), 0.003, (hx, hy)),
+           levelset_ops.advect.reference(phi, u, v, 0.003, hx, hy))
+    _close(levelset_nd.reinitialize(phi, (hx, hy), 7), levelset_ops.reinitialize.reference(phi, hx, hy, 7))
+    _close(levelset_nd.curvature(phi, (hx, hy)), levelset_ops.curvature.reference(phi, hx, hy))
+    _close(levelset_nd.smooth(phi, 3), levelset_ops.smooth.reference(phi, 3))
+    d2 = levelset_ops.bubble_diagnostics.reference(phi, u, v, hx, hy, 1.5 * hy)
+    dn = levelset_nd.bubble_diagnostics(phi, (u, v), (hx, hy), 1.5 * hy)
+    for key in ("centroid_x", "centroid_y", "rise_velocity"):
+        assert dn[key] == pytest.approx(d2[key], rel=1e-12)
+
+
+@pytest.mark.parametrize("rule", ["arithmetic", "harmonic", "levelset"])
+def test_momentum_terms_equal_the_2d_code(rule):
+    phi, u, v, hx, hy = _field_2d(1)
+    eps = 1.5 * hy
+    H, rho, mu, rx, ry = momentum.fluid_properties.reference(phi, eps, 1000, 100, 10, 1, rule)
+    H2, rho2, mu2, faces = momentum_nd.fluid_properties(phi, eps, 1000, 100, 10, 1, rule)
+    _close(faces[0], rx)
+    _close(faces[1], ry)
+    signs = ((-1.0, 1.0), (-1.0, -1.0))                 # free-slip right wall
+    for m in (mu, 1e4 * mu):                            # upwind and central advection
+        au, av = momentum.advection_terms.reference(u, v, rx, ry, m, hx, hy, -1., 1., -1., -1.)
+        an = momentum_nd.advection_terms((u, v), (rx, ry), m, (hx, hy), signs)
+        _close(an[0], au)
+        _close(an[1], av)
+    au, av = momentum.advection_terms.reference(u, v, rx, ry, mu, hx, hy, -1., 1., -1., -1.)
+    cx, cy = momentum.interface_coefficients.reference(phi, None, None, hx, hy, 24.5, 0.0, 0.0)
+    dt, g = 1e-3, 0.98
+    us = momentum.explicit_velocity_u.reference(u, v, mu, H, rx, au, cx, dt, hx, hy, -1., -1., True)
+    vs = momentum.explicit_velocity_v.reference(u, v, mu, H, ry, av, cy, dt, hx, hy, -1., 1., g, True)
+    kappa = levelset_nd.curvature(phi, (hx, hy))
+    coeff = momentum_nd.interface_coefficients(kappa, 24.5, (None, None), 0.0, 0.0)
+    un, vn = momentum_nd.provisional_velocity((u, v), H, mu, (rx, ry), coeff, dt, (hx, hy), signs, g)
+    _close(un, us)
+    _close(vn, vs)
+    p = np.random.default_rng(2).standard_normal(phi.shape)
+    div = momentum.divergence.reference(us, vs, hx, hy)
+    _close(momentum_nd.divergence((us, vs), (hx, hy)), div)
+    uc, vc, _ = momentum.correct_velocity.reference(us, vs, p, rx, ry, div, dt, hx, hy)
+    a, b = momentum_nd.correct_velocity((us, vs), p, (rx, ry), dt, (hx, hy))
+    _close(a, uc)
+    _close(b, vc)
+
+
+@pytest.mark.parametrize("gravity", ["reduced", "volumetric"])
+def test_flow_solver_nd_steps_like_the_2d_solver(backend, gravity):
+    case = load_case(os.path.join(ROOT, "cases/two_phase.yaml"),
+                     ["grid.nx=20", "grid.ny=40", "solver.deflation.subdomains=[4,4]",
+                      "momentum.viscosity=explicit", f"momentum.gravity={gravity}",
+                      "solver.rtol=1e-12"])
+    two, nd = FlowSolver(case, backend), FlowSolverND(case, backend)
+    a, b = two.initial_state(), nd.initial_state()
+    for _ in range(6):                                  # a reinitialisation at step 5
+        a, ra = two.step(a)
+        b, rb = nd.step(b)
+        assert rb.dt == pytest.approx(ra.dt, rel=1e-14)
+    h = backend.to_host
+    for x, y in ((a.phi, b.phi), (a.u, b.u), (a.v, b.v)):
+        _close(h(y), h(x), 1e-11)
+    _close(h(b.p), h(a.p), 1e-9)
+    assert rb.diagnostics["rise_velocity"] == pytest.approx(ra.diagnostics["rise_velocity"], rel=1e-9)
+
+
+def _sphere(n, centre=(0.5, 0.5, 0.53), radius=0.25):
+    h = 1.0 / n
+    c = (np.arange(n) + 0.5) * h
+    z, y, x = np.meshgrid(c, c, c, indexing="ij")
+    phi = np.sqrt((x - centre[0]) ** 2 + (y - centre[1]) ** 2 + (z - centre[2]) ** 2) - radius
+    zero = tuple(np.zeros(s) for s in ((n, n, n + 1), (n, n + 1, n), (n + 1, n, n)))
+    return phi, zero, (h, h, h)
+
+
+@pytest.mark.parametrize("n", [32, 48])
+def test_sphere_volume_surface_sphericity_and_curvature(n):
+    phi, zero, spacing = _sphere(n)
+    d = levelset_nd.bubble_diagnostics(phi, zero, spacing, 1.5 / n)
+    r = 0.25
+    assert d["volume"] == pytest.approx(4 / 3 * np.pi * r ** 3, rel=1e-4)
+    assert d["surface"] == pytest.approx(4 * np.pi * r * r, rel=2e-3)
+    assert d["sphericity"] == pytest.approx(1.0, abs=2e-3)
+    assert (d["centroid_x"], d["centroid_y"], d["centroid_z"]) == pytest.approx((0.5, 0.5, 0.53), abs=1e-5)
+    band = np.abs(phi) < 1.0 / n
+    kappa = levelset_nd.curvature(phi, spacing)[band]
+    assert np.median(kappa) == pytest.approx(2 / r, rel=0.02)
+    # A spheroid is less spherical.
+    z, y, x = np.meshgrid(*(np.arange(n) + 0.5,) * 3, indexing="ij")
+    flat = np.sqrt(((x + 0.5) / n - 0.5) ** 2 + ((y + 0.5) / n - 0.5) ** 2
+                   + (1.6 * ((z + 0.5) / n - 0.5)) ** 2) - r
+    assert levelset_nd.bubble_diagnostics(flat, zero, spacing, 1.5 / n)["sphericity"] < 0.99
+
+
+def test_sphere_carried_by_a_uniform_flow_keeps_its_shape():
+    n = 32
+    phi, zero, spacing = _sphere(n, centre=(0.4, 0.45, 0.4), radius=0.2)
+    velocity = tuple(np.full(z.shape, s) for z, s in zip(zero, (0.5, 0.25, 1.0)))
+    dt, steps = 0.25 / n, 24                            # CFL 0.44 along z
+    for k in range(steps):
+        phi = levelset_nd.advect(phi, velocity, dt, spacing)
+        if k % 6 == 5:
+            phi = levelset_nd.reinitialize(phi, spacing, iterations=4)
+    d = levelset_nd.bubble_diagnostics(phi, velocity, spacing, 1.5 / n)
+    t = dt * steps
+    assert (d["centroid_x"], d["centroid_y"], d["centroid_z"]) == pytest.approx(
+        (0.4 + 0.5 * t, 0.45 + 0.25 * t, 0.4 + t), abs=2e-3)
+    assert d["volume"] == pytest.approx(4 / 3 * np.pi * 0.2 ** 3, rel=0.02)
+    assert d["sphericity"] > 0.995
+    assert d["rise_velocity"] == pytest.approx(1.0)
+
+
+def test_3d_bubble_rises_symmetric_divergence_free(backend):
+    case = load_case(RISING_3D, SMALL_3D + ["time.end=0.4"])
+    solver = flow_solver(case, backend)
+    assert isinstance(solver, FlowSolverND)
+    state = solver.initial_state()
+    v0 = solver.diagnostics(state)["volume"]
+    while state.time < case.time.end:
+        state, rep = solver.step(state)
+        assert rep.record.converged and rep.divergence < 1e-6
+    d = rep.diagnostics
+    assert d["rise_velocity"] > 0.1 and d["centroid_z"] > 0.52
+    assert (d["centroid_x"], d["centroid_y"]) == pytest.approx((0.5, 0.5), abs=1e-9)
+    assert d["volume"] == pytest.approx(v0, rel=0.03)
+    # The x and y components mirror each other (the case is symmetric in x <-> y).
+    u, v = (backend.to_host(f) for f in (state.u, state.v))
+    np.testing.assert_allclose(np.swapaxes(u, 1, 2), v, atol=1e-10 * np.abs(v).max())
+
+
+def test_3d_case_keys_and_what_3d_refuses(tmp_path):
+    case = load_case(RISING_3D)
+    assert case.grid.ndim == 3 and case.grid.cells == (32, 32, 64)
+    assert case.geometry.bubbles[0].center == (0.5, 0.5, 0.5)
+
+    def error(*overrides):
+        with pytest.raises(CaseError) as info:
+            load_case(RISING_3D, list(overrides))
+        return str(info.value)
+
+    assert "geometry.bubbles[0].center: got [0.5, 0.5]; expected three numbers" in error(
+        "geometry.bubbles[0].center=[0.5,0.5]")
+    assert "levelset.method" in error("levelset.method=clsvof")
+    assert "momentum.viscosity" in error("momentum.viscosity=implicit")
+    assert "a sphere inside the domain" in error("geometry.bubbles[0].center=[0.1,0.5,0.5]")
+    assert "solver.deflation.subdomains" in error("solver.deflation.type=subdomains",
+                                                  "solver.method=dpcg",
+                                                  "solver.deflation.subdomains=[4,4]")
+    two = os.path.join(ROOT, "cases/two_phase.yaml")
+    with pytest.raises(CaseError, match="expected two numbers"):
+        load_case(two, ["geometry.bubbles[0].center=[0.5,0.5,0.5]"])
+    with pytest.raises(CaseError, match="boundaries.front"):
+        load_case(two, ["boundaries.front=free_slip"])
+
+
+def test_3d_flow_from_the_command_line_writes_and_restarts(tmp_path):
+    common = ["--backend", "numpy", "-q", "--no-progress", "--set", "output.interval=0.2",
+              *[x for o in SMALL_3D for x in ("--set", o)]]
+    full, part, cont = run_interrupted(RISING_3D, tmp_path, common, 0.2, 0.4)
+    with h5py.File(full) as a, h5py.File(cont) as b:
+        assert a["fields/w"].shape == (3, 25, 12, 12) and a["fields/u"].shape == (3, 24, 12, 13)
+        assert a["fields/w"].dims[1].label == "z_faces" and a["fields/p"].dims[0].label == "time"
+        for name in ("volume", "centroid_z", "rise_velocity", "sphericity"):
+            np.testing.assert_array_equal(a["diagnostics"][name][()], b["diagnostics"][name][()])
+        np.testing.assert_array_equal(a["fields/w"][-1], b["fields/w"][-1])
+    xdmf = open(str(full).replace(".h5", ".xdmf")).read()
+    assert 'TopologyType="3DRectMesh" Dimensions="25 13 13"' in xdmf
+    assert 'GeometryType="VXVYVZ"' in xdmf and 'Dimensions="24 12 12 3"' in xdmf
+
+
+def test_3d_pressure_case_from_the_command_line(tmp_path):
+    res = run_cli("run", "cases/bubbly_column_3d.yaml", "--backend", "numpy", "-o", str(tmp_path),
+                  "--set", "grid.nx=24", "--set", "grid.ny=24", "--set", "grid.nz=24")
+    assert res.returncode == 0, res.stderr
+    assert "24 x 24 x 24 cells, 8 spheres" in res.stdout and "converged" in res.stdout
+    with h5py.File(tmp_path / "bubbly_column_3d.h5") as f:
+        p = f["fields/p"][()]
+        assert p.shape == (24, 24, 24)
+    # The answer of a direct solve of the same system (grounded at one cell).
+    from scipy.sparse.linalg import spsolve
+
+    from bubbleflow.case.problem import build_pressure_problem
+    from bubbleflow.compute.backend import get_backend
+
+    case = load_case(os.path.join(ROOT, "cases/bubbly_column_3d.yaml"),
+                     ["grid.nx=24", "grid.ny=24", "grid.nz=24"])
+    prob = build_pressure_problem(case, get_backend("numpy"))
+    A = prob.A.to_scipy().tocsr()
+    exact = np.zeros(A.shape[0])
+    exact[1:] = spsolve(A[1:, 1:].tocsc(), np.ravel(prob.rhs)[1:])
+    exact -= exact.mean()
+    got = p.ravel() - p.mean()
+    assert np.abs(got - exact).max() <= 1e-6 * np.abs(exact).max()
