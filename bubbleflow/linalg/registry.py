@@ -188,11 +188,12 @@ _DEFLATION_ARRAYS = 14
 DEFLATIONS: Dict[str, DeflationEntry] = {d.name: d for d in (
     DeflationEntry("none", None, doc="no deflation"),
     DeflationEntry("subdomains", f"{_D}:make_deflation", options=("subdomains", "cells_per_subdomain"),
-                   arrays=_DEFLATION_ARRAYS, doc="px x py rectangular blocks"),
-    DeflationEntry("stripes", f"{_D}:make_deflation", options=("stripes",),
-                   arrays=_DEFLATION_ARRAYS, doc="horizontal stripes"),
+                   dimensions=(2, 3), arrays=_DEFLATION_ARRAYS,
+                   doc="px x py (x pz) rectangular blocks"),
+    DeflationEntry("stripes", f"{_D}:make_deflation", options=("stripes",), dimensions=(2, 3),
+                   arrays=_DEFLATION_ARRAYS, doc="horizontal stripes (z layers in 3-D)"),
     DeflationEntry("levelset_subdomains", f"{_D}:make_deflation", options=("subdomains", "cells_per_subdomain"),
-                   needs_phi=True, arrays=_DEFLATION_ARRAYS,
+                   needs_phi=True, dimensions=(2, 3), arrays=_DEFLATION_ARRAYS,
                    doc="blocks split into their liquid and gas parts"),
 )}
 

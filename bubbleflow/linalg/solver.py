@@ -45,6 +45,8 @@ class PressureSolver:
     Parameters
     ----------
     A : PoissonOperator
+        2-D or 3-D (the preconditioners of the given dimension, see
+        :data:`bubbleflow.linalg.registry.PRECONDITIONERS`).
     method : {"cg", "pcg", "dpcg"}, optional
         Default: ``dpcg`` when a deflation other than ``none`` (or only
         ``subdomains`` or ``cells_per_subdomain``) is given, ``cg`` when the
@@ -62,14 +64,17 @@ class PressureSolver:
         Level set (grid-shaped), needed by ``levelset_subdomains``.
     block_lines : int
         Grid lines per block for ``block_ic``.
-    subdomains : (px, py), optional
-        Deflation block counts; default: blocks about ``cells_per_subdomain``
-        cells wide, so the deflation follows the grid.
+    subdomains : (px, py) or (px, py, pz), optional
+        Deflation block counts, one per grid axis (x first; another number
+        of counts is a ValueError); default: blocks about
+        ``cells_per_subdomain`` cells wide, so the deflation follows the grid.
     cells_per_subdomain : int, optional
         Subdomain width in cells; default
         :func:`bubbleflow.linalg.registry.default_subdomains` (16 cells, at
         most 4096 subdomains).
     stripes : int
+        Layers of the ``stripes`` deflation along the vertical axis (grid
+        rows in 2-D, z layers in 3-D).
     variant : {"adef2", "def1"}
     rtol, atol, maxiter, check_every
         Passed to the Krylov solver.  ``maxiter`` bounds all iterations of a

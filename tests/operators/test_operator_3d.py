@@ -104,10 +104,10 @@ def test_multigrid_cg_in_3d(contrast, backend):
     assert np.linalg.norm(x - ref) <= 1e-5 * np.linalg.norm(ref)
 
 
-def test_3d_deflation_is_refused_in_one_line():
+def test_3d_deflation_with_two_block_counts_is_refused_in_one_line():
     A, b, _ = bubbly_column_3d(8, 1e3)
-    with pytest.raises(ValueError, match="2-D so far"):
-        PressureSolver(A, method="dpcg", deflation="subdomains")
+    with pytest.raises(ValueError, match="2 block counts for a 3-D grid"):
+        PressureSolver(A, method="dpcg", deflation="subdomains", subdomains=(2, 2))
 
 
 def test_mixed_precision_solver_in_3d():

@@ -18,12 +18,13 @@ kernel                   computes                                       twin
 ``bubbleflow_tile_part_sums``  ``Z^T r`` per block and part              ``deflation.tile_part_sums``
 =======================  =============================================  ==========================
 
-The deflation kernels need blocks that tile the grid exactly (the layout of
-:meth:`Deflation.from_blocks`): the row of vector ``v`` of ``(A Z)^T`` then
-lives in ``v``'s block widened by one cell, which one thread block walks in
-row-major order (so the columns come out sorted, with an ordered block-wide
-scan), and ``E``'s row has at most ten entries, the two parts of the block
-and of its four face neighbours.  Sums run in a fixed order: the results do
+The kernels are 2-D: a 3-D space, and its sums, take the array code (these
+variants decline the call).  The deflation kernels need blocks that tile
+the grid exactly (the layout of :meth:`Deflation.from_blocks`): the row of
+vector ``v`` of ``(A Z)^T`` then lives in ``v``'s block widened by one
+cell, which one thread block walks in row-major order (so the columns come
+out sorted, with an ordered block-wide scan), and ``E``'s row has at most
+ten entries, the two parts of the block and of its four face neighbours.  Sums run in a fixed order: the results do
 not depend on scheduling (the array code adds duplicates with atomics).
 """
 from __future__ import annotations
@@ -51,13 +52,16 @@ def _tile_sums_kernel(dtype):
                            + cuda.source(__name__, "tile_part_sums.cu"), "bubbleflow_tile_part_sums")
 
 
-def raw_deflation_ok(A, px, py):
-    """Can :func:`deflation_blocks` build this deflation space?  CuPy, the
-    float64 grid operator, blocks tiling the grid exactly, 32-bit cell
-    indices."""
+def raw_deflation_ok(A, *blocks):
+    """Can :func:`deflation_blocks` build this deflation space of ``blocks``
+    (box counts per grid axis, x first)?  CuPy, the float64 2-D grid
+    operator, blocks tiling the grid exactly, 32-bit cell indices."""
     backend = getattr(A, "backend", None)
     if backend is None or not on_device(backend) or not hasattr(A, "grid_shape"):
         return False
+    if len(blocks) != 2 or len(A.grid_shape) != 2:
+        return False                          # the kernels walk 2-D blocks
+    px, py = blocks
     if np.dtype(getattr(A, "dtype", None)) != np.float64:
         return False
     if getattr(A, "storage", None) not in ("diagonals", "matrix_free"):
@@ -164,10 +168,11 @@ def tile_part_sums(r, part, block_shape):
     """``(ntiles * 2,)``: the sums of ``r`` over part 0 and part 1 of every
     block of ``block_shape`` (row-major blocks; CuPy), one kernel.  Its twin
     is :func:`bubbleflow.linalg.deflation.space.tile_part_sums` (array code).
-    Other dtypes than float64 and float32: ``NotImplemented``."""
+    Other dtypes than float64 and float32, or a grid that is not 2-D:
+    ``NotImplemented``."""
     import cupy
 
-    if str(r.dtype) not in cuda.CTYPE:
+    if str(r.dtype) not in cuda.CTYPE or part.ndim != 2:
         return NotImplemented
 
     ny, nx = part.shape

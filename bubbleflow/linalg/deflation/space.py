@@ -6,11 +6,16 @@ the label of each cell: ``Z^T r`` is a per-label sum and ``Z y`` a gather.
 ``A Z`` is a sparse ``N x k`` matrix and ``E = Z^T A Z`` a sparse ``k x k``
 matrix, factorised once per operator.
 
-Kinds (``make_deflation``):
+Kinds (``make_deflation``), in any dimension:
 
-``subdomains``           ``px x py`` rectangular blocks (default).
-``stripes``              the seed's horizontal stripes of grid rows.
-``levelset_subdomains``  every block split into its liquid and its gas part
+``subdomains``           the boxes of the grid's partition
+                         (:meth:`bubbleflow.mesh.grid.Grid.partition`):
+                         ``px x py`` rectangles, ``px x py x pz`` boxes in
+                         3-D (default).
+``stripes``              layers of cells along the vertical axis: the
+                         seed's horizontal stripes of grid rows in 2-D,
+                         slabs of z layers in 3-D.
+``levelset_subdomains``  every box split into its liquid and its gas part
                          (Tang and Vuik 2007): one vector per bubble piece,
                          which captures the small eigenvalues that density
                          contrast creates.
@@ -30,6 +35,9 @@ cut faces, the numbers of entries of ``E`` and ``A Z`` (array sizes), and
 the copy of the small ``E`` to the host for :class:`CoarseSolver`.  A
 general sparse matrix (SciPy or CuPy) with arbitrary labels takes the
 generic path, ``A Z`` and ``Z^T (A Z)`` by sparse products on its backend.
+The CUDA set-up of a whole space and the one-kernel block sums
+(:mod:`~bubbleflow.linalg.deflation.kernels`) are 2-D; a 3-D space is built
+by the same array code on the device.
 
 The singular Neumann operator: the labels partition the grid, so ``Z`` spans
 the constants and ``E`` is singular with null space ``span{1_k}``.  The
@@ -40,6 +48,8 @@ column is positive definite) and returns the zero-mean answer: exactly
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -47,15 +57,30 @@ from .. import registry
 from .coarse import DENSE_LIMIT, CoarseSolver
 from . import kernels as deflation_cuda
 from ...compute.backend import backend_of
-from ...mesh.grid import Grid
+from ...mesh.grid import AXES, Grid
+from ...operators.poisson import _axis_slices
 from ...compute.transfer import on_backend, on_device, to_host
 from ...compute.twins import twin
 
 __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "stripe_labels",
-           "levelset_subdomain_labels", "tile_part_sums", "block_layout", "DEFLATIONS"]
+           "levelset_subdomain_labels", "partition_labels", "tile_part_sums", "block_layout",
+           "DEFLATIONS"]
 
 #: Names of the deflation spaces (:data:`bubbleflow.linalg.registry.DEFLATIONS`).
 DEFLATIONS = tuple(registry.DEFLATIONS)
+
+
+def partition_labels(grid_shape, blocks, xp=np):
+    """Label of each cell of an array of ``grid_shape`` (axes reversed:
+    ``(ny, nx)``, ``(nz, ny, nx)``) for ``blocks[a]`` boxes along grid axis
+    ``a`` (x first), on ``xp``: the boxes of
+    :meth:`bubbleflow.mesh.grid.Grid.partition`, numbered with x fastest.
+
+    >>> partition_labels((2, 2, 4), (2, 1, 2))[:, 0]
+    array([[0, 0, 1, 1],
+           [2, 2, 3, 3]])
+    """
+    return Grid.regular(tuple(grid_shape)[::-1]).partition(blocks).labels(xp)
 
 
 def subdomain_labels(ny, nx, px, py, xp=np):
@@ -65,8 +90,9 @@ def subdomain_labels(ny, nx, px, py, xp=np):
     Block ``(bj, bi)`` (row ``bj < py``, column ``bi < px``) has label
     ``bj * px + bi``; the block edges are ``floor(j * py / ny)``, so the
     blocks differ by at most one cell when ``py`` does not divide ``ny``.
+    (:func:`partition_labels` for any dimension.)
     """
-    return Grid(nx, ny).partition((px, py)).labels(xp)
+    return partition_labels((ny, nx), (px, py), xp)
 
 
 def stripe_labels(ny, nx, stripes, xp=np):
@@ -75,13 +101,18 @@ def stripe_labels(ny, nx, stripes, xp=np):
     return subdomain_labels(ny, nx, 1, stripes, xp=xp)
 
 
-def levelset_subdomain_labels(phi, px, py):
-    """Subdomains split into liquid (``phi >= 0``) and gas parts:
-    ``2 * block + (phi < 0)``, on the array backend of ``phi``."""
+def levelset_subdomain_labels(phi, *blocks):
+    """Boxes split into liquid (``phi >= 0``) and gas parts:
+    ``2 * box + (phi < 0)``, on the array backend of ``phi``.
+
+    ``blocks`` are the box counts per grid axis, x first (``px, py`` for a
+    2-D ``phi``, ``px, py, pz`` for a 3-D one); the boxes are those of
+    :func:`partition_labels`.
+    """
     xp = backend_of(phi).xp
     phi = xp.asarray(phi)
-    ny, nx = phi.shape
-    return 2 * subdomain_labels(ny, nx, px, py, xp=xp) + (phi < 0)
+    blocks = _block_counts(blocks, phi.ndim, "blocks")
+    return 2 * partition_labels(phi.shape, blocks, xp) + (phi < 0)
 
 
 class Deflation:
@@ -117,19 +148,21 @@ class Deflation:
         The same matrix, built on the backend (``E`` is its host copy).
     coarse : CoarseSolver, or None until :meth:`factorise` (``factorise=False``)
     groups : int32 array (k,), backend, or None
-        For labels from rectangular blocks (:meth:`from_blocks`: the kinds
-        ``subdomains``, ``stripes``, ``levelset_subdomains``): the index of
-        the block each vector lives in (``bj * px + bi``); None for
-        arbitrary labels.
-    block_shape : (by, bx) or None
-        Cells per block, when the blocks tile the grid exactly (``px``
-        divides ``nx`` and ``py`` divides ``ny``); else None.
-    part : int8 array (ny, nx), backend, or None
+        For labels from the boxes of a partition (:meth:`from_blocks`: the
+        kinds ``subdomains``, ``stripes``, ``levelset_subdomains``): the
+        number of the box each vector lives in (x fastest: ``bj * px + bi``
+        in 2-D); None for arbitrary labels.
+    block_shape : tuple or None
+        Cells per box as an array shape (``(by, bx)``, ``(bz, by, bx)``),
+        when the boxes tile the grid exactly (every count divides its
+        axis's cells); else None.
+    part : int8 array of the grid's shape, backend, or None
         With ``block_shape``: 0 for the liquid, 1 for the gas part of a
-        block (``levelset_subdomains``), all 0 otherwise.
+        box (``levelset_subdomains``), all 0 otherwise.
     coarse_groups : int array (k,), host, or None
         For labels from blocks: the group of every vector in the condensed
-        coarse solve (squares of blocks, see :class:`CoarseSolver`).
+        coarse solve (squares of boxes, cubes in 3-D, see
+        :class:`CoarseSolver`).
     lut : int32 array (nblocks, 2), backend, or None
         With ``block_shape``: the vector of (block, part), -1 where that
         part of the block is empty.
@@ -283,48 +316,47 @@ class Deflation:
         return self
 
     @classmethod
-    def from_blocks(cls, A, px, py, phi=None, kind=None, dense_limit=DENSE_LIMIT, factorise=True):
-        """The deflation space of ``px x py`` rectangular blocks of the grid
-        operator ``A``, every block split into liquid and gas parts by the
-        level set ``phi`` when given (``levelset_subdomains``).
+    def from_blocks(cls, A, *blocks, phi=None, kind=None, dense_limit=DENSE_LIMIT,
+                    factorise=True):
+        """The deflation space of the boxes of the grid operator ``A``:
+        ``blocks[a]`` boxes along grid axis ``a`` (``px, py`` in 2-D, ``px,
+        py, pz`` in 3-D; :meth:`bubbleflow.mesh.grid.Grid.partition`), every
+        box split into liquid and gas parts by the level set ``phi`` when
+        given (``levelset_subdomains``).
 
         The labels are built on A's backend (``phi`` is moved there if it is
         not); the layout gives :attr:`groups`, :attr:`block_shape`,
         :attr:`part` and :attr:`lut`.
         """
-        ny, nx = A.grid_shape
-        px, py = int(px), int(py)
-        if px < 1 or py < 1:
-            raise ValueError(f"subdomains ({px}, {py}) must be positive")
-        # Cells per block (host arithmetic): which blocks, and which parts, are empty.
-        rows = np.bincount((np.arange(ny) * py) // ny, minlength=py)
-        cols = np.bincount((np.arange(nx) * px) // nx, minlength=px)
-        size = (rows[:, None] * cols[None, :]).ravel()            # (nblocks,)
-        labels, pieces, layout = block_layout(A, phi, px, py, size)
+        shape = tuple(A.grid_shape)
+        blocks = _block_counts(blocks, len(shape), "blocks")
+        # Cells per box (host arithmetic): which boxes, and which parts, are empty.
+        size = _box_sizes(shape, blocks)
+        labels, pieces, layout = block_layout(A, phi, blocks, size)
         kind = kind or ("subdomains" if phi is None else "levelset_subdomains")
         return cls(A, labels, kind=kind, dense_limit=dense_limit, factorise=factorise,
                    _layout=layout, _pieces=pieces)
 
     def _set_layout(self, layout, slot, original, pieces=None):
         xp = self.backend.xp
-        ny, nx = layout["grid_shape"]
-        px, py, nparts = layout["px"], layout["py"], layout["nparts"]
-        nblocks = px * py
+        shape, blocks, nparts = layout["grid_shape"], layout["blocks"], layout["nparts"]
+        nblocks = math.prod(blocks)
         if pieces is not None and "lut" in pieces:
             # Built by the GPU set-up kernels with the labels (bf_defl_table).
             self.groups = pieces["groups"]
-            self.block_shape = (ny // py, nx // px)
-            self.part = layout["part"].reshape(ny, nx)
+            self.block_shape = _box_shape(shape, blocks)
+            self.part = layout["part"].reshape(shape)
             self.lut, self.owner = pieces["lut"], pieces["owner"]
             self.labels32 = self.labels
             return
         self.groups = (original // nparts).astype(xp.int32)
-        if nx % px or ny % py:
+        box_shape = _box_shape(shape, blocks)
+        if box_shape is None:
             return
-        self.block_shape = (ny // py, nx // px)
+        self.block_shape = box_shape
         part = layout["part"]
-        self.part = (xp.zeros((ny, nx), dtype=xp.int8) if part is None
-                     else part.reshape(ny, nx).astype(xp.int8, copy=False))
+        self.part = (xp.zeros(shape, dtype=xp.int8) if part is None
+                     else part.reshape(shape).astype(xp.int8, copy=False))
         lut = slot.astype(xp.int32).reshape(nblocks, nparts)
         if nparts == 1:
             lut = xp.concatenate([lut, xp.full((nblocks, 1), -1, dtype=xp.int32)], axis=1)
@@ -342,16 +374,23 @@ class Deflation:
     @staticmethod
     def _coarse_groups(layout, original, target=128):
         """Groups of about ``target`` vectors for the condensed coarse solve:
-        squares of ``g x g`` blocks of the layout (host, ``(k,)``).  Compact
-        groups of a 2D block grid give a short separator."""
-        px, py, nparts = layout["px"], layout["py"], layout["nparts"]
+        squares of ``g x g`` boxes of the layout, cubes of ``g^3`` in 3-D
+        (host, ``(k,)``).  Compact groups of a grid of boxes give a short
+        separator."""
+        blocks, nparts = layout["blocks"], layout["nparts"]
         block = np.asarray(_host(original)) // nparts
         k = block.size
         if k == 0:
             return None
-        g = max(1, int(round(np.sqrt(target * px * py / k))))
-        gx = -(-px // g)
-        return (block // px // g) * gx + (block % px) // g
+        g = max(1, int(round((target * math.prod(blocks) / k) ** (1.0 / len(blocks)))))
+        # The group's number from its position along each axis, x fastest
+        # like the boxes' own numbers.
+        group, box_stride, group_stride = 0, 1, 1
+        for count in blocks:
+            group = group + (block // box_stride % count // g) * group_stride
+            box_stride *= count
+            group_stride *= -(-count // g)
+        return group
 
     @property
     def AZ(self):
@@ -400,15 +439,16 @@ class Deflation:
 def tile_part_sums(r, part, block_shape):
     """``(blocks * 2,)``: the sums of ``r`` over the liquid (``part == 0``)
     and the gas part of every block of ``block_shape`` tiling the grid of
-    ``part`` (array code on the backend of ``r``; on CuPy one kernel,
-    :func:`bubbleflow.linalg.deflation.kernels.tile_part_sums`)."""
+    ``part`` (any dimension; array code on the backend of ``r``; on CuPy in
+    2-D one kernel, :func:`bubbleflow.linalg.deflation.kernels.tile_part_sums`)."""
     xp = backend_of(r).xp
-    by, bx = block_shape
-    ny, nx = part.shape
-    rb = r.reshape(ny // by, by, nx // bx, bx)
-    gas = part.reshape(ny // by, by, nx // bx, bx)
-    s_gas = xp.where(gas != 0, rb, 0).sum(axis=(1, 3)).ravel()
-    s_liquid = xp.where(gas == 0, rb, 0).sum(axis=(1, 3)).ravel()
+    boxes = tuple(n // m for n, m in zip(part.shape, block_shape))
+    split = _box_split(part.shape, boxes)
+    inside = tuple(range(1, len(split), 2))            # the axes within a box
+    rb = r.reshape(split)
+    gas = part.reshape(split)
+    s_gas = xp.where(gas != 0, rb, 0).sum(axis=inside).ravel()
+    s_liquid = xp.where(gas == 0, rb, 0).sum(axis=inside).ravel()
     return xp.stack([s_liquid, s_gas], axis=1).ravel()
 
 
@@ -416,41 +456,43 @@ tile_part_sums.register("cupy")(deflation_cuda.tile_part_sums)
 
 
 @twin
-def block_layout(A, phi, px, py, size):
-    """The labels and the layout of ``px x py`` blocks of the grid operator
-    ``A`` (split into liquid and gas parts by ``phi`` when given), on A's
-    backend: ``(labels, pieces, layout)`` for :class:`Deflation`, ``size``
-    (host) the cells per block.  Array code (``pieces`` None); on CuPy, for
-    blocks that tile the grid, a few kernels build the whole space
-    (``pieces``: :func:`bubbleflow.linalg.deflation.kernels.deflation_blocks`,
-    ``labels`` None)."""
+def block_layout(A, phi, blocks, size):
+    """The labels and the layout of the boxes of the grid operator ``A``
+    (``blocks`` per grid axis, x first; split into liquid and gas parts by
+    ``phi`` when given), on A's backend: ``(labels, pieces, layout)`` for
+    :class:`Deflation`, ``size`` (host) the cells per box.  Array code
+    (``pieces`` None), any dimension; on CuPy, for 2-D boxes that tile the
+    grid, a few kernels build the whole space (``pieces``:
+    :func:`bubbleflow.linalg.deflation.kernels.deflation_blocks`, ``labels``
+    None)."""
     backend = A.backend
     xp = backend.xp
-    ny, nx = A.grid_shape
+    shape = tuple(A.grid_shape)
     if phi is None:
-        labels = subdomain_labels(ny, nx, px, py, xp=xp)
+        labels = partition_labels(shape, blocks, xp)
         nparts, part = 1, None
         present = size > 0                                    # host: k without a sync
     else:
-        phi = _on_backend(phi, backend).reshape(ny, nx)
-        labels = levelset_subdomain_labels(phi, px, py)
+        phi = _on_backend(phi, backend).reshape(shape)
+        labels = levelset_subdomain_labels(phi, *blocks)
         nparts, part = 2, labels % 2
-        gas = _block_sums(part, px, py, xp)                   # gas cells per block
+        gas = _block_sums(part, blocks, xp)                   # gas cells per box
         present = xp.stack([gas < xp.asarray(size), gas > 0], axis=1).ravel()
-    layout = dict(px=px, py=py, nparts=nparts, present=present, part=part, grid_shape=(ny, nx))
+    layout = dict(blocks=blocks, nparts=nparts, present=present, part=part, grid_shape=shape)
     return labels, None, layout
 
 
 @block_layout.register("cupy")
-def _block_layout_cuda(A, phi, px, py, size):
-    if not deflation_cuda.raw_deflation_ok(A, px, py):
-        return NotImplemented
-    ny, nx = A.grid_shape
+def _block_layout_cuda(A, phi, blocks, size):
+    if not deflation_cuda.raw_deflation_ok(A, *blocks):
+        return NotImplemented             # 3-D, or boxes not tiling the grid: the array code
+    shape = tuple(A.grid_shape)
     if phi is not None:
-        phi = _on_backend(phi, A.backend).reshape(ny, nx)
-    pieces, part, present = deflation_cuda.deflation_blocks(A, phi, px, py, size, _present_table)
+        phi = _on_backend(phi, A.backend).reshape(shape)
+    pieces, part, present = deflation_cuda.deflation_blocks(A, phi, *blocks, size,
+                                                            _present_table)
     nparts = 1 if phi is None else 2
-    layout = dict(px=px, py=py, nparts=nparts, present=present, part=part, grid_shape=(ny, nx))
+    layout = dict(blocks=blocks, nparts=nparts, present=present, part=part, grid_shape=shape)
     return None, pieces, layout
 
 
@@ -512,17 +554,58 @@ def _present_table(present):
     return k, slot, original
 
 
-def _block_sums(a, px, py, xp):
-    """Sum of the grid array ``a`` over each block of :func:`subdomain_labels`, ``(py * px,)``.
+def _block_counts(blocks, ndim, option):
+    """``blocks`` as a tuple of ``ndim`` positive box counts (one per grid
+    axis, x first), or a one-line ValueError naming ``option``."""
+    counts = tuple(int(b) for b in blocks)
+    if len(counts) != ndim:
+        raise ValueError(f"{option} {counts}: {len(counts)} block counts for a {ndim}-D grid; "
+                         f"expected one per axis ({', '.join(AXES[:ndim])})")
+    if min(counts) < 1:
+        raise ValueError(f"{option} {counts} must be positive")
+    return counts
 
-    A reshaped reduction when the blocks tile the grid exactly; otherwise a
-    scatter-add over the block labels (float64, exact for counts).
+
+def _box_sizes(grid_shape, blocks):
+    """Cells per box, ``(prod(blocks),)`` int64 on the host, in the boxes'
+    order (x fastest): the outer product of the cells per box along each
+    axis."""
+    size = np.ones(1, dtype=np.int64)
+    for n, count in zip(grid_shape, blocks[::-1]):          # array axes, slowest first
+        along = np.bincount((np.arange(n) * count) // n, minlength=count)
+        size = (size[:, None] * along[None, :]).ravel()
+    return size
+
+
+def _box_shape(grid_shape, blocks):
+    """The array shape of a box when the boxes tile the grid exactly (every
+    count divides its axis's cells), else None."""
+    counts = blocks[::-1]
+    if any(n % count for n, count in zip(grid_shape, counts)):
+        return None
+    return tuple(n // count for n, count in zip(grid_shape, counts))
+
+
+def _box_split(grid_shape, counts):
+    """The grid's array shape with every axis split into (box, cell in the
+    box), for boxes tiling it: ``(py, ny // py, px, nx // px)`` in 2-D.
+    ``counts`` are the boxes per array axis (slowest first)."""
+    return tuple(v for n, count in zip(grid_shape, counts) for v in (count, n // count))
+
+
+def _block_sums(a, blocks, xp):
+    """Sum of the grid array ``a`` over each box of :func:`partition_labels`,
+    ``(prod(blocks),)``.
+
+    A reshaped reduction when the boxes tile the grid exactly; otherwise a
+    scatter-add over the box labels (float64, exact for counts).
     """
-    ny, nx = a.shape
-    if ny % py == 0 and nx % px == 0:
-        return a.reshape(py, ny // py, px, nx // px).sum(axis=(1, 3)).ravel()
-    blocks = subdomain_labels(ny, nx, px, py, xp=xp).ravel()
-    return _scatter_add(blocks, a.ravel().astype(np.float64), px * py, xp).astype(xp.int64)
+    if _box_shape(a.shape, blocks) is not None:
+        split = _box_split(a.shape, blocks[::-1])
+        return a.reshape(split).sum(axis=tuple(range(1, len(split), 2))).ravel()
+    labels = partition_labels(a.shape, blocks, xp).ravel()
+    return _scatter_add(labels, a.ravel().astype(np.float64), math.prod(blocks),
+                        xp).astype(xp.int64)
 
 
 def _scatter_add(idx, vals, size, xp):
@@ -542,23 +625,13 @@ def _host(a):
 
 
 def _face_pieces(A, labels, k, dtype):
-    """``A Z``, ``(A Z)^T`` and ``E`` of the grid operator from its cut faces, on its backend."""
+    """``A Z``, ``(A Z)^T`` and ``E`` of the grid operator from its cut faces,
+    on its backend (any dimension)."""
     backend = A.backend
     xp = backend.xp
-    ny, nx = A.grid_shape
-    n = nx * ny
-    L = labels.reshape(ny, nx)
-    cx, cy = A.couplings()
-    nfx = ny * (nx - 1)
-    cut = xp.concatenate([(L[:, 1:] != L[:, :-1]).ravel(), (L[1:, :] != L[:-1, :]).ravel()])
-    f = xp.flatnonzero(cut)                      # host sync: the number of cut faces
-    is_x = f < nfx
-    fy = f - nfx
-    # Vertical face (j, i) of cx, index j*(nx-1) + i, joins cells p = j*nx + i and p + 1;
-    # horizontal face (j, i) of cy, index j*nx + i, joins p = j*nx + i and p + nx.
-    p = xp.where(is_x, f + f // max(nx - 1, 1), fy)
-    q = p + xp.where(is_x, 1, nx)
-    c = xp.where(is_x, _gather(cx, f, xp), _gather(cy, fy, xp))
+    shape = tuple(A.grid_shape)
+    n = math.prod(shape)
+    p, q, c = _cut_faces(labels.reshape(shape), A.couplings(), xp)
     a = labels[p]
     b = labels[q]
     # E: canonical pairs (lo < hi) summed once and mirrored, so E is exactly symmetric.
@@ -579,6 +652,42 @@ def _face_pieces(A, labels, k, dtype):
     zv = zv.astype(dtype, copy=False)
     AZT = _csr(zr, zc, zv, (k, n), backend, presorted=True)
     return None, AZT, E
+
+
+def _cut_faces(L, couplings, xp):
+    """The interior faces whose two cells carry different labels ``L``
+    (grid-shaped): ``(p, q, c)``, the cells below and above them (flat
+    indices, ``p < q``) and their couplings (float64).
+
+    Faces are numbered axis by axis (x first), each axis's in the C order of
+    its face array (the grid's shape, one cell fewer along the axis); one
+    host synchronisation (the number of cut faces).
+    """
+    ndim = L.ndim
+    cuts, first = [], [0]                        # first: the number of each axis's first face
+    for axis in range(ndim):
+        lower, upper = _axis_slices(ndim, axis)
+        cuts.append((L[upper] != L[lower]).ravel())
+        first.append(first[-1] + cuts[-1].size)
+    f = xp.flatnonzero(xp.concatenate(cuts))     # host sync: the number of cut faces
+    p = q = c = None
+    for axis, coupling in enumerate(couplings):
+        a = ndim - 1 - axis                      # the axis's array axis
+        stride = math.prod(L.shape[a + 1:])      # from a cell to its neighbour across the face
+        layer = max((L.shape[a] - 1) * stride, 1)    # faces per step of the slower axes
+        local = f - first[axis]
+        # The face array has one cell fewer along the axis than the grid:
+        # face i lies above cell i + (i // layer) * stride.
+        below = local + (local // layer) * stride
+        value = _gather(coupling, local, xp)
+        if axis == 0:
+            p, q, c = below, below + stride, value
+        else:                                    # the faces of this axis and the later ones
+            mine = f >= first[axis]
+            p = xp.where(mine, below, p)
+            q = xp.where(mine, below + stride, q)
+            c = xp.where(mine, value, c)
+    return p, q, c
 
 
 def _gather(a, idx, xp):
@@ -680,32 +789,32 @@ def _matrix_pieces(A, labels, k, dtype, backend):
 
 def make_deflation(kind, A, phi=None, subdomains=None, stripes=16, dense_limit=DENSE_LIMIT,
                    factorise=True, cells_per_subdomain=None):
-    """Build the deflation space ``kind`` for the grid operator ``A``.
+    """Build the deflation space ``kind`` for the grid operator ``A`` (2-D or 3-D).
 
     Returns None for ``"none"``.  ``phi`` (grid-shaped, NumPy or on A's
-    backend) is needed for ``levelset_subdomains``.  ``subdomains``
-    ``(px, py)`` gives the block counts; without it the blocks are about
-    ``cells_per_subdomain`` cells wide, by default
+    backend) is needed for ``levelset_subdomains``.  ``subdomains`` gives
+    the box counts per grid axis, x first: ``(px, py)`` in 2-D, ``(px, py,
+    pz)`` in 3-D (another number of counts is a ValueError); without it the
+    boxes are about ``cells_per_subdomain`` cells wide, by default
     :func:`bubbleflow.linalg.registry.default_subdomains`.
-    ``factorise=False``
-    leaves the coarse factorisation to :meth:`Deflation.factorise`.  Built on A's backend
-    (:meth:`Deflation.from_blocks`); stripes are ``1 x stripes`` blocks.
+    ``factorise=False`` leaves the coarse factorisation to
+    :meth:`Deflation.factorise`.  Built on A's backend
+    (:meth:`Deflation.from_blocks`); ``stripes`` are layers along the
+    vertical axis (y in 2-D, z in 3-D): ``1 x stripes`` (``1 x 1 x stripes``)
+    boxes.
     """
     if kind == "none" or kind is None:
         return None
-    if getattr(A, "ndim", 2) != 2:
-        raise ValueError(f"deflation {kind!r}: block spaces are 2-D so far; for a "
-                         f"{A.ndim}-D operator use pcg with multigrid, or dpcg with your own "
-                         "vectors Z")
     entry = registry.deflation(kind)           # an unknown name: the registry's error
     if entry.needs_phi and phi is None:
         raise ValueError(f"{kind} deflation needs the level set phi")
-    # Every space is one of blocks: the entry's options say which.
+    ndim = len(A.grid_shape)
+    # Every space is one of boxes: the entry's options say which.
     if "stripes" in entry.options:
-        px, py = 1, int(stripes)
+        blocks = (1,) * (ndim - 1) + (int(stripes),)
     else:
         if subdomains is None:
             subdomains = registry.default_subdomains(A.grid, cells_per_subdomain)
-        px, py = (int(v) for v in subdomains)
-    return Deflation.from_blocks(A, px, py, phi=phi if entry.needs_phi else None, kind=kind,
+        blocks = _block_counts(subdomains, ndim, "subdomains")
+    return Deflation.from_blocks(A, *blocks, phi=phi if entry.needs_phi else None, kind=kind,
                                  dense_limit=dense_limit, factorise=factorise)

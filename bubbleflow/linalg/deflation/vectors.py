@@ -137,7 +137,8 @@ def deflation_from_input(deflation, A):
     """The deflation space a solve was given: a space (returned as it is),
     one integer label per unknown, or vectors ``Z`` (a float array
     ``(n, k)`` or ``(n,)``, or a sparse matrix); labels for an operator
-    that is not a matrix become sparse vectors.  None: no deflation."""
+    that is neither a matrix nor a grid operator become sparse vectors.
+    None: no deflation."""
     from .space import Deflation
 
     if deflation is None or hasattr(deflation, "restrict"):
@@ -152,8 +153,8 @@ def deflation_from_input(deflation, A):
     if arr.dtype.kind not in "iub":
         raise ValueError(f"deflation has dtype {arr.dtype}: expected a Deflation, integer labels "
                          "or real vectors Z (n x k)")
-    grid_2d = hasattr(A, "couplings") and len(getattr(A, "grid_shape", ())) == 2
-    matrix = sparse.issparse(A) or grid_2d or \
+    grid_operator = hasattr(A, "couplings") and hasattr(A, "grid_shape")   # any dimension
+    matrix = sparse.issparse(A) or grid_operator or \
         (getattr(A, "ndim", 0) == 2 and not hasattr(A, "matvec") and not hasattr(A, "couplings"))
     if matrix:
         return Deflation(A, arr, kind="labels")
