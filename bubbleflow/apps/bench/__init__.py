@@ -2,7 +2,7 @@
 
 ::
 
-    bubbleflow bench [--sizes N ...] [--contrasts C ...] [--backend auto|numpy|cupy]
+    bubbleflow bench [--dim 2|3] [--sizes N ...] [--contrasts C ...] [--backend auto|numpy|cupy]
                      [--configs PRE[(K=V,...)]:DEFL[@MAXN] ...] [--cells-per-subdomain N]
                      [--rhs gravity|random] [--seed S] [--rtol R] [--maxiter N]
                      [--check-every N] [--repeat K] [--peers NAME ...] [--no-peer]
@@ -28,6 +28,22 @@ right-hand side and tolerance, by
   smoothed-aggregation or classical (Ruge-Stuben) V-cycle (CPU; where PyAMG
   is importable).
 
+``--dim 3``: the 3-D bubbly column instead
+(:func:`bubbleflow.case.problem.bubbly_column_3d`: the unit cube, ``n^3``
+cells, 2 x 2 x 2 bubbles; the matrix-free 7-point operator), ``--sizes``
+cells per side.  Our configurations default to ``multigrid:none`` and
+``jacobi:none@256``; one that does not run on a 3-D operator (a
+preconditioner built from the five diagonals, a deflation that is 2-D only)
+is refused before anything runs (:func:`.options.check_configs_3d`).  The
+peers get the 7-point CSR matrix (:func:`.peers.csr_from_couplings`).
+Bytes per iteration come from the 3-D model
+(:func:`.model3d.bytes_per_iteration_3d`) where the solver counts none; the
+table ends with the memory of one untimed set-up plus solve
+(``memory_bytes``, ``memory_bytes_per_cell``, ``memory_measure``: the CuPy
+memory pool's peak, or tracemalloc's on NumPy; :class:`.measure.MemoryPeak`).
+A size whose estimated arrays (:func:`.model3d.arrays_per_cell_3d`) do not
+fit in the free device or host memory is refused before any work.
+
 Right-hand sides (``--rhs``): ``gravity``, the first pressure solve of a
 fluid at rest (:func:`bubbleflow.operators.poisson.gravity_rhs`); ``random``, seeded
 uniform values, made zero-mean (at the largest sizes the gravity right-hand
@@ -52,7 +68,8 @@ solver's own count, ``SolveRecord.bytes_per_iteration``, else the model of
 (bytes / copy bandwidth measured in the same run by a large device-to-device
 copy, counting bytes read plus written), ratio to the floor, speedup over the
 peer (solve only, and set-up plus solve), peak GPU memory (CuPy memory pool)
-in bytes and in float64 grid arrays.  ``docs/performance.md`` defines each.
+in bytes and in float64 grid arrays.  ``docs/performance.md`` defines each;
+``dim`` and the ``memory_*`` columns of ``--dim 3`` are defined above.
 
 Exit codes: 0 when every run completed (converged or not: see the
 ``converged`` column), 1 when a run raised an error (it is recorded and the
@@ -61,7 +78,8 @@ others go on), 2 for bad arguments (one ``error:`` line, nothing run).
 The package: :mod:`.options` (the arguments, validated), :mod:`.problem` (the
 standard problem and result rows), :mod:`.ours` and :mod:`.peers` (one
 solver on one problem), :mod:`.measure` (copy bandwidth, device, true
-residual), :mod:`.report` (CSV and table), :mod:`.runner` (the run); for
+residual, memory peak), :mod:`.model3d` (the 3-D bytes and memory
+estimates), :mod:`.report` (CSV and table), :mod:`.runner` (the run); for
 ``--flow``: :mod:`.flow_cases` (the benchmark cases at each size),
 :mod:`.flow_options`, :mod:`.flow` (the measurement and the run) and
 :mod:`.flow_report`.
@@ -74,17 +92,20 @@ from .flow import run_flow_bench
 from .flow_options import parse_flow_args, refuse_flow_only
 from .flow_report import FLOW_COLUMNS
 from .measure import copy_bandwidth
-from .options import (DEFAULT_CONFIGS, DEFAULT_MAXITER_PER_N, PEERS, PROG, BenchConfig, Config,
-                      cells_per_subdomain, default_rtol, parse_args, parse_config)
-from .peers import peer_bytes_per_iteration
+from .model3d import bytes_per_iteration_3d
+from .options import (DEFAULT_CONFIGS, DEFAULT_CONFIGS_3D, DEFAULT_MAXITER_PER_N, PEERS, PROG,
+                      BenchConfig, Config, cells_per_subdomain, default_rtol, parse_args,
+                      parse_config)
+from .peers import csr_from_couplings, peer_bytes_per_iteration
 from .problem import make_problem
 from .report import COLUMNS, format_table, write_csv
 from .runner import run_bench
 
 __all__ = [
     "add_subparser", "cmd_bench", "run_bench", "parse_args", "BenchConfig", "Config",
-    "COLUMNS", "DEFAULT_CONFIGS", "PEERS", "model_bytes_per_iteration",
-    "peer_bytes_per_iteration", "copy_bandwidth", "cells_per_subdomain", "default_rtol",
+    "COLUMNS", "DEFAULT_CONFIGS", "DEFAULT_CONFIGS_3D", "PEERS", "model_bytes_per_iteration",
+    "bytes_per_iteration_3d", "peer_bytes_per_iteration", "csr_from_couplings",
+    "copy_bandwidth", "cells_per_subdomain", "default_rtol",
     "format_table", "write_csv", "make_problem", "parse_config",
     "run_flow_bench", "parse_flow_args", "FLOW_COLUMNS",
 ]
@@ -131,6 +152,10 @@ def add_subparser(subparsers):
                     "GPU memory); write every column to --csv.  See docs/performance.md.  With "
                     "--flow: where a flow time step's time goes instead, phase by phase "
                     "(options below).")
+    p.add_argument("--dim", metavar="D",
+                   help="2: the n^2 bubbly column (default); 3: the n^3 one (unit cube, 7-point "
+                        "operator; default sizes 128 256 512 on the GPU, 32 48 on the CPU; "
+                        "default configurations " + " ".join(DEFAULT_CONFIGS_3D) + ")")
     p.add_argument("--sizes", nargs="+", metavar="N",
                    help="cells per side (default 1024 2048 4096 on the GPU, 256 512 on the CPU); "
                         "with --flow: nx, ny from the case's aspect (or NXxNY; default: hysing "

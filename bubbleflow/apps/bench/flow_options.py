@@ -18,7 +18,7 @@ SOLVER_ONLY = {
     "rtol": "--rtol", "maxiter": "--maxiter", "check_every": "--check-every",
     "storage": "--storage", "repeat": "--repeat", "peers": "--peers", "no_peer": "--no-peer",
     "peer_maxiter": "--peer-maxiter", "peer_repeat": "--peer-repeat",
-    "peer_max_size": "--peer-max-size",
+    "peer_max_size": "--peer-max-size", "dim": "--dim",
 }
 #: Options of ``--flow`` only; given without it they are refused.
 FLOW_ONLY = {"cases": "--cases", "steps": "--steps", "skip": "--skip", "set": "--set"}

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import platform
+import tracemalloc
 
 import numpy as np
 
-__all__ = ["copy_bandwidth", "device_info", "machine_lines", "release", "true_residual"]
+__all__ = ["copy_bandwidth", "device_info", "machine_lines", "release", "true_residual",
+           "MemoryPeak", "memory_measure"]
 
 
 def copy_bandwidth(backend, nbytes, repeat=20):
@@ -37,6 +39,54 @@ def copy_bandwidth(backend, nbytes, repeat=20):
 def release(backend):
     """Free what Python no longer holds, and the memory pool's free blocks."""
     backend.release_memory()
+
+
+def memory_measure(backend):
+    """What :class:`MemoryPeak` measures on ``backend``, for the table's header."""
+    if backend.pool_bytes() is not None:
+        return "memory pool peak"
+    return "tracemalloc peak"
+
+
+class MemoryPeak:
+    """The peak bytes allocated inside a ``with`` block, on the backend's device.
+
+    Where the backend has a memory pool (CuPy), the pool's growth over the
+    block: the caller releases its free blocks first, and a pool keeps what
+    is freed inside the block, so its size at the end is the block's
+    high-water mark (blocks rounded up as the pool allocates them).  Without
+    one (NumPy), the peak of the allocations tracemalloc traces inside the
+    block (NumPy reports its arrays' buffers to it).  Arrays allocated
+    before the block (the inputs) are not counted.
+    """
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.bytes = None
+        self.measure = memory_measure(backend)
+
+    def __enter__(self):
+        self._base = self.backend.pool_bytes()
+        self._pool = self._base is not None
+        self._started = False
+        if not self._pool:
+            if not tracemalloc.is_tracing():
+                tracemalloc.start()
+                self._started = True
+            tracemalloc.reset_peak()
+            self._base = tracemalloc.get_traced_memory()[0]
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool:
+            self.backend.synchronize()
+            peak = self.backend.pool_bytes()
+        else:
+            peak = tracemalloc.get_traced_memory()[1]
+            if self._started:
+                tracemalloc.stop()
+        self.bytes = max(0, int(peak) - int(self._base))
+        return False
 
 
 def true_residual(matvec, b, x, xp):

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from ...case.config import CaseError
 from ...linalg.registry import DEFLATIONS, PRECONDITIONERS
 
-__all__ = ["PROG", "DEFAULT_CONFIGS", "PEERS", "DEFAULT_MAXITER_PER_N", "Config", "BenchConfig",
-           "default_rtol", "cells_per_subdomain", "parse_config", "parse_args"]
+__all__ = ["PROG", "DEFAULT_CONFIGS", "DEFAULT_CONFIGS_3D", "PEERS", "DEFAULT_MAXITER_PER_N",
+           "DIMENSIONS", "Config", "BenchConfig", "default_rtol", "cells_per_subdomain",
+           "parse_config", "parse_args", "check_configs_3d"]
 
 PROG = "bubbleflow bench"
 
@@ -24,6 +25,13 @@ DEFAULT_CONFIGS = (
     "jacobi:none@1024",
     "incomplete_poisson_scaled:none@1024",
 )
+
+#: Our default configurations in 3-D (``--dim 3``): PCG with multigrid, and
+#: with Jacobi (the peer's algorithm with our kernels) up to 256^3.  Others
+#: run where they work on a 3-D operator (:func:`check_configs_3d`).
+DEFAULT_CONFIGS_3D = ("multigrid:none", "jacobi:none@256")
+#: The problem's dimensions (``--dim``).
+DIMENSIONS = (2, 3)
 
 #: The peers: name -> description.
 PEERS = {
@@ -116,6 +124,7 @@ class BenchConfig:
     copy_mib: int = 0                # 0: 512 on the GPU, 64 on the CPU
     csv: str = None
     progress: bool = True
+    dim: int = 2                     # 2: n^2 cells; 3: n^3
     # measured by run_bench
     device: str = ""
     host_device: str = ""
@@ -218,49 +227,44 @@ def parse_args(args):
     """The parsed ``argparse.Namespace`` -> :class:`BenchConfig`; CaseError on bad input."""
     from ...compute.backend import BackendUnavailable, get_backend
 
+    dim = _dim(getattr(args, "dim", None))
     try:
         backend = get_backend(args.backend)
     except BackendUnavailable as exc:
         raise CaseError(PROG, "--backend", f"got {args.backend!r}",
                         f"'auto' or 'numpy' on this machine (cupy unavailable: {exc})") from None
     gpu = backend.on_device
-    sizes = [_int("--sizes", s, 16) for s in (args.sizes or ([1024, 2048, 4096] if gpu
-                                                             else [256, 512]))]
-    _check_sizes_fit(sizes, backend)
+    if dim == 3:
+        default_sizes = [128, 256, 512] if gpu else [32, 48]
+    else:
+        default_sizes = [1024, 2048, 4096] if gpu else [256, 512]
+    sizes = [_int("--sizes", s, 16) for s in (args.sizes or default_sizes)]
+    if dim == 2:
+        _check_sizes_fit(sizes, backend)
     contrasts = [_float("--contrasts", c) for c in (args.contrasts or ["1", "1e3", "1e6"])]
     configs = [parse_config(t) for t in (args.configs if args.configs is not None
-                                         else DEFAULT_CONFIGS)]
-    if args.no_peer:
-        peers = []
-    elif args.peers:
-        peers = []
-        for p in args.peers:
-            if p not in PEERS:
-                raise _error("--peers", repr(p), "one of " + ", ".join(PEERS))
-            if p == "cupy_cg" and not gpu:
-                raise _error("--peers", "'cupy_cg' with the numpy backend",
-                             "scipy_cg or pyamg, or --backend cupy")
-            if p.startswith("pyamg") and not _pyamg_importable():
-                raise _error("--peers", f"{p!r}, which cannot be imported here",
-                             "cupy_cg or scipy_cg (or pip install pyamg)")
-            if p not in peers:
-                peers.append(p)
-    else:
-        peers = ["cupy_cg"] if gpu else ["scipy_cg"] + (["pyamg", "pyamg_rs"]
-                                                        if _pyamg_importable() else [])
+                                         else DEFAULT_CONFIGS if dim == 2
+                                         else DEFAULT_CONFIGS_3D)]
+    peers = _peers(args, gpu)
     if not configs and not peers:
         raise CaseError(PROG, None, "nothing to run (no --configs and no peer)",
                         "at least one configuration or peer")
+    storage = args.storage or "diagonals"
+    cps = (_int("--cells-per-subdomain", args.cells_per_subdomain, 1)
+           if args.cells_per_subdomain is not None else 0)
+    if dim == 3:
+        storage = _storage_3d(args.storage)
+        check_configs_3d(configs, cps)
+        _check_sizes_fit_3d(sizes, backend, peers)
     cfg = BenchConfig(
         sizes=sizes, contrasts=contrasts, backend=backend, configs=configs, peers=peers,
-        cells_per_subdomain=(_int("--cells-per-subdomain", args.cells_per_subdomain, 1)
-                             if args.cells_per_subdomain is not None else 0),
+        cells_per_subdomain=cps,
         rhs=args.rhs or "gravity", seed=_int("--seed", _or(args.seed, "0"), 0),
         rtol=(_float("--rtol", args.rtol, 0.0, 1.0, "a number in (0, 1)")
               if args.rtol is not None else 0.0),
         maxiter=_int("--maxiter", args.maxiter, 1) if args.maxiter is not None else 0,
         check_every=_int("--check-every", _or(args.check_every, "10"), 1),
-        storage=args.storage or "diagonals",
+        storage=storage,
         repeat=_int("--repeat", _or(args.repeat, "3"), 1),
         peer_maxiter=(_int("--peer-maxiter", args.peer_maxiter, 1)
                       if args.peer_maxiter is not None else 0),
@@ -268,32 +272,128 @@ def parse_args(args):
         peer_max_size=(_int("--peer-max-size", args.peer_max_size, 1)
                        if args.peer_max_size is not None else 0),
         copy_mib=_int("--copy-mib", args.copy_mib, 1) if args.copy_mib is not None else 0,
-        csv=args.csv, progress=not args.no_progress)
+        csv=args.csv, progress=not args.no_progress, dim=dim)
     if cfg.csv is not None:
         _check_writable(cfg.csv)
     return cfg
 
 
+def _peers(args, gpu):
+    """The peers to run: ``--peers`` checked, none with ``--no-peer``, else the default."""
+    if args.no_peer:
+        return []
+    if not args.peers:
+        return ["cupy_cg"] if gpu else ["scipy_cg"] + (["pyamg", "pyamg_rs"]
+                                                       if _pyamg_importable() else [])
+    peers = []
+    for p in args.peers:
+        if p not in PEERS:
+            raise _error("--peers", repr(p), "one of " + ", ".join(PEERS))
+        if p == "cupy_cg" and not gpu:
+            raise _error("--peers", "'cupy_cg' with the numpy backend",
+                         "scipy_cg or pyamg, or --backend cupy")
+        if p.startswith("pyamg") and not _pyamg_importable():
+            raise _error("--peers", f"{p!r}, which cannot be imported here",
+                         "cupy_cg or scipy_cg (or pip install pyamg)")
+        if p not in peers:
+            peers.append(p)
+    return peers
+
+
+def _dim(text):
+    """``--dim``: 2 (default) or 3."""
+    if text is None:
+        return 2
+    if str(text).strip() not in tuple(map(str, DIMENSIONS)):
+        raise _error("--dim", repr(text) if isinstance(text, str) else text,
+                     "2 (the n^2 column) or 3 (the n^3 column)")
+    return int(str(text).strip())
+
+
+def _storage_3d(storage):
+    """``--storage`` in 3-D: the 7-point operator is matrix free only."""
+    if storage not in (None, "matrix_free"):
+        raise _error("--storage", f"{storage!r} with --dim 3",
+                     "matrix_free (3-D operators are matrix free)")
+    return "matrix_free"
+
+
+#: The problem a 3-D configuration is tried on before anything runs: the
+#: column at this many cells per side (multigrid gets levels), two iterations.
+_PROBE_SIZE_3D = 16
+
+
+def check_configs_3d(configs, requested_cells_per_subdomain=0):
+    """Refuse, before any work, a configuration that does not run on a 3-D
+    operator (a preconditioner built from the five diagonals; a deflation
+    that is 2-D only): each is set up on the 3-D column at ``16^3`` on the
+    host, with the arguments :func:`.ours.run_ours` passes, and runs two
+    iterations; its error is the line."""
+    from ...case.problem import bubbly_column_3d
+    from ...linalg.solver import PressureSolver
+
+    A, b, phi = bubbly_column_3d(_PROBE_SIZE_3D, 1e3)
+    cps = cells_per_subdomain(_PROBE_SIZE_3D, requested_cells_per_subdomain)
+    blocks = (max(1, _PROBE_SIZE_3D // cps),) * 3        # as run_ours passes them
+    for config in configs:
+        try:
+            solver = PressureSolver(A, method=config.method, preconditioner=config.preconditioner,
+                                    deflation=config.deflation, phi=phi, subdomains=blocks,
+                                    maxiter=2,
+                                    preconditioner_options=config.preconditioner_options)
+            solver.solve(b)
+        except Exception as exc:
+            reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+            raise _error("--configs", f"{config.token!r} with --dim 3, which fails on a 3-D "
+                         f"operator ({reason})",
+                         "a configuration that runs in 3-D, e.g. " + " or ".join(
+                             DEFAULT_CONFIGS_3D)) from None
+
+
+def _refuse_unless_fits(n, dim, checks):
+    """Refuse size ``n`` where ``8 * arrays * n^dim`` bytes exceed the safe
+    share of the free memory, for each ``((free, where), arrays)`` of ``checks``."""
+    from ...case.resources import SAFETY
+
+    for (free, where), arrays in checks:
+        need = 8 * arrays * n ** dim
+        if free is not None and need > SAFETY * free:
+            fit = int((SAFETY * free / (8 * arrays)) ** (1.0 / dim))
+            shape = f"{n}^{dim}" + (" (--dim 3)" if dim == 3 else "")
+            raise _error("--sizes", str(n), f"a size whose arrays fit in {where}: {shape} needs "
+                         f"about {need / 2 ** 30:.3g} GiB, {free / 2 ** 30:.3g} GiB is free "
+                         f"(at most about {fit} here)")
+
+
 def _check_sizes_fit(sizes, backend):
     """Refuse a size whose arrays cannot fit in the free memory, before any work."""
     from ...compute.backend import get_backend
-    from ...case.resources import ARRAYS_PER_CELL, SAFETY, available_memory
+    from ...case.resources import ARRAYS_PER_CELL, available_memory
 
     # The pressure solver's arrays plus the peer's: its CSR matrix (5 float64
     # values and 5 int32 indices a row: 7.5 arrays) and CG vectors (x, r, p, q),
     # rounded up to whole arrays.  An estimate, not a measured peak.
     per_cell = ARRAYS_PER_CELL["pressure"] + 12
-    n = max(sizes)
-    need = per_cell * 8 * n * n
-    where = [available_memory(backend)]
+    checks = [(available_memory(backend), per_cell)]
     if backend.on_device:            # the problem is built on the host first
-        where.append(available_memory(get_backend("numpy")))
-    for free, device in where:
-        if free is not None and need > SAFETY * free:
-            fit = int((SAFETY * free / (per_cell * 8)) ** 0.5)
-            raise _error("--sizes", str(n), f"a size whose arrays fit in {device}: {n}^2 needs "
-                         f"about {need / 2 ** 30:.3g} GiB, {free / 2 ** 30:.3g} GiB is free "
-                         f"(at most about {fit} here)")
+        checks.append((available_memory(get_backend("numpy")), per_cell))
+    _refuse_unless_fits(max(sizes), 2, checks)
+
+
+def _check_sizes_fit_3d(sizes, backend, peers):
+    """Refuse a 3-D size whose arrays cannot fit in the free memory (the
+    device's, ``cudaMemGetInfo`` on CuPy, and the host's, where the problem
+    is built and the CPU peers run), before any work:
+    :func:`.model3d.arrays_per_cell_3d`."""
+    from ...compute.backend import get_backend
+    from ...case.resources import available_memory
+    from .model3d import arrays_per_cell_3d
+
+    device, host = arrays_per_cell_3d(peers, backend.on_device)
+    checks = [(available_memory(get_backend("numpy")), host)]
+    if device is not None:
+        checks.insert(0, (available_memory(backend), device))
+    _refuse_unless_fits(max(sizes), 3, checks)
 
 
 def _check_writable(path):

@@ -4,9 +4,10 @@ from __future__ import annotations
 import math
 
 from ...linalg.registry import model_bytes_per_iteration
-from .measure import release, true_residual
+from .measure import MemoryPeak, release, true_residual
+from .model3d import bytes_per_iteration_3d
 from .options import DEFAULT_MAXITER_PER_N, cells_per_subdomain
-from .problem import inputs_on, median_run, result_row
+from .problem import assemble, inputs_on, median_run, result_row
 
 __all__ = ["run_ours"]
 
@@ -19,22 +20,23 @@ def run_ours(problem, config, bench, warm_up, say):
     ``bench.repeat`` times, each replacing the last as a time step does, the
     median reported); a memory solve (the pool emptied of free
     blocks before it, its size read after it); ``bench.repeat`` timed solves.
+    In 3-D then an untimed set-up plus solve for the memory columns
+    (:class:`.measure.MemoryPeak`), and the bytes per iteration of
+    :func:`.model3d.bytes_per_iteration_3d` where the solver counts none.
     """
-    from ...operators.poisson import assemble_pressure_operator
     from ...linalg.solver import PressureSolver
 
     backend = bench.backend
     xp = backend.xp
     n = problem.n
     cps = cells_per_subdomain(n, bench.cells_per_subdomain)
-    blocks = (max(1, n // cps),) * 2
+    blocks = (max(1, n // cps),) * problem.dim
     maxiter = bench.maxiter or DEFAULT_MAXITER_PER_N * n
 
-    def build():
-        faces, phi = inputs_on(backend, problem)
+    def build(inputs=None):
+        faces, phi = inputs or inputs_on(backend, problem)
         t0 = backend.clock()
-        A = assemble_pressure_operator(problem.grid, faces, backend=backend,
-                                       storage=bench.storage)
+        A = assemble(problem, faces, backend, bench.storage)
         t1 = backend.clock()
         s = PressureSolver(A, method=config.method, preconditioner=config.preconditioner,
                            deflation=config.deflation, phi=phi, subdomains=blocks,
@@ -92,17 +94,35 @@ def run_ours(problem, config, bench, warm_up, say):
         say(f"run {i + 1}/{bench.repeat}: {rec.iterations} its, {1e3 * dt:.1f} ms, "
             f"true residual {res:.2e}, {reason}")
     k = s.deflation.n_vectors if s.deflation is not None else 0
-    del A, s, b
-    release(backend)
     med = median_run(runs)
     nbytes, source = med["bytes"], "solver"
-    if not nbytes:
+    if not nbytes and problem.dim == 3:
+        nbytes, source = bytes_per_iteration_3d(s), "model 3-D"
+    elif not nbytes:
         nbytes = model_bytes_per_iteration(n * n, config.preconditioner, config.deflation,
                                            bench.storage)
         source = "model"
-    return result_row(problem, bench, runs, med, kind="ours", solver=config.name, config=config.token,
-                setup_s=op_s + solver_s, operator_s=op_s,
-                solver_setup_s=med["solver_setup_s"], nbytes=nbytes, source=source,
-                peaks=peaks, deflation_vectors=k, setup_cold_s=cold_s,
-                subdomains=f"{blocks[0]}x{blocks[1]}" if config.deflation != "none" else None,
-                maxiter=maxiter)
+    del A, s, b
+    release(backend)
+    memory = _memory_of_setup_and_solve(problem, backend, build) if problem.dim == 3 else None
+    return result_row(problem, bench, runs, med, kind="ours", solver=config.name,
+                      config=config.token, setup_s=op_s + solver_s, operator_s=op_s,
+                      solver_setup_s=med["solver_setup_s"], nbytes=nbytes, source=source,
+                      peaks=peaks, deflation_vectors=k, setup_cold_s=cold_s,
+                      subdomains="x".join(map(str, blocks)) if config.deflation != "none"
+                      else None, maxiter=maxiter, memory=memory)
+
+
+def _memory_of_setup_and_solve(problem, backend, build):
+    """The device memory of one set-up (operator and solver) plus solve, the
+    inputs (face densities, level set, right-hand side) uploaded before and
+    not counted: a :class:`.measure.MemoryPeak`."""
+    inputs = inputs_on(backend, problem)
+    b = backend.xp.asarray(problem.rhs)
+    with MemoryPeak(backend) as peak:
+        A, s, _, _ = build(inputs)
+        x, _ = s.solve(b)
+        del A, s, x
+    del inputs, b
+    release(backend)
+    return peak

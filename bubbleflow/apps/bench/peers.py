@@ -5,11 +5,11 @@ import inspect
 
 import numpy as np
 
-from .measure import release, true_residual
+from .measure import MemoryPeak, release, true_residual
 from .options import DEFAULT_MAXITER_PER_N, PEERS
-from .problem import inputs_on, median_run, numpy_backend, result_row
+from .problem import assemble, inputs_on, median_run, numpy_backend, result_row
 
-__all__ = ["run_peer", "peer_bytes_per_iteration"]
+__all__ = ["run_peer", "peer_bytes_per_iteration", "csr_from_couplings"]
 
 _PEER_WARMUP_ITERATIONS = 10
 
@@ -26,6 +26,64 @@ def peer_bytes_per_iteration(n_cells, nnz, index_bytes=4, pointer_bytes=4):
     21604
     """
     return (8 + index_bytes) * nnz + pointer_bytes * (n_cells + 1) + 8 * n_cells * 19
+
+
+def csr_from_couplings(A):
+    """The matrix of a matrix-free grid operator ``A`` (any dimension) as a
+    CSR matrix of its backend (SciPy, or cuSPARSE), built there from the
+    face couplings: the 7-point matrix of a 3-D operator, as a user would
+    hand it to a library's ``cg``.
+
+    Rows hold their entries in column order (the lower neighbours from the
+    slowest axis to the fastest, the centre, the upper neighbours from the
+    fastest to the slowest), walls left out: the pattern and values of
+    :meth:`~bubbleflow.operators.poisson.PoissonOperator.to_scipy`.  int32
+    indices (cuSPARSE's); a matrix of 2^31 entries or more is refused.
+    """
+    xp = A.backend.xp
+    shape = tuple(A.grid_shape)
+    ndim, n = len(shape), int(np.prod(shape))
+    index = [xp.arange(m, dtype=np.int32).reshape([-1 if k == a else 1 for k in range(ndim)])
+             for a, m in enumerate(shape)]
+    lower, upper = [], []                  # (values, present, column offset) by axis x, y, z
+    for axis, c in enumerate(A.couplings()):
+        a = ndim - 1 - axis                # array axis of grid axis ``axis``
+        stride = int(np.prod(shape[a + 1:]))
+        pad = [(0, 0)] * ndim
+        pad[a] = (1, 0)
+        lower.append((-xp.pad(c, pad), index[a] > 0, -stride))
+        pad[a] = (0, 1)
+        upper.append((-xp.pad(c, pad), index[a] < shape[a] - 1, stride))
+    slots = lower[::-1] + [(A.diagonal().reshape(shape), True, 0)] + upper
+    values = xp.empty((n, len(slots)), dtype=A.dtype)
+    present = xp.empty((n, len(slots)), dtype=bool)
+    offsets = xp.asarray([offset for _, _, offset in slots], dtype=np.int32)
+    for k, slot in enumerate(slots):
+        values[:, k] = slot[0].ravel()
+        present[:, k] = xp.broadcast_to(xp.asarray(slot[1]), shape).ravel()
+    del slots, lower, upper, slot            # the per-axis copies, before the compression
+    counts = present.sum(axis=1, dtype=np.int32)
+    nnz = int(counts.sum(dtype=np.int64))
+    if nnz >= 2 ** 31:
+        raise ValueError(f"a CSR matrix of {nnz} entries: int32 indices hold fewer than 2^31")
+    indptr = xp.zeros(n + 1, dtype=np.int32)
+    xp.cumsum(counts, dtype=np.int32, out=indptr[1:])
+    keep = present.ravel()
+    data = values.ravel()[keep]
+    del values
+    columns = (xp.arange(n, dtype=np.int32)[:, None] + offsets[None, :]).ravel()[keep]
+    return A.backend.sparse.csr_matrix((data, columns, indptr), shape=(n, n))
+
+
+def _peer_matrix(problem, faces, backend):
+    """The peer's CSR matrix on ``backend`` and the operator's assembly time:
+    the 5-point one from the diagonals (2-D), the 7-point one from the face
+    couplings (3-D)."""
+    t0 = backend.clock()
+    A = assemble(problem, faces, backend)
+    t1 = backend.clock()
+    C = A.to_backend_sparse() if problem.dim == 2 else csr_from_couplings(A)
+    return C, t1 - t0
 
 
 def _cg_function(gpu):
@@ -50,10 +108,9 @@ def run_peer(name, problem, bench, say):
     inverse diagonal or AMG hierarchy; on the GPU after one untimed build
     that compiles the kernels); a short warm-up (the pool emptied of
     free blocks before it, its size read after it and after every timed
-    solve); ``bench.peer_repeat`` timed solves.
+    solve); ``bench.peer_repeat`` timed solves.  In 3-D then an untimed
+    set-up plus warm-up for the memory columns (:class:`.measure.MemoryPeak`).
     """
-    from ...operators.poisson import assemble_pressure_operator
-
     gpu = name == "cupy_cg"
     backend = bench.backend if gpu else numpy_backend()
     xp = backend.xp
@@ -64,12 +121,9 @@ def run_peer(name, problem, bench, say):
     faces, _ = inputs_on(backend, problem)
     cg, LinearOperator = _cg_function(gpu)
 
-    def build():
+    def build(faces):
         t0 = backend.clock()
-        A = assemble_pressure_operator(problem.grid, faces, backend=backend)
-        t1 = backend.clock()
-        C = A.to_backend_sparse()
-        del A
+        C, operator_s = _peer_matrix(problem, faces, backend)
         if name in ("pyamg", "pyamg_rs"):
             import pyamg
 
@@ -82,14 +136,14 @@ def run_peer(name, problem, bench, say):
         else:
             inv_d = 1.0 / C.diagonal()
             M = LinearOperator(C.shape, matvec=lambda r: inv_d * r, dtype=C.dtype)
-        return C, M, t0, t1, backend.clock() - t0
+        return C, M, operator_s, backend.clock() - t0
 
     if gpu:
         # Untimed first build: CuPy compiles (or loads) the kernels it uses on
         # a fresh machine, seconds that are no part of a set-up.
-        build()
+        build(faces)
         release(backend)
-    C, M, t0, t1, setup_s = build()
+    C, M, operator_s, setup_s = build(faces)
     faces = None                       # the set-up's inputs out of the memory count
     count = [0]
 
@@ -122,12 +176,23 @@ def run_peer(name, problem, bench, say):
             f"true residual {res:.2e}, {reason}")
     nbytes = None
     if not name.startswith("pyamg"):
-        nbytes = peer_bytes_per_iteration(n * n, int(C.nnz), C.indices.dtype.itemsize,
+        nbytes = peer_bytes_per_iteration(problem.cells, int(C.nnz), C.indices.dtype.itemsize,
                                           C.indptr.dtype.itemsize)
-    del C, M, b
+    del C, M
     release(bench.backend)
+    memory = None
+    if problem.dim == 3:
+        faces, _ = inputs_on(backend, problem)
+        with MemoryPeak(backend) as memory:
+            C, M, _, _ = build(faces)
+            cg(C, b, problem.rtol, min(_PEER_WARMUP_ITERATIONS, maxiter), M, callback)
+            del C, M
+        faces = None
+        release(bench.backend)
+    del b
     med = median_run(runs)
     return result_row(problem, bench, runs, med, kind="peer", solver=PEERS[name], config=name,
-                setup_s=setup_s, operator_s=t1 - t0, solver_setup_s=None, nbytes=nbytes,
-                source="model (peer)" if nbytes else None, peaks=peaks, deflation_vectors=None,
-                subdomains=None, maxiter=maxiter, host=not gpu)
+                      setup_s=setup_s, operator_s=operator_s, solver_setup_s=None,
+                      nbytes=nbytes, source="model (peer)" if nbytes else None, peaks=peaks,
+                      deflation_vectors=None, subdomains=None, maxiter=maxiter, host=not gpu,
+                      memory=memory)

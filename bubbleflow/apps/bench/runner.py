@@ -4,12 +4,12 @@ from __future__ import annotations
 import sys
 import time
 
-from .measure import copy_bandwidth, device_info, machine_lines
+from .measure import copy_bandwidth, device_info, machine_lines, memory_measure
 from .options import DEFAULT_MAXITER_PER_N, PEERS
 from .ours import run_ours
 from .peers import run_peer
 from .problem import add_speedups, failed_row, make_problem, numpy_backend
-from .report import COLUMNS, LEGEND, contrast_text, format_table, write_csv
+from .report import COLUMNS, LEGEND, LEGEND_3D, contrast_text, format_table, write_csv
 
 __all__ = ["run_bench"]
 
@@ -42,15 +42,19 @@ def run_bench(bench, out=None, err=None):
         info, backend, mib, bench.copy_bw, found,
         f"; host copy {bench.copy_host_bw / 1e9:.0f} GB/s (CPU peers)"
         if bench.copy_host_bw and gpu else "")), file=out)
-    print(f"# problem: bubbly column n^2, float64, operator storage {bench.storage}, rhs "
-          f"{bench.rhs}" + (f" (seed {bench.seed})" if bench.rhs == "random" else "")
-          + f", rtol {rtol_text}", file=out)
+    print(_problem_line(bench, rtol_text), file=out)
+    deflated = any(c.deflation != "none" for c in bench.configs)
     print("# ours: " + (", ".join(c.token for c in bench.configs) or "none")
-          + "; deflation blocks of "
-          + (f"{bench.cells_per_subdomain} cells" if bench.cells_per_subdomain
-             else "64 cells (n >= 2048), 32 (256 <= n < 2048), 8 (n < 256)")
+          + ("; deflation blocks of "
+             + (f"{bench.cells_per_subdomain} cells" if bench.cells_per_subdomain
+                else "64 cells (n >= 2048), 32 (256 <= n < 2048), 8 (n < 256)")
+             if bench.dim == 2 or deflated else "")
           + f"; maxiter {bench.maxiter or default_maxiter}; {bench.repeat} timed solves, "
           "median of them", file=out)
+    if bench.dim == 3:
+        print(f"# memory (B/cell): {memory_measure(backend)} of one untimed set-up plus solve "
+              "(ours) or set-up plus 10 iterations (peer), the inputs not counted; our MB/it: "
+              "the 3-D model (bubbleflow.apps.bench.model3d)", file=out)
     print("# peers: " + (", ".join(bench.peers) or "none")
           + (f"; maxiter {bench.peer_maxiter or default_maxiter}; {bench.peer_repeat} timed "
              "solve(s)" + (f"; sizes <= {bench.peer_max_size}" if bench.peer_max_size else "")
@@ -78,10 +82,10 @@ def run_bench(bench, out=None, err=None):
     interrupted = False
     try:
         for n, contrast, peers, configs in jobs:
-            problem = make_problem(n, contrast, bench.rhs, bench.seed, bench.rtol)
+            problem = make_problem(n, contrast, bench.rhs, bench.seed, bench.rtol, bench.dim)
             these = []
             for name in peers:
-                say = progress(f"{n}^2 contrast {contrast_text(contrast)} {name}")
+                say = progress(f"{n}^{bench.dim} contrast {contrast_text(contrast)} {name}")
                 try:
                     these.append(run_peer(name, problem, bench, say))
                 except Exception as exc:
@@ -90,7 +94,8 @@ def run_bench(bench, out=None, err=None):
                     say(f"failed: {these[-1]['reason']}")
                 done += 1
             for config in configs:
-                say = progress(f"{n}^2 contrast {contrast_text(contrast)} {config.name}")
+                say = progress(f"{n}^{bench.dim} contrast {contrast_text(contrast)} "
+                               f"{config.name}")
                 key = (n, config.token)
                 try:
                     these.append(run_ours(problem, config, bench, key not in warmed, say))
@@ -118,6 +123,17 @@ def run_bench(bench, out=None, err=None):
                 print(f"# wrote {bench.csv} ({len(rows)} rows, {len(COLUMNS)} columns)", file=out)
             if interrupted:
                 print("# interrupted: the rows so far", file=out)
-            print(LEGEND, file=out)
+            print(LEGEND_3D if bench.dim == 3 else LEGEND, file=out)
             print(format_table(rows), file=out, flush=True)
     return rows, failures
+
+
+def _problem_line(bench, rtol_text):
+    """The header's line on the problem: 2-D or 3-D column, storage, rhs, rtol."""
+    if bench.dim == 3:
+        what = ("bubbly column n^3 (unit cube, 2 x 2 x 2 bubbles), float64, 7-point operator "
+                "matrix free")
+    else:
+        what = f"bubbly column n^2, float64, operator storage {bench.storage}"
+    return (f"# problem: {what}, rhs {bench.rhs}"
+            + (f" (seed {bench.seed})" if bench.rhs == "random" else "") + f", rtol {rtol_text}")

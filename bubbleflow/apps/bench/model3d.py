@@ -1,0 +1,162 @@
+"""What the 3-D rows of ``bubbleflow bench --dim 3`` count: bytes per
+iteration (the floor's traffic) and the memory a size needs (the check
+before any work).
+
+The 2-D model (:func:`bubbleflow.linalg.registry.model_bytes_per_iteration`)
+counts the five diagonals or two face-coupling arrays of the 5-point
+operator; the 3-D operator is matrix free with three face-coupling arrays,
+and its preconditioners are built from them.  Here the bytes are counted on
+the solver itself, from the arrays it holds.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...linalg.registry import VECTOR_ARRAYS, deflation, preconditioner
+
+__all__ = ["bytes_per_iteration_3d", "multigrid_bytes_per_cycle", "arrays_per_cell_3d",
+           "OURS_ARRAYS", "PEER_ARRAYS", "PYAMG_ARRAYS", "HOST_PROBLEM_ARRAYS",
+           "HOST_BUILD_ARRAYS"]
+
+#: float64 grid arrays (8 bytes per cell each) alive at the peak of our
+#: set-up plus solve on the device, the inputs (three face-density arrays,
+#: the level set) and the right-hand side included: the operator's three
+#: face couplings, the CG vectors and temporaries and the preconditioner
+#: (multigrid's hierarchy and cycle temporaries, or scaled incomplete
+#: Poisson's three scaled couplings).  The largest peak measured with
+#: tracemalloc on NumPy (``memory_bytes_per_cell`` / 8, plus the inputs),
+#: rounded up: an estimate (CuPy's pool rounds blocks up).
+OURS_ARRAYS = 24
+#: ... for the CG + Jacobi peers: the inputs, the operator, the 7-point CSR
+#: matrix (88 bytes a row: 11 arrays) and its build's temporaries (values
+#: and pattern before compression), then CG's vectors.
+PEER_ARRAYS = 30
+#: ... for the PyAMG peers (on the host): the CSR matrix and the AMG
+#: hierarchy, whose set-up holds several times the matrix.
+PYAMG_ARRAYS = 90
+#: Host arrays the problem keeps during the run: level set, three face
+#: densities, right-hand side.
+HOST_PROBLEM_ARRAYS = 5
+#: Host arrays at the peak of building the problem (coordinates, level set
+#: and its temporaries, densities, faces, right-hand side).
+HOST_BUILD_ARRAYS = 12
+
+
+def arrays_per_cell_3d(peers, on_device):
+    """``(device, host)``: float64 arrays per cell a 3-D run needs at its
+    peak on the device and on the host (``device`` None where the device is
+    the host).  Ours and each peer run one after the other, each released
+    before the next: the largest count where they run, beside the problem's
+    arrays on the host."""
+    host_peers = [PYAMG_ARRAYS if p.startswith("pyamg") else PEER_ARRAYS
+                  for p in peers if p != "cupy_cg"]
+    device_peers = [PEER_ARRAYS for p in peers if p == "cupy_cg"]
+    if on_device:
+        device = max([OURS_ARRAYS] + device_peers)
+        return device, max([HOST_BUILD_ARRAYS] + [HOST_PROBLEM_ARRAYS + a for a in host_peers])
+    host = HOST_PROBLEM_ARRAYS + max([OURS_ARRAYS] + host_peers + device_peers)
+    return None, max(HOST_BUILD_ARRAYS, host)
+
+
+def _values(arrays):
+    return sum(int(a.size) for a in arrays)
+
+
+def _coarse_solve_bytes(inverse):
+    """Bytes one coarsest-level solve reads: the dense inverse, or the
+    sparse factors of the host's factorisation (values and row indices)."""
+    nbytes = getattr(inverse, "nbytes", None)
+    if nbytes is not None:
+        return int(nbytes)
+    lu = getattr(inverse, "lu", None)
+    if lu is None:
+        return 0
+    return sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
+
+
+def multigrid_bytes_per_cycle(M, io_itemsize=8):
+    """Bytes one V-(W-)cycle of the 3-D multigrid must move, each array
+    read once and written once per pass over its level, in the cycle's
+    precision (the finest level's input and result in ``io_itemsize``).
+
+    Per level visit: down reads the level's face couplings (three arrays in
+    3-D), its inverse diagonal (a stored array in the 3-D array code) and
+    ``b``, writes ``x`` and the coarse ``b``; up reads the couplings, the
+    inverse diagonal, ``b``, ``x`` and the coarse ``x`` and writes the
+    result.  A W level's second visit adds a copy (2), a coarse residual
+    (the coarse couplings, ``x``, ``b`` read, ``r`` written) and an add (3)
+    on the coarse level.  The coarsest level: its dense inverse (or sparse
+    factors) and its input and output.  Not counted: the Chebyshev steps'
+    re-reads inside a smoothing (a tiled kernel keeps them in shared memory;
+    the 3-D array code reads the arrays again at each step, which the
+    ratio to the floor shows) and the halos.
+    """
+    item = np.dtype(M.dtype).itemsize
+    levels = M.levels
+    last = len(levels) - 1
+    cells = [int(np.prod(lv.shape)) for lv in levels]
+    coupling_values = [_values(lv.couplings) for lv in levels]
+
+    def visit(k, io):
+        n = cells[k]
+        if k == last:
+            return _coarse_solve_bytes(M.coarse_inverse) + 2 * n * io
+        nc = cells[k + 1]
+        fixed = coupling_values[k] * item + n * item           # couplings, inverse diagonal
+        down = fixed + n * io + n * item + nc * item
+        up = fixed + n * io + n * item + nc * item + n * io
+        below = visit(k + 1, item)
+        if k < M.w_levels and k + 1 < last:
+            below = 2 * below + (2 + 3 + 3) * nc * item + coupling_values[k + 1] * item
+        return down + up + below
+
+    return visit(0, io_itemsize)
+
+
+def _preconditioner_bytes(M, name, n_cells):
+    """Bytes one application of the preconditioner ``M`` (named ``name``) moves."""
+    vectors = 2 * 8 * n_cells                                   # r read, y written
+    if name == "none":
+        return 0
+    if name == "jacobi":
+        return vectors + int(M.inv_diagonal.nbytes)
+    if name == "multigrid":
+        return multigrid_bytes_per_cycle(M)
+    faces = getattr(M, "faces", None)
+    if name == "incomplete_poisson_scaled" and faces is not None:
+        # Two passes, the upper then the lower neighbours: each reads its
+        # input, D^-1/2 and the three scaled couplings and writes its output.
+        per_pass = sum(int(f.nbytes) for f in faces) + int(M.inv_sqrt_diagonal.nbytes)
+        return 2 * per_pass + 2 * vectors
+    return 8 * n_cells * preconditioner(name).arrays              # the 2-D count
+
+
+def bytes_per_iteration_3d(solver):
+    """Bytes one PCG iteration of ``solver`` (a
+    :class:`~bubbleflow.linalg.solver.PressureSolver` on a 3-D operator)
+    must move, each array read once and written once per operation, float64
+    vectors.  Counted:
+
+    * the operator ``w = A p``: its face couplings (three arrays, one
+      value per interior face, in the inner operator's precision), ``p``
+      read, ``w`` written;
+    * the preconditioner ``y = M^-1 r``: Jacobi, its inverse diagonal, ``r``
+      and ``y``; scaled incomplete Poisson, two passes of ``D^-1/2``, the
+      three scaled couplings, input and output; multigrid,
+      :func:`multigrid_bytes_per_cycle`; another (a 2-D one that runs in
+      3-D), the registry's 2-D count;
+    * CG's vector work: three dot products, the ``x``, ``r`` and ``p``
+      updates (:data:`~bubbleflow.linalg.registry.VECTOR_ARRAYS` arrays, as
+      in 2-D);
+    * with a deflation (where one runs in 3-D), the registry's A-DEF2 count
+      (its 2-D one).
+
+    Not counted: temporaries of the array code that a fused kernel would not
+    write, halo re-reads, the host checks.
+    """
+    A = solver.A_inner
+    n = int(np.prod(A.grid_shape))
+    operator = sum(int(c.nbytes) for c in A.couplings()) + 2 * 8 * n
+    prec = _preconditioner_bytes(solver.M, solver.preconditioner_name, n)
+    defl = 8 * n * deflation(solver.deflation_name).arrays
+    return int(operator + prec + 8 * n * VECTOR_ARRAYS + defl)
