@@ -46,7 +46,7 @@ def test_levelset_operations_equal_the_2d_code():
     _close(levelset_nd.curvature(phi, (hx, hy)), levelset_ops.curvature.reference(phi, hx, hy))
     _close(levelset_nd.smooth(phi, 3), levelset_ops.smooth.reference(phi, 3))
     d2 = levelset_ops.bubble_diagnostics.reference(phi, u, v, hx, hy, 1.5 * hy)
-    dn = levelset_nd.bubble_diagnostics(phi, (u, v), (hx, hy), 1.5 * hy)
+    dn = levelset_nd.bubble_diagnostics(phi, (u, v), (hx, hy), 1.5 * hy, sharp=False)
     for key in ("centroid_x", "centroid_y", "rise_velocity"):
         assert dn[key] == pytest.approx(d2[key], rel=1e-12)
 
@@ -100,7 +100,6 @@ def test_flow_solver_nd_steps_like_the_2d_solver(backend, gravity):
     for x, y in ((a.phi, b.phi), (a.u, b.u), (a.v, b.v)):
         _close(h(y), h(x), 1e-11)
     _close(h(b.p), h(a.p), 1e-9)
-    assert rb.diagnostics["rise_velocity"] == pytest.approx(ra.diagnostics["rise_velocity"], rel=1e-9)
 
 
 def _sphere(n, centre=(0.5, 0.5, 0.53), radius=0.25):
@@ -230,3 +229,23 @@ def test_3d_pressure_case_from_the_command_line(tmp_path):
     exact -= exact.mean()
     got = p.ravel() - p.mean()
     assert np.abs(got - exact).max() <= 1e-6 * np.abs(exact).max()
+
+
+def test_sharp_moments_remove_the_smoothing_bias_of_the_rise_velocity():
+    """A gas sphere moving at 1 in liquid whose speed falls off as (R/r)^3
+    (the potential flow's decay): the sharp region's mean speed is 1; the
+    smoothed weights mix in the slower liquid (1.5 % here); the sharp
+    moments take a third of that (the speed's kink at the interface leaves
+    an eps^3 term)."""
+    n = 32
+    phi, zero, spacing = _sphere(n, centre=(0.5, 0.5, 0.5))
+    r = phi + 0.25
+    speed = np.minimum(1.0, (0.25 / np.maximum(r, 1e-12)) ** 3)
+    w = np.zeros((n + 1, n, n))
+    w[1:-1] = 0.5 * (speed[1:] + speed[:-1])
+    w[0], w[-1] = speed[0], speed[-1]
+    velocity = (zero[0], zero[1], w)
+    smooth = levelset_nd.bubble_diagnostics(phi, velocity, spacing, 1.5 / n, sharp=False)
+    sharp = levelset_nd.bubble_diagnostics(phi, velocity, spacing, 1.5 / n)
+    assert 1.0 - smooth["rise_velocity"] > 5e-3
+    assert abs(1.0 - sharp["rise_velocity"]) < 0.4 * (1.0 - smooth["rise_velocity"])
