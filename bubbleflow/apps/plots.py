@@ -76,6 +76,7 @@ import numpy as np
 
 from ..case.config import CaseError
 from .tables import read_csv
+from . import plots_3d
 from .validation import nested as _nested
 
 __all__ = [
@@ -347,8 +348,10 @@ def _run_figures(path):
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
     figs = {}
     notes = []
+    three = run["z"] is not None
     if run["fields"] is not None:
-        figs[f"{stem}_fields.png"] = _fields_figure(run)
+        figs[f"{stem}_fields.png"] = (plots_3d.fields_figure(run, _run_figure) if three
+                                      else _fields_figure(run))
     else:
         notes.append(f"{stem}_fields.png not written: the run has no field snapshot yet")
     if run["histories"]:
@@ -357,7 +360,8 @@ def _run_figures(path):
         notes.append(f"{stem}_convergence.png not written: no residual history")
     if run["mode"] == "flow":
         if run["diagnostics"] is not None and len(run["diagnostics"]["time"]):
-            figs[f"{stem}_benchmark.png"] = _benchmark_figure(run)
+            figs[f"{stem}_benchmark.png"] = (plots_3d.benchmark_figure(run, _run_figure) if three
+                                             else _benchmark_figure(run))
         else:
             notes.append(f"{stem}_benchmark.png not written: no diagnostics")
         if run["solves"] is not None and len(run["solves"]["iterations"]):
@@ -395,13 +399,14 @@ def _read_run_file(path):
     diagnostics = raw["diagnostics"]
     if diagnostics is not None:
         diagnostics = {name: diagnostics.get(name) for name in
-                       ("step", "time", "rise_velocity", "circularity", "centroid_y", "area")}
+                       ("step", "time", "rise_velocity", "circularity", "centroid_y", "area",
+                        "sphericity", "centroid_z", "volume")}
         if diagnostics["time"] is None:
             diagnostics = None
     name = _text(_nested(case, "name")) or os.path.splitext(os.path.basename(path))[0]
     run = {
         "path": path, "name": name, "mode": raw["mode"], "case": case, "x": raw["x"],
-        "y": raw["y"], "fields": raw["fields"], "histories": raw["histories"], "solves": solves,
+        "y": raw["y"], "z": raw.get("z"), "fields": raw["fields"], "histories": raw["histories"], "solves": solves,
         "diagnostics": diagnostics, "rtol": _rtol(raw), "solver": _solver_description(raw),
         "backend": _text(raw["attrs"].get("backend")),
         "status": _text(raw["attrs"].get("run_status")),
@@ -428,14 +433,18 @@ def _check_run_file(path, raw):
     for name in ("p", "rho", "phi"):
         if name not in shapes:
             raise CaseError(path, f"fields/{name}", "missing", _RUN_EXPECTED)
-    if mode == "flow" and len(shapes["p"]) != 3:
+    grid = (len(raw["y"]), len(raw["x"]))
+    names = "ny, nx"
+    if raw.get("z") is not None:
+        grid, names = (len(raw["z"]),) + grid, "nz, ny, nx"
+    if mode == "flow" and len(shapes["p"]) != len(grid) + 1:
         raise CaseError(path, "fields/p", f"has shape {shapes['p']}",
-                        "(snapshots, ny, nx) in a flow run")
-    fields, grid = raw["fields"], (len(raw["y"]), len(raw["x"]))
+                        f"(snapshots, {names}) in a flow run")
+    fields = raw["fields"]
     for name in ("p", "rho", "phi"):
         if fields is not None and fields[name].shape != grid:
             raise CaseError(path, f"fields/{name}", f"has shape {fields[name].shape}",
-                            f"(ny, nx) = {grid} as /grid/y, /grid/x")
+                            f"({names}) = {grid} as /grid")
 
 
 def _rtol(raw):

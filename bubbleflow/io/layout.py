@@ -540,10 +540,12 @@ def read_run(path, fields=True):
         grid = fh.get(GRID)
         run = {"attrs": attrs, "groups": set(fh.keys()), "case": _case(attrs), "mode": mode,
                "x": _array(fh, f"{GRID}/x"), "y": _array(fh, f"{GRID}/y"),
+               "z": _array(fh, f"{GRID}/z") if grid is not None and "z" in grid else None,
                "grid_attrs": dict(grid.attrs) if grid is not None else {}}
         f = fh.get(FIELDS)
         run["field_shapes"] = {n: f[n].shape for n in CELL_FIELDS if f is not None and n in f}
-        run["fields"] = _read_fields(f, mode) if fields else None
+        ndim = 2 if run["z"] is None else 3
+        run["fields"] = _read_fields(f, mode, ndim) if fields else None
         run.update(_read_solver(fh.get(SOLVER), mode))
         d = fh.get(DIAGNOSTICS_GROUP)
         run["diagnostics"] = (None if d is None else
@@ -565,19 +567,19 @@ def _array(group, name, dtype=np.float64):
     return np.asarray(group[name][()], dtype=dtype).ravel()
 
 
-def _read_fields(f, mode):
-    """``p``, ``rho``, ``phi`` as 2-D float64 arrays, or None (some absent, no snapshot).
+def _read_fields(f, mode, ndim=2):
+    """``p``, ``rho``, ``phi`` as ``ndim``-D float64 arrays, or None (some absent, no snapshot).
 
     A flow run gives its last snapshot, with ``phi_first`` (the first
     snapshot's level set), ``time_first``, ``time``, ``step`` and
     ``snapshots`` (how many); None also when its fields are not
-    ``(snapshots, ny, nx)``.
+    ``(snapshots, [nz,] ny, nx)``.
     """
     if f is None or any(n not in f for n in CELL_FIELDS):
         return None
     if mode != "flow":
         return {name: np.asarray(f[name][()], dtype=np.float64) for name in CELL_FIELDS}
-    if f["p"].ndim != 3 or f["p"].shape[0] == 0:
+    if f["p"].ndim != ndim + 1 or f["p"].shape[0] == 0:
         return None
     k = f["p"].shape[0] - 1
     out = {name: np.asarray(f[name][k], dtype=np.float64) for name in CELL_FIELDS}

@@ -204,6 +204,18 @@ def test_3d_flow_from_the_command_line_writes_and_restarts(tmp_path):
     xdmf = open(str(full).replace(".h5", ".xdmf")).read()
     assert 'TopologyType="3DRectMesh" Dimensions="25 13 13"' in xdmf
     assert 'GeometryType="VXVYVZ"' in xdmf and 'Dimensions="24 12 12 3"' in xdmf
+    res = run_cli("plot", str(full), "-o", str(tmp_path / "png"))
+    assert res.returncode == 0, res.stderr
+    for kind in ("fields", "convergence", "benchmark", "iterations"):
+        assert (tmp_path / "png" / f"rising_bubble_3d_{kind}.png").stat().st_size > 10_000
+
+
+def test_rising_bubble_3d_case_is_recognised_for_its_reference_markers():
+    from bubbleflow.apps.plots_3d import is_rising_bubble_3d
+
+    case = load_case(RISING_3D, SMALL_3D).to_dict()
+    assert is_rising_bubble_3d(case)
+    assert not is_rising_bubble_3d(load_case(RISING_3D, ["physics.surface_tension=10"]).to_dict())
 
 
 def test_3d_pressure_case_from_the_command_line(tmp_path):
@@ -211,6 +223,8 @@ def test_3d_pressure_case_from_the_command_line(tmp_path):
                   "--set", "grid.nx=24", "--set", "grid.ny=24", "--set", "grid.nz=24")
     assert res.returncode == 0, res.stderr
     assert "24 x 24 x 24 cells, 8 spheres" in res.stdout and "converged" in res.stdout
+    res = run_cli("plot", str(tmp_path / "bubbly_column_3d.h5"))
+    assert res.returncode == 0 and "bubbly_column_3d_fields.png" in res.stdout, res.stderr
     with h5py.File(tmp_path / "bubbly_column_3d.h5") as f:
         p = f["fields/p"][()]
         assert p.shape == (24, 24, 24)

@@ -1,0 +1,151 @@
+"""Figures of a 3-D run: slices, a projection of the gas, and the 3-D
+benchmark's quantities (``bubbleflow plot`` on a run with ``grid.nz``).
+
+The fields figure shows, at the last snapshot, the pressure and the density
+on the vertical mid-plane ``y = ly/2`` (with the interface), the density on
+the horizontal plane through the gas centroid, and the gas projected along
+y: the gas thickness along each line of sight, in cells, with the outline
+of its shadow (what an isosurface rendering shows of the bubble's shape,
+without one).  The benchmark figure plots rise velocity, sphericity, the
+centroid height and the volume change against time, with the published
+codes' extreme values (:mod:`.validation_3d`) on the 3-D rising-bubble case.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["fields_figure", "benchmark_figure", "is_rising_bubble_3d"]
+
+
+def _extent(a, b):
+    ha = (a[-1] - a[0]) / (len(a) - 1) if len(a) > 1 else 1.0
+    hb = (b[-1] - b[0]) / (len(b) - 1) if len(b) > 1 else 1.0
+    return (a[0] - ha / 2, a[-1] + ha / 2, b[0] - hb / 2, b[-1] + hb / 2)
+
+
+def _panel(fig, ax, data, coords, labels, cmap, norm, title, unit, phi=None):
+    from .plots import _interface_style
+
+    im = ax.imshow(data, origin="lower", extent=_extent(*coords), cmap=cmap, norm=norm,
+                   interpolation="nearest", aspect="equal")
+    if phi is not None and np.isfinite(phi).any() and np.nanmin(phi) < 0.0 < np.nanmax(phi):
+        ax.contour(coords[0], coords[1], phi, levels=[0.0], **_interface_style())
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(title, fontsize=10)
+    cb = fig.colorbar(im, cax=ax.inset_axes([1.04, 0.0, 0.05, 1.0]))
+    cb.set_label(unit)
+
+
+def _density_norm(rho):
+    from matplotlib.colors import LogNorm, Normalize
+
+    pos = rho[np.isfinite(rho) & (rho > 0)]
+    lo, hi = (float(pos.min()), float(pos.max())) if pos.size else (1.0, 2.0)
+    if hi / lo > 10.0:
+        return LogNorm(lo, hi)
+    return Normalize(lo, hi if hi > lo else lo + 1.0)
+
+
+def fields_figure(run, run_figure):
+    """The 3-D fields figure (``run_figure`` makes the figure with its warning banner)."""
+    from matplotlib.colors import Normalize
+
+    f = run["fields"]
+    x, y, z = run["x"], run["y"], run["z"]
+    p, rho, phi = f["p"], f["rho"], f["phi"]
+    j = len(y) // 2                                   # the vertical mid-plane y = ly / 2
+    gas = phi < 0.0
+    if gas.any():
+        k = int(round(float(np.average(np.arange(len(z)), weights=gas.sum(axis=(1, 2))))))
+    else:
+        k = len(z) // 2
+    aspect = (z[-1] - z[0] + 1e-300) / (x[-1] - x[0] + 1e-300)
+    img_w = min(3.0, 6.0 / max(aspect, 1e-3))
+    fig, body = run_figure(run, 4 * (img_w + 1.9), img_w * max(aspect, 1.0) + 1.6)
+    axes = body.subplots(1, 4)
+    finite = p[np.isfinite(p)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    xz = (x, z)
+    _panel(body, axes[0], p[:, j, :], xz, ("x (m)", "z (m)"), "viridis",
+           Normalize(lo, hi if hi > lo else lo + 1.0), f"pressure, plane y = {y[j]:.3g} m",
+           "p (Pa)", phi[:, j, :])
+    _panel(body, axes[1], rho[:, j, :], xz, ("x (m)", "z (m)"), "Blues", _density_norm(rho),
+           f"density, plane y = {y[j]:.3g} m", "$\\rho$ (kg/m$^3$)", phi[:, j, :])
+    _panel(body, axes[2], rho[k], (x, y), ("x (m)", "y (m)"), "Blues", _density_norm(rho),
+           f"density, plane z = {z[k]:.3g} m\n(through the gas centroid)", "$\\rho$ (kg/m$^3$)",
+           phi[k])
+    thickness = gas.sum(axis=1).astype(np.float64)    # cells of gas along each line of sight
+    _panel(body, axes[3], thickness, xz, ("x (m)", "z (m)"), "magma",
+           Normalize(0.0, max(float(thickness.max()), 1.0)), "gas seen along y\n(thickness)",
+           "gas cells along y", np.where(thickness > 0, -1.0, 1.0) if gas.any() else None)
+    when = f"t = {f['time']:.4g} s" if f.get("time") is not None else "the result"
+    if f.get("step") is not None:
+        when += f" (step {f['step']})"
+    body.suptitle(f"{run['name']} ({run['mode']}): {when}; {len(x)} x {len(y)} x {len(z)} cells",
+                  fontsize=11)
+    return fig
+
+
+def is_rising_bubble_3d(case):
+    """Whether a resolved case is the 3-D benchmark's test case 1 (its
+    geometry, fluids and forces; resolution and solver free)."""
+    def get(path):
+        node = case
+        for key in path.split("."):
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return node
+
+    def close(a, b):
+        try:
+            return math.isclose(float(a), float(b), rel_tol=1e-6)
+        except (TypeError, ValueError):
+            return False
+
+    bubbles = get("geometry.bubbles") or []
+    wanted = {"grid.lx": 1.0, "grid.ly": 1.0, "grid.lz": 2.0, "fluids.liquid.density": 1000.0,
+              "fluids.gas.density": 100.0, "fluids.liquid.viscosity": 10.0,
+              "fluids.gas.viscosity": 1.0, "physics.gravity": 0.98,
+              "physics.surface_tension": 24.5}
+    return (all(close(get(k), v) for k, v in wanted.items()) and len(bubbles) == 1
+            and close(bubbles[0].get("radius"), 0.25)
+            and all(close(c, v) for c, v in zip(bubbles[0].get("center", ()), (0.5, 0.5, 0.5))))
+
+
+def benchmark_figure(run, run_figure):
+    """Rise velocity, sphericity, centroid height and volume change against time."""
+    from .validation_3d import load_reference
+
+    d = run["diagnostics"]
+    t = d["time"]
+    benchmark = is_rising_bubble_3d(run.get("case") or {})
+    fig, body = run_figure(run, 17.0, 4.4)
+    axes = body.subplots(1, 4)
+    volume = d.get("volume")
+    change = volume / volume[0] - 1.0 if volume is not None and volume[0] > 0 else None
+    panels = ((d.get("rise_velocity"), "rise velocity (m/s)", "max_rise_velocity",
+               "t_max_rise_velocity"),
+              (d.get("sphericity"), "sphericity", "min_sphericity", "t_min_sphericity"),
+              (d.get("centroid_z"), "centroid height z (m)", "centroid_end", "t_centroid_end"),
+              (change, "relative volume change", None, None))
+    ref = load_reference() if benchmark else {}
+    cells = f"{len(run['x'])} x {len(run['y'])} x {len(run['z'])}"
+    for ax, (values, label, value_key, time_key) in zip(axes, panels):
+        if values is not None:
+            ax.plot(t, values, "-", lw=1.8, color="C0", label=f"bubbleflow ({cells})")
+        if value_key:
+            for (code, row), marker in zip(ref.items(), "os^"):
+                ax.plot(row[time_key], row[value_key], marker, mfc="none", color="k", label=code)
+        ax.set_xlabel("time t (s)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.35)
+    axes[0].legend(fontsize=8)
+    title = f"{run['name']}: benchmark quantities of the gas"
+    if benchmark:
+        title += " vs the codes of Adelsberger et al. (2014), test case 1 (markers: their extremes)"
+    body.suptitle(title, fontsize=11)
+    return fig
