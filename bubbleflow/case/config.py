@@ -675,10 +675,11 @@ class CircleConfig(_Node):
 
 @dataclass(frozen=True)
 class LatticeConfig(_Node):
-    """``geometry.bubble_lattice``: ``columns x rows`` equal bubbles.
+    """``geometry.bubble_lattice``: ``columns x rows`` equal bubbles
+    (``columns x rows x layers`` spheres in 3-D).
 
-    Centres are spread evenly over ``x_range`` and ``y_range`` (ends
-    included); see :func:`lattice_centres`.
+    Centres are spread evenly over ``x_range`` and ``y_range`` (and
+    ``z_range``; ends included); see :func:`lattice_centres`.
     """
 
     columns: int = _f(_Int(min=1))
@@ -686,19 +687,25 @@ class LatticeConfig(_Node):
     radius: float = _f(_Float(gt=0))
     x_range: Tuple[float, float] = _f(_Tuple(_Float(), 2, "two numbers [x0, x1] with x0 <= x1"))
     y_range: Tuple[float, float] = _f(_Tuple(_Float(), 2, "two numbers [y0, y1] with y0 <= y1"))
+    layers: Optional[int] = _f(_Optional(_Int(min=1)), None, doc="3-D: spheres along z")
+    z_range: Optional[Tuple[float, float]] = _f(
+        _Optional(_Tuple(_Float(), 2, "two numbers [z0, z1] with z0 <= z1")), None,
+        doc="3-D: the heights the layers spread over")
 
 
 @dataclass(frozen=True)
 class RandomBubblesConfig(_Node):
     """``geometry.random_bubbles``: ``count`` non-overlapping bubbles, reproducible
-    from ``seed``, in ``region = [x0, x1, y0, y1]`` (None: the whole domain)."""
+    from ``seed``, in ``region = [x0, x1, y0, y1]`` (``[x0, x1, y0, y1, z0,
+    z1]`` in 3-D; None: the whole domain)."""
 
     count: int = _f(_Int(min=1))
     radius: float = _f(_Float(gt=0))
     seed: int = _f(_Int(min=0), 0)
     min_gap: float = _f(_Float(ge=0), 0.0)
-    region: Optional[Tuple[float, float, float, float]] = _f(
-        _Optional(_Tuple(_Float(), 4, "null or four numbers [x0, x1, y0, y1]")), None)
+    region: Optional[Tuple[float, ...]] = _f(
+        _Optional(_Tuple(_Float(), (4, 6), "null or four numbers [x0, x1, y0, y1] (six in 3-D, "
+                                           "[x0, x1, y0, y1, z0, z1])")), None)
 
 
 @dataclass(frozen=True)
@@ -946,23 +953,26 @@ def first_difference(a, b, skip=(), _path=()):
 
 
 def lattice_centres(lattice):
-    """Centres of a bubble lattice, bottom row first, left to right.
+    """Centres of a bubble lattice, bottom row first, left to right (in 3-D
+    bottom layer first, then row by row).
 
     ``x = linspace(x0, x1, columns)`` (the midpoint when ``columns == 1``),
-    likewise ``y`` over ``y_range`` and ``rows``.
+    likewise ``y`` over ``y_range`` and ``rows`` and, with ``layers``, ``z``
+    over ``z_range``.
 
     Parameters
     ----------
     lattice : LatticeConfig or mapping
-        With ``columns``, ``rows``, ``x_range`` and ``y_range``.
+        With ``columns``, ``rows``, ``x_range`` and ``y_range`` (and
+        ``layers``, ``z_range`` in 3-D).
 
     Returns
     -------
-    list of (float, float)
+    list of (float, float) or (float, float, float)
     """
     import numpy as np
 
-    get = lattice.get if isinstance(lattice, Mapping) else lambda k: getattr(lattice, k)
+    get = lattice.get if isinstance(lattice, Mapping) else lambda k: getattr(lattice, k, None)
 
     def spread(rng, n):
         lo, hi = (float(v) for v in rng)
@@ -971,7 +981,10 @@ def lattice_centres(lattice):
 
     xs = spread(get("x_range"), get("columns"))
     ys = spread(get("y_range"), get("rows"))
-    return [(x, y) for y in ys for x in xs]
+    if get("layers") is None:
+        return [(x, y) for y in ys for x in xs]
+    zs = spread(get("z_range"), get("layers"))
+    return [(x, y, z) for z in zs for y in ys for x in xs]
 
 
 # --------------------------------------------------------------------------
@@ -1355,10 +1368,6 @@ def _check_case(case, ctx):
 
 #: What 3-D cases do not have yet, each with the expected value the check names.
 _NOT_IN_3D = (
-    (("geometry", "bubble_lattice"), lambda c: c.geometry.bubble_lattice is not None,
-     "null in 3-D (lattices are 2-D so far: list the spheres under geometry.bubbles)"),
-    (("geometry", "random_bubbles"), lambda c: c.geometry.random_bubbles is not None,
-     "null in 3-D (random bubbles are 2-D so far: list the spheres under geometry.bubbles)"),
     (("levelset", "method"), lambda c: c.mode == "flow" and c.levelset.method != "levelset",
      "levelset in 3-D (CLSVOF is 2-D so far)"),
     (("momentum", "viscosity"), lambda c: c.mode == "flow" and c.momentum.viscosity == "implicit",
@@ -1385,6 +1394,15 @@ def _check_2d_only(case, ctx):
                      value=getattr(case.boundaries, key))
     if case.grid.lz is not None:
         ctx.bad(("grid", "lz"), case.grid.lz, "no lz without grid.nz (a 2-D grid)")
+    lat = geo.bubble_lattice
+    if lat is not None and (lat.layers is not None or lat.z_range is not None):
+        ctx.fail(("geometry", "bubble_lattice", "layers" if lat.layers is not None else "z_range"),
+                 "a 3-D lattice key on a 2-D grid", "columns, rows, x_range and y_range only "
+                 "(grid.nz makes the grid 3-D)", value=lat.layers or lat.z_range)
+    rb = geo.random_bubbles
+    if rb is not None and rb.region is not None and len(rb.region) != 4:
+        ctx.bad(("geometry", "random_bubbles", "region"), list(rb.region),
+                "null or four numbers [x0, x1, y0, y1] on a 2-D grid")
 
 
 def _check_3d(case, s, pc, df, ctx):
@@ -1402,24 +1420,9 @@ def _check_3d(case, s, pc, df, ctx):
         ctx.bad(("geometry", "free_surface"), geo.free_surface,
                 f"a height with 0 < h <= lz = {_num(lengths[2])}, or null (liquid everywhere)")
     gap = max(lengths[a] / g.cells[a] for a in range(3)) if case.mode == "flow" else 0.0
-    domain = " x ".join(f"[0, {_num(v)}]" for v in lengths)
-    spheres = []
-    for kind in ("bubbles", "droplets"):
-        for i, c in enumerate(getattr(geo, kind)):
-            path = ("geometry", kind, i)
-            if len(c.center) != 3:
-                ctx.bad(path + ("center",), list(c.center), "three numbers [x, y, z] on a 3-D grid")
-            if any(x - c.radius < gap or x + c.radius > v - gap for x, v in zip(c.center, lengths)):
-                clear = " clear of the walls by at least one cell" if case.mode == "flow" else ""
-                ctx.fail(path, f"got centre {list(c.center)} with radius {_num(c.radius)}",
-                         f"a sphere inside the domain {domain}{clear}")
-            spheres.append((path, c))
-    for i, (path, a) in enumerate(spheres):
-        for _, b in spheres[:i]:
-            if math.dist(a.center, b.center) < a.radius + b.radius + gap:
-                ctx.fail(path, f"got centre {list(a.center)} with radius {_num(a.radius)}, "
-                         f"overlapping the sphere at {list(b.center)}",
-                         "spheres apart from each other" + (" by at least one cell" if gap else ""))
+    _check_spheres(case, ctx, gap)
+    _check_lattice_3d(case, ctx, gap)
+    _check_random_3d(case, ctx, gap)
     if case.mode == "flow":
         _check_time(case, ctx)
     d = s.deflation
@@ -1427,9 +1430,9 @@ def _check_3d(case, s, pc, df, ctx):
         ctx.fail(("solver", "preconditioner", "type"), "got 'block_ic' on a 3-D grid",
                  "jacobi, incomplete_poisson_scaled or multigrid in 3-D (block IC is 2-D so far)",
                  value=pc)
-    if df == "stripes":
-        ctx.fail(("solver", "deflation", "type"), "got 'stripes' on a 3-D grid",
-                 "subdomains, levelset_subdomains or none in 3-D", value=df)
+    if df == "stripes" and g.nz % d.stripes:
+        ctx.fail(("solver", "deflation", "stripes"), f"got {d.stripes} for nz = {g.nz}",
+                 f"a divisor of nz = {g.nz} (3-D stripes are layers along z)", value=d.stripes)
     s = dataclasses.replace(s, deflation=_one_subdomain_form(d, ctx))
     counts = s.deflation.subdomains
     if counts is not None:
@@ -1442,6 +1445,115 @@ def _check_3d(case, s, pc, df, ctx):
                      f"got {list(counts)} and cells_per_subdomain {s.deflation.cells_per_subdomain}",
                      "one of the two: subdomain counts, or their width in cells", value=list(counts))
     return s
+
+
+def _inside_box(centre, r, lengths, gap):
+    return all(gap <= x - r and x + r <= v - gap for x, v in zip(centre, lengths))
+
+
+def _check_spheres(case, ctx, gap):
+    """3-D ``bubbles`` and ``droplets``: three coordinates, inside the box,
+    apart from each other, bubbles under the free surface, droplets in gas."""
+    geo, lengths = case.geometry, case.grid.lengths
+    fs = geo.free_surface
+    domain = " x ".join(f"[0, {_num(v)}]" for v in lengths)
+    clear = " clear of the walls by at least one cell" if case.mode == "flow" else ""
+    spheres = []
+    for kind in ("bubbles", "droplets"):
+        for i, c in enumerate(getattr(geo, kind)):
+            path = ("geometry", kind, i)
+            if len(c.center) != 3:
+                ctx.bad(path + ("center",), list(c.center), "three numbers [x, y, z] on a 3-D grid")
+            if not _inside_box(c.center, c.radius, lengths, gap):
+                ctx.fail(path, f"got centre {list(c.center)} with radius {_num(c.radius)}",
+                         f"a sphere inside the domain {domain}{clear}")
+            if kind == "bubbles" and fs is not None and c.center[2] + c.radius > fs - gap:
+                ctx.fail(path, f"got centre {list(c.center)} with radius {_num(c.radius)}, "
+                         f"reaching the free surface at z = {_num(fs)}",
+                         f"a bubble below the free surface (z + radius <= {_num(fs - gap)})")
+            spheres.append((path, kind, c))
+    for i, (path, kind, a) in enumerate(spheres):
+        for _, other, b in spheres[:i]:
+            if kind == other and math.dist(a.center, b.center) < a.radius + b.radius + gap:
+                ctx.fail(path, f"got centre {list(a.center)} with radius {_num(a.radius)}, "
+                         f"overlapping the sphere at {list(b.center)}",
+                         "spheres apart from each other" + (" by at least one cell" if gap else ""))
+    for path, kind, d in spheres:
+        in_layer = fs is not None and d.center[2] - d.radius >= fs + gap
+        in_bubble = any(math.dist(d.center, b.center) <= b.radius - d.radius - gap
+                        for _, k, b in spheres if k == "bubbles")
+        if kind == "droplets" and not (in_layer or in_bubble):
+            ctx.fail(path, f"got centre {list(d.center)} with radius {_num(d.radius)}, not in gas",
+                     "a droplet in the gas above the free surface or inside a bubble")
+
+
+def _check_lattice_3d(case, ctx, gap):
+    """A 3-D ``bubble_lattice``: layers and z_range given, spheres inside the
+    box, apart, under the free surface and apart from the explicit bubbles."""
+    lat, geo, lengths = case.geometry.bubble_lattice, case.geometry, case.grid.lengths
+    if lat is None:
+        return
+    path = ("geometry", "bubble_lattice")
+    for key in ("layers", "z_range"):
+        if getattr(lat, key) is None:
+            ctx.fail(path + (key,), "missing on a 3-D grid",
+                     "layers (spheres along z) and z_range [z0, z1] in 3-D")
+    counts = (lat.columns, lat.rows, lat.layers)
+    for axis, rng, n in zip("xyz", (lat.x_range, lat.y_range, lat.z_range), counts):
+        if rng[0] > rng[1]:
+            ctx.bad(path + (f"{axis}_range",), list(rng),
+                    f"two numbers [{axis}0, {axis}1] with {axis}0 <= {axis}1")
+        if n > 1 and (rng[1] - rng[0]) / (n - 1) < 2 * lat.radius + gap:
+            ctx.fail(path + (f"{axis}_range",), f"got {list(rng)} for {n} spheres of radius "
+                     f"{_num(lat.radius)}", "spheres apart from each other"
+                     + (" by at least one cell" if gap else ""), value=list(rng))
+    corners = [(lat.x_range[i], lat.y_range[j], lat.z_range[k])
+               for i in (0, 1) for j in (0, 1) for k in (0, 1)]
+    if not all(_inside_box(c, lat.radius, lengths, gap) for c in corners):
+        ctx.fail(path, f"got spheres of radius {_num(lat.radius)} over x {list(lat.x_range)}, "
+                 f"y {list(lat.y_range)}, z {list(lat.z_range)}",
+                 "spheres inside the domain" + (" clear of the walls by at least one cell"
+                                                if gap else ""))
+    fs = geo.free_surface
+    if fs is not None and max(lat.z_range) + lat.radius > fs - gap:
+        ctx.fail(path + ("z_range",), f"got a top layer at z = {_num(max(lat.z_range))} with "
+                 f"radius {_num(lat.radius)}, reaching the free surface at {_num(fs)}",
+                 f"spheres below the free surface (z1 + radius <= {_num(fs - gap)})",
+                 value=list(lat.z_range))
+    centres = lattice_centres(lat)
+    for i, b in enumerate(geo.bubbles):
+        if any(math.dist(b.center, c) < b.radius + lat.radius + gap for c in centres):
+            ctx.fail(("geometry", "bubbles", i), f"got centre {list(b.center)}, overlapping the "
+                     "bubble lattice", "bubbles apart from the lattice's")
+
+
+def _check_random_3d(case, ctx, gap):
+    """3-D ``random_bubbles``: a region of six numbers inside the box and
+    under the free surface, filled at most to :data:`MAX_RANDOM_FILL`."""
+    rb, lengths = case.geometry.random_bubbles, case.grid.lengths
+    if rb is None:
+        return
+    path = ("geometry", "random_bubbles", "region")
+    if rb.region is not None and len(rb.region) != 6:
+        ctx.bad(path, list(rb.region), "null or six numbers [x0, x1, y0, y1, z0, z1] in 3-D")
+    region = rb.region or (0.0, lengths[0], 0.0, lengths[1], 0.0, lengths[2])
+    spans = [(region[2 * a], region[2 * a + 1]) for a in range(3)]
+    if any(hi - lo < 2 * rb.radius for lo, hi in spans) or any(
+            lo < -1e-12 or hi > v + 1e-12 for (lo, hi), v in zip(spans, lengths)):
+        ctx.bad(path, list(region), f"a region inside the domain, at least 2 * radius = "
+                f"{_num(2 * rb.radius)} across along every axis")
+    fs = case.geometry.free_surface
+    if fs is not None and spans[2][1] > fs - gap:
+        ctx.fail(path, f"got {_show(list(region))}, reaching z = {_num(spans[2][1])} above the "
+                 f"free surface at {_num(fs)}", f"a region with z1 <= {_num(fs - gap)}",
+                 value=rb.region)
+    volume = math.prod(hi - lo for lo, hi in spans)
+    need = rb.count * 4.0 / 3.0 * math.pi * (rb.radius + 0.5 * rb.min_gap) ** 3
+    if need > MAX_RANDOM_FILL * volume:
+        ctx.fail(("geometry", "random_bubbles", "count"),
+                 f"got {rb.count} spheres of radius {_num(rb.radius)} filling {need / volume:.0%} "
+                 "of their region", f"at most {MAX_RANDOM_FILL:.0%} of it (random placement "
+                 "jams beyond)", value=rb.count)
 
 
 def _one_subdomain_form(d, ctx):

@@ -7,6 +7,7 @@ two shapes meet, which is all the smoothed Heaviside needs).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +36,8 @@ class Circle:
 
 
 def place_random_bubbles(spec, grid, avoid=()):
-    """Non-overlapping random bubbles, reproducible from ``spec.seed``.
+    """Non-overlapping random bubbles (spheres on a 3-D grid), reproducible
+    from ``spec.seed``.
 
     Bubbles are drawn uniformly in ``spec.region`` (the whole domain when
     None), kept ``spec.min_gap`` apart from each other and from the circles in
@@ -43,7 +45,10 @@ def place_random_bubbles(spec, grid, avoid=()):
     """
     rng = np.random.default_rng(int(spec.seed))
     r = float(spec.radius)
-    x0, x1, y0, y1 = spec.region if spec.region is not None else (0.0, grid.lx, 0.0, grid.ly)
+    nd = grid.ndim
+    region = spec.region if spec.region is not None else tuple(
+        v for length in grid.lengths for v in (0.0, length))
+    spans = [(float(region[2 * a]), float(region[2 * a + 1])) for a in range(nd)]
     gap = float(spec.min_gap)
     placed = []
     others = list(avoid)
@@ -52,13 +57,15 @@ def place_random_bubbles(spec, grid, avoid=()):
     while len(placed) < spec.count:
         attempts += 1
         if attempts > max_attempts:
+            box = " x ".join(f"[{lo}, {hi}]" for lo, hi in spans)
             raise ValueError(
                 f"could place only {len(placed)} of {spec.count} bubbles of radius {r} "
-                f"(min_gap {gap}) in the region [{x0}, {x1}] x [{y0}, {y1}]")
-        cx = rng.uniform(x0 + r, x1 - r)
-        cy = rng.uniform(y0 + r, y1 - r)
-        if all(np.hypot(cx - c.x, cy - c.y) >= r + c.radius + gap for c in placed + others):
-            placed.append(Circle(float(cx), float(cy), r, gas=True))
+                f"(min_gap {gap}) in the region {box}")
+        # (x then y drawn as in 2-D, so 2-D cases place the same bubbles as before)
+        centre = tuple(float(rng.uniform(lo + r, hi - r)) for lo, hi in spans)
+        if all(math.dist(centre, c.centre) >= r + c.radius + gap for c in placed + others):
+            placed.append(Circle(centre[0], centre[1], r, gas=True,
+                                 z=centre[2] if nd == 3 else None))
     return placed
 
 
@@ -69,8 +76,9 @@ def geometry_circles(geometry, grid):
     circles = [_circle(b, True) for b in geometry.bubbles]
     if geometry.bubble_lattice is not None:
         lat = geometry.bubble_lattice
-        circles += [Circle(float(cx), float(cy), float(lat.radius), True)
-                    for cx, cy in lattice_centres(lat)]
+        circles += [Circle(float(c[0]), float(c[1]), float(lat.radius), True,
+                           z=float(c[2]) if len(c) == 3 else None)
+                    for c in lattice_centres(lat)]
     if geometry.random_bubbles is not None:
         circles += place_random_bubbles(geometry.random_bubbles, grid, avoid=circles)
     circles += [_circle(d, False) for d in geometry.droplets]

@@ -263,3 +263,50 @@ def test_sharp_moments_remove_the_smoothing_bias_of_the_rise_velocity():
     sharp = levelset_nd.bubble_diagnostics(phi, velocity, spacing, 1.5 / n)
     assert 1.0 - smooth["rise_velocity"] > 5e-3
     assert abs(1.0 - sharp["rise_velocity"]) < 0.4 * (1.0 - smooth["rise_velocity"])
+
+
+COLUMN_3D = os.path.join(ROOT, "cases/bubbly_column_3d.yaml")
+
+
+def test_3d_lattice_and_random_spheres():
+    from bubbleflow.mesh.grid import Grid
+    from bubbleflow.mesh.levelset import build_levelset, geometry_circles
+
+    case = load_case(COLUMN_3D, ["geometry.bubbles=[]", "grid.nx=16", "grid.ny=16", "grid.nz=16",
+                                 "geometry.bubble_lattice={columns: 2, rows: 3, layers: 2, "
+                                 "radius: 0.08, x_range: [0.3, 0.7], y_range: [0.2, 0.8], "
+                                 "z_range: [0.3, 0.6]}",
+                                 "geometry.random_bubbles={count: 5, radius: 0.05, seed: 3, "
+                                 "region: [0.1, 0.9, 0.1, 0.9, 0.1, 0.8]}"])
+    grid = Grid.from_config(case.grid)
+    spheres = geometry_circles(case.geometry, grid)
+    assert len(spheres) == 12 + 5 and all(s.z is not None for s in spheres)
+    assert [s.centre for s in spheres[:2]] == [(0.3, 0.2, 0.3), (0.7, 0.2, 0.3)]
+    random = spheres[12:]
+    assert random == geometry_circles(case.geometry, grid)[12:]           # reproducible
+    for i, a in enumerate(spheres):
+        for b in spheres[:i]:
+            assert np.linalg.norm(np.subtract(a.centre, b.centre)) >= a.radius + b.radius
+    phi = build_levelset(grid, case.geometry.free_surface, spheres)
+    assert phi.shape == (16, 16, 16) and (phi < 0).any()
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["geometry.bubble_lattice={columns: 2, rows: 2, radius: 0.1, x_range: [0.3, 0.7], "
+      "y_range: [0.3, 0.7]}"], "geometry.bubble_lattice.layers: missing on a 3-D grid"),
+    (["geometry.random_bubbles={count: 3, radius: 0.05, region: [0.1, 0.9, 0.1, 0.5]}"],
+     "six numbers [x0, x1, y0, y1, z0, z1] in 3-D"),
+    (["geometry.random_bubbles={count: 2000, radius: 0.05, region: [0, 1, 0, 1, 0, 0.8]}"],
+     "geometry.random_bubbles.count"),
+    (["geometry.bubbles=[{center: [0.5, 0.5, 0.8], radius: 0.1}]"], "free surface"),
+])
+def test_3d_geometry_errors_are_one_line(overrides, fragment):
+    with pytest.raises(CaseError) as info:
+        load_case(COLUMN_3D, overrides)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_2d_case_refuses_3d_lattice_keys():
+    with pytest.raises(CaseError, match="geometry.bubble_lattice.layers"):
+        load_case(os.path.join(ROOT, "cases/bubbly_column.yaml"),
+                  ["geometry.bubble_lattice.layers=2"])
