@@ -600,13 +600,7 @@ def _gas_phase_text(bubbles, layers):
     return " + ".join(parts) if parts else "no gas"
 
 
-def _interface_style():
-    """A white line with a black edge: visible on any colour map."""
-    from matplotlib import patheffects
-
-    return dict(colors="white", linewidths=1.6,
-                path_effects=[patheffects.Stroke(linewidth=3.0, foreground="black"),
-                              patheffects.Normal()])
+_interface_style = plots_3d.interface_style
 
 
 def _draw_field(fig, ax, run, data, cmap, norm, title, unit_label):

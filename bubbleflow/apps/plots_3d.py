@@ -16,7 +16,17 @@ import math
 
 import numpy as np
 
-__all__ = ["fields_figure", "benchmark_figure", "is_rising_bubble_3d"]
+__all__ = ["fields_figure", "benchmark_figure", "is_rising_bubble_3d", "interface_style"]
+
+
+def interface_style():
+    """A white line with a black edge: visible on any colour map (the 2-D
+    figures' too)."""
+    from matplotlib import patheffects
+
+    return dict(colors="white", linewidths=1.6,
+                path_effects=[patheffects.Stroke(linewidth=3.0, foreground="black"),
+                              patheffects.Normal()])
 
 
 def _extent(a, b):
@@ -26,12 +36,10 @@ def _extent(a, b):
 
 
 def _panel(fig, ax, data, coords, labels, cmap, norm, title, unit, phi=None):
-    from .plots import _interface_style
-
     im = ax.imshow(data, origin="lower", extent=_extent(*coords), cmap=cmap, norm=norm,
                    interpolation="nearest", aspect="equal")
     if phi is not None and np.isfinite(phi).any() and np.nanmin(phi) < 0.0 < np.nanmax(phi):
-        ax.contour(coords[0], coords[1], phi, levels=[0.0], **_interface_style())
+        ax.contour(coords[0], coords[1], phi, levels=[0.0], **interface_style())
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])
     ax.set_title(title, fontsize=10)

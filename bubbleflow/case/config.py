@@ -1285,7 +1285,12 @@ def _check_case(case, ctx):
 
     _check_limits(case, ctx)
     if g.nz is not None:
-        return rep(case, solver=_check_3d(case, s, pc, df, ctx))
+        # 3-D stores the operator's face couplings unless the case asks for
+        # the seven diagonals (three arrays against seven, the same apply).
+        operator = case.operator
+        if ("operator", "storage") not in ctx.explicit:
+            operator = rep(operator, storage="matrix_free")
+        return rep(case, solver=_check_3d(case, s, pc, df, ctx), operator=operator)
     _check_2d_only(case, ctx)
     lx, ly = g.lx, g.ly
     domain = f"[0, {_num(lx)}] x [0, {_num(ly)}]"
@@ -1426,9 +1431,10 @@ def _check_3d(case, s, pc, df, ctx):
     if case.mode == "flow":
         _check_time(case, ctx)
     d = s.deflation
-    if pc == "block_ic":
-        ctx.fail(("solver", "preconditioner", "type"), "got 'block_ic' on a 3-D grid",
-                 "jacobi, incomplete_poisson_scaled or multigrid in 3-D (block IC is 2-D so far)",
+    if pc in ("block_ic", "incomplete_poisson"):
+        ctx.fail(("solver", "preconditioner", "type"), f"got {pc!r} on a 3-D grid",
+                 "jacobi, incomplete_poisson_scaled or multigrid in 3-D (block IC and the "
+                 "unscaled incomplete Poisson are 2-D so far)",
                  value=pc)
     if df == "stripes" and g.nz % d.stripes:
         ctx.fail(("solver", "deflation", "stripes"), f"got {d.stripes} for nz = {g.nz}",

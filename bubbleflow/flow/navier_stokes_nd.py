@@ -155,9 +155,9 @@ class FlowSolverND(FlowSolver):
 
     def operator(self, rho_faces):
         """The pressure operator of this step's face densities."""
-        storage = self.case.operator.storage if self.ndim == 2 else "matrix_free"
         return PoissonOperator.from_faces(rho_faces, self.grid, backend=self.backend,
-                                          dtype=self.dtype, densities=True, storage=storage)
+                                          dtype=self.dtype, densities=True,
+                                          storage=self.case.operator.storage)
 
     def total_pressure(self, p, rho):
         """``p``, or with reduced gravity ``p_d + rho g.(x - x0)``."""

@@ -434,14 +434,19 @@ def _operator_as(A, dtype):
     B.dtype = dtype
     B._norm_inf = None
     if A.storage == "diagonals":
-        S, W, C, E, N = (d.astype(dtype) for d in A.diagonals)
+        diagonals = [d.astype(dtype) for d in A.diagonals]
+        centre = len(diagonals) // 2
         if dtype.itemsize > np.dtype(A.dtype).itemsize:
             # Promoted: the centre from the off-diagonals, so that the rows
             # sum to zero again (the rounded centre misses by ~1e-7 relative,
             # which makes b - mean(b) incompatible: the float64 residual
-            # then stalls near 1e-5).
-            C = -(S + W + E + N)
-        B.diagonals = (S, W, C, E, N)
+            # then stalls near 1e-5).  (2-D: -(S + W + E + N), in that order.)
+            off = diagonals[:centre] + diagonals[centre + 1:]
+            total = off[0]
+            for d in off[1:]:
+                total = total + d
+            diagonals[centre] = -total
+        B.diagonals = tuple(diagonals)
     elif A.ndim != 2:
         B._faces = tuple(c.astype(dtype) for c in A.couplings())
     else:

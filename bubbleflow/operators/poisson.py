@@ -107,8 +107,11 @@ class PoissonOperator:
         ``betas[k]`` holds ``1/rho`` (``rho`` with ``densities``) on the
         interior faces normal to grid axis ``k`` (x, y[, z]): the grid's
         array shape with one cell fewer along that axis.  In 2-D this is the
-        constructor; in 3-D the 7-point operator is matrix free (the flux
-        form over the face couplings ``beta / h_k^2``).
+        constructor; in 3-D the 7-point operator, matrix free (the flux form
+        over the face couplings ``beta / h_k^2``) or, with ``storage=
+        "diagonals"``, as the seed's seven diagonals ``(B, S, W, C, E, N,
+        T)`` of the grid's shape (z-, y-, x-lower neighbour, centre, x-, y-,
+        z-upper; zero across the walls).
 
         >>> import numpy as np
         >>> g = Grid.regular((4, 3, 2), (1.0, 1.0, 1.0))
@@ -120,8 +123,8 @@ class PoissonOperator:
         if grid.ndim == 2:
             return cls(betas[0], betas[1], *grid.spacing, backend=backend, dtype=dtype,
                        storage=storage, densities=densities, grid=grid)
-        if storage != "matrix_free":
-            raise ValueError(f"storage={storage!r}: {grid.ndim}-D operators are matrix free")
+        if storage not in STORAGES:
+            raise ValueError(f"unknown storage {storage!r}; expected one of {STORAGES}")
         self = cls.__new__(cls)
         self.backend = get_backend(backend)
         self.grid, self.dtype, self.storage = grid, np.dtype(dtype), storage
@@ -137,7 +140,10 @@ class PoissonOperator:
                                  f"{tuple(beta.shape)}; expected {tuple(expected)}")
             c = (1.0 / beta if densities else beta) / h ** 2
             faces.append(c.astype(self.dtype, copy=False))
-        self._faces = tuple(faces)
+        if storage == "diagonals":
+            self.diagonals = diagonals_from_couplings(faces, self.backend.xp)
+        else:
+            self._faces = tuple(faces)
         return self
 
     @property
@@ -174,6 +180,9 @@ class PoissonOperator:
         """
         if self.storage == "matrix_free":
             return self._faces if self.ndim != 2 else (self.cx, self.cy)
+        if self.ndim != 2:
+            upper = self.diagonals[self.ndim + 1:]          # E, N[, T]: x, y[, z]
+            return tuple(-d[_axis_slices(self.ndim, axis)[0]] for axis, d in enumerate(upper))
         S, W, C, E, N = self.diagonals
         return -E[:, :-1], -N[:-1, :]
 
@@ -183,14 +192,14 @@ class PoissonOperator:
         One host synchronisation the first time; the value is kept.
         """
         if self._norm_inf is None:
-            C = self.diagonals[2] if self.storage == "diagonals" else self._centre()
+            C = self.diagonals[self.ndim] if self.storage == "diagonals" else self._centre()
             self._norm_inf = 2.0 * float(C.max()) if C.size else 0.0
         return self._norm_inf
 
     def diagonal(self):
         """Main diagonal as a flat backend array (a new array)."""
         if self.storage == "diagonals":
-            return self.diagonals[2].ravel().copy()
+            return self.diagonals[self.ndim].ravel().copy()
         return self._centre().ravel()
 
     def _centre(self):
@@ -407,9 +416,33 @@ def _diagonals_from_faces_cuda(beta_x, beta_y, hx, hy, reciprocal=False, dtype=n
     return poisson_cuda.op_diagonals(beta_x, beta_y, hx, hy, reciprocal=reciprocal)
 
 
+def diagonals_from_couplings(couplings, xp=np):
+    """The ``2 ndim + 1`` diagonals of matrix entries from the positive face
+    couplings per axis (x, y[, z]), in the seed's order: the lower
+    neighbours from the last axis down, the centre, the upper neighbours
+    from the first axis up (2-D: S, W, C, E, N; 3-D: B, S, W, C, E, N, T);
+    each of the grid's shape, zero across the walls."""
+    ndim = len(couplings)
+    shape = list(couplings[0].shape)
+    shape[ndim - 1] += 1
+    lower, upper = [], []
+    for axis, c in enumerate(couplings):
+        below, above = _axis_slices(ndim, axis)
+        lo = xp.zeros(tuple(shape), dtype=c.dtype)
+        hi = xp.zeros(tuple(shape), dtype=c.dtype)
+        xp.negative(c, out=lo[above])          # the neighbour below a cell: its lower face
+        xp.negative(c, out=hi[below])
+        lower.append(lo)
+        upper.append(hi)
+    return tuple(lower[::-1]) + (_centre_from_couplings(tuple(couplings), xp),) + tuple(upper)
+
+
 @twin
 def apply_diagonals(diagonals, x, y):
-    """NumPy-style y = A x from the five diagonals (also runs on CuPy)."""
+    """NumPy-style y = A x from the five diagonals, or the ``2 ndim + 1``
+    of any dimension (also runs on CuPy)."""
+    if len(diagonals) != 5:
+        return _apply_diagonals_nd(diagonals, x, y)
     S, W, C, E, N = diagonals
     y[...] = C * x
     y[:, 1:] += W[:, 1:] * x[:, :-1]
@@ -419,7 +452,23 @@ def apply_diagonals(diagonals, x, y):
     return y
 
 
-apply_diagonals.register("cupy")(poisson_cuda.stencil5_diagonals)
+def _apply_diagonals_nd(diagonals, x, y):
+    ndim = x.ndim
+    y[...] = diagonals[ndim] * x
+    for axis in range(ndim):
+        below, above = _axis_slices(ndim, axis)
+        y[above] += diagonals[ndim - 1 - axis][above] * x[below]
+        y[below] += diagonals[ndim + 1 + axis][below] * x[above]
+    return y
+
+
+@apply_diagonals.register("cupy")
+def _apply_diagonals_cuda(diagonals, x, y):
+    if len(diagonals) == 7 and x.dtype == y.dtype and y.flags.c_contiguous:
+        return poisson_cuda.stencil7_diagonals(diagonals, x, y)
+    if len(diagonals) != 5:
+        return NotImplemented
+    return poisson_cuda.stencil5_diagonals(diagonals, x, y)
 
 
 @twin
@@ -452,12 +501,12 @@ def assemble_pressure_operator(grid, phases, backend="numpy", dtype=np.float64, 
     grid : Grid
     phases : PhaseFields
         Face densities ``rho_x``, ``rho_y`` (and ``rho_z`` in 3-D; kg/m^3).
-        A 3-D operator is matrix free whatever ``storage``
-        (:meth:`PoissonOperator.from_faces`).
+        In 3-D through :meth:`PoissonOperator.from_faces` (seven diagonals
+        or matrix free).
     """
     if grid.ndim != 2:
         return PoissonOperator.from_faces(phases.faces, grid, backend=backend, dtype=dtype,
-                                          densities=True)
+                                          densities=True, storage=storage)
     return PoissonOperator(phases.rho_x, phases.rho_y, grid.hx, grid.hy, backend=backend,
                            dtype=dtype, storage=storage, densities=True, grid=grid)
 

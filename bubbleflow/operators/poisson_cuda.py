@@ -10,7 +10,8 @@ import numpy as np
 
 from ..compute import cuda
 
-__all__ = ["op_diagonals", "stencil5_diagonals", "stencil5_faces", "stencil7_faces"]
+__all__ = ["op_diagonals", "stencil5_diagonals", "stencil5_faces", "stencil7_faces",
+           "stencil7_diagonals"]
 
 _THREADS = 256
 
@@ -69,6 +70,25 @@ def stencil7_faces(cx, cy, cz, x, y):
     nz, ny, nx = x.shape
     k = _stencil7_kernel(str(x.dtype))
     args = [cupy.ascontiguousarray(c, dtype=x.dtype) for c in (cx, cy, cz)]
+    cuda.launch_1d(k, nx * ny * nz, (*args, x, y, np.int32(nx), np.int32(ny), np.int32(nz)))
+    return y
+
+
+@cuda.kernel_cache
+def _stencil7_diagonals_kernel(dtype):
+    code = f"typedef {cuda.CTYPE[dtype]} T;\n" + cuda.source(__name__, "stencil7.cu")
+    return cuda.raw_kernel(code, "bubbleflow_stencil7_diagonals")
+
+
+def stencil7_diagonals(diagonals, x, y):
+    """``y = A x`` for the 3-D operator stored as seven diagonals ``(B, S,
+    W, C, E, N, T)`` (CuPy, all (nz, ny, nx)); twin: ``poisson.apply_diagonals``."""
+    import cupy
+
+    x = cupy.ascontiguousarray(x)
+    nz, ny, nx = x.shape
+    k = _stencil7_diagonals_kernel(str(x.dtype))
+    args = [cupy.ascontiguousarray(d, dtype=x.dtype) for d in diagonals]
     cuda.launch_1d(k, nx * ny * nz, (*args, x, y, np.int32(nx), np.int32(ny), np.int32(nz)))
     return y
 
