@@ -155,8 +155,6 @@ def test_bad_dim_is_one_line(value, capsys, refuse_runs):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--flow", "--dim", "3"], "--dim"),
-    (["--dim", "3", "--storage", "diagonals"],
-     "--storage: got 'diagonals' with --dim 3; expected matrix_free"),
     (["--dim", "3", "--configs", "incomplete_poisson:none"],
      "--configs: got 'incomplete_poisson:none' with --dim 3, which fails on a 3-D operator"),
 ])
@@ -220,3 +218,11 @@ def test_bad_dim_from_the_command_line():
     proc = run_cli("bench", "--dim", "5", "--backend", "numpy")
     assert proc.returncode == 2 and proc.stdout == ""
     assert "--dim: got '5'" in one_error_line(proc.stderr)
+
+
+def test_3d_rows_with_the_seven_diagonals(capsys):
+    assert main(["bench", "--backend", "numpy", "--dim", "3", "--sizes", "16", "--contrasts",
+                 "1e3", "--configs", "multigrid:none", "--storage", "diagonals", "--no-peer",
+                 "--repeat", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "7-point operator seven diagonals" in out and "pcg mg" in out

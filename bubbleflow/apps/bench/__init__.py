@@ -183,7 +183,7 @@ def add_subparser(subparsers):
     p.add_argument("--check-every", metavar="N",
                    help="our iterations between convergence checks (default 10)")
     p.add_argument("--storage", choices=("diagonals", "matrix_free"),
-                   help="our operator storage (default diagonals)")
+                   help="our operator storage (default diagonals in 2-D, matrix_free in 3-D)")
     p.add_argument("--repeat", metavar="K",
                    help="timed solves of each of our configurations; the median is reported "
                         "(default 3)")

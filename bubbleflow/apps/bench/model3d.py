@@ -4,8 +4,9 @@ before any work).
 
 The 2-D model (:func:`bubbleflow.linalg.registry.model_bytes_per_iteration`)
 counts the five diagonals or two face-coupling arrays of the 5-point
-operator; the 3-D operator is matrix free with three face-coupling arrays,
-and its preconditioners are built from them.  Here the bytes are counted on
+operator; the 3-D operator holds three face-coupling arrays (or, with
+``--storage diagonals``, seven diagonals), and its preconditioners are
+built from the couplings.  Here the bytes are counted on
 the solver itself, from the arrays it holds.
 """
 from __future__ import annotations
@@ -138,8 +139,8 @@ def bytes_per_iteration_3d(solver):
     vectors.  Counted:
 
     * the operator ``w = A p``: its face couplings (three arrays, one
-      value per interior face, in the inner operator's precision), ``p``
-      read, ``w`` written;
+      value per interior face, in the inner operator's precision) or, with
+      ``--storage diagonals``, its seven diagonals, ``p`` read, ``w`` written;
     * the preconditioner ``y = M^-1 r``: Jacobi, its inverse diagonal, ``r``
       and ``y``; scaled incomplete Poisson, two passes of ``D^-1/2``, the
       three scaled couplings, input and output; multigrid,
@@ -156,7 +157,8 @@ def bytes_per_iteration_3d(solver):
     """
     A = solver.A_inner
     n = int(np.prod(A.grid_shape))
-    operator = sum(int(c.nbytes) for c in A.couplings()) + 2 * 8 * n
+    stored = A.entries() if A.storage == "diagonals" else A.couplings()
+    operator = sum(int(c.nbytes) for c in stored) + 2 * 8 * n
     prec = _preconditioner_bytes(solver.M, solver.preconditioner_name, n)
     defl = 8 * n * deflation(solver.deflation_name).arrays
     return int(operator + prec + 8 * n * VECTOR_ARRAYS + defl)

@@ -311,11 +311,8 @@ def _dim(text):
 
 
 def _storage_3d(storage):
-    """``--storage`` in 3-D: the 7-point operator is matrix free only."""
-    if storage not in (None, "matrix_free"):
-        raise _error("--storage", f"{storage!r} with --dim 3",
-                     "matrix_free (3-D operators are matrix free)")
-    return "matrix_free"
+    """``--storage`` in 3-D: matrix free unless asked for the seven diagonals."""
+    return storage or "matrix_free"
 
 
 #: The problem a 3-D configuration is tried on before anything runs: the

@@ -71,12 +71,13 @@ def inputs_on(backend, problem):
 
 def assemble(problem, faces, backend, storage="diagonals"):
     """The pressure operator of ``problem`` on ``backend`` from its face
-    densities ``faces`` (of :func:`inputs_on`): the 5-point operator in
-    ``storage``, or the matrix-free 7-point one in 3-D."""
+    densities ``faces`` (of :func:`inputs_on`): the 5-point or 7-point
+    operator in ``storage``."""
     from ...operators.poisson import PoissonOperator, assemble_pressure_operator
 
     if problem.dim == 3:
-        return PoissonOperator.from_faces(faces, problem.grid, backend=backend, densities=True)
+        return PoissonOperator.from_faces(faces, problem.grid, backend=backend, densities=True,
+                                          storage=storage)
     return assemble_pressure_operator(problem.grid, faces, backend=backend, storage=storage)
 
 

@@ -131,8 +131,8 @@ def run_bench(bench, out=None, err=None):
 def _problem_line(bench, rtol_text):
     """The header's line on the problem: 2-D or 3-D column, storage, rhs, rtol."""
     if bench.dim == 3:
-        what = ("bubbly column n^3 (unit cube, 2 x 2 x 2 bubbles), float64, 7-point operator "
-                "matrix free")
+        stored = "seven diagonals" if bench.storage == "diagonals" else "matrix free"
+        what = f"bubbly column n^3 (unit cube, 2 x 2 x 2 bubbles), float64, 7-point operator {stored}"
     else:
         what = f"bubbly column n^2, float64, operator storage {bench.storage}"
     return (f"# problem: {what}, rhs {bench.rhs}"
