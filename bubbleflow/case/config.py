@@ -1431,11 +1431,15 @@ def _check_3d(case, s, pc, df, ctx):
     if case.mode == "flow":
         _check_time(case, ctx)
     d = s.deflation
-    if pc in ("block_ic", "incomplete_poisson"):
+    if pc == "incomplete_poisson":
         ctx.fail(("solver", "preconditioner", "type"), f"got {pc!r} on a 3-D grid",
-                 "jacobi, incomplete_poisson_scaled or multigrid in 3-D (block IC and the "
-                 "unscaled incomplete Poisson are 2-D so far)",
-                 value=pc)
+                 "jacobi, incomplete_poisson_scaled, block_ic or multigrid in 3-D (the "
+                 "unscaled incomplete Poisson is 2-D so far)", value=pc)
+    m = s.preconditioner.block_lines
+    if pc == "block_ic" and g.ny % m:
+        ctx.fail(("solver", "preconditioner", "block_lines"), f"got {m} for ny = {g.ny}",
+                 f"a divisor of ny = {g.ny} (3-D blocks: that many x-lines of a z-plane; "
+                 "ny: whole planes)", value=m)
     if df == "stripes" and g.nz % d.stripes:
         ctx.fail(("solver", "deflation", "stripes"), f"got {d.stripes} for nz = {g.nz}",
                  f"a divisor of nz = {g.nz} (3-D stripes are layers along z)", value=d.stripes)

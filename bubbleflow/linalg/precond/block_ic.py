@@ -26,6 +26,8 @@ over all blocks: ``m`` scans, no loop over columns.  :func:`block_ic_pivots`
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...compute import cuda
@@ -194,28 +196,38 @@ class BlockIC(Preconditioner):
     ----------
     A : PoissonOperator
     block_lines : int, default 2
-        Grid lines per block; must divide ``ny`` and be smaller than it.
+        Grid lines (along x) per block; must divide ``ny`` and, in 2-D, be
+        smaller than it.  In 3-D a block is ``block_lines`` consecutive
+        x-lines of one z-plane (the couplings in z are all dropped, those
+        in y at the blocks' edges): ``block_lines = ny`` makes the blocks
+        whole planes, 1 single lines.
     check_pivots : bool or None
         Raise ``FloatingPointError`` on a non-positive pivot.  The check costs
         a host synchronisation, so the default (None) checks on NumPy only;
         the pivots of the pressure operator (an M-matrix) are positive.
 
     Everything is built on the operator's backend from its diagonals (no
-    host round trip): the pivots by :func:`block_ic_pivots_scan`.
+    host round trip): the pivots by :func:`block_ic_pivots_scan`.  In 3-D
+    the lines of all planes are the rows of one ``(nz ny, nx)`` array, so
+    the 2-D pivots and sweeps (the scan over the columns, parallel over the
+    blocks) serve unchanged.
     """
 
     name = "block_ic"
 
     def __init__(self, A, block_lines=2, check_pivots=None):
         A = require_grid_operator(A, self.name)
-        ny, nx = A.grid_shape
         m = int(block_lines)
-        if m < 1 or ny % m != 0 or m >= ny:
-            raise ValueError(f"block_ic: block_lines={m} must divide ny={ny} and be smaller than it")
-        self.grid_shape = (ny, nx)
+        ny, nx = A.grid_shape[-2:]
+        rows = math.prod(A.grid_shape[:-1])
+        if m < 1 or ny % m != 0 or (A.ndim == 2 and m >= ny):
+            plane = "" if A.ndim == 2 else " or equal to it"
+            raise ValueError(f"block_ic: block_lines={m} must divide ny={ny} and be smaller "
+                             f"than it{plane}")
+        self.grid_shape = tuple(A.grid_shape)
         self.block_lines = m
         xp, dtype = A.backend.xp, A.dtype
-        S, W, C, E, N = A.entries()               # on the backend; W and E are shared, not copied
+        S, W, C, E, N = _line_entries(A, rows, nx, xp)       # W and E shared in 2-D, not copied
         S = S.copy()
         S[::m, :] = 0.0          # first row of each block: the south coupling is dropped
         N = N.copy()
@@ -236,8 +248,21 @@ class BlockIC(Preconditioner):
         from .block_sweep import block_sweep
 
         shape = r.shape
-        r = r.reshape(self.grid_shape)
+        r = r.reshape(self.pivots.shape)
         u = block_sweep(r, self.W, self.S, self.inv_pivots, self.block_lines)           # (D+L) u = r
         z = block_sweep(self.pivots * u, self.E, self.N, self.inv_pivots,
                         self.block_lines, reverse=True)                                  # (D+L^T) z = D u
         return z.reshape(shape)
+
+
+def _line_entries(A, rows, nx, xp):
+    """``(S, W, C, E, N)`` of the x-lines as rows of a ``(rows, nx)`` array:
+    the operator's own diagonals in 2-D; in 3-D the x and y couplings of
+    every z-plane (the z couplings are left out: no block spans planes)."""
+    if A.ndim == 2:
+        return A.entries()
+    from ...operators.poisson import diagonals_from_couplings
+
+    B, S, W, C, E, N, T = diagonals_from_couplings(
+        tuple(c.astype(xp.float64, copy=False) for c in A.couplings()), xp)
+    return tuple(d.astype(A.dtype, copy=False).reshape(rows, nx) for d in (S, W, C, E, N))
