@@ -190,3 +190,43 @@ def test_the_cycle_is_captured_with_the_krylov_iteration(method, precision, n, c
     print({k: v[1] for k, v in results.items()})
     assert np.array_equal(results["graphs"][0], results["direct"][0])
     assert abs(results["graphs"][1] - results["numpy"][1]) <= 1
+
+
+# ------------------------------------------------------------------- 3-D
+SHAPES_3D = [(4, 4, 4), (5, 7, 9), (1, 6, 3), (16, 12, 20)]
+
+
+def fields_3d(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    nz, ny, nx = shape
+    cx = 10.0 ** rng.uniform(-6, 0, size=(nz, ny, nx - 1))
+    cy = 10.0 ** rng.uniform(-6, 0, size=(nz, ny - 1, nx))
+    cz = 10.0 ** rng.uniform(-6, 0, size=(nz - 1, ny, nx))
+    centre = np.zeros(shape)
+    centre[..., 1:] += cx
+    centre[..., :-1] += cx
+    centre[:, 1:] += cy
+    centre[:, :-1] += cy
+    centre[1:] += cz
+    centre[:-1] += cz
+    inv_d = np.where(centre > 0, 1.0 / np.where(centre > 0, centre, 1.0), 0.0)
+    return (cx, cy, cz), inv_d, rng.standard_normal(shape), rng.standard_normal(shape)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("shape", SHAPES_3D)
+@pytest.mark.parametrize("degree", [1, 2, 3])
+def test_3d_down_and_up_kernels_equal_the_array_code(cp, shape, degree, dtype, rtol):
+    faces, inv_d, b, x = fields_3d(shape, seed=sum(shape) + degree)
+    host = [a.astype(dtype) for a in (*faces, inv_d, b, x)]
+    dev = [cp.asarray(a) for a in host]
+    ref = smooth_restrict.reference(tuple(host[:3]), host[3], host[4], degree, 4.0)
+    got = variant(smooth_restrict)(tuple(dev[:3]), dev[3], dev[4], degree, 4.0)
+    assert got is not NotImplemented
+    pair([r.astype(np.float64) for r in ref], [g.astype(cp.float64) for g in got], rtol)
+    xc = np.random.default_rng(1).standard_normal(ref[1].shape).astype(dtype)
+    ref = prolong_smooth.reference(tuple(host[:3]), host[3], host[4], host[5], xc, 1.8, degree,
+                                   4.0)
+    got = variant(prolong_smooth)(tuple(dev[:3]), dev[3], dev[4], dev[5], cp.asarray(xc), 1.8,
+                                  degree, 4.0)
+    close(got.astype(cp.float64), ref.astype(np.float64), rtol)

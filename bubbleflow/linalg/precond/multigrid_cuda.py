@@ -1,4 +1,4 @@
-"""CUDA twins of the multigrid cycle (CuPy, float64 or float32, 2-D).
+"""CUDA twins of the multigrid cycle (CuPy, float64 or float32; 2-D tiles, 3-D cells).
 
 Registered on the array code of :mod:`bubbleflow.linalg.precond.multigrid`
 (the tests compare the two on the GPU); the kernels are ``multigrid.cu``
@@ -126,6 +126,8 @@ def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
     the couplings (``inv_diagonal`` is the array code's)."""
     import cupy as cp
 
+    if len(couplings) == 3:
+        return _smooth_restrict_3d(couplings, inv_diagonal, b, degree, ratio)
     dtype = _covered(couplings, (b,), degree)
     if dtype is None:
         return NotImplemented
@@ -144,6 +146,8 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
     one launch."""
     import cupy as cp
 
+    if len(couplings) == 3:
+        return _prolong_smooth_3d(couplings, inv_diagonal, b, x, xc, scale, degree, ratio)
     dtype = _covered(couplings, (b, x), degree)
     if dtype is None or str(xc.dtype) != dtype or xc.shape != ((b.shape[0] + 1) // 2,
                                                                (b.shape[1] + 1) // 2):
@@ -155,6 +159,88 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
     _run(_up(dtype, dtype, faces, b, cp.ones(2), x, xc, coef, out, scale, degree,
              cp.zeros(1)))
     return out
+
+
+# ------------------------------------------------------------------- 3-D
+# One kernel per Chebyshev step (multigrid3d.cu), cells in parallel: the
+# steps' vectors go through DRAM (no tiles in shared memory yet), but a
+# level's visit is 3 launches down and 2 up instead of the array code's
+# dozens.
+
+@cuda.kernel_cache
+def _kernel_3d(dtype, name):
+    code = f"typedef {cuda.CTYPE[dtype]} T;\n" + cuda.source(__name__, "multigrid3d.cu")
+    return cuda.raw_kernel(code, name, options=_OPTIONS)
+
+
+def _covered_3d(couplings, arrays):
+    """The dtype name if the 3-D kernels take these couplings and arrays
+    (one float dtype, C-contiguous, the grid of the couplings), else None."""
+    dtype = str(getattr(arrays[0], "dtype", ""))
+    if dtype not in cuda.CTYPE or any(str(getattr(a, "dtype", "")) != dtype
+                                      or getattr(a, "ndim", 0) != 3
+                                      for a in (*couplings, *arrays)):
+        return None
+    nz, ny, nx = arrays[0].shape
+    expected = ((nz, ny, nx - 1), (nz, ny - 1, nx), (nz - 1, ny, nx))
+    if any(c.shape != e for c, e in zip(couplings, expected)) or any(
+            a.shape != (nz, ny, nx) for a in arrays):
+        return None
+    return dtype
+
+
+def _smooth_3d(dtype, faces, inv_diagonal, b, x, xc, scale, degree, ratio):
+    """``degree`` Chebyshev steps on ``A x = b`` from ``x + scale P xc`` (or
+    from zero); returns the new ``x``."""
+    import cupy as cp
+
+    nz, ny, nx = b.shape
+    ncx, ncy = (xc.shape[2], xc.shape[1]) if xc is not None else (0, 0)
+    has_x = x is not None
+    x = x if has_x else b                  # (not read without has_x)
+    xc = xc if xc is not None else b       # (not read with ncx = 0)
+    t = np.dtype(dtype).type
+    inv_theta, steps = chebyshev_coefficients(degree, ratio)
+    r, d, d_next, out = (cp.empty_like(b) for _ in range(4))
+    n = nx * ny * nz
+    dims = (np.int32(nx), np.int32(ny), np.int32(nz))
+    cuda.launch_1d(_kernel_3d(dtype, "bf_mg3_start"), n,
+                   (*faces, inv_diagonal, b, x, xc, t(scale), t(inv_theta), r, d, out, *dims,
+                    np.int32(ncx), np.int32(ncy), np.int32(has_x)))
+    step = _kernel_3d(dtype, "bf_mg3_step")
+    for a, c in steps:
+        cuda.launch_1d(step, n, (*faces, inv_diagonal, d, r, out, d_next, t(a), t(c), *dims))
+        d, d_next = d_next, d
+    return out
+
+
+def _smooth_restrict_3d(couplings, inv_diagonal, b, degree, ratio):
+    import cupy as cp
+
+    dtype = _covered_3d(couplings, (b, inv_diagonal))
+    if dtype is None:
+        return NotImplemented
+    faces = _contiguous(*couplings)
+    b, inv_diagonal = _contiguous(b, inv_diagonal)
+    x = _smooth_3d(dtype, faces, inv_diagonal, b, None, None, 0.0, degree, ratio)
+    nz, ny, nx = b.shape
+    coarse = ((nz + 1) // 2, (ny + 1) // 2, (nx + 1) // 2)
+    bc = cp.empty(coarse, dtype=b.dtype)
+    cuda.launch_1d(_kernel_3d(dtype, "bf_mg3_residual_restrict"), bc.size,
+                   (*faces, b, x, bc, np.int32(nx), np.int32(ny), np.int32(nz),
+                    np.int32(coarse[2]), np.int32(coarse[1]), np.int32(coarse[0])))
+    return x, bc
+
+
+def _prolong_smooth_3d(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
+    dtype = _covered_3d(couplings, (b, inv_diagonal, x))
+    nz, ny, nx = b.shape
+    if dtype is None or str(xc.dtype) != dtype or xc.shape != ((nz + 1) // 2, (ny + 1) // 2,
+                                                               (nx + 1) // 2):
+        return NotImplemented
+    faces = _contiguous(*couplings)
+    b, inv_diagonal, x, xc = _contiguous(b, inv_diagonal, x, xc)
+    return _smooth_3d(dtype, faces, inv_diagonal, b, x, xc, scale, degree, ratio)
 
 
 def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_scale=None):
