@@ -417,7 +417,7 @@ class Multigrid(Preconditioner):
         return (self._cycle(0, b).reshape(r.shape) * s_out).astype(r.dtype, copy=False)
 
 
-# The CUDA variants (2-D, float64 and float32): multigrid_cuda.py, kernels in multigrid.cu;
+# The CUDA variants (float64 and float32; 2-D tiles in multigrid.cu, 3-D in multigrid3d.cu):
 # NotImplemented (the array code runs) for what they do not cover.
 smooth_restrict.register("cupy")(multigrid_cuda.smooth_restrict)
 prolong_smooth.register("cupy")(multigrid_cuda.prolong_smooth)
