@@ -21,6 +21,8 @@ import math
 
 from ..compute.backend import backend_of
 from ..mesh.levelset import heaviside
+# The scheme's pointwise parts are the 2-D code's own (one definition).
+from .levelset_ops import _rk3, _weno5, _weno_floor
 
 __all__ = ["advect", "reinitialize", "curvature", "smooth", "cell_velocity",
            "bubble_diagnostics", "along"]
@@ -79,30 +81,6 @@ def _pad_quadratic(phi, axis, xp):
     return xp.concatenate([lo, phi, hi], axis=axis)
 
 
-def _weno_floor(dtype, xp):
-    # Squared in the weights: must survive that in the working precision.
-    return 10.0 * math.sqrt(float(xp.finfo(dtype).tiny))
-
-
-def _weno5(v1, v2, v3, v4, v5, floor):
-    """Jiang-Shu WENO5 combination of five one-sided differences ordered
-    along the upwind direction (Jiang and Peng 2000)."""
-    xp = _xp(v1)
-    s1 = (13.0 / 12.0) * (v1 - 2.0 * v2 + v3) ** 2 + 0.25 * (v1 - 4.0 * v2 + 3.0 * v3) ** 2
-    s2 = (13.0 / 12.0) * (v2 - 2.0 * v3 + v4) ** 2 + 0.25 * (v2 - v4) ** 2
-    s3 = (13.0 / 12.0) * (v3 - 2.0 * v4 + v5) ** 2 + 0.25 * (3.0 * v3 - 4.0 * v4 + v5) ** 2
-    big = xp.maximum(xp.maximum(xp.maximum(xp.maximum(v1 * v1, v2 * v2), v3 * v3), v4 * v4),
-                     v5 * v5)
-    eps = 1e-6 * big + floor                   # relative to the local differences: unit free
-    a1 = 0.1 / (s1 + eps) ** 2
-    a2 = 0.6 / (s2 + eps) ** 2
-    a3 = 0.3 / (s3 + eps) ** 2
-    p1 = v1 / 3.0 - (7.0 / 6.0) * v2 + (11.0 / 6.0) * v3
-    p2 = -v2 / 6.0 + (5.0 / 6.0) * v3 + v4 / 3.0
-    p3 = v3 / 3.0 + (5.0 / 6.0) * v4 - v5 / 6.0
-    return (a1 * p1 + a2 * p2 + a3 * p3) / (a1 + a2 + a3)
-
-
 def _stencils(phi, h, axis, xp):
     """The WENO5 divided differences ``(minus, plus)`` along array axis ``axis``."""
     n, nd = phi.shape[axis], phi.ndim
@@ -112,13 +90,6 @@ def _stencils(phi, h, axis, xp):
     def D(k):
         return d[along(nd, axis, slice(k, k + n))]
     return [D(0), D(1), D(2), D(3), D(4)], [D(5), D(4), D(3), D(2), D(1)]
-
-
-def _rk3(phi, dt, rhs):
-    """One TVD Runge-Kutta 3 step (Shu and Osher 1988)."""
-    p1 = phi + dt * rhs(phi)
-    p2 = 0.75 * phi + 0.25 * (p1 + dt * rhs(p1))
-    return (1.0 / 3.0) * phi + (2.0 / 3.0) * (p2 + dt * rhs(p2))
 
 
 def cell_velocity(velocity):

@@ -228,6 +228,20 @@ class FlowSolver:
             limits.append(t.dt_max)
         return min(limits)
 
+    def _time_step(self, state, scalars):
+        """The step from the limits, shortened to land exactly on the end
+        and on the next snapshot time."""
+        dt = self._dt_limits(scalars)
+        end = self.case.time.end
+        if state.time + dt > end - 1e-12 * end:
+            dt = end - state.time
+        interval = self.case.output.interval
+        if interval is not None:
+            k = math.floor(state.time / interval + 1e-9) + 1
+            if state.time + dt > k * interval - 1e-12 * end:
+                dt = k * interval - state.time
+        return dt
+
     # ---------------------------------------------------------------- momentum
     def provisional_velocity(self, state, dt, H, rho, mu, rho_x, rho_y):
         """``u*`` on the interior faces (walls keep zero normal velocity):
@@ -342,16 +356,7 @@ class FlowSolver:
         if not scalars[0]:
             raise FloatingPointError(f"the velocity or level set is not finite at t = {state.time:.6g}")
         clock.mark("finite check")
-        dt = self._dt_limits(scalars)
-        end = self.case.time.end
-        if state.time + dt > end - 1e-12 * end:
-            dt = end - state.time
-        interval = self.case.output.interval
-        if interval is not None:
-            # Land exactly on the next snapshot time.
-            k = math.floor(state.time / interval + 1e-9) + 1
-            if state.time + dt > k * interval - 1e-12 * end:
-                dt = k * interval - state.time
+        dt = self._time_step(state, scalars)
         clock.mark("time step")
         # The pressure set-up needs only this step's densities: on a GPU it
         # runs on a stream of its own while the host queues the momentum
@@ -377,6 +382,7 @@ class FlowSolver:
         step = state.step + 1
         phi, c = self.move_interface(state, u, v, dt, step)
         new = FlowState(phi=phi, u=u, v=v, p=p, time=state.time + dt, step=step, c=c)
+        end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
         # The diagnostics and ||div u*||, ||div u|| in one transfer.

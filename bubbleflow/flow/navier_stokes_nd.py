@@ -169,18 +169,6 @@ class FlowSolverND(FlowSolver):
         return momentum_nd.divergence(velocity, self.spacing)
 
     # ------------------------------------------------------------------- step
-    def _time_step(self, state, scalars):
-        dt = self._dt_limits(scalars)
-        end = self.case.time.end
-        if state.time + dt > end - 1e-12 * end:
-            dt = end - state.time
-        interval = self.case.output.interval
-        if interval is not None:
-            k = math.floor(state.time / interval + 1e-9) + 1     # land on the next snapshot
-            if state.time + dt > k * interval - 1e-12 * end:
-                dt = k * interval - state.time
-        return dt
-
     def step(self, state):
         """Advance one step; returns ``(new_state, StepReport)``.  Raises
         ``FloatingPointError`` when the state is no longer finite."""
