@@ -768,7 +768,7 @@ class DeflationConfig(_Node):
         doc="subdomain counts [px, py] ([px, py, pz] in 3-D); null: from cells_per_subdomain")
     cells_per_subdomain: Optional[int] = _f(
         _Optional(_Int(min=1)), None,
-        doc=f"subdomain width in cells (null: {DEFAULT_CELLS_PER_SUBDOMAIN}, wider past "
+        doc=f"subdomain width in cells (null: {DEFAULT_CELLS_PER_SUBDOMAIN}, 8 in 3-D, wider past "
             f"{_registry.DEFAULT_MAX_SUBDOMAINS} subdomains); the default way, so refining "
             "the grid refines the deflation")
     stripes: int = _f(_Int(min=1), 16)

@@ -202,6 +202,9 @@ DEFLATIONS: Dict[str, DeflationEntry] = {d.name: d for d in (
 #: refined case keeps its deflation as fine.  Chosen by measurement
 #: (docs/performance.md, "Deflation subdomain size").
 DEFAULT_CELLS_PER_SUBDOMAIN = 16
+#: ... per grid dimension: 16 in 2-D, 8 in 3-D (boxes of 256 and 512 cells;
+#: 16-cell cubes left a 32^3 column with 8 boxes, each holding two bubbles).
+DEFAULT_CELLS_BY_DIMENSION = {2: DEFAULT_CELLS_PER_SUBDOMAIN, 3: 8}
 #: ... and at most this many subdomains, so that the coarse system (two
 #: vectors per subdomain with the level-set split) stays small beside the
 #: grid: past it the default subdomains grow.
@@ -222,7 +225,8 @@ def default_subdomains(grid, cells_per_subdomain=None):
 def _subdomains_of(grid, cells_per_subdomain):
     if cells_per_subdomain is not None:
         return grid.blocks_of_about(cells_per_subdomain)
-    return grid.blocks_of_about(DEFAULT_CELLS_PER_SUBDOMAIN, DEFAULT_MAX_SUBDOMAINS)
+    width = DEFAULT_CELLS_BY_DIMENSION.get(grid.ndim, DEFAULT_CELLS_PER_SUBDOMAIN)
+    return grid.blocks_of_about(width, DEFAULT_MAX_SUBDOMAINS)
 
 
 @functools.lru_cache(maxsize=64)

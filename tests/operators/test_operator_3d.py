@@ -263,3 +263,12 @@ def test_block_ic_in_3d_solves_and_checks_its_lines():
     assert rec.converged
     with pytest.raises(ValueError, match="block_lines=3 must divide ny=8"):
         make_preconditioner("block_ic", A, block_lines=3)
+
+
+def test_default_subdomains_are_8_cells_wide_in_3d_and_16_in_2d():
+    from bubbleflow.linalg.registry import default_subdomains
+
+    assert default_subdomains(Grid.regular((32, 32, 64), (1.0, 1.0, 2.0))) == (4, 4, 8)
+    assert default_subdomains(Grid(256, 128)) == (16, 8)
+    # The cap of 4096 boxes widens them on large grids.
+    assert default_subdomains(Grid.regular((512,) * 3, (1.0,) * 3)) == (16, 16, 16)
