@@ -167,8 +167,9 @@ class Grid:
         nz = getattr(grid_cfg, "nz", None)
         if nz is None:
             return cls(int(grid_cfg.nx), int(grid_cfg.ny), float(grid_cfg.lx), float(grid_cfg.ly))
+        lz = 1.0 if getattr(grid_cfg, "lz", None) is None else float(grid_cfg.lz)
         return cls.regular((int(grid_cfg.nx), int(grid_cfg.ny), int(nz)),
-                           (float(grid_cfg.lx), float(grid_cfg.ly), float(grid_cfg.lz)))
+                           (float(grid_cfg.lx), float(grid_cfg.ly), lz))
 
 
 def blocks_near(n, cells):

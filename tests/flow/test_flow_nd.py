@@ -310,3 +310,21 @@ def test_2d_case_refuses_3d_lattice_keys():
     with pytest.raises(CaseError, match="geometry.bubble_lattice.layers"):
         load_case(os.path.join(ROOT, "cases/bubbly_column.yaml"),
                   ["geometry.bubble_lattice.layers=2"])
+
+
+def test_3d_grid_without_lz_is_a_unit_height_and_sweeps_run_in_3d(tmp_path):
+    from bubbleflow.mesh.grid import Grid
+
+    case = load_case(COLUMN_3D, ["grid.lz=null", "grid.nx=8", "grid.ny=8", "grid.nz=8"])
+    assert Grid.from_config(case.grid).lengths == (1.0, 1.0, 1.0)
+    study = tmp_path / "study3d.yaml"
+    study.write_text(
+        "name: s3\nmode: pressure\nbackend: numpy\ngrid: {nx: 16, ny: 16, nz: 16}\n"
+        "geometry:\n  free_surface: 0.85\n  bubble_lattice: {columns: 2, rows: 2, layers: 2, "
+        "radius: 0.1, x_range: [0.3, 0.7], y_range: [0.3, 0.7], z_range: [0.3, 0.6]}\n"
+        "solver: {rtol: 1.0e-6}\n"
+        "sweep:\n  name: s3\n  parameters:\n    contrast: [1, 1000000]\n")
+    res = run_cli("sweep", str(study), "-o", str(tmp_path / "out"), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    rows = (tmp_path / "out" / "s3" / "summary.csv").read_text().splitlines()
+    assert len(rows) == 3 and all(",ok," in r for r in rows[1:])
