@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from .validation import nested
+
 __all__ = ["fields_figure", "benchmark_figure", "is_rising_bubble_3d", "interface_style"]
 
 
@@ -100,26 +102,18 @@ def fields_figure(run, run_figure):
 def is_rising_bubble_3d(case):
     """Whether a resolved case is the 3-D benchmark's test case 1 (its
     geometry, fluids and forces; resolution and solver free)."""
-    def get(path):
-        node = case
-        for key in path.split("."):
-            if not isinstance(node, dict) or key not in node:
-                return None
-            node = node[key]
-        return node
-
     def close(a, b):
         try:
             return math.isclose(float(a), float(b), rel_tol=1e-6)
         except (TypeError, ValueError):
             return False
 
-    bubbles = get("geometry.bubbles") or []
+    bubbles = nested(case, "geometry.bubbles") or []
     wanted = {"grid.lx": 1.0, "grid.ly": 1.0, "grid.lz": 2.0, "fluids.liquid.density": 1000.0,
               "fluids.gas.density": 100.0, "fluids.liquid.viscosity": 10.0,
               "fluids.gas.viscosity": 1.0, "physics.gravity": 0.98,
               "physics.surface_tension": 24.5}
-    return (all(close(get(k), v) for k, v in wanted.items()) and len(bubbles) == 1
+    return (all(close(nested(case, k), v) for k, v in wanted.items()) and len(bubbles) == 1
             and close(bubbles[0].get("radius"), 0.25)
             and all(close(c, v) for c, v in zip(bubbles[0].get("center", ()), (0.5, 0.5, 0.5))))
 

@@ -21,7 +21,6 @@ import io
 from importlib import resources
 from typing import NamedTuple
 
-import h5py
 import numpy as np
 
 from .validation import parabolic_extremum
@@ -70,15 +69,18 @@ def reference_spread():
 
 def read_run(path):
     """A 3-D flow run's diagnostics series (``time``, ``rise_velocity``,
-    ``sphericity``, ``centroid_z``, ``volume``) and its grid's cells."""
-    with h5py.File(path, "r") as f:
-        d = f["diagnostics"]
-        if "sphericity" not in d:
-            raise ValueError(f"{path}: not a 3-D flow run (no /diagnostics/sphericity)")
-        out = {name: d[name][()] for name in ("time", "rise_velocity", "sphericity",
-                                              "centroid_z", "volume")}
-        out["cells"] = tuple(int(f["grid"].attrs["n" + a]) for a in "xyz")
-        out["wall_seconds"] = float(f.attrs.get("wall_seconds", np.nan))
+    ``sphericity``, ``centroid_z``, ``volume``), its grid's cells and wall
+    time (through :func:`bubbleflow.io.layout.read_run`, the file layout's owner)."""
+    from ..io.layout import WALL_SECONDS, read_run as read_run_file
+
+    raw = read_run_file(path, fields=False)
+    d = raw["diagnostics"] or {}
+    if "sphericity" not in d:
+        raise ValueError(f"{path}: not a 3-D flow run (no /diagnostics/sphericity)")
+    out = {name: d[name] for name in ("time", "rise_velocity", "sphericity", "centroid_z",
+                                      "volume")}
+    out["cells"] = tuple(int(raw["grid_attrs"]["n" + a]) for a in "xyz")
+    out["wall_seconds"] = float(raw["attrs"].get(WALL_SECONDS, np.nan))
     return out
 
 

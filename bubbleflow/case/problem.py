@@ -81,30 +81,16 @@ def bubbly_column(n=128, contrast=1000.0, backend="numpy", rule="arithmetic", st
 
 def bubbly_column_3d_host(n=32, contrast=1000.0, rho_liquid=1000.0, gravity=9.81):
     """The parts of :func:`bubbly_column_3d` on the host, before any assembly:
-    ``(grid, phi, faces, rhs)``, ``faces`` the face densities normal to x, y
-    and z (``bubbleflow bench --dim 3`` times the operator's assembly from
-    them on its own) and ``rhs`` flat, float64."""
+    ``(grid, phi, phases, rhs)``: the level set, the :class:`PhaseFields`
+    (``phases.faces`` the face densities normal to x, y and z; ``bubbleflow
+    bench --dim 3`` times the operator's assembly from them on its own) and
+    ``rhs`` flat, float64."""
     grid = Grid.regular((n, n, n), (1.0, 1.0, 1.0))
-    h = 1.0 / n
-    c = (np.arange(n) + 0.5) * h
-    z, y, x = np.meshgrid(c, c, c, indexing="ij")
-    phi = 0.85 - z                                     # > 0 in the liquid
-    for bz in (0.3, 0.6):
-        for by in (0.3, 0.7):
-            for bx in (0.3, 0.7):
-                phi = np.minimum(phi, np.sqrt((x - bx) ** 2 + (y - by) ** 2 + (z - bz) ** 2) - 0.1)
-    rho = np.where(phi >= 0, rho_liquid, rho_liquid / contrast)
-    faces = []
-    for axis in range(3):                              # x, y, z: array axes 2, 1, 0
-        a = 2 - axis
-        lo = [slice(None)] * 3
-        hi = [slice(None)] * 3
-        lo[a], hi[a] = slice(None, -1), slice(1, None)
-        faces.append(0.5 * (rho[tuple(lo)] + rho[tuple(hi)]))
-    f = np.zeros((n, n, n))
-    f[0] += gravity / h
-    f[-1] -= gravity / h
-    return grid, phi, faces, f.ravel()
+    spheres = [Circle(bx, by, 0.1, z=bz) for bz in (0.3, 0.6) for by in (0.3, 0.7)
+               for bx in (0.3, 0.7)]
+    phi = build_levelset(grid, 0.85, spheres)
+    phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1.0e-3, 1.8e-5)
+    return grid, phi, phases, gravity_rhs(grid, gravity).ravel()
 
 
 def bubbly_column_3d(n=32, contrast=1000.0, backend="numpy", rho_liquid=1000.0, gravity=9.81,
@@ -127,6 +113,7 @@ def bubbly_column_3d(n=32, contrast=1000.0, backend="numpy", rho_liquid=1000.0, 
     from ..compute.backend import get_backend
 
     backend = get_backend(backend)
-    grid, phi, faces, f = bubbly_column_3d_host(n, contrast, rho_liquid, gravity)
-    A = PoissonOperator.from_faces(faces, grid, backend=backend, dtype=dtype, densities=True)
+    grid, phi, phases, f = bubbly_column_3d_host(n, contrast, rho_liquid, gravity)
+    A = PoissonOperator.from_faces(phases.faces, grid, backend=backend, dtype=dtype,
+                                   densities=True)
     return A, backend.xp.asarray(f, dtype=dtype), phi

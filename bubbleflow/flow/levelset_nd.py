@@ -297,14 +297,13 @@ def bubble_diagnostics(phi, velocity, spacing, eps, sharp=True):
     5.9e-4 and the sphericity 1 - 1.3e-3, 1 - 5.8e-4, 1 - 6e-4
     (tests/flow/test_flow_nd.py).  Without gas the quotients are NaN.
     """
-    xp = _xp(phi, *velocity)
+    backend = backend_of(phi, *velocity)
+    xp = backend.xp
     nd = phi.ndim
     cell = math.prod(spacing)
     w = 1.0 - heaviside(phi, eps, xp)
     if sharp:
         w = (4.0 * w - (1.0 - heaviside(phi, 2.0 * eps, xp))) / 3.0
-    mass = float(xp.sum(w))
-    volume = mass * cell
     grad2 = None
     for a, h in enumerate(spacing):
         k = _array_axis(nd, a)
@@ -313,20 +312,26 @@ def bubble_diagnostics(phi, velocity, spacing, eps, sharp=True):
         grad2 = d * d if grad2 is None else grad2 + d * d
     t = phi / eps
     delta = xp.where(xp.abs(t) < 1.0, 0.5 / eps * (1.0 + xp.cos(math.pi * t)), 0.0)
-    surface = float(xp.sum(delta * xp.sqrt(grad2))) * cell
-    out = {"volume": volume, "surface": surface}
-    nan = float("nan")
-    names = ["centroid_" + "xyz"[a] for a in range(nd)]
-    if mass <= 0.0:
-        out.update({n: nan for n in names}, rise_velocity=nan, sphericity=nan)
-        return out
-    centres = cell_velocity(velocity)
-    for a, (name, h) in enumerate(zip(names, spacing)):
+    # Every sum first, then one transfer (one host synchronisation a step).
+    sums = [xp.sum(w), xp.sum(delta * xp.sqrt(grad2))]
+    for a, h in enumerate(spacing):
         shape = [1] * nd
         shape[_array_axis(nd, a)] = phi.shape[_array_axis(nd, a)]
         x = ((xp.arange(phi.shape[_array_axis(nd, a)], dtype=phi.dtype) + 0.5) * h).reshape(shape)
-        out[name] = float(xp.sum(w * x)) / mass
-    out["rise_velocity"] = float(xp.sum(w * centres[-1])) / mass
+        sums.append(xp.sum(w * x))
+    sums.append(xp.sum(w * cell_velocity(velocity)[-1]))
+    sums = [float(v) for v in backend.to_host(xp.stack(sums))]
+    mass = sums[0]
+    volume = mass * cell
+    surface = sums[1] * cell
+    out = {"volume": volume, "surface": surface}
+    names = ["centroid_" + "xyz"[a] for a in range(nd)]
+    nan = float("nan")
+    if mass <= 0.0:
+        out.update({n: nan for n in names}, rise_velocity=nan, sphericity=nan)
+        return out
+    out.update({name: value / mass for name, value in zip(names, sums[2:2 + nd])})
+    out["rise_velocity"] = sums[2 + nd] / mass
     if surface <= 0.0:
         out["sphericity"] = nan
     elif nd == 3:

@@ -16,7 +16,6 @@ to rounding (tests/flow/test_flow_nd.py), which is how its code is checked.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

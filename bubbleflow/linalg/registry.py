@@ -159,15 +159,19 @@ FUSED_VARIANTS: Dict[str, FusedVariant] = {v.name: v for v in (
 
 _P = "bubbleflow.linalg.precond"
 PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
-    PreconditionerEntry("none", f"{_P}.base:Identity", fused="identity", doc="identity"),
+    PreconditionerEntry("none", f"{_P}.base:Identity", fused="identity", doc="identity",
+                        dimensions=(2, 3)),
     PreconditionerEntry("jacobi", f"{_P}.jacobi:Jacobi", options=("check",), arrays=3,
+                        dimensions=(2, 3),
                         fused="jacobi", doc="D^-1"),
     PreconditionerEntry("block_ic", f"{_P}.block_ic:BlockIC", options=("block_lines",),
+                        dimensions=(2, 3),
                         arrays=14, doc="IC(0) in blocks of m grid lines"),
     PreconditionerEntry("incomplete_poisson", f"{_P}.incomplete_poisson:IncompletePoisson",
                         arrays=12, doc="the seed's IP, (I - L D^-1)(I - D^-1 L^T)"),
     PreconditionerEntry("incomplete_poisson_scaled",
                         f"{_P}.incomplete_poisson:ScaledIncompletePoisson", arrays=13,
+                        dimensions=(2, 3),
                         fused="scaled_incomplete_poisson", doc="IP on D^-1/2 A D^-1/2"),
     # arrays: the default cycle (Multigrid.bytes_per_apply has the model per
     # options): per level, down reads the 2 couplings and b, writes x and
@@ -175,7 +179,7 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
     # writes the result (5.25); 9.5 per level, x 4/3 for the coarser levels.
     PreconditionerEntry("multigrid", f"{_P}.multigrid:Multigrid",
                         options=("degree", "ratio", "scale", "coarsest", "min_side",
-                                 "cycle_precision", "w_levels"),
+                                 "cycle_precision", "w_levels"), dimensions=(2, 3),
                         arrays=13,
                         doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing"),
 )}

@@ -70,7 +70,7 @@ class PressureSolver:
         ``cells_per_subdomain`` cells wide, so the deflation follows the grid.
     cells_per_subdomain : int, optional
         Subdomain width in cells; default
-        :func:`bubbleflow.linalg.registry.default_subdomains` (16 cells, at
+        :func:`bubbleflow.linalg.registry.default_subdomains` (16 cells, 8 in 3-D, at
         most 4096 subdomains).
     stripes : int
         Layers of the ``stripes`` deflation along the vertical axis (grid
@@ -441,11 +441,7 @@ def _operator_as(A, dtype):
             # sum to zero again (the rounded centre misses by ~1e-7 relative,
             # which makes b - mean(b) incompatible: the float64 residual
             # then stalls near 1e-5).  (2-D: -(S + W + E + N), in that order.)
-            off = diagonals[:centre] + diagonals[centre + 1:]
-            total = off[0]
-            for d in off[1:]:
-                total = total + d
-            diagonals[centre] = -total
+            diagonals[centre] = -sum(diagonals[:centre] + diagonals[centre + 1:])
         B.diagonals = tuple(diagonals)
     elif A.ndim != 2:
         B._faces = tuple(c.astype(dtype) for c in A.couplings())

@@ -1,5 +1,5 @@
 // Assembly of the 5-point pressure operator on the GPU
-// (bubbleflow.operators.poisson; twin: _diagonals_from_couplings).
+// (bubbleflow.operators.poisson; twin: diagonals_from_couplings).
 typedef double T;
 
 // beta of a face: the value given, or 1 / rho when given densities.

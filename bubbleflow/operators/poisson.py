@@ -133,17 +133,17 @@ class PoissonOperator:
         faces = []
         for axis, (beta, h) in enumerate(zip(betas, grid.spacing)):
             beta = _on_backend(beta, self.backend)
-            expected = list(grid.shape)
-            expected[grid.ndim - 1 - axis] -= 1
+            expected = grid.faces_shape(axis)
             if tuple(beta.shape) != tuple(expected):
                 raise ValueError(f"faces normal to axis {'xyz'[axis]} have shape "
                                  f"{tuple(beta.shape)}; expected {tuple(expected)}")
-            c = (1.0 / beta if densities else beta) / h ** 2
-            faces.append(c.astype(self.dtype, copy=False))
+            faces.append((1.0 / beta if densities else beta) / h ** 2)
         if storage == "diagonals":
-            self.diagonals = diagonals_from_couplings(faces, self.backend.xp)
+            # Formed in float64 and rounded, as the 2-D diagonals are.
+            self.diagonals = tuple(d.astype(self.dtype, copy=False)
+                                   for d in diagonals_from_couplings(faces, self.backend.xp))
         else:
-            self._faces = tuple(faces)
+            self._faces = tuple(c.astype(self.dtype, copy=False) for c in faces)
         return self
 
     @property
@@ -156,7 +156,8 @@ class PoissonOperator:
         return tuple(self.grid.shape)
 
     def entries(self):
-        """The five diagonals (S, W, C, E, N), each ``(ny, nx)``, on the backend.
+        """The diagonals, each of the grid's shape, on the backend: (S, W, C, E,
+        N) in 2-D, (B, S, W, C, E, N, T) in 3-D (:func:`diagonals_from_couplings`).
 
         With ``diagonals`` storage these are the operator's own arrays (do not
         modify them); with ``matrix_free`` they are computed on the backend
@@ -164,12 +165,10 @@ class PoissonOperator:
         """
         if self.storage == "diagonals":
             return self.diagonals
-        if self.ndim != 2:
-            raise NotImplementedError(f"{self.ndim}-D operators are matrix free: no diagonals "
-                                      "(use couplings())")
         xp = self.backend.xp
+        couplings = tuple(_f64(c, xp) for c in self.couplings())
         return tuple(d.astype(self.dtype, copy=False)
-                     for d in _diagonals_from_couplings(_f64(self.cx, xp), _f64(self.cy, xp), xp))
+                     for d in diagonals_from_couplings(couplings, xp))
 
     def couplings(self):
         """Face couplings ``(cx, cy)`` on the backend: ``cx`` (ny, nx-1) on the
@@ -180,11 +179,8 @@ class PoissonOperator:
         """
         if self.storage == "matrix_free":
             return self._faces if self.ndim != 2 else (self.cx, self.cy)
-        if self.ndim != 2:
-            upper = self.diagonals[self.ndim + 1:]          # E, N[, T]: x, y[, z]
-            return tuple(-d[_axis_slices(self.ndim, axis)[0]] for axis, d in enumerate(upper))
-        S, W, C, E, N = self.diagonals
-        return -E[:, :-1], -N[:-1, :]
+        upper = self.diagonals[self.ndim + 1:]              # E, N[, T]: x, y[, z]
+        return tuple(-d[_axis_slices(self.ndim, axis)[0]] for axis, d in enumerate(upper))
 
     def norm_inf(self):
         """Largest absolute row sum (twice the largest diagonal entry).
@@ -380,23 +376,6 @@ def _centre_from_couplings(couplings, xp=np):
     return C
 
 
-def _diagonals_from_couplings(cx, cy, xp=np):
-    """Five diagonals ``(S, W, C, E, N)`` of matrix entries from positive face
-    couplings (any backend; zero across the walls)."""
-    ny, nx = cx.shape[0], cx.shape[1] + 1
-    out = []
-    for c, wall, inner in ((cy, (0, slice(None)), (slice(1, None), slice(None))),          # S
-                           (cx, (slice(None), 0), (slice(None), slice(1, None))),          # W
-                           (cx, (slice(None), -1), (slice(None), slice(None, -1))),        # E
-                           (cy, (-1, slice(None)), (slice(None, -1), slice(None)))):       # N
-        d = xp.empty((ny, nx), dtype=cx.dtype)
-        d[wall] = 0
-        xp.negative(c, out=d[inner])
-        out.append(d)
-    S, W, E, N = out
-    return S, W, _centre_from_couplings((cx, cy), xp), E, N
-
-
 @twin
 def diagonals_from_faces(beta_x, beta_y, hx, hy, reciprocal=False, dtype=np.float64):
     """The five diagonals ``(S, W, C, E, N)`` of ``dtype`` from the face
@@ -406,7 +385,7 @@ def diagonals_from_faces(beta_x, beta_y, hx, hy, reciprocal=False, dtype=np.floa
     equal bit for bit)."""
     xp = backend_of(beta_x).xp
     cx, cy = _face_couplings(beta_x, beta_y, hx, hy, reciprocal)
-    return tuple(d.astype(dtype, copy=False) for d in _diagonals_from_couplings(cx, cy, xp))
+    return tuple(d.astype(dtype, copy=False) for d in diagonals_from_couplings((cx, cy), xp))
 
 
 @diagonals_from_faces.register("cupy")
@@ -439,20 +418,8 @@ def diagonals_from_couplings(couplings, xp=np):
 
 @twin
 def apply_diagonals(diagonals, x, y):
-    """NumPy-style y = A x from the five diagonals, or the ``2 ndim + 1``
-    of any dimension (also runs on CuPy)."""
-    if len(diagonals) != 5:
-        return _apply_diagonals_nd(diagonals, x, y)
-    S, W, C, E, N = diagonals
-    y[...] = C * x
-    y[:, 1:] += W[:, 1:] * x[:, :-1]
-    y[:, :-1] += E[:, :-1] * x[:, 1:]
-    y[1:, :] += S[1:, :] * x[:-1, :]
-    y[:-1, :] += N[:-1, :] * x[1:, :]
-    return y
-
-
-def _apply_diagonals_nd(diagonals, x, y):
+    """NumPy-style y = A x from the ``2 ndim + 1`` diagonals (2-D: S, W, C,
+    E, N; the order of :func:`diagonals_from_couplings`; also runs on CuPy)."""
     ndim = x.ndim
     y[...] = diagonals[ndim] * x
     for axis in range(ndim):

@@ -3,7 +3,6 @@ peer's residual is a true one, and bad arguments are one line (exit 2).
 
 Timings are never asserted on; only their consistency.
 """
-import csv
 import math
 import os
 import subprocess
@@ -15,18 +14,9 @@ import pytest
 from bubbleflow.apps import bench as bench_mod
 from bubbleflow.apps.bench import peers as peers_mod
 from bubbleflow.apps.cli import main
+from helpers.bench import num, one_error_line, read_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def read_rows(path):
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        return reader.fieldnames, list(reader)
-
-
-def num(v):
-    return float(v) if v not in ("", None) else None
 
 
 @pytest.fixture(scope="module")
@@ -180,14 +170,6 @@ def test_preconditioner_options_in_a_configuration(tmp_path):
         "pcg multigrid", "pcg multigrid(w_levels=2,cycle_precision=float32)"]
     its = [int(r["iterations"]) for r in rows]
     assert its[1] < its[0]
-
-
-def one_error_line(err):
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: bubbleflow bench: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize("args, fragment", [

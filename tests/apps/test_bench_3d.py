@@ -5,12 +5,12 @@ floor from the 3-D bytes model, memory per cell, the peer side by side), the
 Timings are never asserted on; only their consistency.
 """
 import contextlib
-import csv
 import io
 
 import numpy as np
 import pytest
 from helpers.cli import run_cli
+from helpers.bench import num, one_error_line, read_rows
 
 from bubbleflow.apps import bench as bench_mod
 from bubbleflow.apps.bench import model3d
@@ -19,24 +19,6 @@ from bubbleflow.case.problem import bubbly_column_3d
 from bubbleflow.linalg.solver import PressureSolver
 from bubbleflow.mesh.grid import Grid
 from bubbleflow.operators.poisson import PoissonOperator
-
-
-def read_rows(path):
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        return reader.fieldnames, list(reader)
-
-
-def num(v):
-    return float(v) if v not in ("", None) else None
-
-
-def one_error_line(err):
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: bubbleflow bench: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -249,11 +249,10 @@ def parse_args(args):
     if not configs and not peers:
         raise CaseError(PROG, None, "nothing to run (no --configs and no peer)",
                         "at least one configuration or peer")
-    storage = args.storage or "diagonals"
+    storage = args.storage or ("matrix_free" if dim == 3 else "diagonals")
     cps = (_int("--cells-per-subdomain", args.cells_per_subdomain, 1)
            if args.cells_per_subdomain is not None else 0)
     if dim == 3:
-        storage = _storage_3d(args.storage)
         check_configs_3d(configs, cps)
         _check_sizes_fit_3d(sizes, backend, peers)
     cfg = BenchConfig(
@@ -308,11 +307,6 @@ def _dim(text):
         raise _error("--dim", repr(text) if isinstance(text, str) else text,
                      "2 (the n^2 column) or 3 (the n^3 column)")
     return int(str(text).strip())
-
-
-def _storage_3d(storage):
-    """``--storage`` in 3-D: matrix free unless asked for the seven diagonals."""
-    return storage or "matrix_free"
 
 
 #: The problem a 3-D configuration is tried on before anything runs: the

@@ -80,7 +80,7 @@ def _peer_matrix(problem, faces, backend):
     the 5-point one from the diagonals (2-D), the 7-point one from the face
     couplings (3-D)."""
     t0 = backend.clock()
-    A = assemble(problem, faces, backend)
+    A = assemble(problem, faces, backend, storage="diagonals" if problem.dim == 2 else "matrix_free")
     t1 = backend.clock()
     C = A.to_backend_sparse() if problem.dim == 2 else csr_from_couplings(A)
     return C, t1 - t0

@@ -103,10 +103,10 @@ def format_table(rows):
         nbytes = r.get("bytes_per_iteration")
         if three_d:
             peak = r.get("memory_bytes")
-            memory = f"{_fmt(r.get('memory_bytes_per_cell'), '.0f', 12)}"
+            memory = _fmt(r.get('memory_bytes_per_cell'), '.0f', 12)
         else:
             peak = r.get("peak_gpu_bytes")
-            memory = f"{_fmt(r['peak_gpu_arrays'], '.1f', 6)}"
+            memory = _fmt(r['peak_gpu_arrays'], '.1f', 6)
         lines.append(
             f"{r['size']:>5} {contrast_text(r['contrast']):>8} {_short_solver(r):<19.19} "
             f"{_fmt(r['iterations'], 'd', 6)} {_fmt(r['ms_per_iteration'], '.4f', 8)} "

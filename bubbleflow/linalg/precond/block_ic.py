@@ -227,7 +227,7 @@ class BlockIC(Preconditioner):
         self.grid_shape = tuple(A.grid_shape)
         self.block_lines = m
         xp, dtype = A.backend.xp, A.dtype
-        S, W, C, E, N = _line_entries(A, rows, nx, xp)       # W and E shared in 2-D, not copied
+        S, W, C, E, N = _line_entries(A, rows, nx)           # W and E shared, not copied
         S = S.copy()
         S[::m, :] = 0.0          # first row of each block: the south coupling is dropped
         N = N.copy()
@@ -255,14 +255,9 @@ class BlockIC(Preconditioner):
         return z.reshape(shape)
 
 
-def _line_entries(A, rows, nx, xp):
+def _line_entries(A, rows, nx):
     """``(S, W, C, E, N)`` of the x-lines as rows of a ``(rows, nx)`` array:
-    the operator's own diagonals in 2-D; in 3-D the x and y couplings of
-    every z-plane (the z couplings are left out: no block spans planes)."""
-    if A.ndim == 2:
-        return A.entries()
-    from ...operators.poisson import diagonals_from_couplings
-
-    B, S, W, C, E, N, T = diagonals_from_couplings(
-        tuple(c.astype(xp.float64, copy=False) for c in A.couplings()), xp)
-    return tuple(d.astype(A.dtype, copy=False).reshape(rows, nx) for d in (S, W, C, E, N))
+    the operator's diagonals less, in 3-D, those in z (no block spans
+    planes; the centre keeps their couplings)."""
+    entries = A.entries()
+    return tuple(d.reshape(rows, nx) for d in entries[A.ndim - 2:A.ndim + 3])
