@@ -40,7 +40,7 @@ ENGINES = ("array", "fused")
 #: Engines that run whole iterations on the device: ``name -> "module:factory"``,
 #: ``factory(A, M, M_name, deflation, variant, b, previous=None)`` returning
 #: the engine or None where it does not apply (:mod:`bubbleflow.linalg.engines`).
-DEVICE_ENGINES = {"fused": "bubbleflow.linalg.fused.engine:fused_engine_for"}
+DEVICE_ENGINES = {"fused": "bubbleflow.linalg.fused.engine3d:engine_for"}
 #: The backends each device engine runs on (its module is not even imported
 #: on the others).
 DEVICE_ENGINE_BACKENDS = {"fused": ("cupy",)}

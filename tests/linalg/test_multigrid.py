@@ -231,13 +231,13 @@ def test_refresh_takes_a_new_operator_in_place(backend):
 
 def test_the_bytes_model_follows_the_options():
     """``bytes_per_apply``: on a 4 x 4 grid over a 2 x 2 coarsest level,
-    down moves couplings 2 x 16, b, x (16 each) and the coarse b (4); up
-    the same and its result (16); the coarsest its 4 x 4 inverse and two
-    vectors.  A float32 cycle halves the levels' own bytes, W levels add."""
+    down moves the couplings (2 x 12 faces), b, x (16 each) and the coarse
+    b (4); up the same and its result (16); the coarsest its 4 x 4 inverse
+    and two vectors.  A float32 cycle halves the levels' own bytes, W levels add."""
     A = bubbly_operator(4, 10.0, "numpy")
     M = Multigrid(A, coarsest=4, min_side=1, cycle_precision="float64", w_levels=0)
     assert [lv.shape for lv in M.levels] == [(4, 4), (2, 2)]
-    assert M.bytes_per_apply() == 8 * ((32 + 16 + 16 + 4) + (32 + 16 + 16 + 4 + 16) + (16 + 8))
+    assert M.bytes_per_apply() == 8 * ((24 + 16 + 16 + 4) + (24 + 16 + 16 + 4 + 16) + (16 + 8))
     big = bubbly_operator(256, 1e3, "numpy")
     v = Multigrid(big, cycle_precision="float64", w_levels=0).bytes_per_apply()
     assert Multigrid(big, w_levels=0).bytes_per_apply() < 0.65 * v      # its b in float64

@@ -193,7 +193,9 @@ def test_the_cycle_is_captured_with_the_krylov_iteration(method, precision, n, c
 
 
 # ------------------------------------------------------------------- 3-D
-SHAPES_3D = [(4, 4, 4), (5, 7, 9), (1, 6, 3), (16, 12, 20)]
+# One xy tile (32 x 8 columns) and one z chunk; several tiles; several z
+# chunks of a pipeline that restarts below each (odd sizes everywhere).
+SHAPES_3D = [(4, 4, 4), (5, 7, 9), (1, 6, 3), (16, 12, 20), (37, 17, 33), (40, 20, 70)]
 
 
 def fields_3d(shape, seed=0):
@@ -222,6 +224,10 @@ def test_3d_down_and_up_kernels_equal_the_array_code(cp, shape, degree, dtype, r
     dev = [cp.asarray(a) for a in host]
     ref = smooth_restrict.reference(tuple(host[:3]), host[3], host[4], degree, 4.0)
     got = variant(smooth_restrict)(tuple(dev[:3]), dev[3], dev[4], degree, 4.0)
+    if degree == 3 and dtype == np.float64:
+        # Its pipeline's shared planes exceed 48 KiB: the array code runs.
+        assert got is NotImplemented
+        return
     assert got is not NotImplemented
     pair([r.astype(np.float64) for r in ref], [g.astype(cp.float64) for g in got], rtol)
     xc = np.random.default_rng(1).standard_normal(ref[1].shape).astype(dtype)
@@ -230,3 +236,28 @@ def test_3d_down_and_up_kernels_equal_the_array_code(cp, shape, degree, dtype, r
     got = variant(prolong_smooth)(tuple(dev[:3]), dev[3], dev[4], dev[5], cp.asarray(xc), 1.8,
                                   degree, 4.0)
     close(got.astype(cp.float64), ref.astype(np.float64), rtol)
+
+
+@pytest.mark.parametrize("w_levels", [0, 2])
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(24, 20, 36), (33, 9, 17)])
+def test_3d_graph_cycle_equals_the_twins(shape, precision, w_levels, cupy_backend):
+    """In 3-D too the whole cycle is one CUDA graph of the streaming
+    kernels (W levels' residuals included), equal to the level-by-level
+    twins."""
+    from bubbleflow.mesh.grid import Grid
+
+    cp = cupy_backend.xp
+    nz, ny, nx = shape
+    faces, _, b, _ = fields_3d(shape, seed=7)
+    grid = Grid.regular((nx, ny, nz), (1.0, 1.0, 1.0))
+    spacing = grid.spacing
+    betas = [cp.asarray(f * h ** 2) for f, h in zip(faces, spacing)]
+    A = PoissonOperator.from_faces(betas, grid, backend=cupy_backend)
+    M = Multigrid(A, coarsest=40, min_side=1, cycle_precision=precision, w_levels=w_levels)
+    assert M.runner is not None and len(M.levels) >= 3
+    r = cp.asarray(b.ravel() - b.mean())
+    got = M.apply(r)
+    assert M.runner.graph is not None, M.runner.capture_error
+    ref = M._cycle(0, r.reshape(shape).astype(precision)).astype(np.float64).ravel()
+    close(got, ref.get(), 1e-12 if precision == "float64" else 1e-5)

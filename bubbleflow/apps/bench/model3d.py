@@ -15,7 +15,7 @@ import numpy as np
 
 from ...linalg.registry import VECTOR_ARRAYS, deflation, preconditioner
 
-__all__ = ["bytes_per_iteration_3d", "multigrid_bytes_per_cycle", "arrays_per_cell_3d",
+__all__ = ["bytes_per_iteration_3d", "arrays_per_cell_3d",
            "OURS_ARRAYS", "PEER_ARRAYS", "PYAMG_ARRAYS", "HOST_PROBLEM_ARRAYS",
            "HOST_BUILD_ARRAYS"]
 
@@ -63,57 +63,6 @@ def _values(arrays):
     return sum(int(a.size) for a in arrays)
 
 
-def _coarse_solve_bytes(inverse):
-    """Bytes one coarsest-level solve reads: the dense inverse, or the
-    sparse factors of the host's factorisation (values and row indices)."""
-    nbytes = getattr(inverse, "nbytes", None)
-    if nbytes is not None:
-        return int(nbytes)
-    lu = getattr(inverse, "lu", None)
-    if lu is None:
-        return 0
-    return sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
-
-
-def multigrid_bytes_per_cycle(M, io_itemsize=8):
-    """Bytes one V-(W-)cycle of the 3-D multigrid must move, each array
-    read once and written once per pass over its level, in the cycle's
-    precision (the finest level's input and result in ``io_itemsize``).
-
-    Per level visit: down reads the level's face couplings (three arrays in
-    3-D), its inverse diagonal (a stored array in the 3-D array code) and
-    ``b``, writes ``x`` and the coarse ``b``; up reads the couplings, the
-    inverse diagonal, ``b``, ``x`` and the coarse ``x`` and writes the
-    result.  A W level's second visit adds a copy (2), a coarse residual
-    (the coarse couplings, ``x``, ``b`` read, ``r`` written) and an add (3)
-    on the coarse level.  The coarsest level: its dense inverse (or sparse
-    factors) and its input and output.  Not counted: the Chebyshev steps'
-    re-reads inside a smoothing (a tiled kernel keeps them in shared memory;
-    the 3-D array code reads the arrays again at each step, which the
-    ratio to the floor shows) and the halos.
-    """
-    item = np.dtype(M.dtype).itemsize
-    levels = M.levels
-    last = len(levels) - 1
-    cells = [int(np.prod(lv.shape)) for lv in levels]
-    coupling_values = [_values(lv.couplings) for lv in levels]
-
-    def visit(k, io):
-        n = cells[k]
-        if k == last:
-            return _coarse_solve_bytes(M.coarse_inverse) + 2 * n * io
-        nc = cells[k + 1]
-        fixed = coupling_values[k] * item + n * item           # couplings, inverse diagonal
-        down = fixed + n * io + n * item + nc * item
-        up = fixed + n * io + n * item + nc * item + n * io
-        below = visit(k + 1, item)
-        if k < M.w_levels and k + 1 < last:
-            below = 2 * below + (2 + 3 + 3) * nc * item + coupling_values[k + 1] * item
-        return down + up + below
-
-    return visit(0, io_itemsize)
-
-
 def _preconditioner_bytes(M, name, n_cells):
     """Bytes one application of the preconditioner ``M`` (named ``name``) moves."""
     vectors = 2 * 8 * n_cells                                   # r read, y written
@@ -122,7 +71,7 @@ def _preconditioner_bytes(M, name, n_cells):
     if name == "jacobi":
         return vectors + int(M.inv_diagonal.nbytes)
     if name == "multigrid":
-        return multigrid_bytes_per_cycle(M)
+        return M.bytes_per_apply()
     faces = getattr(M, "faces", None)
     if name == "incomplete_poisson_scaled" and faces is not None:
         # Two passes, the upper then the lower neighbours: each reads its
@@ -144,7 +93,7 @@ def bytes_per_iteration_3d(solver):
     * the preconditioner ``y = M^-1 r``: Jacobi, its inverse diagonal, ``r``
       and ``y``; scaled incomplete Poisson, two passes of ``D^-1/2``, the
       three scaled couplings, input and output; multigrid,
-      :func:`multigrid_bytes_per_cycle`; another (a 2-D one that runs in
+      :meth:`~bubbleflow.linalg.precond.multigrid.Multigrid.bytes_per_apply`; another (a 2-D one that runs in
       3-D), the registry's 2-D count;
     * CG's vector work: three dot products, the ``x``, ``r`` and ``p``
       updates (:data:`~bubbleflow.linalg.registry.VECTOR_ARRAYS` arrays, as

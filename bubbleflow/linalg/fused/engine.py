@@ -266,7 +266,7 @@ def fused_engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     if not (hasattr(A, "grid_shape") and hasattr(A, "entries") and hasattr(A, "backend")):
         return None
     if len(A.grid_shape) != 2:
-        return None                        # the fused kernels are 2-D
+        return None                        # (3-D: .engine3d)
     if defl is not None and variant != "adef2":
         return None
     if prec_obj is None and prec_name != "none":
@@ -318,6 +318,11 @@ class FusedEngine:
         grid = getattr(A, "grid", None) or Grid(nx, ny)
         self.tiles = grid.partition((nx // self.bx, ny // self.by))
         self.ntiles = self.tiles.count
+        self._start(A, prec_obj, prec_name, defl, tile)
+
+    def _start(self, A, prec_obj, prec_name, defl, tile):
+        """The state every engine starts with, its buffers, plan and binding
+        (after the grid's geometry is set)."""
         self.prec_name = prec_name
         self.prec_code = self._code_of(prec_obj, prec_name)
         # CUDA graphs of the current launch signature, by (kind, length, parity).
@@ -344,7 +349,8 @@ class FusedEngine:
     def fits(self, A, prec_obj, prec_name, defl, tile):
         """Can :meth:`update` take this operator (same grid, tile,
         preconditioner branch, with or without deflation)?"""
-        return (tuple(A.grid_shape) == (self.ny, self.nx) and tuple(tile) == (self.by, self.bx)
+        return (tuple(A.grid_shape) == (self.ny, self.nx) and tile is not None
+                and tuple(tile) == (self.by, self.bx)
                 and self._code_of(prec_obj, prec_name) == self.prec_code
                 and (defl is None) == (self.defl is None))
 
@@ -548,7 +554,7 @@ class FusedEngine:
         """Vectors and the operator's and preconditioner's buffers, allocated
         once."""
         cp = self.cp
-        n, ny, nx = self.n, self.ny, self.nx
+        n = self.n
         self.x = cp.zeros(n, dtype=cp.float64)
         self.r = [cp.zeros(n, dtype=cp.float64), cp.zeros(n, dtype=cp.float64)]
         self.cur = 0
@@ -556,15 +562,7 @@ class FusedEngine:
         self.pcur = 0
         self.w = cp.zeros(n, dtype=cp.float64)
         self.y = cp.zeros(n, dtype=cp.float64)
-        self.cx = cp.zeros((ny, nx - 1), dtype=cp.float64)
-        self.cy = cp.zeros((ny - 1, nx), dtype=cp.float64)
-        self.s = self.cxs = self.cys = None
-        if self.prec_code == _JACOBI:
-            self.s = cp.zeros((ny, nx), dtype=cp.float64)
-        elif self.prec_code == _SCALED_IP:
-            self.s = cp.zeros((ny, nx), dtype=cp.float64)
-            self.cxs = cp.zeros((ny, nx - 1), dtype=cp.float64)
-            self.cys = cp.zeros((ny - 1, nx), dtype=cp.float64)
+        self._allocate_operator()
         # Deflation: labels and parts of every cell (allocated with the
         # first space), the rest by _reserve.
         self.labels32 = self.part = None
@@ -576,8 +574,35 @@ class FusedEngine:
         self.hist = None
         self._starting = 0
 
+    def _allocate_operator(self):
+        """The operator's face couplings and the preconditioner's coefficients."""
+        cp = self.cp
+        ny, nx = self.ny, self.nx
+        self.cx = cp.zeros((ny, nx - 1), dtype=cp.float64)
+        self.cy = cp.zeros((ny - 1, nx), dtype=cp.float64)
+        self.s = self.cxs = self.cys = None
+        if self.prec_code == _JACOBI:
+            self.s = cp.zeros((ny, nx), dtype=cp.float64)
+        elif self.prec_code == _SCALED_IP:
+            self.s = cp.zeros((ny, nx), dtype=cp.float64)
+            self.cxs = cp.zeros((ny, nx - 1), dtype=cp.float64)
+            self.cys = cp.zeros((ny - 1, nx), dtype=cp.float64)
+
     def _plan(self, tile):
         """The kernels and their launch geometry."""
+        self._plan_grid(tile)
+        self.k_alpha = _kernel("bf_alpha")
+        self.k_beta = _kernel("bf_beta")
+        self.k_restrict = _kernel("bf_restrict")
+        self.k_dot = _kernel("bf_dot_tiles")
+        self.k_status = _kernel("bf_status")
+        self.k_scalars = _kernel("bf_set_scalars")
+        self.k_bind_grid = _kernel("bf_bind_grid")
+        self.k_bind_vectors = _kernel("bf_bind_vectors")
+        self.status_buf = self.cp.zeros(3, dtype=self.cp.float64)
+
+    def _plan_grid(self, tile):
+        """The grid kernels (direction and update) and their geometry."""
         ny, nx = self.ny, self.nx
         # 32-bit cell offsets in bf_direction_spmv when every offset (and the
         # halo's, one row beyond) fits.
@@ -600,15 +625,6 @@ class FusedEngine:
         self.group = _update_group(nx, self.bx, self.prec_code)
         self.k_update = _kernel("bf_update", self.prec_code,
                                 f"#define UPD_G {self.group}\n" if self.group > 1 else "")
-        self.k_alpha = _kernel("bf_alpha")
-        self.k_beta = _kernel("bf_beta")
-        self.k_restrict = _kernel("bf_restrict")
-        self.k_dot = _kernel("bf_dot_tiles")
-        self.k_status = _kernel("bf_status")
-        self.k_scalars = _kernel("bf_set_scalars")
-        self.k_bind_grid = _kernel("bf_bind_grid")
-        self.k_bind_vectors = _kernel("bf_bind_vectors")
-        self.status_buf = self.cp.zeros(3, dtype=self.cp.float64)
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
         self.upd_walk = _walk_geometry(self.by, self.group * self.bx,
                                        _CHUNK_ROWS_IP if self.prec_code == _SCALED_IP

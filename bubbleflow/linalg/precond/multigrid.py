@@ -221,6 +221,18 @@ def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_sc
     return None
 
 
+def _coarse_solve_bytes(inverse):
+    """Bytes one coarsest-level solve reads: the dense inverse, or the
+    sparse factors of the host's factorisation (values and row indices)."""
+    nbytes = getattr(inverse, "nbytes", None)
+    if nbytes is not None:
+        return int(nbytes)
+    lu = getattr(inverse, "lu", None)
+    if lu is None:
+        return 0
+    return sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
+
+
 class _Level:
     """One level: its couplings, inverse diagonal and shape."""
 
@@ -350,25 +362,30 @@ class Multigrid(Preconditioner):
         """Bytes one cycle moves by the model of its fused kernels: each
         array read once and written once, in the cycle's precision (the
         finest level's ``b`` and result in ``io_itemsize``); the tiles'
-        halos, read again from L2, are not counted.  Per level: down reads
-        the two couplings and ``b``, writes ``x`` and the coarse ``b``; up
-        reads the couplings, ``b``, ``x`` and the coarse ``x``, writes the
-        result; a W level's second visit adds a copy, a residual and an add
-        on the coarse level.  The coarsest level: its dense inverse."""
+        halos, read again from L2, are not counted, nor (in 3-D) the planes
+        a z chunk's pipeline reads again below it.  Per level: down reads
+        the face couplings (one array per axis) and ``b``, writes ``x`` and
+        the coarse ``b``; up reads the couplings, ``b``, ``x`` and the
+        coarse ``x``, writes the result; a W level's second visit adds a
+        copy, a residual and an add on the coarse level.  The coarsest
+        level: its dense inverse (or the host's sparse factors) and its
+        input and output."""
         item = self.dtype.itemsize
         last = len(self.levels) - 1
         cells = [int(np.prod(lv.shape)) for lv in self.levels]
+        couplings = [sum(int(c.size) for c in lv.couplings) * item for lv in self.levels]
 
         def visit(k, io):
             n = cells[k]
             if k == last:
-                return n * n * item + 2 * n * io
+                return _coarse_solve_bytes(self.coarse_inverse) + 2 * n * io
             nc = cells[k + 1]
-            down = 2 * n * item + n * io + n * item + nc * item
-            up = 2 * n * item + n * io + n * item + nc * item + n * io
+            down = couplings[k] + n * io + n * item + nc * item
+            up = couplings[k] + n * io + n * item + nc * item + n * io
             below = visit(k + 1, item)
             if k < self.w_levels and k + 1 < last:
-                below = 2 * below + (2 + 5 + 3) * nc * item
+                # copy (2), residual (couplings, x, b read, b written), add (3)
+                below = 2 * below + (2 + 3 + 3) * nc * item + couplings[k + 1]
             return down + up + below
 
         return visit(0, io_itemsize)

@@ -1,82 +1,261 @@
-// The 3-D multigrid cycle's smoothing and transfers, one kernel per
-// Chebyshev step (bubbleflow.linalg.precond.multigrid_cuda; twins:
-// multigrid.smooth_restrict and multigrid.prolong_smooth, array code).
-// T is defined before this text.  Arrays hold the axes reversed, (nz, ny,
-// nx) with x fastest; the couplings cx (nz, ny, nx-1), cy (nz, ny-1, nx),
-// cz (nz-1, ny, nx) are positive, so (A v)_p = sum_f c_f (v_p - v_q).
-// Aggregates are 2 x 2 x 2 cells (the last one of an odd axis alone).
+// The 3-D multigrid cycle's kernels (bubbleflow.linalg.precond.multigrid_cuda;
+// twins: multigrid.smooth_restrict and multigrid.prolong_smooth, array code).
+// "typedef double T; typedef double TI;" (or float) and "#define MG_H degree"
+// precede this text.  Arrays hold the axes reversed, (nz, ny, nx) with x
+// fastest; the couplings cx (nz, ny, nx-1), cy (nz, ny-1, nx), cz (nz-1, ny,
+// nx) are positive, so (A v)_p = sum_f c_f (v_p - v_q).  Aggregates are
+// 2 x 2 x 2 cells (the last one of an odd axis alone).
+//
+// A level's smoothing streams through z (2.5-D blocking): one block owns an
+// xy tile of MG3_TX x MG3_TY columns, widened by MG_H on every side, one
+// thread a column, and marches up a chunk of planes.  The Chebyshev steps
+// are a pipeline of stages, stage s working MG_H - s planes behind the
+// plane being loaded: a stage needs its input on the plane below, its own
+// and the one above (registers of the column's thread) and on its own
+// plane's four xy neighbours (a shared plane, double-buffered, written by
+// the previous stage one plane earlier).  Each stage leaves one more ring
+// of the widened tile invalid, so after MG_H stages the tile is exact, and
+// the steps' vectors never reach DRAM: a level's visit reads its couplings
+// and b once (and, up the cycle, x and the coarse x) and writes its result.
+// A chunk starts 2 MG_H planes early (its pipeline's warm-up).  D^-1 is
+// formed from the couplings.  io_scale and stop as in multigrid.cu.
 
-__device__ __forceinline__ long long mg3_coarse(int i, int j, int k, int ncx, int ncy)
+// MG3_TX, MG3_TY: the xy tile's columns (multigrid_cuda._TILE_3D), defined
+// by the includer; MG3_AHEAD: planes read ahead; MG3_MIN_BLOCKS: blocks an SM
+// should hold (the launch bound).
+#ifndef MG3_AHEAD
+#define MG3_AHEAD 1
+#endif
+#ifndef MG3_MIN_BLOCKS
+#define MG3_MIN_BLOCKS 1
+#endif
+#define MG3_RX (MG3_TX + 2 * MG_H)
+#define MG3_RY (MG3_TY + 2 * MG_H)
+#define MG3_THREADS (MG3_RX * MG3_RY)
+#define MG3_SLOTS (MG_H + 1)
+
+// What a column's thread carries for the plane a stage works on.
+struct Mg3Cell {
+    T r, x, dinv, zlo, zhi;       // residual, iterate, D^-1, couplings below and above
+};
+
+// The shared planes: the east and north couplings of the last MG_H + 1
+// planes (a ring), each stage's output (two planes), the last stage's
+// residual (two planes).
+struct Mg3Shared {
+    T ce[MG3_SLOTS][MG3_THREADS];
+    T cn[MG3_SLOTS][MG3_THREADS];
+    T u[MG_H][2][MG3_THREADS];
+    T res[2][MG3_THREADS];
+};
+
+// What a column's thread reads of a plane from global memory (zero outside
+// the grid): the couplings to its west, east, south, north and upper
+// neighbours (the lower one is the plane below's upper one), s_in b, and, up
+// the cycle, the start x + scale P xc.  Read one plane ahead of its use, so
+// that a plane's loads are in flight while the stages work on the last one.
+struct Mg3Raw {
+    T w, e, s, n, hi, b, u;
+};
+
+__device__ __forceinline__ Mg3Raw mg3_fetch(const T* __restrict__ cx, const T* __restrict__ cy,
+                                            const T* __restrict__ cz, const TI* __restrict__ b,
+                                            TI s_in, const T* __restrict__ xin,
+                                            const T* __restrict__ xc, T scale, int i, int j,
+                                            int k, int nx, int ny, int nz, int ncx, int ncy)
 {
-    return ((long long)(k >> 1) * ncy + (j >> 1)) * ncx + (i >> 1);
+    Mg3Raw r = {0, 0, 0, 0, 0, 0, 0};
+    if (i >= 0 && i < nx && j >= 0 && j < ny && k >= 0 && k < nz) {
+        const long long plane = (long long)nx * ny;
+        const long long fx = ((long long)k * ny + j) * (nx - 1) + i;
+        if (i > 0) r.w = cx[fx - 1];
+        if (i < nx - 1) r.e = cx[fx];
+        const long long fy = (long long)k * (ny - 1) * nx + (long long)j * nx + i;
+        if (j > 0) r.s = cy[fy - nx];
+        if (j < ny - 1) r.n = cy[fy];
+        const long long p = (long long)k * plane + (long long)j * nx + i;
+        if (k < nz - 1) r.hi = cz[p];
+        r.b = T(b[p] * s_in);
+        if (xin != nullptr)
+            r.u = xin[p] + scale * xc[((long long)(k >> 1) * ncy + (j >> 1)) * ncx + (i >> 1)];
+    }
+    return r;
 }
 
-// v at cell p: x[p], + scale * xc[aggregate of p] where ncx > 0 (a coarse xc given).
-__device__ __forceinline__ T mg3_value(const T* __restrict__ x, const T* __restrict__ xc,
-                                       T scale, long long p, int i, int j, int k, int ncx,
-                                       int ncy)
+// The plane's cell from what was read of it and its lower coupling.
+__device__ __forceinline__ Mg3Cell mg3_cell(const Mg3Raw& raw, T lo)
 {
-    T v = x[p];
-    if (ncx > 0) v += scale * xc[mg3_coarse(i, j, k, ncx, ncy)];
-    return v;
+    const T centre = ((raw.w + raw.e) + (raw.s + raw.n)) + (lo + raw.hi);
+    Mg3Cell c;
+    c.r = raw.b;
+    c.x = 0;
+    c.dinv = centre > 0 ? T(1) / centre : T(0);
+    c.zlo = lo;
+    c.zhi = raw.hi;
+    return c;
 }
 
-__device__ __forceinline__ T mg3_apply(const T* __restrict__ cx, const T* __restrict__ cy,
-                                       const T* __restrict__ cz, const T* __restrict__ x,
-                                       const T* __restrict__ xc, T scale, long long p, int i,
-                                       int j, int k, int nx, int ny, int nz, int ncx, int ncy)
+// (A u) at a column's cell: u below, at and above it (registers), its xy
+// neighbours from the shared plane up (the cell's index q in the region;
+// q not on the region's edge), the couplings of its plane from the ring.
+__device__ __forceinline__ T mg3_stencil(const T* ce, const T* cn, const T* up, int q,
+                                         const Mg3Cell& c, T below, T u, T above)
 {
+    return ce[q - 1] * (u - up[q - 1]) + ce[q] * (u - up[q + 1])
+         + cn[q - MG3_RX] * (u - up[q - MG3_RX]) + cn[q] * (u - up[q + MG3_RX])
+         + c.zlo * (u - below) + c.zhi * (u - above);
+}
+
+__device__ __forceinline__ int mg3_slot(int m)
+{
+    return ((m % MG3_SLOTS) + MG3_SLOTS) % MG3_SLOTS;
+}
+
+// The pipeline of one block; DOWN: from zero, the last stage the residual
+// (restricted into bc, x written); else from x + scale P xc, out written.
+template <bool DOWN>
+__device__ __forceinline__ void mg3_pipeline(
+    Mg3Shared& sh, const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
+    const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ coef,
+    const T* __restrict__ xin, const T* __restrict__ xc, T scale, T* __restrict__ xout,
+    TI* __restrict__ out, T* __restrict__ bc, int nx, int ny, int nz, int ncx, int ncy, int chunk)
+{
+    const int q = threadIdx.x;
+    const int li = q % MG3_RX, lj = q / MG3_RX;
+    const int i = blockIdx.x * MG3_TX - MG_H + li, j = blockIdx.y * MG3_TY - MG_H + lj;
+    const bool edge = li == 0 || li == MG3_RX - 1 || lj == 0 || lj == MG3_RY - 1;
+    const bool tile = li >= MG_H && li < MG3_RX - MG_H && lj >= MG_H && lj < MG3_RY - MG_H
+                      && i < nx && j < ny;
+    const bool agg = tile && ((li - MG_H) % 2 == 0) && ((lj - MG_H) % 2 == 0);
+    const int z0 = blockIdx.z * chunk, z1 = min(z0 + chunk, nz);
     const long long plane = (long long)nx * ny;
-    const T v = mg3_value(x, xc, scale, p, i, j, k, ncx, ncy);
-    T acc = 0;
-    const long long rx = ((long long)k * ny + j) * (nx - 1);
-    if (i > 0)      acc += cx[rx + i - 1] * (v - mg3_value(x, xc, scale, p - 1, i - 1, j, k, ncx, ncy));
-    if (i < nx - 1) acc += cx[rx + i] * (v - mg3_value(x, xc, scale, p + 1, i + 1, j, k, ncx, ncy));
-    const long long ry = (long long)k * (ny - 1) * nx;
-    if (j > 0)      acc += cy[ry + (long long)(j - 1) * nx + i] * (v - mg3_value(x, xc, scale, p - nx, i, j - 1, k, ncx, ncy));
-    if (j < ny - 1) acc += cy[ry + (long long)j * nx + i] * (v - mg3_value(x, xc, scale, p + nx, i, j + 1, k, ncx, ncy));
-    if (k > 0)      acc += cz[(long long)(k - 1) * plane + (long long)j * nx + i] * (v - mg3_value(x, xc, scale, p - plane, i, j, k - 1, ncx, ncy));
-    if (k < nz - 1) acc += cz[(long long)k * plane + (long long)j * nx + i] * (v - mg3_value(x, xc, scale, p + plane, i, j, k + 1, ncx, ncy));
-    return acc;
-}
+    const TI s_in = TI(io_scale[0]);
+    const T inv_theta = coef[0];
 
-// The first Chebyshev step from x0 = x (+ scale P xc where ncx > 0), or from
-// zero where has_x is 0 (x and xc then any arrays, not read):
-// r = b - A x0, d = inv_theta D^-1 r, x_out = x0 + d.
-extern "C" __global__
-void bf_mg3_start(const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
-                  const T* __restrict__ inv_diagonal, const T* __restrict__ b,
-                  const T* __restrict__ x, const T* __restrict__ xc, const T scale,
-                  const T inv_theta, T* __restrict__ r, T* __restrict__ d,
-                  T* __restrict__ x_out, const int nx, const int ny, const int nz,
-                  const int ncx, const int ncy, const int has_x)
-{
-    const long long plane = (long long)nx * ny;
-    const long long n = plane * nz;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
-         p += (long long)gridDim.x * blockDim.x) {
-        const int i = (int)(p % nx);
-        const int j = (int)((p / nx) % ny);
-        const int k = (int)(p / plane);
-        T res = b[p];
-        T x0 = 0;
-        if (has_x) {
-            res -= mg3_apply(cx, cy, cz, x, xc, scale, p, i, j, k, nx, ny, nz, ncx, ncy);
-            x0 = mg3_value(x, xc, scale, p, i, j, k, ncx, ncy);
+    Mg3Cell c[MG_H + 1];              // c[s]: the plane stage s works on
+    T hist[MG_H][3];                  // stage s's output: [0] newest plane, [1], [2] oldest
+#pragma unroll
+    for (int s = 0; s <= MG_H; ++s) c[s] = Mg3Cell{0, 0, 0, 0, 0};
+#pragma unroll
+    for (int s = 0; s < MG_H; ++s) hist[s][0] = hist[s][1] = hist[s][2] = 0;
+    T zsum = 0;
+
+    // The first plane stage 0 takes, and the coupling below it; the planes
+    // read ahead (MG3_AHEAD of them).
+    int k0 = z0 - MG_H;
+    Mg3Raw raw[MG3_AHEAD];
+#pragma unroll
+    for (int a = 0; a < MG3_AHEAD; ++a)
+        raw[a] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, i, j, k0 + a, nx, ny, nz, ncx,
+                           ncy);
+    T lo = (i >= 0 && i < nx && j >= 0 && j < ny && k0 > 0 && k0 <= nz - 1)
+               ? cz[(long long)(k0 - 1) * plane + (long long)j * nx + i] : T(0);
+    for (int t = z0 - 2 * MG_H, m = 0; t < z1; ++t, ++m, ++k0) {
+        // Stage 0 takes plane k0 = t + MG_H; the others move one plane on.
+#pragma unroll
+        for (int s = MG_H; s > 0; --s) c[s] = c[s - 1];
+        const Mg3Raw now = raw[0];
+#pragma unroll
+        for (int a = 0; a + 1 < MG3_AHEAD; ++a) raw[a] = raw[a + 1];
+        raw[MG3_AHEAD - 1] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, i, j, k0 + MG3_AHEAD,
+                                       nx, ny, nz, ncx, ncy);
+        c[0] = mg3_cell(now, lo);
+        lo = now.hi;
+        sh.ce[mg3_slot(k0)][q] = now.e;
+        sh.cn[mg3_slot(k0)][q] = now.n;
+        T u0;                         // stage 0's output, stage 1's input
+        if (DOWN) {
+            u0 = inv_theta * (c[0].dinv * c[0].r);
+        } else {
+            u0 = now.u;
         }
-        const T step = inv_theta * (inv_diagonal[p] * res);
-        r[p] = res;
-        d[p] = step;
-        x_out[p] = x0 + step;
+        c[0].x = u0;
+        hist[0][2] = hist[0][1];
+        hist[0][1] = hist[0][0];
+        hist[0][0] = u0;
+        sh.u[0][m & 1][q] = u0;
+        T last_res = 0;
+#pragma unroll
+        for (int s = 1; s <= MG_H; ++s) {
+            const int ks = t + MG_H - s;
+            const T* up = sh.u[s - 1][(m - 1) & 1];
+            const int slot = mg3_slot(ks);
+            const T u = hist[s - 1][1];
+            const T au = edge ? T(0)
+                              : mg3_stencil(sh.ce[slot], sh.cn[slot], up, q, c[s],
+                                            hist[s - 1][2], u, hist[s - 1][0]);
+            const T res = c[s].r - au;
+            if (DOWN && s == MG_H) {
+                last_res = res;
+                break;
+            }
+            T d;
+            if (!DOWN && s == 1) {        // from x0 = u: its residual, then the first step
+                d = inv_theta * (c[s].dinv * res);
+            } else {
+                const int step = DOWN ? s : s - 1;
+                d = coef[2 * step - 1] * u + coef[2 * step] * (c[s].dinv * res);
+            }
+            c[s].r = res;
+            c[s].x += d;
+            if (s < MG_H) {
+                hist[s][2] = hist[s][1];
+                hist[s][1] = hist[s][0];
+                hist[s][0] = d;
+                sh.u[s][m & 1][q] = d;
+            }
+        }
+        if (DOWN) sh.res[m & 1][q] = edge ? T(0) : last_res;
+        __syncthreads();
+        if (t < z0 || !tile) continue;
+        const long long p = (long long)t * plane + (long long)j * nx + i;
+        if (DOWN) {
+            xout[p] = c[MG_H].x;
+            if (agg) {
+                const T* rp = sh.res[m & 1];
+                zsum += (rp[q] + rp[q + 1]) + (rp[q + MG3_RX] + rp[q + MG3_RX + 1]);
+                if (((t - z0) & 1) || t == nz - 1) {
+                    bc[((long long)(t >> 1) * ncy + (j >> 1)) * ncx + (i >> 1)] = zsum;
+                    zsum = 0;
+                }
+            }
+        } else {
+            out[p] = TI(c[MG_H].x) * TI(io_scale[1]);
+        }
     }
 }
 
-// A later Chebyshev step: r -= A d_in, d_out = a d_in + c D^-1 r, x += d_out.
-extern "C" __global__
-void bf_mg3_step(const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
-                 const T* __restrict__ inv_diagonal, const T* __restrict__ d_in,
-                 T* __restrict__ r, T* __restrict__ x, T* __restrict__ d_out, const T a,
-                 const T c, const int nx, const int ny, const int nz)
+// Down the cycle: x = S(b) from zero, bc = P^T (b - A x).
+extern "C" __global__ void __launch_bounds__(MG3_THREADS, MG3_MIN_BLOCKS) bf_mg3_down(
+    const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
+    const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ coef,
+    T* __restrict__ x, T* __restrict__ bc, const int nx, const int ny, const int nz,
+    const int ncx, const int ncy, const int chunk, const double* __restrict__ stop)
+{
+    if (stop[0] != 0.0) return;         // the Krylov solve has converged: nothing to do
+    __shared__ Mg3Shared sh;
+    mg3_pipeline<true>(sh, cx, cy, cz, b, io_scale, coef, nullptr, nullptr, T(0), x, nullptr,
+                       bc, nx, ny, nz, ncx, ncy, chunk);
+}
+
+// Up the cycle: out = S(b) from x + scale P xc.
+extern "C" __global__ void __launch_bounds__(MG3_THREADS, MG3_MIN_BLOCKS) bf_mg3_up(
+    const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
+    const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ x,
+    const T* __restrict__ xc, const T* __restrict__ coef, TI* __restrict__ out, const int nx,
+    const int ny, const int nz, const int ncx, const int ncy, const int chunk, const T scale,
+    const double* __restrict__ stop)
+{
+    if (stop[0] != 0.0) return;
+    __shared__ Mg3Shared sh;
+    mg3_pipeline<false>(sh, cx, cy, cz, b, io_scale, coef, x, xc, scale, nullptr, out, nullptr,
+                        nx, ny, nz, ncx, ncy, chunk);
+}
+
+// b -= A x on one level (a W level's second visit), one thread a cell.
+extern "C" __global__ void bf_mg3_residual_inplace(
+    const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
+    const T* __restrict__ x, T* __restrict__ b, const int nx, const int ny, const int nz)
 {
     const long long plane = (long long)nx * ny;
     const long long n = plane * nz;
@@ -85,37 +264,16 @@ void bf_mg3_step(const T* __restrict__ cx, const T* __restrict__ cy, const T* __
         const int i = (int)(p % nx);
         const int j = (int)((p / nx) % ny);
         const int k = (int)(p / plane);
-        const T res = r[p] - mg3_apply(cx, cy, cz, d_in, d_in, (T)0, p, i, j, k, nx, ny, nz, 0, 0);
-        const T step = a * d_in[p] + c * (inv_diagonal[p] * res);
-        r[p] = res;
-        d_out[p] = step;
-        x[p] += step;
-    }
-}
-
-// bc = P^T (b - A x): the residual summed over each aggregate, one thread a coarse cell.
-extern "C" __global__
-void bf_mg3_residual_restrict(const T* __restrict__ cx, const T* __restrict__ cy,
-                              const T* __restrict__ cz, const T* __restrict__ b,
-                              const T* __restrict__ x, T* __restrict__ bc, const int nx,
-                              const int ny, const int nz, const int ncx, const int ncy,
-                              const int ncz)
-{
-    const long long cplane = (long long)ncx * ncy;
-    const long long nc = cplane * ncz;
-    const long long plane = (long long)nx * ny;
-    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < nc;
-         q += (long long)gridDim.x * blockDim.x) {
-        const int I = (int)(q % ncx);
-        const int J = (int)((q / ncx) % ncy);
-        const int K = (int)(q / cplane);
-        T sum = 0;
-        for (int k = 2 * K; k < 2 * K + 2 && k < nz; ++k)
-            for (int j = 2 * J; j < 2 * J + 2 && j < ny; ++j)
-                for (int i = 2 * I; i < 2 * I + 2 && i < nx; ++i) {
-                    const long long p = (long long)k * plane + (long long)j * nx + i;
-                    sum += b[p] - mg3_apply(cx, cy, cz, x, x, (T)0, p, i, j, k, nx, ny, nz, 0, 0);
-                }
-        bc[q] = sum;
+        const T v = x[p];
+        T acc = 0;
+        const long long fx = ((long long)k * ny + j) * (nx - 1) + i;
+        if (i > 0) acc += cx[fx - 1] * (v - x[p - 1]);
+        if (i < nx - 1) acc += cx[fx] * (v - x[p + 1]);
+        const long long fy = (long long)k * (ny - 1) * nx + (long long)j * nx + i;
+        if (j > 0) acc += cy[fy - nx] * (v - x[p - nx]);
+        if (j < ny - 1) acc += cy[fy] * (v - x[p + nx]);
+        if (k > 0) acc += cz[p - plane] * (v - x[p - plane]);
+        if (k < nz - 1) acc += cz[p] * (v - x[p + plane]);
+        b[p] -= acc;
     }
 }

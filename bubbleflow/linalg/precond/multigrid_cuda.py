@@ -1,15 +1,18 @@
-"""CUDA twins of the multigrid cycle (CuPy, float64 or float32; 2-D tiles, 3-D cells).
+"""CUDA twins of the multigrid cycle (CuPy, float64 or float32; 2-D and 3-D).
 
 Registered on the array code of :mod:`bubbleflow.linalg.precond.multigrid`
 (the tests compare the two on the GPU); the kernels are ``multigrid.cu``
-beside this file.  A level of the cycle is two kernels, each smoothing
-tiles of cells in shared memory (the Chebyshev steps' vectors never reach
-DRAM):
+(2-D) and ``multigrid3d.cu`` (3-D) beside this file.  A level of the cycle
+is two kernels, each smoothing in shared memory (the Chebyshev steps'
+vectors never reach DRAM): in 2-D tiles of cells, in 3-D xy tiles that
+stream up the planes (a pipeline of the steps, :file:`multigrid3d.cu`):
 
-* :func:`smooth_restrict` (``bf_mg_down``): the pre-smoothing from zero and
-  the restricted residual, reading the couplings and ``b``;
-* :func:`prolong_smooth` (``bf_mg_up``): the prolongation, the add and the
-  post-smoothing, reading the couplings, ``b``, ``x`` and the coarse ``x``;
+* :func:`smooth_restrict` (``bf_mg_down``, ``bf_mg3_down``): the
+  pre-smoothing from zero and the restricted residual, reading the
+  couplings and ``b``;
+* :func:`prolong_smooth` (``bf_mg_up``, ``bf_mg3_up``): the prolongation,
+  the add and the post-smoothing, reading the couplings, ``b``, ``x`` and
+  the coarse ``x``;
 * :func:`cycle_runner`: the whole cycle as a :class:`GraphCycle`, its
   buffers allocated once and its launches (the kernels above and a dense
   product on the coarsest level) replayed from one CUDA graph, or handed to
@@ -22,10 +25,10 @@ rounding, not bit for bit.  They are compiled once per value type and
 input type (``typedef double T; typedef double TI;``, or ``float`` for a
 float32 cycle, whose finest level reads and writes ``TI = double``) and
 degree (``#define MG_H``: the tile's halo).  Calls
-they do not cover (another dtype, mixed dtypes, another dimension, a degree
-whose tile would not fit the shared memory: above 3 in float64, 6 in
-float32) return ``NotImplemented`` and the array code runs.
-CuPy is imported inside the functions only.
+they do not cover (another dtype, mixed dtypes, a degree whose tile would
+not fit the shared memory: above 3 in float64 and 6 in float32 in 2-D,
+above 2 in float64 and 3 in float32 in 3-D) return ``NotImplemented`` and
+the array code runs.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
@@ -37,32 +40,70 @@ from .chebyshev import chebyshev_coefficients
 __all__ = ["smooth_restrict", "prolong_smooth", "cycle_runner", "GraphCycle"]
 
 _OPTIONS = ("--fmad=false",)
-#: Cells per tile (MG_TX, MG_TY in multigrid.cu) and threads per block.
+#: Cells per tile (MG_TX, MG_TY in multigrid.cu; MG3_TX, MG3_TY, the
+#: columns of an xy tile, in multigrid3d.cu) and threads per 2-D block.
 _TILE = (32, 16)
+_TILE_3D = (32, 8)
 _THREADS = 256
-#: Dynamic shared memory a tile kernel may take without an opt-in: it
-#: bounds the smoother's degree (the halo), 3 in float64 and 6 in float32.
+#: Shared memory a tile kernel may take without an opt-in: it bounds the
+#: smoother's degree (the halo).
 _SHARED_LIMIT = 48 * 1024
-
+#: A 3-D level's z chunks: as many as make about this many blocks (its
+#: pipeline restarts 2 * degree planes below each chunk), none shorter than
+#: _MIN_CHUNK planes.
+_BLOCKS_3D = 1024
+_MIN_CHUNK = 4
+#: Planes the 3-D kernels read ahead, and the blocks an SM should hold.
+_AHEAD = 1
+_MIN_BLOCKS = 1
 
 
 @cuda.kernel_cache
-def _kernel(dtype, io_dtype, degree, kernel_name):
+def _kernel(dtype, io_dtype, degree, kernel_name, tile=None):
     head = (f"typedef {cuda.CTYPE[dtype]} T;\ntypedef {cuda.CTYPE[io_dtype]} TI;\n"
             f"#define MG_H {int(degree)}\n")
-    return cuda.function(head + cuda.source(__name__, "multigrid.cu"), kernel_name,
-                         options=_OPTIONS)
+    source = "multigrid.cu"
+    if kernel_name.startswith("bf_mg3_"):
+        source = "multigrid3d.cu"
+        head += (f"#define MG3_TX {tile[0]}\n#define MG3_TY {tile[1]}\n"
+                 f"#define MG3_AHEAD {_AHEAD}\n#define MG3_MIN_BLOCKS {_MIN_BLOCKS}\n")
+    return cuda.function(head + cuda.source(__name__, source), kernel_name, options=_OPTIONS)
 
 
-def _shared_bytes(dtype, degree):
-    """Dynamic shared memory of a tile kernel: seven arrays over the region."""
+def _tile_key():
+    return (*_TILE_3D, _AHEAD, _MIN_BLOCKS)
+
+
+def _shared_bytes(dtype, degree, ndim=2):
+    """Shared memory of a tile kernel: in 2-D seven arrays over the region;
+    in 3-D (Mg3Shared) the ring of 2 (degree + 1) coupling planes, two
+    planes per stage but the last and two residual planes over the widened
+    xy tile."""
+    item = np.dtype(dtype).itemsize
+    if ndim == 3:
+        tx, ty = _TILE_3D
+        planes = 2 * (degree + 1) + 2 * degree + 2
+        return planes * (tx + 2 * degree) * (ty + 2 * degree) * item
     tx, ty = _TILE
-    return 7 * (tx + 2 * degree) * (ty + 2 * degree) * np.dtype(dtype).itemsize
+    return 7 * (tx + 2 * degree) * (ty + 2 * degree) * item
 
 
 def _tiles(shape):
     ny, nx = shape
     return (-(-nx // _TILE[0]), -(-ny // _TILE[1])), (_THREADS,)
+
+
+def _tiles_3d(shape, degree):
+    """``(grid, block, chunk)`` of a 3-D level: xy tiles times z chunks of
+    ``chunk`` planes (even: a chunk holds whole aggregates)."""
+    nz, ny, nx = shape
+    tx, ty = _TILE_3D
+    tiles = (-(-nx // tx), -(-ny // ty))
+    chunks = max(1, min(-(-_BLOCKS_3D // (tiles[0] * tiles[1])), nz // _MIN_CHUNK))
+    chunk = -(-nz // chunks)
+    chunk += chunk % 2
+    threads = (tx + 2 * degree) * (ty + 2 * degree)
+    return (*tiles, -(-nz // chunk)), (threads,), chunk
 
 
 def _coefficients(degree, ratio):
@@ -72,20 +113,27 @@ def _coefficients(degree, ratio):
 
 
 def _covered(couplings, arrays, degree):
-    """The dtype name if the kernels take these 2-d couplings and arrays
-    (one dtype, the grid of the couplings, a degree they take), else None."""
+    """The dtype name if the kernels take these couplings and arrays (one
+    dtype, 2-D or 3-D, the grid of the couplings, a degree whose tile fits),
+    else None."""
     dtype = str(getattr(arrays[0], "dtype", ""))
-    ok = (dtype in cuda.CTYPE and len(couplings) == 2 and int(degree) >= 1
-          and _shared_bytes(dtype, degree) <= _SHARED_LIMIT
-          and all(str(getattr(a, "dtype", "")) == dtype and getattr(a, "ndim", 0) == 2
+    ndim = getattr(arrays[0], "ndim", 0)
+    ok = (dtype in cuda.CTYPE and ndim in (2, 3) and len(couplings) == ndim
+          and int(degree) >= 1 and _shared_bytes(dtype, int(degree), ndim) <= _SHARED_LIMIT
+          and all(str(getattr(a, "dtype", "")) == dtype and getattr(a, "ndim", 0) == ndim
                   for a in (*couplings, *arrays)))
     if not ok:
         return None
-    ny, nx = arrays[0].shape
-    cx, cy = couplings
-    if cx.shape != (ny, nx - 1) or cy.shape != (ny - 1, nx) or -(-ny // _TILE[1]) > 65535:
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):
         return None
-    return dtype
+    for axis, c in enumerate(couplings):            # x, y[, z]: array axes reversed
+        expected = list(shape)
+        expected[ndim - 1 - axis] -= 1
+        if c.shape != tuple(expected):
+            return None
+    tiles_y = -(-shape[-2] // (_TILE[1] if ndim == 2 else _TILE_3D[1]))
+    return dtype if tiles_y <= 65535 else None
 
 
 def _contiguous(*arrays):
@@ -95,29 +143,61 @@ def _contiguous(*arrays):
 
 
 def _down(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree, stop):
-    """The launch tuple of ``bf_mg_down`` on one level."""
+    """The launch tuple of ``bf_mg_down`` (``bf_mg3_down``) on one level."""
+    shared = _shared_bytes(dtype, degree, b.ndim)
+    if b.ndim == 3:
+        nz, ny, nx = b.shape
+        grid, block, chunk = _tiles_3d(b.shape, degree)
+        # (Static shared memory: none dynamic.)
+        return (_kernel(dtype, io_dtype, degree, "bf_mg3_down", _tile_key()), grid, block,
+                (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(nz),
+                 np.int32(bc.shape[2]), np.int32(bc.shape[1]), np.int32(chunk), stop), 0)
     ny, nx = b.shape
     ncy, ncx = bc.shape
     grid, block = _tiles(b.shape)
     return (_kernel(dtype, io_dtype, degree, "bf_mg_down"), grid, block,
             (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(ncx),
-             np.int32(ncy), stop),
-            _shared_bytes(dtype, degree))
+             np.int32(ncy), stop), shared)
 
 
 def _up(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, stop):
-    """The launch tuple of ``bf_mg_up`` on one level."""
+    """The launch tuple of ``bf_mg_up`` (``bf_mg3_up``) on one level."""
+    value = np.dtype(dtype).type(scale)
+    if b.ndim == 3:
+        nz, ny, nx = b.shape
+        grid, block, chunk = _tiles_3d(b.shape, degree)
+        return (_kernel(dtype, io_dtype, degree, "bf_mg3_up", _tile_key()), grid, block,
+                (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
+                 np.int32(nz), np.int32(xc.shape[2]), np.int32(xc.shape[1]), np.int32(chunk),
+                 value, stop), 0)
     ny, nx = b.shape
     grid, block = _tiles(b.shape)
     return (_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
             (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
-             np.int32(xc.shape[1]),
-             np.dtype(dtype).type(scale), stop), _shared_bytes(dtype, degree))
+             np.int32(xc.shape[1]), value, stop), _shared_bytes(dtype, degree))
+
+
+def _residual(dtype, degree, couplings, x, b):
+    """The launch tuple of ``b -= A x`` on one level (a W level's second visit)."""
+    if b.ndim == 3:
+        nz, ny, nx = b.shape
+        n = nx * ny * nz
+        return (_kernel(dtype, dtype, degree, "bf_mg3_residual_inplace", _tile_key()),
+                (max(1, min(-(-n // 256), 65535)),), (256,),
+                (*couplings, x, b, np.int32(nx), np.int32(ny), np.int32(nz)), 0)
+    ny, nx = b.shape
+    grid, block = cuda.grid_2d(nx, ny, (32, 8))
+    return (_kernel(dtype, dtype, degree, "bf_mg_residual_inplace"), grid, block,
+            (*couplings, x, b, np.int32(nx), np.int32(ny)), 0)
 
 
 def _run(launch):
     kernel, grid, block, args, shared = launch
     kernel(grid, block, args, shared_mem=shared)
+
+
+def _coarse_shape(shape):
+    return tuple((n + 1) // 2 for n in shape)
 
 
 def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
@@ -126,16 +206,13 @@ def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
     the couplings (``inv_diagonal`` is the array code's)."""
     import cupy as cp
 
-    if len(couplings) == 3:
-        return _smooth_restrict_3d(couplings, inv_diagonal, b, degree, ratio)
     dtype = _covered(couplings, (b,), degree)
     if dtype is None:
         return NotImplemented
     faces = _contiguous(*couplings)
     (b,) = _contiguous(b)
-    ny, nx = b.shape
     x = cp.empty_like(b)
-    bc = cp.empty(((ny + 1) // 2, (nx + 1) // 2), dtype=b.dtype)
+    bc = cp.empty(_coarse_shape(b.shape), dtype=b.dtype)
     coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
     _run(_down(dtype, dtype, faces, b, cp.ones(2), coef, x, bc, degree, cp.zeros(1)))
     return x, bc
@@ -146,11 +223,8 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
     one launch."""
     import cupy as cp
 
-    if len(couplings) == 3:
-        return _prolong_smooth_3d(couplings, inv_diagonal, b, x, xc, scale, degree, ratio)
     dtype = _covered(couplings, (b, x), degree)
-    if dtype is None or str(xc.dtype) != dtype or xc.shape != ((b.shape[0] + 1) // 2,
-                                                               (b.shape[1] + 1) // 2):
+    if dtype is None or str(xc.dtype) != dtype or xc.shape != _coarse_shape(b.shape):
         return NotImplemented
     faces = _contiguous(*couplings)
     b, x, xc = _contiguous(b, x, xc)
@@ -161,88 +235,6 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
     return out
 
 
-# ------------------------------------------------------------------- 3-D
-# One kernel per Chebyshev step (multigrid3d.cu), cells in parallel: the
-# steps' vectors go through DRAM (no tiles in shared memory yet), but a
-# level's visit is 3 launches down and 2 up instead of the array code's
-# dozens.
-
-@cuda.kernel_cache
-def _kernel_3d(dtype, name):
-    code = f"typedef {cuda.CTYPE[dtype]} T;\n" + cuda.source(__name__, "multigrid3d.cu")
-    return cuda.raw_kernel(code, name, options=_OPTIONS)
-
-
-def _covered_3d(couplings, arrays):
-    """The dtype name if the 3-D kernels take these couplings and arrays
-    (one float dtype, C-contiguous, the grid of the couplings), else None."""
-    dtype = str(getattr(arrays[0], "dtype", ""))
-    if dtype not in cuda.CTYPE or any(str(getattr(a, "dtype", "")) != dtype
-                                      or getattr(a, "ndim", 0) != 3
-                                      for a in (*couplings, *arrays)):
-        return None
-    nz, ny, nx = arrays[0].shape
-    expected = ((nz, ny, nx - 1), (nz, ny - 1, nx), (nz - 1, ny, nx))
-    if any(c.shape != e for c, e in zip(couplings, expected)) or any(
-            a.shape != (nz, ny, nx) for a in arrays):
-        return None
-    return dtype
-
-
-def _smooth_3d(dtype, faces, inv_diagonal, b, x, xc, scale, degree, ratio):
-    """``degree`` Chebyshev steps on ``A x = b`` from ``x + scale P xc`` (or
-    from zero); returns the new ``x``."""
-    import cupy as cp
-
-    nz, ny, nx = b.shape
-    ncx, ncy = (xc.shape[2], xc.shape[1]) if xc is not None else (0, 0)
-    has_x = x is not None
-    x = x if has_x else b                  # (not read without has_x)
-    xc = xc if xc is not None else b       # (not read with ncx = 0)
-    t = np.dtype(dtype).type
-    inv_theta, steps = chebyshev_coefficients(degree, ratio)
-    r, d, d_next, out = (cp.empty_like(b) for _ in range(4))
-    n = nx * ny * nz
-    dims = (np.int32(nx), np.int32(ny), np.int32(nz))
-    cuda.launch_1d(_kernel_3d(dtype, "bf_mg3_start"), n,
-                   (*faces, inv_diagonal, b, x, xc, t(scale), t(inv_theta), r, d, out, *dims,
-                    np.int32(ncx), np.int32(ncy), np.int32(has_x)))
-    step = _kernel_3d(dtype, "bf_mg3_step")
-    for a, c in steps:
-        cuda.launch_1d(step, n, (*faces, inv_diagonal, d, r, out, d_next, t(a), t(c), *dims))
-        d, d_next = d_next, d
-    return out
-
-
-def _smooth_restrict_3d(couplings, inv_diagonal, b, degree, ratio):
-    import cupy as cp
-
-    dtype = _covered_3d(couplings, (b, inv_diagonal))
-    if dtype is None:
-        return NotImplemented
-    faces = _contiguous(*couplings)
-    b, inv_diagonal = _contiguous(b, inv_diagonal)
-    x = _smooth_3d(dtype, faces, inv_diagonal, b, None, None, 0.0, degree, ratio)
-    nz, ny, nx = b.shape
-    coarse = ((nz + 1) // 2, (ny + 1) // 2, (nx + 1) // 2)
-    bc = cp.empty(coarse, dtype=b.dtype)
-    cuda.launch_1d(_kernel_3d(dtype, "bf_mg3_residual_restrict"), bc.size,
-                   (*faces, b, x, bc, np.int32(nx), np.int32(ny), np.int32(nz),
-                    np.int32(coarse[2]), np.int32(coarse[1]), np.int32(coarse[0])))
-    return x, bc
-
-
-def _prolong_smooth_3d(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
-    dtype = _covered_3d(couplings, (b, inv_diagonal, x))
-    nz, ny, nx = b.shape
-    if dtype is None or str(xc.dtype) != dtype or xc.shape != ((nz + 1) // 2, (ny + 1) // 2,
-                                                               (nx + 1) // 2):
-        return NotImplemented
-    faces = _contiguous(*couplings)
-    b, inv_diagonal, x, xc = _contiguous(b, inv_diagonal, x, xc)
-    return _smooth_3d(dtype, faces, inv_diagonal, b, x, xc, scale, degree, ratio)
-
-
 def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_scale=None):
     """A :class:`GraphCycle` for the hierarchy (twin: ``multigrid.cycle_runner``),
     or NotImplemented where the kernels do not cover it."""
@@ -250,7 +242,7 @@ def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_sc
     dtype = str(first.inv_diagonal.dtype)
     if len(levels) > 1 and _covered(first.couplings, (first.inv_diagonal,), degree) is None:
         return NotImplemented
-    if dtype not in cuda.CTYPE or len(first.shape) != 2:
+    if dtype not in cuda.CTYPE or len(first.shape) not in (2, 3):
         return NotImplemented
     return GraphCycle(levels, coarse_inverse, degree, ratio, scale, w_levels, io_scale)
 
@@ -341,13 +333,10 @@ class GraphCycle:
             visit(k + 1, self.b[k + 1], self.x[k + 1])
             if k + 1 in self.acc:
                 grid, block, n = flat(k + 1)
-                ny, nx = levels[k + 1].shape
-                cgrid, cblock = cuda.grid_2d(nx, ny, (32, 8))
                 launches.append((kernel("bf_mg_copy"), grid, block,
                                  (self.x[k + 1], self.acc[k + 1], n), 0))
-                launches.append((kernel("bf_mg_residual_inplace"), cgrid, cblock, (
-                    *levels[k + 1].couplings, self.x[k + 1], self.b[k + 1], np.int32(nx),
-                    np.int32(ny)), 0))
+                launches.append(_residual(dtype, self.degree, levels[k + 1].couplings,
+                                          self.x[k + 1], self.b[k + 1]))
                 visit(k + 1, self.b[k + 1], self.x[k + 1])
                 launches.append((kernel("bf_mg_add"), grid, block,
                                  (self.x[k + 1], self.acc[k + 1], self.x[k + 1], n), 0))
