@@ -168,7 +168,7 @@ def _open_restart(case, restart, backend, solver):
                            velocity=tuple(xp.asarray(ck[name], dtype=dt)
                                           for name in VELOCITY_COMPONENTS[:case.grid.ndim]),
                            p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
-                           time=ck["time"], step=ck["step"])
+                           time=ck["time"], step=ck["step"], c=c)
     state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
                       v=xp.asarray(ck["v"], dtype=dt),
                       p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),

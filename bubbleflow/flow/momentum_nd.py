@@ -6,8 +6,9 @@ smoothed Heaviside, the hybrid (central / upwind) advection of each face
 velocity, the variable-viscosity stress ``div(2 mu D)`` in divergence form
 (normal stresses at the cells, shear stresses on the cell edges), the
 balanced-force surface tension ``-sigma kappa_f grad H`` on the faces,
-gravity along the last axis, and the projection's divergence and
-correction.  In 2-D every function equals its :mod:`.momentum`
+gravity along the last axis, the implicit viscous step's right-hand sides
+and forces (the solves are :mod:`.viscosity_nd`'s), and the projection's
+divergence and correction.  In 2-D every function equals its :mod:`.momentum`
 counterpart to rounding (tests/flow/test_flow_nd.py).
 
 Layout: ``velocity`` is the tuple of face components in grid-axis order
@@ -25,8 +26,8 @@ from ..mesh.levelset import heaviside
 from .levelset_nd import along
 
 __all__ = ["fluid_properties", "advection_terms", "viscous_forces", "provisional_velocity",
-           "interface_coefficients", "density_mismatch",
-           "divergence", "correct_velocity", "face_mean"]
+           "interface_coefficients", "density_mismatch", "edge_viscosity", "cross_viscous_forces",
+           "implicit_rhs", "implicit_velocity", "divergence", "correct_velocity", "face_mean"]
 
 
 def _xp(*arrays):
@@ -131,7 +132,7 @@ def advection_terms(velocity, rho_faces, mu, spacing, signs):
     return tuple(out)
 
 
-def _edge_viscosity(mu, ka, kb, xp):
+def edge_viscosity(mu, ka, kb, xp):
     """``mu`` on the cell edges of the (a, b) plane: the mean of the four
     cells around each, a wall cell copied into the missing ones."""
     nd = mu.ndim
@@ -159,7 +160,7 @@ def viscous_forces(velocity, mu, spacing, signs):
                 continue
             kb = _k(nd, b)
             ug, vg = _ghosted(ua, kb, signs[b]), _ghosted(vb, ka, signs[a])
-            shear = _edge_viscosity(mu, ka, kb, xp) * (
+            shear = edge_viscosity(mu, ka, kb, xp) * (
                 (ug[_hi(nd, kb)] - ug[_lo(nd, kb)]) / hb + (vg[_hi(nd, ka)] - vg[_lo(nd, ka)]) / ha)
             shear = _interior(shear, ka)
             force = force + (shear[_hi(nd, kb)] - shear[_lo(nd, kb)]) / hb
@@ -215,6 +216,71 @@ def provisional_velocity(velocity, H, mu, rho_faces, coefficients, dt, spacing, 
             inner[...] = inner + dt * (-adv[a] + force / rho_faces[a] - gravity)
         else:
             inner[...] = inner + dt * (-adv[a] + force / rho_faces[a])
+        out.append(new)
+    return tuple(out)
+
+
+def cross_viscous_forces(velocity, mu, spacing):
+    """The cross-derivative part of :func:`viscous_forces` on the interior
+    faces of every component ``a``: ``sum_b d/dx_b (mu_e du_b/dx_a)`` over
+    ``b != a``, what the implicit step keeps explicit (the rest,
+    :class:`.viscosity_nd.ViscousSystemND`'s operator, is the component's
+    own).  Only interior edges of the (a, b) plane are read: no ghosts."""
+    xp = _xp(mu)
+    nd = mu.ndim
+    out = []
+    for a, ha in enumerate(spacing):
+        ka = _k(nd, a)
+        total = None
+        for b, (vb, hb) in enumerate(zip(velocity, spacing)):
+            if b == a:
+                continue
+            kb = _k(nd, b)
+            shear = _interior(edge_viscosity(mu, ka, kb, xp), ka) * (
+                vb[_hi(nd, ka)] - vb[_lo(nd, ka)]) / ha
+            term = (shear[_hi(nd, kb)] - shear[_lo(nd, kb)]) / hb
+            total = term if total is None else total + term
+        out.append(total)
+    return tuple(out)
+
+
+def implicit_rhs(velocity, mu, rho_faces, adv, dt, spacing):
+    """Right-hand sides of the implicit viscous solves on the interior faces
+    of every component: ``rho_a (u_a - dt adv_a) + dt cross_a``
+    (:func:`cross_viscous_forces` of the old velocity; the 2-D
+    :func:`.momentum.implicit_rhs_u`).  The interface forces and gravity
+    join after the solve (:func:`implicit_velocity`)."""
+    nd = mu.ndim
+    cross = cross_viscous_forces(velocity, mu, spacing)
+    return tuple(rho_faces[a] * (_interior(ua, _k(nd, a)) - dt * adv[a]) + dt * cross[a]
+                 for a, ua in enumerate(velocity))
+
+
+def implicit_velocity(solutions, velocity, H, rho_faces, coefficients, dt, spacing, gravity,
+                      vertical_extra=None):
+    """The implicit path's ``u*`` from the viscous solves' ``solutions`` (the
+    interior faces of every component, any shape of their size): ``x_a + dt
+    f_a / rho_a``, ``f_a`` the forces of :func:`provisional_velocity` less the
+    viscous stress, less ``dt gravity`` on the vertical axis; the wall faces
+    kept.  The forces join after the solve so that the projection sees the
+    very face gradients of ``H`` it balances (:func:`.momentum.implicit_velocity_u`)."""
+    nd = H.ndim
+    out = []
+    for a, (x, ua, h) in enumerate(zip(solutions, velocity, spacing)):
+        k = _k(nd, a)
+        new = ua.copy()
+        inner = new[along(nd, k, slice(1, -1))]
+        inner[...] = x.reshape(inner.shape)
+        vertical = a == nd - 1
+        force = None
+        if coefficients is not None:
+            force = -coefficients[a] * (H[_hi(nd, k)] - H[_lo(nd, k)]) / h
+        if vertical and vertical_extra is not None:
+            force = vertical_extra if force is None else force + vertical_extra
+        if force is not None:
+            inner += dt * (force / rho_faces[a])
+        if vertical and gravity:
+            inner -= dt * gravity
         out.append(new)
     return tuple(out)
 

@@ -287,14 +287,20 @@ class FlowSolver:
         solved = solve_viscous_systems(systems, [rhs_u.ravel(), rhs_v.ravel()],
                                        [u[:, 1:-1], v[1:-1, :]],
                                        self.case.momentum.viscous_rtol)
-        for S, (_, rec) in zip(systems, solved):
+        self._keep_viscous_records(state, "uv", solved)
+        return solved[0][0], solved[1][0]
+
+    def _keep_viscous_records(self, state, names, solved):
+        """The viscous solves' records (``solved``: ``(x, record)`` per
+        component, ``names`` theirs) kept in ``viscous_records``; a solve
+        that did not converge raises ``FloatingPointError`` naming it."""
+        for name, (_, rec) in zip(names, solved):
             if not rec.converged:
                 raise FloatingPointError(
-                    f"the implicit viscous solve for {S.component} did not converge at t = "
+                    f"the implicit viscous solve for {name} did not converge at t = "
                     f"{state.time:.6g}: {rec.reason} after {rec.iterations} iterations, "
                     f"relative residual {rec.residual:.3g}")
         self.viscous_records = [rec for _, rec in solved]
-        return solved[0][0], solved[1][0]
 
     def pressure_solver(self, A, phi, check=True):
         """The run's pressure solver, set up for the operator ``A`` of this

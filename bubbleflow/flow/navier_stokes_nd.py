@@ -8,10 +8,13 @@ level set, explicit in time), written once over the axes with
 last grid axis (y in 2-D, z in 3-D): gravity acts along it and the bubble
 diagnostics' heights and rise velocity are along it.
 
-What the 2-D solver has and this one has not (yet): the implicit viscous
-solves, the CLSVOF interface and the CUDA kernels of every phase (here the
-array code runs on CuPy as on NumPy); a case asking for them in 3-D is
-refused when it is read.  In 2-D this class gives the 2-D solver's steps
+The viscous stress is explicit or implicit (``momentum.viscosity``: the
+systems of :mod:`.viscosity_nd`, the 2-D ones written over the axes).
+The interface is the level set or CLSVOF (``levelset.method: clsvof``:
+the volume fraction of :mod:`.vof_nd` advected beside it, the level set
+rebuilt from its PLIC planes every step, as in 2-D).
+What the 2-D solver has and this one has not (yet): the CUDA kernels of
+every phase (here the array code runs on CuPy as on NumPy).  In 2-D this class gives the 2-D solver's steps
 to rounding (tests/flow/test_flow_nd.py), which is how its code is checked.
 """
 from __future__ import annotations
@@ -20,11 +23,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..case.config import viscosity_scheme
 from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
-from . import levelset_nd, momentum, momentum_nd
-from .navier_stokes import FlowSolver, PhaseClock, StepReport
+from . import levelset_nd, momentum, momentum_nd, viscosity_nd, vof_nd
+from .navier_stokes import (CLSVOF_BAND, CLSVOF_CURVATURE_PASSES, FlowSolver, PhaseClock,
+                            StepReport)
 
 __all__ = ["FlowStateND", "FlowSolverND", "WALL_NAMES"]
 
@@ -43,7 +48,7 @@ class FlowStateND:
     p: object
     time: float = 0.0
     step: int = 0
-    c: object = None                 # (no volume fraction: CLSVOF is 2-D so far)
+    c: object = None                 # gas volume fraction (levelset.method clsvof), else None
 
     u = property(lambda self: self.velocity[0])
     v = property(lambda self: self.velocity[1])
@@ -74,7 +79,7 @@ class FlowSolverND(FlowSolver):
         self.signs = tuple((sign[getattr(walls, lo)], sign[getattr(walls, hi)])
                            for lo, hi in WALL_NAMES[g.ndim])
         self.dtype = np.dtype(np.float64)
-        self.implicit_viscosity = False
+        self.implicit_viscosity = viscosity_scheme(case) == "implicit"
         self.reduced_gravity = case.momentum.gravity == "reduced"
         fs = case.geometry.free_surface
         self.y0 = float(fs) if fs is not None else 0.0
@@ -82,7 +87,9 @@ class FlowSolverND(FlowSolver):
                          if self.reduced_gravity and self.gravity > 0 else 0.0)
         self.heights = self._face_heights()
         self.viscous_records = None
-        self.curvature_passes = 0
+        # The level set CLSVOF rebuilds from PLIC planes is filtered before
+        # its curvature is taken, as in 2-D.
+        self.curvature_passes = CLSVOF_CURVATURE_PASSES if self.clsvof else 0
         self._pressure = None
         self.clock = PhaseClock(backend)
 
@@ -107,7 +114,17 @@ class FlowSolverND(FlowSolver):
             shape = list(g.shape)
             shape[g.ndim - 1 - a] += 1
             velocity.append(xp.zeros(tuple(shape), dtype=self.dtype))
-        return FlowStateND(phi=phi, velocity=tuple(velocity), p=xp.zeros(g.shape, dtype=self.dtype))
+        return FlowStateND(phi=phi, velocity=tuple(velocity), p=xp.zeros(g.shape, dtype=self.dtype),
+                           c=self._initial_fraction(phi) if self.clsvof else None)
+
+    def _initial_fraction(self, phi):
+        """The gas fraction of the initial level set: in 2-D the 2-D
+        solver's (one cut per cell); in 3-D, where one cut per cell makes a
+        sphere too large by ``0.26 (h/R)^2``, 4^3 sub-cells cut along the
+        cell's quadratic model of phi (:func:`.vof_nd.volume_fraction`)."""
+        if self.ndim == 2:
+            return vof_nd.volume_fraction(phi, self.spacing)
+        return vof_nd.volume_fraction(phi, self.spacing, samples=4, fit="quadratic")
 
     def properties(self, phi):
         """``(H, rho, mu, rho_faces)`` (:func:`.momentum_nd.fluid_properties`)."""
@@ -126,31 +143,53 @@ class FlowSolverND(FlowSolver):
             finite = finite & xp.isfinite(f).all()
             if maxima:
                 speed = xp.maximum(speed, xp.abs(f).max())
-        nu = (mu / rho).max() if maxima else xp.zeros((), dtype=self.dtype)
+        # (implicit viscosity: no viscous limit, so no max mu/rho.)
+        viscous = maxima and not self.implicit_viscosity
+        nu = (mu / rho).max() if viscous else xp.zeros((), dtype=self.dtype)
         return self.backend.to_host(xp.stack([finite.astype(self.dtype), speed,
                                               xp.zeros((), dtype=self.dtype), nu]))
 
     def _dt_limits(self, scalars):
         """:meth:`FlowSolver._dt_limits` with the explicit viscous limit of
         this dimension (``0.4 / ndim h^2 / nu``: stable below ``h^2 / (2
-        ndim nu)``)."""
+        ndim nu)``), none when the viscosity is implicit."""
         dt = super()._dt_limits(scalars)
         nu = float(scalars[3])
-        if self.case.time.dt is None and nu > 0:
+        if self.case.time.dt is None and nu > 0 and not self.implicit_viscosity:
             dt = min(dt, 0.4 / self.ndim * self.h * self.h / nu)
         return dt
 
     # ---------------------------------------------------------------- momentum
     def provisional_velocity(self, state, dt, H, rho, mu, rho_faces):
-        """``u*`` on the interior faces (:func:`.momentum_nd.provisional_velocity`)."""
-        kappa = levelset_nd.curvature(state.phi, self.spacing) if self.sigma > 0 else None
+        """``u*`` on the interior faces: explicit
+        (:func:`.momentum_nd.provisional_velocity`) or with the viscous
+        stress implicit (:meth:`_implicit_solves`)."""
+        kappa = (levelset_nd.curvature(levelset_nd.smooth(state.phi, self.curvature_passes),
+                                       self.spacing) if self.sigma > 0 else None)
         coefficients = momentum_nd.interface_coefficients(kappa, self.sigma, self.heights,
                                                           self.buoyancy, self.y0)
         extra = (momentum_nd.density_mismatch(rho, rho_faces[-1], self.gravity)
                  if self.buoyancy != 0 else None)
         gravity = 0.0 if self.reduced_gravity else self.gravity
+        if self.implicit_viscosity:
+            solutions = self._implicit_solves(state, dt, mu, rho_faces)
+            return momentum_nd.implicit_velocity(solutions, state.velocity, H, rho_faces,
+                                                 coefficients, dt, self.spacing, gravity, extra)
         return momentum_nd.provisional_velocity(state.velocity, H, mu, rho_faces, coefficients, dt,
                                                 self.spacing, self.signs, gravity, extra)
+
+    def _implicit_solves(self, state, dt, mu, rho_faces):
+        """The viscous solves of every component (backward Euler,
+        :func:`.viscosity_nd.solve_implicit`), side by side: the interior
+        faces' velocities before the forces join; the records kept, a solve
+        that failed raised (:meth:`FlowSolver._keep_viscous_records`)."""
+        velocity, spacing = state.velocity, self.spacing
+        adv = momentum_nd.advection_terms(velocity, rho_faces, mu, spacing, self.signs)
+        rhss = momentum_nd.implicit_rhs(velocity, mu, rho_faces, adv, dt, spacing)
+        solved = viscosity_nd.solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing,
+                                             self.signs, self.case.momentum.viscous_rtol)
+        self._keep_viscous_records(state, "uvw", solved)
+        return [x for x, _ in solved]
 
     def operator(self, rho_faces):
         """The pressure operator of this step's face densities."""
@@ -193,8 +232,9 @@ class FlowSolverND(FlowSolver):
         velocity = momentum_nd.correct_velocity(provisional, p, rho_faces, dt, self.spacing)
         norms = momentum.norms(div_star, self.divergence(velocity))
         clock.mark("correction")
-        new = FlowStateND(phi=self.move_interface(state, velocity, dt, state.step + 1),
-                          velocity=velocity, p=p, time=state.time + dt, step=state.step + 1)
+        phi, c = self.move_interface(state, velocity, dt, state.step + 1)
+        new = FlowStateND(phi=phi, velocity=velocity, p=p, time=state.time + dt,
+                          step=state.step + 1, c=c)
         end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
@@ -208,19 +248,39 @@ class FlowSolverND(FlowSolver):
         return new, report
 
     def move_interface(self, state, velocity, dt, step):
-        """The level set carried by the new velocity, reinitialised every
-        ``reinit_every`` steps."""
+        """The interface carried by the new velocity: ``(phi, c)`` at step
+        ``step`` (:meth:`FlowSolver.move_interface` over the axes).
+
+        Level set: advected, reinitialised every ``reinit_every`` steps.
+        CLSVOF: the volume fraction advected conservatively with the old
+        level set's normals (the sweeps' order rotating with the step), the
+        level set advected beside it and rebuilt from the new PLIC planes in
+        a band of :data:`.navier_stokes.CLSVOF_BAND` cells.
+        """
+        c = None
+        if self.clsvof:
+            c = vof_nd.advect(state.c, velocity, dt, self.spacing, first_axis=step % self.ndim,
+                              normal_from=state.phi)
         phi = levelset_nd.advect(state.phi, velocity, dt, self.spacing)
         self.clock.mark("advection")
         ls = self.case.levelset
-        if ls.reinit_every and step % ls.reinit_every == 0:
+        if c is not None:
+            # The shortest search that finds a patch for every band cell.
+            phi = vof_nd.redistance(phi, c, self.spacing, band=CLSVOF_BAND,
+                                    reach=CLSVOF_BAND + 1)
+        elif ls.reinit_every and step % ls.reinit_every == 0:
             phi = levelset_nd.reinitialize(phi, self.spacing, iterations=ls.reinit_iterations)
         self.clock.mark("reinitialisation")
-        return phi
+        return phi, c
 
     def regions(self, state):
         return None
 
     def diagnostics(self, state):
-        """The bubble quantities of :func:`.levelset_nd.bubble_diagnostics` (host floats)."""
-        return levelset_nd.bubble_diagnostics(state.phi, state.velocity, self.spacing, self.eps)
+        """The bubble quantities of :func:`.levelset_nd.bubble_diagnostics`
+        (host floats); with a volume fraction, the volume (area in 2-D),
+        centroid and rise velocity are its (:func:`.vof_nd.gas_diagnostics`)."""
+        d = levelset_nd.bubble_diagnostics(state.phi, state.velocity, self.spacing, self.eps)
+        if state.c is not None:
+            d.update(vof_nd.gas_diagnostics(state.c, state.velocity, self.spacing))
+        return d

@@ -178,8 +178,6 @@ def test_3d_case_keys_and_what_3d_refuses(tmp_path):
 
     assert "geometry.bubbles[0].center: got [0.5, 0.5]; expected three numbers" in error(
         "geometry.bubbles[0].center=[0.5,0.5]")
-    assert "levelset.method" in error("levelset.method=clsvof")
-    assert "momentum.viscosity" in error("momentum.viscosity=implicit")
     assert "a sphere inside the domain" in error("geometry.bubbles[0].center=[0.1,0.5,0.5]")
     assert "solver.deflation.subdomains" in error("solver.deflation.type=subdomains",
                                                   "solver.method=dpcg",
