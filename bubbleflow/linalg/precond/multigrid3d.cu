@@ -21,18 +21,16 @@
 // formed from the couplings.  io_scale and stop as in multigrid.cu.
 
 // MG3_TX, MG3_TY: the xy tile's columns (multigrid_cuda._TILE_3D), defined
-// by the includer; MG3_AHEAD: planes read ahead; MG3_MIN_BLOCKS: blocks an SM
-// should hold (the launch bound).
-#ifndef MG3_AHEAD
+// by the includer.  MG3_AHEAD: the planes read ahead (more than one, or a
+// launch bound of more blocks per SM, measured no faster:
+// docs/performance.md).
 #define MG3_AHEAD 1
-#endif
-#ifndef MG3_MIN_BLOCKS
-#define MG3_MIN_BLOCKS 1
-#endif
 #define MG3_RX (MG3_TX + 2 * MG_H)
 #define MG3_RY (MG3_TY + 2 * MG_H)
 #define MG3_THREADS (MG3_RX * MG3_RY)
-#define MG3_SLOTS (MG_H + 1)
+// The ring of coupling planes: a power of two of at least MG_H + 1 planes
+// (a plane's slot is its index's low bits, negative indices included).
+#define MG3_SLOTS (MG_H < 2 ? 2 : (MG_H < 4 ? 4 : 8))
 
 // What a column's thread carries for the plane a stage works on.
 struct Mg3Cell {
@@ -58,22 +56,48 @@ struct Mg3Raw {
     T w, e, s, n, hi, b, u;
 };
 
+// A column's place in the arrays: its offsets in a plane of cells, of x and
+// of y couplings, and which neighbours it has in its plane.
+struct Mg3Column {
+    long long cell, fx, fy;       // offsets in a plane
+    long long pc, px, py;         // plane sizes: cells, x faces, y faces
+    bool in, w, e, s, n;
+};
+
+__device__ __forceinline__ Mg3Column mg3_column(int i, int j, int nx, int ny)
+{
+    Mg3Column c;
+    c.in = i >= 0 && i < nx && j >= 0 && j < ny;
+    c.cell = (long long)j * nx + i;
+    c.fx = (long long)j * (nx - 1) + i;
+    c.fy = c.cell;
+    c.pc = (long long)nx * ny;
+    c.px = (long long)(nx - 1) * ny;
+    c.py = (long long)nx * (ny - 1);
+    c.w = c.in && i > 0;
+    c.e = c.in && i < nx - 1;
+    c.s = c.in && j > 0;
+    c.n = c.in && j < ny - 1;
+    return c;
+}
+
+// Plane k of the column.
 __device__ __forceinline__ Mg3Raw mg3_fetch(const T* __restrict__ cx, const T* __restrict__ cy,
                                             const T* __restrict__ cz, const TI* __restrict__ b,
                                             TI s_in, const T* __restrict__ xin,
-                                            const T* __restrict__ xc, T scale, int i, int j,
-                                            int k, int nx, int ny, int nz, int ncx, int ncy)
+                                            const T* __restrict__ xc, T scale,
+                                            const Mg3Column& col, int i, int j, int k, int nx,
+                                            int nz, int ncx, int ncy)
 {
     Mg3Raw r = {0, 0, 0, 0, 0, 0, 0};
-    if (i >= 0 && i < nx && j >= 0 && j < ny && k >= 0 && k < nz) {
-        const long long plane = (long long)nx * ny;
-        const long long fx = ((long long)k * ny + j) * (nx - 1) + i;
-        if (i > 0) r.w = cx[fx - 1];
-        if (i < nx - 1) r.e = cx[fx];
-        const long long fy = (long long)k * (ny - 1) * nx + (long long)j * nx + i;
-        if (j > 0) r.s = cy[fy - nx];
-        if (j < ny - 1) r.n = cy[fy];
-        const long long p = (long long)k * plane + (long long)j * nx + i;
+    if (col.in && k >= 0 && k < nz) {
+        const long long p = k * col.pc + col.cell;
+        const long long fx = k * col.px + col.fx;
+        const long long fy = k * col.py + col.fy;
+        if (col.w) r.w = cx[fx - 1];
+        if (col.e) r.e = cx[fx];
+        if (col.s) r.s = cy[fy - nx];
+        if (col.n) r.n = cy[fy];
         if (k < nz - 1) r.hi = cz[p];
         r.b = T(b[p] * s_in);
         if (xin != nullptr)
@@ -106,9 +130,9 @@ __device__ __forceinline__ T mg3_stencil(const T* ce, const T* cn, const T* up, 
          + c.zlo * (u - below) + c.zhi * (u - above);
 }
 
-__device__ __forceinline__ int mg3_slot(int m)
+__device__ __forceinline__ int mg3_slot(int k)
 {
-    return ((m % MG3_SLOTS) + MG3_SLOTS) % MG3_SLOTS;
+    return k & (MG3_SLOTS - 1);
 }
 
 // The pipeline of one block; DOWN: from zero, the last stage the residual
@@ -143,11 +167,12 @@ __device__ __forceinline__ void mg3_pipeline(
     // The first plane stage 0 takes, and the coupling below it; the planes
     // read ahead (MG3_AHEAD of them).
     int k0 = z0 - MG_H;
+    const Mg3Column column = mg3_column(i, j, nx, ny);
     Mg3Raw raw[MG3_AHEAD];
 #pragma unroll
     for (int a = 0; a < MG3_AHEAD; ++a)
-        raw[a] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, i, j, k0 + a, nx, ny, nz, ncx,
-                           ncy);
+        raw[a] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, column, i, j, k0 + a, nx, nz,
+                           ncx, ncy);
     T lo = (i >= 0 && i < nx && j >= 0 && j < ny && k0 > 0 && k0 <= nz - 1)
                ? cz[(long long)(k0 - 1) * plane + (long long)j * nx + i] : T(0);
     for (int t = z0 - 2 * MG_H, m = 0; t < z1; ++t, ++m, ++k0) {
@@ -157,8 +182,8 @@ __device__ __forceinline__ void mg3_pipeline(
         const Mg3Raw now = raw[0];
 #pragma unroll
         for (int a = 0; a + 1 < MG3_AHEAD; ++a) raw[a] = raw[a + 1];
-        raw[MG3_AHEAD - 1] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, i, j, k0 + MG3_AHEAD,
-                                       nx, ny, nz, ncx, ncy);
+        raw[MG3_AHEAD - 1] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, column, i, j,
+                                       k0 + MG3_AHEAD, nx, nz, ncx, ncy);
         c[0] = mg3_cell(now, lo);
         lo = now.hi;
         sh.ce[mg3_slot(k0)][q] = now.e;
@@ -226,7 +251,7 @@ __device__ __forceinline__ void mg3_pipeline(
 }
 
 // Down the cycle: x = S(b) from zero, bc = P^T (b - A x).
-extern "C" __global__ void __launch_bounds__(MG3_THREADS, MG3_MIN_BLOCKS) bf_mg3_down(
+extern "C" __global__ void __launch_bounds__(MG3_THREADS) bf_mg3_down(
     const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
     const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ coef,
     T* __restrict__ x, T* __restrict__ bc, const int nx, const int ny, const int nz,
@@ -239,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(MG3_THREADS, MG3_MIN_BLOCKS) bf_mg3
 }
 
 // Up the cycle: out = S(b) from x + scale P xc.
-extern "C" __global__ void __launch_bounds__(MG3_THREADS, MG3_MIN_BLOCKS) bf_mg3_up(
+extern "C" __global__ void __launch_bounds__(MG3_THREADS) bf_mg3_up(
     const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
     const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ x,
     const T* __restrict__ xc, const T* __restrict__ coef, TI* __restrict__ out, const int nx,

@@ -53,9 +53,6 @@ _SHARED_LIMIT = 48 * 1024
 #: _MIN_CHUNK planes.
 _BLOCKS_3D = 1024
 _MIN_CHUNK = 4
-#: Planes the 3-D kernels read ahead, and the blocks an SM should hold.
-_AHEAD = 1
-_MIN_BLOCKS = 1
 
 
 @cuda.kernel_cache
@@ -65,24 +62,20 @@ def _kernel(dtype, io_dtype, degree, kernel_name, tile=None):
     source = "multigrid.cu"
     if kernel_name.startswith("bf_mg3_"):
         source = "multigrid3d.cu"
-        head += (f"#define MG3_TX {tile[0]}\n#define MG3_TY {tile[1]}\n"
-                 f"#define MG3_AHEAD {_AHEAD}\n#define MG3_MIN_BLOCKS {_MIN_BLOCKS}\n")
+        head += f"#define MG3_TX {tile[0]}\n#define MG3_TY {tile[1]}\n"
     return cuda.function(head + cuda.source(__name__, source), kernel_name, options=_OPTIONS)
-
-
-def _tile_key():
-    return (*_TILE_3D, _AHEAD, _MIN_BLOCKS)
 
 
 def _shared_bytes(dtype, degree, ndim=2):
     """Shared memory of a tile kernel: in 2-D seven arrays over the region;
-    in 3-D (Mg3Shared) the ring of 2 (degree + 1) coupling planes, two
-    planes per stage but the last and two residual planes over the widened
-    xy tile."""
+    in 3-D (Mg3Shared) the ring of coupling planes (two arrays of a power
+    of two of at least degree + 1 planes), two planes per stage but the last
+    and two residual planes over the widened xy tile."""
     item = np.dtype(dtype).itemsize
     if ndim == 3:
         tx, ty = _TILE_3D
-        planes = 2 * (degree + 1) + 2 * degree + 2
+        slots = 2 if degree < 2 else (4 if degree < 4 else 8)      # MG3_SLOTS
+        planes = 2 * slots + 2 * degree + 2
         return planes * (tx + 2 * degree) * (ty + 2 * degree) * item
     tx, ty = _TILE
     return 7 * (tx + 2 * degree) * (ty + 2 * degree) * item
@@ -149,7 +142,7 @@ def _down(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree, stop):
         nz, ny, nx = b.shape
         grid, block, chunk = _tiles_3d(b.shape, degree)
         # (Static shared memory: none dynamic.)
-        return (_kernel(dtype, io_dtype, degree, "bf_mg3_down", _tile_key()), grid, block,
+        return (_kernel(dtype, io_dtype, degree, "bf_mg3_down", _TILE_3D), grid, block,
                 (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(nz),
                  np.int32(bc.shape[2]), np.int32(bc.shape[1]), np.int32(chunk), stop), 0)
     ny, nx = b.shape
@@ -166,7 +159,7 @@ def _up(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, st
     if b.ndim == 3:
         nz, ny, nx = b.shape
         grid, block, chunk = _tiles_3d(b.shape, degree)
-        return (_kernel(dtype, io_dtype, degree, "bf_mg3_up", _tile_key()), grid, block,
+        return (_kernel(dtype, io_dtype, degree, "bf_mg3_up", _TILE_3D), grid, block,
                 (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
                  np.int32(nz), np.int32(xc.shape[2]), np.int32(xc.shape[1]), np.int32(chunk),
                  value, stop), 0)
@@ -182,7 +175,7 @@ def _residual(dtype, degree, couplings, x, b):
     if b.ndim == 3:
         nz, ny, nx = b.shape
         n = nx * ny * nz
-        return (_kernel(dtype, dtype, degree, "bf_mg3_residual_inplace", _tile_key()),
+        return (_kernel(dtype, dtype, degree, "bf_mg3_residual_inplace", _TILE_3D),
                 (max(1, min(-(-n // 256), 65535)),), (256,),
                 (*couplings, x, b, np.int32(nx), np.int32(ny), np.int32(nz)), 0)
     ny, nx = b.shape
