@@ -235,6 +235,18 @@ class Partition:
         n, b = self.grid.cells[a], self.blocks[a]
         return -((-np.arange(b + 1) * n) // b)            # ceil(k n / b)
 
+    def box_sizes(self) -> np.ndarray:
+        """Cells per box, ``(count,)`` int64 on the host, in the boxes' order
+        (x fastest): the outer product of the box widths along each axis.
+
+        >>> Grid(5, 2).partition((2, 2)).box_sizes()
+        array([3, 2, 3, 2])
+        """
+        size = np.ones(1, dtype=np.int64)
+        for a in reversed(range(self.grid.ndim)):              # the slowest axis first
+            size = (size[:, None] * np.diff(self.edges(a))[None, :]).ravel()
+        return size
+
     def labels(self, xp=np):
         """The box of every cell: an int64 array of the grid's shape, on ``xp``."""
         label, stride = None, 1

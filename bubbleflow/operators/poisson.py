@@ -271,30 +271,51 @@ class PoissonOperator:
         return A.astype(self.dtype)
 
     def to_backend_sparse(self):
-        """The matrix as a CSR matrix of the backend (SciPy, or cuSPARSE), built on the backend.
+        """The matrix as a CSR matrix of the backend (SciPy, or cuSPARSE), built
+        there from :meth:`entries` (any dimension, either storage).
 
-        Rows hold their entries in column order S, W, C, E, N (sorted), walls
-        left out, the same pattern and values as :meth:`to_scipy`.
+        Rows hold their entries in column order (the lower neighbours from the
+        slowest axis to the fastest, the centre, the upper neighbours from the
+        fastest to the slowest: S, W, C, E, N in 2-D), walls left out: the
+        pattern and values of :meth:`to_scipy`.  int32 indices (cuSPARSE's); a
+        matrix of 2^31 entries or more is refused.
         """
         xp = self.backend.xp
-        ny, nx = self.ny, self.nx
-        n = nx * ny
-        S, W, C, E, N = self.entries()
-        j = xp.arange(ny)[:, None]
-        i = xp.arange(nx)[None, :]
-        present = xp.stack([xp.broadcast_to(j > 0, (ny, nx)), xp.broadcast_to(i > 0, (ny, nx)),
-                            xp.ones((ny, nx), dtype=bool), xp.broadcast_to(i < nx - 1, (ny, nx)),
-                            xp.broadcast_to(j < ny - 1, (ny, nx))], axis=-1).reshape(n, 5)
-        vals = xp.stack([S, W, C, E, N], axis=-1).reshape(n, 5)
-        offsets = xp.asarray([-nx, -1, 0, 1, nx], dtype=xp.int64)
-        cols = (xp.arange(n, dtype=xp.int64)[:, None] + offsets[None, :])
-        indptr = xp.zeros(n + 1, dtype=xp.int64)
-        xp.cumsum(present.sum(axis=1), out=indptr[1:])
+        shape = self.grid_shape
+        ndim, n = len(shape), self.shape[0]
+        width = 2 * ndim + 1
+        index = [xp.arange(m, dtype=np.int32).reshape([-1 if k == a else 1 for k in range(ndim)])
+                 for a, m in enumerate(shape)]
+        values = xp.empty((n, width), dtype=self.dtype)
+        present = xp.empty((n, width), dtype=bool)
+        offsets = []
+        for k, d in enumerate(self.entries()):
+            values[:, k] = d.ravel()
+            # Slot k < ndim: the lower neighbour along array axis k; k > ndim:
+            # the upper one along array axis 2 ndim - k (the order of entries()).
+            a = k if k < ndim else 2 * ndim - k
+            stride = int(np.prod(shape[a + 1:]))
+            if k < ndim:
+                inside, offset = index[a] > 0, -stride
+            elif k > ndim:
+                inside, offset = index[a] < shape[a] - 1, stride
+            else:
+                inside, offset = xp.asarray(True), 0
+            present[:, k] = xp.broadcast_to(inside, shape).ravel()
+            offsets.append(offset)
+        del d                                # matrix free: the diagonals, before the compression
+        counts = present.sum(axis=1, dtype=np.int32)
+        nnz = int(counts.sum(dtype=np.int64))
+        if nnz >= 2 ** 31:
+            raise ValueError(f"a CSR matrix of {nnz} entries: int32 indices hold fewer than 2^31")
+        indptr = xp.zeros(n + 1, dtype=np.int32)
+        xp.cumsum(counts, dtype=np.int32, out=indptr[1:])
         keep = present.ravel()
-        data = vals.ravel()[keep]
-        indices = cols.ravel()[keep].astype(xp.int32)
-        return self.backend.sparse.csr_matrix((data, indices, indptr.astype(xp.int32)),
-                                              shape=self.shape)
+        data = values.ravel()[keep]
+        del values
+        offsets = xp.asarray(offsets, dtype=np.int32)
+        columns = (xp.arange(n, dtype=np.int32)[:, None] + offsets[None, :]).ravel()[keep]
+        return self.backend.sparse.csr_matrix((data, columns, indptr), shape=self.shape)
 
     def __repr__(self):
         cells = "x".join(str(n) for n in self.grid_shape)

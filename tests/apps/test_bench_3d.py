@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers.cli import run_cli
 from helpers.bench import num, one_error_line, read_rows
+from helpers.operators import seven_point
 
 from bubbleflow.apps import bench as bench_mod
 from bubbleflow.apps.bench import model3d
@@ -108,17 +109,24 @@ def test_bytes_model_counts_the_arrays_of_the_3d_iteration():
     assert bench_mod.bytes_per_iteration_3d(mg) == 8 * (faces + 2 * cells + 15 * cells) + cycle
 
 
-def test_peer_csr_matrix_is_the_operator():
+@pytest.mark.parametrize("storage", ["matrix_free", "diagonals"])
+def test_peer_csr_matrix_is_the_seven_point_matrix(storage, backend):
+    """The peers' matrix, the operator's own export, against the textbook
+    7-point matrix: the same pattern (walls left out, sorted rows), the
+    values to rounding, float64 with cuSPARSE's int32 indices."""
     rng = np.random.default_rng(3)
     grid = Grid.regular((5, 4, 3), (1.0, 0.8, 0.9))
     faces = [rng.uniform(1e-3, 1.0, s) for s in ((3, 4, 4), (3, 3, 5), (2, 4, 5))]
-    A = PoissonOperator.from_faces(faces, grid)
-    C = bench_mod.csr_from_couplings(A)
-    ref = A.to_scipy()
+    A = PoissonOperator.from_faces([backend.xp.asarray(f) for f in faces], grid, backend=backend,
+                                   storage=storage)
+    C = A.to_backend_sparse()
+    assert backend.sparse.issparse(C) and C.format == "csr"
+    assert C.dtype == np.float64 and C.indices.dtype == C.indptr.dtype == np.int32
+    ref = seven_point(*faces, grid.spacing)
     assert C.nnz == ref.nnz and C.has_sorted_indices
-    np.testing.assert_array_equal(C.indptr, ref.indptr)
-    np.testing.assert_array_equal(C.indices, ref.indices)
-    np.testing.assert_allclose(C.data, ref.data, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(backend.to_host(C.indptr), ref.indptr)
+    np.testing.assert_array_equal(backend.to_host(C.indices), ref.indices)
+    np.testing.assert_allclose(backend.to_host(C.data), ref.data, rtol=1e-14, atol=0)
 
 
 @pytest.fixture

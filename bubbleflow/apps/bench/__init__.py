@@ -35,7 +35,8 @@ cells per side.  Our configurations default to ``multigrid:none`` and
 ``jacobi:none@256``; one that does not run on a 3-D operator (a
 preconditioner built from the five diagonals, a deflation that is 2-D only)
 is refused before anything runs (:func:`.options.check_configs_3d`).  The
-peers get the 7-point CSR matrix (:func:`.peers.csr_from_couplings`).
+peers get the 7-point CSR matrix
+(:meth:`~bubbleflow.operators.poisson.PoissonOperator.to_backend_sparse`).
 Bytes per iteration come from the 3-D model
 (:func:`.model3d.bytes_per_iteration_3d`) where the solver counts none; the
 table ends with the memory of one untimed set-up plus solve
@@ -96,7 +97,7 @@ from .model3d import bytes_per_iteration_3d
 from .options import (DEFAULT_CONFIGS, DEFAULT_CONFIGS_3D, DEFAULT_MAXITER_PER_N, PEERS, PROG,
                       BenchConfig, Config, cells_per_subdomain, default_rtol, parse_args,
                       parse_config)
-from .peers import csr_from_couplings, peer_bytes_per_iteration
+from .peers import peer_bytes_per_iteration
 from .problem import make_problem
 from .report import COLUMNS, format_table, write_csv
 from .runner import run_bench
@@ -104,7 +105,7 @@ from .runner import run_bench
 __all__ = [
     "add_subparser", "cmd_bench", "run_bench", "parse_args", "BenchConfig", "Config",
     "COLUMNS", "DEFAULT_CONFIGS", "DEFAULT_CONFIGS_3D", "PEERS", "model_bytes_per_iteration",
-    "bytes_per_iteration_3d", "peer_bytes_per_iteration", "csr_from_couplings",
+    "bytes_per_iteration_3d", "peer_bytes_per_iteration",
     "copy_bandwidth", "cells_per_subdomain", "default_rtol",
     "format_table", "write_csv", "make_problem", "parse_config",
     "run_flow_bench", "parse_flow_args", "FLOW_COLUMNS",

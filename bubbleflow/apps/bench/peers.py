@@ -9,7 +9,7 @@ from .measure import MemoryPeak, release, true_residual
 from .options import DEFAULT_MAXITER_PER_N, PEERS
 from .problem import assemble, inputs_on, median_run, numpy_backend, result_row
 
-__all__ = ["run_peer", "peer_bytes_per_iteration", "csr_from_couplings"]
+__all__ = ["run_peer", "peer_bytes_per_iteration"]
 
 _PEER_WARMUP_ITERATIONS = 10
 
@@ -28,61 +28,15 @@ def peer_bytes_per_iteration(n_cells, nnz, index_bytes=4, pointer_bytes=4):
     return (8 + index_bytes) * nnz + pointer_bytes * (n_cells + 1) + 8 * n_cells * 19
 
 
-def csr_from_couplings(A):
-    """The matrix of a matrix-free grid operator ``A`` (any dimension) as a
-    CSR matrix of its backend (SciPy, or cuSPARSE), built there from the
-    face couplings: the 7-point matrix of a 3-D operator, as a user would
-    hand it to a library's ``cg``.
-
-    Rows hold their entries in column order (the lower neighbours from the
-    slowest axis to the fastest, the centre, the upper neighbours from the
-    fastest to the slowest), walls left out: the pattern and values of
-    :meth:`~bubbleflow.operators.poisson.PoissonOperator.to_scipy`.  int32
-    indices (cuSPARSE's); a matrix of 2^31 entries or more is refused.
-    """
-    xp = A.backend.xp
-    shape = tuple(A.grid_shape)
-    ndim, n = len(shape), int(np.prod(shape))
-    index = [xp.arange(m, dtype=np.int32).reshape([-1 if k == a else 1 for k in range(ndim)])
-             for a, m in enumerate(shape)]
-    lower, upper = [], []                  # (values, present, column offset) by axis x, y, z
-    for axis, c in enumerate(A.couplings()):
-        a = ndim - 1 - axis                # array axis of grid axis ``axis``
-        stride = int(np.prod(shape[a + 1:]))
-        pad = [(0, 0)] * ndim
-        pad[a] = (1, 0)
-        lower.append((-xp.pad(c, pad), index[a] > 0, -stride))
-        pad[a] = (0, 1)
-        upper.append((-xp.pad(c, pad), index[a] < shape[a] - 1, stride))
-    slots = lower[::-1] + [(A.diagonal().reshape(shape), True, 0)] + upper
-    values = xp.empty((n, len(slots)), dtype=A.dtype)
-    present = xp.empty((n, len(slots)), dtype=bool)
-    offsets = xp.asarray([offset for _, _, offset in slots], dtype=np.int32)
-    for k, slot in enumerate(slots):
-        values[:, k] = slot[0].ravel()
-        present[:, k] = xp.broadcast_to(xp.asarray(slot[1]), shape).ravel()
-    del slots, lower, upper, slot            # the per-axis copies, before the compression
-    counts = present.sum(axis=1, dtype=np.int32)
-    nnz = int(counts.sum(dtype=np.int64))
-    if nnz >= 2 ** 31:
-        raise ValueError(f"a CSR matrix of {nnz} entries: int32 indices hold fewer than 2^31")
-    indptr = xp.zeros(n + 1, dtype=np.int32)
-    xp.cumsum(counts, dtype=np.int32, out=indptr[1:])
-    keep = present.ravel()
-    data = values.ravel()[keep]
-    del values
-    columns = (xp.arange(n, dtype=np.int32)[:, None] + offsets[None, :]).ravel()[keep]
-    return A.backend.sparse.csr_matrix((data, columns, indptr), shape=(n, n))
-
-
 def _peer_matrix(problem, faces, backend):
-    """The peer's CSR matrix on ``backend`` and the operator's assembly time:
-    the 5-point one from the diagonals (2-D), the 7-point one from the face
-    couplings (3-D)."""
+    """The peer's CSR matrix on ``backend`` (the operator's own export) and
+    the operator's assembly time: the 5-point one from the diagonals (2-D),
+    the 7-point one from the face couplings (3-D; matrix free, so that no
+    diagonals outlive the export)."""
     t0 = backend.clock()
     A = assemble(problem, faces, backend, storage="diagonals" if problem.dim == 2 else "matrix_free")
     t1 = backend.clock()
-    C = A.to_backend_sparse() if problem.dim == 2 else csr_from_couplings(A)
+    C = A.to_backend_sparse()
     return C, t1 - t0
 
 

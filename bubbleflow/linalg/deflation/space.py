@@ -80,7 +80,14 @@ def partition_labels(grid_shape, blocks, xp=np):
     array([[0, 0, 1, 1],
            [2, 2, 3, 3]])
     """
-    return Grid.regular(tuple(grid_shape)[::-1]).partition(blocks).labels(xp)
+    return _partition(grid_shape, blocks).labels(xp)
+
+
+def _partition(grid_shape, blocks):
+    """The :class:`~bubbleflow.mesh.grid.Partition` of an array of
+    ``grid_shape`` (axes reversed) into ``blocks[a]`` boxes along grid axis
+    ``a``: the one definition of the boxes (labels, cells per box, shape)."""
+    return Grid.regular(tuple(grid_shape)[::-1]).partition(blocks)
 
 
 def subdomain_labels(ny, nx, px, py, xp=np):
@@ -331,7 +338,7 @@ class Deflation:
         shape = tuple(A.grid_shape)
         blocks = _block_counts(blocks, len(shape), "blocks")
         # Cells per box (host arithmetic): which boxes, and which parts, are empty.
-        size = _box_sizes(shape, blocks)
+        size = _partition(shape, blocks).box_sizes()
         labels, pieces, layout = block_layout(A, phi, blocks, size)
         kind = kind or ("subdomains" if phi is None else "levelset_subdomains")
         return cls(A, labels, kind=kind, dense_limit=dense_limit, factorise=factorise,
@@ -566,24 +573,11 @@ def _block_counts(blocks, ndim, option):
     return counts
 
 
-def _box_sizes(grid_shape, blocks):
-    """Cells per box, ``(prod(blocks),)`` int64 on the host, in the boxes'
-    order (x fastest): the outer product of the cells per box along each
-    axis."""
-    size = np.ones(1, dtype=np.int64)
-    for n, count in zip(grid_shape, blocks[::-1]):          # array axes, slowest first
-        along = np.bincount((np.arange(n) * count) // n, minlength=count)
-        size = (size[:, None] * along[None, :]).ravel()
-    return size
-
-
 def _box_shape(grid_shape, blocks):
     """The array shape of a box when the boxes tile the grid exactly (every
     count divides its axis's cells), else None."""
-    counts = blocks[::-1]
-    if any(n % count for n, count in zip(grid_shape, counts)):
-        return None
-    return tuple(n // count for n, count in zip(grid_shape, counts))
+    partition = _partition(grid_shape, blocks)
+    return partition.box_shape if partition.even else None
 
 
 def _box_split(grid_shape, counts):
