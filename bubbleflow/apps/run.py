@@ -14,6 +14,7 @@ from .. import __version__
 from ..case.config import viscosity_scheme
 from ..case.problem import build_pressure_problem
 from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
+from ..io.xdmf import write_pressure_sidecar
 from ..linalg.solver import PressureSolver
 
 __all__ = ["run_case", "run_pressure", "write_run_snapshot"]
@@ -32,8 +33,15 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     :mod:`bubbleflow.io.outdir`) before any work starts.
     """
     from ..case.config import CaseError
+    from ..compute.comm import communicator
     from ..io.outdir import RunOutput
 
+    comm = communicator("auto")
+    if comm.size > 1:                        # started by mpiexec -n N
+        from .ranks import run_case_ranks
+
+        return run_case_ranks(case, backend, comm, quiet=quiet, outdir=outdir, restart=restart,
+                              overwrite=overwrite)
     if case.mode != "flow" and restart is not None:
         raise CaseError(case.source, "mode", f"got --restart with mode {case.mode!r}",
                         "mode 'flow' (only time-dependent runs have checkpoints)", value=case.mode)
@@ -79,7 +87,7 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
         device=backend.device_name, precision=case.precision,
         face_density=case.operator.face_density, grid=g, phi=prob.phi,
         rho=prob.phases.rho, p=backend.to_host(p), record=record)
-    _pressure_sidecar(path, g)
+    write_pressure_sidecar(path, g)
     if record.converged:
         _say(quiet, f"{record.summary()}")
         _say(quiet, f"pressure range {float(p.min()):.6g} .. {float(p.max()):.6g} Pa; wrote {path}")
@@ -88,15 +96,6 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
           f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
           f"(rtol {s.rtol:g}); wrote {path}", file=sys.stderr, flush=True)
     return 1
-
-
-def _pressure_sidecar(path, grid):
-    """``<name>.xdmf`` beside a pressure result, for ParaView."""
-    from ..io.xdmf import write_xdmf
-
-    stem, _ = os.path.splitext(path)
-    write_xdmf(stem + ".xdmf", grid, [(0.0, os.path.basename(path), "/fields")],
-               ("p", "rho", "phi"))
 
 
 class _SolveProgress:

@@ -81,13 +81,20 @@ DOTS = {
 }
 
 
-def reductions(backend, dtype=np.float64):
+def reductions(backend, dtype=np.float64, comm=None):
     """``(dot, norm)`` for vectors of ``dtype`` on ``backend``: ``dot(a, b)``
     and ``norm(a) = sqrt(dot(a, a))`` as 0-d arrays (no host synchronisation).
-    Every dtype but float32 reduces as float64."""
+    Every dtype but float32 reduces as float64.  ``comm``: the vectors are
+    a rank's part of distributed ones: each rank's sum in a fixed order,
+    then the sum over the ranks (:mod:`.comm`)."""
     kind = "float32" if np.dtype(dtype) == np.float32 else "float64"
     dot = DOTS[backend.name, kind](backend)
     xp = backend.xp
+    if comm is not None:
+        local_dot = dot
+
+        def dot(a, b):
+            return xp.asarray(comm.allreduce_sum(local_dot(a, b)))
 
     def norm(a):
         return xp.sqrt(dot(a, a))

@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape, quoteattr
 from .atomic import atomic_text
 from .layout import UNITS
 
-__all__ = ["write_xdmf", "CELL_FIELDS"]
+__all__ = ["write_xdmf", "write_pressure_sidecar", "CELL_FIELDS"]
 
 #: Cell-centred fields a grid can carry: name -> number of components.
 CELL_FIELDS = {"p": 1, "rho": 1, "phi": 1, "velocity": 3, "c": 1, "p_dynamic": 1}
@@ -132,3 +132,12 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
         lines.append("      </Grid>")
     lines += ["    </Grid>", "  </Domain>", "</Xdmf>", ""]
     atomic_text(xdmf_path, "\n".join(lines))
+
+
+def write_pressure_sidecar(path, grid):
+    """``<name>.xdmf`` beside a pressure result ``<name>.h5``, for ParaView."""
+    import os
+
+    stem, _ = os.path.splitext(path)
+    write_xdmf(stem + ".xdmf", grid, [(0.0, os.path.basename(path), "/fields")],
+               ("p", "rho", "phi"))

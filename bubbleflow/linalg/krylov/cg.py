@@ -92,13 +92,13 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         if "mean" in first:
             record.rhs_mean_removed = first["mean"]
         if bnorm == 0.0:
-            report_projection(record, b.size, bnorm, 0.0)
+            report_projection(record, system.size, bnorm, 0.0)
             record.residual, record.converged, record.reason = 0.0, True, "converged"
             record.residual_history = np.zeros(1)
             return xp.zeros_like(b), record
         tol = max(float(rtol) * bnorm, float(atol))
         state.bnorm, state.tol_rel = bnorm, tol / bnorm
-        report_projection(record, b.size, bnorm, state.tol_rel)
+        report_projection(record, system.size, bnorm, state.tol_rel)
         h0 = rn0 / bnorm
         hist[0] = h0
         iterations.started(state, h0, first.get("broke", 0.0) != 0.0)

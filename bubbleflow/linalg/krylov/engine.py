@@ -136,7 +136,7 @@ class ArrayEngine:
         self.system = system
         self.xp = system.backend.xp
         self.matvec = system.matvec
-        self.dot, self.norm = reductions(system.backend, system.b.dtype)
+        self.dot, self.norm = reductions(system.backend, system.b.dtype, system.comm)
         cls = VARIANT_PIECES[system.variant] if system.deflation is not None else Undeflated
         self.pieces = cls(system)
         self.precondition = self.pieces.precondition

@@ -40,37 +40,50 @@ class NoNullspace:
 class ConstantNullspace:
     """Constants in the null space (the pure-Neumann pressure operator): the
     right-hand side loses its mean, the answer is gauged to zero mean.  No
-    matrix entry is altered."""
+    matrix entry is altered.  ``comm``: the ranks' communicator of a
+    distributed operator (the mean over every rank's cells), or None."""
 
     name = "constant"
+
+    def __init__(self, comm=None):
+        self.comm = comm
+
+    def _mean(self, v):
+        if self.comm is None:
+            return v.mean()
+        total = self.comm.allreduce_sum(v.sum())
+        return total / self.comm.sum_int(v.size)
 
     def remove(self, b):
         """``(b - mean(b), mean(b))``.  Float64: the mean a 0-d array of
         ``b``'s backend, no host synchronisation (the caller reads it later);
         other dtypes: a Python float (subtracted as :meth:`compatible` does)."""
-        mean_b = b.mean()
+        mean_b = self._mean(b)
         if b.dtype != np.float64:
             mean_b = float(mean_b)
         return b - mean_b, mean_b          # the copy, in the same pass
 
     def compatible(self, b, record):
-        mean_b = float(b.mean())
+        mean_b = float(self._mean(b))
         record.rhs_mean_removed = mean_b
         return b - mean_b                  # the copy, in the same pass
 
     def gauge(self, x):
-        return x - x.mean()
+        return x - self._mean(x)
 
 
 NULLSPACES = {None: NoNullspace(), "constant": ConstantNullspace()}
 
 
-def nullspace_of(A, nullspace):
-    """The gauge hook for ``nullspace`` (``"auto"``: ``A.nullspace``)."""
+def nullspace_of(A, nullspace, comm=None):
+    """The gauge hook for ``nullspace`` (``"auto"``: ``A.nullspace``);
+    ``comm``: a distributed operator's communicator."""
     if nullspace == "auto":
         nullspace = getattr(A, "nullspace", None)
     elif nullspace not in (None, "constant"):
         raise ValueError(f"nullspace={nullspace!r}; expected 'auto', 'constant' or None")
+    if nullspace == "constant" and comm is not None:
+        return ConstantNullspace(comm)
     return NULLSPACES[nullspace]
 
 
@@ -228,6 +241,8 @@ class KrylovSystem:
     variant: str
     rhs_mean: object = None         # the mean removed from b (0-d, backend), or None
     x0: object = None               # the starting guess (a copy, b's dtype), or None
+    comm: object = None             # a distributed operator's communicator, or None
+    size: int = 0                   # the unknowns over every rank
 
 
 def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, callback,
@@ -266,10 +281,15 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
             x0 = None                        # as SciPy: no product for a zero guess
     matvec = matvec_of(A)
     prec, prec_name, prec_obj = preconditioner_of(M, A)
+    comm = getattr(A, "comm", None)           # a distributed operator's ranks
+    if comm is not None and deflation is not None:
+        raise ValueError(f"{name}: deflation across ranks is not there yet: solve with "
+                         "deflation=None, or on one rank")
     defl = deflation_from_input(deflation, A)
-    gauge = nullspace_of(A, nullspace)
+    gauge = nullspace_of(A, nullspace, comm)
+    size = comm.sum_int(n) if comm is not None else n
     if maxiter is None:
-        maxiter = 10 * n
+        maxiter = 10 * size
     check_every = max(1, int(check_every))
     if callback is not None:
         check_every = 1          # the callback sees every iteration: none may be a frozen one
@@ -284,5 +304,6 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
     system = KrylovSystem(A=A, b=b, matvec=matvec, prec=prec, prec_name=prec_name,
                           prec_obj=prec_obj,
                           deflation=defl, nullspace=gauge, backend=backend, maxiter=maxiter,
-                          check_every=check_every, variant=variant, rhs_mean=rhs_mean, x0=x0)
+                          check_every=check_every, variant=variant, rhs_mean=rhs_mean, x0=x0,
+                          comm=comm, size=size)
     return system, record

@@ -1,0 +1,120 @@
+"""``mpiexec -n N bubbleflow run CASE``: a pressure case on N ranks (MPI,
+NumPy backend).
+
+Every rank reads the case and builds the problem; each keeps its slab of
+the operator (:class:`~bubbleflow.operators.distributed.DistributedOperator`) and runs the Krylov loop on
+it; rank 0 alone owns the output (its checks and lock before any work, the
+gathered pressure written in the layout of a one-process run) and speaks.
+What the ranks do not have yet (flow cases, restarts, deflation, the other
+preconditioners, the GPU) is refused in one line before any work.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..compute.transfer import on_device
+
+__all__ = ["run_case_ranks", "RANK_PRECONDITIONERS"]
+
+#: The preconditioners that run on several ranks (pointwise: the same
+#: operator however the grid is cut).
+RANK_PRECONDITIONERS = ("none", "jacobi")
+
+
+def _refusal(case, backend, restart):
+    """``(key, value, expected)`` of the first thing the ranks cannot run, or None."""
+    s = case.solver
+    if case.mode != "pressure":
+        return "mode", case.mode, "pressure on several ranks (flow cases run on one)"
+    if restart is not None:
+        return "mode", case.mode, "no --restart on several ranks"
+    if on_device(backend):
+        return "backend", backend.name, "numpy on several ranks (the GPU's NCCL layer is next)"
+    if s.method not in ("cg", "pcg"):
+        return "solver.method", s.method, "cg or pcg on several ranks"
+    if s.deflation.type != "none":
+        return "solver.deflation.type", s.deflation.type, "none on several ranks"
+    if s.preconditioner.type not in RANK_PRECONDITIONERS:
+        return ("solver.preconditioner.type", s.preconditioner.type,
+                " or ".join(RANK_PRECONDITIONERS) + " on several ranks")
+    return None
+
+
+def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
+                   overwrite=False):
+    """Run ``case`` on the ranks of ``comm``; every rank returns the exit code."""
+    from ..case.config import CaseError
+    from ..io.outdir import RunOutput
+
+    refused = _refusal(case, backend, restart)
+    if refused is not None:
+        if comm.rank != 0:
+            return 2                        # rank 0 says why, once
+        key, value, expected = refused
+        raise CaseError(case.source, key, f"got {value!r} with {comm.size} ranks", expected,
+                        value=value)
+    out = None
+    if comm.rank == 0:
+        try:
+            out = RunOutput(case, outdir or case.output.directory, overwrite=overwrite,
+                            flow=False).__enter__()
+        except BaseException:
+            comm.broadcast(False)
+            raise
+        comm.broadcast(True)
+    elif not comm.broadcast(None):
+        return 2
+    try:
+        code = _solve(case, backend, comm, quiet, out)
+    except BaseException as exc:
+        if out is not None:
+            out.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    if out is not None:
+        out.__exit__(None, None, None)
+    return code
+
+
+def _solve(case, backend, comm, quiet, out):
+    from .. import __version__, pcg
+    from ..case.problem import build_pressure_problem
+    from ..io.layout import write_pressure_result
+    from ..io.xdmf import write_pressure_sidecar
+    from ..operators.distributed import DistributedOperator
+
+    prob = build_pressure_problem(case, backend)
+    s = case.solver
+    quiet = quiet or comm.rank != 0
+    cells = " x ".join(map(str, prob.grid.cells))
+    A = DistributedOperator.from_operator(prob.A, comm)
+    _say(quiet, f"{case.name}: {cells} cells on {comm.size} ranks (slabs of "
+                f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
+                f"{s.preconditioner.type}, rtol {s.rtol:g}")
+    M = None if s.preconditioner.type == "none" else s.preconditioner.type
+    x, info = pcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,
+                  check_every=s.check_every)
+    p = A.gather(x)
+    record = info.record
+    if comm.rank != 0:
+        return 0 if record.converged else 1
+    g = prob.grid
+    write_pressure_result(
+        out.path, case_yaml=case.to_yaml(), version=__version__, backend=backend.name,
+        device=f"{comm.size} ranks, {backend.device_name}", precision=case.precision,
+        face_density=case.operator.face_density, grid=g, phi=prob.phi,
+        rho=prob.phases.rho, p=p.reshape(g.shape), record=record)
+    write_pressure_sidecar(out.path, g)
+    if record.converged:
+        _say(quiet, record.summary())
+        _say(quiet, f"pressure range {float(p.min()):.6g} .. {float(p.max()):.6g} Pa; wrote "
+                    f"{out.path}")
+        return 0
+    print(f"error: {case.name}: pressure solve failed: reason {record.reason} after "
+          f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
+          f"(rtol {s.rtol:g}); wrote {out.path}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _say(quiet, text):
+    if not quiet:
+        print(text, flush=True)

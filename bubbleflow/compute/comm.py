@@ -1,0 +1,140 @@
+"""Communicators: how the ranks of one distributed solve talk.
+
+The solve's algorithm is written once (:mod:`bubbleflow.linalg.krylov`); a
+distributed operator (:class:`bubbleflow.operators.distributed.DistributedOperator`)
+carries a communicator, and the Krylov system reduces through it.  What a
+communicator offers:
+
+``rank``, ``size``               this process's rank and the number of ranks
+``allreduce_sum(a)``             the sum over the ranks of an array (any shape;
+                                 a new array of its backend)
+``allreduce_max(value)``         the largest of a Python float over the ranks
+``sum_int(value)``               the sum of a Python int over the ranks
+``exchange(lower, upper, send_lower, send_upper, recv_lower, recv_upper)``
+                                 the halo swap with the neighbours below and
+                                 above (None: no neighbour): ``send_lower``
+                                 goes to ``lower``, which sends back into
+                                 ``recv_lower``; likewise above
+``gather(a, root)``              the ranks' arrays, in rank order, on ``root``
+                                 (None elsewhere)
+``broadcast(obj, root)``         ``root``'s Python object on every rank
+
+Chosen by name through :data:`COMMUNICATORS` (:func:`communicator`):
+``single`` (one process, every call a no-op or the identity) and ``mpi``
+(MPI between host processes through ``mpi4py``, for the NumPy backend; a
+device communicator over NCCL is the next entry).  ``mpi4py`` is imported
+only by the ``mpi`` communicator.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SingleProcess", "MPIHost", "communicator", "COMMUNICATORS"]
+
+
+class SingleProcess:
+    """One process: the reductions are the identity, there are no neighbours."""
+
+    name = "single"
+    rank, size = 0, 1
+
+    def allreduce_sum(self, a):
+        return a
+
+    def allreduce_max(self, value):
+        return float(value)
+
+    def sum_int(self, value):
+        return int(value)
+
+    def exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
+        if lower is not None or upper is not None:
+            raise ValueError("a single process has no neighbours")
+
+    def gather(self, a, root=0):
+        return [a]
+
+    def broadcast(self, obj, root=0):
+        return obj
+
+
+class MPIHost:
+    """MPI between processes, host (NumPy) arrays (``mpi4py``'s buffer calls).
+
+    Every reduction is MPI's ``Allreduce`` over contiguous float64 copies: for
+    a given number of ranks its order is fixed, so runs repeat bit for bit.
+    """
+
+    name = "mpi"
+
+    def __init__(self, comm=None):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD if comm is None else comm
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+
+    def allreduce_sum(self, a):
+        a = np.asarray(a)
+        send = np.array(a, dtype=np.float64).reshape(-1)   # (ascontiguousarray makes 0-d 1-d)
+        out = np.empty_like(send)
+        self.comm.Allreduce(send, out, op=self.MPI.SUM)
+        return out.reshape(a.shape).astype(a.dtype, copy=False)
+
+    def allreduce_max(self, value):
+        return float(self.comm.allreduce(float(value), op=self.MPI.MAX))
+
+    def sum_int(self, value):
+        return int(self.comm.allreduce(int(value), op=self.MPI.SUM))
+
+    def exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
+        null = self.MPI.PROC_NULL
+        # Upwards first (my top layer to the rank above, the one below's top
+        # layer into my lower ghosts), then downwards: two Sendrecv, no
+        # deadlock whatever the order of the ranks.
+        self.comm.Sendrecv(send_upper if upper is not None else _EMPTY,
+                           dest=upper if upper is not None else null, sendtag=1,
+                           recvbuf=recv_lower if lower is not None else _EMPTY,
+                           source=lower if lower is not None else null, recvtag=1)
+        self.comm.Sendrecv(send_lower if lower is not None else _EMPTY,
+                           dest=lower if lower is not None else null, sendtag=2,
+                           recvbuf=recv_upper if upper is not None else _EMPTY,
+                           source=upper if upper is not None else null, recvtag=2)
+
+    def gather(self, a, root=0):
+        return self.comm.gather(np.asarray(a), root=root)
+
+    def broadcast(self, obj, root=0):
+        return self.comm.bcast(obj, root=root)
+
+
+_EMPTY = np.empty(0)
+
+#: Communicators by name.
+COMMUNICATORS = {"single": SingleProcess, "mpi": MPIHost}
+
+
+#: Environment variables an MPI launcher sets in the processes it starts
+#: (MPICH's Hydra, Open MPI, PMIx): only then is MPI initialised.
+LAUNCHER_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+
+
+def communicator(name="auto"):
+    """The communicator ``name``; ``"auto"``: MPI where this process was
+    started by an MPI launcher (``mpiexec -n N``) with more than one rank
+    and ``mpi4py`` is installed, else a single process (MPI is not even
+    initialised)."""
+    if name == "auto":
+        import os
+
+        if not any(v in os.environ for v in LAUNCHER_VARIABLES):
+            return SingleProcess()
+        try:
+            comm = MPIHost()
+        except ImportError:
+            return SingleProcess()
+        return comm if comm.size > 1 else SingleProcess()
+    if name not in COMMUNICATORS:
+        raise ValueError(f"communicator {name!r}: expected one of "
+                         + ", ".join(sorted(COMMUNICATORS)) + " or 'auto'")
+    return COMMUNICATORS[name]()

@@ -1,0 +1,123 @@
+"""The pressure operator's rows of one rank: its slab, the halo swap, the
+reductions through the rank's communicator.
+
+A :class:`DistributedOperator` is what the Krylov loop (written once,
+:mod:`bubbleflow.linalg.krylov`) sees on each rank: vectors are the slab's
+cells, ``A x`` swaps one plane with each neighbour
+(:meth:`~bubbleflow.compute.comm.MPIHost.exchange`) and applies the flux
+form on the slab widened by those halo planes, and every global quantity
+(dot products, the null space's mean, ``||A||``) is reduced by the
+communicator the operator carries (``comm``; the Krylov system reads it).
+With one rank it is the grid operator itself.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..mesh.ranks import rank_slab
+from .poisson import _centre_from_couplings, apply_faces
+
+__all__ = ["DistributedOperator"]
+
+
+class DistributedOperator:
+    """Rank ``comm.rank``'s rows of a grid operator (matrix free).
+
+    Parameters
+    ----------
+    couplings : tuple of arrays
+        The face couplings per axis (x, y[, z]) of the rank's slab widened
+        by its halo planes (:meth:`RankSlab.extended`), on the backend.
+    slab : RankSlab
+    comm : communicator (:mod:`bubbleflow.compute.comm`)
+    backend : Backend
+    """
+
+    nullspace = "constant"
+    storage = "matrix_free"
+
+    def __init__(self, couplings, slab, comm, backend):
+        self.slab, self.comm, self.backend = slab, comm, backend
+        self._couplings = tuple(couplings)
+        self.dtype = np.dtype(self._couplings[0].dtype)
+        lo, hi, self._below, self._above = slab.extended()
+        xp = backend.xp
+        ext_shape = (hi - lo,) + tuple(slab.shape[1:])
+        self._x = xp.zeros(ext_shape, dtype=self.dtype)
+        self._y = xp.zeros(ext_shape, dtype=self.dtype)
+        n = int(np.prod(slab.local_shape))
+        self.shape = (n, n)
+        self._norm_inf = None
+
+    @classmethod
+    def from_operator(cls, A, comm, align=1):
+        """Rank ``comm.rank``'s rows of the grid operator ``A`` (every rank
+        holds ``A``: the slab's couplings are sliced from it)."""
+        slab = rank_slab(tuple(A.grid_shape), comm.rank, comm.size, align)
+        lo, hi, _, _ = slab.extended()
+        ndim = len(A.grid_shape)
+        local = []
+        for axis, c in enumerate(A.couplings()):
+            # Axis ndim - 1 (z in 3-D, y in 2-D) is array axis 0: its faces
+            # lo..hi-2 join the widened slab's cells; the others' every face
+            # of those planes.
+            stop = hi - 1 if axis == ndim - 1 else hi
+            local.append(A.backend.xp.ascontiguousarray(c[lo:stop]))
+        return cls(local, slab, comm, A.backend)
+
+    @property
+    def grid_shape(self):
+        return self.slab.local_shape
+
+    @property
+    def ndim(self):
+        return len(self.slab.shape)
+
+    def couplings(self):
+        """The widened slab's couplings (halo planes included)."""
+        return self._couplings
+
+    def matvec(self, x, out=None):
+        """``A x`` on the slab's cells (one halo swap with the neighbours)."""
+        shape = x.shape
+        nloc = self.slab.hi - self.slab.lo
+        x3 = x.reshape(self.grid_shape)
+        below = self._below
+        self._x[below:below + nloc] = x3
+        self.comm.exchange(self.slab.lower, self.slab.upper, x3[0], x3[-1],
+                           self._x[0], self._x[-1])
+        apply_faces(self._couplings, self._x, self._y)
+        y = self._y[below:below + nloc]
+        if out is not None:
+            out.reshape(self.grid_shape)[...] = y
+            return out
+        return y.reshape(shape).copy()
+
+    def __matmul__(self, x):
+        return self.matvec(x)
+
+    def diagonal(self):
+        """The slab's main diagonal (flat; the faces to the halo included)."""
+        below, nloc = self._below, self.slab.hi - self.slab.lo
+        centre = _centre_from_couplings(self._couplings, self.backend.xp)
+        return centre[below:below + nloc].ravel().copy()
+
+    def norm_inf(self):
+        """Largest absolute row sum over every rank (twice the largest
+        diagonal entry: the rows sum to zero)."""
+        if self._norm_inf is None:
+            d = self.diagonal()
+            local = 2.0 * float(d.max()) if d.size else 0.0
+            self._norm_inf = self.comm.allreduce_max(local)
+        return self._norm_inf
+
+    def gather(self, x, root=0):
+        """The global vector from the ranks' slabs, on ``root`` (host, flat),
+        None elsewhere."""
+        parts = self.comm.gather(self.backend.to_host(x).reshape(self.grid_shape), root)
+        return None if parts is None else np.concatenate(parts, axis=0).ravel()
+
+    def scatter_local(self, x_global):
+        """This rank's slab of a global vector every rank holds (flat)."""
+        xg = np.asarray(x_global).reshape(self.slab.shape)
+        return self.backend.xp.asarray(xg[self.slab.cells]).ravel()

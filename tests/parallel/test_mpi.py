@@ -1,0 +1,120 @@
+"""A pressure solve spread over ranks (MPI, NumPy backend): 1, 2 and 4
+processes give the iterations of one process (within 2) and its answer (to
+1e-10 relative), on the 2-D and the 3-D bubbly column, with and without
+Jacobi; and the pieces (slabs, the distributed operator) on their own."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
+from bubbleflow.compute.comm import SingleProcess, communicator
+from bubbleflow.mesh.ranks import rank_slab, slab_edges
+from bubbleflow.operators.distributed import DistributedOperator
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE.parent / "helpers" / "mpi_solve.py"
+
+
+def _mpiexec():
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+def _run(ranks, tmp_path):
+    out = tmp_path / f"ranks{ranks}.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(SCRIPT), str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {d["case"]: d for d in map(json.loads, out.read_text().splitlines())}
+
+
+def test_slab_edges_share_the_planes():
+    assert slab_edges(10, 3) == [0, 4, 7, 10]
+    assert slab_edges(64, 4, align=16) == [0, 16, 32, 48, 64]
+    assert slab_edges(50, 4, align=8) == [0, 16, 32, 48, 50]
+    with pytest.raises(ValueError, match="cannot be shared by 4 ranks"):
+        slab_edges(24, 4, align=8)
+    s = rank_slab((10, 7), 1, 3)
+    assert (s.lo, s.hi, s.lower, s.upper, s.local_shape, s.extended()) == \
+        (4, 7, 0, 2, (3, 7), (3, 8, 1, 1))
+    first = rank_slab((10, 7), 0, 3)
+    assert first.lower is None and first.extended() == (0, 5, 0, 1)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_one_rank_is_the_grid_operator(dim):
+    A, b, _ = bubbly_column(24, 1e3) if dim == 2 else bubbly_column_3d(8, 1e3)
+    D = DistributedOperator.from_operator(A, SingleProcess())
+    x = np.random.default_rng(2).standard_normal(A.shape[0])
+    np.testing.assert_allclose(D @ x, A @ x, rtol=1e-12, atol=1e-12 * np.abs(A @ x).max())
+    np.testing.assert_allclose(D.diagonal(), A.diagonal(), rtol=1e-14)
+    assert D.norm_inf() == pytest.approx(A.norm_inf(), rel=1e-14)
+    assert np.array_equal(D.gather(D.scatter_local(x)), x)
+
+
+def test_auto_is_a_single_process_without_a_launcher():
+    assert communicator("auto").size == 1
+    with pytest.raises(ValueError, match="expected one of"):
+        communicator("carrier pigeon")
+
+
+def test_ranks_give_the_one_process_answer(tmp_path):
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    runs = {n: _run(n, tmp_path) for n in (1, 2, 4)}
+    for case, one in runs[1].items():
+        assert one["converged"] and one["diff"] <= 1e-10, one
+        for n in (2, 4):
+            got = runs[n][case]
+            assert got["ranks"] == n and got["converged"], got
+            assert abs(got["its"] - one["its"]) <= 2, (case, n, got["its"], one["its"])
+            assert got["diff"] <= 1e-10 and got["residual"] <= 2e-11, got
+
+
+def _cli(ranks, args, tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    cmd = [sys.executable, "-m", "bubbleflow", "run", str(HERE.parents[1] / "cases" /
+                                                            "bubbly_column.yaml"),
+           "--backend", "numpy", "--no-progress"] + args
+    if ranks > 1:
+        cmd = [_mpiexec(), "-n", str(ranks)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
+                          cwd=tmp_path)
+
+
+def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
+    """``mpiexec -n 2 bubbleflow run CASE``: rank 0 writes the layout of a
+    one-process run, the same pressure; what the ranks cannot run is
+    refused in one line, once."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    import h5py
+
+    refused = _cli(2, ["-o", str(tmp_path / "no")], tmp_path)
+    lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert refused.returncode != 0 and len(lines) == 1, refused.stderr
+    assert "solver.preconditioner.type: got 'multigrid' with 2 ranks" in lines[0]
+    assert not (tmp_path / "no" / "bubbly_column.h5").exists()
+    args = ["--set", "grid.nx=64", "--set", "grid.ny=64", "--set", "solver.method=pcg",
+            "--set", "solver.deflation.type=none", "--set", "solver.preconditioner.type=jacobi",
+            "--set", "solver.rtol=1e-10"]
+    fields = {}
+    for ranks in (1, 2):
+        proc = _cli(ranks, args + ["-o", str(tmp_path / f"r{ranks}")], tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        with h5py.File(tmp_path / f"r{ranks}" / "bubbly_column.h5") as fh:
+            fields[ranks] = fh["fields/p"][...]
+            assert bool(fh["solver/converged"][0])
+    assert fields[2].shape == fields[1].shape == (64, 64)
+    assert np.abs(fields[2] - fields[1]).max() <= 1e-9 * np.abs(fields[1]).max()
