@@ -102,16 +102,18 @@ def cell_velocity(velocity):
     return tuple(out)
 
 
-def _check_velocity(phi, velocity):
-    nd = phi.ndim
+def check_velocity(field, velocity, name="phi", what="level set"):
+    """ValueError unless ``velocity`` holds one face component per axis of
+    the cell field ``field`` (called ``name``, a ``what``)."""
+    nd = field.ndim
     if len(velocity) != nd:
-        raise ValueError(f"{len(velocity)} velocity components for a {nd}-D level set")
+        raise ValueError(f"{len(velocity)} velocity components for a {nd}-D {what}")
     for a, f in enumerate(velocity):
-        expected = list(phi.shape)
+        expected = list(field.shape)
         expected[_array_axis(nd, a)] += 1
         if tuple(f.shape) != tuple(expected):
             raise ValueError(f"velocity component {'xyz'[a]} has shape {tuple(f.shape)}; "
-                             f"expected {tuple(expected)} for phi of shape {phi.shape}")
+                             f"expected {tuple(expected)} for {name} of shape {field.shape}")
 
 
 def advect(phi, velocity, dt, spacing):
@@ -120,7 +122,7 @@ def advect(phi, velocity, dt, spacing):
     three linearly extrapolated ghost layers at the walls.  Stability needs
     ``dt sum(max|u_a| / h_a) <~ 1`` (the caller's choice).  Returns a new array."""
     xp = _xp(phi, *velocity)
-    _check_velocity(phi, velocity)
+    check_velocity(phi, velocity)
     nd = phi.ndim
     centred = [c.astype(phi.dtype, copy=False) for c in cell_velocity(velocity)]
     upwind = [c > 0 for c in centred]           # information from below: backward differences

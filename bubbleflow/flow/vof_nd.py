@@ -26,7 +26,7 @@ import itertools
 import math
 
 from . import vof
-from .levelset_nd import along
+from .levelset_nd import along, check_velocity
 from .vof_limits import CLIP_TOLERANCE
 from ..compute.backend import backend_of
 
@@ -485,14 +485,7 @@ def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     """
     xp = _xp(c, *velocity)
     nd = c.ndim
-    if len(velocity) != nd:
-        raise ValueError(f"{len(velocity)} velocity components for a {nd}-D volume fraction")
-    for a, f in enumerate(velocity):
-        expected = list(c.shape)
-        expected[_k(nd, a)] += 1
-        if tuple(f.shape) != tuple(expected):
-            raise ValueError(f"velocity component {'xyz'[a]} has shape {tuple(f.shape)}; "
-                             f"expected {tuple(expected)} for c of shape {c.shape}")
+    check_velocity(c, velocity, "c", "volume fraction")
     if first_axis not in range(nd):
         raise ValueError(f"first_axis={first_axis!r}: expected an array axis below {nd}")
     indicator = xp.where(c > 0.5, 1.0, 0.0)
