@@ -14,11 +14,13 @@ import sys
 
 from ..compute.transfer import on_device
 
-__all__ = ["run_case_ranks", "RANK_PRECONDITIONERS"]
+__all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 
 #: The preconditioners that run on several ranks (pointwise: the same
 #: operator however the grid is cut).
 RANK_PRECONDITIONERS = ("none", "jacobi")
+#: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
+RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains")
 
 
 def _refusal(case, backend, restart):
@@ -30,10 +32,11 @@ def _refusal(case, backend, restart):
         return "mode", case.mode, "no --restart on several ranks"
     if on_device(backend):
         return "backend", backend.name, "numpy on several ranks (the GPU's NCCL layer is next)"
-    if s.method not in ("cg", "pcg"):
-        return "solver.method", s.method, "cg or pcg on several ranks"
-    if s.deflation.type != "none":
-        return "solver.deflation.type", s.deflation.type, "none on several ranks"
+    if s.method not in ("cg", "pcg", "dpcg"):
+        return "solver.method", s.method, "cg, pcg or dpcg on several ranks"
+    if s.deflation.type not in RANK_DEFLATIONS:
+        return ("solver.deflation.type", s.deflation.type,
+                " or ".join(RANK_DEFLATIONS) + " on several ranks")
     if s.preconditioner.type not in RANK_PRECONDITIONERS:
         return ("solver.preconditioner.type", s.preconditioner.type,
                 " or ".join(RANK_PRECONDITIONERS) + " on several ranks")
@@ -76,7 +79,7 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
 
 
 def _solve(case, backend, comm, quiet, out):
-    from .. import __version__, pcg
+    from .. import __version__, dpcg, pcg
     from ..case.problem import build_pressure_problem
     from ..io.layout import write_pressure_result
     from ..io.xdmf import write_pressure_sidecar
@@ -91,8 +94,14 @@ def _solve(case, backend, comm, quiet, out):
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
     M = None if s.preconditioner.type == "none" else s.preconditioner.type
-    x, info = pcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,
-                  check_every=s.check_every)
+    D = _deflation(case, prob, A)
+    if D is None:
+        x, info = pcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,
+                      check_every=s.check_every)
+    else:
+        _say(quiet, f"deflation {s.deflation.type}: {D.n_vectors} vectors, {s.variant}")
+        x, info = dpcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,
+                       check_every=s.check_every, deflation=D, variant=s.variant)
     p = A.gather(x)
     record = info.record
     if comm.rank != 0:
@@ -113,6 +122,27 @@ def _solve(case, backend, comm, quiet, out):
           f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
           f"(rtol {s.rtol:g}); wrote {out.path}", file=sys.stderr, flush=True)
     return 1
+
+
+def _deflation(case, prob, A):
+    """The case's deflation space on ``A``'s slab, or None: the boxes of the
+    one-process run (``subdomains``, or about ``cells_per_subdomain`` cells
+    wide), split into liquid and gas for ``levelset_subdomains``."""
+    import numpy as np
+
+    from ..linalg import registry
+    from ..linalg.deflation.distributed import DistributedDeflation
+    from ..linalg.deflation.space import levelset_subdomain_labels, partition_labels
+
+    d = case.solver.deflation
+    if d.type == "none":
+        return None
+    blocks = d.subdomains or registry.default_subdomains(prob.grid, d.cells_per_subdomain)
+    if d.type == "levelset_subdomains":
+        labels = levelset_subdomain_labels(np.asarray(prob.phi), *blocks)
+    else:
+        labels = partition_labels(prob.grid.shape, blocks)
+    return DistributedDeflation(A, labels, kind=d.type)
 
 
 def _say(quiet, text):

@@ -282,9 +282,9 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
     matvec = matvec_of(A)
     prec, prec_name, prec_obj = preconditioner_of(M, A)
     comm = getattr(A, "comm", None)           # a distributed operator's ranks
-    if comm is not None and deflation is not None:
-        raise ValueError(f"{name}: deflation across ranks is not there yet: solve with "
-                         "deflation=None, or on one rank")
+    if comm is not None and deflation is not None and getattr(deflation, "comm", None) is not comm:
+        raise ValueError(f"{name}: on several ranks the deflation is a DistributedDeflation "
+                         "of the same operator (bubbleflow.linalg.deflation.distributed)")
     defl = deflation_from_input(deflation, A)
     gauge = nullspace_of(A, nullspace, comm)
     size = comm.sum_int(n) if comm is not None else n

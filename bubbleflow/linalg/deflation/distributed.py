@@ -1,0 +1,104 @@
+"""Subdomain deflation on the ranks of a distributed operator (A-DEF2 and DEF1).
+
+What the Krylov loop asks of a deflation space (``restrict``, ``prolong``,
+``AZT``, ``AZ``, ``coarse``, ``n_vectors``), for the rank's slab of a
+:class:`~bubbleflow.operators.distributed.DistributedOperator`:
+
+* ``restrict(r) = Z^T r``: the slab's sums per subdomain, then the sum over
+  the ranks (one all-reduce of ``k`` values);
+* ``prolong(e) = Z e``: each of the slab's cells takes its subdomain's value;
+* ``AZ``: the slab's rows of ``A Z`` (a cell next to the slab's edge couples
+  to a subdomain through a halo cell, whose label the rank knows), and
+  ``AZT`` its transpose, whose products are summed over the ranks;
+* ``E = Z^T A Z``: each rank's ``Z^T (A Z)`` summed over the ranks (one
+  all-reduce of a dense ``k x k`` block), then factorised on every rank
+  (:class:`~.coarse.CoarseSolver`): every rank solves the same small system.
+
+A subdomain may straddle two ranks.  The labels are given for the whole
+grid (every rank holds them: built from the global level set and boxes).
+NumPy backend (the ranks' communicator is MPI on the host).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...operators.poisson import _axis_slices
+from .coarse import CoarseSolver
+
+__all__ = ["DistributedDeflation"]
+
+
+class _RankSum:
+    """``(A Z)^T`` of a slab whose products are summed over the ranks."""
+
+    def __init__(self, local, comm):
+        self.local, self.comm = local, comm
+        self.shape = local.shape
+
+    def __matmul__(self, v):
+        return self.comm.allreduce_sum(self.local @ v)
+
+
+class DistributedDeflation:
+    """The deflation space of subdomain ``labels`` (global, grid-shaped
+    integers; compacted to ``0..k-1``) on the slab of ``A``."""
+
+    def __init__(self, A, labels, kind="labels"):
+        import scipy.sparse as sp
+
+        self.comm, self.kind, self.backend = A.comm, kind, A.backend
+        slab = A.slab
+        _, compact = np.unique(np.asarray(labels).ravel(), return_inverse=True)
+        self.k = int(compact.max()) + 1
+        labels = compact.reshape(slab.shape)
+        lo, hi, below, _ = slab.extended()
+        ext = labels[lo:hi]
+        nloc = slab.hi - slab.lo
+        self.labels = ext[below:below + nloc].ravel()
+        rows, cols, vals = _az_entries(A.couplings(), ext, below, nloc)
+        n = self.labels.size
+        self.AZ = sp.csr_matrix((vals, (rows, cols)), shape=(n, self.k))
+        self.AZ.sum_duplicates()
+        self.AZ.eliminate_zeros()
+        self.AZT = _RankSum(self.AZ.T.tocsr(), self.comm)
+        Z = sp.csr_matrix((np.ones(n), (np.arange(n), self.labels)), shape=(n, self.k))
+        E = self.comm.allreduce_sum((Z.T @ self.AZ).toarray())
+        self.E = sp.csr_matrix(0.5 * (E + E.T))
+        # The constants span the operator's null space: E is singular.
+        self.coarse = CoarseSolver(self.E, True, self.backend, symmetric=True)
+
+    @property
+    def n_vectors(self):
+        return self.k
+
+    def restrict(self, r):
+        local = np.bincount(self.labels, weights=np.asarray(r).ravel(), minlength=self.k)
+        return self.comm.allreduce_sum(local).astype(r.dtype, copy=False)
+
+    def prolong(self, e):
+        return e[self.labels]
+
+    def __repr__(self):
+        return f"<DistributedDeflation {self.kind}: {self.k} vectors, rank {self.comm.rank}>"
+
+
+def _az_entries(couplings, ext, below, nloc):
+    """``(rows, cols, values)`` of the slab's rows of ``A Z`` from the
+    widened slab's couplings and labels ``ext``: a face of coupling ``c``
+    between cells ``p`` and ``q`` adds ``c`` at ``(p, lab p)`` and ``-c``
+    at ``(p, lab q)`` (and the same for ``q``), for the cells in the slab."""
+    ndim = ext.ndim
+    index = np.arange(ext.size).reshape(ext.shape)
+    plane = int(np.prod(ext.shape[1:]))
+    first, last = below * plane, (below + nloc) * plane
+    rows, cols, vals = [], [], []
+    for axis, c in enumerate(couplings):
+        lower, upper = _axis_slices(ndim, axis)
+        p, q, cf = index[lower].ravel(), index[upper].ravel(), np.asarray(c).ravel()
+        lp, lq = ext.ravel()[p], ext.ravel()[q]
+        for a, la, lb in ((p, lp, lq), (q, lq, lp)):
+            mine = (a >= first) & (a < last)
+            rows += [a[mine] - first, a[mine] - first]
+            cols += [la[mine], lb[mine]]
+            vals += [cf[mine], -cf[mine]]
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
