@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..compute.comm import launcher_rank
 from ..compute.host_memory import keep_freed_memory
 from ..case.config import BACKENDS, CaseError, load_case
 from ..version import installed_version
@@ -142,7 +143,8 @@ def main(argv=None):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return args.func(args)
     except CaseError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
+        if launcher_rank() == 0:       # under mpiexec every rank checks; rank 0 says it
+            print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr, flush=True)

@@ -23,9 +23,13 @@ RANK_PRECONDITIONERS = ("none", "jacobi")
 RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains")
 
 
-def _refusal(case, backend, restart):
+def _refusal(case, backend, restart, ranks):
     """``(key, value, expected)`` of the first thing the ranks cannot run, or None."""
     s = case.solver
+    slow = ("grid", "nz") if case.grid.nz is not None else ("grid", "ny")
+    planes = getattr(case.grid, slow[1])
+    if planes < ranks:
+        return ".".join(slow), planes, f"at least {ranks} (a slab of planes per rank)"
     if case.mode != "pressure":
         return "mode", case.mode, "pressure on several ranks (flow cases run on one)"
     if restart is not None:
@@ -49,7 +53,7 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
     from ..case.config import CaseError
     from ..io.outdir import RunOutput
 
-    refused = _refusal(case, backend, restart)
+    refused = _refusal(case, backend, restart, comm.size)
     if refused is not None:
         if comm.rank != 0:
             return 2                        # rank 0 says why, once

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SingleProcess", "MPIHost", "communicator", "COMMUNICATORS"]
+__all__ = ["SingleProcess", "MPIHost", "communicator", "launcher_rank", "COMMUNICATORS"]
 
 
 class SingleProcess:
@@ -117,6 +117,17 @@ COMMUNICATORS = {"single": SingleProcess, "mpi": MPIHost}
 #: Environment variables an MPI launcher sets in the processes it starts
 #: (MPICH's Hydra, Open MPI, PMIx): only then is MPI initialised.
 LAUNCHER_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+
+
+def launcher_rank():
+    """This process's rank as its MPI launcher numbered it (0 without a
+    launcher), read from the environment: MPI is not initialised."""
+    import os
+
+    for variable in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        if variable in os.environ:
+            return int(os.environ[variable])
+    return 0
 
 
 def communicator(name="auto"):

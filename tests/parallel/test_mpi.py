@@ -127,3 +127,23 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
         assert fields[2].shape == fields[1].shape == (64, 64)
         assert abs(its[2] - its[1]) <= 2, (solver, its)
         assert np.abs(fields[2] - fields[1]).max() <= 1e-9 * np.abs(fields[1]).max()
+
+
+def test_what_the_ranks_cannot_run_is_named():
+    """Checked before any work (every rank alike; rank 0 says it)."""
+    from bubbleflow.apps.ranks import _refusal
+    from bubbleflow.case.config import load_case
+    from bubbleflow.compute.backend import get_backend
+
+    path = HERE.parents[1] / "cases" / "bubbly_column.yaml"
+    numpy = get_backend("numpy")
+    ok = ["solver.method=dpcg", "solver.deflation.type=subdomains",
+          "solver.preconditioner.type=jacobi"]
+    assert _refusal(load_case(path, ok), numpy, None, 4) is None
+    assert _refusal(load_case(path, ok + ["grid.ny=4"]), numpy, None, 5)[:2] == ("grid.ny", 4)
+    assert _refusal(load_case(path), numpy, None, 2)[0] == "solver.preconditioner.type"
+    stripes = ok[:1] + ["solver.deflation.type=stripes", ok[2]]
+    assert _refusal(load_case(path, stripes), numpy, None, 2)[0] == "solver.deflation.type"
+    assert _refusal(load_case(path, ok), numpy, "x.h5", 2)[2].startswith("no --restart")
+    flow = HERE.parents[1] / "cases" / "two_phase.yaml"
+    assert _refusal(load_case(flow), numpy, None, 2)[0] == "mode"
