@@ -18,6 +18,7 @@ communicator offers:
 ``gather(a, root)``              the ranks' arrays, in rank order, on ``root``
                                  (None elsewhere)
 ``broadcast(obj, root)``         ``root``'s Python object on every rank
+``allgather(a)``                 every rank's array, in rank order, on every rank
 
 Chosen by name through :data:`COMMUNICATORS` (:func:`communicator`):
 ``single`` (one process, every call a no-op or the identity) and ``mpi``
@@ -56,6 +57,9 @@ class SingleProcess:
 
     def broadcast(self, obj, root=0):
         return obj
+
+    def allgather(self, a):
+        return [a]
 
 
 class MPIHost:
@@ -106,6 +110,9 @@ class MPIHost:
 
     def broadcast(self, obj, root=0):
         return self.comm.bcast(obj, root=root)
+
+    def allgather(self, a):
+        return self.comm.allgather(np.asarray(a))
 
 
 _EMPTY = np.empty(0)

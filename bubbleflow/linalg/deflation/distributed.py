@@ -10,8 +10,8 @@ What the Krylov loop asks of a deflation space (``restrict``, ``prolong``,
 * ``AZ``: the slab's rows of ``A Z`` (a cell next to the slab's edge couples
   to a subdomain through a halo cell, whose label the rank knows), and
   ``AZT`` its transpose, whose products are summed over the ranks;
-* ``E = Z^T A Z``: each rank's ``Z^T (A Z)`` summed over the ranks (one
-  all-reduce of a dense ``k x k`` block), then factorised on every rank
+* ``E = Z^T A Z``: each rank's entries of ``Z^T (A Z)`` (a few per
+  vector) gathered by every rank and summed, then factorised on every rank
   (:class:`~.coarse.CoarseSolver`): every rank solves the same small system.
 
 A subdomain may straddle two ranks.  The labels are given for the whole
@@ -62,8 +62,14 @@ class DistributedDeflation:
         self.AZ.eliminate_zeros()
         self.AZT = _RankSum(self.AZ.T.tocsr(), self.comm)
         Z = sp.csr_matrix((np.ones(n), (np.arange(n), self.labels)), shape=(n, self.k))
-        E = self.comm.allreduce_sum((Z.T @ self.AZ).toarray())
-        self.E = sp.csr_matrix(0.5 * (E + E.T))
+        # Each rank's entries of Z^T (A Z) (its subdomains and their
+        # neighbours': a few per vector), gathered and summed: E is sparse.
+        part = (Z.T @ self.AZ).tocoo()
+        rows, cols, vals = (np.concatenate(self.comm.allgather(a))
+                            for a in (part.row, part.col, part.data))
+        E = sp.csr_matrix((vals, (rows, cols)), shape=(self.k, self.k))
+        E.sum_duplicates()
+        self.E = (0.5 * (E + E.T)).tocsr()
         # The constants span the operator's null space: E is singular.
         self.coarse = CoarseSolver(self.E, True, self.backend, symmetric=True)
 
