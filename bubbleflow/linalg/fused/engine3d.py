@@ -32,6 +32,8 @@ _TILE = (32, 8)                 # F3_TX, F3_TY in fused3d.cu
 _THREADS = 256
 #: z chunks of the direction kernel: as many as make about this many blocks
 #: (each restarts one plane below), none shorter than _MIN_CHUNK planes.
+#: Chosen, not tuned: the kernel's ratio to its floor is in
+#: docs/performance.md (3-D on the GPU, session 16).
 _DIR_BLOCKS = 1024
 _MIN_CHUNK = 8
 
