@@ -6,8 +6,9 @@ per axis in the order ``x, y[, z]``; arrays on the grid have the reversed
 x index varies fastest.  ``Grid(nx, ny, lx, ly)`` is the 2-D shorthand.
 
 A :class:`Partition` cuts a grid into equal boxes of cells along each axis:
-the deflation subdomains, the tiles of a GPU engine and, later, the boxes of
-several ranks with their halos are all partitions of one grid.
+the deflation subdomains and the tiles of a GPU engine are partitions of
+one grid.  The ranks of a distributed solve hold slabs of whole planes
+(:mod:`bubbleflow.mesh.ranks`), whose halos are contiguous.
 """
 from __future__ import annotations
 
