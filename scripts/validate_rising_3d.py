@@ -14,7 +14,9 @@ centroid height against time with the codes' extreme values marked.
 
     python3 scripts/validate_rising_3d.py [--resolutions 32 64] [--outdir outputs/rising3d]
                                           [--backend auto|numpy|cupy] [--rerun]
-                                          [--plot FILE.png]
+                                          [--method levelset|clsvof] [--plot FILE.png]
+
+(with ``--method clsvof`` the runs are ``rising_bubble_3d_clsvof_h{N}``).
 
 Exit code 0 when the finest resolution lies within the codes' spread for
 every judged quantity (largest rise velocity, smallest sphericity, centroid
@@ -38,15 +40,16 @@ from bubbleflow.apps.validation_3d import (benchmark_quantities, compare,  # noq
 CASE = ROOT / "cases" / "rising_bubble_3d.yaml"
 
 
-def ensure_run(n, outdir, backend=None, rerun=False):
-    """The run file of resolution ``n``, running the case if needed."""
-    name = f"rising_bubble_3d_h{n}"
+def ensure_run(n, outdir, backend=None, rerun=False, method="levelset"):
+    """The run file of resolution ``n`` and interface ``method``, running the
+    case if needed."""
+    name = f"rising_bubble_3d_h{n}" if method == "levelset" else f"rising_bubble_3d_{method}_h{n}"
     path = Path(outdir) / f"{name}.h5"
     if path.exists() and not rerun:
         return path
     cmd = [sys.executable, "-m", "bubbleflow.apps.cli", "run", str(CASE), "-o", str(outdir),
            "--set", f"grid.nx={n}", "--set", f"grid.ny={n}", "--set", f"grid.nz={2 * n}",
-           "--set", f"name={name}", "--no-progress"]
+           "--set", f"name={name}", "--set", f"levelset.method={method}", "--no-progress"]
     if backend:
         cmd += ["--backend", backend]
     if rerun:
@@ -94,12 +97,14 @@ def main(argv=None):
     ap.add_argument("--outdir", default="outputs/rising3d")
     ap.add_argument("--backend", default=None)
     ap.add_argument("--rerun", action="store_true")
+    ap.add_argument("--method", choices=("levelset", "clsvof"), default="levelset",
+                    help="the interface method (levelset.method)")
     ap.add_argument("--plot", default=None, help="PNG file (default OUTDIR/rising_bubble_3d.png)")
     args = ap.parse_args(argv)
     os.makedirs(args.outdir, exist_ok=True)
     runs, ok = [], True
     for n in sorted(args.resolutions):
-        series = read_run(ensure_run(n, args.outdir, args.backend, args.rerun))
+        series = read_run(ensure_run(n, args.outdir, args.backend, args.rerun, args.method))
         runs.append((n, series))
         q = benchmark_quantities(series)
         print(f"\nh = 1/{n} ({' x '.join(map(str, series['cells']))} cells), wall "
