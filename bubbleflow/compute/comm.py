@@ -14,7 +14,11 @@ communicator offers:
                                  the halo swap with the neighbours below and
                                  above (None: no neighbour): ``send_lower``
                                  goes to ``lower``, which sends back into
-                                 ``recv_lower``; likewise above
+                                 ``recv_lower``; likewise above.  Or in two
+                                 halves, ``start_exchange(...)`` (the same
+                                 arguments; returns a handle) and
+                                 ``wait(handle)``, with work between them
+                                 (the buffers untouched until the wait)
 ``gather(a, root)``              the ranks' arrays, in rank order, on ``root``
                                  (None elsewhere)
 ``broadcast(obj, root)``         ``root``'s Python object on every rank
@@ -49,8 +53,16 @@ class SingleProcess:
         return int(value)
 
     def exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
+        self.wait(self.start_exchange(lower, upper, send_lower, send_upper, recv_lower,
+                                      recv_upper))
+
+    def start_exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
         if lower is not None or upper is not None:
             raise ValueError("a single process has no neighbours")
+        return None
+
+    def wait(self, handle):
+        pass
 
     def gather(self, a, root=0):
         return [a]
@@ -92,18 +104,26 @@ class MPIHost:
         return int(self.comm.allreduce(int(value), op=self.MPI.SUM))
 
     def exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
-        null = self.MPI.PROC_NULL
-        # Upwards first (my top layer to the rank above, the one below's top
-        # layer into my lower ghosts), then downwards: two Sendrecv, no
-        # deadlock whatever the order of the ranks.
-        self.comm.Sendrecv(send_upper if upper is not None else _EMPTY,
-                           dest=upper if upper is not None else null, sendtag=1,
-                           recvbuf=recv_lower if lower is not None else _EMPTY,
-                           source=lower if lower is not None else null, recvtag=1)
-        self.comm.Sendrecv(send_lower if lower is not None else _EMPTY,
-                           dest=lower if lower is not None else null, sendtag=2,
-                           recvbuf=recv_upper if upper is not None else _EMPTY,
-                           source=upper if upper is not None else null, recvtag=2)
+        self.wait(self.start_exchange(lower, upper, send_lower, send_upper, recv_lower,
+                                      recv_upper))
+
+    def start_exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
+        """The receives posted first, then the sends (nonblocking): no
+        deadlock whatever the ranks' order; tags tell the directions apart."""
+        requests = []
+        if lower is not None:
+            requests.append(self.comm.Irecv(recv_lower, source=lower, tag=1))
+        if upper is not None:
+            requests.append(self.comm.Irecv(recv_upper, source=upper, tag=2))
+        if upper is not None:
+            requests.append(self.comm.Isend(send_upper, dest=upper, tag=1))
+        if lower is not None:
+            requests.append(self.comm.Isend(send_lower, dest=lower, tag=2))
+        return requests
+
+    def wait(self, handle):
+        if handle:
+            self.MPI.Request.Waitall(handle)
 
     def gather(self, a, root=0):
         return self.comm.gather(np.asarray(a), root=root)
@@ -114,8 +134,6 @@ class MPIHost:
     def allgather(self, a):
         return self.comm.allgather(np.asarray(a))
 
-
-_EMPTY = np.empty(0)
 
 #: Communicators by name.
 COMMUNICATORS = {"single": SingleProcess, "mpi": MPIHost}

@@ -4,8 +4,8 @@ reductions through the rank's communicator.
 A :class:`DistributedOperator` is what the Krylov loop (written once,
 :mod:`bubbleflow.linalg.krylov`) sees on each rank: vectors are the slab's
 cells, ``A x`` swaps one plane with each neighbour
-(:meth:`~bubbleflow.compute.comm.MPIHost.exchange`) and applies the flux
-form on the slab widened by those halo planes, and every global quantity
+(:meth:`~bubbleflow.compute.comm.MPIHost.start_exchange`; the slab's own
+faces are applied while it travels, then the faces to the halo planes), and every global quantity
 (dot products, the null space's mean, ``||A||``) is reduced by the
 communicator the operator carries (``comm``; the Krylov system reads it).
 With one rank it is the grid operator itself.
@@ -40,11 +40,21 @@ class DistributedOperator:
         self.slab, self.comm, self.backend = slab, comm, backend
         self._couplings = tuple(couplings)
         self.dtype = np.dtype(self._couplings[0].dtype)
-        lo, hi, self._below, self._above = slab.extended()
+        _, _, below, above = slab.extended()
+        self._below, self._above = below, above
+        nloc = slab.hi - slab.lo
+        slow = len(self._couplings) - 1             # the grid axis along array axis 0
+        # The slab's own faces (its product's interior part) and the faces
+        # to the halo planes (added once the halo has arrived).
+        self._inner = tuple(c[below:below + nloc - 1] if axis == slow else c[below:below + nloc]
+                            for axis, c in enumerate(self._couplings))
+        faces = self._couplings[slow]
+        self._to_lower = faces[0] if below else None
+        self._to_upper = faces[below + nloc - 1] if above else None
         xp = backend.xp
-        ext_shape = (hi - lo,) + tuple(slab.shape[1:])
-        self._x = xp.zeros(ext_shape, dtype=self.dtype)
-        self._y = xp.zeros(ext_shape, dtype=self.dtype)
+        plane = tuple(slab.shape[1:])
+        self._halo = (xp.zeros(plane, dtype=self.dtype), xp.zeros(plane, dtype=self.dtype))
+        self._y = xp.zeros(slab.local_shape, dtype=self.dtype)
         n = int(np.prod(slab.local_shape))
         self.shape = (n, n)
         self._norm_inf = None
@@ -78,18 +88,20 @@ class DistributedOperator:
         return self._couplings
 
     def matvec(self, x, out=None):
-        """``A x`` on the slab's cells (one halo swap with the neighbours)."""
+        """``A x`` on the slab's cells: the halo swap started, the slab's own
+        faces applied meanwhile, then the faces to the halo planes."""
         shape = x.shape
-        nloc = self.slab.hi - self.slab.lo
         x3 = x.reshape(self.grid_shape)
-        below = self._below
-        self._x[below:below + nloc] = x3
-        self.comm.exchange(self.slab.lower, self.slab.upper, x3[0], x3[-1],
-                           self._x[0], self._x[-1])
-        apply_faces(self._couplings, self._x, self._y)
-        y = self._y[below:below + nloc]
+        below_halo, above_halo = self._halo
+        handle = self.comm.start_exchange(self.slab.lower, self.slab.upper, x3[0], x3[-1],
+                                          below_halo, above_halo)
+        y = apply_faces(self._inner, x3, self._y if out is None else out.reshape(self.grid_shape))
+        self.comm.wait(handle)
+        if self._to_lower is not None:
+            y[0] += self._to_lower * (x3[0] - below_halo)
+        if self._to_upper is not None:
+            y[-1] += self._to_upper * (x3[-1] - above_halo)
         if out is not None:
-            out.reshape(self.grid_shape)[...] = y
             return out
         return y.reshape(shape).copy()
 
