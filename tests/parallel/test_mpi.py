@@ -150,3 +150,17 @@ def test_what_the_ranks_cannot_run_is_named():
     assert _refusal(load_case(path, ok), numpy, "x.h5", 2)[2].startswith("no --restart")
     flow = HERE.parents[1] / "cases" / "two_phase.yaml"
     assert _refusal(load_case(flow), numpy, None, 2)[0] == "mode"
+
+
+def test_the_ranks_model_adds_its_parts():
+    from bubbleflow.apps.bench.ranks_model import Link, array_passes, predict_iteration
+
+    assert (array_passes(2), array_passes(3)) == (50, 62)
+    link = Link(copy_bandwidth=8e9, latency=5e-6, bandwidth=1e9, allreduce=20e-6)
+    total, parts = predict_iteration(1024 ** 2, 1024, 2, 4, link)
+    assert parts["memory"] == pytest.approx(50 * 8 * 1024 ** 2 / 4 / 8e9)
+    assert parts["halo"] == pytest.approx(5e-6 + 8 * 1024 / 1e9)
+    assert parts["allreduce"] == pytest.approx(60e-6)
+    assert total == pytest.approx(sum(parts.values()))
+    one, alone = predict_iteration(1024 ** 2, 1024, 2, 1, link)
+    assert set(alone) == {"memory"} and one == pytest.approx(4 * parts["memory"])
