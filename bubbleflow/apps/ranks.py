@@ -16,9 +16,9 @@ from ..compute.transfer import on_device
 
 __all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 
-#: The preconditioners that run on several ranks (pointwise: the same
-#: operator however the grid is cut).
-RANK_PRECONDITIONERS = ("none", "jacobi")
+#: The preconditioners that run on several ranks (multigrid: a float64
+#: V-cycle, :mod:`bubbleflow.linalg.precond.multigrid_ranks`).
+RANK_PRECONDITIONERS = ("none", "jacobi", "multigrid")
 #: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
 RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains")
 
@@ -87,17 +87,28 @@ def _solve(case, backend, comm, quiet, out):
     from ..case.problem import build_pressure_problem
     from ..io.layout import write_pressure_result
     from ..io.xdmf import write_pressure_sidecar
+    from ..linalg.precond.multigrid_ranks import DistributedMultigrid
+    from ..mesh.ranks import coarsening_align
     from ..operators.distributed import DistributedOperator
 
     prob = build_pressure_problem(case, backend)
     s = case.solver
     quiet = quiet or comm.rank != 0
     cells = " x ".join(map(str, prob.grid.cells))
-    A = DistributedOperator.from_operator(prob.A, comm)
+    multigrid = s.preconditioner.type == "multigrid"
+    # Multigrid: slab edges on aggregate edges for as many levels as can be.
+    align = coarsening_align(prob.A.grid_shape[0], comm.size) if multigrid else 1
+    A = DistributedOperator.from_operator(prob.A, comm, align=align)
     _say(quiet, f"{case.name}: {cells} cells on {comm.size} ranks (slabs of "
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
     M = None if s.preconditioner.type == "none" else s.preconditioner.type
+    if multigrid:
+        o = s.preconditioner
+        M = DistributedMultigrid(prob.A, A, degree=o.degree, ratio=o.ratio, scale=o.scale,
+                                 coarsest=o.coarsest, min_side=o.min_side)
+        _say(quiet, f"multigrid: {len(M.whole.levels)} levels, {M.gathered} on the slabs, "
+                    "a float64 V-cycle")
     D = _deflation(case, prob, A)
     if D is None:
         x, info = pcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,

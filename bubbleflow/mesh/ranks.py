@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RankSlab", "slab_edges", "rank_slab"]
+__all__ = ["RankSlab", "slab_edges", "rank_slab", "coarsening_align"]
 
 
 def slab_edges(planes, ranks, align=1):
@@ -76,3 +76,18 @@ def rank_slab(shape, rank, size, align=1):
     """Rank ``rank``'s :class:`RankSlab` of a grid of array ``shape``."""
     edges = slab_edges(shape[0], size, align)
     return RankSlab(tuple(shape), rank, size, edges[rank], edges[rank + 1])
+
+
+def coarsening_align(planes, ranks):
+    """The largest power of two ``a`` with at least two blocks of ``a``
+    planes a rank on average: slab edges on multiples of ``a`` stay on
+    aggregate edges for ``log2(a)`` coarsenings (the multigrid's slabbed
+    levels), the slabs within about a block of each other.
+
+    >>> coarsening_align(256, 4), coarsening_align(64, 3), coarsening_align(10, 4)
+    (32, 8, 1)
+    """
+    align = 1
+    while planes // (2 * align) >= 2 * ranks:
+        align *= 2
+    return align

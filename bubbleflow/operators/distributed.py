@@ -64,16 +64,22 @@ class DistributedOperator:
         """Rank ``comm.rank``'s rows of the grid operator ``A`` (every rank
         holds ``A``: the slab's couplings are sliced from it)."""
         slab = rank_slab(tuple(A.grid_shape), comm.rank, comm.size, align)
+        return cls.from_couplings(A.couplings(), slab, comm, A.backend)
+
+    @classmethod
+    def from_couplings(cls, couplings, slab, comm, backend):
+        """The rows of ``slab`` of the operator of the global face
+        ``couplings`` (per axis, x first)."""
         lo, hi, _, _ = slab.extended()
-        ndim = len(A.grid_shape)
+        ndim = len(couplings)
         local = []
-        for axis, c in enumerate(A.couplings()):
+        for axis, c in enumerate(couplings):
             # Axis ndim - 1 (z in 3-D, y in 2-D) is array axis 0: its faces
             # lo..hi-2 join the widened slab's cells; the others' every face
             # of those planes.
             stop = hi - 1 if axis == ndim - 1 else hi
-            local.append(A.backend.xp.ascontiguousarray(c[lo:stop]))
-        return cls(local, slab, comm, A.backend)
+            local.append(backend.xp.ascontiguousarray(c[lo:stop]))
+        return cls(local, slab, comm, backend)
 
     @property
     def grid_shape(self):

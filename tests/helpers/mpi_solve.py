@@ -12,12 +12,15 @@ import numpy as np
 from bubbleflow import dpcg, pcg
 from bubbleflow.linalg.deflation.distributed import DistributedDeflation
 from bubbleflow.linalg.deflation.space import Deflation, levelset_subdomain_labels
+from bubbleflow.linalg.precond.multigrid import Multigrid
+from bubbleflow.linalg.precond.multigrid_ranks import DistributedMultigrid
 from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
 from bubbleflow.compute.comm import communicator
 from bubbleflow.operators.distributed import DistributedOperator
 
 CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "jacobi"),
-         ("2d", 48, "jacobi+lsd"), ("3d", 16, "jacobi+lsd"), ("3d", 16, "jacobi+lsd/def1")]
+         ("2d", 48, "jacobi+lsd"), ("3d", 16, "jacobi+lsd"), ("3d", 16, "jacobi+lsd/def1"),
+         ("2d", 64, "multigrid"), ("3d", 32, "multigrid")]
 CONTRAST, RTOL = 10.0, 1e-11
 
 
@@ -34,6 +37,11 @@ def main(out):
         Ad = DistributedOperator.from_operator(A, comm, align=4)
         M, _, deflated = prec.partition("+")
         M = None if M == "none" else M
+        M_one = M
+        if M == "multigrid":
+            # The slabs' cycle and the same cycle in one process (float64, V).
+            M = DistributedMultigrid(A, Ad, coarsest=64, min_side=2)
+            M_one = Multigrid(A, coarsest=64, min_side=2, cycle_precision="float64", w_levels=0)
         variant = deflated.partition("/")[2] or "adef2"
         if deflated:
             # Level-set subdomains: boxes of 8 cells split into liquid and gas.
@@ -46,10 +54,10 @@ def main(out):
         if comm.rank != 0:
             continue
         if deflated:
-            x1, info1 = dpcg(A, b, rtol=RTOL, M=M, maxiter=20000, variant=variant,
+            x1, info1 = dpcg(A, b, rtol=RTOL, M=M_one, maxiter=20000, variant=variant,
                              deflation=Deflation(A, np.asarray(labels).ravel(), kind="labels"))
         else:
-            x1, info1 = pcg(A, b, rtol=RTOL, M=M, maxiter=20000)
+            x1, info1 = pcg(A, b, rtol=RTOL, M=M_one, maxiter=20000)
         r = (b - b.mean()) - A @ x
         lines.append(dict(case=f"{dim} n={n} {prec}", ranks=comm.size, its=int(info.iterations),
                           its_one=int(info1.iterations), converged=bool(info == 0),

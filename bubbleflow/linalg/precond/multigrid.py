@@ -177,12 +177,18 @@ def smooth(couplings, inv_diagonal, b, x, degree, ratio):
     """``degree`` Chebyshev steps on ``A x = b`` from ``x`` (None: zero);
     returns the new ``x`` (a new array)."""
     xp = backend_of(b).xp
+    return chebyshev_smooth(lambda v: apply_faces(couplings, v, xp.empty_like(v)),
+                            inv_diagonal, b, x, degree, ratio)
+
+
+def chebyshev_smooth(product, inv_diagonal, b, x, degree, ratio):
+    """:func:`smooth` for any ``product(v) = A v`` (a rank's slab's too)."""
     inv_theta, steps = chebyshev_coefficients(degree, ratio)
-    r = b if x is None else b - apply_faces(couplings, x, xp.empty_like(x))
+    r = b if x is None else b - product(x)
     d = (inv_diagonal * r) * inv_theta
     x = d if x is None else x + d
     for a, c in steps:
-        r = r - apply_faces(couplings, d, xp.empty_like(d))
+        r = r - product(d)
         d = a * d + c * (inv_diagonal * r)
         x = x + d
     return x
