@@ -16,8 +16,8 @@ from ..compute.transfer import on_device
 
 __all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 
-#: The preconditioners that run on several ranks (multigrid: a float64
-#: V-cycle, :mod:`bubbleflow.linalg.precond.multigrid_ranks`).
+#: The preconditioners that run on several ranks (multigrid:
+#: :mod:`bubbleflow.linalg.precond.multigrid_ranks`).
 RANK_PRECONDITIONERS = ("none", "jacobi", "multigrid")
 #: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
 RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains")
@@ -106,9 +106,10 @@ def _solve(case, backend, comm, quiet, out):
     if multigrid:
         o = s.preconditioner
         M = DistributedMultigrid(prob.A, A, degree=o.degree, ratio=o.ratio, scale=o.scale,
-                                 coarsest=o.coarsest, min_side=o.min_side)
+                                 coarsest=o.coarsest, min_side=o.min_side,
+                                 cycle_precision=o.cycle_precision, w_levels=o.w_levels)
         _say(quiet, f"multigrid: {len(M.whole.levels)} levels, {M.gathered} on the slabs, "
-                    "a float64 V-cycle")
+                    f"{o.cycle_precision} cycle, {M.whole.w_levels} W levels")
     D = _deflation(case, prob, A)
     if D is None:
         x, info = pcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,

@@ -20,7 +20,8 @@ from bubbleflow.operators.distributed import DistributedOperator
 
 CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "jacobi"),
          ("2d", 48, "jacobi+lsd"), ("3d", 16, "jacobi+lsd"), ("3d", 16, "jacobi+lsd/def1"),
-         ("2d", 64, "multigrid"), ("3d", 32, "multigrid")]
+         ("2d", 64, "multigrid"), ("3d", 32, "multigrid"), ("2d", 64, "multigrid32w"),
+         ("3d", 32, "multigrid32w")]
 CONTRAST, RTOL = 10.0, 1e-11
 
 
@@ -38,10 +39,14 @@ def main(out):
         M, _, deflated = prec.partition("+")
         M = None if M == "none" else M
         M_one = M
-        if M == "multigrid":
-            # The slabs' cycle and the same cycle in one process (float64, V).
-            M = DistributedMultigrid(A, Ad, coarsest=64, min_side=2)
-            M_one = Multigrid(A, coarsest=64, min_side=2, cycle_precision="float64", w_levels=0)
+        if M is not None and M.startswith("multigrid"):
+            # The slabs' cycle and the same cycle in one process: float64 and
+            # a V-cycle, or float32 with one W level.
+            opts = dict(coarsest=64, min_side=2, cycle_precision="float64", w_levels=0)
+            if M == "multigrid32w":
+                opts.update(cycle_precision="float32", w_levels=1)
+            M = DistributedMultigrid(A, Ad, **opts)
+            M_one = Multigrid(A, **opts)
         variant = deflated.partition("/")[2] or "adef2"
         if deflated:
             # Level-set subdomains: boxes of 8 cells split into liquid and gas.
