@@ -185,3 +185,22 @@ def test_multigrid_levels_stay_on_the_slabs_when_aligned():
     r = np.random.default_rng(5).standard_normal(A.shape[0])
     one = M.whole.apply(r)
     np.testing.assert_allclose(M.apply(r), one, rtol=1e-12, atol=1e-12 * np.abs(one).max())
+
+
+def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    base = [_mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench"]
+    proc = subprocess.run(base + ["--sizes", "32", "--dim", "3"], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("2 ranks, 3-D n = 32: measured "), lines
+    assert "model" in lines[0] and "halo" in lines[0] and "all-reduce" in lines[0]
+    bad = subprocess.run(base + ["--sizes", "5"], capture_output=True, text=True, timeout=600,
+                         env=env, cwd=tmp_path)
+    errors = [ln for ln in bad.stderr.splitlines() if ln.strip()]
+    assert bad.returncode == 2 and len(errors) == 1 and "--sizes" in errors[0], bad.stderr

@@ -125,6 +125,11 @@ def cmd_bench(args):
     CaseError
         Bad arguments (before anything runs).
     """
+    from ...compute.comm import communicator
+
+    comm = communicator("auto")
+    if comm.size > 1:                       # mpiexec -n N bubbleflow bench
+        return _ranks_bench(comm, args)
     if args.flow:
         flow_bench = parse_flow_args(args)
         _, failures = run_flow_bench(flow_bench)
@@ -133,6 +138,26 @@ def cmd_bench(args):
     bench = parse_args(args)
     _, failures = run_bench(bench)
     return 1 if failures else 0
+
+
+def _ranks_bench(comm, args):
+    """The ranks' benchmark: the model of an iteration beside its measured
+    time (:func:`.ranks_model.run_ranks_bench`), for ``--dim`` and
+    ``--sizes``; the other options are one process's."""
+    from .ranks_model import run_ranks_bench
+
+    dim = 3 if str(args.dim) == "3" else 2
+    if args.flow:
+        raise CaseError(PROG, "--flow", "got --flow with several ranks",
+                        "the pressure benchmark on several ranks")
+    sizes = []
+    for token in args.sizes or (["1024", "2048"] if dim == 2 else ["96", "160"]):
+        if not token.isdigit() or int(token) < 4 * comm.size:
+            raise CaseError(PROG, "--sizes", f"got {token!r} with {comm.size} ranks",
+                            f"an integer >= {4 * comm.size}")
+        sizes.append(int(token))
+    run_ranks_bench(comm, dim, sizes)
+    return 0
 
 
 def _one_line_error(message):

@@ -1,5 +1,6 @@
-"""A performance model of one CG iteration on several ranks, and what it needs
-measured (``scripts/model_ranks.py`` prints it beside the measured time).
+"""A performance model of one CG iteration on several ranks, what it needs
+measured, and ``mpiexec -n N bubbleflow bench``, which prints it beside the
+measured time.
 
 One iteration of the Krylov loop on a rank (:mod:`bubbleflow.linalg.krylov`,
 the array engine, Jacobi) costs
@@ -22,9 +23,16 @@ and ``r -= alpha w`` (5 each: the scaled temporary and the add), ``r . r``
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-__all__ = ["array_passes", "Link", "predict_iteration"]
+import numpy as np
+
+__all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "run_ranks_bench",
+           "RANKS_ITERATIONS"]
+
+#: Jacobi-PCG iterations timed per size (rtol 0: none stops early).
+RANKS_ITERATIONS = 30
 
 
 def array_passes(ndim):
@@ -56,3 +64,93 @@ def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
         parts["halo"] = link.latency + 8.0 * plane_cells / link.bandwidth
         parts["allreduce"] = 3 * link.allreduce
     return sum(parts.values()), parts
+
+
+def _barrier(comm):
+    comm.allreduce_sum(np.zeros(1))
+
+
+def _copy_bandwidth(comm, nbytes=2 ** 27, repeat=10):
+    """This rank's copy bandwidth (read plus written, bytes/s) while every
+    rank copies: the median of ``repeat``."""
+    a = np.random.default_rng(comm.rank).random(nbytes // 8)
+    b = np.empty_like(a)
+    times = []
+    for _ in range(repeat):
+        _barrier(comm)
+        t = time.perf_counter()
+        np.copyto(b, a)
+        times.append(time.perf_counter() - t)
+    return 2 * a.nbytes / float(np.median(times))
+
+
+def _ping_pong(comm, nbytes, repeat=200):
+    """Half a round trip between ranks 0 and 1 (s), the others waiting."""
+    buf = np.zeros(max(1, nbytes // 8))
+    raw = comm.comm
+    _barrier(comm)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        if comm.rank == 0:
+            raw.Send(buf, dest=1)
+            raw.Recv(buf, source=1)
+        elif comm.rank == 1:
+            raw.Recv(buf, source=0)
+            raw.Send(buf, dest=0)
+    return comm.broadcast((time.perf_counter() - t) / (2 * repeat))
+
+
+def _allreduce_latency(comm, repeat=200):
+    one = np.ones(1)
+    _barrier(comm)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        comm.allreduce_sum(one)
+    return comm.broadcast((time.perf_counter() - t) / repeat)
+
+
+def measure_link(comm, plane_bytes):
+    """The :class:`Link` of this node, measured by every rank at once
+    (the link's parts zero for one rank)."""
+    bandwidth = _copy_bandwidth(comm)
+    if comm.size < 2:
+        return Link(bandwidth, 0.0, float("inf"), 0.0)
+    small, big = _ping_pong(comm, 8), _ping_pong(comm, plane_bytes)
+    return Link(bandwidth, small, plane_bytes / max(big - small, 1e-12),
+                _allreduce_latency(comm))
+
+
+def run_ranks_bench(comm, dim, sizes, out=print):
+    """Per size: ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly
+    column (contrast 1000) on the ranks' slabs, the time per iteration
+    measured and modelled; rank 0 prints one line a size.  Returns the
+    rows (rank 0) or an empty list."""
+    from ... import pcg
+    from ...case.problem import bubbly_column, bubbly_column_3d
+    from ...operators.distributed import DistributedOperator
+
+    rows = []
+    for n in sizes:
+        A, b, _ = bubbly_column(n, 1e3) if dim == 2 else bubbly_column_3d(n, 1e3)
+        Ad = DistributedOperator.from_operator(A, comm)
+        plane = int(np.prod(A.grid_shape[1:]))
+        link = measure_link(comm, 8 * plane)
+        local_b = Ad.scatter_local(np.asarray(b))
+        pcg(Ad, local_b, rtol=0.0, maxiter=3, M="jacobi")               # warm-up
+        _barrier(comm)
+        t = time.perf_counter()
+        _, info = pcg(Ad, local_b, rtol=0.0, maxiter=RANKS_ITERATIONS, M="jacobi")
+        _barrier(comm)
+        measured = (time.perf_counter() - t) / max(int(info.iterations), 1)
+        predicted, parts = predict_iteration(A.shape[0], plane, dim, comm.size, link)
+        if comm.rank != 0:
+            continue
+        rows.append(dict(n=n, ranks=comm.size, measured=measured, predicted=predicted, **parts))
+        shown = ", ".join(f"{k} {1e3 * v:.3f}" for k, v in parts.items())
+        links = (f", latency {1e6 * link.latency:.1f} us, link {link.bandwidth / 1e9:.2f} GB/s, "
+                 f"all-reduce {1e6 * link.allreduce:.1f} us") if comm.size > 1 else ""
+        out(f"{comm.size} ranks, {dim}-D n = {n}: measured {1e3 * measured:.3f} ms/it, model "
+            f"{1e3 * predicted:.3f} ms/it ({shown}), error "
+            f"{100 * (predicted - measured) / measured:+.1f} %; copy "
+            f"{link.copy_bandwidth / 1e9:.2f} GB/s a rank{links}")
+    return rows
