@@ -17,8 +17,9 @@ from ..compute.transfer import on_device
 __all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 
 #: The preconditioners that run on several ranks (multigrid:
-#: :mod:`bubbleflow.linalg.precond.multigrid_ranks`).
-RANK_PRECONDITIONERS = ("none", "jacobi", "multigrid")
+#: :mod:`bubbleflow.linalg.precond.multigrid_ranks`; scaled incomplete
+#: Poisson: :mod:`bubbleflow.linalg.precond.incomplete_poisson_ranks`).
+RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson_scaled", "multigrid")
 #: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
 RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains")
 
@@ -87,6 +88,7 @@ def _solve(case, backend, comm, quiet, out):
     from ..case.problem import build_pressure_problem
     from ..io.layout import write_pressure_result
     from ..io.xdmf import write_pressure_sidecar
+    from ..linalg.precond.incomplete_poisson_ranks import DistributedScaledIncompletePoisson
     from ..linalg.precond.multigrid_ranks import DistributedMultigrid
     from ..mesh.ranks import coarsening_align
     from ..operators.distributed import DistributedOperator
@@ -103,6 +105,8 @@ def _solve(case, backend, comm, quiet, out):
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
     M = None if s.preconditioner.type == "none" else s.preconditioner.type
+    if s.preconditioner.type == "incomplete_poisson_scaled":
+        M = DistributedScaledIncompletePoisson(A)
     if multigrid:
         o = s.preconditioner
         M = DistributedMultigrid(prob.A, A, degree=o.degree, ratio=o.ratio, scale=o.scale,

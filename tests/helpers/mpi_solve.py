@@ -12,6 +12,8 @@ import numpy as np
 from bubbleflow import dpcg, pcg
 from bubbleflow.linalg.deflation.distributed import DistributedDeflation
 from bubbleflow.linalg.deflation.space import Deflation, levelset_subdomain_labels
+from bubbleflow.linalg.precond.incomplete_poisson import ScaledIncompletePoisson
+from bubbleflow.linalg.precond.incomplete_poisson_ranks import DistributedScaledIncompletePoisson
 from bubbleflow.linalg.precond.multigrid import Multigrid
 from bubbleflow.linalg.precond.multigrid_ranks import DistributedMultigrid
 from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
@@ -21,7 +23,8 @@ from bubbleflow.operators.distributed import DistributedOperator
 CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "jacobi"),
          ("2d", 48, "jacobi+lsd"), ("3d", 16, "jacobi+lsd"), ("3d", 16, "jacobi+lsd/def1"),
          ("2d", 64, "multigrid"), ("3d", 32, "multigrid"), ("2d", 64, "multigrid32w"),
-         ("3d", 32, "multigrid32w")]
+         ("3d", 32, "multigrid32w"), ("2d", 48, "ips"), ("3d", 16, "ips"), ("2d", 48, "ips+lsd"),
+         ("3d", 16, "ips+lsd")]
 CONTRAST, RTOL = 10.0, 1e-11
 
 
@@ -39,7 +42,10 @@ def main(out):
         M, _, deflated = prec.partition("+")
         M = None if M == "none" else M
         M_one = M
-        if M is not None and M.startswith("multigrid"):
+        if M == "ips":
+            M = DistributedScaledIncompletePoisson(Ad)
+            M_one = ScaledIncompletePoisson(A)
+        if M is not None and isinstance(M, str) and M.startswith("multigrid"):
             # The slabs' cycle and the same cycle in one process: float64 and
             # a V-cycle, or float32 with one W level.
             opts = dict(coarsest=64, min_side=2, cycle_precision="float64", w_levels=0)

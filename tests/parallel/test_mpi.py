@@ -1,8 +1,9 @@
 """A pressure solve spread over ranks (MPI, NumPy backend): 1, 2 and 4
 processes give the iterations of one process (within 2) and its answer (to
 1e-10 relative), on the 2-D and the 3-D bubbly column, with and without
-Jacobi, with level-set-subdomain deflation (A-DEF2, DEF1; subdomains
-straddling the ranks' slabs) and with multigrid (its levels on the slabs);
+Jacobi, scaled incomplete Poisson, level-set-subdomain deflation (A-DEF2,
+DEF1; subdomains straddling the ranks' slabs) and multigrid (its levels on
+the slabs);
 ``mpiexec -n 2 bubbleflow run``; and the
 pieces (slabs, the distributed operator) on their own."""
 import json
@@ -105,10 +106,10 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
     import h5py
 
     refused = _cli(2, ["-o", str(tmp_path / "no"), "--set",
-                       "solver.preconditioner.type=incomplete_poisson_scaled"], tmp_path)
+                       "solver.preconditioner.type=block_ic"], tmp_path)
     lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
     assert refused.returncode != 0 and len(lines) == 1, refused.stderr
-    assert "solver.preconditioner.type: got 'incomplete_poisson_scaled' with 2 ranks" in lines[0]
+    assert "solver.preconditioner.type: got 'block_ic' with 2 ranks" in lines[0]
     assert not (tmp_path / "no" / "bubbly_column.h5").exists()
     # The ranks apply the flux form: the one process too (matrix free).
     grid = ["--set", "grid.nx=64", "--set", "grid.ny=64", "--set", "solver.rtol=1e-10",
@@ -117,6 +118,8 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
                     "solver.preconditioner.type=jacobi"],
                    ["solver.method=dpcg", "solver.deflation.type=levelset_subdomains",
                     "solver.preconditioner.type=jacobi"],
+                   ["solver.method=dpcg", "solver.deflation.type=levelset_subdomains",
+                    "solver.preconditioner.type=incomplete_poisson_scaled"],
                    ["solver.method=pcg", "solver.deflation.type=none",
                     "solver.preconditioner.type=multigrid"]):
         args = grid + [a for pair in (("--set", v) for v in solver) for a in pair]
@@ -150,8 +153,8 @@ def test_what_the_ranks_cannot_run_is_named():
     assert _refusal(load_case(path, ok), numpy, None, 4) is None
     assert _refusal(load_case(path, ok + ["grid.ny=4"]), numpy, None, 5)[:2] == ("grid.ny", 4)
     assert _refusal(load_case(path), numpy, None, 2) is None           # multigrid
-    ips = ["solver.preconditioner.type=incomplete_poisson_scaled"]
-    assert _refusal(load_case(path, ips), numpy, None, 2)[0] == "solver.preconditioner.type"
+    bic = ["solver.preconditioner.type=block_ic"]
+    assert _refusal(load_case(path, bic), numpy, None, 2)[0] == "solver.preconditioner.type"
     stripes = ok[:1] + ["solver.deflation.type=stripes", ok[2]]
     assert _refusal(load_case(path, stripes), numpy, None, 2)[0] == "solver.deflation.type"
     assert _refusal(load_case(path, ok), numpy, "x.h5", 2)[2].startswith("no --restart")
