@@ -21,7 +21,7 @@ __all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 #: Poisson: :mod:`bubbleflow.linalg.precond.incomplete_poisson_ranks`).
 RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson_scaled", "multigrid")
 #: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
-RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains")
+RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains", "stripes")
 
 
 def _refusal(case, backend, restart, ranks):
@@ -147,7 +147,8 @@ def _solve(case, backend, comm, quiet, out):
 def _deflation(case, prob, A):
     """The case's deflation space on ``A``'s slab, or None: the boxes of the
     one-process run (``subdomains``, or about ``cells_per_subdomain`` cells
-    wide), split into liquid and gas for ``levelset_subdomains``."""
+    wide; ``stripes`` layers), split into liquid and gas for
+    ``levelset_subdomains``."""
     import numpy as np
 
     from ..linalg import registry
@@ -157,7 +158,10 @@ def _deflation(case, prob, A):
     d = case.solver.deflation
     if d.type == "none":
         return None
-    blocks = d.subdomains or registry.default_subdomains(prob.grid, d.cells_per_subdomain)
+    if d.type == "stripes":                 # layers along the vertical axis
+        blocks = (1,) * (prob.grid.ndim - 1) + (int(d.stripes),)
+    else:
+        blocks = d.subdomains or registry.default_subdomains(prob.grid, d.cells_per_subdomain)
     if d.type == "levelset_subdomains":
         labels = levelset_subdomain_labels(np.asarray(prob.phi), *blocks)
     else:
