@@ -49,7 +49,8 @@ from ..linalg.solver import PressureSolver
 from . import levelset_ops, momentum, vof
 from .viscosity import ViscousSystem, solve_viscous_systems
 
-__all__ = ["FlowState", "FlowSolver", "StepReport", "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND"]
+__all__ = ["FlowState", "FlowSolver", "StepReport", "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND",
+           "landing_step"]
 
 #: Passes of :func:`.levelset_ops.smooth` over the level set of CLSVOF (the
 #: distance to the PLIC lines) before its curvature is taken; the level set
@@ -118,6 +119,18 @@ class PhaseClock:
             now = time.perf_counter()
             self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
             self._last = now
+
+
+def landing_step(time, dt, end, interval):
+    """``dt`` shortened to land exactly on ``end`` and on the next multiple
+    of the snapshot ``interval`` (None: no snapshots) after ``time``."""
+    if time + dt > end - 1e-12 * end:
+        dt = end - time
+    if interval is not None:
+        k = math.floor(time / interval + 1e-9) + 1
+        if time + dt > k * interval - 1e-12 * end:
+            dt = k * interval - time
+    return dt
 
 
 class FlowSolver:
@@ -231,16 +244,8 @@ class FlowSolver:
     def _time_step(self, state, scalars):
         """The step from the limits, shortened to land exactly on the end
         and on the next snapshot time."""
-        dt = self._dt_limits(scalars)
-        end = self.case.time.end
-        if state.time + dt > end - 1e-12 * end:
-            dt = end - state.time
-        interval = self.case.output.interval
-        if interval is not None:
-            k = math.floor(state.time / interval + 1e-9) + 1
-            if state.time + dt > k * interval - 1e-12 * end:
-                dt = k * interval - state.time
-        return dt
+        return landing_step(state.time, self._dt_limits(scalars), self.case.time.end,
+                            self.case.output.interval)
 
     # ---------------------------------------------------------------- momentum
     def provisional_velocity(self, state, dt, H, rho, mu, rho_x, rho_y):

@@ -27,7 +27,7 @@ import pytest
 from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
 from bubbleflow.flow import levelset_ops, momentum
-from bubbleflow.flow.navier_stokes import FlowSolver, FlowState, StepReport
+from bubbleflow.flow.navier_stokes import FlowSolver, FlowState, StepReport, landing_step
 from bubbleflow.flow.viscosity import ViscousSystem, corner_viscosity, solve_viscous
 from bubbleflow.mesh.levelset import heaviside
 from bubbleflow.operators.poisson import PoissonOperator
@@ -261,15 +261,9 @@ class LegacyFlowSolver(FlowSolver):
         if not bool(finite & xp.isfinite(state.phi).all()):
             raise FloatingPointError("not finite")
         H, rho, mu, rho_x, rho_y = self.properties(state.phi)
-        dt = self.stable_dt(state, rho, mu)
         end = self.case.time.end
-        if state.time + dt > end - 1e-12 * end:
-            dt = end - state.time
-        interval = self.case.output.interval
-        if interval is not None:
-            k = math.floor(state.time / interval + 1e-9) + 1
-            if state.time + dt > k * interval - 1e-12 * end:
-                dt = k * interval - state.time
+        dt = landing_step(state.time, self.stable_dt(state, rho, mu), end,
+                          self.case.output.interval)
         us, vs = self.provisional_velocity(state, dt, H, rho, mu, rho_x, rho_y)
         div_star = self.divergence(us, vs)
         A = PoissonOperator(1.0 / rho_x, 1.0 / rho_y, self.hx, self.hy, backend=self.backend,

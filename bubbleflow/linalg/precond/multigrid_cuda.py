@@ -49,8 +49,9 @@ _THREADS = 256
 #: smoother's degree (the halo).
 _SHARED_LIMIT = 48 * 1024
 #: A 3-D level's z chunks: as many as make about this many blocks (its
-#: pipeline restarts 2 * degree planes below each chunk), none shorter than
-#: _MIN_CHUNK planes.
+#: pipeline restarts 2 * degree planes below each chunk; chosen, not tuned),
+#: none shorter than _MIN_CHUNK planes (4 measured against 16:
+#: docs/performance.md).
 _BLOCKS_3D = 1024
 _MIN_CHUNK = 4
 

@@ -39,17 +39,16 @@ class DistributedMultigrid:
         self.comm, self.xp = A_rank.comm, A_rank.backend.xp
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
         levels = self.whole.levels
-        slabs, lo, hi = [], A_rank.slab.lo, A_rank.slab.hi
-        while len(slabs) < len(levels) - 1 and _local_aggregates(lo, hi,
-                                                                  levels[len(slabs)].shape[0]):
-            slabs.append((lo, hi))
-            lo, hi = lo // 2, (hi + 1) // 2
+        # The rank's slab on every level: aggregates of two planes halve it.
+        slabs = [(A_rank.slab.lo, A_rank.slab.hi)]
+        for _ in levels[1:]:
+            lo, hi = slabs[-1]
+            slabs.append((lo // 2, (hi + 1) // 2))
+        own = next((k for k in range(len(levels) - 1)
+                    if not _local_aggregates(*slabs[k], levels[k].shape[0])), len(levels) - 1)
         # Every rank gathers from the same level: the first any rank cannot slab.
-        self.gathered = -int(self.comm.allreduce_max(-len(slabs)))
-        slabs, lo, hi = [], A_rank.slab.lo, A_rank.slab.hi
-        for _ in range(self.gathered + 1):
-            slabs.append((lo, hi))
-            lo, hi = lo // 2, (hi + 1) // 2
+        self.gathered = -int(self.comm.allreduce_max(-own))
+        slabs = slabs[:self.gathered + 1]
         # The slabbed levels' products and inverse diagonals, and the gathered
         # level's product (a W level above it forms a residual there).
         self.ranked = []
