@@ -28,6 +28,28 @@ __device__ __forceinline__ T bf_face_flux(const T* __restrict__ cx, const T* __r
     return y;
 }
 
+// (A x) at cell p = (k, j, i) of an NZ x NY x NX grid for the flux form of
+// the 7-point operator, as bf_face_flux with cz (nz - 1, ny, nx) between
+// (k, j, i) and (k + 1, j, i) (operators.poisson.apply_faces's twin).
+__device__ __forceinline__ T bf_face_flux7(const T* __restrict__ cx, const T* __restrict__ cy,
+                                           const T* __restrict__ cz, const T* __restrict__ x,
+                                           int nx, int ny, int nz, long long p, int k, int j,
+                                           int i)
+{
+    const long long plane = (long long)nx * ny;
+    const T xp = x[p];
+    T y = 0;
+    const long long fx = ((long long)k * ny + j) * (nx - 1) + i;
+    if (i > 0)      y += cx[fx - 1] * (xp - x[p - 1]);
+    if (i < nx - 1) y += cx[fx] * (xp - x[p + 1]);
+    const long long fy = (long long)k * (ny - 1) * nx + (long long)j * nx + i;
+    if (j > 0)      y += cy[fy - nx] * (xp - x[p - nx]);
+    if (j < ny - 1) y += cy[fy] * (xp - x[p + nx]);
+    if (k > 0)      y += cz[p - plane] * (xp - x[p - plane]);
+    if (k < nz - 1) y += cz[p] * (xp - x[p + plane]);
+    return y;
+}
+
 // Sum of v over the warp (shuffles down): valid in lane 0.
 __device__ __forceinline__ T warp_sum(T v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);

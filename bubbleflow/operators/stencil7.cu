@@ -1,6 +1,8 @@
 // y = A x for the 7-point operator, matrix free from the face couplings
 // (bubbleflow.operators.poisson; twin: apply_faces).  T is defined before
 // this text.  Arrays hold the axes reversed: (nz, ny, nx), x fastest.
+#include "common.cuh"
+
 extern "C" __global__
 void bubbleflow_stencil7_faces(const T* __restrict__ cx, const T* __restrict__ cy,
                                const T* __restrict__ cz, const T* __restrict__ x,
@@ -14,17 +16,7 @@ void bubbleflow_stencil7_faces(const T* __restrict__ cx, const T* __restrict__ c
         const int i = (int)(p % nx);
         const int j = (int)((p / nx) % ny);
         const int k = (int)(p / plane);
-        const T xp = x[p];
-        T acc = 0;
-        const long long rx = ((long long)k * ny + j) * (nx - 1);
-        if (i > 0)      acc += cx[rx + i - 1] * (xp - x[p - 1]);
-        if (i < nx - 1) acc += cx[rx + i] * (xp - x[p + 1]);
-        const long long ry = (long long)k * (ny - 1) * nx;
-        if (j > 0)      acc += cy[ry + (long long)(j - 1) * nx + i] * (xp - x[p - nx]);
-        if (j < ny - 1) acc += cy[ry + (long long)j * nx + i] * (xp - x[p + nx]);
-        if (k > 0)      acc += cz[(long long)(k - 1) * plane + (long long)j * nx + i] * (xp - x[p - plane]);
-        if (k < nz - 1) acc += cz[(long long)k * plane + (long long)j * nx + i] * (xp - x[p + plane]);
-        y[p] = acc;
+        y[p] = bf_face_flux7(cx, cy, cz, x, nx, ny, nz, p, k, j, i);
     }
 }
 

@@ -76,3 +76,17 @@ def test_fused_3d_bytes_per_iteration(cupy_backend):
     assert s.device.bytes_per_iteration == 8 * n * 15
     s = PressureSolver(A, method="pcg", preconditioner="multigrid")
     assert s.device.bytes_per_iteration == 8 * n * 15 + s.M.bytes_per_apply()
+
+
+def test_fused_3d_leaves_grids_past_32_bit_offsets_to_the_generic_loop(cupy_backend,
+                                                                       monkeypatch):
+    """Its kernels index with 32-bit offsets: a grid of more cells than
+    MAX_CELLS gets no fused engine, and the generic loop solves it."""
+    from bubbleflow.linalg.fused import engine3d
+
+    A, b, _ = column(12, cupy_backend)
+    monkeypatch.setattr(engine3d, "MAX_CELLS", 12 ** 3 - 1)
+    s = PressureSolver(A, method="pcg", preconditioner="jacobi", rtol=1e-8)
+    assert s.device is None
+    x, rec = s.solve(b)
+    assert rec.converged and rec.engine == "generic"

@@ -238,6 +238,24 @@ def test_3d_down_and_up_kernels_equal_the_array_code(cp, shape, degree, dtype, r
     close(got.astype(cp.float64), ref.astype(np.float64), rtol)
 
 
+def test_3d_levels_past_32_bit_offsets_run_the_array_code():
+    """The 3-D kernels index with 32-bit offsets: a level of more than
+    2^31 - 1 cells is left to the array code (checked on the shapes alone)."""
+    from bubbleflow.linalg.precond import multigrid_cuda
+
+    class Shaped:                   # what _covered reads of an array
+        def __init__(self, *shape):
+            self.shape, self.ndim, self.dtype = shape, len(shape), np.dtype(np.float32)
+
+    def covered(n):
+        faces = (Shaped(n, n, n - 1), Shaped(n, n - 1, n), Shaped(n - 1, n, n))
+        return multigrid_cuda._covered(faces, (Shaped(n, n, n),), 2)
+
+    assert 1290 ** 3 < 2 ** 31 - 1 < 1291 ** 3
+    assert covered(1290) == "float32"
+    assert covered(1291) is None
+
+
 @pytest.mark.parametrize("w_levels", [0, 2])
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 @pytest.mark.parametrize("shape", [(24, 20, 36), (33, 9, 17)])

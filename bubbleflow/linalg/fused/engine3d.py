@@ -36,6 +36,8 @@ _THREADS = 256
 #: docs/performance.md (3-D on the GPU, session 16).
 _DIR_BLOCKS = 1024
 _MIN_CHUNK = 8
+#: The kernels index with 32-bit offsets: grids of at most this many cells.
+MAX_CELLS = 2 ** 31 - 1
 
 
 @cuda.kernel_cache
@@ -65,6 +67,8 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
         return None                        # (no deflation kernels in 3-D yet)
     if not (hasattr(A, "couplings") and hasattr(A, "backend")):
         return None
+    if int(np.prod(A.grid_shape, dtype=np.int64)) > MAX_CELLS:
+        return None                        # past the kernels' 32-bit offsets
     if prec_obj is None and prec_name != "none":
         return None                        # a user's callable: the generic loop applies it
     if prec_obj is not None and not hasattr(prec_obj, "apply"):
@@ -145,7 +149,7 @@ class FusedEngine3D(FusedEngine):
                 out = [(self.k_update, (self.ntiles,), (_THREADS,),
                         (self.pbuf[pcur], self.w, self.r[cur], self.r[1 - cur], self.x, self.y,
                          self.s if self.s is not None else null, self.scal, self.part_ry,
-                         self.part_rr, np.int64(self.n), write_y), 0)]
+                         self.part_rr, np.int32(self.n), write_y), 0)]
             self._table[key] = out
         return self._table[key]
 

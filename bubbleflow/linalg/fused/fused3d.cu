@@ -3,7 +3,8 @@
 // dot product, the status) are fused.cu's.  Cells (k, j, i), x fastest;
 // face couplings cx (nz, ny, nx-1), cy (nz, ny-1, nx), cz (nz-1, ny, nx),
 // (A v)_p = sum_f c_f (v_p - v_q).  Per-block sums in a fixed order: runs
-// are reproducible bit for bit.
+// are reproducible bit for bit.  Offsets are 32-bit (engine3d checks the
+// grid's size): 64-bit index products cost issue slots.
 typedef double T;
 #include "common.cuh"
 
@@ -29,27 +30,25 @@ extern "C" __global__ void __launch_bounds__(F3_TX * F3_TY) bf3_direction_spmv(
     const int z0 = blockIdx.z * chunk, z1 = min(z0 + chunk, nz);
     T acc[1] = {0.0};
     if (i < nx && j < ny && z0 < z1) {
-        const long long plane = (long long)nx * ny;
-        const long long col = (long long)j * nx + i;
+        const int plane = nx * ny, xplane = (nx - 1) * ny, yplane = nx * (ny - 1);
+        const int col = j * nx + i;
 #define F3_P(q) (y[q] + beta * p_old[q])
         T below = 0.0, zlo = 0.0;
         if (z0 > 0) {
-            below = F3_P((long long)(z0 - 1) * plane + col);
-            zlo = cz[(long long)(z0 - 1) * plane + col];
+            below = F3_P((z0 - 1) * plane + col);
+            zlo = cz[(z0 - 1) * plane + col];
         }
-        T cur = F3_P((long long)z0 * plane + col);
-        for (int k = z0; k < z1; ++k) {
-            const long long q = (long long)k * plane + col;
+        T cur = F3_P(z0 * plane + col);
+        int q = z0 * plane + col, fx = z0 * xplane + j * (nx - 1) + i, fy = z0 * yplane + col;
+        for (int k = z0; k < z1; ++k, q += plane, fx += xplane, fy += yplane) {
             T above = 0.0, zhi = 0.0;
             if (k + 1 < nz) {
                 above = F3_P(q + plane);
                 zhi = cz[q];
             }
             T a = zlo * (cur - below) + zhi * (cur - above);
-            const long long fx = ((long long)k * ny + j) * (nx - 1) + i;
             if (i > 0)      a += cx[fx - 1] * (cur - F3_P(q - 1));
             if (i < nx - 1) a += cx[fx] * (cur - F3_P(q + 1));
-            const long long fy = (long long)k * (ny - 1) * nx + col;
             if (j > 0)      a += cy[fy - nx] * (cur - F3_P(q - nx));
             if (j < ny - 1) a += cy[fy] * (cur - F3_P(q + nx));
 #undef F3_P
@@ -73,14 +72,13 @@ extern "C" __global__ void __launch_bounds__(F3_TX * F3_TY) bf3_direction_spmv(
 extern "C" __global__ void bf3_update(const T* __restrict__ p, const T* __restrict__ w,
         const T* __restrict__ r_old, T* __restrict__ r_new, T* __restrict__ x,
         T* __restrict__ y, const T* __restrict__ s, const T* __restrict__ scal,
-        T* __restrict__ part_ry, T* __restrict__ part_rr, const long long n, const int write_y)
+        T* __restrict__ part_ry, T* __restrict__ part_rr, const int n, const int write_y)
 {
     __shared__ T red[32];
     if (scal[4] != 0.0) return;
     const T alpha = scal[0];
     T acc[2] = {0.0, 0.0};
-    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < n;
-         q += (long long)gridDim.x * blockDim.x) {
+    for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < n; q += gridDim.x * blockDim.x) {
         x[q] += alpha * p[q];
         const T rq = r_old[q] - alpha * w[q];
         r_new[q] = rq;

@@ -19,15 +19,16 @@
 // and b once (and, up the cycle, x and the coarse x) and writes its result.
 // A chunk starts 2 MG_H planes early (its pipeline's warm-up).  D^-1 is
 // formed from the couplings.  io_scale and stop as in multigrid.cu.
+#include "common.cuh"
 
 // MG3_TX, MG3_TY: the xy tile's columns (multigrid_cuda._TILE_3D), defined
-// by the includer.  MG3_AHEAD: the planes read ahead (more than one, or a
-// launch bound of more blocks per SM, measured no faster:
-// docs/performance.md).
-#define MG3_AHEAD 1
+// by the includer.  Offsets are 32-bit (multigrid_cuda checks the level's
+// size) and move one plane up a step: 64-bit index products cost the
+// issue slots these kernels are short of (docs/performance.md).
 #define MG3_RX (MG3_TX + 2 * MG_H)
 #define MG3_RY (MG3_TY + 2 * MG_H)
-#define MG3_THREADS (MG3_RX * MG3_RY)
+#define MG3_CELLS (MG3_RX * MG3_RY)
+#define MG3_THREADS MG3_CELLS
 // The ring of coupling planes: a power of two of at least MG_H + 1 planes
 // (a plane's slot is its index's low bits, negative indices included).
 #define MG3_SLOTS (MG_H < 2 ? 2 : (MG_H < 4 ? 4 : 8))
@@ -37,43 +38,39 @@ struct Mg3Cell {
     T r, x, dinv, zlo, zhi;       // residual, iterate, D^-1, couplings below and above
 };
 
-// The shared planes: the east and north couplings of the last MG_H + 1
-// planes (a ring), each stage's output (two planes), the last stage's
-// residual (two planes).
+// The shared planes over the widened tile: the east and north couplings of
+// the last MG_H + 1 planes (a ring), each stage's output (two planes), the
+// last stage's residual (two planes).
 struct Mg3Shared {
-    T ce[MG3_SLOTS][MG3_THREADS];
-    T cn[MG3_SLOTS][MG3_THREADS];
-    T u[MG_H][2][MG3_THREADS];
-    T res[2][MG3_THREADS];
+    T ce[MG3_SLOTS][MG3_CELLS];
+    T cn[MG3_SLOTS][MG3_CELLS];
+    T u[MG_H][2][MG3_CELLS];
+    T res[2][MG3_CELLS];
 };
 
 // What a column's thread reads of a plane from global memory (zero outside
-// the grid): the couplings to its west, east, south, north and upper
-// neighbours (the lower one is the plane below's upper one), s_in b, and, up
-// the cycle, the start x + scale P xc.  Read one plane ahead of its use, so
-// that a plane's loads are in flight while the stages work on the last one.
+// the grid): the couplings to its west, east, south, north and
+// upper neighbours (the lower one is the plane below's upper one), s_in b,
+// and, up the cycle, the start x + scale P xc.  Read one plane ahead of its
+// use, so that a plane's loads are in flight while the stages work.
 struct Mg3Raw {
     T w, e, s, n, hi, b, u;
 };
 
-// A column's place in the arrays: its offsets in a plane of cells, of x and
-// of y couplings, and which neighbours it has in its plane.
+// A column: its offsets in a plane of cells, of x faces and of the
+// coarse level's cells, and which neighbours it has in its plane.
 struct Mg3Column {
-    long long cell, fx, fy;       // offsets in a plane
-    long long pc, px, py;         // plane sizes: cells, x faces, y faces
+    int cell, fx, coarse;
     bool in, w, e, s, n;
 };
 
-__device__ __forceinline__ Mg3Column mg3_column(int i, int j, int nx, int ny)
+__device__ __forceinline__ Mg3Column mg3_column(int i, int j, int nx, int ny, int ncx)
 {
     Mg3Column c;
     c.in = i >= 0 && i < nx && j >= 0 && j < ny;
-    c.cell = (long long)j * nx + i;
-    c.fx = (long long)j * (nx - 1) + i;
-    c.fy = c.cell;
-    c.pc = (long long)nx * ny;
-    c.px = (long long)(nx - 1) * ny;
-    c.py = (long long)nx * (ny - 1);
+    c.cell = j * nx + i;
+    c.fx = j * (nx - 1) + i;
+    c.coarse = (j >> 1) * ncx + (i >> 1);
     c.w = c.in && i > 0;
     c.e = c.in && i < nx - 1;
     c.s = c.in && j > 0;
@@ -81,27 +78,33 @@ __device__ __forceinline__ Mg3Column mg3_column(int i, int j, int nx, int ny)
     return c;
 }
 
-// Plane k of the column.
+// A plane's offsets: of its cells (and z faces above it), x faces, y
+// faces and its coarse plane's cells; ok: the plane is in the grid.
+struct Mg3Plane {
+    int cell, fx, fy, coarse;
+    bool ok;
+};
+
+// Plane pl of the column.
 __device__ __forceinline__ Mg3Raw mg3_fetch(const T* __restrict__ cx, const T* __restrict__ cy,
                                             const T* __restrict__ cz, const TI* __restrict__ b,
                                             TI s_in, const T* __restrict__ xin,
                                             const T* __restrict__ xc, T scale,
-                                            const Mg3Column& col, int i, int j, int k, int nx,
-                                            int nz, int ncx, int ncy)
+                                            const Mg3Column& col, const Mg3Plane& pl,
+                                            bool top, int nx)
 {
     Mg3Raw r = {0, 0, 0, 0, 0, 0, 0};
-    if (col.in && k >= 0 && k < nz) {
-        const long long p = k * col.pc + col.cell;
-        const long long fx = k * col.px + col.fx;
-        const long long fy = k * col.py + col.fy;
+    if (col.in && pl.ok) {
+        const int p = pl.cell + col.cell;
+        const int fx = pl.fx + col.fx;
+        const int fy = pl.fy + col.cell;
         if (col.w) r.w = cx[fx - 1];
         if (col.e) r.e = cx[fx];
         if (col.s) r.s = cy[fy - nx];
         if (col.n) r.n = cy[fy];
-        if (k < nz - 1) r.hi = cz[p];
+        if (!top) r.hi = cz[p];
         r.b = T(b[p] * s_in);
-        if (xin != nullptr)
-            r.u = xin[p] + scale * xc[((long long)(k >> 1) * ncy + (j >> 1)) * ncx + (i >> 1)];
+        if (xin != nullptr) r.u = xin[p] + scale * xc[pl.coarse + col.coarse];
     }
     return r;
 }
@@ -152,9 +155,10 @@ __device__ __forceinline__ void mg3_pipeline(
                       && i < nx && j < ny;
     const bool agg = tile && ((li - MG_H) % 2 == 0) && ((lj - MG_H) % 2 == 0);
     const int z0 = blockIdx.z * chunk, z1 = min(z0 + chunk, nz);
-    const long long plane = (long long)nx * ny;
+    const int plane = nx * ny, xplane = (nx - 1) * ny, yplane = nx * (ny - 1);
     const TI s_in = TI(io_scale[0]);
     const T inv_theta = coef[0];
+    const Mg3Column column = mg3_column(i, j, nx, ny, ncx);
 
     Mg3Cell c[MG_H + 1];              // c[s]: the plane stage s works on
     T hist[MG_H][3];                  // stage s's output: [0] newest plane, [1], [2] oldest
@@ -164,36 +168,29 @@ __device__ __forceinline__ void mg3_pipeline(
     for (int s = 0; s < MG_H; ++s) hist[s][0] = hist[s][1] = hist[s][2] = 0;
     T zsum = 0;
 
-    // The first plane stage 0 takes, and the coupling below it; the planes
-    // read ahead (MG3_AHEAD of them).
+    // The first plane stage 0 takes, k0, and the coupling below it; the
+    // plane read ahead, k0 + 1 (its offsets in pl).
     int k0 = z0 - MG_H;
-    const Mg3Column column = mg3_column(i, j, nx, ny);
-    Mg3Raw raw[MG3_AHEAD];
-#pragma unroll
-    for (int a = 0; a < MG3_AHEAD; ++a)
-        raw[a] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, column, i, j, k0 + a, nx, nz,
-                           ncx, ncy);
-    T lo = (i >= 0 && i < nx && j >= 0 && j < ny && k0 > 0 && k0 <= nz - 1)
-               ? cz[(long long)(k0 - 1) * plane + (long long)j * nx + i] : T(0);
+    Mg3Plane pl = {k0 * plane, k0 * xplane, k0 * yplane, (k0 >> 1) * ncx * ncy,
+                   k0 >= 0 && k0 < nz};
+    Mg3Raw raw = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, column, pl, k0 == nz - 1, nx);
+    T lo = (column.in && k0 > 0 && k0 <= nz - 1) ? cz[pl.cell - plane + column.cell] : T(0);
     for (int t = z0 - 2 * MG_H, m = 0; t < z1; ++t, ++m, ++k0) {
         // Stage 0 takes plane k0 = t + MG_H; the others move one plane on.
 #pragma unroll
         for (int s = MG_H; s > 0; --s) c[s] = c[s - 1];
-        const Mg3Raw now = raw[0];
-#pragma unroll
-        for (int a = 0; a + 1 < MG3_AHEAD; ++a) raw[a] = raw[a + 1];
-        raw[MG3_AHEAD - 1] = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, column, i, j,
-                                       k0 + MG3_AHEAD, nx, nz, ncx, ncy);
+        const Mg3Raw now = raw;
+        pl.cell += plane;
+        pl.fx += xplane;
+        pl.fy += yplane;
+        pl.coarse = ((k0 + 1) >> 1) * ncx * ncy;
+        pl.ok = k0 + 1 >= 0 && k0 + 1 < nz;
+        raw = mg3_fetch(cx, cy, cz, b, s_in, xin, xc, scale, column, pl, k0 + 1 == nz - 1, nx);
         c[0] = mg3_cell(now, lo);
         lo = now.hi;
         sh.ce[mg3_slot(k0)][q] = now.e;
         sh.cn[mg3_slot(k0)][q] = now.n;
-        T u0;                         // stage 0's output, stage 1's input
-        if (DOWN) {
-            u0 = inv_theta * (c[0].dinv * c[0].r);
-        } else {
-            u0 = now.u;
-        }
+        const T u0 = DOWN ? inv_theta * (c[0].dinv * c[0].r) : now.u;   // stage 0's output
         c[0].x = u0;
         hist[0][2] = hist[0][1];
         hist[0][1] = hist[0][0];
@@ -233,14 +230,14 @@ __device__ __forceinline__ void mg3_pipeline(
         if (DOWN) sh.res[m & 1][q] = edge ? T(0) : last_res;
         __syncthreads();
         if (t < z0 || !tile) continue;
-        const long long p = (long long)t * plane + (long long)j * nx + i;
+        const int p = t * plane + column.cell;
         if (DOWN) {
             xout[p] = c[MG_H].x;
             if (agg) {
                 const T* rp = sh.res[m & 1];
                 zsum += (rp[q] + rp[q + 1]) + (rp[q + MG3_RX] + rp[q + MG3_RX + 1]);
                 if (((t - z0) & 1) || t == nz - 1) {
-                    bc[((long long)(t >> 1) * ncy + (j >> 1)) * ncx + (i >> 1)] = zsum;
+                    bc[(t >> 1) * ncx * ncy + column.coarse] = zsum;
                     zsum = 0;
                 }
             }
@@ -289,16 +286,6 @@ extern "C" __global__ void bf_mg3_residual_inplace(
         const int i = (int)(p % nx);
         const int j = (int)((p / nx) % ny);
         const int k = (int)(p / plane);
-        const T v = x[p];
-        T acc = 0;
-        const long long fx = ((long long)k * ny + j) * (nx - 1) + i;
-        if (i > 0) acc += cx[fx - 1] * (v - x[p - 1]);
-        if (i < nx - 1) acc += cx[fx] * (v - x[p + 1]);
-        const long long fy = (long long)k * (ny - 1) * nx + (long long)j * nx + i;
-        if (j > 0) acc += cy[fy - nx] * (v - x[p - nx]);
-        if (j < ny - 1) acc += cy[fy] * (v - x[p + nx]);
-        if (k > 0) acc += cz[p - plane] * (v - x[p - plane]);
-        if (k < nz - 1) acc += cz[p] * (v - x[p + plane]);
-        b[p] -= acc;
+        b[p] -= bf_face_flux7(cx, cy, cz, x, nx, ny, nz, p, k, j, i);
     }
 }

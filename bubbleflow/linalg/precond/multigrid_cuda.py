@@ -40,11 +40,14 @@ from .chebyshev import chebyshev_coefficients
 __all__ = ["smooth_restrict", "prolong_smooth", "cycle_runner", "GraphCycle"]
 
 _OPTIONS = ("--fmad=false",)
-#: Cells per tile (MG_TX, MG_TY in multigrid.cu; MG3_TX, MG3_TY, the
-#: columns of an xy tile, in multigrid3d.cu) and threads per 2-D block.
+#: Cells per tile (MG_TX, MG_TY in multigrid.cu) and threads per 2-D block.
 _TILE = (32, 16)
-_TILE_3D = (32, 8)
 _THREADS = 256
+#: The columns of a 3-D xy tile (MG3_TX, MG3_TY in multigrid3d.cu).
+_TILE_3D = (32, 8)
+#: A 3-D level's kernels index with 32-bit offsets: levels below this many
+#: cells (and faces) only.
+_MAX_CELLS_3D = 2 ** 31 - 1
 #: Shared memory a tile kernel may take without an opt-in: it bounds the
 #: smoother's degree (the halo).
 _SHARED_LIMIT = 48 * 1024
@@ -126,6 +129,8 @@ def _covered(couplings, arrays, degree):
         expected[ndim - 1 - axis] -= 1
         if c.shape != tuple(expected):
             return None
+    if ndim == 3 and np.prod(shape, dtype=np.int64) > _MAX_CELLS_3D:
+        return None
     tiles_y = -(-shape[-2] // (_TILE[1] if ndim == 2 else _TILE_3D[1]))
     return dtype if tiles_y <= 65535 else None
 
