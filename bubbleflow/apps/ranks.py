@@ -1,18 +1,17 @@
-"""``mpiexec -n N bubbleflow run CASE``: a pressure case on N ranks (MPI,
-NumPy backend).
+"""``mpiexec -n N bubbleflow run CASE``: a pressure case on N ranks (MPI
+between processes; on the GPU, NCCL where each rank has a GPU of its own,
+else MPI through the host: :func:`bubbleflow.compute.comm.communicator`).
 
 Every rank reads the case and builds the problem; each keeps its slab of
 the operator (:class:`~bubbleflow.operators.distributed.DistributedOperator`) and runs the Krylov loop on
 it; rank 0 alone owns the output (its checks and lock before any work, the
 gathered pressure written in the layout of a one-process run) and speaks.
-What the ranks do not have yet (flow cases, restarts, deflation, the other
-preconditioners, the GPU) is refused in one line before any work.
+What the ranks do not have yet (flow cases, restarts, the other
+preconditioners and deflations) is refused in one line before any work.
 """
 from __future__ import annotations
 
 import sys
-
-from ..compute.transfer import on_device
 
 __all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 
@@ -35,8 +34,6 @@ def _refusal(case, backend, restart, ranks):
         return "mode", case.mode, "pressure on several ranks (flow cases run on one)"
     if restart is not None:
         return "mode", case.mode, "no --restart on several ranks"
-    if on_device(backend):
-        return "backend", backend.name, "numpy on several ranks (the GPU's NCCL layer is next)"
     if s.method not in ("cg", "pcg", "dpcg"):
         return "solver.method", s.method, "cg, pcg or dpcg on several ranks"
     if s.deflation.type not in RANK_DEFLATIONS:
@@ -61,6 +58,7 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
         key, value, expected = refused
         raise CaseError(case.source, key, f"got {value!r} with {comm.size} ranks", expected,
                         value=value)
+    comm.use_device(backend)
     out = None
     if comm.rank == 0:
         try:
@@ -115,13 +113,13 @@ def _solve(case, backend, comm, quiet, out):
         _say(quiet, f"multigrid: {len(M.whole.levels)} levels, {M.gathered} on the slabs, "
                     f"{o.cycle_precision} cycle, {M.whole.w_levels} W levels")
     D = _deflation(case, prob, A)
+    b = A.scatter_local(_host(prob.rhs))
     if D is None:
-        x, info = pcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,
-                      check_every=s.check_every)
+        x, info = pcg(A, b, rtol=s.rtol, maxiter=s.maxiter, M=M, check_every=s.check_every)
     else:
         _say(quiet, f"deflation {s.deflation.type}: {D.n_vectors} vectors, {s.variant}")
-        x, info = dpcg(A, A.scatter_local(prob.rhs), rtol=s.rtol, maxiter=s.maxiter, M=M,
-                       check_every=s.check_every, deflation=D, variant=s.variant)
+        x, info = dpcg(A, b, rtol=s.rtol, maxiter=s.maxiter, M=M, check_every=s.check_every,
+                       deflation=D, variant=s.variant)
     p = A.gather(x)
     record = info.record
     if comm.rank != 0:
@@ -130,8 +128,8 @@ def _solve(case, backend, comm, quiet, out):
     write_pressure_result(
         out.path, case_yaml=case.to_yaml(), version=__version__, backend=backend.name,
         device=f"{comm.size} ranks, {backend.device_name}", precision=case.precision,
-        face_density=case.operator.face_density, grid=g, phi=prob.phi,
-        rho=prob.phases.rho, p=p.reshape(g.shape), record=record)
+        face_density=case.operator.face_density, grid=g, phi=_host(prob.phi),
+        rho=_host(prob.phases.rho), p=p.reshape(g.shape), record=record)
     write_pressure_sidecar(out.path, g)
     if record.converged:
         _say(quiet, record.summary())
@@ -163,10 +161,18 @@ def _deflation(case, prob, A):
     else:
         blocks = d.subdomains or registry.default_subdomains(prob.grid, d.cells_per_subdomain)
     if d.type == "levelset_subdomains":
-        labels = levelset_subdomain_labels(np.asarray(prob.phi), *blocks)
+        labels = levelset_subdomain_labels(np.asarray(_host(prob.phi)), *blocks)
     else:
         labels = partition_labels(prob.grid.shape, blocks)
     return DistributedDeflation(A, labels, kind=d.type)
+
+
+def _host(a):
+    """``a`` on the host, wherever it lives."""
+    from ..compute.backend import backend_of
+    from ..compute.transfer import to_host
+
+    return to_host(a, backend_of(a))
 
 
 def _say(quiet, text):

@@ -36,7 +36,7 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     from ..compute.comm import communicator
     from ..io.outdir import RunOutput
 
-    comm = communicator("auto")
+    comm = communicator("auto", backend)
     if comm.size > 1:                        # started by mpiexec -n N
         from .ranks import run_case_ranks
 

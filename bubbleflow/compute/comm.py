@@ -25,16 +25,29 @@ communicator offers:
 ``allgather(a)``                 every rank's array, in rank order, on every rank
 
 Chosen by name through :data:`COMMUNICATORS` (:func:`communicator`):
-``single`` (one process, every call a no-op or the identity) and ``mpi``
-(MPI between host processes through ``mpi4py``, for the NumPy backend; a
-device communicator over NCCL is the next entry).  ``mpi4py`` is imported
-only by the ``mpi`` communicator.
+
+``single``  one process, every call a no-op or the identity;
+``mpi``     MPI between processes through ``mpi4py``: host arrays, or
+            device (CuPy) arrays staged through the host (ranks that share
+            a GPU, or a machine without NCCL);
+``nccl``    one GPU a rank: NCCL carries the device arrays (halo swaps
+            as grouped send/recv on a stream of their own, joined to the
+            compute stream by events; sums as all-reduces), all on the
+            device, no host synchronisation; MPI starts the ranks, shares
+            NCCL's id and carries the set-up's host objects.
+
+``mpi4py`` and NCCL (``cupy.cuda.nccl``) are imported only by the
+communicators that use them.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SingleProcess", "MPIHost", "communicator", "launcher_rank", "COMMUNICATORS"]
+from .backend import backend_of
+from .transfer import on_backend, on_device, to_host
+
+__all__ = ["SingleProcess", "MPIHost", "NCCLDevice", "communicator", "launcher_rank",
+           "COMMUNICATORS"]
 
 
 class SingleProcess:
@@ -73,9 +86,13 @@ class SingleProcess:
     def allgather(self, a):
         return [a]
 
+    def use_device(self, backend):
+        """Nothing to choose: the backend's current device."""
+
 
 class MPIHost:
-    """MPI between processes, host (NumPy) arrays (``mpi4py``'s buffer calls).
+    """MPI between processes (``mpi4py``'s buffer calls) on host arrays;
+    device arrays are staged through the host (a copy each way).
 
     Every reduction is MPI's ``Allreduce`` over contiguous float64 copies: for
     a given number of ranks its order is fixed, so runs repeat bit for bit.
@@ -91,11 +108,12 @@ class MPIHost:
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
 
     def allreduce_sum(self, a):
-        a = np.asarray(a)
-        send = np.array(a, dtype=np.float64).reshape(-1)   # (ascontiguousarray makes 0-d 1-d)
+        backend = backend_of(a)
+        a_host = np.asarray(to_host(a, backend))
+        send = np.array(a_host, dtype=np.float64).reshape(-1)   # (0-d made 1-d)
         out = np.empty_like(send)
         self.comm.Allreduce(send, out, op=self.MPI.SUM)
-        return out.reshape(a.shape).astype(a.dtype, copy=False)
+        return on_backend(out.reshape(a_host.shape).astype(a_host.dtype, copy=False), backend)
 
     def allreduce_max(self, value):
         return float(self.comm.allreduce(float(value), op=self.MPI.MAX))
@@ -109,34 +127,158 @@ class MPIHost:
 
     def start_exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
         """The receives posted first, then the sends (nonblocking): no
-        deadlock whatever the ranks' order; tags tell the directions apart."""
-        requests = []
+        deadlock whatever the ranks' order; tags tell the directions apart.
+        Device planes travel as host copies, copied in at the wait."""
+        requests, staged = [], []
+
+        def host_recv(recv):
+            backend = backend_of(recv)
+            if not on_device(backend):
+                return recv
+            buf = np.empty(recv.shape, dtype=recv.dtype)
+            staged.append((recv, buf, backend))
+            return buf
+
+        def host_send(send):
+            return np.ascontiguousarray(to_host(send, backend_of(send)))
+
         if lower is not None:
-            requests.append(self.comm.Irecv(recv_lower, source=lower, tag=1))
+            requests.append(self.comm.Irecv(host_recv(recv_lower), source=lower, tag=1))
         if upper is not None:
-            requests.append(self.comm.Irecv(recv_upper, source=upper, tag=2))
+            requests.append(self.comm.Irecv(host_recv(recv_upper), source=upper, tag=2))
         if upper is not None:
-            requests.append(self.comm.Isend(send_upper, dest=upper, tag=1))
+            requests.append(self.comm.Isend(host_send(send_upper), dest=upper, tag=1))
         if lower is not None:
-            requests.append(self.comm.Isend(send_lower, dest=lower, tag=2))
-        return requests
+            requests.append(self.comm.Isend(host_send(send_lower), dest=lower, tag=2))
+        return requests, staged
 
     def wait(self, handle):
-        if handle:
-            self.MPI.Request.Waitall(handle)
+        if not handle:
+            return
+        requests, staged = handle
+        if requests:
+            self.MPI.Request.Waitall(requests)
+        for recv, buf, backend in staged:
+            recv[...] = on_backend(buf, backend)
 
     def gather(self, a, root=0):
-        return self.comm.gather(np.asarray(a), root=root)
+        return self.comm.gather(np.asarray(to_host(a, backend_of(a))), root=root)
 
     def broadcast(self, obj, root=0):
         return self.comm.bcast(obj, root=root)
 
     def allgather(self, a):
-        return self.comm.allgather(np.asarray(a))
+        return self.comm.allgather(np.asarray(to_host(a, backend_of(a))))
+
+    def use_device(self, backend):
+        """On a device backend, make the node's ``local_rank``-th GPU (modulo
+        their number) this rank's: ranks share GPUs only when there are
+        more of them than GPUs."""
+        if on_device(backend):
+            import cupy
+
+            cupy.cuda.Device(self.local_rank() % cupy.cuda.runtime.getDeviceCount()).use()
+
+    def local_rank(self):
+        """This rank's number among the ranks of its node."""
+        node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
+        try:
+            return node.Get_rank()
+        finally:
+            node.Free()
+
+
+class NCCLDevice(MPIHost):
+    """One GPU a rank (the node's ``local_rank``-th): device arrays through
+    NCCL on the device, host objects through MPI (:class:`MPIHost`).
+
+    The halo swap is one NCCL group of send/recv pairs on a stream of its
+    own: it waits for the compute stream's work so far (an event), and the
+    compute stream waits for it at :meth:`wait` (an event), so the
+    interior's stencil runs while the planes travel and nothing waits on
+    the host.  Sums are NCCL all-reduces on the compute stream, in float64.
+    """
+
+    name = "nccl"
+
+    def __init__(self, comm=None):
+        super().__init__(comm)
+        import cupy
+        from cupy.cuda import nccl
+
+        self.cp, self.nccl = cupy, nccl
+        devices = cupy.cuda.runtime.getDeviceCount()
+        self.device = self.local_rank() % devices
+        cupy.cuda.Device(self.device).use()
+        uid = nccl.get_unique_id() if self.rank == 0 else None
+        uid = self.comm.bcast(uid, root=0)
+        self.nccl_comm = nccl.NcclCommunicator(self.size, uid, self.rank)
+        self.swap_stream = cupy.cuda.Stream(non_blocking=True)
+        self._types = {np.dtype(np.float64): nccl.NCCL_FLOAT64,
+                       np.dtype(np.float32): nccl.NCCL_FLOAT32}
+
+    def use_device(self, backend):
+        """The GPU was chosen when NCCL started (one a rank)."""
+
+    def allreduce_sum(self, a):
+        if not on_device(backend_of(a)):
+            return super().allreduce_sum(a)
+        cp = self.cp
+        send = cp.array(a, dtype=cp.float64).reshape(-1)
+        out = cp.empty_like(send)
+        self.nccl_comm.allReduce(send.data.ptr, out.data.ptr, send.size, self.nccl.NCCL_FLOAT64,
+                                 self.nccl.NCCL_SUM, cp.cuda.get_current_stream().ptr)
+        return out.reshape(a.shape).astype(a.dtype, copy=False)
+
+    def start_exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
+        if not on_device(backend_of(recv_lower if lower is not None else recv_upper)):
+            return super().start_exchange(lower, upper, send_lower, send_upper, recv_lower,
+                                          recv_upper)
+        cp, stream = self.cp, self.swap_stream
+        stream.wait_event(cp.cuda.get_current_stream().record())
+        # (The planes are kept in the handle until the wait: the swap
+        # stream reads them after this call returns.)
+        pairs = [(peer, cp.ascontiguousarray(send), recv)
+                 for peer, send, recv in ((lower, send_lower, recv_lower),
+                                          (upper, send_upper, recv_upper)) if peer is not None]
+        self.nccl.groupStart()
+        try:
+            for peer, send, recv in pairs:
+                kind = self._types[np.dtype(recv.dtype)]
+                self.nccl_comm.recv(recv.data.ptr, recv.size, kind, peer, stream.ptr)
+                self.nccl_comm.send(send.data.ptr, send.size, kind, peer, stream.ptr)
+        finally:
+            self.nccl.groupEnd()
+        return ("nccl", stream.record(), pairs)
+
+    def wait(self, handle):
+        if handle and handle[0] == "nccl":
+            self.cp.cuda.get_current_stream().wait_event(handle[1])
+            return
+        super().wait(handle)
 
 
 #: Communicators by name.
-COMMUNICATORS = {"single": SingleProcess, "mpi": MPIHost}
+COMMUNICATORS = {"single": SingleProcess, "mpi": MPIHost, "nccl": NCCLDevice}
+
+
+def _gpu_a_rank(comm):
+    """Can NCCL run here: is it installed, and has every node a GPU for each
+    of its ranks (NCCL refuses two ranks on one GPU)?  Agreed by all ranks."""
+    try:
+        import importlib
+
+        import cupy
+
+        importlib.import_module("cupy.cuda.nccl")
+        node = comm.comm.Split_type(comm.MPI.COMM_TYPE_SHARED, key=comm.rank)
+        try:
+            fits = node.Get_size() <= cupy.cuda.runtime.getDeviceCount()
+        finally:
+            node.Free()
+    except Exception:                  # no NCCL, no driver: the host's MPI
+        fits = False
+    return bool(comm.comm.allreduce(int(fits), op=comm.MPI.MIN))
 
 
 #: Environment variables an MPI launcher sets in the processes it starts
@@ -155,11 +297,12 @@ def launcher_rank():
     return 0
 
 
-def communicator(name="auto"):
-    """The communicator ``name``; ``"auto"``: MPI where this process was
+def communicator(name="auto", backend=None):
+    """The communicator ``name``; ``"auto"``: where this process was
     started by an MPI launcher (``mpiexec -n N``) with more than one rank
-    and ``mpi4py`` is installed, else a single process (MPI is not even
-    initialised)."""
+    and ``mpi4py`` is installed, NCCL for a device ``backend`` whose node
+    has a GPU for each of its ranks, else MPI; without a launcher a single
+    process (MPI is not even initialised)."""
     if name == "auto":
         import os
 
@@ -169,7 +312,11 @@ def communicator(name="auto"):
             comm = MPIHost()
         except ImportError:
             return SingleProcess()
-        return comm if comm.size > 1 else SingleProcess()
+        if comm.size == 1:
+            return SingleProcess()
+        if backend is not None and on_device(backend) and _gpu_a_rank(comm):
+            return NCCLDevice(comm.comm)
+        return comm
     if name not in COMMUNICATORS:
         raise ValueError(f"communicator {name!r}: expected one of "
                          + ", ".join(sorted(COMMUNICATORS)) + " or 'auto'")

@@ -38,6 +38,9 @@ def device_engine_for(A, prec_obj, prec_name, deflation, variant, b, previous=No
 
     if backend_of(b).name not in registry.DEVICE_ENGINE_BACKENDS[name]:
         return None
+    comm = getattr(A, "comm", None)
+    if comm is not None and comm.size > 1:
+        return None      # a rank's rows: the generic loop sums through comm, the engines per rank
     factory = registry.load(registry.DEVICE_ENGINES[name])
     if previous is None:
         return factory(A, prec_obj, prec_name, deflation, variant, b)

@@ -1,9 +1,11 @@
-"""One distributed solve per case, run by ``mpiexec -n N python3 mpi_solve.py OUT``
-(tests/parallel/test_mpi.py): every rank builds the whole problem, keeps its
-slab (DistributedOperator.from_operator) and solves with the Krylov loop;
-rank 0 gathers the answer, solves the same system in one process and writes
-one JSON line per case to OUT: iterations of both, the relative difference
-of the answers, the true relative residual of the distributed answer."""
+"""One distributed solve per case, run by ``mpiexec -n N python3 mpi_solve.py OUT
+[BACKEND [COMMUNICATOR]]`` (tests/parallel/test_mpi.py; BACKEND numpy or
+cupy, COMMUNICATOR auto, mpi or nccl): every rank builds the whole problem,
+keeps its slab (DistributedOperator.from_operator) and solves with the
+Krylov loop; rank 0 gathers the answer, solves the same system in one
+process and writes one JSON line per case to OUT: iterations of both, the
+relative difference of the answers, the true relative residual of the
+distributed answer, the communicator's name."""
 import json
 import sys
 
@@ -17,7 +19,9 @@ from bubbleflow.linalg.precond.incomplete_poisson_ranks import DistributedScaled
 from bubbleflow.linalg.precond.multigrid import Multigrid
 from bubbleflow.linalg.precond.multigrid_ranks import DistributedMultigrid
 from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
+from bubbleflow.compute.backend import backend_of, get_backend
 from bubbleflow.compute.comm import communicator
+from bubbleflow.compute.transfer import to_host
 from bubbleflow.operators.distributed import DistributedOperator
 
 CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "jacobi"),
@@ -28,16 +32,20 @@ CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "j
 CONTRAST, RTOL = 10.0, 1e-11
 
 
-def main(out):
-    comm = communicator("auto")
+def main(out, backend_name="numpy", comm_name="auto"):
+    backend = get_backend(backend_name)
+    comm = communicator(comm_name, backend)
+    comm.use_device(backend)
+    xp = backend.xp
     lines = []
     for dim, n, prec in CASES:
         prec = prec or "none"
         if dim == "2d":
-            A, b, phi = bubbly_column(n, CONTRAST)
+            A, b, phi = bubbly_column(n, CONTRAST, backend=backend_name)
         else:
-            A, b, phi = bubbly_column_3d(n, CONTRAST)
-        b = np.asarray(b, dtype=np.float64).ravel()
+            A, b, phi = bubbly_column_3d(n, CONTRAST, backend=backend_name)
+        b = np.asarray(to_host(b, backend_of(b)), dtype=np.float64).ravel()
+        phi = to_host(phi, backend_of(phi))
         Ad = DistributedOperator.from_operator(A, comm, align=4)
         M, _, deflated = prec.partition("+")
         M = None if M == "none" else M
@@ -65,12 +73,15 @@ def main(out):
         if comm.rank != 0:
             continue
         if deflated:
-            x1, info1 = dpcg(A, b, rtol=RTOL, M=M_one, maxiter=20000, variant=variant,
-                             deflation=Deflation(A, np.asarray(labels).ravel(), kind="labels"))
+            x1, info1 = dpcg(A, xp.asarray(b), rtol=RTOL, M=M_one, maxiter=20000,
+                             variant=variant,
+                             deflation=Deflation(A, xp.asarray(labels).ravel(), kind="labels"))
         else:
-            x1, info1 = pcg(A, b, rtol=RTOL, M=M_one, maxiter=20000)
-        r = (b - b.mean()) - A @ x
-        lines.append(dict(case=f"{dim} n={n} {prec}", ranks=comm.size, its=int(info.iterations),
+            x1, info1 = pcg(A, xp.asarray(b), rtol=RTOL, M=M_one, maxiter=20000)
+        x1 = to_host(x1, backend_of(x1))
+        r = (b - b.mean()) - to_host(A @ xp.asarray(x), backend)
+        lines.append(dict(case=f"{dim} n={n} {prec}", ranks=comm.size, comm=comm.name,
+                          its=int(info.iterations),
                           its_one=int(info1.iterations), converged=bool(info == 0),
                           diff=float(np.abs(x - x1).max() / np.abs(x1).max()),
                           residual=float(np.linalg.norm(r) / np.linalg.norm(b - b.mean()))))
@@ -80,4 +91,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

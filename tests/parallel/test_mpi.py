@@ -30,12 +30,12 @@ def _mpiexec():
     return str(beside) if beside.exists() else shutil.which("mpiexec")
 
 
-def _run(ranks, tmp_path):
-    out = tmp_path / f"ranks{ranks}.json"
+def _run(ranks, tmp_path, *options):
+    out = tmp_path / f"ranks{ranks}{'-'.join(('',) + options)}.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(SCRIPT), str(out)],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(SCRIPT), str(out),
+                           *options], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return {d["case"]: d for d in map(json.loads, out.read_text().splitlines())}
 
@@ -84,12 +84,50 @@ def test_ranks_give_the_one_process_answer(tmp_path):
             assert got["diff"] <= 1e-10 and got["residual"] <= 2e-11, got
 
 
-def _cli(ranks, args, tmp_path):
+@pytest.mark.gpu
+def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
+    """CuPy arrays on the ranks: two ranks sharing one GPU (MPI, the planes
+    and sums staged through the host), and NCCL on one rank (its swap and
+    sums on the device), against one process on the GPU."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    runs = {("mpi", 2): _run(2, tmp_path, "cupy"), ("nccl", 1): _run(1, tmp_path, "cupy", "nccl")}
+    for (name, ranks), run in runs.items():
+        for case, got in run.items():
+            assert got["comm"] == name and got["ranks"] == ranks and got["converged"], got
+            assert abs(got["its"] - got["its_one"]) <= 2, (case, got)
+            assert got["diff"] <= 1e-10 and got["residual"] <= 2e-11, got
+
+
+@pytest.mark.gpu
+def test_nccl_swaps_planes_and_sums_on_the_device(cupy_backend):
+    """The NCCL communicator on one rank: a sum is the array itself, and a
+    swap with itself as both neighbours lands each plane in its buffer,
+    ordered on the compute stream (no host synchronisation in between)."""
+    pytest.importorskip("mpi4py")
+    pytest.importorskip("cupy.cuda.nccl")
+    from bubbleflow.compute.comm import NCCLDevice
+
+    cp = cupy_backend.xp
+    comm = NCCLDevice()
+    assert (comm.name, comm.size, comm.rank) == ("nccl", 1, 0)
+    a = cp.arange(6.0).reshape(2, 3)
+    assert cp.array_equal(comm.allreduce_sum(a), a)
+    assert float(comm.allreduce_sum(cp.asarray(2.5))) == 2.5
+    planes = cp.random.default_rng(1).standard_normal((2, 5, 4))
+    recv = cp.zeros_like(planes)
+    handle = comm.start_exchange(0, 0, planes[0], planes[1], recv[0], recv[1])
+    comm.wait(handle)
+    assert cp.array_equal(recv, planes)
+
+
+def _cli(ranks, args, tmp_path, backend="numpy"):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     cmd = [sys.executable, "-m", "bubbleflow", "run", str(HERE.parents[1] / "cases" /
                                                             "bubbly_column.yaml"),
-           "--backend", "numpy", "--no-progress"] + args
+           "--backend", backend, "--no-progress"] + args
     if ranks > 1:
         cmd = [_mpiexec(), "-n", str(ranks)] + cmd
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
@@ -137,6 +175,35 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
             # (Jacobi PCG at contrast 1000 to 1e-10 is sensitive to the
             # rounding of the ranks' sums: its count moves by a few per cent.)
             assert abs(its[2] - its[1]) <= 2, (solver, its)
+        assert np.abs(fields[2] - fields[1]).max() <= 1e-9 * np.abs(fields[1]).max()
+
+
+@pytest.mark.gpu
+def test_mpiexec_bubbleflow_run_on_the_gpu(tmp_path, cupy_backend):
+    """``mpiexec -n 2 bubbleflow run CASE --backend cupy`` (two ranks on one
+    GPU: MPI through the host) writes the pressure of one process on the
+    GPU: the case's multigrid, and the seed's DPCG with scaled incomplete
+    Poisson and level-set subdomains."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    import h5py
+
+    grid = ["--set", "grid.nx=64", "--set", "grid.ny=64", "--set", "solver.rtol=1e-10",
+            "--set", "operator.storage=matrix_free"]
+    for solver in ([], ["solver.method=dpcg", "solver.deflation.type=levelset_subdomains",
+                        "solver.preconditioner.type=incomplete_poisson_scaled"]):
+        args = grid + [a for pair in (("--set", v) for v in solver) for a in pair]
+        fields, its = {}, {}
+        for ranks in (1, 2):
+            folder = tmp_path / f"gpu-{len(solver)}-{ranks}"
+            proc = _cli(ranks, args + ["-o", str(folder)], tmp_path, backend="cupy")
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            with h5py.File(folder / "bubbly_column.h5") as fh:
+                fields[ranks] = fh["fields/p"][...]
+                its[ranks] = int(fh["solver/iterations"][0])
+                assert bool(fh["solver/converged"][0])
+        assert abs(its[2] - its[1]) <= 2, (solver, its)
         assert np.abs(fields[2] - fields[1]).max() <= 1e-9 * np.abs(fields[1]).max()
 
 

@@ -16,12 +16,14 @@ What the Krylov loop asks of a deflation space (``restrict``, ``prolong``,
 
 A subdomain may straddle two ranks.  The labels are given for the whole
 grid (every rank holds them: built from the global level set and boxes).
-NumPy backend (the ranks' communicator is MPI on the host).
+The set-up runs on the host; ``A Z``, its transpose, the labels and the
+coarse solve live on the operator's backend.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...compute.transfer import on_backend, to_host
 from ...operators.poisson import _axis_slices
 from .coarse import CoarseSolver
 
@@ -54,17 +56,20 @@ class DistributedDeflation:
         lo, hi, below, _ = slab.extended()
         ext = labels[lo:hi]
         nloc = slab.hi - slab.lo
-        self.labels = ext[below:below + nloc].ravel()
-        rows, cols, vals = _az_entries(A.couplings(), ext, below, nloc)
-        n = self.labels.size
-        self.AZ = sp.csr_matrix((vals, (rows, cols)), shape=(n, self.k))
-        self.AZ.sum_duplicates()
-        self.AZ.eliminate_zeros()
-        self.AZT = _RankSum(self.AZ.T.tocsr(), self.comm)
-        Z = sp.csr_matrix((np.ones(n), (np.arange(n), self.labels)), shape=(n, self.k))
+        own = ext[below:below + nloc].ravel()
+        self.labels = on_backend(own, self.backend)
+        couplings = [to_host(c, self.backend) for c in A.couplings()]
+        rows, cols, vals = _az_entries(couplings, ext, below, nloc)
+        n = own.size
+        AZ = sp.csr_matrix((vals, (rows, cols)), shape=(n, self.k))
+        AZ.sum_duplicates()
+        AZ.eliminate_zeros()
+        self.AZ = _on_backend_csr(AZ, self.backend)
+        self.AZT = _RankSum(_on_backend_csr(AZ.T.tocsr(), self.backend), self.comm)
+        Z = sp.csr_matrix((np.ones(n), (np.arange(n), own)), shape=(n, self.k))
         # Each rank's entries of Z^T (A Z) (its subdomains and their
         # neighbours': a few per vector), gathered and summed: E is sparse.
-        part = (Z.T @ self.AZ).tocoo()
+        part = (Z.T @ AZ).tocoo()
         rows, cols, vals = (np.concatenate(self.comm.allgather(a))
                             for a in (part.row, part.col, part.data))
         E = sp.csr_matrix((vals, (rows, cols)), shape=(self.k, self.k))
@@ -78,7 +83,7 @@ class DistributedDeflation:
         return self.k
 
     def restrict(self, r):
-        local = np.bincount(self.labels, weights=np.asarray(r).ravel(), minlength=self.k)
+        local = self.backend.xp.bincount(self.labels, weights=r.ravel(), minlength=self.k)
         return self.comm.allreduce_sum(local).astype(r.dtype, copy=False)
 
     def prolong(self, e):
@@ -86,6 +91,13 @@ class DistributedDeflation:
 
     def __repr__(self):
         return f"<DistributedDeflation {self.kind}: {self.k} vectors, rank {self.comm.rank}>"
+
+
+def _on_backend_csr(M, backend):
+    """The host CSR matrix ``M`` on ``backend``."""
+    xp = backend.xp
+    return backend.sparse.csr_matrix((xp.asarray(M.data), xp.asarray(M.indices),
+                                      xp.asarray(M.indptr)), shape=M.shape)
 
 
 def _az_entries(couplings, ext, below, nloc):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...compute.transfer import on_backend
 from ...mesh.ranks import RankSlab
 from ...operators.distributed import DistributedOperator
 from .multigrid import Multigrid, chebyshev_smooth, prolong_add, restrict
@@ -36,7 +37,7 @@ class DistributedMultigrid:
         self.whole = Multigrid(A, degree=degree, ratio=ratio, scale=scale, coarsest=coarsest,
                                cycle_precision=cycle_precision, w_levels=w_levels,
                                min_side=min_side)
-        self.comm, self.xp = A_rank.comm, A_rank.backend.xp
+        self.comm, self.backend, self.xp = A_rank.comm, A_rank.backend, A_rank.backend.xp
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
         levels = self.whole.levels
         # The rank's slab on every level: aggregates of two planes halve it.
@@ -62,7 +63,8 @@ class DistributedMultigrid:
 
     def _cycle(self, k, b):
         if k == self.gathered:
-            whole = self.whole._cycle(k, np.concatenate(self.comm.allgather(b), axis=0))
+            gathered = np.concatenate(self.comm.allgather(b), axis=0)
+            whole = self.whole._cycle(k, on_backend(gathered, self.backend))
             lo, hi = self.ranked[k][2]
             return whole[lo:hi]
         op, inv, _ = self.ranked[k]
