@@ -1427,10 +1427,6 @@ def _check_3d(case, s, pc, df, ctx):
     if case.mode == "flow":
         _check_time(case, ctx)
     d = s.deflation
-    if pc == "incomplete_poisson":
-        ctx.fail(("solver", "preconditioner", "type"), f"got {pc!r} on a 3-D grid",
-                 "jacobi, incomplete_poisson_scaled, block_ic or multigrid in 3-D (the "
-                 "unscaled incomplete Poisson is 2-D so far)", value=pc)
     m = s.preconditioner.block_lines
     if pc == "block_ic" and g.ny % m:
         ctx.fail(("solver", "preconditioner", "block_lines"), f"got {m} for ny = {g.ny}",

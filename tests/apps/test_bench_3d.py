@@ -145,8 +145,9 @@ def test_bad_dim_is_one_line(value, capsys, refuse_runs):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--flow", "--dim", "3"], "--dim"),
-    (["--dim", "3", "--configs", "incomplete_poisson:none"],
-     "--configs: got 'incomplete_poisson:none' with --dim 3, which fails on a 3-D operator"),
+    (["--dim", "3", "--configs", "block_ic(block_lines=3):none"],
+     "--configs: got 'block_ic(block_lines=3):none' with --dim 3, which fails on a 3-D "
+     "operator"),
 ])
 def test_what_3d_cannot_run_is_one_line(args, fragment, capsys, refuse_runs):
     assert main(["bench", "--backend", "numpy", *args]) == 2

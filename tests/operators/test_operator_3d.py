@@ -91,11 +91,12 @@ def test_mixed_precision_solver_in_3d():
     assert rec.converged and rec.precision == "float32" and rec.residual <= 1e-8
 
 
-@pytest.mark.parametrize("name", ["jacobi", "incomplete_poisson_scaled"])
+@pytest.mark.parametrize("name", ["jacobi", "incomplete_poisson_scaled", "incomplete_poisson"])
 def test_preconditioners_in_3d_equal_their_definition(name, backend):
-    """Jacobi ``D^-1`` and scaled incomplete Poisson ``D^-1/2 (I - L~)(I -
-    L~^T) D^-1/2`` (``L~`` the strict lower part of ``D^-1/2 A D^-1/2``),
-    from the SciPy matrix, against the 3-D face-coupling code."""
+    """Jacobi ``D^-1``, scaled incomplete Poisson ``D^-1/2 (I - L~)(I -
+    L~^T) D^-1/2`` (``L~`` the strict lower part of ``D^-1/2 A D^-1/2``) and
+    the seed's ``(I - L D^-1)(I - D^-1 L^T)``, from the SciPy matrix, against
+    the 3-D face-coupling code."""
     rng = np.random.default_rng(4)
     grid = Grid.regular((5, 4, 3), (1.0, 1.0, 1.0))
     A = PoissonOperator.from_faces([backend.xp.asarray(f) for f in random_faces(grid.shape, rng)],
@@ -104,6 +105,9 @@ def test_preconditioners_in_3d_equal_their_definition(name, backend):
     d = np.diag(S)
     if name == "jacobi":
         Minv = np.diag(1.0 / d)
+    elif name == "incomplete_poisson":
+        Di, L, I = np.diag(1.0 / d), np.tril(S, -1), np.eye(len(d))
+        Minv = (I - L @ Di) @ (I - Di @ L.T)
     else:
         s = np.diag(1.0 / np.sqrt(d))
         L = np.tril(s @ S @ s, -1)

@@ -27,13 +27,26 @@ from .base import Preconditioner, lower_neighbours, require_grid_operator, upper
 
 
 class IncompletePoisson(Preconditioner):
-    """The seed's incomplete Poisson preconditioner (unscaled)."""
+    """The seed's incomplete Poisson preconditioner (unscaled).
+
+    In 2-D from the five diagonals; in any other dimension from the face
+    couplings: a face of coupling ``c`` between a cell ``lo`` and its upper
+    neighbour ``hi`` enters both passes as ``c / d_lo`` (``t_lo += c r_hi /
+    d_lo``, then ``y_hi += c t_lo / d_lo``).
+    """
 
     name = "incomplete_poisson"
 
     def __init__(self, A):
         A = require_grid_operator(A, self.name)
         self.grid_shape = A.grid_shape
+        self.faces = None
+        if len(self.grid_shape) != 2:
+            inv = 1.0 / A.diagonal().reshape(self.grid_shape)
+            self.inv_diagonal = inv
+            self.faces = tuple(c * inv[lo] for c, (lo, _) in
+                               zip(A.couplings(), _face_sides(len(self.grid_shape))))
+            return
         S, W, C, E, N = A.entries()
         self.S, self.W, self.E, self.N = S, W, E, N
         self.inv_diagonal = 1.0 / C
@@ -41,9 +54,27 @@ class IncompletePoisson(Preconditioner):
     def apply(self, r):
         shape = r.shape
         r = r.reshape(self.grid_shape)
+        if self.faces is not None:
+            return incomplete_poisson_passes(self.faces, r).reshape(shape)
         t = r - self.inv_diagonal * upper_neighbours(r, self.E, self.N)   # (I - D^-1 L^T) r
         y = t - lower_neighbours(self.inv_diagonal * t, self.W, self.S)   # (I - L D^-1) t
         return y.reshape(shape)
+
+
+def incomplete_poisson_passes(faces, z):
+    """``(I + L') (I + U') z`` for the per-axis face coefficients ``faces``:
+    the upper pass (each cell takes its upper neighbours' ``z``), then the
+    lower pass (each cell its lower neighbours' result); a grid-shaped
+    array of ``z``'s shape.  Both incomplete Poisson forms are this, between
+    their scalings."""
+    t = z.copy()
+    sides = _face_sides(z.ndim)
+    for c, (lo, hi) in zip(faces, sides):
+        t[lo] += c * z[hi]                            # the upper neighbours
+    u = t.copy()
+    for c, (lo, hi) in zip(faces, sides):
+        u[hi] += c * t[lo]                            # the lower neighbours
+    return u
 
 
 class ScaledIncompletePoisson(Preconditioner):
@@ -93,14 +124,7 @@ class ScaledIncompletePoisson(Preconditioner):
         """``D^-1/2 (I - L~) (I - L~^T) D^-1/2 r`` from the scaled face couplings."""
         shape = r.shape
         z = self.inv_sqrt_diagonal * r.reshape(self.grid_shape)
-        t = z.copy()
-        sides = _face_sides(z.ndim)
-        for c, (lo, hi) in zip(self.faces, sides):
-            t[lo] += c * z[hi]                        # - L~^T z: the upper neighbours
-        u = t.copy()
-        for c, (lo, hi) in zip(self.faces, sides):
-            u[hi] += c * t[lo]                        # - L~ t: the lower neighbours
-        return (self.inv_sqrt_diagonal * u).reshape(shape)
+        return (self.inv_sqrt_diagonal * incomplete_poisson_passes(self.faces, z)).reshape(shape)
 
 
 def _face_sides(ndim):
