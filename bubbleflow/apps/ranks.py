@@ -6,8 +6,8 @@ Every rank reads the case and builds the problem; each keeps its slab of
 the operator (:class:`~bubbleflow.operators.distributed.DistributedOperator`) and runs the Krylov loop on
 it; rank 0 alone owns the output (its checks and lock before any work, the
 gathered pressure written in the layout of a one-process run) and speaks.
-What the ranks do not have yet (flow cases, restarts, the other
-preconditioners and deflations) is refused in one line before any work.
+What the ranks do not have yet (flow cases, restarts) is refused in one
+line before any work.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ __all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 #: The preconditioners that run on several ranks (multigrid:
 #: :mod:`bubbleflow.linalg.precond.multigrid_ranks`; scaled incomplete
 #: Poisson: :mod:`bubbleflow.linalg.precond.incomplete_poisson_ranks`).
-RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson_scaled", "multigrid")
+RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson", "incomplete_poisson_scaled",
+                        "block_ic", "multigrid")
 #: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
 RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains", "stripes")
 
@@ -86,7 +87,9 @@ def _solve(case, backend, comm, quiet, out):
     from ..case.problem import build_pressure_problem
     from ..io.layout import write_pressure_result
     from ..io.xdmf import write_pressure_sidecar
-    from ..linalg.precond.incomplete_poisson_ranks import DistributedScaledIncompletePoisson
+    from ..linalg.precond.block_ic_ranks import block_ic_on_slab
+    from ..linalg.precond.incomplete_poisson_ranks import (DistributedIncompletePoisson,
+                                                           DistributedScaledIncompletePoisson)
     from ..linalg.precond.multigrid_ranks import DistributedMultigrid
     from ..mesh.ranks import coarsening_align
     from ..operators.distributed import DistributedOperator
@@ -96,8 +99,11 @@ def _solve(case, backend, comm, quiet, out):
     quiet = quiet or comm.rank != 0
     cells = " x ".join(map(str, prob.grid.cells))
     multigrid = s.preconditioner.type == "multigrid"
-    # Multigrid: slab edges on aggregate edges for as many levels as can be.
+    # Multigrid: slab edges on aggregate edges for as many levels as can be;
+    # 2-D block IC: on its blocks' edges.
     align = coarsening_align(prob.A.grid_shape[0], comm.size) if multigrid else 1
+    if s.preconditioner.type == "block_ic" and prob.grid.ndim == 2:
+        align = s.preconditioner.block_lines
     A = DistributedOperator.from_operator(prob.A, comm, align=align)
     _say(quiet, f"{case.name}: {cells} cells on {comm.size} ranks (slabs of "
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
@@ -105,6 +111,10 @@ def _solve(case, backend, comm, quiet, out):
     M = None if s.preconditioner.type == "none" else s.preconditioner.type
     if s.preconditioner.type == "incomplete_poisson_scaled":
         M = DistributedScaledIncompletePoisson(A)
+    if s.preconditioner.type == "incomplete_poisson":
+        M = DistributedIncompletePoisson(A)
+    if s.preconditioner.type == "block_ic":
+        M = block_ic_on_slab(prob.A, A, s.preconditioner.block_lines)
     if multigrid:
         o = s.preconditioner
         M = DistributedMultigrid(prob.A, A, degree=o.degree, ratio=o.ratio, scale=o.scale,

@@ -14,8 +14,11 @@ import numpy as np
 from bubbleflow import dpcg, pcg
 from bubbleflow.linalg.deflation.distributed import DistributedDeflation
 from bubbleflow.linalg.deflation.space import Deflation, levelset_subdomain_labels
-from bubbleflow.linalg.precond.incomplete_poisson import ScaledIncompletePoisson
-from bubbleflow.linalg.precond.incomplete_poisson_ranks import DistributedScaledIncompletePoisson
+from bubbleflow.linalg.precond.block_ic import BlockIC
+from bubbleflow.linalg.precond.block_ic_ranks import block_ic_on_slab
+from bubbleflow.linalg.precond.incomplete_poisson import IncompletePoisson, ScaledIncompletePoisson
+from bubbleflow.linalg.precond.incomplete_poisson_ranks import (DistributedIncompletePoisson,
+                                                                 DistributedScaledIncompletePoisson)
 from bubbleflow.linalg.precond.multigrid import Multigrid
 from bubbleflow.linalg.precond.multigrid_ranks import DistributedMultigrid
 from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
@@ -28,7 +31,8 @@ CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "j
          ("2d", 48, "jacobi+lsd"), ("3d", 16, "jacobi+lsd"), ("3d", 16, "jacobi+lsd/def1"),
          ("2d", 64, "multigrid"), ("3d", 32, "multigrid"), ("2d", 64, "multigrid32w"),
          ("3d", 32, "multigrid32w"), ("2d", 48, "ips"), ("3d", 16, "ips"), ("2d", 48, "ips+lsd"),
-         ("3d", 16, "ips+lsd")]
+         ("3d", 16, "ips+lsd"), ("2d", 48, "ip"), ("3d", 16, "ip"), ("2d", 48, "bic"),
+         ("3d", 16, "bic"), ("2d", 48, "bic+lsd")]
 CONTRAST, RTOL = 10.0, 1e-11
 
 
@@ -53,6 +57,12 @@ def main(out, backend_name="numpy", comm_name="auto"):
         if M == "ips":
             M = DistributedScaledIncompletePoisson(Ad)
             M_one = ScaledIncompletePoisson(A)
+        if M == "ip":
+            M = DistributedIncompletePoisson(Ad)
+            M_one = IncompletePoisson(A)
+        if M == "bic":                  # blocks of 2 lines (the slabs' edges on multiples of 4)
+            M = block_ic_on_slab(A, Ad, 2)
+            M_one = BlockIC(A, 2)
         if M is not None and isinstance(M, str) and M.startswith("multigrid"):
             # The slabs' cycle and the same cycle in one process: float64 and
             # a V-cycle, or float32 with one W level.

@@ -26,6 +26,7 @@ over all blocks: ``m`` scans, no loop over columns.  :func:`block_ic_pivots`
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -243,6 +244,20 @@ class BlockIC(Preconditioner):
         self.S = S
         self.E = E
         self.N = N
+
+    def rows(self, lo, hi, grid_shape):
+        """The preconditioner of the line rows ``lo:hi`` alone (whole blocks:
+        ``lo`` and ``hi`` multiples of ``block_lines``), for a grid of
+        ``grid_shape`` (a rank's slab): its blocks are this one's, so it is
+        this preconditioner's part for those rows."""
+        m = self.block_lines
+        if lo % m or hi % m or not 0 <= lo < hi <= self.pivots.shape[0]:
+            raise ValueError(f"block_ic: rows {lo}:{hi} are not whole blocks of {m} lines")
+        part = copy.copy(self)
+        part.grid_shape = tuple(grid_shape)
+        for name in ("pivots", "inv_pivots", "W", "S", "E", "N"):
+            setattr(part, name, getattr(self, name)[lo:hi])
+        return part
 
     def apply(self, r):
         from .block_sweep import block_sweep

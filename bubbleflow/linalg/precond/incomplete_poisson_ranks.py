@@ -1,18 +1,21 @@
-"""Scaled incomplete Poisson on the ranks of a distributed operator.
+"""Incomplete Poisson, plain and scaled, on the ranks of a distributed operator.
 
-``M^-1 = D^-1/2 (I - L~) (I - L~^T) D^-1/2`` (:class:`~.incomplete_poisson.ScaledIncompletePoisson`,
-its n-D face form) on the rank's slab widened by its halo planes: the
-scaled couplings of the widened slab (the halo cells' ``D^-1/2`` swapped
-once with the neighbours at set-up), and two swaps an application, of
-``z = D^-1/2 r`` before the upper pass and of its result ``t`` before the
-lower one.  The same preconditioner as one process's, summed in another
-order.
+Both forms are two passes over the faces between scalings
+(:mod:`~.incomplete_poisson`): each cell takes its upper neighbours'
+values, then its lower neighbours' results, a face of coupling ``c``
+between cells ``lo`` and ``hi`` entering as ``c s_lo s_hi`` (scaled, ``s =
+D^-1/2`` before and after) or as ``c / d_lo`` (plain).  On the rank's slab
+widened by its halo planes: the face coefficients of the widened slab (the
+halo cells' ``s`` or ``d`` swapped once with the neighbours at set-up), and
+two swaps an application, of the input before the upper pass and of its
+result before the lower one.  The same preconditioner as one process's,
+summed in another order.
 """
 from __future__ import annotations
 
 from .incomplete_poisson import _face_sides
 
-__all__ = ["DistributedScaledIncompletePoisson"]
+__all__ = ["DistributedScaledIncompletePoisson", "DistributedIncompletePoisson"]
 
 
 class DistributedScaledIncompletePoisson:
@@ -26,12 +29,17 @@ class DistributedScaledIncompletePoisson:
         slab = A_rank.slab
         _, _, self.below, _ = slab.extended()
         self.nloc = slab.hi - slab.lo
-        s = 1.0 / xp.sqrt(A_rank.diagonal().reshape(slab.local_shape))
-        self.s = s
+        self._sides = _face_sides(len(slab.local_shape))
+        diagonal = A_rank.diagonal().reshape(slab.local_shape)
+        self.s, self.faces = self._coefficients(diagonal, xp)
+
+    def _coefficients(self, diagonal, xp):
+        """``(s, faces)``: the scaling (None: none) and the widened slab's
+        face coefficients."""
+        s = 1.0 / xp.sqrt(diagonal)
         s_ext = self._widened(s)
-        self.faces = tuple(c * s_ext[lo] * s_ext[hi] for c, (lo, hi) in
-                           zip(A_rank.couplings(), _face_sides(s.ndim)))
-        self._sides = _face_sides(s.ndim)
+        return s, tuple(c * s_ext[lo] * s_ext[hi]
+                        for c, (lo, hi) in zip(self.A.couplings(), self._sides))
 
     def _widened(self, v):
         """``v`` on the slab widened by the neighbours' planes of it."""
@@ -45,13 +53,25 @@ class DistributedScaledIncompletePoisson:
 
     def apply(self, r):
         shape = r.shape
-        z = self._widened(self.s * r.reshape(self.s.shape))
+        r = r.reshape(self.A.slab.local_shape)
+        z = self._widened(r if self.s is None else self.s * r)
         t = z.copy()
         for c, (lo, hi) in zip(self.faces, self._sides):
-            t[lo] += c * z[hi]                        # - L~^T z: the upper neighbours
+            t[lo] += c * z[hi]                        # the upper neighbours
         inner = slice(self.below, self.below + self.nloc)
         t = self._widened(t[inner].copy())            # the neighbours' t on the halo planes
         u = t.copy()
         for c, (lo, hi) in zip(self.faces, self._sides):
-            u[hi] += c * t[lo]                        # - L~ t: the lower neighbours
-        return (self.s * u[inner]).reshape(shape)
+            u[hi] += c * t[lo]                        # the lower neighbours
+        u = u[inner]
+        return (u if self.s is None else self.s * u).reshape(shape)
+
+
+class DistributedIncompletePoisson(DistributedScaledIncompletePoisson):
+    """The seed's (plain) incomplete Poisson for the slab of ``A_rank``."""
+
+    name = "incomplete_poisson"
+
+    def _coefficients(self, diagonal, xp):
+        inv_ext = self._widened(1.0 / diagonal)
+        return None, tuple(c * inv_ext[lo] for c, (lo, _) in zip(self.A.couplings(), self._sides))
