@@ -174,11 +174,14 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
                 its[ranks] = int(fh["solver/iterations"][0])
                 assert bool(fh["solver/converged"][0])
         assert fields[2].shape == fields[1].shape == (64, 64)
-        if "dpcg" in solver[0] or "multigrid" in solver[2]:
-            # (PCG with Jacobi or block IC alone at contrast 1000 to 1e-10 is
-            # sensitive to the rounding of the ranks' sums: its count moves
-            # by a few per cent, 388 and 382 with block IC.)
-            assert abs(its[2] - its[1]) <= 2, (solver, its)
+        # Within 2 with multigrid or deflation; PCG with Jacobi or block IC
+        # alone and the plain incomplete Poisson take hundreds of iterations
+        # at contrast 1000 to 1e-10, and their counts move with the rounding
+        # of the ranks' sums: within 5 % there (Jacobi 459 and 469, block IC
+        # 388 and 382, plain IP with subdomains 1507 and 1511).
+        slack = 2 if ("multigrid" in solver[2] or "scaled" in solver[2]
+                      or "jacobi" in solver[2] and "dpcg" in solver[0]) else 0.05 * its[1]
+        assert abs(its[2] - its[1]) <= slack, (solver, its)
         assert np.abs(fields[2] - fields[1]).max() <= 1e-9 * np.abs(fields[1]).max()
 
 
