@@ -263,22 +263,23 @@ COMMUNICATORS = {"single": SingleProcess, "mpi": MPIHost, "nccl": NCCLDevice}
 
 
 def _gpu_a_rank(comm):
-    """Can NCCL run here: is it installed, and has every node a GPU for each
-    of its ranks (NCCL refuses two ranks on one GPU)?  Agreed by all ranks."""
+    """Can NCCL run here: is it installed, and does every rank get a GPU of
+    its own (NCCL refuses two ranks on one GPU)?  Each rank names the GPU it
+    would use (the node's ``local_rank``-th it sees, as :class:`NCCLDevice`
+    picks it) by host and PCI bus; agreed by all ranks, so that a launcher
+    that shows each rank one GPU and one that shows them all both count."""
     try:
         import importlib
 
         import cupy
 
         importlib.import_module("cupy.cuda.nccl")
-        node = comm.comm.Split_type(comm.MPI.COMM_TYPE_SHARED, key=comm.rank)
-        try:
-            fits = node.Get_size() <= cupy.cuda.runtime.getDeviceCount()
-        finally:
-            node.Free()
+        device = comm.local_rank() % cupy.cuda.runtime.getDeviceCount()
+        mine = (comm.MPI.Get_processor_name(), cupy.cuda.Device(device).pci_bus_id)
     except Exception:                  # no NCCL, no driver: the host's MPI
-        fits = False
-    return bool(comm.comm.allreduce(int(fits), op=comm.MPI.MIN))
+        mine = None
+    names = comm.comm.allgather(mine)
+    return None not in names and len(set(names)) == len(names)
 
 
 #: Environment variables an MPI launcher sets in the processes it starts
