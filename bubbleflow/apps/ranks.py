@@ -16,8 +16,9 @@ import sys
 __all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
 
 #: The preconditioners that run on several ranks (multigrid:
-#: :mod:`bubbleflow.linalg.precond.multigrid_ranks`; scaled incomplete
-#: Poisson: :mod:`bubbleflow.linalg.precond.incomplete_poisson_ranks`).
+#: :mod:`bubbleflow.linalg.precond.multigrid_ranks`; incomplete Poisson,
+#: plain and scaled: :mod:`bubbleflow.linalg.precond.incomplete_poisson_ranks`;
+#: block IC: :mod:`bubbleflow.linalg.precond.block_ic_ranks`).
 RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson", "incomplete_poisson_scaled",
                         "block_ic", "multigrid")
 #: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
@@ -40,6 +41,11 @@ def _refusal(case, backend, restart, ranks):
     if s.deflation.type not in RANK_DEFLATIONS:
         return ("solver.deflation.type", s.deflation.type,
                 " or ".join(RANK_DEFLATIONS) + " on several ranks")
+    m = s.preconditioner.block_lines
+    if s.preconditioner.type == "block_ic" and case.grid.nz is None and planes // m < ranks:
+        # 2-D blocks of m rows never straddle two slabs: each rank needs one.
+        return ("solver.preconditioner.block_lines", m,
+                f"at most ny / ranks = {planes // ranks} (a slab of whole blocks per rank)")
     if s.preconditioner.type not in RANK_PRECONDITIONERS:
         return ("solver.preconditioner.type", s.preconditioner.type,
                 " or ".join(RANK_PRECONDITIONERS) + " on several ranks")

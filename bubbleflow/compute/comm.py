@@ -268,13 +268,14 @@ def _gpu_a_rank(comm):
     would use (the node's ``local_rank``-th it sees, as :class:`NCCLDevice`
     picks it) by host and PCI bus; agreed by all ranks, so that a launcher
     that shows each rank one GPU and one that shows them all both count."""
+    local = comm.local_rank()           # (collective: every rank, before anything can fail)
     try:
         import importlib
 
         import cupy
 
         importlib.import_module("cupy.cuda.nccl")
-        device = comm.local_rank() % cupy.cuda.runtime.getDeviceCount()
+        device = local % cupy.cuda.runtime.getDeviceCount()
         mine = (comm.MPI.Get_processor_name(), cupy.cuda.Device(device).pci_bus_id)
     except Exception:                  # no NCCL, no driver: the host's MPI
         mine = None

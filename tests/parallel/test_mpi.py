@@ -230,6 +230,9 @@ def test_what_the_ranks_cannot_run_is_named():
     for pc in ("block_ic", "incomplete_poisson"):
         assert _refusal(load_case(path, [f"solver.preconditioner.type={pc}"]), numpy, None,
                         2) is None
+    wide = ["solver.preconditioner.type=block_ic", "solver.preconditioner.block_lines=128"]
+    assert _refusal(load_case(path, wide), numpy, None, 4)[:2] == (
+        "solver.preconditioner.block_lines", 128)
     stripes = ok[:1] + ["solver.deflation.type=stripes", ok[2]]
     assert _refusal(load_case(path, stripes), numpy, None, 2) is None
     assert _refusal(load_case(path, ok), numpy, "x.h5", 2)[2].startswith("no --restart")
