@@ -285,3 +285,8 @@ def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
                          env=env, cwd=tmp_path)
     errors = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.returncode == 2 and len(errors) == 1 and "--sizes" in errors[0], bad.stderr
+    gpu = subprocess.run(base + ["--backend", "cupy"], capture_output=True, text=True,
+                         timeout=600, env=env, cwd=tmp_path)
+    errors = [ln for ln in gpu.stderr.splitlines() if ln.strip()]
+    assert gpu.returncode == 2 and len(errors) == 1, gpu.stderr
+    assert "--backend: got 'cupy' with 2 ranks" in errors[0]
