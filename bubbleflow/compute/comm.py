@@ -235,21 +235,35 @@ class NCCLDevice(MPIHost):
             return super().start_exchange(lower, upper, send_lower, send_upper, recv_lower,
                                           recv_upper)
         cp, stream = self.cp, self.swap_stream
+        # Everything checked and made contiguous before the group opens (an
+        # error inside it on one rank would leave its neighbours waiting),
+        # and before the swap stream is joined to the compute stream (the
+        # copies are the compute stream's work).  The planes are kept in the
+        # handle until the wait: the swap stream reads them after this call.
+        recvs = [(peer, recv) for peer, recv in ((lower, recv_lower), (upper, recv_upper))
+                 if peer is not None]
+        # Sends upper first: a rank that is both neighbours (a ring of two)
+        # gets the planes in MPI's pairing (recv_lower <- the peer's send_upper).
+        sends = [(peer, cp.ascontiguousarray(send, dtype=recv.dtype))
+                 for peer, send, recv in ((upper, send_upper, recv_upper),
+                                          (lower, send_lower, recv_lower)) if peer is not None]
+        for _, recv in recvs:
+            if np.dtype(recv.dtype) not in self._types or not recv.flags.c_contiguous:
+                raise ValueError(f"nccl swap: a receive buffer of {recv.dtype}, "
+                                 f"contiguous={recv.flags.c_contiguous}: expected a "
+                                 "contiguous float64 or float32 plane")
         stream.wait_event(cp.cuda.get_current_stream().record())
-        # (The planes are kept in the handle until the wait: the swap
-        # stream reads them after this call returns.)
-        pairs = [(peer, cp.ascontiguousarray(send), recv)
-                 for peer, send, recv in ((lower, send_lower, recv_lower),
-                                          (upper, send_upper, recv_upper)) if peer is not None]
         self.nccl.groupStart()
         try:
-            for peer, send, recv in pairs:
-                kind = self._types[np.dtype(recv.dtype)]
-                self.nccl_comm.recv(recv.data.ptr, recv.size, kind, peer, stream.ptr)
-                self.nccl_comm.send(send.data.ptr, send.size, kind, peer, stream.ptr)
+            for peer, recv in recvs:
+                self.nccl_comm.recv(recv.data.ptr, recv.size, self._types[np.dtype(recv.dtype)],
+                                    peer, stream.ptr)
+            for peer, send in sends:
+                self.nccl_comm.send(send.data.ptr, send.size, self._types[np.dtype(send.dtype)],
+                                    peer, stream.ptr)
         finally:
             self.nccl.groupEnd()
-        return ("nccl", stream.record(), pairs)
+        return ("nccl", stream.record(), sends)
 
     def wait(self, handle):
         if handle and handle[0] == "nccl":

@@ -239,8 +239,9 @@ def test_3d_down_and_up_kernels_equal_the_array_code(cp, shape, degree, dtype, r
 
 
 def test_3d_levels_past_32_bit_offsets_run_the_array_code():
-    """The 3-D kernels index with 32-bit offsets: a level of more than
-    2^31 - 1 cells is left to the array code (checked on the shapes alone)."""
+    """The 3-D kernels index with 32-bit offsets: a level whose cells plus
+    the planes its pipeline reads ahead pass 2^31 - 1 is left to the array
+    code (checked on the shapes alone)."""
     from bubbleflow.linalg.precond import multigrid_cuda
 
     class Shaped:                   # what _covered reads of an array
@@ -251,9 +252,10 @@ def test_3d_levels_past_32_bit_offsets_run_the_array_code():
         faces = (Shaped(n, n, n - 1), Shaped(n, n - 1, n), Shaped(n - 1, n, n))
         return multigrid_cuda._covered(faces, (Shaped(n, n, n),), 2)
 
-    assert 1290 ** 3 < 2 ** 31 - 1 < 1291 ** 3
-    assert covered(1290) == "float32"
-    assert covered(1291) is None
+    # 1289^3 + 3 planes fits; 1290^3 fits alone, not with its read-ahead.
+    assert 1289 ** 3 + 3 * 1289 ** 2 < 2 ** 31 - 1 < 1290 ** 3 + 3 * 1290 ** 2
+    assert covered(1289) == "float32"
+    assert covered(1290) is None
 
 
 @pytest.mark.parametrize("w_levels", [0, 2])

@@ -103,8 +103,9 @@ def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
 @pytest.mark.gpu
 def test_nccl_swaps_planes_and_sums_on_the_device(cupy_backend):
     """The NCCL communicator on one rank: a sum is the array itself, and a
-    swap with itself as both neighbours lands each plane in its buffer,
-    ordered on the compute stream (no host synchronisation in between)."""
+    swap with itself as both neighbours pairs the planes as MPI's tags do
+    (the lower buffer takes the upper plane), ordered on the compute stream
+    (no host synchronisation in between)."""
     pytest.importorskip("mpi4py")
     pytest.importorskip("cupy.cuda.nccl")
     from bubbleflow.compute.comm import NCCLDevice
@@ -119,7 +120,7 @@ def test_nccl_swaps_planes_and_sums_on_the_device(cupy_backend):
     recv = cp.zeros_like(planes)
     handle = comm.start_exchange(0, 0, planes[0], planes[1], recv[0], recv[1])
     comm.wait(handle)
-    assert cp.array_equal(recv, planes)
+    assert cp.array_equal(recv[0], planes[1]) and cp.array_equal(recv[1], planes[0])
 
 
 def _cli(ranks, args, tmp_path, backend="numpy"):

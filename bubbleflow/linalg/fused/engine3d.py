@@ -36,8 +36,12 @@ _THREADS = 256
 #: docs/performance.md (3-D on the GPU, session 16).
 _DIR_BLOCKS = 1024
 _MIN_CHUNK = 8
-#: The kernels index with 32-bit offsets: grids of at most this many cells.
+#: The kernels index with 32-bit offsets: a grid's cells, plus the plane a
+#: column's walk steps past its last one and a grid-stride step of the
+#: update (its blocks times its threads, below _STRIDE_MARGIN), stay within
+#: MAX_CELLS.
 MAX_CELLS = 2 ** 31 - 1
+_STRIDE_MARGIN = 2 ** 24
 
 
 @cuda.kernel_cache
@@ -67,7 +71,8 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
         return None                        # (no deflation kernels in 3-D yet)
     if not (hasattr(A, "couplings") and hasattr(A, "backend")):
         return None
-    if int(np.prod(A.grid_shape, dtype=np.int64)) > MAX_CELLS:
+    cells = int(np.prod(A.grid_shape, dtype=np.int64))
+    if cells + int(np.prod(A.grid_shape[1:])) + _STRIDE_MARGIN > MAX_CELLS:
         return None                        # past the kernels' 32-bit offsets
     if prec_obj is None and prec_name != "none":
         return None                        # a user's callable: the generic loop applies it

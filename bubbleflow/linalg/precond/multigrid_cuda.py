@@ -45,8 +45,8 @@ _TILE = (32, 16)
 _THREADS = 256
 #: The columns of a 3-D xy tile (MG3_TX, MG3_TY in multigrid3d.cu).
 _TILE_3D = (32, 8)
-#: A 3-D level's kernels index with 32-bit offsets: levels below this many
-#: cells (and faces) only.
+#: A 3-D level's kernels index with 32-bit offsets: a level's cells plus the
+#: planes its pipeline reads ahead past its top (degree + 1) stay within this.
 _MAX_CELLS_3D = 2 ** 31 - 1
 #: Shared memory a tile kernel may take without an opt-in: it bounds the
 #: smoother's degree (the halo).
@@ -129,7 +129,8 @@ def _covered(couplings, arrays, degree):
         expected[ndim - 1 - axis] -= 1
         if c.shape != tuple(expected):
             return None
-    if ndim == 3 and np.prod(shape, dtype=np.int64) > _MAX_CELLS_3D:
+    if ndim == 3 and (int(np.prod(shape, dtype=np.int64))
+                      + (int(degree) + 1) * shape[1] * shape[2]) > _MAX_CELLS_3D:
         return None
     tiles_y = -(-shape[-2] // (_TILE[1] if ndim == 2 else _TILE_3D[1]))
     return dtype if tiles_y <= 65535 else None
