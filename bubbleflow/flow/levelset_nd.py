@@ -24,7 +24,7 @@ from ..mesh.levelset import heaviside
 # The scheme's pointwise parts are the 2-D code's own (one definition).
 from .levelset_ops import _rk3, _weno5, _weno_floor
 
-__all__ = ["advect", "reinitialize", "curvature", "smooth", "cell_velocity",
+__all__ = ["WallPadding", "WALLS", "advect", "reinitialize", "curvature", "smooth", "cell_velocity",
            "bubble_diagnostics", "along"]
 
 # Ghost layers the WENO5 stencils reach beyond the first/last cell.
@@ -81,10 +81,33 @@ def _pad_quadratic(phi, axis, xp):
     return xp.concatenate([lo, phi, hi], axis=axis)
 
 
-def _stencils(phi, h, axis, xp):
+class WallPadding:
+    """The ghost layers of a field where the grid ends at walls: the level
+    set extrapolated linearly (``linear``) or quadratically (``quadratic``,
+    one layer), or each wall cell repeated (``edge``, one layer on every
+    axis).  The functions below take one (``padding``); a rank's slab has
+    its own (:class:`bubbleflow.flow.slabs.SlabPadding`), whose layers along
+    array axis 0 are the neighbours' planes where the slab ends at another
+    rank, so that the same functions run on the slabs."""
+
+    def linear(self, phi, ng, axis):
+        return pad_linear(phi, ng, axis, _xp(phi))
+
+    def quadratic(self, phi, axis):
+        return _pad_quadratic(phi, axis, _xp(phi))
+
+    def edge(self, phi):
+        return _xp(phi).pad(phi, 1, mode="edge")
+
+
+#: The one-process grid's padding.
+WALLS = WallPadding()
+
+
+def _stencils(phi, h, axis, xp, padding=WALLS):
     """The WENO5 divided differences ``(minus, plus)`` along array axis ``axis``."""
     n, nd = phi.shape[axis], phi.ndim
-    p = pad_linear(phi, _NG, axis, xp)
+    p = padding.linear(phi, _NG, axis)
     d = (p[along(nd, axis, slice(1, None))] - p[along(nd, axis, slice(None, -1))]) / h
 
     def D(k):
@@ -116,11 +139,12 @@ def check_velocity(field, velocity, name="phi", what="level set"):
                              f"expected {tuple(expected)} for {name} of shape {field.shape}")
 
 
-def advect(phi, velocity, dt, spacing):
+def advect(phi, velocity, dt, spacing, padding=WALLS):
     """Advance ``phi_t + u . grad(phi) = 0`` one step: WENO5 derivatives
     upwinded by the cell-centre velocity, TVD-RK3 with the velocity frozen,
-    three linearly extrapolated ghost layers at the walls.  Stability needs
-    ``dt sum(max|u_a| / h_a) <~ 1`` (the caller's choice).  Returns a new array."""
+    three linearly extrapolated ghost layers at the walls (``padding``'s).
+    Stability needs ``dt sum(max|u_a| / h_a) <~ 1`` (the caller's choice).
+    Returns a new array."""
     xp = _xp(phi, *velocity)
     check_velocity(phi, velocity)
     nd = phi.ndim
@@ -131,7 +155,7 @@ def advect(phi, velocity, dt, spacing):
     def rhs(p):
         total = None
         for a, (c, up, h) in enumerate(zip(centred, upwind, spacing)):
-            minus, plus = _stencils(p, h, _array_axis(nd, a), xp)
+            minus, plus = _stencils(p, h, _array_axis(nd, a), xp, padding)
             term = c * _weno5(*[xp.where(up, m, q) for m, q in zip(minus, plus)], floor)
             total = term if total is None else total + term
         return -total
@@ -139,25 +163,29 @@ def advect(phi, velocity, dt, spacing):
     return _rk3(phi, dt, rhs)
 
 
-def _interface_cells(phi0, xp):
-    """Cells with a face neighbour across the zero level (interior faces only)."""
+def _interface_cells(phi0, xp, padding=WALLS):
+    """Cells with a face neighbour across the zero level (interior faces
+    only: a wall's ghost repeats its cell, which crosses only where that
+    cell is on the level already)."""
     nd = phi0.ndim
+    q = padding.edge(phi0)
     near = (phi0 == 0).copy()
+    inner = [slice(1, -1)] * nd
     for k in range(nd - 1, -1, -1):
-        lo, hi = along(nd, k, slice(None, -1)), along(nd, k, slice(1, None))
-        crossed = (phi0[hi] * phi0[lo]) <= 0
-        near[hi] |= crossed
-        near[lo] |= crossed
+        for shift in (-1, 1):
+            index = list(inner)
+            index[k] = slice(1 + shift, q.shape[k] - 1 + shift)
+            near |= (q[tuple(index)] * phi0) <= 0
     return near
 
 
-def _subcell_distance(phi0, spacing, xp):
+def _subcell_distance(phi0, spacing, xp, padding=WALLS):
     """Russo-Smereka ``D = phi0 / |grad phi0|``, ``|grad phi0|`` the largest
     of the central gradient and the one-sided differences (eq. 17)."""
     nd = phi0.ndim
     sides, central = [], None
     for a, h in enumerate(spacing):
-        p = pad_linear(phi0, 1, _array_axis(nd, a), xp)
+        p = padding.linear(phi0, 1, _array_axis(nd, a))
         k = _array_axis(nd, a)
         up, down = p[along(nd, k, slice(2, None))], p[along(nd, k, slice(None, -2))]
         sq = ((up - down) / (2.0 * h)) ** 2
@@ -170,7 +198,7 @@ def _subcell_distance(phi0, spacing, xp):
     return phi0 / xp.maximum(g, float(xp.finfo(phi0.dtype).tiny))
 
 
-def reinitialize(phi, spacing, iterations=20, cfl=0.3):
+def reinitialize(phi, spacing, iterations=20, cfl=0.3, padding=WALLS):
     """Restore the signed-distance property without moving the zero level:
     ``phi_tau + S(phi0)(|grad phi| - 1) = 0`` with the Godunov Hamiltonian
     of WENO5 one-sided derivatives, TVD-RK3 in pseudo-time, the smoothed
@@ -184,14 +212,14 @@ def reinitialize(phi, spacing, iterations=20, cfl=0.3):
     floor = _weno_floor(phi.dtype, xp)
     S = phi0 / xp.sqrt(phi0 * phi0 + h * h)
     positive = S > 0
-    near = _interface_cells(phi0, xp)
-    D = _subcell_distance(phi0, spacing, xp)
+    near = _interface_cells(phi0, xp, padding)
+    D = _subcell_distance(phi0, spacing, xp, padding)
     sgn0 = xp.sign(phi0)
 
     def rhs(p):
         gpos = gneg = None
         for a, hk in enumerate(spacing):
-            minus, plus = _stencils(p, hk, _array_axis(nd, a), xp)
+            minus, plus = _stencils(p, hk, _array_axis(nd, a), xp, padding)
             back, fwd = _weno5(*minus, floor), _weno5(*plus, floor)
             # Characteristics leave the interface (Osher and Fedkiw 2003, 7.5 ff.).
             pos = xp.maximum(xp.maximum(back, 0.0) ** 2, xp.minimum(fwd, 0.0) ** 2)
@@ -208,7 +236,7 @@ def reinitialize(phi, spacing, iterations=20, cfl=0.3):
     return phi0.copy() if out is phi0 else out
 
 
-def curvature(phi, spacing):
+def curvature(phi, spacing, padding=WALLS):
     """Mean curvature ``kappa = div(grad phi / |grad phi|)`` at the cells:
     ``(sum_a phi_aa |g|^2 - sum_ab phi_a phi_b phi_ab) / |g|^3`` by central
     differences over one quadratic ghost layer per axis, ``|g|`` floored at
@@ -219,7 +247,7 @@ def curvature(phi, spacing):
     nd = phi.ndim
     p = phi
     for k in range(nd - 1, -1, -1):
-        p = _pad_quadratic(p, k, xp)
+        p = padding.quadratic(p, k)
 
     def shifted(offsets):
         index = [slice(1 + o, p.shape[k] - 1 + o) for k, o in enumerate(offsets)]
@@ -261,14 +289,13 @@ def curvature(phi, spacing):
     return xp.clip(numerator / (g * g * g), -kmax, kmax)
 
 
-def smooth(phi, passes=1):
+def smooth(phi, passes=1, padding=WALLS):
     """``passes`` passes of the separable ``[1, 2, 1] / 4`` filter along
     every axis (x first), a wall cell standing in for its missing neighbour
     (:func:`.levelset_ops.smooth` says why CLSVOF needs it)."""
-    xp = _xp(phi)
     nd = phi.ndim
     for _ in range(passes):
-        q = xp.pad(phi, 1, mode="edge")
+        q = padding.edge(phi)
         for k in range(nd - 1, -1, -1):
             q = 0.25 * (q[along(nd, k, slice(None, -2))] + 2.0 * q[along(nd, k, slice(1, -1))]
                         + q[along(nd, k, slice(2, None))])

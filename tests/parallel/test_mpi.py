@@ -4,8 +4,8 @@ processes give the iterations of one process (within 2) and its answer (to
 Jacobi, incomplete Poisson (scaled and plain), block IC, level-set-subdomain
 deflation (A-DEF2, DEF1; subdomains straddling the ranks' slabs) and
 multigrid (its levels on the slabs);
-``mpiexec -n 2 bubbleflow run``; and the
-pieces (slabs, the distributed operator) on their own."""
+``mpiexec -n 2 bubbleflow run``; the level set's functions on slabs; and
+the pieces (slabs, the distributed operator) on their own."""
 import json
 import os
 import shutil
@@ -121,6 +121,39 @@ def test_nccl_swaps_planes_and_sums_on_the_device(cupy_backend):
     handle = comm.start_exchange(0, 0, planes[0], planes[1], recv[0], recv[1])
     comm.wait(handle)
     assert cp.array_equal(recv[0], planes[1]) and cp.array_equal(recv[1], planes[0])
+
+
+def test_level_set_functions_on_slabs_equal_one_process(tmp_path):
+    """The first step of flow cases on the ranks: the level set's advection,
+    reinitialisation, smoothing and curvature on 1, 2 and 4 slabs (their
+    ghost planes the neighbours', flow.slabs.SlabPadding) give one process's
+    values bit for bit, in 2-D and 3-D (slabs of 4 planes there: the WENO5
+    stencils reach 3).  The walls' padding alone on the slabs would differ
+    by 0.7 to 115 per cent."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    script = HERE.parent / "helpers" / "mpi_levelset.py"
+    for ranks in (1, 2, 4):
+        out = tmp_path / f"levelset{ranks}.json"
+        proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(script),
+                               str(out)], capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(lines) == 8
+        for line in lines:
+            assert line["ranks"] == ranks and line["diff"] == 0.0, line
+
+
+def test_a_slab_thinner_than_the_ghost_layers_is_refused():
+    from bubbleflow.flow.slabs import SlabPadding
+
+    slab = rank_slab((8, 5), 1, 4)                # 2 planes, neighbours on both sides
+    with pytest.raises(ValueError, match="a slab of 2 planes: the neighbours' ghost layers "
+                                         "need at least 3"):
+        SlabPadding(SingleProcess(), slab).linear(np.zeros((2, 5)), 3, 0)
 
 
 def _cli(ranks, args, tmp_path, backend="numpy"):
