@@ -186,9 +186,8 @@ def _deflation(case, prob, A):
 def _host(a):
     """``a`` on the host, wherever it lives."""
     from ..compute.backend import backend_of
-    from ..compute.transfer import to_host
 
-    return to_host(a, backend_of(a))
+    return backend_of(a).to_host(a)
 
 
 def _say(quiet, text):

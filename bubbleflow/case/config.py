@@ -1371,11 +1371,6 @@ def _check_case(case, ctx):
     return rep(case, solver=s)
 
 
-#: What 3-D cases do not have yet, each with the expected value the check names.
-#: (None at present: CLSVOF and the implicit viscosity run in 3-D too.)
-_NOT_IN_3D = ()
-
-
 def _check_2d_only(case, ctx):
     """A 2-D case: points of two coordinates, no 3-D wall names, no ``lz``."""
     geo = case.geometry
@@ -1410,13 +1405,6 @@ def _check_3d(case, s, pc, df, ctx):
     """The checks of a 3-D case (``grid.nz`` given); returns the solver section."""
     g, geo = case.grid, case.geometry
     lengths = g.lengths
-    for path, present, expected in _NOT_IN_3D:
-        if present(case):
-            value = case
-            for key in path:
-                value = getattr(value, key)
-            ctx.fail(path, f"got {_show(value.to_dict() if hasattr(value, 'to_dict') else value)}",
-                     expected, value=value)
     if geo.free_surface is not None and not 0 < geo.free_surface <= lengths[2]:
         ctx.bad(("geometry", "free_surface"), geo.free_surface,
                 f"a height with 0 < h <= lz = {_num(lengths[2])}, or null (liquid everywhere)")

@@ -15,6 +15,7 @@ reinitialisation, curvature and smoothing (tests/parallel).
 """
 from __future__ import annotations
 
+from ..compute.backend import backend_of
 from .levelset_nd import WALLS
 
 __all__ = ["SlabPadding"]
@@ -30,8 +31,6 @@ class SlabPadding:
         """``(below, above)``: the lower neighbour's last ``ng`` planes of
         ``phi`` and the upper one's first (None where the slab ends at a
         wall); every rank calls it at once."""
-        from ..compute.backend import backend_of
-
         if phi.shape[0] < ng:
             raise ValueError(f"a slab of {phi.shape[0]} planes: the neighbours' ghost layers "
                              f"need at least {ng}")
@@ -62,13 +61,7 @@ class SlabPadding:
     def edge(self, phi):
         # The neighbours' planes are repeated at the walls of the other axes,
         # as the wall cells of every axis are in one process.
-        xp = self._xp(phi)
+        xp = backend_of(phi).xp
         widths = [(0, 0)] + [(1, 1)] * (phi.ndim - 1)
         p = WALLS.edge(phi)
         return self._placed(p, 1, phi, lambda plane: xp.pad(plane, widths, mode="edge"))
-
-    @staticmethod
-    def _xp(phi):
-        from ..compute.backend import backend_of
-
-        return backend_of(phi).xp

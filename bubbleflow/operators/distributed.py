@@ -41,7 +41,7 @@ class DistributedOperator:
         self._couplings = tuple(couplings)
         self.dtype = np.dtype(self._couplings[0].dtype)
         _, _, below, above = slab.extended()
-        self._below, self._above = below, above
+        self._below = below
         nloc = slab.hi - slab.lo
         slow = len(self._couplings) - 1             # the grid axis along array axis 0
         # The slab's own faces (its product's interior part) and the faces

@@ -60,10 +60,6 @@ def arrays_per_cell_3d(peers, on_device):
     return None, max(HOST_BUILD_ARRAYS, host)
 
 
-def _values(arrays):
-    return sum(int(a.size) for a in arrays)
-
-
 def _preconditioner_bytes(M, name, n_cells):
     """Bytes one application of the preconditioner ``M`` (named ``name``) moves."""
     vectors = 2 * 8 * n_cells                                   # r read, y written

@@ -26,6 +26,7 @@ import numpy as np
 from ...compute.transfer import on_backend, to_host
 from ...operators.poisson import _axis_slices
 from .coarse import CoarseSolver
+from .space import _scatter_add
 
 __all__ = ["DistributedDeflation"]
 
@@ -83,7 +84,7 @@ class DistributedDeflation:
         return self.k
 
     def restrict(self, r):
-        local = self.backend.xp.bincount(self.labels, weights=r.ravel(), minlength=self.k)
+        local = _scatter_add(self.labels, r.ravel(), self.k, self.backend.xp)
         return self.comm.allreduce_sum(local).astype(r.dtype, copy=False)
 
     def prolong(self, e):

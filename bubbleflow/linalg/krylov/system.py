@@ -41,18 +41,18 @@ class ConstantNullspace:
     """Constants in the null space (the pure-Neumann pressure operator): the
     right-hand side loses its mean, the answer is gauged to zero mean.  No
     matrix entry is altered.  ``comm``: the ranks' communicator of a
-    distributed operator (the mean over every rank's cells), or None."""
+    distributed operator (the mean over every rank's cells, ``size`` of
+    them), or None."""
 
     name = "constant"
 
-    def __init__(self, comm=None):
-        self.comm = comm
+    def __init__(self, comm=None, size=None):
+        self.comm, self.size = comm, size
 
     def _mean(self, v):
         if self.comm is None:
             return v.mean()
-        total = self.comm.allreduce_sum(v.sum())
-        return total / self.comm.sum_int(v.size)
+        return self.comm.allreduce_sum(v.sum()) / self.size
 
     def remove(self, b):
         """``(b - mean(b), mean(b))``.  Float64: the mean a 0-d array of
@@ -75,15 +75,16 @@ class ConstantNullspace:
 NULLSPACES = {None: NoNullspace(), "constant": ConstantNullspace()}
 
 
-def nullspace_of(A, nullspace, comm=None):
+def nullspace_of(A, nullspace, comm=None, size=None):
     """The gauge hook for ``nullspace`` (``"auto"``: ``A.nullspace``);
-    ``comm``: a distributed operator's communicator."""
+    ``comm``: a distributed operator's communicator, ``size`` its cells on
+    every rank."""
     if nullspace == "auto":
         nullspace = getattr(A, "nullspace", None)
     elif nullspace not in (None, "constant"):
         raise ValueError(f"nullspace={nullspace!r}; expected 'auto', 'constant' or None")
     if nullspace == "constant" and comm is not None:
-        return ConstantNullspace(comm)
+        return ConstantNullspace(comm, size)
     return NULLSPACES[nullspace]
 
 
@@ -286,8 +287,8 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
         raise ValueError(f"{name}: on several ranks the deflation is a DistributedDeflation "
                          "of the same operator (bubbleflow.linalg.deflation.distributed)")
     defl = deflation_from_input(deflation, A)
-    gauge = nullspace_of(A, nullspace, comm)
     size = comm.sum_int(n) if comm is not None else n
+    gauge = nullspace_of(A, nullspace, comm, size)
     if maxiter is None:
         maxiter = 10 * size
     check_every = max(1, int(check_every))

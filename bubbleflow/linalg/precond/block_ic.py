@@ -256,7 +256,8 @@ class BlockIC(Preconditioner):
         part = copy.copy(self)
         part.grid_shape = tuple(grid_shape)
         for name in ("pivots", "inv_pivots", "W", "S", "E", "N"):
-            setattr(part, name, getattr(self, name)[lo:hi])
+            # Copies: views would keep the whole grid's arrays alive.
+            setattr(part, name, getattr(self, name)[lo:hi].copy())
         return part
 
     def apply(self, r):

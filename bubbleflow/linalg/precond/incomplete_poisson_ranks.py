@@ -7,13 +7,14 @@ between cells ``lo`` and ``hi`` entering as ``c s_lo s_hi`` (scaled, ``s =
 D^-1/2`` before and after) or as ``c / d_lo`` (plain).  On the rank's slab
 widened by its halo planes: the face coefficients of the widened slab (the
 halo cells' ``s`` or ``d`` swapped once with the neighbours at set-up), and
-two swaps an application, of the input before the upper pass and of its
-result before the lower one.  The same preconditioner as one process's,
-summed in another order.
+one swap an application, of the input: the upper pass then gives the lower
+halo plane's result too (from that plane and the slab's first), which is
+all the lower pass needs of the halo.  The same preconditioner as one
+process's, summed in another order.
 """
 from __future__ import annotations
 
-from .incomplete_poisson import _face_sides
+from .incomplete_poisson import _face_sides, incomplete_poisson_passes
 
 __all__ = ["DistributedScaledIncompletePoisson", "DistributedIncompletePoisson"]
 
@@ -55,15 +56,9 @@ class DistributedScaledIncompletePoisson:
         shape = r.shape
         r = r.reshape(self.A.slab.local_shape)
         z = self._widened(r if self.s is None else self.s * r)
-        t = z.copy()
-        for c, (lo, hi) in zip(self.faces, self._sides):
-            t[lo] += c * z[hi]                        # the upper neighbours
-        inner = slice(self.below, self.below + self.nloc)
-        t = self._widened(t[inner].copy())            # the neighbours' t on the halo planes
-        u = t.copy()
-        for c, (lo, hi) in zip(self.faces, self._sides):
-            u[hi] += c * t[lo]                        # the lower neighbours
-        u = u[inner]
+        # (The upper halo plane's result lacks its own upper neighbour, but
+        # it feeds only cells beyond the slab in the lower pass.)
+        u = incomplete_poisson_passes(self.faces, z)[self.below:self.below + self.nloc]
         return (u if self.s is None else self.s * u).reshape(shape)
 
 
