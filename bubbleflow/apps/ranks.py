@@ -13,17 +13,9 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["run_case_ranks", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS"]
+from ..linalg.solver_ranks import RANK_DEFLATIONS, RANK_PRECONDITIONERS
 
-#: The preconditioners that run on several ranks (multigrid:
-#: :mod:`bubbleflow.linalg.precond.multigrid_ranks`; incomplete Poisson,
-#: plain and scaled: :mod:`bubbleflow.linalg.precond.incomplete_poisson_ranks`;
-#: block IC: :mod:`bubbleflow.linalg.precond.block_ic_ranks`).
-RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson", "incomplete_poisson_scaled",
-                        "block_ic", "multigrid")
-#: The deflation spaces they have (:mod:`bubbleflow.linalg.deflation.distributed`).
-RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains", "stripes")
-
+__all__ = ["run_case_ranks"]
 
 def _refusal(case, backend, restart, ranks):
     """``(key, value, expected)`` of the first thing the ranks cannot run, or None."""
@@ -89,55 +81,33 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
 
 
 def _solve(case, backend, comm, quiet, out):
-    from .. import __version__, dpcg, pcg
+    from .. import __version__
     from ..case.problem import build_pressure_problem
     from ..io.layout import write_pressure_result
     from ..io.xdmf import write_pressure_sidecar
-    from ..linalg.precond.block_ic_ranks import block_ic_on_slab
-    from ..linalg.precond.incomplete_poisson_ranks import (DistributedIncompletePoisson,
-                                                           DistributedScaledIncompletePoisson)
-    from ..linalg.precond.multigrid_ranks import DistributedMultigrid
-    from ..mesh.ranks import coarsening_align
+    from ..linalg.solver_ranks import RankPressureSolver, slab_align
     from ..operators.distributed import DistributedOperator
 
     prob = build_pressure_problem(case, backend)
     s = case.solver
     quiet = quiet or comm.rank != 0
     cells = " x ".join(map(str, prob.grid.cells))
-    multigrid = s.preconditioner.type == "multigrid"
-    # Multigrid: slab edges on aggregate edges for as many levels as can be;
-    # 2-D block IC: on its blocks' edges.
-    align = coarsening_align(prob.A.grid_shape[0], comm.size) if multigrid else 1
-    if s.preconditioner.type == "block_ic" and prob.grid.ndim == 2:
-        align = s.preconditioner.block_lines
-    A = DistributedOperator.from_operator(prob.A, comm, align=align)
+    A = DistributedOperator.from_operator(prob.A, comm, align=slab_align(s, prob.grid, comm.size))
     _say(quiet, f"{case.name}: {cells} cells on {comm.size} ranks (slabs of "
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
-    M = None if s.preconditioner.type == "none" else s.preconditioner.type
-    if s.preconditioner.type == "incomplete_poisson_scaled":
-        M = DistributedScaledIncompletePoisson(A)
-    if s.preconditioner.type == "incomplete_poisson":
-        M = DistributedIncompletePoisson(A)
-    if s.preconditioner.type == "block_ic":
-        M = block_ic_on_slab(prob.A, A, s.preconditioner.block_lines)
-    if multigrid:
-        o = s.preconditioner
-        M = DistributedMultigrid(prob.A, A, degree=o.degree, ratio=o.ratio, scale=o.scale,
-                                 coarsest=o.coarsest, min_side=o.min_side,
-                                 cycle_precision=o.cycle_precision, w_levels=o.w_levels)
+    lo, hi, _, _ = A.slab.extended()
+    solver = RankPressureSolver(s, prob.grid).update(A, phi=_host(prob.phi)[lo:hi],
+                                                     whole=lambda: prob.A)
+    if s.preconditioner.type == "multigrid":
+        M, o = solver.M, s.preconditioner
         _say(quiet, f"multigrid: {len(M.whole.levels)} levels, {M.gathered} on the slabs, "
                     f"{o.cycle_precision} cycle, {M.whole.w_levels} W levels")
-    D = _deflation(case, prob, A)
-    b = A.scatter_local(_host(prob.rhs))
-    if D is None:
-        x, info = pcg(A, b, rtol=s.rtol, maxiter=s.maxiter, M=M, check_every=s.check_every)
-    else:
-        _say(quiet, f"deflation {s.deflation.type}: {D.n_vectors} vectors, {s.variant}")
-        x, info = dpcg(A, b, rtol=s.rtol, maxiter=s.maxiter, M=M, check_every=s.check_every,
-                       deflation=D, variant=s.variant)
+    if solver.deflation is not None:
+        _say(quiet, f"deflation {s.deflation.type}: {solver.deflation.n_vectors} vectors, "
+                    f"{s.variant}")
+    x, record = solver.solve(A.scatter_local(_host(prob.rhs)))
     p = A.gather(x)
-    record = info.record
     if comm.rank != 0:
         return 0 if record.converged else 1
     g = prob.grid
@@ -156,31 +126,6 @@ def _solve(case, backend, comm, quiet, out):
           f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
           f"(rtol {s.rtol:g}); wrote {out.path}", file=sys.stderr, flush=True)
     return 1
-
-
-def _deflation(case, prob, A):
-    """The case's deflation space on ``A``'s slab, or None: the boxes of the
-    one-process run (``subdomains``, or about ``cells_per_subdomain`` cells
-    wide; ``stripes`` layers), split into liquid and gas for
-    ``levelset_subdomains``."""
-    import numpy as np
-
-    from ..linalg import registry
-    from ..linalg.deflation.distributed import DistributedDeflation
-    from ..linalg.deflation.space import levelset_subdomain_labels, partition_labels
-
-    d = case.solver.deflation
-    if d.type == "none":
-        return None
-    if d.type == "stripes":                 # layers along the vertical axis
-        blocks = (1,) * (prob.grid.ndim - 1) + (int(d.stripes),)
-    else:
-        blocks = d.subdomains or registry.default_subdomains(prob.grid, d.cells_per_subdomain)
-    if d.type == "levelset_subdomains":
-        labels = levelset_subdomain_labels(np.asarray(_host(prob.phi)), *blocks)
-    else:
-        labels = partition_labels(prob.grid.shape, blocks)
-    return DistributedDeflation(A, labels, kind=d.type)
 
 
 def _host(a):

@@ -248,12 +248,16 @@ class Partition:
             size = (size[:, None] * np.diff(self.edges(a))[None, :]).ravel()
         return size
 
-    def labels(self, xp=np):
-        """The box of every cell: an int64 array of the grid's shape, on ``xp``."""
+    def labels(self, xp=np, planes=None):
+        """The box of every cell: an int64 array of the grid's shape, on
+        ``xp``; with ``planes = (lo, hi)``, of those planes of the last grid
+        axis (array axis 0) only: a rank's slab."""
         label, stride = None, 1
+        last = len(self.blocks) - 1
         for a, (n, b) in enumerate(zip(self.grid.cells, self.blocks)):
-            index = (xp.arange(n, dtype=xp.int64) * b) // n
-            index = index.reshape((n,) + (1,) * a) * stride
+            lo, hi = planes if a == last and planes is not None else (0, n)
+            index = (xp.arange(lo, hi, dtype=xp.int64) * b) // n
+            index = index.reshape((hi - lo,) + (1,) * a) * stride
             label = index if label is None else index + label
             stride *= b
         return label

@@ -75,8 +75,9 @@ def main(out, backend_name="numpy", comm_name="auto"):
         if deflated:
             # Level-set subdomains: boxes of 8 cells split into liquid and gas.
             labels = levelset_subdomain_labels(np.asarray(phi), *([n // 8] * A.ndim))
+            lo, hi, _, _ = Ad.slab.extended()
             xd, info = dpcg(Ad, Ad.scatter_local(b), rtol=RTOL, M=M, maxiter=20000,
-                            deflation=DistributedDeflation(Ad, labels), variant=variant)
+                            deflation=DistributedDeflation(Ad, labels[lo:hi]), variant=variant)
         else:
             xd, info = pcg(Ad, Ad.scatter_local(b), rtol=RTOL, M=M, maxiter=20000)
         x = Ad.gather(xd)

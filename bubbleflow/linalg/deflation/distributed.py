@@ -14,8 +14,9 @@ What the Krylov loop asks of a deflation space (``restrict``, ``prolong``,
   vector) gathered by every rank and summed, then factorised on every rank
   (:class:`~.coarse.CoarseSolver`): every rank solves the same small system.
 
-A subdomain may straddle two ranks.  The labels are given for the whole
-grid (every rank holds them: built from the global level set and boxes).
+A subdomain may straddle two ranks.  Each rank gives the labels of its
+widened slab (from its level set and the boxes' planes there,
+:func:`~.space.levelset_subdomain_labels` with ``planes``).
 The set-up runs on the host; ``A Z``, its transpose, the labels and the
 coarse solve live on the operator's backend.
 """
@@ -43,19 +44,25 @@ class _RankSum:
 
 
 class DistributedDeflation:
-    """The deflation space of subdomain ``labels`` (global, grid-shaped
-    integers; compacted to ``0..k-1``) on the slab of ``A``."""
+    """The deflation space of subdomain ``labels`` on the slab of ``A``:
+    integers on the slab widened by its halo planes (planes ``lo':hi'`` of
+    :meth:`RankSlab.extended`, grid-shaped), numbered alike on every rank
+    (compacted here to ``0..k-1``, ``k`` the labels present on any rank)."""
 
     def __init__(self, A, labels, kind="labels"):
         import scipy.sparse as sp
 
         self.comm, self.kind, self.backend = A.comm, kind, A.backend
         slab = A.slab
-        _, compact = np.unique(np.asarray(labels).ravel(), return_inverse=True)
-        self.k = int(compact.max()) + 1
-        labels = compact.reshape(slab.shape)
         lo, hi, below, _ = slab.extended()
-        ext = labels[lo:hi]
+        raw = np.asarray(to_host(labels, self.backend))
+        if raw.shape[0] != hi - lo:
+            raise ValueError(f"labels of {raw.shape[0]} planes; the widened slab has {hi - lo}")
+        # Every rank's labels present, in one sorted list: the numbering of a
+        # one-process space of the whole grid's labels.
+        present = np.unique(np.concatenate(self.comm.allgather(np.unique(raw))))
+        self.k = int(present.size)
+        ext = np.searchsorted(present, raw)
         nloc = slab.hi - slab.lo
         own = ext[below:below + nloc].ravel()
         self.labels = on_backend(own, self.backend)

@@ -70,17 +70,18 @@ __all__ = ["Deflation", "CoarseSolver", "make_deflation", "subdomain_labels", "s
 DEFLATIONS = tuple(registry.DEFLATIONS)
 
 
-def partition_labels(grid_shape, blocks, xp=np):
+def partition_labels(grid_shape, blocks, xp=np, planes=None):
     """Label of each cell of an array of ``grid_shape`` (axes reversed:
     ``(ny, nx)``, ``(nz, ny, nx)``) for ``blocks[a]`` boxes along grid axis
     ``a`` (x first), on ``xp``: the boxes of
-    :meth:`bubbleflow.mesh.grid.Grid.partition`, numbered with x fastest.
+    :meth:`bubbleflow.mesh.grid.Grid.partition`, numbered with x fastest;
+    ``planes = (lo, hi)``: of those planes of array axis 0 only.
 
     >>> partition_labels((2, 2, 4), (2, 1, 2))[:, 0]
     array([[0, 0, 1, 1],
            [2, 2, 3, 3]])
     """
-    return _partition(grid_shape, blocks).labels(xp)
+    return _partition(grid_shape, blocks).labels(xp, planes)
 
 
 def _partition(grid_shape, blocks):
@@ -108,18 +109,20 @@ def stripe_labels(ny, nx, stripes, xp=np):
     return subdomain_labels(ny, nx, 1, stripes, xp=xp)
 
 
-def levelset_subdomain_labels(phi, *blocks):
+def levelset_subdomain_labels(phi, *blocks, grid_shape=None, planes=None):
     """Boxes split into liquid (``phi >= 0``) and gas parts:
     ``2 * box + (phi < 0)``, on the array backend of ``phi``.
 
     ``blocks`` are the box counts per grid axis, x first (``px, py`` for a
     2-D ``phi``, ``px, py, pz`` for a 3-D one); the boxes are those of
-    :func:`partition_labels`.
+    :func:`partition_labels`.  ``phi`` of planes ``lo:hi`` of array axis 0
+    of a grid of array shape ``grid_shape`` (a rank's slab): ``planes = (lo, hi)``.
     """
     xp = backend_of(phi).xp
     phi = xp.asarray(phi)
     blocks = _block_counts(blocks, phi.ndim, "blocks")
-    return 2 * partition_labels(phi.shape, blocks, xp) + (phi < 0)
+    shape = phi.shape if grid_shape is None else grid_shape
+    return 2 * partition_labels(shape, blocks, xp, planes) + (phi < 0)
 
 
 class Deflation:
