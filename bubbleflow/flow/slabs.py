@@ -26,6 +26,22 @@ class SlabPadding:
 
     def __init__(self, comm, slab):
         self.comm, self.slab = comm, slab
+        self.offset = slab.lo
+
+    def total(self, sums):
+        """The slabs' partial sums summed over the ranks."""
+        return self.comm.allreduce_sum(sums)
+
+    def widened(self, f, ng, faces=False):
+        """``f`` with the neighbours' ``ng`` planes along array axis 0 where
+        the slab ends at another rank (none at a wall): a field of the
+        slab's cells, or with ``faces`` of its faces normal to axis 0 (both
+        end faces held, so the neighbours' planes are those past them)."""
+        xp = backend_of(f).xp
+        inner = slice(1, -1) if faces else slice(None)
+        below, above = self._swap(f[inner], ng)
+        parts = [x for x in (below, f, above) if x is not None]
+        return xp.concatenate(parts, axis=0) if len(parts) > 1 else f
 
     def _swap(self, phi, ng):
         """``(below, above)``: the lower neighbour's last ``ng`` planes of

@@ -66,6 +66,16 @@ class Grid:
         grid._set(cells, tuple(lengths) if lengths is not None else (1.0,) * len(cells))
         return grid
 
+    def planes(self, lo, hi):
+        """The grid of planes ``lo:hi`` of the last axis (array axis 0: a
+        rank's slab), with this grid's very spacing (its own coordinates
+        start at the slab)."""
+        grid = Grid.__new__(Grid)
+        cells = self.cells[:-1] + (hi - lo,)
+        grid._set(cells, self.lengths[:-1] + (self.spacing[-1] * (hi - lo),))
+        object.__setattr__(grid, "spacing", self.spacing)
+        return grid
+
     def _set(self, cells, lengths):
         if not 1 <= len(cells) <= len(AXES) or len(lengths) != len(cells):
             raise ValueError(f"a grid needs 1 to {len(AXES)} axes and one length per axis; "

@@ -67,10 +67,12 @@ class DistributedOperator:
         return cls.from_couplings(A.couplings(), slab, comm, A.backend)
 
     @classmethod
-    def from_couplings(cls, couplings, slab, comm, backend):
+    def from_couplings(cls, couplings, slab, comm, backend, first=0):
         """The rows of ``slab`` of the operator of the global face
-        ``couplings`` (per axis, x first)."""
+        ``couplings`` (per axis, x first), or of those of the grid's planes
+        from ``first`` on (array axis 0; a widened slab's)."""
         lo, hi, _, _ = slab.extended()
+        lo, hi = lo - first, hi - first
         ndim = len(couplings)
         local = []
         for axis, c in enumerate(couplings):

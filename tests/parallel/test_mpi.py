@@ -30,11 +30,11 @@ def _mpiexec():
     return str(beside) if beside.exists() else shutil.which("mpiexec")
 
 
-def _run(ranks, tmp_path, *options):
-    out = tmp_path / f"ranks{ranks}{'-'.join(('',) + options)}.json"
+def _run(ranks, tmp_path, *options, script=SCRIPT):
+    out = tmp_path / f"{script.stem}{ranks}{'-'.join(('',) + options)}.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(SCRIPT), str(out),
+    proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(script), str(out),
                            *options], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return {d["case"]: d for d in map(json.loads, out.read_text().splitlines())}
@@ -145,6 +145,53 @@ def test_level_set_functions_on_slabs_equal_one_process(tmp_path):
         assert len(lines) == 8
         for line in lines:
             assert line["ranks"] == ranks and line["diff"] == 0.0, line
+
+
+def _assert_flow_steps_equal(run, ranks):
+    assert len(run) == 3
+    for case, got in run.items():
+        assert got["ranks"] == ranks, got
+        assert got["time"] == pytest.approx(got["time_one"], rel=1e-12), got
+        assert all(abs(a - b) <= 2 for a, b in zip(got["its"], got["its_one"])), got
+        assert max(got["diff"].values()) <= 1e-10, got
+        assert got["diagnostics"] <= 1e-9, got
+
+
+def test_flow_steps_on_ranks_equal_one_process(tmp_path):
+    """Flow cases on the ranks (FlowSolverRanks): 1, 2 and 4 ranks step the
+    2-D rising bubble (DPCG with scaled IP and level-set subdomains, through
+    a reinitialisation), the bubbly column with multigrid and the 3-D rising
+    bubble (reduced gravity, multigrid) as one process does: the same
+    pressure iterations every step, the fields and the bubble diagnostics
+    within 1e-10 (the solves' own tolerance is 1e-12)."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    script = HERE.parent / "helpers" / "mpi_flow.py"
+    for ranks in (1, 2, 4):
+        _assert_flow_steps_equal(_run(ranks, tmp_path, script=script), ranks)
+
+
+@pytest.mark.gpu
+def test_flow_steps_on_ranks_on_the_gpu(tmp_path, cupy_backend):
+    """The same on CuPy arrays: two ranks sharing one GPU (MPI through the host)."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    script = HERE.parent / "helpers" / "mpi_flow.py"
+    _assert_flow_steps_equal(_run(2, tmp_path, "cupy", script=script), 2)
+
+
+def test_a_flow_slab_too_thin_for_the_stencils_is_refused():
+    from bubbleflow.case.config import load_case
+    from bubbleflow.flow.navier_stokes_ranks import rank_refusal
+
+    case = load_case(HERE.parents[1] / "cases" / "two_phase.yaml", ["grid.ny=16"])
+    assert rank_refusal(case, 4) == ("grid.ny", 16, "at least 20 (5 planes a rank for the "
+                                                    "neighbours' stencils)")
+    assert rank_refusal(case, 3) is None
+    clsvof = load_case(HERE.parents[1] / "cases" / "two_phase.yaml", ["levelset.method=clsvof"])
+    assert rank_refusal(clsvof, 2)[0] == "levelset.method"
 
 
 def test_a_slab_thinner_than_the_ghost_layers_is_refused():

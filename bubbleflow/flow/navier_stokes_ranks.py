@@ -1,0 +1,276 @@
+"""The flow step on several ranks: each advances its slab of the grid.
+
+:class:`FlowSolverRanks` is :class:`.navier_stokes_nd.FlowSolverND`'s step
+on the slab of planes (array axis 0, the vertical) of one rank
+(:class:`~bubbleflow.mesh.ranks.RankSlab`); the state holds the slab's cells
+and faces (:mod:`.slabs`: the vertical faces at both ends of the slab, a
+face between two slabs held by both ranks).  Each phase runs the
+one-process functions:
+
+* the momentum phase, the fluid properties and the projection's correction
+  on the slab widened by :data:`WINDOW` planes of each neighbour (one swap
+  of the level set, the velocity and the pressure a step), cropped back to
+  the slab: a value there reads no plane the widening lacks, so it is the
+  one process's value, bit for bit;
+* the pressure solve on the ranks (:class:`~bubbleflow.operators.distributed.DistributedOperator`
+  from the slab's face densities, :class:`~bubbleflow.linalg.solver_ranks.RankPressureSolver`);
+* the level set's advection and reinitialisation with the neighbours'
+  planes as their ghost layers (:class:`.slabs.SlabPadding`);
+* the step's limits, norms and bubble diagnostics summed or maximised over
+  the ranks (so every rank takes the same step and reports the same).
+
+What is not on the ranks yet is refused before any work
+(:func:`rank_refusal`): CLSVOF, the implicit viscous solves.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..linalg.solver_ranks import WHOLE_OPERATOR, RankPressureSolver, slab_align
+from ..mesh.grid import Grid
+from ..mesh.ranks import rank_slab, slab_edges
+from ..operators.distributed import DistributedOperator
+from ..operators.poisson import PoissonOperator
+from . import levelset_nd, momentum_nd
+from .navier_stokes_nd import FlowSolverND, FlowStateND
+from .slabs import SlabPadding
+
+__all__ = ["FlowSolverRanks", "WINDOW", "rank_refusal", "slab_state", "whole_state"]
+
+#: Planes of each neighbour a slab is widened by for the momentum phase:
+#: the reach of its stencils (face density, advection, stress, interface
+#: force) from a face at the slab's end.
+WINDOW = 4
+
+
+def rank_refusal(case, ranks):
+    """``(key, value, expected)`` of the first thing of the flow ``case``
+    that ``ranks`` ranks cannot run, or None."""
+    from ..case.config import viscosity_scheme
+
+    if case.levelset.method != "levelset":
+        return ("levelset.method", case.levelset.method,
+                "levelset on several ranks (clsvof runs on one)")
+    if viscosity_scheme(case) != "explicit":
+        return ("momentum.viscosity", case.momentum.viscosity,
+                "explicit on several ranks (the implicit viscous solves run on one)")
+    grid = Grid.from_config(case.grid)
+    planes = grid.shape[0]
+    slow = "grid." + ("nz" if grid.ndim == 3 else "ny")
+    try:
+        edges = slab_edges(planes, ranks, slab_align(case.solver, grid, ranks))
+    except ValueError:
+        edges = [0, 0]
+    thinnest = min(b - a for a, b in zip(edges, edges[1:]))
+    if thinnest < WINDOW + 1:
+        return (slow, planes, f"at least {(WINDOW + 1) * ranks} ({WINDOW + 1} planes a rank "
+                              "for the neighbours' stencils)")
+    return None
+
+
+def slab_state(state, slab):
+    """The slab's part of a whole-grid :class:`FlowStateND`."""
+    nd = state.phi.ndim
+    cells, faces = slice(slab.lo, slab.hi), slice(slab.lo, slab.hi + 1)
+    return FlowStateND(phi=state.phi[cells].copy(),
+                       velocity=tuple((v[faces] if a == nd - 1 else v[cells]).copy()
+                                      for a, v in enumerate(state.velocity)),
+                       p=state.p[cells].copy(), time=state.time, step=state.step,
+                       c=None if state.c is None else state.c[cells].copy())
+
+
+def whole_state(state, comm, root=0):
+    """The ranks' slab states gathered on ``root`` as one whole-grid
+    :class:`FlowStateND` on the host (None on the other ranks); every rank
+    calls it."""
+    from ..compute.backend import backend_of
+
+    host = backend_of(state.phi).to_host
+    nd = state.phi.ndim
+
+    def joined(f, faces=False):
+        parts = comm.gather(host(f), root)
+        if parts is None:
+            return None
+        if faces:           # a face between two slabs is held by both: once
+            parts = [parts[0]] + [q[1:] for q in parts[1:]]
+        return np.concatenate(parts, axis=0)
+
+    phi, p = joined(state.phi), joined(state.p)
+    velocity = tuple(joined(v, faces=a == nd - 1) for a, v in enumerate(state.velocity))
+    c = None if state.c is None else joined(state.c)
+    if comm.rank != root:
+        return None
+    return FlowStateND(phi=phi, velocity=velocity, p=p, time=state.time, step=state.step, c=c)
+
+
+class FlowSolverRanks(FlowSolverND):
+    """The time stepper of a flow case on the slab of rank ``comm.rank``."""
+
+    def __init__(self, case, backend, comm):
+        super().__init__(case, backend)
+        refused = rank_refusal(case, comm.size)
+        if refused is not None:
+            key, value, expected = refused
+            raise ValueError(f"{key} = {value!r}: expected {expected}")
+        self.comm = comm
+        g = self.grid
+        self.slab = rank_slab(g.shape, comm.rank, comm.size,
+                              slab_align(case.solver, g, comm.size))
+        self.padding = SlabPadding(comm, self.slab)
+        s = self.slab
+        self.window = (max(s.lo - WINDOW, 0), min(s.hi + WINDOW, g.shape[0]))
+        self.window_grid = g.planes(*self.window)
+        # The interface force's face heights on the window's planes, the
+        # cells' heights on the slab's (the total pressure's).
+        wlo, whi = self.window
+        self.heights = tuple(h[wlo:whi - 1] if a == g.ndim - 1 else h[wlo:whi]
+                             for a, h in enumerate(self.heights))
+        self.slab_heights = self.xp.asarray(g.centres[-1][s.lo:s.hi], dtype=self.dtype).reshape(
+            (-1,) + (1,) * (g.ndim - 1))
+
+    # ------------------------------------------------------------------ state
+    def initial_state(self):
+        return slab_state(super().initial_state(), self.slab)
+
+    def widened(self, state):
+        """The state on the slab widened by :data:`WINDOW` planes."""
+        nd, pad = self.ndim, self.padding
+        return FlowStateND(phi=pad.widened(state.phi, WINDOW),
+                           velocity=tuple(pad.widened(v, WINDOW, faces=a == nd - 1)
+                                          for a, v in enumerate(state.velocity)),
+                           p=pad.widened(state.p, WINDOW), time=state.time, step=state.step)
+
+    def cropped(self, f, faces=False):
+        """The slab's part of a field of the widened slab."""
+        start = self.slab.lo - self.window[0]
+        return f[start:start + self.slab.hi - self.slab.lo + (1 if faces else 0)]
+
+    def _cropped_velocity(self, velocity):
+        return tuple(self.cropped(v, faces=a == self.ndim - 1) for a, v in enumerate(velocity))
+
+    # --------------------------------------------------------------- time step
+    def _step_scalars(self, state, rho, mu):
+        """The slab's scalars, maximised over the ranks (the finite flag as
+        its minimum): every rank takes the same step."""
+        local = np.asarray(super()._step_scalars(state, rho, mu), dtype=np.float64)
+        local[0] = 1.0 - local[0]
+        out = np.array([self.comm.allreduce_max(v) for v in local])
+        out[0] = 1.0 - out[0]
+        return out
+
+    def _sum_norms(self, *fields):
+        """The 2-norms of ``fields`` over the ranks (host floats)."""
+        xp = self.xp
+        local = xp.stack([(f * f).sum() for f in fields])
+        return [float(np.sqrt(v)) for v in self.backend.to_host(self.comm.allreduce_sum(local))]
+
+    # ---------------------------------------------------------------- pressure
+    def operator(self, rho_faces):
+        """The rank's rows of the pressure operator of the widened slab's
+        face densities."""
+        A = PoissonOperator.from_faces(rho_faces, self.window_grid, backend=self.backend,
+                                       dtype=self.dtype, densities=True, storage="matrix_free")
+        return DistributedOperator.from_couplings(A.couplings(), self.slab, self.comm,
+                                                  self.backend, first=self.window[0])
+
+    def _whole_operator(self, rho_faces):
+        """The whole grid's operator, from every rank's face densities
+        (multigrid and block IC build their set-up from it)."""
+        nd, s = self.ndim, self.slab
+        start = s.lo - self.window[0]
+        own = []
+        for a, f in enumerate(rho_faces):
+            # The vertical faces a rank adds: those above its cells, but the top wall.
+            stop = start + s.hi - s.lo - (1 if a == nd - 1 and s.upper is None else 0)
+            own.append(self.backend.to_host(f[start:stop]))
+        whole = [np.concatenate(self.comm.allgather(f), axis=0) for f in own]
+        return super().operator(tuple(self.xp.asarray(f) for f in whole))
+
+    def pressure_solver(self, A, phi, check=True, rho_faces=None):
+        if self._pressure is None:
+            self._pressure = RankPressureSolver(self.case.solver, self.grid)
+        lo, hi, _, _ = A.slab.extended()
+        start = lo - self.window[0]
+        whole = (lambda: self._whole_operator(rho_faces))
+        needs = self.case.solver.preconditioner.type in WHOLE_OPERATOR
+        return self._pressure.update(A, phi=phi[start:start + hi - lo],
+                                     whole=whole if needs else None)
+
+    def solve_pressure(self, solver, A, b, p_old):
+        """:meth:`FlowSolver.solve_pressure` with the norms over the ranks."""
+        r = b - A.matvec(p_old.ravel()).reshape(b.shape)
+        bnorm, rnorm = self._sum_norms(b, r)
+        if bnorm == 0.0 or rnorm == 0.0:
+            d, record = solver.solve(r)
+        else:
+            d, record = solver.solve(r, atol=solver.rtol * bnorm, rtol=0.0)
+            record.relative_to(rnorm, bnorm, solver.rtol)
+        return p_old + d, record
+
+    def total_pressure(self, p, rho):
+        if not self.reduced_gravity or self.gravity == 0:
+            return p
+        return p - self.gravity * rho * (self.slab_heights - self.y0)
+
+    # ------------------------------------------------------------------- step
+    def step(self, state):
+        """Advance the slab one step (every rank at once); returns
+        ``(new_state, StepReport)`` with the whole grid's figures."""
+        from .navier_stokes import StepReport
+
+        clock = self.clock
+        clock.start()
+        wide = self.widened(state)
+        Hw, rhow, muw, rho_faces_w = self.properties(wide.phi)
+        rho, mu = self.cropped(rhow), self.cropped(muw)
+        scalars = self._step_scalars(state, rho, mu)
+        if not scalars[0]:
+            raise FloatingPointError(f"the velocity or level set is not finite at t = {state.time:.6g}")
+        dt = self._time_step(state, scalars)
+        clock.mark("time step")
+        A = self.operator(rho_faces_w)
+        solver = self.pressure_solver(A, wide.phi, rho_faces=rho_faces_w)
+        clock.mark("pressure set-up")
+        provisional_w = self.provisional_velocity(wide, dt, Hw, rhow, muw, rho_faces_w)
+        provisional = self._cropped_velocity(provisional_w)
+        div_star = self.divergence(provisional)
+        clock.mark("momentum")
+        p, record = self.solve_pressure(solver, A, -div_star / dt, state.p)
+        clock.mark("pressure solve")
+        p_w = self.padding.widened(p, WINDOW)
+        velocity = self._cropped_velocity(
+            momentum_nd.correct_velocity(provisional_w, p_w, rho_faces_w, dt, self.spacing))
+        nd_, nu_ = self._sum_norms(div_star, self.divergence(velocity))
+        clock.mark("correction")
+        phi, c = self.move_interface(state, velocity, dt, state.step + 1)
+        new = FlowStateND(phi=phi, velocity=velocity, p=p, time=state.time + dt,
+                          step=state.step + 1, c=c)
+        end = self.case.time.end
+        if abs(new.time - end) <= 1e-12 * end:
+            new.time = end
+        diagnostics = self.diagnostics(new)
+        clock.mark("diagnostics")
+        report = StepReport(step=new.step, time=new.time, dt=dt, record=record,
+                            setup_seconds=solver.setup_seconds,
+                            divergence=nu_ / nd_ if nd_ > 0 else 0.0, diagnostics=diagnostics,
+                            phases=dict(clock.seconds) if clock.enabled else None)
+        return new, report
+
+    def move_interface(self, state, velocity, dt, step):
+        """The level set advected with the neighbours' planes as ghost
+        layers, reinitialised every ``reinit_every`` steps."""
+        pad = self.padding
+        phi = levelset_nd.advect(state.phi, velocity, dt, self.spacing, padding=pad)
+        self.clock.mark("advection")
+        ls = self.case.levelset
+        if ls.reinit_every and step % ls.reinit_every == 0:
+            phi = levelset_nd.reinitialize(phi, self.spacing, iterations=ls.reinit_iterations,
+                                           padding=pad)
+        self.clock.mark("reinitialisation")
+        return phi, None
+
+    def diagnostics(self, state):
+        """The bubble quantities over the ranks (:func:`.levelset_nd.bubble_diagnostics`)."""
+        return levelset_nd.bubble_diagnostics(state.phi, state.velocity, self.spacing, self.eps,
+                                              padding=self.padding)

@@ -1,0 +1,75 @@
+"""Flow steps on the ranks' slabs, run by ``mpiexec -n N python3
+mpi_flow.py OUT [cupy]`` (tests/parallel/test_mpi.py): each rank steps its
+slab of a small flow case (FlowSolverRanks); rank 0 gathers the states,
+steps the same case in one process (FlowSolverND) and writes one JSON line
+per case: the largest difference of each field relative to its largest
+value, the pressure iterations of every step on the ranks and in one
+process, and the steps' diagnostics' largest relative difference."""
+import json
+import os
+import sys
+
+import numpy as np
+
+from bubbleflow.case.config import load_case
+from bubbleflow.compute.backend import get_backend
+from bubbleflow.compute.comm import communicator
+from bubbleflow.flow.navier_stokes_nd import FlowSolverND
+from bubbleflow.flow.navier_stokes_ranks import FlowSolverRanks, whole_state
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMALL_2D = ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "momentum.viscosity=explicit"]
+SMALL_3D = ["grid.nx=8", "grid.ny=8", "grid.nz=24", "solver.rtol=1e-12"]
+#: (name, case file, overrides, steps): the main job's DPCG with scaled IP and
+#: level-set subdomains (reinitialised at step 5), multigrid, 3-D with
+#: reduced gravity and multigrid.
+CASES = [
+    ("2-D dpcg", "cases/two_phase.yaml", SMALL_2D + ["solver.deflation.subdomains=[2,5]"], 6),
+    ("2-D multigrid", "cases/bubbly_column_flow.yaml",
+     SMALL_2D + ["solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 3),
+    ("3-D multigrid", "cases/rising_bubble_3d.yaml",
+     SMALL_3D + ["solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 3),
+]
+
+
+def relative(a, b):
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def main(path, backend_name="numpy"):
+    backend = get_backend(backend_name)
+    comm = communicator("auto", backend)
+    comm.use_device(backend)
+    lines = []
+    for name, file, overrides, steps in CASES:
+        case = load_case(os.path.join(ROOT, file), overrides)
+        ranked = FlowSolverRanks(case, backend, comm)
+        state, its, diags = ranked.initial_state(), [], []
+        for _ in range(steps):
+            state, rep = ranked.step(state)
+            its.append(rep.record.iterations)
+            diags.append(rep.diagnostics)
+        whole = whole_state(state, comm)
+        if comm.rank != 0:
+            continue
+        one = FlowSolverND(case, backend)
+        ref, its_one, diags_one = one.initial_state(), [], []
+        for _ in range(steps):
+            ref, rep = one.step(ref)
+            its_one.append(rep.record.iterations)
+            diags_one.append(rep.diagnostics)
+        h = backend.to_host
+        diff = {"phi": relative(whole.phi, h(ref.phi)), "p": relative(whole.p, h(ref.p))}
+        for a, (v, w) in enumerate(zip(whole.velocity, ref.velocity)):
+            diff["uvw"[a]] = relative(v, h(w))
+        worst = max(abs(d[k] - e[k]) / max(abs(e[k]), 1e-300)
+                    for d, e in zip(diags, diags_one) for k in e)
+        lines.append(dict(case=name, ranks=comm.size, diff=diff, its=its, its_one=its_one,
+                          diagnostics=worst, time=state.time, time_one=ref.time))
+    if comm.rank == 0:
+        with open(path, "w") as fh:
+            fh.write("\n".join(json.dumps(line) for line in lines) + "\n")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
