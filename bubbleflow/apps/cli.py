@@ -77,8 +77,15 @@ def cmd_run(args):
     from .run import run_case
 
     from ..case.resources import check_memory
+    from ..compute.comm import communicator
 
     check_memory(case, backend)
+    comm = communicator("auto", backend)
+    if comm.size > 1:                        # started by mpiexec -n N
+        from .ranks import run_case_ranks
+
+        return run_case_ranks(case, backend, comm, quiet=args.quiet, restart=args.restart,
+                              overwrite=args.overwrite)
     return run_case(case, backend, quiet=args.quiet, restart=args.restart,
                     progress=not args.no_progress, overwrite=args.overwrite)
 

@@ -1,13 +1,16 @@
-"""``mpiexec -n N bubbleflow run CASE``: a pressure case on N ranks (MPI
-between processes; on the GPU, NCCL where each rank has a GPU of its own,
-else MPI through the host: :func:`bubbleflow.compute.comm.communicator`).
+"""``mpiexec -n N bubbleflow run CASE``: a pressure or flow case on N
+ranks (MPI between processes; on the GPU, NCCL where each rank has a GPU of
+its own, else MPI through the host: :func:`bubbleflow.compute.comm.communicator`).
 
-Every rank reads the case and builds the problem; each keeps its slab of
-the operator (:class:`~bubbleflow.operators.distributed.DistributedOperator`) and runs the Krylov loop on
-it; rank 0 alone owns the output (its checks and lock before any work, the
-gathered pressure written in the layout of a one-process run) and speaks.
-What the ranks do not have yet (flow cases, restarts) is refused in one
-line before any work.
+A pressure case: every rank reads the case and builds the problem; each
+keeps its slab of the operator (:class:`~bubbleflow.operators.distributed.DistributedOperator`)
+and runs the Krylov loop on it.  A flow case: each rank steps its slab
+(:class:`~bubbleflow.flow.navier_stokes_ranks.FlowSolverRanks`) in the
+one-process run loop (:func:`.run.run_flow`), its snapshots gathered on
+rank 0 (:class:`.rank_writer.RankWriter`); ``--restart`` reads the checkpoint on every
+rank.  Rank 0 alone owns the output (its checks and lock before any work,
+the layout of a one-process run) and speaks.  What the ranks do not have
+yet is refused in one line before any work.
 """
 from __future__ import annotations
 
@@ -17,17 +20,22 @@ from ..linalg.solver_ranks import RANK_DEFLATIONS, RANK_PRECONDITIONERS
 
 __all__ = ["run_case_ranks"]
 
+
 def _refusal(case, backend, restart, ranks):
     """``(key, value, expected)`` of the first thing the ranks cannot run, or None."""
+    from ..flow.navier_stokes_ranks import rank_refusal
+
     s = case.solver
     slow = ("grid", "nz") if case.grid.nz is not None else ("grid", "ny")
     planes = getattr(case.grid, slow[1])
     if planes < ranks:
         return ".".join(slow), planes, f"at least {ranks} (a slab of planes per rank)"
-    if case.mode != "pressure":
-        return "mode", case.mode, "pressure on several ranks (flow cases run on one)"
-    if restart is not None:
-        return "mode", case.mode, "no --restart on several ranks"
+    if case.mode == "flow":
+        refused = rank_refusal(case, ranks)
+        if refused is not None:
+            return refused
+    elif restart is not None:
+        return "mode", case.mode, "mode 'flow' (only time-dependent runs have checkpoints)"
     if s.method not in ("cg", "pcg", "dpcg"):
         return "solver.method", s.method, "cg, pcg or dpcg on several ranks"
     if s.deflation.type not in RANK_DEFLATIONS:
@@ -59,25 +67,55 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
                         value=value)
     comm.use_device(backend)
     out = None
+    flow = case.mode == "flow"
     if comm.rank == 0:
         try:
             out = RunOutput(case, outdir or case.output.directory, overwrite=overwrite,
-                            flow=False).__enter__()
-        except BaseException:
+                            restart=restart, flow=flow).__enter__()
+            if restart is not None:
+                _check_restart(case, backend, restart)
+        except BaseException as exc:
             comm.broadcast(False)
+            if out is not None:
+                out.__exit__(type(exc), exc, exc.__traceback__)
             raise
         comm.broadcast(True)
     elif not comm.broadcast(None):
         return 2
     try:
-        code = _solve(case, backend, comm, quiet, out)
+        if flow:
+            from .run import run_flow
+
+            code = run_flow(case, backend, quiet=quiet or comm.rank != 0, out=out,
+                            outdir=outdir, restart=restart, progress=comm.rank == 0,
+                            comm=comm)
+        else:
+            code = _solve(case, backend, comm, quiet, out)
     except BaseException as exc:
         if out is not None:
             out.__exit__(type(exc), exc, exc.__traceback__)
+        if isinstance(exc, Exception) and comm.size > 1:
+            # The other ranks may be waiting in a collective for this one.
+            import traceback
+
+            print(f"error: rank {comm.rank} of {comm.size} failed; ending every rank",
+                  file=sys.stderr, flush=True)
+            traceback.print_exc()
+            sys.stderr.flush()
+            comm.abort(1)
         raise
     if out is not None:
         out.__exit__(None, None, None)
     return code
+
+
+def _check_restart(case, backend, restart):
+    """The checkpoint read and checked against ``case`` (rank 0, before any
+    work: its one line then comes once)."""
+    from ..flow.navier_stokes_nd import FlowSolverND
+    from .run import _open_restart
+
+    _open_restart(case, restart, backend, FlowSolverND(case, backend))
 
 
 def _solve(case, backend, comm, quiet, out):
@@ -138,3 +176,4 @@ def _host(a):
 def _say(quiet, text):
     if not quiet:
         print(text, flush=True)
+

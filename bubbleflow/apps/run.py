@@ -27,21 +27,15 @@ def _say(quiet, *parts, file=None):
 
 def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=True,
              overwrite=False):
-    """Run a validated case on ``backend``; return the process exit code.
+    """Run a validated case on ``backend`` in this process; return the
+    process exit code (several ranks: :func:`.ranks.run_case_ranks`).
 
     The output location is checked, locked and protected (see
     :mod:`bubbleflow.io.outdir`) before any work starts.
     """
     from ..case.config import CaseError
-    from ..compute.comm import communicator
     from ..io.outdir import RunOutput
 
-    comm = communicator("auto", backend)
-    if comm.size > 1:                        # started by mpiexec -n N
-        from .ranks import run_case_ranks
-
-        return run_case_ranks(case, backend, comm, quiet=quiet, outdir=outdir, restart=restart,
-                              overwrite=overwrite)
     if case.mode != "flow" and restart is not None:
         raise CaseError(case.source, "mode", f"got --restart with mode {case.mode!r}",
                         "mode 'flow' (only time-dependent runs have checkpoints)", value=case.mode)
@@ -184,9 +178,22 @@ class _StopSignals:
     last snapshot).
     """
 
-    def __init__(self):
+    def __init__(self, comm=None):
         self.received = None
         self._old = {}
+        self._comm = comm if comm is not None and comm.size > 1 else None
+
+    def poll(self):
+        """The signal that stops the run, or None; on several ranks the
+        first any rank received (a collective: every rank polls each step),
+        so that they stop at the same step."""
+        import signal
+
+        if self._comm is not None:
+            mine = int(getattr(signal, self.received)) if self.received else 0
+            agreed = int(self._comm.allreduce_max(mine))
+            self.received = signal.Signals(agreed).name if agreed else None
+        return self.received
 
     def _handle(self, signum, frame):
         import signal
@@ -212,45 +219,74 @@ class _StopSignals:
         return False
 
 
-def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, progress=True):
+def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, progress=True,
+             comm=None):
     """Time-dependent run; returns 0, 1 if a pressure solve failed or the flow
-    blew up, 128 + signal number when stopped by SIGTERM / SIGINT."""
+    blew up, 128 + signal number when stopped by SIGTERM / SIGINT.  With
+    ``comm`` of several ranks each steps its slab (every rank calls this;
+    ``out`` is rank 0's, which writes the output)."""
     path = out.path if out is not None else os.path.join(outdir or case.output.directory,
                                                          f"{case.name}.h5")
     # From the start: a SIGTERM while the first kernels compile must not kill
     # the run before its first snapshot is written.
-    with _StopSignals() as stop:
-        return _run_flow(case, backend, quiet, path, out, restart, progress, stop)
+    with _StopSignals(comm) as stop:
+        return _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm)
 
 
-def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
+def _flow_parts(case, backend, comm, restart, path, attrs):
+    """``(solver, state, writer)`` of a flow run: one process's, or on
+    several ranks the slab's solver and state and rank 0's writer behind
+    the gathering :class:`.rank_writer.RankWriter` (``state`` None for a new run)."""
+    from ..flow import flow_solver
+    from ..io.flow_output import FlowWriter
+
+    ranks = comm is not None and comm.size > 1
+    if ranks:
+        from ..flow.navier_stokes_ranks import FlowSolverRanks, slab_state
+        from .rank_writer import RankWriter
+
+        solver = FlowSolverRanks(case, backend, comm)
+    else:
+        solver = flow_solver(case, backend)
+    state = _open_restart(case, restart, backend, solver) if restart is not None else None
+    writer = None
+    if not ranks or comm.rank == 0:
+        writer = (FlowWriter.resume(path, restart, attrs, solver.grid) if restart is not None
+                  else FlowWriter.create(path, attrs, solver.grid))
+    if ranks:
+        writer = RankWriter(comm, writer)
+        if state is not None:
+            state = slab_state(state, solver.slab)
+    return solver, state, writer
+
+
+def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
     import math
     import signal
     import time as _time
 
     import numpy as np
 
-    from ..flow import flow_solver
     from ..flow.navier_stokes import StepReport
-    from ..io.flow_output import FlowWriter, SnapshotWriteError
+    from ..io.flow_output import SnapshotWriteError
     from ..io.layout import WALL_SECONDS, header_attrs
 
-    solver = flow_solver(case, backend)
+    ranks = comm.size if comm is not None else 1
+    loud = comm is None or comm.rank == 0           # one rank reports
+    device = backend.device_name if ranks == 1 else f"{ranks} ranks, {backend.device_name}"
     # (The writer adds mode, run status and run id.)
     attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
-                         device=backend.device_name, precision=case.precision,
+                         device=device, precision=case.precision,
                          face_density=case.operator.face_density)
-    state = _open_restart(case, restart, backend, solver) if restart is not None else None
     aside = out.set_aside() if out is not None else None
     if aside:
         _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run finishes")
+    solver, state, writer = _flow_parts(case, backend, comm, restart, path, attrs)
     if restart is not None:
-        writer = FlowWriter.resume(path, restart, attrs, solver.grid)
         previous_wall = float(writer.attrs.get(WALL_SECONDS, 0.0))
         _say(quiet, f"{case.name}: restarting from {restart} at t = {state.time:g} (step {state.step})")
     else:
         state = solver.initial_state()
-        writer = FlowWriter.create(path, attrs, solver.grid)
         previous_wall = 0.0
         first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
                            divergence=0.0, diagnostics=solver.diagnostics(state))
@@ -258,7 +294,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     g = solver.grid
     size = writer.diag["area" if "area" in writer.diag else "volume"]
     gas = size[0] > 0 if size else True
-    _say(quiet, _opening_line(case, g, backend, gas))
+    _say(quiet, _opening_line(case, g, backend, gas, getattr(solver, "slab", None)))
     bar = _flow_bar(case, state, progress and not quiet)
     interval = case.output.interval
     t_wall = _time.perf_counter()
@@ -267,7 +303,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
     try:
         if restart is None:
             write_run_snapshot(writer, solver, state, backend)
-        while state.time < case.time.end and stop.received is None:
+        while state.time < case.time.end and stop.poll() is None:
             try:
                 # Overflow on the way to a blow-up is detected and reported
                 # below as one line; numpy's warnings would only add noise.
@@ -276,8 +312,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
             except (FloatingPointError, ValueError, ArithmeticError) as exc:
                 # A blown-up flow: say so in one line; the completed
                 # snapshots and rows stay in the files.
-                print(f"error: {case.name}: the flow failed at step {state.step + 1} "
-                      f"(t = {state.time:.6g}): {exc}", file=sys.stderr, flush=True)
+                _err(loud, f"error: {case.name}: the flow failed at step {state.step + 1} "
+                      f"(t = {state.time:.6g}): {exc}")
                 failures += 1
                 blown = True
                 break
@@ -287,14 +323,14 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
             worst = max(worst, rec.residual)
             if not rec.converged:
                 failures += 1
-                print(f"error: {case.name}: pressure solve failed at step {rep.step} "
+                _err(loud, f"error: {case.name}: pressure solve failed at step {rep.step} "
                       f"(t = {rep.time:.6g}): reason {rec.reason}, {rec.iterations} iterations, "
-                      f"true relative residual {rec.residual:.3e}", file=sys.stderr, flush=True)
+                      f"true relative residual {rec.residual:.3e}")
             # Without gas the bubble quantities are undefined (NaN), not a blow-up.
             checked = [rep.divergence] + ([v for v in rep.diagnostics.values()] if gas else [])
             if not all(math.isfinite(v) for v in checked):
-                print(f"error: {case.name}: the flow blew up at step {rep.step} "
-                      f"(t = {rep.time:.6g})", file=sys.stderr, flush=True)
+                _err(loud, f"error: {case.name}: the flow blew up at step {rep.step} "
+                      f"(t = {rep.time:.6g})")
                 failures += 1
                 blown = True
                 break
@@ -313,7 +349,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
             if writer.last_snapshot_step != state.step:
                 write_run_snapshot(writer, solver, state, backend)
     except SnapshotWriteError as exc:
-        reported = _write_failed(case.name, exc, path)
+        reported = _write_failed(case.name, exc, path, loud)
         failures, status = failures + 1, "failed"
     finally:
         if bar is not None:
@@ -326,14 +362,15 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop):
         # on disk left as it is: it ends at the last snapshot, where a
         # restart goes on.
         if status != "running":
-            status, failures = _close_writer(writer, status, case.name, path, reported, failures)
+            status, failures = _close_writer(writer, status, case.name, path,
+                                              reported or not loud, failures)
         else:
             writer.wait(raise_error=False)
     if status == "finished" and out is not None:
         out.finished()
     if status == "stopped":
-        print(f"{case.name}: stopped by {stop.received} at t = {state.time:.6g} (step {state.step}); "
-              f"state written; continue with --restart {path}", file=sys.stderr, flush=True)
+        _err(loud, f"{case.name}: stopped by {stop.received} at t = {state.time:.6g} (step {state.step}); "
+              f"state written; continue with --restart {path}")
         return 128 + int(getattr(signal, stop.received))
     d = rep.diagnostics if iters and failures == 0 and gas else {}
     _say(quiet, f"{state.step} steps to t = {state.time:g} s in {wall:.1f} s; pressure iterations "
@@ -355,16 +392,19 @@ def _flow_bar(case, state, enabled):
                 file=sys.stderr, dynamic_ncols=True)
 
 
-def _opening_line(case, g, backend, gas):
+def _opening_line(case, g, backend, gas, slab=None):
     """What a flow run does, in one line: grid, solver, how viscosity (saying
-    so when ``auto`` chose it) and gravity enter, backend."""
+    so when ``auto`` chose it) and gravity enter, backend (and ranks: rank
+    0's ``slab``)."""
     scheme = viscosity_scheme(case)
     viscosity = f"{scheme} (auto)" if case.momentum.viscosity == "auto" else scheme
     return (f"{case.name}: flow on {' x '.join(map(str, g.cells))} cells to t = {case.time.end:g} s; "
             f"solver {case.solver.method} + {case.solver.preconditioner.type} + "
             f"{case.solver.deflation.type}; viscosity {viscosity}, gravity "
             f"{case.momentum.gravity}; backend {backend.name} on {backend.device_name}"
-            + ("" if gas else "; no gas: no bubble diagnostics"))
+            + ("" if gas else "; no gas: no bubble diagnostics")
+            + (f"; {slab.size} ranks (slabs of {slab.hi - slab.lo} planes on rank 0)"
+               if slab is not None else ""))
 
 
 def write_run_snapshot(writer, solver, state, backend):
@@ -387,11 +427,16 @@ def write_run_snapshot(writer, solver, state, backend):
     writer.write_snapshot(state, rho, backend.to_host, extra=extra or None)
 
 
-def _write_failed(name, exc, path):
+def _write_failed(name, exc, path, loud=True):
     """One line for a failed write of the output (the run then ends as failed); True."""
     hint = f"; --restart {path} continues from its last checkpoint" if os.path.exists(path) else ""
-    print(f"error: {name}: {exc}{hint}", file=sys.stderr, flush=True)
+    _err(loud, f"error: {name}: {exc}{hint}")
     return True
+
+
+def _err(loud, text):
+    if loud:
+        print(text, file=sys.stderr, flush=True)
 
 
 def _close_writer(writer, status, name, path, reported, failures):

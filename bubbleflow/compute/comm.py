@@ -89,6 +89,9 @@ class SingleProcess:
     def use_device(self, backend):
         """Nothing to choose: the backend's current device."""
 
+    def abort(self, code=1):
+        """End every rank (one process: nothing else to end)."""
+
 
 class MPIHost:
     """MPI between processes (``mpi4py``'s buffer calls) on host arrays;
@@ -117,6 +120,11 @@ class MPIHost:
 
     def allreduce_max(self, value):
         return float(self.comm.allreduce(float(value), op=self.MPI.MAX))
+
+    def abort(self, code=1):
+        """End every rank: one rank's error would leave the others waiting
+        in a collective."""
+        self.comm.Abort(code)
 
     def sum_int(self, value):
         return int(self.comm.allreduce(int(value), op=self.MPI.SUM))

@@ -439,7 +439,7 @@ def smooth(phi, passes=1):
 # contour and area diagnostics
 # ----------------------------------------------------------------------------
 
-def _marching_squares(phi, hx, hy, xp):
+def _marching_squares(phi, hx, hy, xp, first_row=0):
     """Segments of the zero contour on the cell-centre lattice.
 
     Each lattice square has corners ``a = (j, i)``, ``b = (j, i+1)``,
@@ -447,6 +447,7 @@ def _marching_squares(phi, hx, hy, xp):
     (a-b), 1 right (b-c), 2 top (d-c), 3 left (a-d).  ``phi >= 0`` counts as
     liquid.  Returns a list of ``(mask, x0, y0, x1, y1)``: where ``mask`` is
     true the square holds the segment from ``(x0, y0)`` to ``(x1, y1)``.
+    ``first_row``: the grid row of ``phi``'s first (a rank's slab).
     """
     a = phi[:-1, :-1]
     b = phi[:-1, 1:]
@@ -454,7 +455,7 @@ def _marching_squares(phi, hx, hy, xp):
     d = phi[1:, :-1]
     ny, nx = phi.shape
     xs = ((xp.arange(nx - 1, dtype=phi.dtype) + 0.5) * hx)[None, :]
-    ys = ((xp.arange(ny - 1, dtype=phi.dtype) + 0.5) * hy)[:, None]
+    ys = ((xp.arange(first_row, first_row + ny - 1, dtype=phi.dtype) + 0.5) * hy)[:, None]
     pa, pb, pc, pd = a >= 0, b >= 0, c >= 0, d >= 0
 
     def frac(f, g, crossed):
@@ -497,6 +498,14 @@ def _marching_squares(phi, hx, hy, xp):
     return [(m, pts[p][0], pts[p][1], pts[q][0], pts[q][1]) for p, q, m in pairs]
 
 
+def _interface_length(phi, hx, hy, xp, first_row=0):
+    total = 0.0
+    for m, x0, y0, x1, y1 in _marching_squares(phi, hx, hy, xp, first_row):
+        seg = xp.sqrt((x1 - x0) ** 2 + (y1 - y0) ** 2)
+        total = total + xp.sum(xp.where(m, seg, 0.0))
+    return total
+
+
 def interface_length(phi, hx, hy):
     """Length of the ``phi = 0`` contour by marching squares.
 
@@ -519,11 +528,7 @@ def interface_length(phi, hx, hy):
     xp = _xp(phi)
     if phi.shape[0] < 2 or phi.shape[1] < 2:
         return 0.0
-    total = 0.0
-    for m, x0, y0, x1, y1 in _marching_squares(phi, hx, hy, xp):
-        seg = xp.sqrt((x1 - x0) ** 2 + (y1 - y0) ** 2)
-        total = total + xp.sum(xp.where(m, seg, 0.0))
-    return float(total)
+    return float(_interface_length(phi, hx, hy, xp))
 
 
 def interface_segments(phi, hx, hy):
@@ -561,6 +566,10 @@ def gas_area(phi, hx, hy, eps):
 
 
 def _contour_area(phi, hx, hy, xp):
+    return float(_contour_area_sum(phi, xp)) * hx * hy
+
+
+def _contour_area_sum(phi, xp):
     """Area of the gas polygon bounded by the marching-squares contour.
 
     The region ``phi < 0`` is cut into lattice squares (cell centres at the
@@ -624,7 +633,7 @@ def _contour_area(phi, hx, hy, xp):
     split = saddle & liquid_centre
     if bool(xp.any(split)):
         gas = xp.where(split, 1.0 - polygon_area([la, lb, lc, ld]), gas)
-    return float(xp.sum(gas)) * hx * hy
+    return xp.sum(gas)
 
 
 @twin
@@ -671,27 +680,49 @@ def bubble_diagnostics(phi, u, v, hx, hy, eps):
     free surface, the free-surface line as well; it is then no longer a shape
     measure of any single bubble.
     """
+    backend = backend_of(phi, u, v)
+    sums = _bubble_sums(phi, phi, u, v, hx, hy, eps, backend.xp)
+    return bubble_quantities(backend.to_host(sums), hx, hy)
+
+
+def bubble_sums_slab(phi, squares, u, v, hx, hy, eps, first_row):
+    """The sums behind :func:`bubble_diagnostics` of a rank's slab of rows
+    (``first_row`` on), a host array: the ranks' sums added give
+    :func:`bubble_quantities` the whole grid's.  ``squares`` holds the
+    rows of the slab's lattice squares (the slab's rows and the next rank's
+    first: each square is one rank's)."""
     xp = _xp(phi, u, v)
+    return backend_of(phi).to_host(_bubble_sums(phi, squares, u, v, hx, hy, eps, xp, first_row))
+
+
+def _bubble_sums(phi, squares, u, v, hx, hy, eps, xp, first_row=0):
+    """``[mass, x mass, y mass, v mass, contour length, contour area / (hx hy)]``."""
     ny, nx = phi.shape
     w = 1.0 - heaviside(phi, eps, xp)
-    mass = float(xp.sum(w))
+    x = (xp.arange(nx, dtype=phi.dtype) + 0.5) * hx
+    y = (xp.arange(first_row, first_row + ny, dtype=phi.dtype) + 0.5) * hy
+    _, vc = _cell_velocity(u, v)
+    contour = squares.shape[0] >= 2 and nx >= 2
+    zero = xp.zeros((), dtype=phi.dtype)
+    return xp.stack([xp.sum(w), xp.sum(w * x[None, :]), xp.sum(w * y[:, None]), xp.sum(w * vc),
+                     _interface_length(squares, hx, hy, xp, first_row) if contour else zero,
+                     _contour_area_sum(squares, xp) if contour else zero])
+
+
+def bubble_quantities(sums, hx, hy):
+    """:func:`bubble_diagnostics` from its sums (host, summed over the ranks)."""
+    mass, wx, wy, wv, length, enclosed = (float(s) for s in sums)
     area = mass * hx * hy
-    length = interface_length(phi, hx, hy)
-    enclosed = _contour_area(phi, hx, hy, xp) if min(ny, nx) >= 2 else 0.0
+    enclosed *= hx * hy
     nan = float("nan")
     if mass <= 0.0:
         return {"area": area, "centroid_x": nan, "centroid_y": nan,
                 "rise_velocity": nan, "interface_length": length, "contour_area": enclosed,
                 "circularity": nan}
-    x = (xp.arange(nx, dtype=phi.dtype) + 0.5) * hx
-    y = (xp.arange(ny, dtype=phi.dtype) + 0.5) * hy
-    _, vc = _cell_velocity(u, v)
-    cx = float(xp.sum(w * x[None, :])) / mass
-    cy = float(xp.sum(w * y[:, None])) / mass
-    rise = float(xp.sum(w * vc)) / mass
     circ = 2.0 * math.sqrt(math.pi * enclosed) / length if length > 0 and enclosed > 0 else nan
-    return {"area": area, "centroid_x": cx, "centroid_y": cy, "rise_velocity": rise,
-            "interface_length": length, "contour_area": enclosed, "circularity": circ}
+    return {"area": area, "centroid_x": wx / mass, "centroid_y": wy / mass,
+            "rise_velocity": wv / mass, "interface_length": length, "contour_area": enclosed,
+            "circularity": circ}
 
 
 # The CUDA variants (levelset_cuda.py, kernels in levelset.cu): a few launches

@@ -17,7 +17,9 @@ one-process functions:
 * the level set's advection and reinitialisation with the neighbours'
   planes as their ghost layers (:class:`.slabs.SlabPadding`);
 * the step's limits, norms and bubble diagnostics summed or maximised over
-  the ranks (so every rank takes the same step and reports the same).
+  the ranks (so every rank takes the same step and reports the same); in
+  2-D the diagnostics are the 2-D solver's (:class:`.navier_stokes.FlowSolver`,
+  whose output a 2-D run on one process writes).
 
 What is not on the ranks yet is refused before any work
 (:func:`rank_refusal`): CLSVOF, the implicit viscous solves.
@@ -31,7 +33,7 @@ from ..mesh.grid import Grid
 from ..mesh.ranks import rank_slab, slab_edges
 from ..operators.distributed import DistributedOperator
 from ..operators.poisson import PoissonOperator
-from . import levelset_nd, momentum_nd
+from . import levelset_nd, levelset_ops, momentum_nd
 from .navier_stokes_nd import FlowSolverND, FlowStateND
 from .slabs import SlabPadding
 
@@ -69,12 +71,14 @@ def rank_refusal(case, ranks):
 
 
 def slab_state(state, slab):
-    """The slab's part of a whole-grid :class:`FlowStateND`."""
+    """The slab's part of a whole-grid :class:`FlowStateND` (or of the 2-D
+    solver's :class:`.navier_stokes.FlowState`: a checkpoint of a 2-D run)."""
     nd = state.phi.ndim
     cells, faces = slice(slab.lo, slab.hi), slice(slab.lo, slab.hi + 1)
+    velocity = state.velocity if hasattr(state, "velocity") else (state.u, state.v)
     return FlowStateND(phi=state.phi[cells].copy(),
                        velocity=tuple((v[faces] if a == nd - 1 else v[cells]).copy()
-                                      for a, v in enumerate(state.velocity)),
+                                      for a, v in enumerate(velocity)),
                        p=state.p[cells].copy(), time=state.time, step=state.step,
                        c=None if state.c is None else state.c[cells].copy())
 
@@ -271,6 +275,17 @@ class FlowSolverRanks(FlowSolverND):
         return phi, None
 
     def diagnostics(self, state):
-        """The bubble quantities over the ranks (:func:`.levelset_nd.bubble_diagnostics`)."""
-        return levelset_nd.bubble_diagnostics(state.phi, state.velocity, self.spacing, self.eps,
-                                              padding=self.padding)
+        """The bubble quantities over the ranks: in 3-D those of
+        :func:`.levelset_nd.bubble_diagnostics`, in 2-D the 2-D solver's
+        (:func:`.levelset_ops.bubble_diagnostics`: the contour's length and
+        area by marching squares, each lattice square summed by one rank)."""
+        if self.ndim != 2:
+            return levelset_nd.bubble_diagnostics(state.phi, state.velocity, self.spacing,
+                                                  self.eps, padding=self.padding)
+        widened = self.padding.widened(state.phi, 1)
+        squares = widened[1:] if self.slab.lower is not None else widened
+        hx, hy = self.spacing
+        sums = levelset_ops.bubble_sums_slab(state.phi, squares, *state.velocity, hx, hy,
+                                             self.eps, self.slab.lo)
+        d = levelset_ops.bubble_quantities(self.comm.allreduce_sum(sums), hx, hy)
+        return {k: float(v) for k, v in d.items()}

@@ -203,11 +203,11 @@ def test_a_slab_thinner_than_the_ghost_layers_is_refused():
         SlabPadding(SingleProcess(), slab).linear(np.zeros((2, 5)), 3, 0)
 
 
-def _cli(ranks, args, tmp_path, backend="numpy"):
+def _cli(ranks, args, tmp_path, backend="numpy", case=None):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    cmd = [sys.executable, "-m", "bubbleflow", "run", str(HERE.parents[1] / "cases" /
-                                                            "bubbly_column.yaml"),
+    case = case or str(HERE.parents[1] / "cases" / "bubbly_column.yaml")
+    cmd = [sys.executable, "-m", "bubbleflow", "run", case,
            "--backend", backend, "--no-progress"] + args
     if ranks > 1:
         cmd = [_mpiexec(), "-n", str(ranks)] + cmd
@@ -227,7 +227,8 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
     refused = _cli(2, ["-o", str(tmp_path / "no"), "--restart", "x.h5"], tmp_path)
     lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
     assert refused.returncode != 0 and len(lines) == 1, refused.stderr
-    assert "mode: got 'pressure' with 2 ranks; expected no --restart" in lines[0]
+    assert ("mode: got 'pressure' with 2 ranks; expected mode 'flow' (only time-dependent "
+            "runs have checkpoints)") in lines[0]
     assert not (tmp_path / "no" / "bubbly_column.h5").exists()
     # The ranks apply the flux form: the one process too (matrix free).
     grid = ["--set", "grid.nx=64", "--set", "grid.ny=64", "--set", "solver.rtol=1e-10",
@@ -266,6 +267,51 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
         assert np.abs(fields[2] - fields[1]).max() <= 1e-9 * np.abs(fields[1]).max()
 
 
+def _flow_fields(path):
+    import h5py
+
+    with h5py.File(path) as fh:
+        return ({k: fh["fields/" + k][...] for k in ("phi", "u", "v", "p")},
+                fh["solver/iterations"][...], fh["diagnostics/time"][...],
+                fh.attrs["run_status"], fh.attrs["device"])
+
+
+def test_mpiexec_bubbleflow_run_a_flow_and_its_restart(tmp_path):
+    """``mpiexec -n 2 bubbleflow run cases/two_phase.yaml``: the snapshots,
+    series and layout of a one-process run (its 2-D solver's fields within
+    1e-9 of the largest, the same iterations); a run of the ranks to half
+    the time, continued with ``--restart`` on the ranks, ends where the
+    one-process run does."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    case = str(HERE.parents[1] / "cases" / "two_phase.yaml")
+    small = ["--set", "grid.nx=20", "--set", "grid.ny=40", "--set", "output.interval=0.05",
+             "--set", "solver.deflation.subdomains=[2,5]"]
+
+    def run(ranks, folder, end, *more):
+        proc = _cli(ranks, small + ["--set", f"time.end={end}", "-o", str(tmp_path / folder),
+                                    *more], tmp_path, case=case)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    run(1, "one", 0.1)
+    two = run(2, "two", 0.1)
+    assert "2 ranks (slabs of 20 planes on rank 0)" in two.stdout
+    assert two.stderr.strip() == "", two.stderr
+    run(2, "half", 0.05)
+    run(2, "half", 0.1, "--restart", str(tmp_path / "half" / "two_phase.h5"))
+    one = _flow_fields(tmp_path / "one" / "two_phase.h5")
+    assert one[3] == "finished"
+    for folder in ("two", "half"):
+        got = _flow_fields(tmp_path / folder / "two_phase.h5")
+        assert got[3] == "finished" and got[4].startswith("2 ranks"), got[3:]
+        assert np.array_equal(got[1], one[1]) and np.array_equal(got[2], one[2]), folder
+        for name, field in one[0].items():
+            assert got[0][name].shape == field.shape, (folder, name)
+            assert np.abs(got[0][name] - field).max() <= 1e-9 * np.abs(field).max(), name
+
+
 @pytest.mark.gpu
 def test_mpiexec_bubbleflow_run_on_the_gpu(tmp_path, cupy_backend):
     """``mpiexec -n 2 bubbleflow run CASE --backend cupy`` (two ranks on one
@@ -295,6 +341,27 @@ def test_mpiexec_bubbleflow_run_on_the_gpu(tmp_path, cupy_backend):
         assert np.abs(fields[2] - fields[1]).max() <= 1e-9 * np.abs(fields[1]).max()
 
 
+@pytest.mark.gpu
+def test_mpiexec_bubbleflow_run_a_flow_on_the_gpu(tmp_path, cupy_backend):
+    """Two ranks sharing one GPU step the 2-D rising bubble as one process
+    on the GPU does (its CUDA kernels: the fields within 1e-9)."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    case = str(HERE.parents[1] / "cases" / "two_phase.yaml")
+    args = ["--set", "grid.nx=20", "--set", "grid.ny=40", "--set", "output.interval=0.05",
+            "--set", "time.end=0.1"]
+    got = {}
+    for ranks in (1, 2):
+        proc = _cli(ranks, args + ["-o", str(tmp_path / str(ranks))], tmp_path, backend="cupy",
+                    case=case)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        got[ranks] = _flow_fields(tmp_path / str(ranks) / "two_phase.h5")
+    assert np.array_equal(got[2][1], got[1][1]) and np.array_equal(got[2][2], got[1][2])
+    for name, field in got[1][0].items():
+        assert np.abs(got[2][0][name] - field).max() <= 1e-9 * np.abs(field).max(), name
+
+
 def test_what_the_ranks_cannot_run_is_named():
     """Checked before any work (every rank alike; rank 0 says it)."""
     from bubbleflow.apps.ranks import _refusal
@@ -316,9 +383,14 @@ def test_what_the_ranks_cannot_run_is_named():
         "solver.preconditioner.block_lines", 128)
     stripes = ok[:1] + ["solver.deflation.type=stripes", ok[2]]
     assert _refusal(load_case(path, stripes), numpy, None, 2) is None
-    assert _refusal(load_case(path, ok), numpy, "x.h5", 2)[2].startswith("no --restart")
+    assert _refusal(load_case(path, ok), numpy, "x.h5", 2)[2].startswith("mode 'flow'")
     flow = HERE.parents[1] / "cases" / "two_phase.yaml"
-    assert _refusal(load_case(flow), numpy, None, 2)[0] == "mode"
+    assert _refusal(load_case(flow), numpy, None, 2) is None
+    assert _refusal(load_case(flow), numpy, "x.h5", 2) is None
+    assert _refusal(load_case(flow, ["levelset.method=clsvof"]), numpy, None, 2)[0] == \
+        "levelset.method"
+    assert _refusal(load_case(flow, ["momentum.viscosity=implicit"]), numpy, None, 2)[0] == \
+        "momentum.viscosity"
 
 
 def test_the_ranks_model_adds_its_parts():
