@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from . import registry
+from ..compute.backend import backend_of
 from .krylov import solve as krylov_solve
 
 __all__ = ["RankPressureSolver", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS", "slab_align",
@@ -121,7 +122,7 @@ class RankPressureSolver:
             blocks = d.subdomains or registry.default_subdomains(g, d.cells_per_subdomain)
         lo, hi, _, _ = A.slab.extended()
         if d.type == "levelset_subdomains":
-            labels = levelset_subdomain_labels(np.asarray(A.backend.to_host(phi)), *blocks,
+            labels = levelset_subdomain_labels(np.asarray(backend_of(phi).to_host(phi)), *blocks,
                                                grid_shape=g.shape, planes=(lo, hi))
         else:
             labels = partition_labels(g.shape, blocks, planes=(lo, hi))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...compute.backend import backend_of
 from ...compute.transfer import on_backend, to_host
 from ...operators.poisson import _axis_slices
 from .coarse import CoarseSolver
@@ -55,7 +56,7 @@ class DistributedDeflation:
         self.comm, self.kind, self.backend = A.comm, kind, A.backend
         slab = A.slab
         lo, hi, below, _ = slab.extended()
-        raw = np.asarray(to_host(labels, self.backend))
+        raw = np.asarray(backend_of(labels).to_host(labels))
         if raw.shape[0] != hi - lo:
             raise ValueError(f"labels of {raw.shape[0]} planes; the widened slab has {hi - lo}")
         # Every rank's labels present, in one sorted list: the numbering of a
