@@ -144,24 +144,30 @@ def _ranks_bench(comm, args):
     """The ranks' benchmark: the model of an iteration beside its measured
     time (:func:`.ranks_model.run_ranks_bench`), for ``--dim`` and
     ``--sizes``; the other options are one process's."""
+    from ...compute.backend import BackendUnavailable, get_backend
+    from ...compute.comm import communicator
     from .ranks_model import run_ranks_bench
 
     dim = 3 if str(args.dim) == "3" else 2
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with several ranks",
                         "the pressure benchmark on several ranks")
-    if args.backend == "cupy":
-        # (A rank's rows run the generic loop; the GPU's model is for the
-        # fused iteration across ranks, which is not built yet.)
+    try:
+        backend = get_backend("cupy" if args.backend == "cupy" else "numpy")
+    except BackendUnavailable as exc:
         raise CaseError(PROG, "--backend", f"got 'cupy' with {comm.size} ranks",
-                        "numpy or auto (the ranks' benchmark times the host's array code)")
+                        f"numpy or auto on this machine ({exc})") from None
+    if backend.name == "cupy":
+        # The device communicator where every rank has a GPU, else MPI.
+        comm = communicator("auto", backend)
+        comm.use_device(backend)
     sizes = []
     for token in args.sizes or (["1024", "2048"] if dim == 2 else ["96", "160"]):
         if not token.isdigit() or int(token) < 4 * comm.size:
             raise CaseError(PROG, "--sizes", f"got {token!r} with {comm.size} ranks",
                             f"an integer >= {4 * comm.size}")
         sizes.append(int(token))
-    run_ranks_bench(comm, dim, sizes)
+    run_ranks_bench(comm, dim, sizes, backend=backend)
     return 0
 
 

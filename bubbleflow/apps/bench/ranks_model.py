@@ -9,8 +9,10 @@ the array engine, Jacobi) costs
   rank's share of the node's copy bandwidth (every rank copying at once);
 * one halo swap (the operator's product): a message of one plane to each
   neighbour and one from it, overlapped with the slab's own faces but not
-  with the rest, costed as a ping-pong of a plane (latency plus bytes over
-  the link's bandwidth);
+  with the rest, costed as the swap itself measured (latency: the swap of
+  8 bytes; bandwidth: a plane's bytes over the time a plane's swap adds),
+  the path the product takes (NCCL device to device, or MPI, CuPy arrays
+  staged through the host);
 * three all-reduces of one value (``p . w``, ``r . r``, ``r . y``).
 
 The passes are counted on the array code (each NumPy operation reads its
@@ -19,7 +21,9 @@ the result (1) and per axis forms the difference, the flux and adds it to
 both sides (12), then returns a copy (2); ``p . w`` (2), ``x += alpha p``
 and ``r -= alpha w`` (5 each: the scaled temporary and the add), ``r . r``
 (1: one operand read), ``y = D^-1 r`` (3), ``r . y`` (2), ``p = y + beta p``
-(5).  The fused GPU engine's own count replaces them there.
+(5); on CuPy each operation is a kernel that does the same.  The fused GPU
+engine's own count would replace them where it runs on the ranks (not yet:
+a rank's rows run the array engine).
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ def array_passes(ndim):
 class Link:
     """What was measured of the node: per-rank copy bandwidth (bytes/s, read
     plus written, every rank copying at once), the link's latency (s) and
-    bandwidth (bytes/s) from a ping-pong, an all-reduce's latency (s)."""
+    bandwidth (bytes/s) from halo swaps, an all-reduce's latency (s)."""
 
     copy_bandwidth: float
     latency: float
@@ -70,87 +74,93 @@ def _barrier(comm):
     comm.allreduce_sum(np.zeros(1))
 
 
-def _copy_bandwidth(comm, nbytes=2 ** 27, repeat=10):
+def _timed(comm, backend, step, repeat):
+    """Seconds one ``step()`` takes, every rank stepping at once: the mean
+    over ``repeat`` (the device waited for), the slowest rank's."""
+    step()                                          # warm-up (allocations, kernels)
+    backend.synchronize()
+    _barrier(comm)
+    t = time.perf_counter()
+    for _ in range(repeat):
+        step()
+    backend.synchronize()
+    return comm.allreduce_max((time.perf_counter() - t) / repeat)
+
+
+def _copy_bandwidth(comm, backend, nbytes=2 ** 27, repeat=10):
     """This rank's copy bandwidth (read plus written, bytes/s) while every
-    rank copies: the median of ``repeat``."""
-    a = np.random.default_rng(comm.rank).random(nbytes // 8)
-    b = np.empty_like(a)
-    times = []
-    for _ in range(repeat):
-        _barrier(comm)
-        t = time.perf_counter()
-        np.copyto(b, a)
-        times.append(time.perf_counter() - t)
-    return 2 * a.nbytes / float(np.median(times))
+    rank copies (on a GPU several ranks share, their copies take turns)."""
+    xp = backend.xp
+    a = xp.asarray(np.random.default_rng(comm.rank).random(nbytes // 8))
+    b = xp.empty_like(a)
+    return 2 * a.nbytes / _timed(comm, backend, lambda: xp.copyto(b, a), repeat)
 
 
-def _ping_pong(comm, nbytes, repeat=200):
-    """Half a round trip between ranks 0 and 1 (s), the others waiting."""
-    buf = np.zeros(max(1, nbytes // 8))
-    raw = comm.comm
-    _barrier(comm)
-    t = time.perf_counter()
-    for _ in range(repeat):
-        if comm.rank == 0:
-            raw.Send(buf, dest=1)
-            raw.Recv(buf, source=1)
-        elif comm.rank == 1:
-            raw.Recv(buf, source=0)
-            raw.Send(buf, dest=0)
-    return comm.broadcast((time.perf_counter() - t) / (2 * repeat))
+def _swap_seconds(comm, backend, nbytes, repeat=100):
+    """One halo swap of ``nbytes`` with each neighbour, as the operator's
+    product makes it (:meth:`exchange`: on NCCL device to device, on MPI
+    through the host), every rank at once."""
+    xp = backend.xp
+    n = max(1, nbytes // 8)
+    lower = comm.rank - 1 if comm.rank > 0 else None
+    upper = comm.rank + 1 if comm.rank < comm.size - 1 else None
+    send = (xp.ones(n), xp.ones(n))
+    recv = (xp.empty(n), xp.empty(n))
+    return _timed(comm, backend, lambda: comm.exchange(lower, upper, *send, *recv), repeat)
 
 
-def _allreduce_latency(comm, repeat=200):
-    one = np.ones(1)
-    _barrier(comm)
-    t = time.perf_counter()
-    for _ in range(repeat):
-        comm.allreduce_sum(one)
-    return comm.broadcast((time.perf_counter() - t) / repeat)
+def _allreduce_latency(comm, backend, repeat=200):
+    one = backend.xp.ones(1)
+    return _timed(comm, backend, lambda: comm.allreduce_sum(one), repeat)
 
 
-def measure_link(comm, plane_bytes):
-    """The :class:`Link` of this node, measured by every rank at once
-    (the link's parts zero for one rank)."""
-    bandwidth = _copy_bandwidth(comm)
+def measure_link(comm, plane_bytes, backend=None):
+    """The :class:`Link` of this node on ``backend`` (default NumPy),
+    measured by every rank at once (the link's parts zero for one rank)."""
+    from ...compute.backend import get_backend
+
+    backend = backend or get_backend("numpy")
+    bandwidth = _copy_bandwidth(comm, backend, 2 ** 29 if backend.name == "cupy" else 2 ** 27)
     if comm.size < 2:
         return Link(bandwidth, 0.0, float("inf"), 0.0)
-    small, big = _ping_pong(comm, 8), _ping_pong(comm, plane_bytes)
+    small, big = _swap_seconds(comm, backend, 8), _swap_seconds(comm, backend, plane_bytes)
     return Link(bandwidth, small, plane_bytes / max(big - small, 1e-12),
-                _allreduce_latency(comm))
+                _allreduce_latency(comm, backend))
 
 
-def run_ranks_bench(comm, dim, sizes, out=print):
+def run_ranks_bench(comm, dim, sizes, out=print, backend=None):
     """Per size: ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly
-    column (contrast 1000) on the ranks' slabs, the time per iteration
-    measured and modelled; rank 0 prints one line a size.  Returns the
-    rows (rank 0) or an empty list."""
+    column (contrast 1000) on the ranks' slabs, on ``backend`` (default
+    NumPy), the time per iteration measured and modelled; rank 0 prints one
+    line a size.  Returns the rows (rank 0) or an empty list."""
     from ... import pcg
     from ...case.problem import bubbly_column, bubbly_column_3d
+    from ...compute.backend import get_backend
     from ...operators.distributed import DistributedOperator
 
+    backend = backend or get_backend("numpy")
     rows = []
     for n in sizes:
-        A, b, _ = bubbly_column(n, 1e3) if dim == 2 else bubbly_column_3d(n, 1e3)
+        A, b, _ = (bubbly_column(n, 1e3, backend=backend.name) if dim == 2
+                   else bubbly_column_3d(n, 1e3, backend=backend.name))
         Ad = DistributedOperator.from_operator(A, comm)
         plane = int(np.prod(A.grid_shape[1:]))
-        link = measure_link(comm, 8 * plane)
-        local_b = Ad.scatter_local(np.asarray(b))
-        pcg(Ad, local_b, rtol=0.0, maxiter=3, M="jacobi")               # warm-up
-        _barrier(comm)
-        t = time.perf_counter()
-        _, info = pcg(Ad, local_b, rtol=0.0, maxiter=RANKS_ITERATIONS, M="jacobi")
-        _barrier(comm)
-        measured = (time.perf_counter() - t) / max(int(info.iterations), 1)
-        predicted, parts = predict_iteration(A.shape[0], plane, dim, comm.size, link)
+        link = measure_link(comm, 8 * plane, backend)
+        local_b = Ad.scatter_local(backend.to_host(b))
+        cells = A.shape[0]
+        del A, b
+        measured = _timed(comm, backend, lambda: pcg(Ad, local_b, rtol=0.0,
+                                                       maxiter=RANKS_ITERATIONS, M="jacobi"),
+                          1) / RANKS_ITERATIONS
+        predicted, parts = predict_iteration(cells, plane, dim, comm.size, link)
         if comm.rank != 0:
             continue
         rows.append(dict(n=n, ranks=comm.size, measured=measured, predicted=predicted, **parts))
         shown = ", ".join(f"{k} {1e3 * v:.3f}" for k, v in parts.items())
         links = (f", latency {1e6 * link.latency:.1f} us, link {link.bandwidth / 1e9:.2f} GB/s, "
                  f"all-reduce {1e6 * link.allreduce:.1f} us") if comm.size > 1 else ""
-        out(f"{comm.size} ranks, {dim}-D n = {n}: measured {1e3 * measured:.3f} ms/it, model "
-            f"{1e3 * predicted:.3f} ms/it ({shown}), error "
+        out(f"{comm.size} ranks ({comm.name}, {backend.name}), {dim}-D n = {n}: measured "
+            f"{1e3 * measured:.3f} ms/it, model {1e3 * predicted:.3f} ms/it ({shown}), error "
             f"{100 * (predicted - measured) / measured:+.1f} %; copy "
             f"{link.copy_bandwidth / 1e9:.2f} GB/s a rank{links}")
     return rows
