@@ -405,6 +405,11 @@ def test_the_ranks_model_adds_its_parts():
     assert total == pytest.approx(sum(parts.values()))
     one, alone = predict_iteration(1024 ** 2, 1024, 2, 1, link)
     assert set(alone) == {"memory"} and one == pytest.approx(4 * parts["memory"])
+    # The dots at their own rate: 45 passes at the copy rate, 3 dots of two vectors.
+    slow = Link(8e9, 5e-6, 1e9, 20e-6, dot_bandwidth=4e9)
+    _, parts = predict_iteration(1024 ** 2, 1024, 2, 1, slow)
+    assert parts == pytest.approx({"memory": 45 * 8 * 1024 ** 2 / 8e9,
+                                   "dots": 3 * 16 * 1024 ** 2 / 4e9})
 
 
 def test_multigrid_levels_stay_on_the_slabs_when_aligned():

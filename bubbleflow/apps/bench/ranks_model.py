@@ -13,7 +13,10 @@ the array engine, Jacobi) costs
   8 bytes; bandwidth: a plane's bytes over the time a plane's swap adds),
   the path the product takes (NCCL device to device, or MPI, CuPy arrays
   staged through the host);
-* three all-reduces of one value (``p . w``, ``r . r``, ``r . y``).
+* three all-reduces of one value (``p . w``, ``r . r``, ``r . y``);
+* the three dot products themselves at the rank's dot rate, measured as
+  the copy bandwidth is (a dot reads two vectors; it runs below the copy
+  rate, cuBLAS's at about half on an H100).
 
 The passes are counted on the array code (each NumPy operation reads its
 operands and writes its result once): the product, for ``d`` axes, zeroes
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "run_ranks_bench",
-           "RANKS_ITERATIONS"]
+           "RANKS_ITERATIONS", "DOT_PASSES"]
 
 #: Jacobi-PCG iterations timed per size (rtol 0: none stops early).
 RANKS_ITERATIONS = 30
@@ -48,16 +51,24 @@ def array_passes(ndim, backend="numpy"):
     return product + 2 + 5 + 5 + 1 + 3 + 2 + 5
 
 
+#: Of :func:`array_passes`, the dot products' (``p . w``, ``r . r``, ``r . y``).
+DOT_PASSES = 5
+
+
 @dataclass(frozen=True)
 class Link:
     """What was measured of the node: per-rank copy bandwidth (bytes/s, read
     plus written, every rank copying at once), the link's latency (s) and
-    bandwidth (bytes/s) from halo swaps, an all-reduce's latency (s)."""
+    bandwidth (bytes/s) from halo swaps, an all-reduce's latency (s); and
+    the rank's dot product of two vectors (bytes of both read a second;
+    None: at the copy bandwidth), which runs below it (cuBLAS's ``ddot``
+    on an H100 at about half)."""
 
     copy_bandwidth: float
     latency: float
     bandwidth: float
     allreduce: float
+    dot_bandwidth: float = None
 
 
 def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
@@ -66,7 +77,12 @@ def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
     above (``passes``: :func:`array_passes`); returns ``(total, {part: seconds})``."""
     passes = array_passes(ndim) if passes is None else passes
     local = cells / ranks
-    parts = {"memory": passes * 8.0 * local / link.copy_bandwidth}
+    if link.dot_bandwidth is None:
+        parts = {"memory": passes * 8.0 * local / link.copy_bandwidth}
+    else:
+        # Three dots of two vectors each at the dot's own measured rate.
+        parts = {"memory": (passes - DOT_PASSES) * 8.0 * local / link.copy_bandwidth,
+                 "dots": 3 * 16.0 * local / link.dot_bandwidth}
     if ranks > 1:
         parts["halo"] = link.latency + 8.0 * plane_cells / link.bandwidth
         parts["allreduce"] = 3 * link.allreduce
@@ -99,6 +115,18 @@ def _copy_bandwidth(comm, backend, nbytes=2 ** 27, repeat=10):
     return 2 * a.nbytes / _timed(comm, backend, lambda: xp.copyto(b, a), repeat)
 
 
+def _dot_bandwidth(comm, backend, nbytes=2 ** 27, repeat=10):
+    """This rank's dot product of two vectors (bytes of both a second)
+    while every rank runs one: the backend's own (:func:`~bubbleflow.compute.reductions.reductions`)."""
+    from ...compute.reductions import reductions
+
+    xp = backend.xp
+    dot, _ = reductions(backend, np.float64)
+    a = xp.asarray(np.random.default_rng(comm.rank).random(nbytes // 8))
+    b = xp.asarray(np.random.default_rng(comm.rank + 1).random(nbytes // 8))
+    return 2 * a.nbytes / _timed(comm, backend, lambda: dot(a, b), repeat)
+
+
 def _swap_seconds(comm, backend, nbytes, repeat=100):
     """One halo swap of ``nbytes`` with each neighbour, as the operator's
     product makes it (:meth:`exchange`: on NCCL device to device, on MPI
@@ -123,12 +151,14 @@ def measure_link(comm, plane_bytes, backend=None):
     from ...compute.backend import get_backend
 
     backend = backend or get_backend("numpy")
-    bandwidth = _copy_bandwidth(comm, backend, 2 ** 29 if backend.name == "cupy" else 2 ** 27)
+    size = 2 ** 29 if backend.name == "cupy" else 2 ** 27
+    bandwidth = _copy_bandwidth(comm, backend, size)
+    dots = _dot_bandwidth(comm, backend, size)
     if comm.size < 2:
-        return Link(bandwidth, 0.0, float("inf"), 0.0)
+        return Link(bandwidth, 0.0, float("inf"), 0.0, dots)
     small, big = _swap_seconds(comm, backend, 8), _swap_seconds(comm, backend, plane_bytes)
     return Link(bandwidth, small, plane_bytes / max(big - small, 1e-12),
-                _allreduce_latency(comm, backend))
+                _allreduce_latency(comm, backend), dots)
 
 
 def run_ranks_bench(comm, dim, sizes, out=print, backend=None):
@@ -168,5 +198,6 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None):
         out(f"{comm.size} ranks ({comm.name}, {backend.name}), {dim}-D n = {n}: measured "
             f"{1e3 * measured:.3f} ms/it, model {1e3 * predicted:.3f} ms/it ({shown}), error "
             f"{100 * (predicted - measured) / measured:+.1f} %; copy "
-            f"{link.copy_bandwidth / 1e9:.2f} GB/s a rank{links}")
+            f"{link.copy_bandwidth / 1e9:.2f} GB/s, dot {link.dot_bandwidth / 1e9:.2f} GB/s a "
+            f"rank{links}")
     return rows
