@@ -410,6 +410,11 @@ def test_the_ranks_model_adds_its_parts():
     _, parts = predict_iteration(1024 ** 2, 1024, 2, 1, slow)
     assert parts == pytest.approx({"memory": 45 * 8 * 1024 ** 2 / 8e9,
                                    "dots": 3 * 16 * 1024 ** 2 / 4e9})
+    # A host slower to issue the operations than the device to run them.
+    busy = Link(8e9, 5e-6, 1e9, 20e-6, dot_bandwidth=4e9, issue=1.0)
+    total, parts = predict_iteration(1024 ** 2, 1024, 2, 2, busy)
+    assert parts["issue"] == pytest.approx(1.0 - parts["memory"] - parts["dots"])
+    assert total == pytest.approx(1.0 + parts["halo"] + parts["allreduce"])
 
 
 def test_multigrid_levels_stay_on_the_slabs_when_aligned():

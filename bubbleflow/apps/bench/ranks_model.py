@@ -16,7 +16,10 @@ the array engine, Jacobi) costs
 * three all-reduces of one value (``p . w``, ``r . r``, ``r . y``);
 * the three dot products themselves at the rank's dot rate, measured as
   the copy bandwidth is (a dot reads two vectors; it runs below the copy
-  rate, cuBLAS's at about half on an H100).
+  rate, cuBLAS's at about half on an H100);
+* on a GPU the host issues the operations ahead of the device: an
+  iteration takes at least the host's issue time, measured as the loop's
+  time on a 16^d grid less its swaps and sums.
 
 The passes are counted on the array code (each NumPy operation reads its
 operands and writes its result once): the product, for ``d`` axes, zeroes
@@ -31,6 +34,7 @@ a rank's rows run the array engine).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -62,13 +66,16 @@ class Link:
     bandwidth (bytes/s) from halo swaps, an all-reduce's latency (s); and
     the rank's dot product of two vectors (bytes of both read a second;
     None: at the copy bandwidth), which runs below it (cuBLAS's ``ddot``
-    on an H100 at about half)."""
+    on an H100 at about half); and ``issue``, the host's time to issue one
+    iteration's operations (s), which bounds a GPU iteration from below
+    while the device is quicker (small grids)."""
 
     copy_bandwidth: float
     latency: float
     bandwidth: float
     allreduce: float
     dot_bandwidth: float = None
+    issue: float = 0.0
 
 
 def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
@@ -83,6 +90,9 @@ def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
         # Three dots of two vectors each at the dot's own measured rate.
         parts = {"memory": (passes - DOT_PASSES) * 8.0 * local / link.copy_bandwidth,
                  "dots": 3 * 16.0 * local / link.dot_bandwidth}
+    device = sum(parts.values())
+    if link.issue > device:
+        parts["issue"] = link.issue - device        # the host's wait beyond the device's work
     if ranks > 1:
         parts["halo"] = link.latency + 8.0 * plane_cells / link.bandwidth
         parts["allreduce"] = 3 * link.allreduce
@@ -161,34 +171,48 @@ def measure_link(comm, plane_bytes, backend=None):
                 _allreduce_latency(comm, backend), dots)
 
 
+def _loop_seconds(comm, backend, dim, n):
+    """``(seconds an iteration, cells, plane cells)``: ``RANKS_ITERATIONS``
+    Jacobi-PCG iterations of the bubbly column on the ranks' slabs, the
+    array engine (on one rank too: the loop the ranks run)."""
+    from ... import pcg
+    from ...case.problem import bubbly_column, bubbly_column_3d
+    from ...operators.distributed import DistributedOperator
+
+    A, b, _ = (bubbly_column(n, 1e3, backend=backend.name) if dim == 2
+               else bubbly_column_3d(n, 1e3, backend=backend.name))
+    Ad = DistributedOperator.from_operator(A, comm)
+    plane = int(np.prod(A.grid_shape[1:]))
+    local_b = Ad.scatter_local(backend.to_host(b))
+    cells = A.shape[0]
+    del A, b
+    infos = []
+    seconds = _timed(comm, backend, lambda: infos.append(pcg(
+        Ad, local_b, rtol=0.0, engine="generic", maxiter=RANKS_ITERATIONS, M="jacobi")[1]), 1)
+    return seconds / max(int(infos[-1].iterations), 1), cells, plane
+
+
 def run_ranks_bench(comm, dim, sizes, out=print, backend=None):
     """Per size: ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly
     column (contrast 1000) on the ranks' slabs, on ``backend`` (default
     NumPy), the time per iteration measured and modelled; rank 0 prints one
     line a size.  Returns the rows (rank 0) or an empty list."""
-    from ... import pcg
-    from ...case.problem import bubbly_column, bubbly_column_3d
     from ...compute.backend import get_backend
-    from ...operators.distributed import DistributedOperator
 
     backend = backend or get_backend("numpy")
+    passes = array_passes(dim, backend.name)
+    # The host's issue time: the loop on a grid where the device has next to
+    # nothing to do, less what the model gives its swaps and sums there.
+    tiny = max(16, 4 * comm.size)
+    seconds, cells, plane = _loop_seconds(comm, backend, dim, tiny)
+    link = measure_link(comm, 8 * plane, backend)
+    _, parts = predict_iteration(cells, plane, dim, comm.size, link, passes)
+    issue = max(seconds - parts.get("halo", 0.0) - parts.get("allreduce", 0.0), 0.0)
     rows = []
     for n in sizes:
-        A, b, _ = (bubbly_column(n, 1e3, backend=backend.name) if dim == 2
-                   else bubbly_column_3d(n, 1e3, backend=backend.name))
-        Ad = DistributedOperator.from_operator(A, comm)
-        plane = int(np.prod(A.grid_shape[1:]))
-        link = measure_link(comm, 8 * plane, backend)
-        local_b = Ad.scatter_local(backend.to_host(b))
-        cells = A.shape[0]
-        del A, b
-        # The array engine on one rank too: the loop the ranks run.
-        infos = []
-        seconds = _timed(comm, backend, lambda: infos.append(pcg(
-            Ad, local_b, rtol=0.0, engine="generic", maxiter=RANKS_ITERATIONS, M="jacobi")[1]), 1)
-        measured = seconds / max(int(infos[-1].iterations), 1)
-        predicted, parts = predict_iteration(cells, plane, dim, comm.size, link,
-                                             array_passes(dim, backend.name))
+        measured, cells, plane = _loop_seconds(comm, backend, dim, n)
+        link = dataclasses.replace(measure_link(comm, 8 * plane, backend), issue=issue)
+        predicted, parts = predict_iteration(cells, plane, dim, comm.size, link, passes)
         if comm.rank != 0:
             continue
         rows.append(dict(n=n, ranks=comm.size, measured=measured, predicted=predicted, **parts))
