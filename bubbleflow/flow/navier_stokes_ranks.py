@@ -21,10 +21,15 @@ one-process functions:
   2-D the diagnostics are the 2-D solver's (:class:`.navier_stokes.FlowSolver`,
   whose output a 2-D run on one process writes).
 
-What is not on the ranks yet is refused before any work
-(:func:`rank_refusal`): CLSVOF, the implicit viscous solves.
+CLSVOF's volume fraction is advected and the level set rebuilt from it on
+the slab widened by :data:`CLSVOF_WINDOW` planes, cropped back (the same
+argument).  What is not on the ranks yet is refused before any work
+(:func:`rank_refusal`): slabs thinner than the widest window.  The
+implicit viscous solves run on the ranks (:mod:`.viscosity_ranks`).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -33,7 +38,8 @@ from ..mesh.grid import Grid
 from ..mesh.ranks import rank_slab, slab_edges
 from ..operators.distributed import DistributedOperator
 from ..operators.poisson import PoissonOperator
-from . import levelset_nd, levelset_ops, momentum_nd
+from . import levelset_nd, levelset_ops, momentum_nd, vof, vof_nd
+from .navier_stokes import CLSVOF_BAND, CLSVOF_CURVATURE_PASSES
 from .navier_stokes_nd import FlowSolverND, FlowStateND
 from .slabs import SlabPadding
 
@@ -41,21 +47,29 @@ __all__ = ["FlowSolverRanks", "WINDOW", "rank_refusal", "slab_state", "whole_sta
 
 #: Planes of each neighbour a slab is widened by for the momentum phase:
 #: the reach of its stencils (face density, advection, stress, interface
-#: force) from a face at the slab's end.
+#: force) from a face at the slab's end, plus the smoothing passes before
+#: the curvature (:func:`momentum_window`).
 WINDOW = 4
+#: Planes for CLSVOF's volume fraction: its advection (the level set's
+#: normals, one sweep an axis) and its redistancing (the band, then the
+#: search ``band + 1`` cells further, from patches a cell or two wide).
+CLSVOF_WINDOW = CLSVOF_BAND + 5
+
+
+def momentum_window(case):
+    """The momentum phase's widening for ``case``."""
+    return WINDOW + (CLSVOF_CURVATURE_PASSES if case.levelset.method == "clsvof" else 0)
+
+
+def thickest_window(case):
+    """The most planes of a neighbour any phase of ``case`` reads."""
+    clsvof = case.levelset.method == "clsvof"
+    return max(momentum_window(case), CLSVOF_WINDOW if clsvof else 0)
 
 
 def rank_refusal(case, ranks):
     """``(key, value, expected)`` of the first thing of the flow ``case``
     that ``ranks`` ranks cannot run, or None."""
-    from ..case.config import viscosity_scheme
-
-    if case.levelset.method != "levelset":
-        return ("levelset.method", case.levelset.method,
-                "levelset on several ranks (clsvof runs on one)")
-    if viscosity_scheme(case) != "explicit":
-        return ("momentum.viscosity", case.momentum.viscosity,
-                "explicit on several ranks (the implicit viscous solves run on one)")
     grid = Grid.from_config(case.grid)
     planes = grid.shape[0]
     slow = "grid." + ("nz" if grid.ndim == 3 else "ny")
@@ -64,8 +78,9 @@ def rank_refusal(case, ranks):
     except ValueError:
         edges = [0, 0]
     thinnest = min(b - a for a, b in zip(edges, edges[1:]))
-    if thinnest < WINDOW + 1:
-        return (slow, planes, f"at least {(WINDOW + 1) * ranks} ({WINDOW + 1} planes a rank "
+    need = thickest_window(case) + 1
+    if thinnest < need:
+        return (slow, planes, f"at least {need * ranks} ({need} planes a rank "
                               "for the neighbours' stencils)")
     return None
 
@@ -123,7 +138,8 @@ class FlowSolverRanks(FlowSolverND):
                               slab_align(case.solver, g, comm.size))
         self.padding = SlabPadding(comm, self.slab)
         s = self.slab
-        self.window = (max(s.lo - WINDOW, 0), min(s.hi + WINDOW, g.shape[0]))
+        self.width = momentum_window(case)
+        self.window = self._window(self.width)
         self.window_grid = g.planes(*self.window)
         # The interface force's face heights on the window's planes, the
         # cells' heights on the slab's (the total pressure's).
@@ -137,17 +153,26 @@ class FlowSolverRanks(FlowSolverND):
     def initial_state(self):
         return slab_state(super().initial_state(), self.slab)
 
-    def widened(self, state):
-        """The state on the slab widened by :data:`WINDOW` planes."""
-        nd, pad = self.ndim, self.padding
-        return FlowStateND(phi=pad.widened(state.phi, WINDOW),
-                           velocity=tuple(pad.widened(v, WINDOW, faces=a == nd - 1)
-                                          for a, v in enumerate(state.velocity)),
-                           p=pad.widened(state.p, WINDOW), time=state.time, step=state.step)
+    def _window(self, width):
+        """The planes ``(lo, hi)`` of the slab widened by ``width`` planes."""
+        s = self.slab
+        return max(s.lo - width, 0), min(s.hi + width, self.grid.shape[0])
 
-    def cropped(self, f, faces=False):
-        """The slab's part of a field of the widened slab."""
-        start = self.slab.lo - self.window[0]
+    def _widened_velocity(self, velocity, width):
+        return tuple(self.padding.widened(v, width, faces=a == self.ndim - 1)
+                     for a, v in enumerate(velocity))
+
+    def widened(self, state):
+        """The state on the slab widened by the momentum phase's planes."""
+        pad, w = self.padding, self.width
+        return FlowStateND(phi=pad.widened(state.phi, w),
+                           velocity=self._widened_velocity(state.velocity, w),
+                           p=pad.widened(state.p, w), time=state.time, step=state.step)
+
+    def cropped(self, f, faces=False, width=None):
+        """The slab's part of a field of the slab widened by ``width``
+        planes (default the momentum phase's)."""
+        start = self.slab.lo - self._window(self.width if width is None else width)[0]
         return f[start:start + self.slab.hi - self.slab.lo + (1 if faces else 0)]
 
     def _cropped_velocity(self, velocity):
@@ -168,6 +193,42 @@ class FlowSolverRanks(FlowSolverND):
         xp = self.xp
         local = xp.stack([(f * f).sum() for f in fields])
         return [float(np.sqrt(v)) for v in self.backend.to_host(self.comm.allreduce_sum(local))]
+
+    # ---------------------------------------------------------------- momentum
+    def _owned(self, a):
+        """The planes ``(start, stop)`` of component ``a``'s unknowns (its
+        interior faces) on the widened slab that this rank owns: its cells'
+        planes, for the vertical component the faces above its cells."""
+        s, wlo = self.slab, self.window[0]
+        top = s.hi if a != self.ndim - 1 else min(s.hi, self.grid.shape[0] - 1)
+        return s.lo - wlo, top - wlo
+
+    def _implicit_solves(self, state, dt, mu, rho_faces):
+        """The viscous solves on the ranks (:mod:`.viscosity_ranks`) from the
+        widened slab's ``state``, ``mu`` and ``rho_faces``: per component
+        its interior faces on the widened slab, the solution on the owned
+        planes and the neighbours' beside them (the rest is cropped away)."""
+        from .levelset_nd import along
+        from .viscosity_ranks import SlabViscousSystem, solve_slab_systems
+
+        nd, velocity, spacing = self.ndim, state.velocity, self.spacing
+        adv = momentum_nd.advection_terms(velocity, rho_faces, mu, spacing, self.signs)
+        rhss = momentum_nd.implicit_rhs(velocity, mu, rho_faces, adv, dt, spacing)
+        systems, rhs_own, starts = [], [], []
+        for a, (ua, rho_f, rhs) in enumerate(zip(velocity, rho_faces, rhss)):
+            start, stop = self._owned(a)
+            systems.append(SlabViscousSystem(a, mu, rho_f, dt, spacing, self.signs,
+                                             (start, stop), self.padding))
+            rhs_own.append(rhs[start:stop].ravel())
+            starts.append(ua[along(nd, nd - 1 - a, slice(1, -1))][start:stop])
+        solved = solve_slab_systems(systems, rhs_own, starts, self.case.momentum.viscous_rtol)
+        self._keep_viscous_records(state, "uvw", solved)
+        out = []
+        for S, rhs, (x, _) in zip(systems, rhss, solved):
+            full = self.xp.zeros_like(rhs)
+            full[S.ext[0]:S.ext[1]] = S.widened(x)
+            out.append(full)
+        return out
 
     # ---------------------------------------------------------------- pressure
     def operator(self, rho_faces):
@@ -242,7 +303,7 @@ class FlowSolverRanks(FlowSolverND):
         clock.mark("momentum")
         p, record = self.solve_pressure(solver, A, -div_star / dt, state.p)
         clock.mark("pressure solve")
-        p_w = self.padding.widened(p, WINDOW)
+        p_w = self.padding.widened(p, self.width)
         velocity = self._cropped_velocity(
             momentum_nd.correct_velocity(provisional_w, p_w, rho_faces_w, dt, self.spacing))
         nd_, nu_ = self._sum_norms(div_star, self.divergence(velocity))
@@ -263,16 +324,40 @@ class FlowSolverRanks(FlowSolverND):
 
     def move_interface(self, state, velocity, dt, step):
         """The level set advected with the neighbours' planes as ghost
-        layers, reinitialised every ``reinit_every`` steps."""
-        pad = self.padding
+        layers, reinitialised every ``reinit_every`` steps; with CLSVOF the
+        volume fraction advected and the level set rebuilt from it on the
+        slab widened by :data:`CLSVOF_WINDOW` planes (cropped back)."""
+        pad, w = self.padding, CLSVOF_WINDOW
+        c = None
+        if self.clsvof:
+            c = self.cropped(vof_nd.advect(pad.widened(state.c, w),
+                                           self._widened_velocity(velocity, w), dt,
+                                           self.spacing, first_axis=step % self.ndim,
+                                           normal_from=pad.widened(state.phi, w)), width=w)
         phi = levelset_nd.advect(state.phi, velocity, dt, self.spacing, padding=pad)
         self.clock.mark("advection")
         ls = self.case.levelset
-        if ls.reinit_every and step % ls.reinit_every == 0:
+        if c is not None:
+            phi = self.cropped(vof_nd.redistance(pad.widened(phi, w), pad.widened(c, w),
+                                                 self.spacing, band=CLSVOF_BAND,
+                                                 reach=CLSVOF_BAND + 1), width=w)
+        elif ls.reinit_every and step % ls.reinit_every == 0:
             phi = levelset_nd.reinitialize(phi, self.spacing, iterations=ls.reinit_iterations,
                                            padding=pad)
         self.clock.mark("reinitialisation")
-        return phi, None
+        return phi, c
+
+    def regions(self, state):
+        """2-D CLSVOF: the gas regions of the whole grid (the one-process
+        solver's, :func:`.vof.region_diagnostics`), on rank 0 from the
+        gathered state (the run asks at its snapshots); None elsewhere."""
+        if state.c is None or self.ndim != 2:
+            return None
+        whole = whole_state(state, self.comm)
+        if whole is None:
+            return None
+        hx, hy = self.spacing
+        return vof.region_diagnostics(whole.c, whole.velocity[1], hx, hy, normal_from=whole.phi)
 
     def diagnostics(self, state):
         """The bubble quantities over the ranks: in 3-D those of
@@ -280,12 +365,45 @@ class FlowSolverRanks(FlowSolverND):
         (:func:`.levelset_ops.bubble_diagnostics`: the contour's length and
         area by marching squares, each lattice square summed by one rank)."""
         if self.ndim != 2:
-            return levelset_nd.bubble_diagnostics(state.phi, state.velocity, self.spacing,
-                                                  self.eps, padding=self.padding)
+            d = levelset_nd.bubble_diagnostics(state.phi, state.velocity, self.spacing,
+                                               self.eps, padding=self.padding)
+            if state.c is not None:
+                d.update(self._gas_diagnostics(state))
+            return d
         widened = self.padding.widened(state.phi, 1)
         squares = widened[1:] if self.slab.lower is not None else widened
         hx, hy = self.spacing
         sums = levelset_ops.bubble_sums_slab(state.phi, squares, *state.velocity, hx, hy,
                                              self.eps, self.slab.lo)
         d = levelset_ops.bubble_quantities(self.comm.allreduce_sum(sums), hx, hy)
-        return {k: float(v) for k, v in d.items()}
+        d = {k: float(v) for k, v in d.items()}
+        if state.c is not None:
+            d.update(self._gas_diagnostics(state))
+        return d
+
+    def _gas_diagnostics(self, state):
+        """The volume fraction's gas quantities over the ranks (those of
+        :func:`.vof.gas_diagnostics` in 2-D, :func:`.vof_nd.gas_diagnostics`
+        in 3-D): the slab's sums, summed over the ranks."""
+        xp, nd, c = self.xp, self.ndim, state.c
+        top = state.velocity[-1]
+        sums = [xp.sum(c)]
+        for a, h in enumerate(self.spacing):
+            k = nd - 1 - a
+            first = self.slab.lo if k == 0 else 0
+            shape = [1] * nd
+            shape[k] = c.shape[k]
+            x = ((xp.arange(first, first + c.shape[k], dtype=c.dtype) + 0.5) * h).reshape(shape)
+            sums.append(xp.sum(c * x))
+        sums.append(xp.sum(c * (0.5 * (top[:-1] + top[1:]))))
+        mass, *moments = (float(v) for v in self.backend.to_host(
+            self.comm.allreduce_sum(xp.stack(sums))))
+        size = "area" if nd == 2 else "volume"
+        names = ["centroid_" + "xyz"[a] for a in range(nd)]
+        if mass <= 0.0:
+            nan = float("nan")
+            return {size: 0.0, **{n: nan for n in names}, "rise_velocity": nan}
+        out = {size: mass * math.prod(self.spacing)}
+        out.update({n: w / mass for n, w in zip(names, moments[:nd])})
+        out["rise_velocity"] = moments[nd] / mass
+        return out

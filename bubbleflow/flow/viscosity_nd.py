@@ -34,7 +34,8 @@ from .levelset_nd import along
 from .momentum_nd import edge_viscosity
 from .viscosity import solve_viscous_systems
 
-__all__ = ["ViscousSystemND", "viscous_couplings", "viscous_systems", "solve_implicit"]
+__all__ = ["ViscousSystemND", "viscous_couplings", "viscous_systems", "solve_implicit",
+           "flux_stress"]
 
 
 def _k(nd, a):
@@ -86,6 +87,18 @@ def viscous_couplings(a, mu, rho_f, dt, spacing, signs):
     return tuple(couplings), tuple(ghost_signs), diag, (1.0 / diag).ravel()
 
 
+def flux_stress(couplings, ghost_signs, x):
+    """``sum_b diff_b(c_b diff_b(x ghosted))``: a system's ``dt L x`` from its
+    couplings and the ghost signs at the ends of every axis."""
+    nd = x.ndim
+    out = None
+    for b, (c, (low, high)) in enumerate(zip(couplings, ghost_signs)):
+        kb = _k(nd, b)
+        term = _diff(c * _diff(_ghosted(x, kb, low, high), kb), kb)
+        out = term if out is None else out + term
+    return out
+
+
 class ViscousSystemND:
     """``S x = rho_f x - dt L_a x`` for velocity component ``a`` (grid axis)
     on its interior faces, any dimension.
@@ -125,13 +138,7 @@ class ViscousSystemND:
 
     def stress(self, x):
         """``dt L x`` on the interior faces (``x`` of their shape)."""
-        nd = x.ndim
-        out = None
-        for b, (c, (low, high)) in enumerate(zip(self.couplings, self.ghost_signs)):
-            kb = _k(nd, b)
-            term = _diff(c * _diff(_ghosted(x, kb, low, high), kb), kb)
-            out = term if out is None else out + term
-        return out
+        return flux_stress(self.couplings, self.ghost_signs, x)
 
     def matvec(self, x):
         """``S x`` (flat in, flat out)."""

@@ -14,7 +14,7 @@ import numpy as np
 from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
 from bubbleflow.compute.comm import communicator
-from bubbleflow.flow import levelset_ops
+from bubbleflow.flow import levelset_ops, vof
 from bubbleflow.flow.navier_stokes_nd import FlowSolverND
 from bubbleflow.flow.navier_stokes_ranks import FlowSolverRanks, whole_state
 
@@ -30,7 +30,29 @@ CASES = [
      SMALL_2D + ["solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 3),
     ("3-D multigrid", "cases/rising_bubble_3d.yaml",
      SMALL_3D + ["solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 3),
+    # Hysing's case 2: the implicit viscous solves (auto), DPCG.
+    ("2-D implicit viscosity", "cases/hysing_case2.yaml",
+     ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "solver.deflation.subdomains=[2,5]",
+      "momentum.viscous_rtol=1e-12", "momentum.viscosity=implicit"], 3),
+    ("3-D implicit viscosity", "cases/rising_bubble_3d.yaml",
+     SMALL_3D + ["momentum.viscosity=implicit", "momentum.viscous_rtol=1e-12"], 2),
+    # CLSVOF: slabs of at least 13 planes on 4 ranks.
+    ("2-D clsvof", "cases/two_phase.yaml",
+     SMALL_2D[:1] + ["grid.ny=56", "solver.rtol=1e-12", "momentum.viscosity=explicit",
+                     "levelset.method=clsvof", "solver.deflation.subdomains=[2,7]"], 3),
+    ("3-D clsvof", "cases/rising_bubble_3d.yaml",
+     ["grid.nx=12", "grid.ny=12", "grid.nz=64", "solver.rtol=1e-12", "levelset.method=clsvof",
+      "solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 2),
 ]
+
+
+def diagnostics_2d(solver, state):
+    """The 2-D solver's diagnostics of ``state`` (those a 2-D run writes)."""
+    hx, hy = solver.spacing
+    d = levelset_ops.bubble_diagnostics(state.phi, *state.velocity, hx, hy, solver.eps)
+    if state.c is not None:
+        d.update(vof.gas_diagnostics(state.c, state.velocity[1], hx, hy))
+    return d
 
 
 def relative(a, b):
@@ -60,10 +82,11 @@ def main(path, backend_name="numpy"):
             its_one.append(rep.record.iterations)
             # In 2-D the 2-D solver's diagnostics (those a one-process run writes).
             diags_one.append(rep.diagnostics if len(ref.velocity) == 3 else
-                             levelset_ops.bubble_diagnostics(ref.phi, *ref.velocity,
-                                                             *one.spacing, one.eps))
+                             diagnostics_2d(one, ref))
         h = backend.to_host
         diff = {"phi": relative(whole.phi, h(ref.phi)), "p": relative(whole.p, h(ref.p))}
+        if ref.c is not None:
+            diff["c"] = relative(whole.c, h(ref.c))
         for a, (v, w) in enumerate(zip(whole.velocity, ref.velocity)):
             diff["uvw"[a]] = relative(v, h(w))
         worst = max(abs(d[k] - e[k]) / max(abs(e[k]), 1e-300)
