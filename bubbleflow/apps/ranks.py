@@ -139,8 +139,8 @@ def _solve(case, backend, comm, quiet, out):
                                                      whole=lambda: prob.A)
     if s.preconditioner.type == "multigrid":
         M, o = solver.M, s.preconditioner
-        _say(quiet, f"multigrid: {len(M.whole.levels)} levels, {M.gathered} on the slabs, "
-                    f"{o.cycle_precision} cycle, {M.whole.w_levels} W levels")
+        _say(quiet, f"multigrid: {M.n_levels} levels, {M.gathered} on the slabs, "
+                    f"{o.cycle_precision} cycle, {M.w_levels} W levels")
     if solver.deflation is not None:
         _say(quiet, f"deflation {s.deflation.type}: {solver.deflation.n_vectors} vectors, "
                     f"{s.variant}")

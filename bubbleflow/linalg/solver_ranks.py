@@ -9,10 +9,11 @@ ranks, rebuilt), :meth:`~RankPressureSolver.solve` per right-hand side (the
 Krylov loop written once, :func:`~.krylov.solve`, with the ranks' sums).
 A pressure case and a flow on several ranks both use it.
 
-What each preconditioner needs: Jacobi and incomplete Poisson (plain and
-scaled) the slab's operator alone; multigrid and block IC are built from
+What each preconditioner needs: Jacobi, incomplete Poisson (plain and
+scaled) and multigrid (its levels coarsened on the slabs, the small
+gathered level joined) the slab's operator alone; block IC is built from
 the whole grid's operator (``whole``: every rank holds it for the set-up)
-and keep the rank's part.  The deflation boxes' labels come from the
+and keeps the rank's part.  The deflation boxes' labels come from the
 rank's widened slab of the level set.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson", "incomplete_pois
 #: The deflation spaces they have (:mod:`.deflation.distributed`).
 RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains", "stripes")
 #: The preconditioners whose set-up reads the whole grid's operator.
-WHOLE_OPERATOR = ("block_ic", "multigrid")
+WHOLE_OPERATOR = ("block_ic",)
 
 
 def slab_align(solver_cfg, grid, ranks):
@@ -74,7 +75,7 @@ class RankPressureSolver:
         """The set-up for the rank's operator ``A`` (a DistributedOperator):
         ``phi``, the level set on the slab widened by its halo planes (for
         ``levelset_subdomains``); ``whole()``, the whole grid's operator
-        (for block IC and multigrid)."""
+        (for block IC)."""
         t0 = time.perf_counter()
         self.A = A
         self.M = self._preconditioner(A, whole)
@@ -98,7 +99,7 @@ class RankPressureSolver:
         if p.type == "block_ic":
             return block_ic_on_slab(whole(), A, p.block_lines)
         if p.type == "multigrid":
-            return DistributedMultigrid(whole(), A, degree=p.degree, ratio=p.ratio,
+            return DistributedMultigrid(A, degree=p.degree, ratio=p.ratio,
                                         scale=p.scale, coarsest=p.coarsest, min_side=p.min_side,
                                         cycle_precision=p.cycle_precision, w_levels=p.w_levels)
         raise ValueError(f"preconditioner {p.type!r} on ranks; expected one of "

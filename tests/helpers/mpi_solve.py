@@ -69,7 +69,7 @@ def main(out, backend_name="numpy", comm_name="auto"):
             opts = dict(coarsest=64, min_side=2, cycle_precision="float64", w_levels=0)
             if M == "multigrid32w":
                 opts.update(cycle_precision="float32", w_levels=1)
-            M = DistributedMultigrid(A, Ad, **opts)
+            M = DistributedMultigrid(Ad, **opts)
             M_one = Multigrid(A, **opts)
         variant = deflated.partition("/")[2] or "adef2"
         if deflated:

@@ -423,15 +423,18 @@ def test_the_ranks_model_adds_its_parts():
 
 def test_multigrid_levels_stay_on_the_slabs_when_aligned():
     from bubbleflow.mesh.ranks import coarsening_align
+    from bubbleflow.linalg.precond.multigrid import Multigrid
     from bubbleflow.linalg.precond.multigrid_ranks import DistributedMultigrid
 
     assert [coarsening_align(p, r) for p, r in ((256, 4), (64, 3), (10, 4))] == [32, 8, 1]
     A, b, _ = bubbly_column(64, 1e3)
     D = DistributedOperator.from_operator(A, SingleProcess())
-    M = DistributedMultigrid(A, D, coarsest=64, min_side=2)
-    assert M.gathered == len(M.whole.levels) - 1
+    M = DistributedMultigrid(D, coarsest=64, min_side=2)
+    whole = Multigrid(A, coarsest=64, min_side=2)
+    assert M.gathered == M.n_levels - 1 == len(whole.levels) - 1
+    assert M.w_levels == whole.w_levels
     r = np.random.default_rng(5).standard_normal(A.shape[0])
-    one = M.whole.apply(r)
+    one = whole.apply(r)
     np.testing.assert_allclose(M.apply(r), one, rtol=1e-12, atol=1e-12 * np.abs(one).max())
 
 

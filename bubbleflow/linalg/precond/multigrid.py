@@ -60,7 +60,7 @@ HOST_DENSE_CELLS = 256
 #: coarse level has at least this many cells.
 W_AUTO_CELLS = 2 ** 18
 
-__all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "restrict", "prolong", "smooth",
+__all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes", "auto_w_levels", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
            "cycle_runner", "chebyshev_coefficients"]
 
@@ -80,18 +80,21 @@ def coarsen_couplings(couplings, xp):
     """Face couplings of ``P^T A P`` (2 cells per axis aggregated) from the
     fine ones, per axis (x, y[, z]; array axes reversed)."""
     ndim = len(couplings)
-    out = []
-    for axis, c in enumerate(couplings):
-        a = ndim - 1 - axis
-        # The fine faces between aggregates: odd face indices along the axis.
-        index = [slice(None)] * ndim
-        index[a] = slice(1, None, 2)
-        c = c[tuple(index)]
-        for other in range(ndim):
-            if other != a:
-                c = _pair_sum(c, other, xp)
-        out.append(c)
-    return out
+    return [coarsen_axis(c, ndim - 1 - axis, xp) for axis, c in enumerate(couplings)]
+
+
+def coarsen_axis(c, a, xp, first=1):
+    """The coarse couplings of the faces normal to array axis ``a`` from the
+    fine ``c``: the faces between aggregates (every second from ``first``
+    along ``a``: the odd ones of a whole grid) summed over the aggregates'
+    pairs along the other axes."""
+    index = [slice(None)] * c.ndim
+    index[a] = slice(first, None, 2)
+    c = c[tuple(index)]
+    for other in range(c.ndim):
+        if other != a:
+            c = _pair_sum(c, other, xp)
+    return c
 
 
 def restrict(r, xp):
@@ -239,6 +242,27 @@ def _coarse_solve_bytes(inverse):
     return sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
 
 
+def level_shapes(shape, coarsest, min_side):
+    """The array shapes of a hierarchy's levels from the finest ``shape``:
+    halved (rounded up) while the level has more than ``coarsest`` cells,
+    but not below ``min_side`` cells a side once a level has at most
+    :data:`MIN_SIDE_CELLS` (:class:`Multigrid`'s options)."""
+    shapes = [tuple(shape)]
+    while int(np.prod(shapes[-1])) > max(coarsest, 1) and max(shapes[-1]) > 1:
+        coarse = tuple((n + 1) // 2 for n in shapes[-1])
+        if min(coarse) < min_side and int(np.prod(shapes[-1])) <= MIN_SIDE_CELLS:
+            break
+        shapes.append(coarse)
+    return shapes
+
+
+def auto_w_levels(shapes):
+    """``w_levels="auto"`` for a hierarchy of level ``shapes``: W where the
+    coarse level is large enough for its second visit to cost bandwidth
+    rather than launches (docs/performance.md)."""
+    return sum(1 for s in shapes[1:-1] if np.prod(s) >= W_AUTO_CELLS)
+
+
 class _Level:
     """One level: its couplings, inverse diagonal and shape."""
 
@@ -295,6 +319,24 @@ class Multigrid(Preconditioner):
     def __init__(self, A, degree=2, ratio=4.0, scale=1.8, coarsest=512,
                  cycle_precision="float32", w_levels="auto", min_side=16):
         A = require_grid_operator(A, self.name)
+        self._configure(degree, ratio, scale, coarsest, cycle_precision, w_levels, min_side)
+        self._build(A.couplings(), tuple(A.grid_shape), w_levels)
+
+    @classmethod
+    def from_couplings(cls, couplings, shape, w_levels=0, **options):
+        """The hierarchy of the grid operator of face ``couplings`` (per
+        axis, x first) on an array of ``shape``: a coarse part of another
+        hierarchy (the ranks' gathered levels), ``w_levels`` counted from
+        this level; the other options :class:`Multigrid`'s."""
+        self = cls.__new__(cls)
+        options = dict(dict(degree=2, ratio=4.0, scale=1.8, coarsest=512,
+                            cycle_precision="float32", min_side=16), **options)
+        self._configure(w_levels=w_levels, **options)
+        self._build(couplings, tuple(shape), w_levels)
+        return self
+
+    def _configure(self, degree, ratio, scale, coarsest, cycle_precision, w_levels, min_side):
+        """The options, checked."""
         if cycle_precision not in CYCLE_PRECISIONS:
             raise ValueError(f"multigrid: cycle_precision={cycle_precision!r}: expected one of "
                              f"{', '.join(CYCLE_PRECISIONS)}")
@@ -314,31 +356,28 @@ class Multigrid(Preconditioner):
             raise ValueError(f"multigrid: coarsest={coarsest!r}, min_side={min_side!r}: "
                              "expected integers >= 1")
         self.coarsest, self.min_side = int(coarsest), int(min_side)
-        self.levels, self.coarse_inverse = self._hierarchy(A)
+
+    def _build(self, couplings, shape, w_levels):
+        self.levels, self.coarse_inverse = self._hierarchy(couplings, shape)
         # [s_in, s_out]: the cycle reads s_in r and returns s_out M (s_in r)
         # (powers of two, :meth:`prepare`; exact, so M is unchanged).
         self.io_scale = self.xp.ones(2)
         if w_levels == "auto":
-            # W where the coarse level is large enough for its second visit to
-            # cost bandwidth rather than launches (docs/performance.md).
-            w_levels = sum(1 for lv in self.levels[1:-1] if np.prod(lv.shape) >= W_AUTO_CELLS)
+            w_levels = auto_w_levels([lv.shape for lv in self.levels])
         self.w_levels = int(w_levels)
         self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
                                    self.scale, self.w_levels, self.io_scale)
 
-    def _hierarchy(self, A):
-        """The levels and the coarsest level's dense inverse for ``A``."""
-        couplings = tuple(c.astype(np.float64, copy=False) for c in A.couplings())
+    def _hierarchy(self, couplings, shape):
+        """The levels and the coarsest level's dense inverse for the
+        operator of ``couplings`` on ``shape``."""
+        couplings = tuple(c.astype(np.float64, copy=False) for c in couplings)
         xp = backend_of(couplings[0]).xp
         self.xp = xp
-        shape = tuple(A.grid_shape)
-        levels = [_Level(couplings, shape, xp, self.dtype)]
-        while int(np.prod(shape)) > max(self.coarsest, 1) and max(shape) > 1:
-            coarse = tuple((n + 1) // 2 for n in shape)
-            if min(coarse) < self.min_side and int(np.prod(shape)) <= MIN_SIDE_CELLS:
-                break
+        shapes = level_shapes(shape, self.coarsest, self.min_side)
+        levels = [_Level(couplings, shapes[0], xp, self.dtype)]
+        for shape in shapes[1:]:
             couplings = coarsen_couplings(couplings, xp)
-            shape = coarse
             levels.append(_Level(couplings, shape, xp, self.dtype))
         if not on_device(backend_of(couplings[0])) and int(np.prod(shape)) > HOST_DENSE_CELLS:
             return levels, HostCoarseSolve(couplings, shape)
@@ -353,7 +392,7 @@ class Multigrid(Preconditioner):
         fits = tuple(A.grid_shape) == self.levels[0].shape and A.backend.xp is self.xp
         if not fits:
             return False
-        levels, inverse = self._hierarchy(A)
+        levels, inverse = self._hierarchy(A.couplings(), tuple(A.grid_shape))
         for old, new in zip(self.levels, levels):
             for dst, src in zip(old.couplings, new.couplings):
                 dst[...] = src

@@ -1,16 +1,21 @@
 """The multigrid cycle on the ranks of a distributed operator.
 
-The hierarchy is :class:`~.multigrid.Multigrid`'s (every rank holds the
-global operator and builds it: aggregates of 2 cells per axis, Galerkin
-couplings, the cycle's precision).  A level whose rank slabs start on an even
-plane (and end on one, but for the top rank) is smoothed and restricted on
-the slabs (:func:`~.multigrid.chebyshev_smooth` with the level's
-distributed product, :func:`~.multigrid.restrict` on the slab's own
-aggregates); from the first level where that no longer holds, the ranks
-gather the restricted residual and every rank runs the rest of the cycle on
-the whole (small) coarse grid, keeping its slab of the result.  The cycle is
-the one-process cycle's (its precision, its W levels): the same
-preconditioner, summed in another order.
+The hierarchy is :class:`~.multigrid.Multigrid`'s (aggregates of 2 cells
+per axis, Galerkin couplings, the cycle's precision), built on the slabs:
+a level whose rank slabs start on an even plane (and end on one, but for
+the top rank) holds whole aggregates, so each rank coarsens its own
+couplings (:func:`~.multigrid.coarsen_axis`; the faces to its halo planes
+are its own rows' couplings), and is smoothed and restricted on the slabs
+(:func:`~.multigrid.chebyshev_smooth` with the level's distributed product,
+:func:`~.multigrid.restrict` on the slab's own aggregates).  From the first
+level where that no longer holds, the ranks gather that (small) level's
+couplings once, every rank builds the rest of the hierarchy on it
+(:meth:`~.multigrid.Multigrid.from_couplings`), and in each cycle they
+gather the restricted residual there and every rank runs the rest of the
+cycle on the whole coarse grid, keeping its slab of the result.  No rank
+holds the fine grid's whole operator.  The cycle is the one-process
+cycle's (its precision, its W levels): the same preconditioner, summed in
+another order.
 """
 from __future__ import annotations
 
@@ -19,59 +24,69 @@ import numpy as np
 from ...compute.transfer import on_backend
 from ...mesh.ranks import RankSlab
 from ...operators.distributed import DistributedOperator
-from .multigrid import Multigrid, chebyshev_smooth, prolong_add, restrict
+from ...operators.poisson import _centre_from_couplings
+from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, coarsen_axis, level_shapes,
+                        prolong_add, restrict)
 
 __all__ = ["DistributedMultigrid"]
 
 
 class DistributedMultigrid:
-    """Multigrid for the rank's slab of ``A_rank`` (a DistributedOperator
-    of the grid operator ``A``, which every rank holds); the options are
-    :class:`~.multigrid.Multigrid`'s, and so is the cycle (its precision, its
-    W levels)."""
+    """Multigrid for the rank's slab of ``A_rank`` (a DistributedOperator);
+    the options are :class:`~.multigrid.Multigrid`'s, and so is the cycle
+    (its precision, its W levels)."""
 
     name = "multigrid"
 
-    def __init__(self, A, A_rank, degree=2, ratio=4.0, scale=1.8, coarsest=512, min_side=16,
+    def __init__(self, A_rank, degree=2, ratio=4.0, scale=1.8, coarsest=512, min_side=16,
                  cycle_precision="float32", w_levels="auto"):
-        self.whole = Multigrid(A, degree=degree, ratio=ratio, scale=scale, coarsest=coarsest,
-                               cycle_precision=cycle_precision, w_levels=w_levels,
-                               min_side=min_side)
+        options = dict(degree=degree, ratio=ratio, scale=scale, coarsest=coarsest,
+                       min_side=min_side, cycle_precision=cycle_precision)
         self.comm, self.backend, self.xp = A_rank.comm, A_rank.backend, A_rank.backend.xp
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
-        levels = self.whole.levels
+        self.dtype = np.dtype(cycle_precision)
+        shapes = level_shapes(A_rank.slab.shape, int(coarsest), int(min_side))
+        self.n_levels = len(shapes)
+        self.w_levels = auto_w_levels(shapes) if w_levels == "auto" else w_levels
         # The rank's slab on every level: aggregates of two planes halve it.
         slabs = [(A_rank.slab.lo, A_rank.slab.hi)]
-        for _ in levels[1:]:
+        for _ in shapes[1:]:
             lo, hi = slabs[-1]
             slabs.append((lo // 2, (hi + 1) // 2))
-        own = next((k for k in range(len(levels) - 1)
-                    if not _local_aggregates(*slabs[k], levels[k].shape[0])), len(levels) - 1)
+        own = next((k for k in range(len(shapes) - 1)
+                    if not _local_aggregates(*slabs[k], shapes[k][0])), len(shapes) - 1)
         # Every rank gathers from the same level: the first any rank cannot slab.
         self.gathered = -int(self.comm.allreduce_max(-own))
-        slabs = slabs[:self.gathered + 1]
         # The slabbed levels' products and inverse diagonals, and the gathered
         # level's product (a W level above it forms a residual there).
+        couplings = tuple(c.astype(np.float64, copy=False) for c in A_rank.couplings())
         self.ranked = []
-        for k, (lo, hi) in enumerate(slabs):
-            level = levels[k]
-            slab = RankSlab(level.shape, A_rank.slab.rank, A_rank.slab.size, lo, hi)
-            op = DistributedOperator.from_couplings(level.couplings, slab, self.comm,
-                                                    A_rank.backend)
-            self.ranked.append((op, level.inv_diagonal[lo:hi], (lo, hi)))
-        self._shape = (A_rank.slab.hi - A_rank.slab.lo,) + tuple(levels[0].shape[1:])
+        for k in range(self.gathered + 1):
+            slab = RankSlab(shapes[k], A_rank.slab.rank, A_rank.slab.size, *slabs[k])
+            if k:
+                couplings = _coarsen_slab(couplings, self.ranked[-1][0].slab, self.xp)
+            op = DistributedOperator(tuple(c.astype(self.dtype, copy=False) for c in couplings),
+                                     slab, self.comm, self.backend)
+            self.ranked.append((op, _inverse_diagonal(couplings, slab, self.xp, self.dtype),
+                                slabs[k]))
+        # The rest of the hierarchy, on the gathered level's couplings.
+        self.whole = Multigrid.from_couplings(
+            _gather_couplings(couplings, self.ranked[-1][0].slab, self.comm, self.backend),
+            shapes[self.gathered], w_levels=max(int(self.w_levels) - self.gathered, 0),
+            **options)
+        self._shape = (A_rank.slab.hi - A_rank.slab.lo,) + tuple(shapes[0][1:])
 
     def _cycle(self, k, b):
         if k == self.gathered:
             gathered = np.concatenate(self.comm.allgather(b), axis=0)
-            whole = self.whole._cycle(k, on_backend(gathered, self.backend))
+            whole = self.whole._cycle(0, on_backend(gathered, self.backend))
             lo, hi = self.ranked[k][2]
             return whole[lo:hi]
         op, inv, _ = self.ranked[k]
         x = chebyshev_smooth(op.matvec, inv, b, None, self.degree, self.ratio)
         bc = restrict(b - op.matvec(x), self.xp)
         xc = self._cycle(k + 1, bc)
-        if k < self.whole.w_levels and k + 1 < len(self.whole.levels) - 1:
+        if k < self.w_levels and k + 1 < self.n_levels - 1:
             xc = xc + self._cycle(k + 1, bc - self.ranked[k + 1][0].matvec(xc))
         return chebyshev_smooth(op.matvec, inv, b, prolong_add(x, xc, self.scale), self.degree,
                                 self.ratio)
@@ -91,3 +106,49 @@ def _local_aggregates(lo, hi, planes):
     """Whether slab ``lo:hi`` of ``planes`` planes holds whole aggregates of
     two planes (the top slab may end on the odd last plane alone)."""
     return lo % 2 == 0 and (hi % 2 == 0 or hi == planes) and hi > lo
+
+
+def _coarsen_slab(couplings, slab, xp):
+    """The next level's couplings on the slab widened by its halo planes,
+    from this level's (``slab`` holds whole aggregates): the own planes'
+    faces coarsened as one process does, the faces to the halo planes from
+    the faces to this level's (their in-plane couplings, never read, zero)."""
+    _, _, below, above = slab.extended()
+    nloc = slab.hi - slab.lo
+    ndim = len(couplings)
+    out = []
+    for axis, c in enumerate(couplings):
+        a = ndim - 1 - axis
+        if a == 0:
+            # Faces between aggregates: the odd ones of the grid; the widened
+            # slab's first face lies between planes lo - below and lo - below + 1.
+            out.append(coarsen_axis(c, 0, xp, first=(slab.lo - below + 1) % 2))
+            continue
+        own = coarsen_axis(c[below:below + nloc], a, xp)
+        halo = xp.zeros((1,) + own.shape[1:], dtype=own.dtype)
+        out.append(xp.concatenate([halo] * below + [own] + [halo] * above, axis=0))
+    return tuple(out)
+
+
+def _inverse_diagonal(couplings, slab, xp, dtype):
+    """The inverse main diagonal of the slab's own cells (zero where a cell
+    has no coupling), from the widened slab's float64 couplings."""
+    _, _, below, _ = slab.extended()
+    centre = _centre_from_couplings(couplings, xp)[below:below + slab.hi - slab.lo]
+    inv = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)
+    return inv.astype(dtype, copy=False)
+
+
+def _gather_couplings(couplings, slab, comm, backend):
+    """The whole level's couplings from every rank's widened slab: each
+    its own planes' faces, and of the faces between planes those above its
+    cells (but the top wall)."""
+    _, _, below, above = slab.extended()
+    nloc = slab.hi - slab.lo
+    ndim = len(couplings)
+    whole = []
+    for axis, c in enumerate(couplings):
+        stop = below + nloc - (1 if axis == ndim - 1 and not above else 0)
+        parts = comm.allgather(backend.to_host(c[below:stop]))
+        whole.append(on_backend(np.concatenate(parts, axis=0), backend))
+    return tuple(whole)
