@@ -146,6 +146,7 @@ def _ranks_bench(comm, args):
     ``--sizes``; the other options are one process's."""
     from ...compute.backend import BackendUnavailable, get_backend
     from ...compute.comm import communicator
+    from ...compute.transfer import on_device
     from .ranks_model import run_ranks_bench
 
     dim = 3 if str(args.dim) == "3" else 2
@@ -157,7 +158,7 @@ def _ranks_bench(comm, args):
     except BackendUnavailable as exc:
         raise CaseError(PROG, "--backend", f"got 'cupy' with {comm.size} ranks",
                         f"numpy or auto on this machine ({exc})") from None
-    if backend.name == "cupy":
+    if on_device(backend):
         # The device communicator where every rank has a GPU, else MPI.
         comm = communicator("auto", backend)
         comm.use_device(backend)

@@ -47,11 +47,11 @@ __all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "run_ran
 RANKS_ITERATIONS = 30
 
 
-def array_passes(ndim, backend="numpy"):
-    """Grid arrays one Jacobi-PCG iteration of the array code reads or writes
-    on ``backend``: on CuPy the product is one CUDA kernel (``x`` and the
+def array_passes(ndim, device=False):
+    """Grid arrays one Jacobi-PCG iteration of the array code reads or writes;
+    on a GPU (``device``) the product is one CUDA kernel (``x`` and the
     ``ndim`` couplings read, the result written) and its copy."""
-    product = 1 + 12 * ndim + 2 if backend != "cupy" else ndim + 2 + 2
+    product = ndim + 2 + 2 if device else 1 + 12 * ndim + 2
     return product + 2 + 5 + 5 + 1 + 3 + 2 + 5
 
 
@@ -159,9 +159,10 @@ def measure_link(comm, plane_bytes, backend=None):
     """The :class:`Link` of this node on ``backend`` (default NumPy),
     measured by every rank at once (the link's parts zero for one rank)."""
     from ...compute.backend import get_backend
+    from ...compute.transfer import on_device
 
     backend = backend or get_backend("numpy")
-    size = 2 ** 29 if backend.name == "cupy" else 2 ** 27
+    size = 2 ** 29 if on_device(backend) else 2 ** 27
     bandwidth = _copy_bandwidth(comm, backend, size)
     dots = _dot_bandwidth(comm, backend, size)
     if comm.size < 2:
@@ -198,9 +199,10 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None):
     NumPy), the time per iteration measured and modelled; rank 0 prints one
     line a size.  Returns the rows (rank 0) or an empty list."""
     from ...compute.backend import get_backend
+    from ...compute.transfer import on_device
 
     backend = backend or get_backend("numpy")
-    passes = array_passes(dim, backend.name)
+    passes = array_passes(dim, on_device(backend))
     # The host's issue time: the loop on a grid where the device has next to
     # nothing to do, less what the model gives its swaps and sums there.
     tiny = max(16, 4 * comm.size)
