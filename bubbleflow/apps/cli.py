@@ -85,7 +85,7 @@ def cmd_run(args):
         from .ranks import run_case_ranks
 
         return run_case_ranks(case, backend, comm, quiet=args.quiet, restart=args.restart,
-                              overwrite=args.overwrite)
+                              overwrite=args.overwrite, progress=not args.no_progress)
     return run_case(case, backend, quiet=args.quiet, restart=args.restart,
                     progress=not args.no_progress, overwrite=args.overwrite)
 

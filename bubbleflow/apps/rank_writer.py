@@ -28,6 +28,12 @@ class RankWriter:
     def write_step(self, report, initial=False):
         if self.writer is not None:
             self.writer.write_step(report, initial=initial)
+        # The series' first row on every rank (the run reads whether there is gas).
+        row = dict(report.diagnostics, step=report.step, time=report.time, dt=report.dt,
+                   divergence=report.divergence)
+        for name, values in self.diag.items():
+            if not values:
+                values.append(row[name])
 
     def write_regions(self, step, time, regions):
         if self.writer is not None:

@@ -53,7 +53,7 @@ def _refusal(case, backend, restart, ranks):
 
 
 def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
-                   overwrite=False):
+                   overwrite=False, progress=True):
     """Run ``case`` on the ranks of ``comm``; every rank returns the exit code."""
     from ..case.config import CaseError
     from ..io.outdir import RunOutput
@@ -87,14 +87,14 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
             from .run import run_flow
 
             code = run_flow(case, backend, quiet=quiet or comm.rank != 0, out=out,
-                            outdir=outdir, restart=restart, progress=comm.rank == 0,
+                            outdir=outdir, restart=restart, progress=progress and comm.rank == 0,
                             comm=comm)
         else:
             code = _solve(case, backend, comm, quiet, out)
     except BaseException as exc:
         if out is not None:
             out.__exit__(type(exc), exc, exc.__traceback__)
-        if isinstance(exc, Exception) and comm.size > 1:
+        if isinstance(exc, (Exception, KeyboardInterrupt)) and comm.size > 1:
             # The other ranks may be waiting in a collective for this one.
             import traceback
 
@@ -176,4 +176,3 @@ def _host(a):
 def _say(quiet, text):
     if not quiet:
         print(text, flush=True)
-

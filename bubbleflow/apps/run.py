@@ -233,31 +233,40 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
         return _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm)
 
 
-def _flow_parts(case, backend, comm, restart, path, attrs):
-    """``(solver, state, writer)`` of a flow run: one process's, or on
-    several ranks the slab's solver and state and rank 0's writer behind
-    the gathering :class:`.rank_writer.RankWriter` (``state`` None for a new run)."""
+def _flow_solver(case, backend, comm, restart):
+    """``(solver, state)`` of a flow run: one process's, or on several ranks
+    the slab's (the checkpoint read on the host, the slab's part moved to
+    the backend); ``state`` None for a new run."""
     from ..flow import flow_solver
+
+    if comm is None or comm.size == 1:
+        solver = flow_solver(case, backend)
+        state = _open_restart(case, restart, backend, solver) if restart is not None else None
+        return solver, state
+    from ..compute.backend import get_backend
+    from ..flow.navier_stokes_ranks import FlowSolverRanks, slab_state
+
+    solver = FlowSolverRanks(case, backend, comm)
+    if restart is None:
+        return solver, None
+    whole = _open_restart(case, restart, get_backend("numpy"), solver)
+    return solver, slab_state(whole, solver.slab, backend.xp)
+
+
+def _flow_writer(comm, restart, path, attrs, grid):
+    """The run's writer: new or resumed; on several ranks rank 0's behind
+    the gathering :class:`.rank_writer.RankWriter`."""
     from ..io.flow_output import FlowWriter
 
-    ranks = comm is not None and comm.size > 1
-    if ranks:
-        from ..flow.navier_stokes_ranks import FlowSolverRanks, slab_state
-        from .rank_writer import RankWriter
-
-        solver = FlowSolverRanks(case, backend, comm)
-    else:
-        solver = flow_solver(case, backend)
-    state = _open_restart(case, restart, backend, solver) if restart is not None else None
     writer = None
-    if not ranks or comm.rank == 0:
-        writer = (FlowWriter.resume(path, restart, attrs, solver.grid) if restart is not None
-                  else FlowWriter.create(path, attrs, solver.grid))
-    if ranks:
-        writer = RankWriter(comm, writer)
-        if state is not None:
-            state = slab_state(state, solver.slab)
-    return solver, state, writer
+    if comm is None or comm.rank == 0:
+        writer = (FlowWriter.resume(path, restart, attrs, grid) if restart is not None
+                  else FlowWriter.create(path, attrs, grid))
+    if comm is None or comm.size == 1:
+        return writer
+    from .rank_writer import RankWriter
+
+    return RankWriter(comm, writer)
 
 
 def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
@@ -267,7 +276,6 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
 
     import numpy as np
 
-    from ..flow.navier_stokes import StepReport
     from ..io.flow_output import SnapshotWriteError
     from ..io.layout import WALL_SECONDS, header_attrs
 
@@ -278,19 +286,14 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
     attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
                          device=device, precision=case.precision,
                          face_density=case.operator.face_density)
+    # The solver and the checkpoint before anything is moved aside: a bad
+    # restart leaves the previous result where it was.
+    solver, state = _flow_solver(case, backend, comm, restart)
     aside = out.set_aside() if out is not None else None
     if aside:
         _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run finishes")
-    solver, state, writer = _flow_parts(case, backend, comm, restart, path, attrs)
-    if restart is not None:
-        previous_wall = float(writer.attrs.get(WALL_SECONDS, 0.0))
-        _say(quiet, f"{case.name}: restarting from {restart} at t = {state.time:g} (step {state.step})")
-    else:
-        state = solver.initial_state()
-        previous_wall = 0.0
-        first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
-                           divergence=0.0, diagnostics=solver.diagnostics(state))
-        writer.write_step(first, initial=True)
+    writer = _flow_writer(comm, restart, path, attrs, solver.grid)
+    state, previous_wall = _first_state(case, solver, state, writer, restart, quiet)
     g = solver.grid
     size = writer.diag["area" if "area" in writer.diag else "volume"]
     gas = size[0] > 0 if size else True
@@ -310,6 +313,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
                 with np.errstate(all="ignore"):
                     state, rep = solver.step(state)
             except (FloatingPointError, ValueError, ArithmeticError) as exc:
+                if ranks > 1 and not getattr(exc, "agreed", False):
+                    raise           # one rank's: the ranks end (run_case_ranks)
                 # A blown-up flow: say so in one line; the completed
                 # snapshots and rows stay in the files.
                 _err(loud, f"error: {case.name}: the flow failed at step {state.step + 1} "
@@ -379,6 +384,22 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
     if d:
         _say(quiet, "final: " + ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
     return 1 if failures else 0
+
+
+def _first_state(case, solver, state, writer, restart, quiet):
+    """``(state, wall seconds before)``: the checkpoint's on a restart, else
+    the initial state, its row written."""
+    from ..flow.navier_stokes import StepReport
+    from ..io.layout import WALL_SECONDS
+
+    if restart is not None:
+        _say(quiet, f"{case.name}: restarting from {restart} at t = {state.time:g} (step {state.step})")
+        return state, float(writer.attrs.get(WALL_SECONDS, 0.0))
+    state = solver.initial_state()
+    first = StepReport(step=0, time=0.0, dt=0.0, record=None, setup_seconds=0.0,
+                       divergence=0.0, diagnostics=solver.diagnostics(state))
+    writer.write_step(first, initial=True)
+    return state, 0.0
 
 
 def _flow_bar(case, state, enabled):

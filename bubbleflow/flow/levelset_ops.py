@@ -713,7 +713,7 @@ def bubble_quantities(sums, hx, hy):
     """:func:`bubble_diagnostics` from its sums (host, summed over the ranks)."""
     mass, wx, wy, wv, length, enclosed = (float(s) for s in sums)
     area = mass * hx * hy
-    enclosed *= hx * hy
+    enclosed = enclosed * hx * hy
     nan = float("nan")
     if mass <= 0.0:
         return {"area": area, "centroid_x": nan, "centroid_y": nan,

@@ -329,13 +329,17 @@ class FlowSolver:
         times the gas cells' large coefficients) would floor the attainable
         residual.  The record's relative figures are against ``||b||``."""
         r = b - A.matvec(p_old.ravel()).reshape(b.shape)
-        bnorm, rnorm = (float(n) for n in self.backend.to_host(momentum.norms(b, r)))
+        bnorm, rnorm = self._two_norms(b, r)
         if bnorm == 0.0 or rnorm == 0.0:
             d, record = solver.solve(r)
         else:
             d, record = solver.solve(r, atol=solver.rtol * bnorm, rtol=0.0)
             record.relative_to(rnorm, bnorm, solver.rtol)
         return p_old + d, record
+
+    def _two_norms(self, a, b):
+        """``(||a||, ||b||)``, host floats (one transfer)."""
+        return tuple(float(n) for n in self.backend.to_host(momentum.norms(a, b)))
 
     def total_pressure(self, p, rho):
         """The pressure with its hydrostatic part: ``p`` itself, or with

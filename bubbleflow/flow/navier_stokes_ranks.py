@@ -35,6 +35,7 @@ import numpy as np
 
 from ..linalg.solver_ranks import WHOLE_OPERATOR, RankPressureSolver, slab_align
 from ..mesh.grid import Grid
+from ..mesh.levelset import build_levelset, geometry_circles
 from ..mesh.ranks import rank_slab, slab_edges
 from ..operators.distributed import DistributedOperator
 from ..operators.poisson import PoissonOperator
@@ -43,7 +44,8 @@ from .navier_stokes import CLSVOF_BAND, CLSVOF_CURVATURE_PASSES
 from .navier_stokes_nd import FlowSolverND, FlowStateND
 from .slabs import SlabPadding
 
-__all__ = ["FlowSolverRanks", "WINDOW", "rank_refusal", "slab_state", "whole_state"]
+__all__ = ["FlowSolverRanks", "WINDOW", "CLSVOF_WINDOW", "rank_refusal", "slab_state",
+           "whole_state", "agreed"]
 
 #: Planes of each neighbour a slab is widened by for the momentum phase:
 #: the reach of its stencils (face density, advection, stress, interface
@@ -76,7 +78,7 @@ def rank_refusal(case, ranks):
     try:
         edges = slab_edges(planes, ranks, slab_align(case.solver, grid, ranks))
     except ValueError:
-        edges = [0, 0]
+        return None         # the solver's own refusal names why (apps.ranks)
     thinnest = min(b - a for a, b in zip(edges, edges[1:]))
     need = thickest_window(case) + 1
     if thinnest < need:
@@ -85,17 +87,27 @@ def rank_refusal(case, ranks):
     return None
 
 
-def slab_state(state, slab):
+def slab_state(state, slab, xp=None):
     """The slab's part of a whole-grid :class:`FlowStateND` (or of the 2-D
-    solver's :class:`.navier_stokes.FlowState`: a checkpoint of a 2-D run)."""
+    solver's :class:`.navier_stokes.FlowState`: a checkpoint of a 2-D run),
+    on ``xp`` (default: the state's)."""
     nd = state.phi.ndim
     cells, faces = slice(slab.lo, slab.hi), slice(slab.lo, slab.hi + 1)
     velocity = state.velocity if hasattr(state, "velocity") else (state.u, state.v)
-    return FlowStateND(phi=state.phi[cells].copy(),
-                       velocity=tuple((v[faces] if a == nd - 1 else v[cells]).copy()
+    own = (lambda f: f.copy()) if xp is None else (lambda f: xp.array(f))
+    return FlowStateND(phi=own(state.phi[cells]),
+                       velocity=tuple(own(v[faces] if a == nd - 1 else v[cells])
                                       for a, v in enumerate(velocity)),
-                       p=state.p[cells].copy(), time=state.time, step=state.step,
-                       c=None if state.c is None else state.c[cells].copy())
+                       p=own(state.p[cells]), time=state.time, step=state.step,
+                       c=None if state.c is None else own(state.c[cells]))
+
+
+def agreed(exc):
+    """``exc`` marked as raised by every rank alike (from figures reduced
+    over the ranks): the run loop reports it as the flow's failure, where
+    one rank's own error ends every rank."""
+    exc.agreed = True
+    return exc
 
 
 def whole_state(state, comm, root=0):
@@ -151,7 +163,22 @@ class FlowSolverRanks(FlowSolverND):
 
     # ------------------------------------------------------------------ state
     def initial_state(self):
-        return slab_state(super().initial_state(), self.slab)
+        """Fluid at rest, the interface from the case geometry: built on the
+        host for the whole grid, the slab's part on the backend."""
+        g, xp, dtype = self.grid, self.xp, self.dtype
+        phi = np.asarray(build_levelset(g, self.case.geometry.free_surface,
+                                        geometry_circles(self.case.geometry, g)), dtype=dtype)
+        c = self._initial_fraction(phi) if self.clsvof else None
+        s, nd = self.slab, g.ndim
+        cells = slice(s.lo, s.hi)
+        velocity = []
+        for a in range(nd):
+            shape = list(s.local_shape)
+            shape[nd - 1 - a] += 1
+            velocity.append(xp.zeros(tuple(shape), dtype=dtype))
+        return FlowStateND(phi=xp.array(phi[cells]), velocity=tuple(velocity),
+                           p=xp.zeros(s.local_shape, dtype=dtype),
+                           c=None if c is None else xp.array(c[cells]))
 
     def _window(self, width):
         """The planes ``(lo, hi)`` of the slab widened by ``width`` planes."""
@@ -188,13 +215,20 @@ class FlowSolverRanks(FlowSolverND):
         out[0] = 1.0 - out[0]
         return out
 
-    def _sum_norms(self, *fields):
-        """The 2-norms of ``fields`` over the ranks (host floats)."""
-        xp = self.xp
-        local = xp.stack([(f * f).sum() for f in fields])
-        return [float(np.sqrt(v)) for v in self.backend.to_host(self.comm.allreduce_sum(local))]
+    def _two_norms(self, a, b):
+        """``(||a||, ||b||)`` over the ranks, host floats."""
+        local = self.xp.stack([(a * a).sum(), (b * b).sum()])
+        return tuple(float(np.sqrt(v))
+                     for v in self.backend.to_host(self.comm.allreduce_sum(local)))
 
     # ---------------------------------------------------------------- momentum
+    def _keep_viscous_records(self, state, names, solved):
+        # The records are the ranks' (their norms reduced): a failure is agreed.
+        try:
+            super()._keep_viscous_records(state, names, solved)
+        except FloatingPointError as exc:
+            raise agreed(exc) from None
+
     def _owned(self, a):
         """The planes ``(start, stop)`` of component ``a``'s unknowns (its
         interior faces) on the widened slab that this rank owns: its cells'
@@ -262,17 +296,6 @@ class FlowSolverRanks(FlowSolverND):
         return self._pressure.update(A, phi=phi[start:start + hi - lo],
                                      whole=whole if needs else None)
 
-    def solve_pressure(self, solver, A, b, p_old):
-        """:meth:`FlowSolver.solve_pressure` with the norms over the ranks."""
-        r = b - A.matvec(p_old.ravel()).reshape(b.shape)
-        bnorm, rnorm = self._sum_norms(b, r)
-        if bnorm == 0.0 or rnorm == 0.0:
-            d, record = solver.solve(r)
-        else:
-            d, record = solver.solve(r, atol=solver.rtol * bnorm, rtol=0.0)
-            record.relative_to(rnorm, bnorm, solver.rtol)
-        return p_old + d, record
-
     def total_pressure(self, p, rho):
         if not self.reduced_gravity or self.gravity == 0:
             return p
@@ -291,7 +314,8 @@ class FlowSolverRanks(FlowSolverND):
         rho, mu = self.cropped(rhow), self.cropped(muw)
         scalars = self._step_scalars(state, rho, mu)
         if not scalars[0]:
-            raise FloatingPointError(f"the velocity or level set is not finite at t = {state.time:.6g}")
+            raise agreed(FloatingPointError(
+                f"the velocity or level set is not finite at t = {state.time:.6g}"))
         dt = self._time_step(state, scalars)
         clock.mark("time step")
         A = self.operator(rho_faces_w)
@@ -306,7 +330,7 @@ class FlowSolverRanks(FlowSolverND):
         p_w = self.padding.widened(p, self.width)
         velocity = self._cropped_velocity(
             momentum_nd.correct_velocity(provisional_w, p_w, rho_faces_w, dt, self.spacing))
-        nd_, nu_ = self._sum_norms(div_star, self.divergence(velocity))
+        nd_, nu_ = self._two_norms(div_star, self.divergence(velocity))
         clock.mark("correction")
         phi, c = self.move_interface(state, velocity, dt, state.step + 1)
         new = FlowStateND(phi=phi, velocity=velocity, p=p, time=state.time + dt,

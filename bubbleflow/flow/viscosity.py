@@ -242,7 +242,7 @@ def solve_viscous(S, rhs, x0, rtol):
     return solve_viscous_systems([S], [rhs], [x0], rtol)[0]
 
 
-def solve_viscous_systems(systems, rhss, x0s, rtol):
+def solve_viscous_systems(systems, rhss, x0s, rtol, reduce=None):
     """Each ``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns a list
     of ``(x, record)`` (:class:`~bubbleflow.linalg.krylov.record.SolveRecord`,
     ``engine`` ``"chebyshev"``).  ``rhss`` flat; ``x0s`` the starting guesses,
@@ -256,7 +256,10 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
     of every system's starting norms and interval, their steps
     (:func:`chebyshev_sweep`), one transfer of their final residuals.  Should
     rounding leave a system above its tolerance, the preconditioned CG
-    (:func:`bubbleflow.cg`) finishes it from there.
+    (:func:`bubbleflow.cg`) finishes it from there.  ``reduce``: the
+    systems' scalars (host, a row of :func:`residual_scalars`' five per
+    system) made the whole systems' where each holds a rank's rows
+    (:mod:`.viscosity_ranks`).
     """
     t0 = time.perf_counter()
     xp = systems[0].xp
@@ -265,6 +268,8 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
     starts = [residual_scalars(S, rhs, x) for S, rhs, x in zip(systems, rhss, xs)]
     rs = [r for r, _ in starts]
     host = np.stack(backend.to_host_many([sc for _, sc in starts])).reshape(-1, 5)
+    if reduce is not None:
+        host = reduce(host)
     tols, steps, schedules, ds = [], [], [], []
     for S, r, (fnorm, rnorm, lo, dmax, dmin) in zip(systems, rs, host):
         tols.append(rtol * fnorm)
@@ -283,8 +288,9 @@ def solve_viscous_systems(systems, rhss, x0s, rtol):
         chebyshev_sweep([systems[i] for i in moved], [xs[i] for i in moved],
                         [rs[i] for i in moved], [ds[i] for i in moved],
                         [schedules[i] for i in moved])
-        ends = [residual_scalars(systems[i], rhss[i], xs[i])[1][1:2] for i in moved]
-        rnorms[moved] = np.concatenate(backend.to_host_many(ends))
+        ends = [residual_scalars(systems[i], rhss[i], xs[i])[1] for i in moved]
+        final = np.stack(backend.to_host_many(ends)).reshape(-1, 5)
+        rnorms[moved] = (final if reduce is None else reduce(final))[:, 1]
     seconds = (time.perf_counter() - t0) / len(systems)     # (solved together: shared evenly)
     out = []
     for S, rhs, x, fnorm, rnorm, tol, k in zip(systems, rhss, xs, host[:, 0], rnorms, tols,

@@ -12,18 +12,15 @@ one-process stencil to the widened planes and keeps the owned ones (a halo
 plane's own row, which would need the plane beyond, is dropped).
 :func:`solve_slab_systems` is :func:`.viscosity.solve_viscous_systems` with
 its norms and Gershgorin bounds reduced over the ranks: the same Jacobi
-Chebyshev steps, then CG (its sums over the ranks) should rounding leave
-one short.
+Chebyshev steps (the array code: the CUDA twins take the 2-D systems'
+layout only, and decline these), then CG (its sums over the ranks) should
+rounding leave one short.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from ..linalg.krylov import SolveRecord
-from .viscosity import (MAX_CHEBYSHEV_STEPS, chebyshev_interval, chebyshev_iterations,
-                        chebyshev_schedule, chebyshev_sweep)
+from .viscosity import solve_viscous_systems
 from .viscosity_nd import ViscousSystemND, flux_stress
 
 __all__ = ["SlabViscousSystem", "solve_slab_systems"]
@@ -73,64 +70,22 @@ class SlabViscousSystem:
         return self.inv_diagonal * r
 
 
-def _scalars(S, rhs, x, comm):
-    """``(r, [||rhs||, ||r||, min rho_f / D, max D, min D])`` over the ranks."""
-    xp = S.xp
-    r = rhs - S.matvec(x)
-    d = S.diagonal.ravel()
-    local = S.backend.to_host(xp.stack([(rhs * rhs).sum(), (r * r).sum()]))
-    sums = comm.allreduce_sum(np.asarray(local, dtype=np.float64))
-    extremes = S.backend.to_host(xp.stack([-(S.rho_f.ravel() / d).min(), d.max(), -d.min()]))
-    lo, dmax, dmin = (comm.allreduce_max(float(v)) for v in extremes)
-    return r, np.array([np.sqrt(sums[0]), np.sqrt(sums[1]), -lo, dmax, -dmin])
-
-
 def solve_slab_systems(systems, rhss, x0s, rtol):
     """Each rank's part of every component's ``S x = rhs`` to ``||rhs - S x||
-    <= rtol ||rhs||`` over the ranks; a list of ``(x, record)`` (the owned
-    unknowns, flat; the record the same on every rank)."""
-    from ..linalg.functions import cg
-
-    t0 = time.perf_counter()
+    <= rtol ||rhs||`` over the ranks: :func:`.viscosity.solve_viscous_systems`
+    with the norms and Gershgorin bounds reduced over the ranks; a list of
+    ``(x, record)`` (the owned unknowns, flat; the record the same on every
+    rank)."""
     comm = systems[0].comm
-    xp = systems[0].xp
-    xs = [xp.array(x0, dtype=np.float64).reshape(-1) for x0 in x0s]
-    starts = [_scalars(S, rhs, x, comm) for S, rhs, x in zip(systems, rhss, xs)]
-    rs, steps, schedules, ds, tols, fnorms, rnorms = [], [], [], [], [], [], []
-    for S, (r, (fnorm, rnorm, lo, dmax, dmin)) in zip(systems, starts):
-        tol, k, schedule, d = rtol * fnorm, 0, [], None
-        if rnorm > tol:
-            a, b, spread = chebyshev_interval(lo, dmax, dmin)
-            k = min(chebyshev_iterations(a, b, tol / (rnorm * spread)), MAX_CHEBYSHEV_STEPS)
-            first, schedule = chebyshev_schedule(a, b, k)
-            d = first * (S.inv_diagonal * r)
-        rs.append(r)
-        steps.append(k)
-        schedules.append(schedule)
-        ds.append(d)
-        tols.append(tol)
-        fnorms.append(fnorm)
-        rnorms.append(rnorm)
-    moved = [i for i, k in enumerate(steps) if k]
-    if moved:
-        chebyshev_sweep([systems[i] for i in moved], [xs[i] for i in moved],
-                        [rs[i] for i in moved], [ds[i] for i in moved],
-                        [schedules[i] for i in moved])
-        for i in moved:
-            rnorms[i] = _scalars(systems[i], rhss[i], xs[i], comm)[1][1]
-    seconds = (time.perf_counter() - t0) / len(systems)
-    out = []
-    for S, rhs, x, fnorm, rnorm, tol, k in zip(systems, rhss, xs, fnorms, rnorms, tols, steps):
-        record = SolveRecord(method="chebyshev", preconditioner="jacobi", rtol=float(rtol),
-                             engine="chebyshev")
-        record.iterations = k
-        record.residual = float(rnorm / fnorm) if fnorm > 0 else 0.0
-        record.converged = bool(rnorm <= tol or fnorm == 0.0)
-        record.reason = "converged" if record.converged else "maxiter"
-        record.solve_seconds = seconds
-        if not record.converged:
-            x, record = cg(S, rhs, x0=x, rtol=rtol, M=S.jacobi, nullspace=None, engine="generic")
-            record.iterations += k
-            record.engine = "chebyshev+cg"
-        out.append((x, record))
-    return out
+
+    def reduce(host):
+        # [||rhs||, ||r||, min rho_f / D, max D, min D] per system.
+        out = np.array(host, dtype=np.float64)
+        out[:, :2] = np.sqrt(comm.allreduce_sum(out[:, :2] ** 2))
+        for row in out:
+            row[2] = -comm.allreduce_max(-row[2])
+            row[3] = comm.allreduce_max(row[3])
+            row[4] = -comm.allreduce_max(-row[4])
+        return out
+
+    return solve_viscous_systems(systems, rhss, x0s, rtol, reduce=reduce)

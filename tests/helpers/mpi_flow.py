@@ -6,6 +6,7 @@ per case: the largest difference of each field relative to its largest
 value, the pressure iterations of every step on the ranks and in one
 process, and the steps' diagnostics' largest relative difference."""
 import json
+import math
 import os
 import sys
 
@@ -55,6 +56,14 @@ def diagnostics_2d(solver, state):
     return d
 
 
+def diagnostic_difference(got, one):
+    """Relative difference of two diagnostics: 0 for two NaNs (no gas),
+    infinite for one."""
+    if math.isnan(got) or math.isnan(one):
+        return 0.0 if math.isnan(got) and math.isnan(one) else math.inf
+    return abs(got - one) / max(abs(one), 1e-300)
+
+
 def relative(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
@@ -89,8 +98,7 @@ def main(path, backend_name="numpy"):
             diff["c"] = relative(whole.c, h(ref.c))
         for a, (v, w) in enumerate(zip(whole.velocity, ref.velocity)):
             diff["uvw"[a]] = relative(v, h(w))
-        worst = max(abs(d[k] - e[k]) / max(abs(e[k]), 1e-300)
-                    for d, e in zip(diags, diags_one) for k in e)
+        worst = max(diagnostic_difference(d[k], e[k]) for d, e in zip(diags, diags_one) for k in e)
         lines.append(dict(case=name, ranks=comm.size, diff=diff, its=its, its_one=its_one,
                           diagnostics=worst, time=state.time, time_one=ref.time))
     if comm.rank == 0:

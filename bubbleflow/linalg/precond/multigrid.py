@@ -60,7 +60,8 @@ HOST_DENSE_CELLS = 256
 #: coarse level has at least this many cells.
 W_AUTO_CELLS = 2 ** 18
 
-__all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes", "auto_w_levels", "restrict", "prolong", "smooth",
+__all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes",
+           "auto_w_levels", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
            "cycle_runner", "chebyshev_coefficients"]
 
