@@ -48,58 +48,66 @@ def build_pressure_problem(case, backend):
                            precision=case.precision)
 
 
-def bubbly_column_phases(n=128, contrast=1000.0, rule="arithmetic", rho_liquid=1000.0):
+def bubbly_column_phases(n=128, contrast=1000.0, rule="arithmetic", rho_liquid=1000.0, stack=1):
     """The geometry of :func:`bubbly_column` on the host, before any assembly.
 
-    Returns ``(grid, phi, phases)``: the ``n x n`` grid, the level set and
-    the phase fields, from which :func:`assemble_pressure_operator` builds the
-    operator (``bubbleflow bench`` times that assembly on its own).
+    Returns ``(grid, phi, phases)``: the ``n x (stack n)`` grid, the level
+    set and the phase fields, from which :func:`assemble_pressure_operator`
+    builds the operator (``bubbleflow bench`` times that assembly on its
+    own).  ``stack``: the column's unit square repeated upward, its bubbles
+    in each, the free surface ``stack - 0.15`` high (the ranks' weak scaling:
+    a unit a rank).
     """
-    grid = Grid(n, n)
-    circles = [Circle(x, y, 0.08) for y in (0.2, 0.4, 0.6) for x in (0.25, 0.5, 0.75)]
-    phi = build_levelset(grid, 0.85, circles)
+    grid = Grid(n, stack * n, 1.0, float(stack))
+    circles = [Circle(x, y + k, 0.08) for k in range(stack) for y in (0.2, 0.4, 0.6)
+               for x in (0.25, 0.5, 0.75)]
+    phi = build_levelset(grid, 0.85 + (stack - 1), circles)
     phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1e-3, 1.8e-5, rule=rule)
     return grid, phi, phases
 
 
 def bubbly_column(n=128, contrast=1000.0, backend="numpy", rule="arithmetic", storage="diagonals",
-                  rho_liquid=1000.0, gravity=9.81, dtype=np.float64):
+                  rho_liquid=1000.0, gravity=9.81, dtype=np.float64, stack=1):
     """The standard solver problem of ``docs``/benchmarks: unit square, ``n x n``
     cells, water to 0.85, gas above, 3 x 3 gas bubbles of radius 0.08;
-    ``contrast = rho_liquid / rho_gas``.
+    ``contrast = rho_liquid / rho_gas``; ``stack``: the square repeated
+    upward (:func:`bubbly_column_phases`).
 
     Returns ``(A, b, phi)``: operator, right-hand side (flat) and level set.
     """
     from ..compute.backend import get_backend
 
     backend = get_backend(backend)
-    grid, phi, phases = bubbly_column_phases(n, contrast, rule=rule, rho_liquid=rho_liquid)
+    grid, phi, phases = bubbly_column_phases(n, contrast, rule=rule, rho_liquid=rho_liquid,
+                                            stack=stack)
     A = assemble_pressure_operator(grid, phases, backend=backend, dtype=dtype, storage=storage)
     b = backend.xp.asarray(gravity_rhs(grid, gravity).ravel(), dtype=dtype)
     return A, b, phi
 
 
-def bubbly_column_3d_host(n=32, contrast=1000.0, rho_liquid=1000.0, gravity=9.81):
+def bubbly_column_3d_host(n=32, contrast=1000.0, rho_liquid=1000.0, gravity=9.81, stack=1):
     """The parts of :func:`bubbly_column_3d` on the host, before any assembly:
     ``(grid, phi, phases, rhs)``: the level set, the :class:`PhaseFields`
     (``phases.faces`` the face densities normal to x, y and z; ``bubbleflow
     bench --dim 3`` times the operator's assembly from them on its own) and
-    ``rhs`` flat, float64."""
-    grid = Grid.regular((n, n, n), (1.0, 1.0, 1.0))
-    spheres = [Circle(bx, by, 0.1, z=bz) for bz in (0.3, 0.6) for by in (0.3, 0.7)
-               for bx in (0.3, 0.7)]
-    phi = build_levelset(grid, 0.85, spheres)
+    ``rhs`` flat, float64.  ``stack``: the unit cube repeated upward, its
+    bubbles in each, the free surface ``stack - 0.15`` high."""
+    grid = Grid.regular((n, n, stack * n), (1.0, 1.0, float(stack)))
+    spheres = [Circle(bx, by, 0.1, z=bz + k) for k in range(stack) for bz in (0.3, 0.6)
+               for by in (0.3, 0.7) for bx in (0.3, 0.7)]
+    phi = build_levelset(grid, 0.85 + (stack - 1), spheres)
     phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1.0e-3, 1.8e-5)
     return grid, phi, phases, gravity_rhs(grid, gravity).ravel()
 
 
 def bubbly_column_3d(n=32, contrast=1000.0, backend="numpy", rho_liquid=1000.0, gravity=9.81,
-                     dtype=np.float64):
+                     dtype=np.float64, stack=1):
     """The standard solver problem in 3-D: the unit cube, ``n^3`` cells,
     water to ``z = 0.85``, gas above, 2 x 2 x 2 gas bubbles of radius 0.1
     at ``x, y`` in {0.3, 0.7} and ``z`` in {0.3, 0.6}; ``contrast =
     rho_liquid / rho_gas``.  Sharp cell densities (a cell is liquid where the
     level set is >= 0) and arithmetic face densities, as the 2-D column.
+    ``stack``: the cube repeated upward (:func:`bubbly_column_3d_host`).
 
     Returns ``(A, b, phi)``: the matrix-free 7-point operator, the
     right-hand side of a fluid at rest (``+g/hz`` in the bottom layer,
@@ -113,7 +121,7 @@ def bubbly_column_3d(n=32, contrast=1000.0, backend="numpy", rho_liquid=1000.0, 
     from ..compute.backend import get_backend
 
     backend = get_backend(backend)
-    grid, phi, phases, f = bubbly_column_3d_host(n, contrast, rho_liquid, gravity)
+    grid, phi, phases, f = bubbly_column_3d_host(n, contrast, rho_liquid, gravity, stack)
     A = PoissonOperator.from_faces(phases.faces, grid, backend=backend, dtype=dtype,
                                    densities=True)
     return A, backend.xp.asarray(f, dtype=dtype), phi

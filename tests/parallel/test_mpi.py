@@ -86,13 +86,17 @@ def test_ranks_give_the_one_process_answer(tmp_path):
 
 @pytest.mark.gpu
 def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
-    """CuPy arrays on the ranks: two ranks sharing one GPU (MPI, the planes
-    and sums staged through the host), and NCCL on one rank (its swap and
-    sums on the device), against one process on the GPU."""
+    """CuPy arrays on the ranks: two ranks over MPI (the planes and sums
+    staged through the host; sharing the GPU where there is one), NCCL on
+    one rank (its swap and sums on the device) and, where there are two
+    GPUs, NCCL between them, against one process on the GPU."""
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    runs = {("mpi", 2): _run(2, tmp_path, "cupy"), ("nccl", 1): _run(1, tmp_path, "cupy", "nccl")}
+    runs = {("mpi", 2): _run(2, tmp_path, "cupy", "mpi"),
+            ("nccl", 1): _run(1, tmp_path, "cupy", "nccl")}
+    if cupy_backend.xp.cuda.runtime.getDeviceCount() >= 2:
+        runs["nccl", 2] = _run(2, tmp_path, "cupy", "nccl")
     for (name, ranks), run in runs.items():
         for case, got in run.items():
             assert got["comm"] == name and got["ranks"] == ranks and got["converged"], got
@@ -163,20 +167,22 @@ def test_flow_steps_on_ranks_equal_one_process(tmp_path):
     a reinitialisation), the bubbly column with multigrid, the 3-D rising
     bubble (reduced gravity, multigrid), Hysing's case 2 and the 3-D bubble
     with the implicit viscous solves, and both rising bubbles with CLSVOF
-    (the bubble across a slab edge) as one process does: the same pressure
-    iterations every step, the fields (the volume fraction too) and the
-    bubble diagnostics within 1e-10 (the solves' own tolerance is 1e-12)."""
+    (the bubble across a slab edge) as one process does: the pressure
+    iterations of every step within 2 (equal in these runs), the fields (the
+    volume fraction too) and the bubble diagnostics within 1e-10 (the
+    solves' own tolerance is 1e-12).  1, 2, 3 and 4 ranks."""
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     script = HERE.parent / "helpers" / "mpi_flow.py"
-    for ranks in (1, 2, 4):
+    for ranks in (1, 2, 3, 4):              # 3: slabs of unequal thickness
         _assert_flow_steps_equal(_run(ranks, tmp_path, script=script), ranks)
 
 
 @pytest.mark.gpu
 def test_flow_steps_on_ranks_on_the_gpu(tmp_path, cupy_backend):
-    """The same on CuPy arrays: two ranks sharing one GPU (MPI through the host)."""
+    """The same on CuPy arrays: two ranks (NCCL where each has a GPU, else
+    sharing one, MPI through the host)."""
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
@@ -307,6 +313,9 @@ def test_mpiexec_bubbleflow_run_a_flow_and_its_restart(tmp_path):
     assert two.stderr.strip() == "", two.stderr
     run(2, "half", 0.05)
     run(2, "half", 0.1, "--restart", str(tmp_path / "half" / "two_phase.h5"))
+    # No gas: the bubble quantities are NaN, which is no blow-up.
+    empty = run(2, "empty", 0.05, "--set", "geometry.bubbles=[]")
+    assert "no gas: no bubble diagnostics" in empty.stdout and empty.stderr.strip() == ""
     one = _flow_fields(tmp_path / "one" / "two_phase.h5")
     assert one[3] == "finished"
     for folder in ("two", "half"):
@@ -318,10 +327,29 @@ def test_mpiexec_bubbleflow_run_a_flow_and_its_restart(tmp_path):
             assert np.abs(got[0][name] - field).max() <= 1e-9 * np.abs(field).max(), name
 
 
+def test_a_failure_on_one_rank_ends_every_rank(tmp_path):
+    """An error only one rank meets (here a ValueError, which a blow-up
+    agreed by every rank also raises) ends the run on every rank, with the
+    failing rank named, rather than leaving the others in a collective."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
+                           str(HERE.parent / "helpers" / "mpi_rank_error.py"),
+                           str(HERE.parents[1] / "cases" / "two_phase.yaml"),
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "error: rank 1 of 2 failed; ending every rank" in proc.stderr, proc.stderr[-2000:]
+    assert "a failure on rank 1 alone" in proc.stderr
+
+
 @pytest.mark.gpu
 def test_mpiexec_bubbleflow_run_on_the_gpu(tmp_path, cupy_backend):
-    """``mpiexec -n 2 bubbleflow run CASE --backend cupy`` (two ranks on one
-    GPU: MPI through the host) writes the pressure of one process on the
+    """``mpiexec -n 2 bubbleflow run CASE --backend cupy`` (NCCL where each
+    rank has a GPU, else two ranks on one, MPI through the host) writes the pressure of one process on the
     GPU: the case's multigrid, and the seed's DPCG with scaled incomplete
     Poisson and level-set subdomains."""
     if _mpiexec() is None:
@@ -349,8 +377,9 @@ def test_mpiexec_bubbleflow_run_on_the_gpu(tmp_path, cupy_backend):
 
 @pytest.mark.gpu
 def test_mpiexec_bubbleflow_run_a_flow_on_the_gpu(tmp_path, cupy_backend):
-    """Two ranks sharing one GPU step the 2-D rising bubble as one process
-    on the GPU does (its CUDA kernels: the fields within 1e-9)."""
+    """Two ranks (NCCL where each has a GPU, else sharing one) step the 2-D
+    rising bubble as one process on the GPU does (its CUDA kernels: the
+    fields within 1e-9)."""
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
@@ -395,6 +424,45 @@ def test_what_the_ranks_cannot_run_is_named():
     assert _refusal(load_case(flow), numpy, "x.h5", 2) is None
     assert _refusal(load_case(flow, ["levelset.method=clsvof"]), numpy, None, 2) is None
     assert _refusal(load_case(flow, ["momentum.viscosity=implicit"]), numpy, None, 2) is None
+
+
+def test_bench_scaling_prints_strong_and_weak_scaling(tmp_path):
+    """``bubbleflow bench --scaling 2`` runs the ranks' benchmark under
+    mpiexec -n 1 and -n 2 and writes one table: the strong rows share the
+    grid, the weak rows the cells a rank (the column stacked), each with
+    its efficiency against the one-rank row and the model's error."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    from bubbleflow.apps.tables import read_csv
+
+    csv = tmp_path / "scaling.csv"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--scaling", "2",
+                           "--sizes", "64", "--weak-sizes", "32", "--csv", str(csv)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "model error" in proc.stdout and "efficiency" in proc.stdout
+    rows = read_csv(csv)
+    got = [(r["scaling"], r["n"], r["ranks"], r["cells"], r["cells_per_rank"], r["comm"])
+           for r in rows]
+    assert got == [("strong", 64, 1, 4096, 4096, "single"), ("strong", 64, 2, 4096, 2048, "mpi"),
+                   ("weak", 32, 1, 1024, 1024, "single"), ("weak", 32, 2, 2048, 1024, "mpi")]
+    for r in rows:
+        base = next(b for b in rows if b["scaling"] == r["scaling"] and b["ranks"] == 1)
+        factor = r["ranks"] if r["scaling"] == "strong" else 1
+        assert r["efficiency"] == pytest.approx(base["measured_ms"] / (factor * r["measured_ms"]))
+        assert r["model_error"] == pytest.approx(r["model_ms"] / r["measured_ms"] - 1)
+
+
+def test_the_scaling_options_are_checked_in_one_line(tmp_path):
+    for args, key in ((["--scaling", "0"], "--scaling"), (["--weak-sizes", "32"], "--weak-sizes"),
+                      (["--scaling", "4", "--sizes", "8"], "--sizes")):
+        proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", *args],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 2 and key in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 def test_the_ranks_model_adds_its_parts():

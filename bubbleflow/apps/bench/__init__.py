@@ -87,6 +87,8 @@ estimates), :mod:`.report` (CSV and table), :mod:`.runner` (the run); for
 """
 from __future__ import annotations
 
+import argparse
+
 from ...case.config import CaseError
 from ...linalg.registry import model_bytes_per_iteration
 from .flow import run_flow_bench
@@ -127,9 +129,14 @@ def cmd_bench(args):
     """
     from ...compute.comm import communicator
 
+    if args.scaling:                        # one process launching mpiexec -n N
+        return _scaling(args)
     comm = communicator("auto")
-    if comm.size > 1:                       # mpiexec -n N bubbleflow bench
+    if comm.size > 1 or args.rows:          # mpiexec -n N bubbleflow bench
         return _ranks_bench(comm, args)
+    if args.weak_sizes:
+        raise CaseError(PROG, "--weak-sizes", "got --weak-sizes on one process",
+                        "it with --scaling, or under mpiexec -n N")
     if args.flow:
         flow_bench = parse_flow_args(args)
         _, failures = run_flow_bench(flow_bench)
@@ -162,14 +169,55 @@ def _ranks_bench(comm, args):
         # The device communicator where every rank has a GPU, else MPI.
         comm = communicator("auto", backend)
         comm.use_device(backend)
-    sizes = []
-    for token in args.sizes or (["1024", "2048"] if dim == 2 else ["96", "160"]):
-        if not token.isdigit() or int(token) < 4 * comm.size:
-            raise CaseError(PROG, "--sizes", f"got {token!r} with {comm.size} ranks",
-                            f"an integer >= {4 * comm.size}")
-        sizes.append(int(token))
-    run_ranks_bench(comm, dim, sizes, backend=backend)
+    default = (["1024", "2048"] if dim == 2 else ["96", "160"]) if not args.weak_sizes else []
+    sizes = _ranks_sizes("--sizes", args.sizes or default, 4 * comm.size)
+    weak = _ranks_sizes("--weak-sizes", args.weak_sizes or [], 4)
+    rows = run_ranks_bench(comm, dim, sizes, backend=backend, weak_sizes=weak)
+    if args.rows and comm.rank == 0:
+        import json
+
+        from ...io.atomic import atomic_text
+
+        atomic_text(args.rows, "".join(json.dumps(r) + "\n" for r in rows))
     return 0
+
+
+def _ranks_sizes(flag, tokens, least):
+    """The sizes of a ranks' option, each an integer >= ``least``."""
+    sizes = []
+    for token in tokens:
+        if not str(token).isdigit() or int(token) < least:
+            raise CaseError(PROG, flag, f"got {token!r}", f"an integer >= {least} (4 planes a rank)")
+        sizes.append(int(token))
+    return sizes
+
+
+def _scaling(args):
+    """``bench --scaling R [R ...]``: the ranks' benchmark under ``mpiexec
+    -n R`` for each count (and one rank), strong scaling at ``--sizes`` and
+    weak at ``--weak-sizes``; one table (:mod:`.ranks_scaling`)."""
+    from .ranks_scaling import find_mpiexec, run_scaling
+
+    counts = []
+    for token in args.scaling:
+        if not str(token).isdigit() or int(token) < 1:
+            raise CaseError(PROG, "--scaling", f"got {token!r}", "counts of ranks, integers >= 1")
+        counts.append(int(token))
+    dim = 3 if str(args.dim) == "3" else 2
+    if args.flow:
+        raise CaseError(PROG, "--flow", "got --flow with --scaling",
+                        "the pressure benchmark's scaling")
+    default = (["1024", "2048"] if dim == 2 else ["96", "160"]) if not args.weak_sizes else []
+    sizes = _ranks_sizes("--sizes", args.sizes or default, 4 * max(counts))
+    weak = _ranks_sizes("--weak-sizes", args.weak_sizes or [], 4)
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise CaseError(PROG, "--scaling", "no mpiexec found",
+                        "an MPI launcher (pip install -e '.[mpi]' brings mpi4py and mpich)")
+    backend = "cupy" if args.backend == "cupy" else "numpy"
+    _, failed = run_scaling(counts, dim, sizes, weak, backend=backend, csv=args.csv,
+                            mpiexec=mpiexec)
+    return 1 if failed else 0
 
 
 def _one_line_error(message):
@@ -242,6 +290,20 @@ def add_subparser(subparsers):
                    "with --flow FILE or FOLDER (then FOLDER/bench_flow.csv)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress lines on stderr (one per run otherwise)")
+    ranks = p.add_argument_group(
+        "several ranks (mpiexec -n N bubbleflow bench, or --scaling)",
+        "Under mpiexec -n N the benchmark times Jacobi-PCG iterations of the bubbly column "
+        "(contrast 1000) on the ranks' slabs beside the performance model of an iteration "
+        "(docs/performance.md); of the options above --dim, --sizes (cells per side in all) "
+        "and --backend apply.")
+    ranks.add_argument("--scaling", nargs="+", metavar="R",
+                       help="run it under mpiexec -n R for each R (and 1, the baseline) and "
+                            "print strong scaling at --sizes and weak scaling at --weak-sizes: "
+                            "measured and modelled ms an iteration, the model's error, the "
+                            "efficiency; --csv writes the table")
+    ranks.add_argument("--weak-sizes", nargs="+", metavar="N",
+                       help="N^d cells a rank, the column stacked a unit a rank (weak scaling)")
+    ranks.add_argument("--rows", metavar="FILE", help=argparse.SUPPRESS)
     flow = p.add_argument_group(
         "flow benchmark (--flow)",
         "Time a flow time step phase by phase (the flow solver's phases and the output), "

@@ -172,16 +172,17 @@ def measure_link(comm, plane_bytes, backend=None):
                 _allreduce_latency(comm, backend), dots)
 
 
-def _loop_seconds(comm, backend, dim, n):
+def _loop_seconds(comm, backend, dim, n, stack=1):
     """``(seconds an iteration, cells, plane cells)``: ``RANKS_ITERATIONS``
-    Jacobi-PCG iterations of the bubbly column on the ranks' slabs, the
+    Jacobi-PCG iterations of the bubbly column (``n`` cells a side, its unit
+    stacked ``stack`` times along the slabs' axis) on the ranks' slabs, the
     array engine (on one rank too: the loop the ranks run)."""
     from ... import pcg
     from ...case.problem import bubbly_column, bubbly_column_3d
     from ...operators.distributed import DistributedOperator
 
-    A, b, _ = (bubbly_column(n, 1e3, backend=backend.name) if dim == 2
-               else bubbly_column_3d(n, 1e3, backend=backend.name))
+    column = bubbly_column if dim == 2 else bubbly_column_3d
+    A, b, _ = column(n, 1e3, backend=backend.name, stack=stack)
     Ad = DistributedOperator.from_operator(A, comm)
     plane = int(np.prod(A.grid_shape[1:]))
     local_b = Ad.scatter_local(backend.to_host(b))
@@ -193,11 +194,15 @@ def _loop_seconds(comm, backend, dim, n):
     return seconds / max(int(infos[-1].iterations), 1), cells, plane
 
 
-def run_ranks_bench(comm, dim, sizes, out=print, backend=None):
+def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=()):
     """Per size: ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly
     column (contrast 1000) on the ranks' slabs, on ``backend`` (default
     NumPy), the time per iteration measured and modelled; rank 0 prints one
-    line a size.  Returns the rows (rank 0) or an empty list."""
+    line a size.  ``sizes``: ``n^d`` cells in all (strong scaling);
+    ``weak_sizes``: ``n^d`` cells a rank (the column stacked a unit a rank:
+    weak scaling).  Returns the rows (rank 0) or an empty list: ``n``,
+    ``ranks``, ``cells`` (in all), ``weak``, ``measured`` and ``predicted``
+    (s an iteration) and the model's parts."""
     from ...compute.backend import get_backend
     from ...compute.transfer import on_device
 
@@ -210,18 +215,27 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None):
     link = measure_link(comm, 8 * plane, backend)
     _, parts = predict_iteration(cells, plane, dim, comm.size, link, passes)
     issue = max(seconds - parts.get("halo", 0.0) - parts.get("allreduce", 0.0), 0.0)
+    # One rank's weak size is the strong one: measured once.
+    jobs = [(n, False) for n in sizes] + [(n, True) for n in weak_sizes
+                                          if comm.size > 1 or n not in sizes]
     rows = []
-    for n in sizes:
-        measured, cells, plane = _loop_seconds(comm, backend, dim, n)
+    for n, weak in jobs:
+        measured, cells, plane = _loop_seconds(comm, backend, dim, n, comm.size if weak else 1)
         link = dataclasses.replace(measure_link(comm, 8 * plane, backend), issue=issue)
         predicted, parts = predict_iteration(cells, plane, dim, comm.size, link, passes)
         if comm.rank != 0:
             continue
-        rows.append(dict(n=n, ranks=comm.size, measured=measured, predicted=predicted, **parts))
+        rows.append(dict(n=n, ranks=comm.size, dim=dim, cells=cells, weak=weak and comm.size > 1,
+                         comm=comm.name, backend=backend.name, measured=measured,
+                         predicted=predicted, copy_bandwidth=link.copy_bandwidth,
+                         dot_bandwidth=link.dot_bandwidth, latency=link.latency,
+                         link_bandwidth=link.bandwidth, allreduce_seconds=link.allreduce,
+                         parts=parts))
         shown = ", ".join(f"{k} {1e3 * v:.3f}" for k, v in parts.items())
         links = (f", latency {1e6 * link.latency:.1f} us, link {link.bandwidth / 1e9:.2f} GB/s, "
                  f"all-reduce {1e6 * link.allreduce:.1f} us") if comm.size > 1 else ""
-        out(f"{comm.size} ranks ({comm.name}, {backend.name}), {dim}-D n = {n}: measured "
+        what = f"{n}^{dim} a rank" if weak and comm.size > 1 else f"n = {n}"
+        out(f"{comm.size} ranks ({comm.name}, {backend.name}), {dim}-D {what}: measured "
             f"{1e3 * measured:.3f} ms/it, model {1e3 * predicted:.3f} ms/it ({shown}), error "
             f"{100 * (predicted - measured) / measured:+.1f} %; copy "
             f"{link.copy_bandwidth / 1e9:.2f} GB/s, dot {link.dot_bandwidth / 1e9:.2f} GB/s a "

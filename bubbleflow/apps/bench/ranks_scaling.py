@@ -1,0 +1,119 @@
+"""``bubbleflow bench --scaling 1 2 4``: the ranks' benchmark
+(:func:`.ranks_model.run_ranks_bench`) on each count of ranks, each started
+by ``mpiexec -n N``, and one table of strong and weak scaling with the
+model's time and error beside each measurement.
+
+* Strong scaling: the same ``n^d`` grid on 1 and on N ranks; efficiency
+  ``T_1 / (N T_N)``.
+* Weak scaling: ``n^d`` cells a rank (the column stacked a unit a rank);
+  efficiency ``T_1 / T_N``.
+
+``T`` is the measured time of one iteration; the model's efficiency is the
+same ratio of its predicted times.  Every count of ranks runs the same
+loop (the array engine with Jacobi), one rank included, so the ratios
+compare like with like.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["SCALING_COLUMNS", "find_mpiexec", "scaling_rows", "format_scaling", "run_scaling"]
+
+#: The scaling table's columns (also the CSV's).
+SCALING_COLUMNS = ("dim", "scaling", "n", "ranks", "cells", "cells_per_rank", "comm", "backend",
+                   "measured_ms", "model_ms", "model_error", "efficiency", "model_efficiency")
+
+
+def find_mpiexec():
+    """The ``mpiexec`` beside this Python (the ``mpich`` wheel's), else on the PATH; or None."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+def scaling_rows(rows, sizes, weak_sizes):
+    """The table's rows from the ranks' benchmark rows of every count of
+    ranks (:func:`.ranks_model.run_ranks_bench`'s, one rank's among them):
+    for each of ``sizes`` the rows of that grid (strong scaling), for each
+    of ``weak_sizes`` the rows of that many cells a rank (weak scaling), the
+    one-rank row first in each; efficiencies against it (None where it is
+    missing)."""
+    out = []
+    for kind, ns in (("strong", sizes), ("weak", weak_sizes)):
+        for dim, n in sorted({(r["dim"], n) for r in rows for n in ns}):
+            group = sorted((r for r in rows if r["dim"] == dim and r["n"] == n and (
+                r["ranks"] == 1 or r["weak"] == (kind == "weak"))), key=lambda r: r["ranks"])
+            base = group[0] if group and group[0]["ranks"] == 1 else None
+            for r in group:
+                factor = r["ranks"] if kind == "strong" else 1
+                eff = model_eff = None
+                if base is not None:
+                    eff = base["measured"] / (factor * r["measured"])
+                    model_eff = base["predicted"] / (factor * r["predicted"])
+                out.append(dict(dim=dim, scaling=kind, n=n, ranks=r["ranks"], cells=r["cells"],
+                                cells_per_rank=r["cells"] // r["ranks"], comm=r["comm"],
+                                backend=r["backend"], measured_ms=1e3 * r["measured"],
+                                model_ms=1e3 * r["predicted"],
+                                model_error=(r["predicted"] - r["measured"]) / r["measured"],
+                                efficiency=eff, model_efficiency=model_eff))
+    return out
+
+
+def format_scaling(table):
+    """The scaling rows as an aligned text table (percentages for the ratios)."""
+    head = ("D", "scaling", "n", "ranks", "cells a rank", "comm", "ms/it", "model ms/it",
+            "model error", "efficiency", "model eff.")
+    lines = []
+    for t in table:
+        pct = (lambda v: "-" if v is None else f"{100 * v:.1f} %")
+        lines.append((str(t["dim"]), t["scaling"], str(t["n"]), str(t["ranks"]),
+                      str(t["cells_per_rank"]), t["comm"], f"{t['measured_ms']:.3f}",
+                      f"{t['model_ms']:.3f}", f"{100 * t['model_error']:+.1f} %",
+                      pct(t["efficiency"]), pct(t["model_efficiency"])))
+    widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
+    fmt = lambda row: "  ".join(c.rjust(w) for c, w in zip(row, widths))   # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
+
+
+def _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, rows_path):
+    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "bubbleflow", "bench",
+           "--dim", str(dim), "--backend", backend, "--rows", str(rows_path)]
+    if sizes:
+        cmd += ["--sizes", *map(str, sizes)]
+    if weak_sizes:
+        cmd += ["--weak-sizes", *map(str, weak_sizes)]
+    return cmd
+
+
+def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=print,
+                err=None, mpiexec=None):
+    """Run the ranks' benchmark on each of ``counts`` ranks (1 added where
+    missing: the baseline), print the table and write it to ``csv``;
+    returns ``(table, failed counts)``.  The workers print their own lines
+    as they go; a count that fails is named and the rest still run."""
+    from ...io.atomic import atomic_text
+    from ..tables import csv_text
+
+    err = err or (lambda text: print(text, file=sys.stderr, flush=True))
+    mpiexec = mpiexec or find_mpiexec()
+    rows, failed = [], []
+    with tempfile.TemporaryDirectory(prefix="bubbleflow-scaling-") as tmp:
+        for ranks in sorted(set(counts) | {1}):
+            path = Path(tmp) / f"rows{ranks}.jsonl"
+            cmd = _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, path)
+            code = subprocess.run(cmd, env=dict(os.environ)).returncode
+            if code != 0 or not path.exists():
+                err(f"error: bench --scaling: {' '.join(cmd[:3])} ... failed (exit code {code})")
+                failed.append(ranks)
+                continue
+            rows += [json.loads(line) for line in path.read_text().splitlines() if line]
+    table = scaling_rows(rows, sizes, weak_sizes)
+    out(format_scaling(table))
+    if csv:
+        atomic_text(csv, csv_text(SCALING_COLUMNS, table))
+    return table, failed

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The ranks on a machine of several GPUs, in one go (docs/performance.md,
+# "Several GPUs"): NCCL between the GPUs against one process, strong and
+# weak scaling with the performance model beside each measurement, the
+# GPU tests of tests/parallel.  Every step has its own time limit and
+# writes into OUTDIR as it goes.
+#
+#   scripts/ranks_gpu_check.sh OUTDIR [RANKS] [WHEELS]
+#
+# RANKS: the counts of ranks to scale to (default: 2); WHEELS: a folder of
+# mpich / mpi4py wheels, installed where no MPI is (machines without a
+# network).
+set -u
+out=${1:?OUTDIR}; ranks=${2:-2}; wheels=${3:-.wheels}
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$out"
+step() { echo "== $(date +%T) $*"; }
+
+step "GPUs and their links"
+nvidia-smi -L; nvidia-smi topo -m
+if ! python3 -c "import mpi4py.MPI" 2>/dev/null || ! command -v mpiexec >/dev/null; then
+    python3 -m pip install -q --no-deps --no-index "$wheels"/*.whl
+fi
+python3 -c "import mpi4py, cupy; from cupy.cuda import nccl; print('mpi4py', mpi4py.__version__, 'cupy', cupy.__version__, 'nccl', nccl.get_version())"
+
+step "2-D strong (8192^2) and weak (4096^2 a rank) scaling, Jacobi PCG, the model"
+timeout 240 python3 -m bubbleflow bench --scaling $ranks --backend cupy --sizes 8192 \
+    --weak-sizes 4096 --csv "$out/scaling_2d.csv" 2>&1 | tee "$out/scaling_2d.log"
+
+step "NCCL between the GPUs: the solver cases of tests/parallel against one process"
+timeout 150 mpiexec -n 2 python3 tests/helpers/mpi_solve.py "$out/solve_nccl.jsonl" cupy nccl
+python3 - "$out/solve_nccl.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    print(f"{r['case']:<28} {r['comm']} x{r['ranks']}: its {r['its']} (one process {r['its_one']}), "
+          f"answer {r['diff']:.1e}, residual {r['residual']:.1e}")
+bad = [r["case"] for r in rows if abs(r["its"] - r["its_one"]) > 2 or r["diff"] > 1e-10]
+print(f"{len(rows)} cases, {len(bad)} off: {bad}")
+EOF
+
+step "3-D strong (384^3) and weak (256^3 a rank) scaling"
+timeout 200 python3 -m bubbleflow bench --scaling $ranks --dim 3 --backend cupy --sizes 384 \
+    --weak-sizes 256 --csv "$out/scaling_3d.csv" 2>&1 | tee "$out/scaling_3d.log"
+
+step "GPU tests of tests/parallel (NCCL where there is a GPU a rank)"
+timeout 300 python3 -m pytest -q -x --backend cupy -m gpu tests/parallel 2>&1 | tail -15
+step "done"
