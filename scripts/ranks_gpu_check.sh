@@ -25,25 +25,26 @@ fi
 python3 -c "import mpi4py, cupy; from cupy.cuda import nccl; print('mpi4py', mpi4py.__version__, 'cupy', cupy.__version__, 'nccl', nccl.get_version())"
 
 step "2-D strong (8192^2) and weak (4096^2 a rank) scaling, Jacobi PCG, the model"
-timeout 240 python3 -m bubbleflow bench --scaling $ranks --backend cupy --sizes 8192 \
+timeout 150 python3 -m bubbleflow bench --scaling $ranks --backend cupy --sizes 8192 \
     --weak-sizes 4096 --csv "$out/scaling_2d.csv" 2>&1 | tee "$out/scaling_2d.log"
 
 step "NCCL between the GPUs: the solver cases of tests/parallel against one process"
-timeout 150 mpiexec -n 2 python3 tests/helpers/mpi_solve.py "$out/solve_nccl.jsonl" cupy nccl
+timeout 90 mpiexec -n 2 python3 tests/helpers/mpi_solve.py "$out/solve_nccl.jsonl" cupy nccl
 python3 - "$out/solve_nccl.jsonl" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for r in rows:
     print(f"{r['case']:<28} {r['comm']} x{r['ranks']}: its {r['its']} (one process {r['its_one']}), "
           f"answer {r['diff']:.1e}, residual {r['residual']:.1e}")
-bad = [r["case"] for r in rows if abs(r["its"] - r["its_one"]) > 2 or r["diff"] > 1e-10]
+bad = [r["case"] for r in rows if not r["converged"] or r["diff"] > 1e-10]
 print(f"{len(rows)} cases, {len(bad)} off: {bad}")
 EOF
 
-step "3-D strong (384^3) and weak (256^3 a rank) scaling"
-timeout 200 python3 -m bubbleflow bench --scaling $ranks --dim 3 --backend cupy --sizes 384 \
-    --weak-sizes 256 --csv "$out/scaling_3d.csv" 2>&1 | tee "$out/scaling_3d.log"
+step "GPU tests of tests/parallel but the solver cases above (NCCL where there is a GPU a rank)"
+timeout 120 python3 -m pytest -q --backend cupy -m gpu tests/parallel \
+    -k "not one_process_answer" 2>&1 | tail -15
 
-step "GPU tests of tests/parallel (NCCL where there is a GPU a rank)"
-timeout 300 python3 -m pytest -q -x --backend cupy -m gpu tests/parallel 2>&1 | tail -15
+step "3-D strong (256^3) and weak (256^3 a rank) scaling"
+timeout 100 python3 -m bubbleflow bench --scaling $ranks --dim 3 --backend cupy --sizes 256 \
+    --weak-sizes 256 --csv "$out/scaling_3d.csv" 2>&1 | tee "$out/scaling_3d.log"
 step "done"
