@@ -7,11 +7,13 @@
 #
 #   scripts/ranks_gpu_check.sh OUTDIR [RANKS] [WHEELS]
 #
-# RANKS: the counts of ranks to scale to (default: 2); WHEELS: a folder of
+# RANKS: the counts of ranks to scale to, quoted (default: 2; "2 4" on four
+# GPUs); WHEELS: a folder of
 # mpich / mpi4py wheels, installed where no MPI is (machines without a
 # network).
 set -u
 out=${1:?OUTDIR}; ranks=${2:-2}; wheels=${3:-.wheels}
+most=$(echo $ranks | tr ' ' '\n' | sort -n | tail -1)
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$out"
@@ -25,11 +27,11 @@ fi
 python3 -c "import mpi4py, cupy; from cupy.cuda import nccl; print('mpi4py', mpi4py.__version__, 'cupy', cupy.__version__, 'nccl', nccl.get_version())"
 
 step "2-D strong (8192^2) and weak (4096^2 a rank) scaling, Jacobi PCG, the model"
-timeout 150 python3 -m bubbleflow bench --scaling $ranks --backend cupy --sizes 8192 \
+timeout 200 python3 -m bubbleflow bench --scaling $ranks --backend cupy --sizes 8192 \
     --weak-sizes 4096 --csv "$out/scaling_2d.csv" 2>&1 | tee "$out/scaling_2d.log"
 
 step "NCCL between the GPUs: the solver cases of tests/parallel against one process"
-timeout 90 mpiexec -n 2 python3 tests/helpers/mpi_solve.py "$out/solve_nccl.jsonl" cupy nccl
+timeout 80 mpiexec -n $most python3 tests/helpers/mpi_solve.py "$out/solve_nccl.jsonl" cupy nccl
 python3 - "$out/solve_nccl.jsonl" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -41,7 +43,7 @@ print(f"{len(rows)} cases, {len(bad)} off: {bad}")
 EOF
 
 step "GPU tests of tests/parallel but the solver cases above (NCCL where there is a GPU a rank)"
-timeout 120 python3 -m pytest -q --backend cupy -m gpu tests/parallel \
+timeout 100 python3 -m pytest -q --backend cupy -m gpu tests/parallel \
     -k "not one_process_answer" 2>&1 | tail -15
 
 step "3-D strong (256^3) and weak (256^3 a rank) scaling"
