@@ -15,6 +15,8 @@ set -u
 out=${1:?OUTDIR}; ranks=${2:-2}; wheels=${3:-.wheels}
 most=$(echo $ranks | tr ' ' '\n' | sort -n | tail -1)
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+# Open MPI (a system MPI) refuses root without these; MPICH ignores them.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$out"
 step() { echo "== $(date +%T) $*"; }

@@ -456,6 +456,34 @@ def test_bench_scaling_prints_strong_and_weak_scaling(tmp_path):
         assert r["model_error"] == pytest.approx(r["model_ms"] / r["measured_ms"] - 1)
 
 
+def test_the_scaling_table_compares_like_with_like():
+    """Efficiencies from synthetic rows: strong against the one-rank row of
+    the same grid (T_1 / (N T_N)), weak against the one-rank row of the
+    same cells a rank (T_1 / T_N); no rows, a table of its header alone."""
+    from bubbleflow.apps.bench.ranks_scaling import format_scaling, scaling_rows
+
+    def row(n, ranks, weak, measured, predicted):
+        return dict(dim=2, n=n, ranks=ranks, weak=weak, cells=n * n * (ranks if weak else 1),
+                    comm="nccl" if ranks > 1 else "single", backend="cupy",
+                    measured=measured, predicted=predicted)
+
+    rows = [row(64, 1, False, 4.0, 4.4), row(32, 1, False, 1.0, 0.9), row(64, 2, False, 2.5, 2.2),
+            row(32, 2, True, 1.25, 1.0), row(64, 4, False, 1.6, 1.1)]
+    table = scaling_rows(rows, [64], [32])
+    got = [(t["scaling"], t["n"], t["ranks"], t["cells_per_rank"]) for t in table]
+    assert got == [("strong", 64, 1, 4096), ("strong", 64, 2, 2048), ("strong", 64, 4, 1024),
+                   ("weak", 32, 1, 1024), ("weak", 32, 2, 1024)]
+    eff = [t["efficiency"] for t in table]
+    assert eff == pytest.approx([1.0, 4.0 / 5.0, 4.0 / 6.4, 1.0, 0.8])
+    assert table[2]["model_efficiency"] == pytest.approx(4.4 / 4.4)
+    assert table[1]["model_error"] == pytest.approx(2.2 / 2.5 - 1)
+    text = format_scaling(table)
+    assert "80.0 %" in text and "+10.0 %" in text
+    assert format_scaling([]).splitlines()[0].split()[:2] == ["D", "scaling"]
+    # Without the one-rank row no efficiency is claimed.
+    assert [t["efficiency"] for t in scaling_rows(rows[2:3], [64], [])] == [None]
+
+
 def test_the_scaling_options_are_checked_in_one_line(tmp_path):
     for args, key in ((["--scaling", "0"], "--scaling"), (["--weak-sizes", "32"], "--weak-sizes"),
                       (["--scaling", "4", "--sizes", "8"], "--sizes")):

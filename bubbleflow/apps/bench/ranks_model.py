@@ -168,8 +168,9 @@ def measure_link(comm, plane_bytes, backend=None):
     if comm.size < 2:
         return Link(bandwidth, 0.0, float("inf"), 0.0, dots)
     small, big = _swap_seconds(comm, backend, 8), _swap_seconds(comm, backend, plane_bytes)
-    return Link(bandwidth, small, plane_bytes / max(big - small, 1e-12),
-                _allreduce_latency(comm, backend), dots)
+    # A plane's swap no slower than 8 bytes': latency-bound, no bandwidth term.
+    link = plane_bytes / (big - small) if big > small else float("inf")
+    return Link(bandwidth, small, link, _allreduce_latency(comm, backend), dots)
 
 
 def _loop_seconds(comm, backend, dim, n, stack=1):
@@ -232,7 +233,9 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=()):
                          link_bandwidth=link.bandwidth, allreduce_seconds=link.allreduce,
                          parts=parts))
         shown = ", ".join(f"{k} {1e3 * v:.3f}" for k, v in parts.items())
-        links = (f", latency {1e6 * link.latency:.1f} us, link {link.bandwidth / 1e9:.2f} GB/s, "
+        rate = (f"{link.bandwidth / 1e9:.2f} GB/s" if np.isfinite(link.bandwidth)
+                else "latency-bound (a plane's swap as quick as 8 bytes')")
+        links = (f", latency {1e6 * link.latency:.1f} us, link {rate}, "
                  f"all-reduce {1e6 * link.allreduce:.1f} us") if comm.size > 1 else ""
         what = f"{n}^{dim} a rank" if weak and comm.size > 1 else f"n = {n}"
         out(f"{comm.size} ranks ({comm.name}, {backend.name}), {dim}-D {what}: measured "

@@ -75,7 +75,7 @@ def format_scaling(table):
                       str(t["cells_per_rank"]), t["comm"], f"{t['measured_ms']:.3f}",
                       f"{t['model_ms']:.3f}", f"{100 * t['model_error']:+.1f} %",
                       pct(t["efficiency"]), pct(t["model_efficiency"])))
-    widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
+    widths = [max([len(h)] + [len(row[i]) for row in lines]) for i, h in enumerate(head)]
     fmt = lambda row: "  ".join(c.rjust(w) for c, w in zip(row, widths))   # noqa: E731
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
 
