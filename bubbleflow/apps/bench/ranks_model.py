@@ -41,10 +41,13 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "run_ranks_bench",
-           "RANKS_ITERATIONS", "DOT_PASSES"]
+           "RANKS_ITERATIONS", "RANKS_SOLVES", "DOT_PASSES"]
 
 #: Jacobi-PCG iterations timed per size (rtol 0: none stops early).
 RANKS_ITERATIONS = 30
+
+#: Timed solves per size, after one untimed; their median is reported.
+RANKS_SOLVES = 3
 
 
 def array_passes(ndim, device=False):
@@ -103,10 +106,12 @@ def _barrier(comm):
     comm.allreduce_sum(np.zeros(1))
 
 
-def _timed(comm, backend, step, repeat):
+def _timed(comm, backend, step, repeat, warm=True):
     """Seconds one ``step()`` takes, every rank stepping at once: the mean
-    over ``repeat`` (the device waited for), the slowest rank's."""
-    step()                                          # warm-up (allocations, kernels)
+    over ``repeat`` (the device waited for), the slowest rank's; after one
+    untimed step where ``warm``."""
+    if warm:
+        step()                                      # warm-up (allocations, kernels)
     backend.synchronize()
     _barrier(comm)
     t = time.perf_counter()
@@ -190,8 +195,16 @@ def _loop_seconds(comm, backend, dim, n, stack=1):
     cells = A.shape[0]
     del A, b
     infos = []
-    seconds = _timed(comm, backend, lambda: infos.append(pcg(
-        Ad, local_b, rtol=0.0, engine="generic", maxiter=RANKS_ITERATIONS, M="jacobi")[1]), 1)
+
+    def solve():
+        infos.append(pcg(Ad, local_b, rtol=0.0, engine="generic", maxiter=RANKS_ITERATIONS,
+                         M="jacobi")[1])
+
+    solve()                                         # warm-up (allocations, kernels, clocks)
+    # The median of a few timed solves (each the slowest rank's): one solve
+    # of a few milliseconds is noisy (docs/performance.md, "Several GPUs").
+    seconds = float(np.median([_timed(comm, backend, solve, 1, warm=False)
+                               for _ in range(RANKS_SOLVES)]))
     return seconds / max(int(infos[-1].iterations), 1), cells, plane
 
 
