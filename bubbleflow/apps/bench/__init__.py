@@ -169,9 +169,7 @@ def _ranks_bench(comm, args):
         # The device communicator where every rank has a GPU, else MPI.
         comm = communicator("auto", backend)
         comm.use_device(backend)
-    default = (["1024", "2048"] if dim == 2 else ["96", "160"]) if not args.weak_sizes else []
-    sizes = _ranks_sizes("--sizes", args.sizes or default, 4 * comm.size)
-    weak = _ranks_sizes("--weak-sizes", args.weak_sizes or [], 4)
+    sizes, weak = _ranks_size_lists(args, dim, comm.size)
     rows = run_ranks_bench(comm, dim, sizes, backend=backend, weak_sizes=weak)
     if args.rows and comm.rank == 0:
         import json
@@ -180,6 +178,14 @@ def _ranks_bench(comm, args):
 
         atomic_text(args.rows, "".join(json.dumps(r) + "\n" for r in rows))
     return 0
+
+
+def _ranks_size_lists(args, dim, ranks):
+    """``(sizes, weak sizes)`` of the ranks' benchmark on up to ``ranks``
+    ranks (default sizes only where no weak ones are asked for)."""
+    default = (["1024", "2048"] if dim == 2 else ["96", "160"]) if not args.weak_sizes else []
+    return (_ranks_sizes("--sizes", args.sizes or default, 4 * ranks),
+            _ranks_sizes("--weak-sizes", args.weak_sizes or [], 4))
 
 
 def _ranks_sizes(flag, tokens, least):
@@ -207,9 +213,7 @@ def _scaling(args):
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with --scaling",
                         "the pressure benchmark's scaling")
-    default = (["1024", "2048"] if dim == 2 else ["96", "160"]) if not args.weak_sizes else []
-    sizes = _ranks_sizes("--sizes", args.sizes or default, 4 * max(counts))
-    weak = _ranks_sizes("--weak-sizes", args.weak_sizes or [], 4)
+    sizes, weak = _ranks_size_lists(args, dim, max(counts))
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise CaseError(PROG, "--scaling", "no mpiexec found",
