@@ -484,6 +484,24 @@ def test_the_scaling_table_compares_like_with_like():
     assert [t["efficiency"] for t in scaling_rows(rows[2:3], [64], [])] == [None]
 
 
+def test_scaling_refuses_processes_that_ran_alone(tmp_path, monkeypatch):
+    """A launcher whose processes do not join one MPI world (here one that
+    starts the command once, alone) gives one-rank rows for a count of 2:
+    that count is named as failed, not tabled as two ranks."""
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\nshift 2\nexec \"$@\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    from bubbleflow.apps.bench.ranks_scaling import run_scaling
+
+    said, errors = [], []
+    table, failed = run_scaling([2], 2, [16], [], out=said.append, err=errors.append,
+                                mpiexec=str(fake))
+    assert failed == [2] and [t["ranks"] for t in table] == [1]
+    assert "ran as [1] rank(s), not 2" in errors[0]
+
+
 def test_the_scaling_options_are_checked_in_one_line(tmp_path):
     for args, key in ((["--scaling", "0"], "--scaling"), (["--weak-sizes", "32"], "--weak-sizes"),
                       (["--scaling", "4", "--sizes", "8"], "--sizes")):

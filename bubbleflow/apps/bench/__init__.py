@@ -214,6 +214,11 @@ def _scaling(args):
         raise CaseError(PROG, "--flow", "got --flow with --scaling",
                         "the pressure benchmark's scaling")
     sizes, weak = _ranks_size_lists(args, dim, max(counts))
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        raise CaseError(PROG, "--scaling", "mpi4py is not installed",
+                        "mpi4py and an MPI (pip install -e '.[mpi]' brings mpi4py and mpich)") from None
     mpiexec = find_mpiexec()
     if mpiexec is None:
         raise CaseError(PROG, "--scaling", "no mpiexec found",

@@ -111,7 +111,16 @@ def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=p
                 err(f"error: bench --scaling: {' '.join(cmd[:3])} ... failed (exit code {code})")
                 failed.append(ranks)
                 continue
-            rows += [json.loads(line) for line in path.read_text().splitlines() if line]
+            got = [json.loads(line) for line in path.read_text().splitlines() if line]
+            if any(r["ranks"] != ranks for r in got):
+                # Processes that did not join one MPI world (another MPI's
+                # launcher, or no mpi4py) each ran alone: no N-rank figure.
+                err(f"error: bench --scaling: {' '.join(cmd[:3])} started processes that ran "
+                    f"as {sorted({r['ranks'] for r in got})} rank(s), not {ranks}: is {mpiexec} "
+                    "the launcher of the MPI mpi4py uses?")
+                failed.append(ranks)
+                continue
+            rows += got
     table = scaling_rows(rows, sizes, weak_sizes)
     out(format_scaling(table))
     if csv:
