@@ -98,9 +98,13 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
             # The other ranks may be waiting in a collective for this one.
             import traceback
 
-            print(f"error: rank {comm.rank} of {comm.size} failed; ending every rank",
-                  file=sys.stderr, flush=True)
-            traceback.print_exc()
+            if isinstance(exc, KeyboardInterrupt):     # (a second Ctrl-C: no traceback)
+                print(f"error: rank {comm.rank} of {comm.size} interrupted; ending every rank",
+                      file=sys.stderr, flush=True)
+            else:
+                print(f"error: rank {comm.rank} of {comm.size} failed; ending every rank",
+                      file=sys.stderr, flush=True)
+                traceback.print_exc()
             sys.stderr.flush()
             comm.abort(1)
         raise

@@ -502,9 +502,30 @@ def test_scaling_refuses_processes_that_ran_alone(tmp_path, monkeypatch):
     assert "ran as [1] rank(s), not 2" in errors[0]
 
 
+def test_a_failure_on_one_rank_ends_the_ranks_benchmark(tmp_path):
+    """An error one rank alone meets in ``mpiexec -n 2 bubbleflow bench``
+    ends both ranks, the failing one named (before, the other waited in a
+    collective and the launcher never returned)."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
+                           str(HERE.parent / "helpers" / "mpi_bench_error.py"),
+                           str(tmp_path / "rows.jsonl")], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert ("error: bench: rank 1 of 2 failed (MemoryError: a failure on rank 1 alone); "
+            "ending every rank") in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "rows.jsonl").exists()
+
+
 def test_the_scaling_options_are_checked_in_one_line(tmp_path):
     for args, key in ((["--scaling", "0"], "--scaling"), (["--weak-sizes", "32"], "--weak-sizes"),
-                      (["--scaling", "4", "--sizes", "8"], "--sizes")):
+                      (["--scaling", "4", "--sizes", "8"], "--sizes"),
+                      (["--scaling", "2", "--dim", "4"], "--dim"),
+                      (["--scaling", "2", "--sizes", "16", "--csv", str(tmp_path)], "--csv")):
         proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", *args],
                               capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert proc.returncode == 2 and key in proc.stderr, proc.stderr

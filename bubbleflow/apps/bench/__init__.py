@@ -97,8 +97,8 @@ from .flow_report import FLOW_COLUMNS
 from .measure import copy_bandwidth
 from .model3d import bytes_per_iteration_3d
 from .options import (DEFAULT_CONFIGS, DEFAULT_CONFIGS_3D, DEFAULT_MAXITER_PER_N, PEERS, PROG,
-                      BenchConfig, Config, cells_per_subdomain, default_rtol, parse_args,
-                      parse_config)
+                      BenchConfig, Config, _check_writable, _dim, cells_per_subdomain,
+                      default_rtol, parse_args, parse_config)
 from .peers import peer_bytes_per_iteration
 from .problem import make_problem
 from .report import COLUMNS, format_table, write_csv
@@ -133,7 +133,7 @@ def cmd_bench(args):
         return _scaling(args)
     comm = communicator("auto")
     if comm.size > 1 or args.rows:          # mpiexec -n N bubbleflow bench
-        return _ranks_bench(comm, args)
+        return _ranks_bench_ending_all(comm, args)
     if args.weak_sizes:
         raise CaseError(PROG, "--weak-sizes", "got --weak-sizes on one process",
                         "it with --scaling, or under mpiexec -n N")
@@ -147,10 +147,34 @@ def cmd_bench(args):
     return 1 if failures else 0
 
 
+def _ranks_bench_ending_all(comm, args):
+    """:func:`_ranks_bench`; an error on one rank (other than the bad
+    arguments every rank refuses alike) ends every rank, which would
+    otherwise wait for it in a collective."""
+    import sys
+    import traceback
+
+    try:
+        return _ranks_bench(comm, args)
+    except CaseError:
+        raise
+    except (Exception, KeyboardInterrupt) as exc:
+        if comm.size < 2:
+            raise
+        print(f"error: bench: rank {comm.rank} of {comm.size} failed ({type(exc).__name__}: "
+              f"{exc}); ending every rank", file=sys.stderr, flush=True)
+        if not isinstance(exc, KeyboardInterrupt):
+            traceback.print_exc()
+        sys.stderr.flush()
+        comm.abort(1)
+        raise
+
+
 def _ranks_bench(comm, args):
     """The ranks' benchmark: the model of an iteration beside its measured
-    time (:func:`.ranks_model.run_ranks_bench`), for ``--dim`` and
-    ``--sizes``; the other options are one process's."""
+    time (:func:`.ranks_model.run_ranks_bench`), for ``--dim``, ``--sizes``
+    and ``--weak-sizes``; ``--rows FILE``: rank 0 writes the rows there
+    (JSON lines, for ``--scaling``), and one rank runs it too."""
     from ...compute.backend import BackendUnavailable, get_backend
     from ...compute.comm import communicator
     from ...compute.transfer import on_device
@@ -184,8 +208,8 @@ def _ranks_size_lists(args, dim, ranks):
     """``(sizes, weak sizes)`` of the ranks' benchmark on up to ``ranks``
     ranks (default sizes only where no weak ones are asked for)."""
     default = (["1024", "2048"] if dim == 2 else ["96", "160"]) if not args.weak_sizes else []
-    return (_ranks_sizes("--sizes", args.sizes or default, 4 * ranks),
-            _ranks_sizes("--weak-sizes", args.weak_sizes or [], 4))
+    return (list(dict.fromkeys(_ranks_sizes("--sizes", args.sizes or default, 4 * ranks))),
+            list(dict.fromkeys(_ranks_sizes("--weak-sizes", args.weak_sizes or [], 4))))
 
 
 def _ranks_sizes(flag, tokens, least):
@@ -209,11 +233,14 @@ def _scaling(args):
         if not str(token).isdigit() or int(token) < 1:
             raise CaseError(PROG, "--scaling", f"got {token!r}", "counts of ranks, integers >= 1")
         counts.append(int(token))
-    dim = 3 if str(args.dim) == "3" else 2
+    dim = _dim(args.dim)
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with --scaling",
                         "the pressure benchmark's scaling")
     sizes, weak = _ranks_size_lists(args, dim, max(counts))
+    if args.csv:
+        _check_writable(args.csv)
+    backend = _scaling_backend(args.backend)
     try:
         import mpi4py  # noqa: F401
     except ImportError:
@@ -223,10 +250,21 @@ def _scaling(args):
     if mpiexec is None:
         raise CaseError(PROG, "--scaling", "no mpiexec found",
                         "an MPI launcher (pip install -e '.[mpi]' brings mpi4py and mpich)")
-    backend = "cupy" if args.backend == "cupy" else "numpy"
     _, failed = run_scaling(counts, dim, sizes, weak, backend=backend, csv=args.csv,
                             mpiexec=mpiexec)
     return 1 if failed else 0
+
+
+def _scaling_backend(name):
+    """The backend the ranks of ``--scaling`` run on: ``auto`` is CuPy where
+    it works; ``cupy`` where it does not is refused before any launch."""
+    from ...compute.backend import BackendUnavailable, get_backend
+
+    try:
+        return get_backend(name or "auto").name
+    except BackendUnavailable as exc:
+        raise CaseError(PROG, "--backend", f"got {name!r}",
+                        f"numpy or auto on this machine ({exc})") from None
 
 
 def _one_line_error(message):

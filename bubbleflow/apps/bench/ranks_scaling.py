@@ -93,7 +93,8 @@ def _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, rows_path):
 def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=print,
                 err=None, mpiexec=None):
     """Run the ranks' benchmark on each of ``counts`` ranks (1 added where
-    missing: the baseline), print the table and write it to ``csv``;
+    missing: the baseline), print the table and write it to ``csv`` (after
+    each count, atomically);
     returns ``(table, failed counts)``.  The workers print their own lines
     as they go; a count that fails is named and the rest still run."""
     from ...io.atomic import atomic_text
@@ -121,8 +122,8 @@ def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=p
                 failed.append(ranks)
                 continue
             rows += got
+            if csv:             # after every count: a later one's failure keeps these
+                atomic_text(csv, csv_text(SCALING_COLUMNS, scaling_rows(rows, sizes, weak_sizes)))
     table = scaling_rows(rows, sizes, weak_sizes)
     out(format_scaling(table))
-    if csv:
-        atomic_text(csv, csv_text(SCALING_COLUMNS, table))
     return table, failed
