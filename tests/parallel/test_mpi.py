@@ -549,6 +549,9 @@ def test_the_ranks_model_adds_its_parts():
     _, parts = predict_iteration(1024 ** 2, 1024, 2, 1, slow)
     assert parts == pytest.approx({"memory": 45 * 8 * 1024 ** 2 / 8e9,
                                    "dots": 3 * 16 * 1024 ** 2 / 4e9})
+    # Planes that do not share evenly: the thickest slab (6 of 16 planes on 3 ranks) sets the pace.
+    _, parts = predict_iteration(16 * 1024, 1024, 2, 3, link)
+    assert parts["memory"] == pytest.approx(50 * 8 * 6 * 1024 / 8e9)
     # A host slower to issue the operations than the device to run them.
     busy = Link(8e9, 5e-6, 1e9, 20e-6, dot_bandwidth=4e9, issue=1.0)
     total, parts = predict_iteration(1024 ** 2, 1024, 2, 2, busy)

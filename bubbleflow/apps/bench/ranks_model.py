@@ -82,11 +82,12 @@ class Link:
 
 
 def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
-    """Seconds one iteration takes on each of ``ranks`` ranks sharing
-    ``cells`` cells (slabs of planes of ``plane_cells`` cells), by the model
-    above (``passes``: :func:`array_passes`); returns ``(total, {part: seconds})``."""
+    """Seconds one iteration takes on ``ranks`` ranks sharing ``cells``
+    cells (slabs of whole planes of ``plane_cells`` cells, the thickest
+    ``ceil(planes / ranks)``: the others wait for it), by the model above (``passes``: :func:`array_passes`); returns ``(total, {part: seconds})``."""
     passes = array_passes(ndim) if passes is None else passes
-    local = cells / ranks
+    # The thickest slab sets the pace (its rank is the one the others wait for).
+    local = -(-(cells // plane_cells) // ranks) * plane_cells
     if link.dot_bandwidth is None:
         parts = {"memory": passes * 8.0 * local / link.copy_bandwidth}
     else:
