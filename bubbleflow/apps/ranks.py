@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from ..linalg.solver_ranks import RANK_DEFLATIONS, RANK_PRECONDITIONERS
 
 __all__ = ["run_case_ranks"]
@@ -125,22 +127,26 @@ def _check_restart(case, backend, restart):
 def _solve(case, backend, comm, quiet, out):
     from .. import __version__
     from ..case.problem import build_pressure_problem
+    from ..compute.backend import get_backend
     from ..io.layout import write_pressure_result
     from ..io.xdmf import write_pressure_sidecar
     from ..linalg.solver_ranks import RankPressureSolver, slab_align
     from ..operators.distributed import DistributedOperator
 
-    prob = build_pressure_problem(case, backend)
+    # The whole grid's problem on the host; a rank's device gets its slab
+    # alone (a grid too large for one GPU's memory can be shared by several).
+    prob = build_pressure_problem(case, get_backend("numpy"))
     s = case.solver
     quiet = quiet or comm.rank != 0
     cells = " x ".join(map(str, prob.grid.cells))
-    A = DistributedOperator.from_operator(prob.A, comm, align=slab_align(s, prob.grid, comm.size))
+    A = DistributedOperator.from_operator(prob.A, comm, align=slab_align(s, prob.grid, comm.size),
+                                          backend=backend)
     _say(quiet, f"{case.name}: {cells} cells on {comm.size} ranks (slabs of "
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
     lo, hi, _, _ = A.slab.extended()
-    solver = RankPressureSolver(s, prob.grid).update(A, phi=_host(prob.phi)[lo:hi],
-                                                     whole=lambda: prob.A)
+    solver = RankPressureSolver(s, prob.grid).update(A, phi=prob.phi[lo:hi],
+                                                     whole=lambda: _on_backend(prob, backend))
     if s.preconditioner.type == "multigrid":
         M, o = solver.M, s.preconditioner
         _say(quiet, f"multigrid: {M.n_levels} levels, {M.gathered} on the slabs, "
@@ -148,7 +154,7 @@ def _solve(case, backend, comm, quiet, out):
     if solver.deflation is not None:
         _say(quiet, f"deflation {s.deflation.type}: {solver.deflation.n_vectors} vectors, "
                     f"{s.variant}")
-    x, record = solver.solve(A.scatter_local(_host(prob.rhs)))
+    x, record = solver.solve(A.scatter_local(prob.rhs))
     p = A.gather(x)
     if comm.rank != 0:
         return 0 if record.converged else 1
@@ -156,8 +162,8 @@ def _solve(case, backend, comm, quiet, out):
     write_pressure_result(
         out.path, case_yaml=case.to_yaml(), version=__version__, backend=backend.name,
         device=f"{comm.size} ranks, {backend.device_name}", precision=case.precision,
-        face_density=case.operator.face_density, grid=g, phi=_host(prob.phi),
-        rho=_host(prob.phases.rho), p=p.reshape(g.shape), record=record)
+        face_density=case.operator.face_density, grid=g, phi=prob.phi,
+        rho=prob.phases.rho, p=p.reshape(g.shape), record=record)
     write_pressure_sidecar(out.path, g)
     if record.converged:
         _say(quiet, record.summary())
@@ -170,11 +176,13 @@ def _solve(case, backend, comm, quiet, out):
     return 1
 
 
-def _host(a):
-    """``a`` on the host, wherever it lives."""
-    from ..compute.backend import backend_of
+def _on_backend(prob, backend):
+    """The whole grid's operator of the host problem ``prob`` on ``backend``
+    (block IC's set-up reads it: every rank holds it, for now)."""
+    from ..operators.poisson import assemble_pressure_operator
 
-    return backend_of(a).to_host(a)
+    return assemble_pressure_operator(prob.grid, prob.phases, backend=backend, dtype=np.float64,
+                                      storage=prob.A.storage)
 
 
 def _say(quiet, text):

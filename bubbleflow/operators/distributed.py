@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compute.transfer import on_backend
 from ..mesh.ranks import rank_slab
 from .poisson import _centre_from_couplings, apply_faces
 
@@ -60,11 +61,13 @@ class DistributedOperator:
         self._norm_inf = None
 
     @classmethod
-    def from_operator(cls, A, comm, align=1):
+    def from_operator(cls, A, comm, align=1, backend=None):
         """Rank ``comm.rank``'s rows of the grid operator ``A`` (every rank
-        holds ``A``: the slab's couplings are sliced from it)."""
+        holds ``A``: the slab's couplings are sliced from it), on ``backend``
+        (default ``A``'s: an operator built on the host puts only the slab
+        on a rank's GPU)."""
         slab = rank_slab(tuple(A.grid_shape), comm.rank, comm.size, align)
-        return cls.from_couplings(A.couplings(), slab, comm, A.backend)
+        return cls.from_couplings(A.couplings(), slab, comm, backend or A.backend)
 
     @classmethod
     def from_couplings(cls, couplings, slab, comm, backend, first=0):
@@ -80,7 +83,7 @@ class DistributedOperator:
             # lo..hi-2 join the widened slab's cells; the others' every face
             # of those planes.
             stop = hi - 1 if axis == ndim - 1 else hi
-            local.append(backend.xp.ascontiguousarray(c[lo:stop]))
+            local.append(backend.xp.ascontiguousarray(on_backend(c[lo:stop], backend)))
         return cls(local, slab, comm, backend)
 
     @property

@@ -105,6 +105,24 @@ def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
 
 
 @pytest.mark.gpu
+def test_a_host_operator_puts_only_the_slab_on_the_device(cupy_backend):
+    """The ranks build the whole problem on the host and move their slab
+    (apps.ranks, the ranks' benchmark): the slab's couplings are device
+    arrays of the slab's planes, and its product is the host operator's."""
+    from bubbleflow.mesh.ranks import rank_slab
+
+    A, b, _ = bubbly_column(32, 1e3)
+    slab = rank_slab(tuple(A.grid_shape), 1, 4)
+    D = DistributedOperator.from_couplings(A.couplings(), slab, SingleProcess(), cupy_backend)
+    assert all(type(c).__module__.startswith("cupy") for c in D.couplings())
+    assert sum(c.shape[0] for c in D.couplings()) < 3 * (slab.hi - slab.lo + 2)
+    whole = DistributedOperator.from_operator(A, SingleProcess(), backend=cupy_backend)
+    x = np.random.default_rng(3).standard_normal(A.shape[0])
+    got = cupy_backend.to_host(whole.matvec(cupy_backend.xp.asarray(x)))
+    assert np.allclose(got, A.matvec(x), rtol=1e-14, atol=1e-14 * np.abs(A.matvec(x)).max())
+
+
+@pytest.mark.gpu
 def test_nccl_swaps_planes_and_sums_on_the_device(cupy_backend):
     """The NCCL communicator on one rank: a sum is the array itself, and a
     swap with itself as both neighbours pairs the planes as MPI's tags do

@@ -189,10 +189,11 @@ def _loop_seconds(comm, backend, dim, n, stack=1):
     from ...operators.distributed import DistributedOperator
 
     column = bubbly_column if dim == 2 else bubbly_column_3d
-    A, b, _ = column(n, 1e3, backend=backend.name, stack=stack)
-    Ad = DistributedOperator.from_operator(A, comm)
+    # Built on the host; the rank's slab alone goes to its device.
+    A, b, _ = column(n, 1e3, backend="numpy", stack=stack)
+    Ad = DistributedOperator.from_operator(A, comm, backend=backend)
     plane = int(np.prod(A.grid_shape[1:]))
-    local_b = Ad.scatter_local(backend.to_host(b))
+    local_b = Ad.scatter_local(b)
     cells = A.shape[0]
     del A, b
     infos = []
