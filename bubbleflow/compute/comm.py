@@ -211,19 +211,34 @@ class NCCLDevice(MPIHost):
 
     def __init__(self, comm=None):
         super().__init__(comm)
+        local = self.local_rank()                   # (collective: before anything can fail)
+        try:
+            uid = self._prepare(local)
+            failure = None
+        except Exception as exc:                    # (no driver, no NCCL, a bad GPU)
+            uid, failure = None, f"{type(exc).__name__}: {exc}"
+        # Agreed before NCCL's own start, which would wait for a rank that failed.
+        failures = [(r, f) for r, f in enumerate(self.comm.allgather(failure)) if f is not None]
+        if failures:
+            rank, why = failures[0]
+            raise RuntimeError(f"nccl: rank {rank} of {self.size} could not start NCCL ({why})")
+        uid = self.comm.bcast(uid, root=0)
+        self.nccl_comm = self.nccl.NcclCommunicator(self.size, uid, self.rank)
+
+    def _prepare(self, local):
+        """This rank's part of NCCL's start: CuPy and NCCL imported, the
+        node's ``local``-th GPU (modulo their number) made current, NCCL's id
+        (rank 0's; None elsewhere)."""
         import cupy
         from cupy.cuda import nccl
 
         self.cp, self.nccl = cupy, nccl
-        devices = cupy.cuda.runtime.getDeviceCount()
-        self.device = self.local_rank() % devices
+        self.device = local % cupy.cuda.runtime.getDeviceCount()
         cupy.cuda.Device(self.device).use()
-        uid = nccl.get_unique_id() if self.rank == 0 else None
-        uid = self.comm.bcast(uid, root=0)
-        self.nccl_comm = nccl.NcclCommunicator(self.size, uid, self.rank)
         self.swap_stream = cupy.cuda.Stream(non_blocking=True)
         self._types = {np.dtype(np.float64): nccl.NCCL_FLOAT64,
                        np.dtype(np.float32): nccl.NCCL_FLOAT32}
+        return nccl.get_unique_id() if self.rank == 0 else None
 
     def use_device(self, backend):
         """The GPU was chosen when NCCL started (one a rank)."""

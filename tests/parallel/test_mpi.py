@@ -539,6 +539,22 @@ def test_a_failure_on_one_rank_ends_the_ranks_benchmark(tmp_path):
     assert not (tmp_path / "rows.jsonl").exists()
 
 
+def test_nccl_failing_to_start_on_one_rank_is_said_by_every_rank(tmp_path):
+    """Each rank's part of NCCL's start is agreed over MPI before NCCL's
+    own start: a rank that fails is named by every rank, which all end."""
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
+                           str(HERE.parent / "helpers" / "mpi_nccl_start.py")],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    said = "rank said: nccl: rank 1 of 2 could not start NCCL (ValueError: no GPU for rank 1)"
+    assert proc.stdout.count(said) == 2, proc.stdout + proc.stderr[-2000:]
+    assert proc.returncode != 0
+
+
 def test_the_scaling_options_are_checked_in_one_line(tmp_path):
     for args, key in ((["--scaling", "0"], "--scaling"), (["--weak-sizes", "32"], "--weak-sizes"),
                       (["--scaling", "4", "--sizes", "8"], "--sizes"),
