@@ -10,7 +10,7 @@ from ..mesh.levelset import Circle, PhaseFields, build_levelset, geometry_circle
 from ..operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
 
 __all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column", "bubbly_column_phases",
-           "bubbly_column_3d", "bubbly_column_3d_host"]
+           "bubbly_column_3d", "bubbly_column_3d_host", "bubbly_column_planes"]
 
 
 @dataclass
@@ -125,3 +125,39 @@ def bubbly_column_3d(n=32, contrast=1000.0, backend="numpy", rho_liquid=1000.0, 
     A = PoissonOperator.from_faces(phases.faces, grid, backend=backend, dtype=dtype,
                                    densities=True)
     return A, backend.xp.asarray(f, dtype=dtype), phi
+
+
+def bubbly_column_planes(n, lo, hi, dim=2, contrast=1000.0, stack=1, rho_liquid=1000.0,
+                         gravity=9.81):
+    """Planes ``lo:hi`` (array axis 0, the vertical) of :func:`bubbly_column`
+    (``dim`` 2) or :func:`bubbly_column_3d` (``dim`` 3), ``stack`` units
+    high, built without the rest of the grid: a rank's widened slab, whose
+    host never holds the whole problem.
+
+    Returns ``(couplings, rhs, phi)`` on the host: the face couplings of the
+    planes' grid per axis (x first; along the vertical its ``hi - lo - 1``
+    inner faces, those of the whole grid's operator), the right-hand side
+    and the level set of the planes ``(hi - lo, ...)``.
+    """
+    import dataclasses
+
+    whole = (Grid(n, stack * n, 1.0, float(stack)) if dim == 2
+             else Grid.regular((n, n, stack * n), (1.0, 1.0, float(stack))))
+    grid = whole.planes(lo, hi)
+    below = lo * whole.spacing[-1]                  # the planes' grid starts there
+    if dim == 2:
+        bubbles = [Circle(x, y + k, 0.08) for k in range(stack) for y in (0.2, 0.4, 0.6)
+                   for x in (0.25, 0.5, 0.75)]
+        bubbles = [dataclasses.replace(c, y=c.y - below) for c in bubbles]
+    else:
+        bubbles = [Circle(bx, by, 0.1, z=bz + k - below) for k in range(stack)
+                   for bz in (0.3, 0.6) for by in (0.3, 0.7) for bx in (0.3, 0.7)]
+    phi = build_levelset(grid, 0.85 + (stack - 1) - below, bubbles)
+    phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1.0e-3, 1.8e-5)
+    A = PoissonOperator.from_faces(phases.faces, grid, backend="numpy", dtype=np.float64,
+                                   densities=True)
+    # The whole grid's rhs is a function of the plane alone (walls first and last).
+    rhs = gravity_rhs(Grid.regular((1,) * (dim - 1) + (whole.cells[-1],),
+                                   (1.0,) * (dim - 1) + (whole.lengths[-1],)), gravity)
+    rhs = np.broadcast_to(rhs[lo:hi], grid.shape).copy()
+    return A.couplings(), rhs, phi

@@ -185,17 +185,20 @@ def _loop_seconds(comm, backend, dim, n, stack=1):
     stacked ``stack`` times along the slabs' axis) on the ranks' slabs, the
     array engine (on one rank too: the loop the ranks run)."""
     from ... import pcg
-    from ...case.problem import bubbly_column, bubbly_column_3d
+    from ...case.problem import bubbly_column_planes
+    from ...mesh.ranks import rank_slab
     from ...operators.distributed import DistributedOperator
 
-    column = bubbly_column if dim == 2 else bubbly_column_3d
-    # Built on the host; the rank's slab alone goes to its device.
-    A, b, _ = column(n, 1e3, backend="numpy", stack=stack)
-    Ad = DistributedOperator.from_operator(A, comm, backend=backend)
-    plane = int(np.prod(A.grid_shape[1:]))
-    local_b = Ad.scatter_local(b)
-    cells = A.shape[0]
-    del A, b
+    # The rank's widened slab alone, built on the host and moved to its
+    # device: no rank holds the whole problem.
+    shape = (stack * n,) + (n,) * (dim - 1)
+    slab = rank_slab(shape, comm.rank, comm.size)
+    lo, hi, _, _ = slab.extended()
+    couplings, rhs, _ = bubbly_column_planes(n, lo, hi, dim, 1e3, stack=stack)
+    Ad = DistributedOperator.from_couplings(couplings, slab, comm, backend, first=lo)
+    local_b = backend.xp.asarray(rhs[slab.lo - lo:slab.hi - lo]).ravel()
+    cells, plane = int(np.prod(shape)), int(np.prod(shape[1:]))
+    del couplings, rhs
     infos = []
 
     def solve():
