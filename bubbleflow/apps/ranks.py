@@ -146,7 +146,7 @@ def _solve(case, backend, comm, quiet, out):
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
     lo, hi, _, _ = A.slab.extended()
     solver = RankPressureSolver(s, prob.grid).update(A, phi=prob.phi[lo:hi],
-                                                     whole=lambda: _on_backend(prob, backend))
+                                                     whole=lambda: _whole_operator(prob, backend))
     if s.preconditioner.type == "multigrid":
         M, o = solver.M, s.preconditioner
         _say(quiet, f"multigrid: {M.n_levels} levels, {M.gathered} on the slabs, "
@@ -176,7 +176,7 @@ def _solve(case, backend, comm, quiet, out):
     return 1
 
 
-def _on_backend(prob, backend):
+def _whole_operator(prob, backend):
     """The whole grid's operator of the host problem ``prob`` on ``backend``
     (block IC's set-up reads it: every rank holds it, for now)."""
     from ..operators.poisson import assemble_pressure_operator

@@ -48,6 +48,19 @@ def build_pressure_problem(case, backend):
                            precision=case.precision)
 
 
+def _column_geometry(dim, stack, below=0.0):
+    """``(free surface, bubbles)`` of the bubbly column, ``stack`` units
+    high, in coordinates whose vertical origin is ``below`` (a slab's grid):
+    in 2-D 3 x 3 bubbles of radius 0.08 a unit, in 3-D 2 x 2 x 2 of 0.1."""
+    if dim == 2:
+        bubbles = [Circle(x, (y + k) - below, 0.08) for k in range(stack)
+                   for y in (0.2, 0.4, 0.6) for x in (0.25, 0.5, 0.75)]
+    else:
+        bubbles = [Circle(bx, by, 0.1, z=(bz + k) - below) for k in range(stack)
+                   for bz in (0.3, 0.6) for by in (0.3, 0.7) for bx in (0.3, 0.7)]
+    return 0.85 + (stack - 1) - below, bubbles
+
+
 def bubbly_column_phases(n=128, contrast=1000.0, rule="arithmetic", rho_liquid=1000.0, stack=1):
     """The geometry of :func:`bubbly_column` on the host, before any assembly.
 
@@ -59,9 +72,7 @@ def bubbly_column_phases(n=128, contrast=1000.0, rule="arithmetic", rho_liquid=1
     a unit a rank).
     """
     grid = Grid(n, stack * n, 1.0, float(stack))
-    circles = [Circle(x, y + k, 0.08) for k in range(stack) for y in (0.2, 0.4, 0.6)
-               for x in (0.25, 0.5, 0.75)]
-    phi = build_levelset(grid, 0.85 + (stack - 1), circles)
+    phi = build_levelset(grid, *_column_geometry(2, stack))
     phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1e-3, 1.8e-5, rule=rule)
     return grid, phi, phases
 
@@ -93,9 +104,7 @@ def bubbly_column_3d_host(n=32, contrast=1000.0, rho_liquid=1000.0, gravity=9.81
     ``rhs`` flat, float64.  ``stack``: the unit cube repeated upward, its
     bubbles in each, the free surface ``stack - 0.15`` high."""
     grid = Grid.regular((n, n, stack * n), (1.0, 1.0, float(stack)))
-    spheres = [Circle(bx, by, 0.1, z=bz + k) for k in range(stack) for bz in (0.3, 0.6)
-               for by in (0.3, 0.7) for bx in (0.3, 0.7)]
-    phi = build_levelset(grid, 0.85 + (stack - 1), spheres)
+    phi = build_levelset(grid, *_column_geometry(3, stack))
     phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1.0e-3, 1.8e-5)
     return grid, phi, phases, gravity_rhs(grid, gravity).ravel()
 
@@ -139,20 +148,11 @@ def bubbly_column_planes(n, lo, hi, dim=2, contrast=1000.0, stack=1, rho_liquid=
     inner faces, those of the whole grid's operator), the right-hand side
     and the level set of the planes ``(hi - lo, ...)``.
     """
-    import dataclasses
-
     whole = (Grid(n, stack * n, 1.0, float(stack)) if dim == 2
              else Grid.regular((n, n, stack * n), (1.0, 1.0, float(stack))))
     grid = whole.planes(lo, hi)
-    below = lo * whole.spacing[-1]                  # the planes' grid starts there
-    if dim == 2:
-        bubbles = [Circle(x, y + k, 0.08) for k in range(stack) for y in (0.2, 0.4, 0.6)
-                   for x in (0.25, 0.5, 0.75)]
-        bubbles = [dataclasses.replace(c, y=c.y - below) for c in bubbles]
-    else:
-        bubbles = [Circle(bx, by, 0.1, z=bz + k - below) for k in range(stack)
-                   for bz in (0.3, 0.6) for by in (0.3, 0.7) for bx in (0.3, 0.7)]
-    phi = build_levelset(grid, 0.85 + (stack - 1) - below, bubbles)
+    # The planes' grid starts at plane lo: the geometry shifted down to it.
+    phi = build_levelset(grid, *_column_geometry(dim, stack, below=lo * whole.spacing[-1]))
     phases = phase_fields(grid, phi, rho_liquid, rho_liquid / contrast, 1.0e-3, 1.8e-5)
     A = PoissonOperator.from_faces(phases.faces, grid, backend="numpy", dtype=np.float64,
                                    densities=True)

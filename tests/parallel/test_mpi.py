@@ -30,10 +30,22 @@ def _mpiexec():
     return str(beside) if beside.exists() else shutil.which("mpiexec")
 
 
+def _env():
+    """The environment of a child process: this checkout first on its path."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+def _helper(ranks, name, *args, cwd, timeout=300):
+    """``mpiexec -n ranks python3 tests/helpers/<name> args...``, its output kept."""
+    return subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable,
+                           str(HERE.parent / "helpers" / name), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
+
+
 def _run(ranks, tmp_path, *options, script=SCRIPT):
     out = tmp_path / f"{script.stem}{ranks}{'-'.join(('',) + options)}.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = _env()
     proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(script), str(out),
                            *options], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -155,8 +167,7 @@ def test_level_set_functions_on_slabs_equal_one_process(tmp_path):
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = _env()
     script = HERE.parent / "helpers" / "mpi_levelset.py"
     for ranks in (1, 2, 4):
         out = tmp_path / f"levelset{ranks}.json"
@@ -234,8 +245,7 @@ def test_a_slab_thinner_than_the_ghost_layers_is_refused():
 
 
 def _cli(ranks, args, tmp_path, backend="numpy", case=None):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = _env()
     case = case or str(HERE.parents[1] / "cases" / "bubbly_column.yaml")
     cmd = [sys.executable, "-m", "bubbleflow", "run", case,
            "--backend", backend, "--no-progress"] + args
@@ -352,13 +362,8 @@ def test_a_failure_on_one_rank_ends_every_rank(tmp_path):
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
-                           str(HERE.parent / "helpers" / "mpi_rank_error.py"),
-                           str(HERE.parents[1] / "cases" / "two_phase.yaml"),
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=tmp_path)
+    proc = _helper(2, "mpi_rank_error.py", HERE.parents[1] / "cases" / "two_phase.yaml",
+                   tmp_path / "out", cwd=tmp_path)
     assert proc.returncode != 0
     assert "error: rank 1 of 2 failed; ending every rank" in proc.stderr, proc.stderr[-2000:]
     assert "a failure on rank 1 alone" in proc.stderr
@@ -455,8 +460,7 @@ def test_bench_scaling_prints_strong_and_weak_scaling(tmp_path):
     from bubbleflow.apps.tables import read_csv
 
     csv = tmp_path / "scaling.csv"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = _env()
     proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--scaling", "2",
                            "--sizes", "64", "--weak-sizes", "32", "--csv", str(csv)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
@@ -509,8 +513,7 @@ def test_scaling_refuses_processes_that_ran_alone(tmp_path, monkeypatch):
     fake = tmp_path / "mpiexec"
     fake.write_text("#!/bin/sh\nshift 2\nexec \"$@\"\n")
     fake.chmod(0o755)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
     from bubbleflow.apps.bench.ranks_scaling import run_scaling
 
     said, errors = [], []
@@ -527,12 +530,7 @@ def test_a_failure_on_one_rank_ends_the_ranks_benchmark(tmp_path):
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
-                           str(HERE.parent / "helpers" / "mpi_bench_error.py"),
-                           str(tmp_path / "rows.jsonl")], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=tmp_path)
+    proc = _helper(2, "mpi_bench_error.py", tmp_path / "rows.jsonl", cwd=tmp_path, timeout=120)
     assert proc.returncode != 0
     assert ("error: bench: rank 1 of 2 failed (MemoryError: a failure on rank 1 alone); "
             "ending every rank") in proc.stderr, proc.stderr[-2000:]
@@ -545,11 +543,7 @@ def test_nccl_failing_to_start_on_one_rank_is_said_by_every_rank(tmp_path):
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
-                           str(HERE.parent / "helpers" / "mpi_nccl_start.py")],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    proc = _helper(2, "mpi_nccl_start.py", cwd=tmp_path, timeout=120)
     said = "rank said: nccl: rank 1 of 2 could not start NCCL (ValueError: no GPU for rank 1)"
     assert proc.stdout.count(said) == 2, proc.stdout + proc.stderr[-2000:]
     assert proc.returncode != 0
@@ -614,8 +608,7 @@ def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = _env()
     base = [_mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench"]
     proc = subprocess.run(base + ["--sizes", "32", "--dim", "3"], capture_output=True,
                           text=True, timeout=600, env=env, cwd=tmp_path)
@@ -645,8 +638,7 @@ def test_mpiexec_bubbleflow_bench_on_the_gpu(tmp_path, cupy_backend):
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = _env()
     proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench",
                            "--backend", "cupy", "--sizes", "64"], capture_output=True, text=True,
                           timeout=600, env=env, cwd=tmp_path)
