@@ -8,6 +8,10 @@ communicator offers:
 ``rank``, ``size``               this process's rank and the number of ranks
 ``allreduce_sum(a)``             the sum over the ranks of an array (any shape;
                                  a new array of its backend)
+``allreduce_into(send, out)``    the sum over the ranks of ``send`` into ``out``
+                                 (preallocated, the same size and backend):
+                                 no allocation, and on NCCL queued on the
+                                 compute stream (a CUDA graph may hold it)
 ``allreduce_max(value)``         the largest of a Python float over the ranks
 ``sum_int(value)``               the sum of a Python int over the ranks
 ``exchange(lower, upper, send_lower, send_upper, recv_lower, recv_upper)``
@@ -58,6 +62,18 @@ class SingleProcess:
 
     def allreduce_sum(self, a):
         return a
+
+    def allreduce_into(self, send, out):
+        if on_device(backend_of(send)) and send.nbytes == out.nbytes:
+            # One asynchronous copy on the current stream: nothing allocated
+            # (a CUDA graph may hold it).
+            import cupy
+
+            cupy.cuda.runtime.memcpyAsync(out.data.ptr, send.data.ptr, send.nbytes,
+                                          cupy.cuda.runtime.memcpyDeviceToDevice,
+                                          cupy.cuda.get_current_stream().ptr)
+            return
+        out[...] = send
 
     def allreduce_max(self, value):
         return float(value)
@@ -117,6 +133,9 @@ class MPIHost:
         out = np.empty_like(send)
         self.comm.Allreduce(send, out, op=self.MPI.SUM)
         return on_backend(out.reshape(a_host.shape).astype(a_host.dtype, copy=False), backend)
+
+    def allreduce_into(self, send, out):
+        out[...] = self.allreduce_sum(send)
 
     def allreduce_max(self, value):
         return float(self.comm.allreduce(float(value), op=self.MPI.MAX))
@@ -252,6 +271,18 @@ class NCCLDevice(MPIHost):
         self.nccl_comm.allReduce(send.data.ptr, out.data.ptr, send.size, self.nccl.NCCL_FLOAT64,
                                  self.nccl.NCCL_SUM, cp.cuda.get_current_stream().ptr)
         return out.reshape(a.shape).astype(a.dtype, copy=False)
+
+    def allreduce_into(self, send, out):
+        if not on_device(backend_of(send)):
+            return super().allreduce_into(send, out)
+        if send.dtype != out.dtype or send.size != out.size or np.dtype(send.dtype) not in \
+                self._types or not (send.flags.c_contiguous and out.flags.c_contiguous):
+            raise ValueError(f"nccl all-reduce: {send.dtype} {send.shape} into {out.dtype} "
+                             f"{out.shape}: expected contiguous float64 or float32 arrays of "
+                             "one size")
+        self.nccl_comm.allReduce(send.data.ptr, out.data.ptr, send.size,
+                                 self._types[np.dtype(send.dtype)], self.nccl.NCCL_SUM,
+                                 self.cp.cuda.get_current_stream().ptr)
 
     def start_exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
         if not on_device(backend_of(recv_lower if lower is not None else recv_upper)):

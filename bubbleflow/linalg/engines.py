@@ -38,10 +38,11 @@ def device_engine_for(A, prec_obj, prec_name, deflation, variant, b, previous=No
 
     if backend_of(b).name not in registry.DEVICE_ENGINE_BACKENDS[name]:
         return None
-    comm = getattr(A, "comm", None)
-    if comm is not None and comm.size > 1:
-        return None      # a rank's rows: the generic loop sums through comm, the engines per rank
-    factory = registry.load(registry.DEVICE_ENGINES[name])
+    # A rank's rows (a distributed operator, one rank or several): the
+    # engine's rank form, its sums reduced through the operator's communicator.
+    table = registry.RANK_DEVICE_ENGINES if getattr(A, "comm", None) is not None \
+        else registry.DEVICE_ENGINES
+    factory = registry.load(table[name])
     if previous is None:
         return factory(A, prec_obj, prec_name, deflation, variant, b)
     return factory(A, prec_obj, prec_name, deflation, variant, b, previous=previous)

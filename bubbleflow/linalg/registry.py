@@ -29,7 +29,7 @@ from typing import Dict, Optional, Tuple
 __all__ = [
     "MethodEntry", "VariantEntry", "PreconditionerEntry", "DeflationEntry", "FusedVariant",
     "METHODS", "VARIANTS", "PRECONDITIONERS", "DEFLATIONS", "FUSED_VARIANTS", "ENGINES",
-    "DEVICE_ENGINES", "DEVICE_ENGINE_BACKENDS",
+    "DEVICE_ENGINES", "RANK_DEVICE_ENGINES", "DEVICE_ENGINE_BACKENDS",
     "MATVEC_ARRAYS", "load", "preconditioner", "deflation", "method", "method_violations",
     "model_bytes_per_iteration", "fused_prec_code", "method_defaults",
 ]
@@ -41,6 +41,9 @@ ENGINES = ("array", "fused")
 #: ``factory(A, M, M_name, deflation, variant, b, previous=None)`` returning
 #: the engine or None where it does not apply (:mod:`bubbleflow.linalg.engines`).
 DEVICE_ENGINES = {"fused": "bubbleflow.linalg.fused.engine3d:engine_for"}
+#: The same engines on one rank's rows of a distributed operator (its sums
+#: reduced over the ranks between the kernels).
+RANK_DEVICE_ENGINES = {"fused": "bubbleflow.linalg.fused.ranks:engine_for"}
 #: The backends each device engine runs on (its module is not even imported
 #: on the others).
 DEVICE_ENGINE_BACKENDS = {"fused": ("cupy",)}

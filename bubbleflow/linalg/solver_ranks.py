@@ -70,6 +70,7 @@ class RankPressureSolver:
         self.rtol = solver_cfg.rtol
         self.A = self.M = self.deflation = None
         self.setup_seconds = 0.0
+        self.device = None              # the fused engine of the rank, kept across solves
 
     def update(self, A, phi=None, whole=None):
         """The set-up for the rank's operator ``A`` (a DistributedOperator):
@@ -129,6 +130,17 @@ class RankPressureSolver:
             labels = partition_labels(g.shape, blocks, planes=(lo, hi))
         return DistributedDeflation(A, labels, kind=d.type)
 
+    def _select(self, system):
+        """The rank's fused engine where it applies (CG or Jacobi PCG on a
+        GPU, :mod:`.fused.ranks`), built for the first solve and updated for
+        the next; None: the generic loop."""
+        from .engines import device_engine_for
+
+        self.device = device_engine_for(system.A, system.prec_obj, system.prec_name,
+                                        system.deflation, system.variant, system.b,
+                                        previous=self.device)
+        return self.device
+
     def solve(self, b, x0=None, rtol=None, atol=None, progress=None):
         """``A x = b`` on the ranks (``b`` the slab's, any shape); returns
         ``(x, SolveRecord)``, ``x`` shaped as ``b``, the record the same on
@@ -140,6 +152,6 @@ class RankPressureSolver:
                                  rtol=rtol, atol=atol, maxiter=s.maxiter, M=self.M,
                                  deflation=self.deflation, variant=s.variant,
                                  check_every=s.check_every, method=self.method,
-                                 progress=progress)
+                                 progress=progress, select=self._select)
         record.setup_seconds += self.setup_seconds
         return x.reshape(b.shape), record

@@ -11,10 +11,10 @@ from bubbleflow.apps.cli import main
 loop = ranks_model._loop_seconds
 
 
-def failing_loop(comm, backend, dim, n, stack=1):
+def failing_loop(comm, backend, dim, n, *args, **kwargs):
     if comm.rank == 1 and n == 32:
         raise MemoryError("a failure on rank 1 alone")
-    return loop(comm, backend, dim, n, stack)
+    return loop(comm, backend, dim, n, *args, **kwargs)
 
 
 ranks_model._loop_seconds = failing_loop

@@ -92,7 +92,7 @@ def main(out, backend_name="numpy", comm_name="auto"):
         x1 = to_host(x1, backend_of(x1))
         r = (b - b.mean()) - to_host(A @ xp.asarray(x), backend)
         lines.append(dict(case=f"{dim} n={n} {prec}", ranks=comm.size, comm=comm.name,
-                          its=int(info.iterations),
+                          engine=info.engine, its=int(info.iterations),
                           its_one=int(info1.iterations), converged=bool(info == 0),
                           diff=float(np.abs(x - x1).max() / np.abs(x1).max()),
                           residual=float(np.linalg.norm(r) / np.linalg.norm(b - b.mean()))))

@@ -101,7 +101,9 @@ def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
     """CuPy arrays on the ranks: two ranks over MPI (the planes and sums
     staged through the host; sharing the GPU where there is one), NCCL on
     one rank (its swap and sums on the device) and, where there are two
-    GPUs, NCCL between them, against one process on the GPU."""
+    GPUs, NCCL between them, against one process on the GPU.  On NCCL, CG
+    and Jacobi PCG run the ranks' fused engine (its sums reduced over the
+    ranks inside CUDA graphs); over MPI the array loop."""
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
@@ -113,6 +115,8 @@ def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
         for case, got in run.items():
             assert got["comm"] == name and got["ranks"] == ranks and got["converged"], got
             assert abs(got["its"] - got["its_one"]) <= 2, (case, got)
+            fused = name == "nccl" and case.endswith((" none", " jacobi"))
+            assert got["engine"] == ("fused" if fused else "generic"), (name, case, got)
             assert got["diff"] <= 1e-10 and got["residual"] <= 2e-11, got
 
 
@@ -614,7 +618,7 @@ def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
                           text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("2 ranks (mpi, numpy), 3-D n = 32: measured "), \
+    assert len(lines) == 1 and lines[0].startswith("2 ranks (mpi, numpy, generic), 3-D n = 32: measured "), \
         lines
     assert "model" in lines[0] and "halo" in lines[0] and "all-reduce" in lines[0]
     bad = subprocess.run(base + ["--sizes", "5"], capture_output=True, text=True, timeout=600,
@@ -644,4 +648,4 @@ def test_mpiexec_bubbleflow_bench_on_the_gpu(tmp_path, cupy_backend):
                           timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("2 ranks (mpi, cupy), 2-D n = 64: measured")
+    assert len(lines) == 1 and lines[0].startswith("2 ranks (mpi, cupy, generic), 2-D n = 64: measured")

@@ -194,7 +194,8 @@ def _ranks_bench(comm, args):
         comm = communicator("auto", backend)
         comm.use_device(backend)
     sizes, weak = _ranks_size_lists(args, dim, comm.size)
-    rows = run_ranks_bench(comm, dim, sizes, backend=backend, weak_sizes=weak)
+    rows = run_ranks_bench(comm, dim, sizes, backend=backend, weak_sizes=weak,
+                           engine=args.ranks_engine)
     if args.rows and comm.rank == 0:
         import json
 
@@ -251,7 +252,7 @@ def _scaling(args):
         raise CaseError(PROG, "--scaling", "no mpiexec found",
                         "an MPI launcher (pip install -e '.[mpi]' brings mpi4py and mpich)")
     _, failed = run_scaling(counts, dim, sizes, weak, backend=backend, csv=args.csv,
-                            mpiexec=mpiexec)
+                            mpiexec=mpiexec, engine=args.ranks_engine)
     return 1 if failed else 0
 
 
@@ -350,6 +351,11 @@ def add_subparser(subparsers):
                             "efficiency; --csv writes the table")
     ranks.add_argument("--weak-sizes", nargs="+", metavar="N",
                        help="N^d cells a rank, the column stacked a unit a rank (weak scaling)")
+    ranks.add_argument("--ranks-engine", choices=("auto", "generic"), default="auto",
+                       help="the ranks' iteration: auto (the fused engine, its sums reduced "
+                            "over the ranks in CUDA graphs, where it runs: CuPy with NCCL or "
+                            "one rank; else the array loop) or generic (the array loop "
+                            "everywhere)")
     ranks.add_argument("--rows", metavar="FILE", help=argparse.SUPPRESS)
     flow = p.add_argument_group(
         "flow benchmark (--flow)",

@@ -50,6 +50,21 @@ RANKS_ITERATIONS = 30
 RANKS_SOLVES = 3
 
 
+def fused_passes(ndim, jacobi=True):
+    """Grid arrays one iteration of the ranks' fused engine
+    (:mod:`bubbleflow.linalg.fused.ranks`) reads or writes: the product
+    (``p`` and the ``ndim`` couplings read, ``w`` written), the update
+    (``x``, ``p``, ``r``, ``w`` and ``D^-1`` read, ``x`` and ``r`` written;
+    its dots summed on the way) and the direction (``r``, ``D^-1`` and
+    ``p`` read, ``p`` written): the engine's ``bytes_per_iteration``."""
+    return (ndim + 2) + (6 + jacobi) + (3 + jacobi)
+
+
+#: All-reduces an iteration: the array loop's three (``p . w``, ``r . r``,
+#: ``r . y``), the fused engine's two (``r . r`` and ``r . y`` together).
+ALLREDUCES = {"generic": 3, "fused": 2}
+
+
 def array_passes(ndim, device=False):
     """Grid arrays one Jacobi-PCG iteration of the array code reads or writes;
     on a GPU (``device``) the product is one CUDA kernel (``x`` and the
@@ -81,14 +96,19 @@ class Link:
     issue: float = 0.0
 
 
-def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
+def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None, engine="generic"):
     """Seconds one iteration takes on ``ranks`` ranks sharing ``cells``
     cells (slabs of whole planes of ``plane_cells`` cells, the thickest
-    ``ceil(planes / ranks)``: the others wait for it), by the model above (``passes``: :func:`array_passes`); returns ``(total, {part: seconds})``."""
-    passes = array_passes(ndim) if passes is None else passes
+    ``ceil(planes / ranks)``: the others wait for it), by the model above
+    (``passes``: :func:`array_passes`, or :func:`fused_passes` for the
+    ``fused`` engine, whose dots are summed inside its kernels at the copy
+    rate); returns ``(total, {part: seconds})``."""
+    fused = engine == "fused"
+    if passes is None:
+        passes = fused_passes(ndim) if fused else array_passes(ndim)
     # The thickest slab sets the pace (its rank is the one the others wait for).
     local = -(-(cells // plane_cells) // ranks) * plane_cells
-    if link.dot_bandwidth is None:
+    if link.dot_bandwidth is None or fused:
         parts = {"memory": passes * 8.0 * local / link.copy_bandwidth}
     else:
         # Three dots of two vectors each at the dot's own measured rate.
@@ -99,7 +119,7 @@ def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None):
         parts["issue"] = link.issue - device        # the host's wait beyond the device's work
     if ranks > 1:
         parts["halo"] = link.latency + 8.0 * plane_cells / link.bandwidth
-        parts["allreduce"] = 3 * link.allreduce
+        parts["allreduce"] = ALLREDUCES[engine] * link.allreduce
     return sum(parts.values()), parts
 
 
@@ -120,6 +140,29 @@ def _timed(comm, backend, step, repeat, warm=True):
         step()
     backend.synchronize()
     return comm.allreduce_max((time.perf_counter() - t) / repeat)
+
+
+def _captured_seconds(comm, backend, step, repeat):
+    """Seconds one ``step()`` takes when ``repeat`` of them are replayed
+    from one CUDA graph (as the fused engine's iterations are), every rank
+    at once; timed as issued (:func:`_timed`) where a graph cannot hold
+    them (the ranks agree)."""
+    graph = None
+    try:
+        cp = backend.xp
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            try:
+                for _ in range(repeat):
+                    step()
+            finally:
+                graph = stream.end_capture()
+    except Exception:
+        graph = None
+    if comm.sum_int(0 if graph is not None else 1):
+        return _timed(comm, backend, step, repeat)
+    return _timed(comm, backend, graph.launch, 1) / repeat
 
 
 def _copy_bandwidth(comm, backend, nbytes=2 ** 27, repeat=10):
@@ -143,27 +186,37 @@ def _dot_bandwidth(comm, backend, nbytes=2 ** 27, repeat=10):
     return 2 * a.nbytes / _timed(comm, backend, lambda: dot(a, b), repeat)
 
 
-def _swap_seconds(comm, backend, nbytes, repeat=100):
+def _swap_seconds(comm, backend, nbytes, repeat=100, captured=False):
     """One halo swap of ``nbytes`` with each neighbour, as the operator's
     product makes it (:meth:`exchange`: on NCCL device to device, on MPI
-    through the host), every rank at once."""
+    through the host), every rank at once; ``captured``: replayed from a
+    CUDA graph, as the fused engine's swaps are."""
     xp = backend.xp
     n = max(1, nbytes // 8)
     lower = comm.rank - 1 if comm.rank > 0 else None
     upper = comm.rank + 1 if comm.rank < comm.size - 1 else None
     send = (xp.ones(n), xp.ones(n))
     recv = (xp.empty(n), xp.empty(n))
-    return _timed(comm, backend, lambda: comm.exchange(lower, upper, *send, *recv), repeat)
+    timed = _captured_seconds if captured else _timed
+    return timed(comm, backend, lambda: comm.exchange(lower, upper, *send, *recv), repeat)
 
 
-def _allreduce_latency(comm, backend, repeat=200):
+def _allreduce_latency(comm, backend, repeat=200, captured=False):
+    """One all-reduce of a value, as the loop makes it: the array loop's
+    (a new array each), or ``captured``, the fused engine's (two values
+    into a kept buffer, replayed from a CUDA graph)."""
     one = backend.xp.ones(1)
-    return _timed(comm, backend, lambda: comm.allreduce_sum(one), repeat)
+    if not captured:
+        return _timed(comm, backend, lambda: comm.allreduce_sum(one), repeat)
+    send, out = backend.xp.ones(2), backend.xp.zeros(2)
+    return _captured_seconds(comm, backend, lambda: comm.allreduce_into(send, out), repeat)
 
 
-def measure_link(comm, plane_bytes, backend=None):
+def measure_link(comm, plane_bytes, backend=None, captured=False):
     """The :class:`Link` of this node on ``backend`` (default NumPy),
-    measured by every rank at once (the link's parts zero for one rank)."""
+    measured by every rank at once (the link's parts zero for one rank);
+    ``captured``: the swaps and all-reduces replayed from CUDA graphs, as
+    the fused engine runs them."""
     from ...compute.backend import get_backend
     from ...compute.transfer import on_device
 
@@ -173,17 +226,21 @@ def measure_link(comm, plane_bytes, backend=None):
     dots = _dot_bandwidth(comm, backend, size)
     if comm.size < 2:
         return Link(bandwidth, 0.0, float("inf"), 0.0, dots)
-    small, big = _swap_seconds(comm, backend, 8), _swap_seconds(comm, backend, plane_bytes)
+    small = _swap_seconds(comm, backend, 8, captured=captured)
+    big = _swap_seconds(comm, backend, plane_bytes, captured=captured)
     # A plane's swap no slower than 8 bytes': latency-bound, no bandwidth term.
     link = plane_bytes / (big - small) if big > small else float("inf")
-    return Link(bandwidth, small, link, _allreduce_latency(comm, backend), dots)
+    return Link(bandwidth, small, link, _allreduce_latency(comm, backend, captured=captured),
+                dots)
 
 
-def _loop_seconds(comm, backend, dim, n, stack=1):
-    """``(seconds an iteration, cells, plane cells)``: ``RANKS_ITERATIONS``
-    Jacobi-PCG iterations of the bubbly column (``n`` cells a side, its unit
-    stacked ``stack`` times along the slabs' axis) on the ranks' slabs, the
-    array engine (on one rank too: the loop the ranks run)."""
+def _loop_seconds(comm, backend, dim, n, stack=1, engine="auto"):
+    """``(seconds an iteration, cells, plane cells, engine)``:
+    ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly column (``n``
+    cells a side, its unit stacked ``stack`` times along the slabs' axis) on
+    the ranks' slabs (on one rank too: the loop the ranks run), by
+    ``engine`` (``auto``: the fused engine where it runs, else the array
+    loop; the name of the one that ran is returned)."""
     from ... import pcg
     from ...case.problem import bubbly_column_planes
     from ...mesh.ranks import rank_slab
@@ -202,7 +259,7 @@ def _loop_seconds(comm, backend, dim, n, stack=1):
     infos = []
 
     def solve():
-        infos.append(pcg(Ad, local_b, rtol=0.0, engine="generic", maxiter=RANKS_ITERATIONS,
+        infos.append(pcg(Ad, local_b, rtol=0.0, engine=engine, maxiter=RANKS_ITERATIONS,
                          M="jacobi")[1])
 
     solve()                                         # warm-up (allocations, kernels, clocks)
@@ -210,10 +267,11 @@ def _loop_seconds(comm, backend, dim, n, stack=1):
     # of a few milliseconds is noisy (docs/performance.md, "Several GPUs").
     seconds = float(np.median([_timed(comm, backend, solve, 1, warm=False)
                                for _ in range(RANKS_SOLVES)]))
-    return seconds / max(int(infos[-1].iterations), 1), cells, plane
+    ran = "fused" if infos[-1].engine == "fused" else "generic"
+    return seconds / max(int(infos[-1].iterations), 1), cells, plane, ran
 
 
-def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=()):
+def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=(), engine="auto"):
     """Per size: ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly
     column (contrast 1000) on the ranks' slabs, on ``backend`` (default
     NumPy), the time per iteration measured and modelled; rank 0 prints one
@@ -226,26 +284,30 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=()):
     from ...compute.transfer import on_device
 
     backend = backend or get_backend("numpy")
-    passes = array_passes(dim, on_device(backend))
-    # The host's issue time: the loop on a grid where the device has next to
-    # nothing to do, less what the model gives its swaps and sums there.
+    # The host's issue time (with CUDA graphs, the launches' own): the loop
+    # on a grid where the device has next to nothing to do, less what the
+    # model gives its swaps and sums there.
     tiny = max(16, 4 * comm.size)
-    seconds, cells, plane = _loop_seconds(comm, backend, dim, tiny)
-    link = measure_link(comm, 8 * plane, backend)
-    _, parts = predict_iteration(cells, plane, dim, comm.size, link, passes)
+    seconds, cells, plane, ran = _loop_seconds(comm, backend, dim, tiny, engine=engine)
+    fused = ran == "fused"
+    passes = fused_passes(dim) if fused else array_passes(dim, on_device(backend))
+    link = measure_link(comm, 8 * plane, backend, captured=fused)
+    _, parts = predict_iteration(cells, plane, dim, comm.size, link, passes, ran)
     issue = max(seconds - parts.get("halo", 0.0) - parts.get("allreduce", 0.0), 0.0)
     # One rank's weak size is the strong one: measured once.
     jobs = [(n, False) for n in sizes] + [(n, True) for n in weak_sizes
                                           if comm.size > 1 or n not in sizes]
     rows = []
     for n, weak in jobs:
-        measured, cells, plane = _loop_seconds(comm, backend, dim, n, comm.size if weak else 1)
-        link = dataclasses.replace(measure_link(comm, 8 * plane, backend), issue=issue)
-        predicted, parts = predict_iteration(cells, plane, dim, comm.size, link, passes)
+        measured, cells, plane, _ = _loop_seconds(comm, backend, dim, n,
+                                                  comm.size if weak else 1, engine=ran)
+        link = dataclasses.replace(measure_link(comm, 8 * plane, backend, captured=fused),
+                                   issue=issue)
+        predicted, parts = predict_iteration(cells, plane, dim, comm.size, link, passes, ran)
         if comm.rank != 0:
             continue
         rows.append(dict(n=n, ranks=comm.size, dim=dim, cells=cells, weak=weak and comm.size > 1,
-                         comm=comm.name, backend=backend.name, measured=measured,
+                         comm=comm.name, backend=backend.name, engine=ran, measured=measured,
                          predicted=predicted, copy_bandwidth=link.copy_bandwidth,
                          dot_bandwidth=link.dot_bandwidth, latency=link.latency,
                          link_bandwidth=link.bandwidth, allreduce_seconds=link.allreduce,
@@ -256,7 +318,7 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=()):
         links = (f", latency {1e6 * link.latency:.1f} us, link {rate}, "
                  f"all-reduce {1e6 * link.allreduce:.1f} us") if comm.size > 1 else ""
         what = f"{n}^{dim} a rank" if weak and comm.size > 1 else f"n = {n}"
-        out(f"{comm.size} ranks ({comm.name}, {backend.name}), {dim}-D {what}: measured "
+        out(f"{comm.size} ranks ({comm.name}, {backend.name}, {ran}), {dim}-D {what}: measured "
             f"{1e3 * measured:.3f} ms/it, model {1e3 * predicted:.3f} ms/it ({shown}), error "
             f"{100 * (predicted - measured) / measured:+.1f} %; copy "
             f"{link.copy_bandwidth / 1e9:.2f} GB/s, dot {link.dot_bandwidth / 1e9:.2f} GB/s a "

@@ -10,8 +10,9 @@ model's time and error beside each measurement.
 
 ``T`` is the measured time of one iteration; the model's efficiency is the
 same ratio of its predicted times.  Every count of ranks runs the same
-loop (the array engine with Jacobi), one rank included, so the ratios
-compare like with like.
+loop (Jacobi PCG by the engine ``--ranks-engine`` picks: on GPUs the fused
+engine, else the array loop; the ``engine`` column), one rank included, so
+the ratios compare like with like.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ __all__ = ["SCALING_COLUMNS", "find_mpiexec", "scaling_rows", "format_scaling", 
 
 #: The scaling table's columns (also the CSV's).
 SCALING_COLUMNS = ("dim", "scaling", "n", "ranks", "cells", "cells_per_rank", "comm", "backend",
-                   "measured_ms", "model_ms", "model_error", "efficiency", "model_efficiency")
+                   "engine", "measured_ms", "model_ms", "model_error", "efficiency", "model_efficiency")
 
 
 def find_mpiexec():
@@ -57,7 +58,8 @@ def scaling_rows(rows, sizes, weak_sizes):
                     model_eff = base["predicted"] / (factor * r["predicted"])
                 out.append(dict(dim=dim, scaling=kind, n=n, ranks=r["ranks"], cells=r["cells"],
                                 cells_per_rank=r["cells"] // r["ranks"], comm=r["comm"],
-                                backend=r["backend"], measured_ms=1e3 * r["measured"],
+                                backend=r["backend"], engine=r.get("engine", "generic"),
+                                measured_ms=1e3 * r["measured"],
                                 model_ms=1e3 * r["predicted"],
                                 model_error=(r["predicted"] - r["measured"]) / r["measured"],
                                 efficiency=eff, model_efficiency=model_eff))
@@ -66,13 +68,15 @@ def scaling_rows(rows, sizes, weak_sizes):
 
 def format_scaling(table):
     """The scaling rows as an aligned text table (percentages for the ratios)."""
-    head = ("D", "scaling", "n", "ranks", "cells a rank", "comm", "ms/it", "model ms/it",
+    head = ("D", "scaling", "n", "ranks", "cells a rank", "comm", "engine", "ms/it",
+            "model ms/it",
             "model error", "efficiency", "model eff.")
     lines = []
     for t in table:
         pct = (lambda v: "-" if v is None else f"{100 * v:.1f} %")
         lines.append((str(t["dim"]), t["scaling"], str(t["n"]), str(t["ranks"]),
-                      str(t["cells_per_rank"]), t["comm"], f"{t['measured_ms']:.3f}",
+                      str(t["cells_per_rank"]), t["comm"], t["engine"],
+                      f"{t['measured_ms']:.3f}",
                       f"{t['model_ms']:.3f}", f"{100 * t['model_error']:+.1f} %",
                       pct(t["efficiency"]), pct(t["model_efficiency"])))
     widths = [max([len(h)] + [len(row[i]) for row in lines]) for i, h in enumerate(head)]
@@ -80,9 +84,11 @@ def format_scaling(table):
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
 
 
-def _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, rows_path):
+def _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, rows_path,
+                    engine="auto"):
     cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "bubbleflow", "bench",
-           "--dim", str(dim), "--backend", backend, "--rows", str(rows_path)]
+           "--dim", str(dim), "--backend", backend, "--rows", str(rows_path),
+           "--ranks-engine", engine]
     if sizes:
         cmd += ["--sizes", *map(str, sizes)]
     if weak_sizes:
@@ -91,7 +97,7 @@ def _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, rows_path):
 
 
 def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=print,
-                err=None, mpiexec=None):
+                err=None, mpiexec=None, engine="auto"):
     """Run the ranks' benchmark on each of ``counts`` ranks (1 added where
     missing: the baseline), print the table and write it to ``csv`` (after
     each count, atomically);
@@ -106,7 +112,7 @@ def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=p
     with tempfile.TemporaryDirectory(prefix="bubbleflow-scaling-") as tmp:
         for ranks in sorted(set(counts) | {1}):
             path = Path(tmp) / f"rows{ranks}.jsonl"
-            cmd = _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, path)
+            cmd = _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, path, engine)
             code = subprocess.run(cmd, env=dict(os.environ)).returncode
             if code != 0 or not path.exists():
                 err(f"error: bench --scaling: {' '.join(cmd[:3])} ... failed (exit code {code})")

@@ -1,0 +1,337 @@
+"""The fused preconditioned CG iteration on one rank's slab (CuPy, float64).
+
+:class:`~.engine.FusedEngine`'s protocol (:mod:`bubbleflow.linalg.krylov.device`:
+scalars on the device, buffers allocated once, CUDA graphs of whole
+iterations) for a :class:`~bubbleflow.operators.distributed.DistributedOperator`
+(2-D or 3-D, CG or Jacobi PCG, no deflation), its sums reduced over the
+ranks by the operator's communicator between the kernels (``ranks.cu``):
+
+1. the halo swap of ``p``'s edge planes starts (NCCL on a stream of its own);
+2. ``spmv`` on the planes that do not touch a halo, then, once the halo has
+   arrived, on the two edge planes; ``p . w`` summed by blocks, then by the
+   last block;
+3. an all-reduce of ``p . w``;
+4. ``update``: ``alpha``, ``x += alpha p``, ``r -= alpha w``, ``y = D^-1 r``
+   and the sums of ``r . r`` and ``r . y``;
+5. one all-reduce of both;
+6. ``direction``: ``beta``, ``p = y + beta p``; the scalars, the history and
+   the stop at the tolerance.
+
+On NCCL (or one rank) nothing in an iteration allocates or waits on the
+host, so runs of iterations are captured once into CUDA graphs, the NCCL
+calls with the kernels, and replayed: the host issues one launch for
+:attr:`RankFusedEngine.graph_iterations` iterations instead of about
+forty operations each (what bounded four GPUs: docs/performance.md,
+"Several GPUs").  The twin is the generic loop of
+:mod:`bubbleflow.linalg.krylov` on the same operator; the tests compare the
+two on the GPU (iterations and answers).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...compute import cuda
+
+__all__ = ["RankFusedEngine", "engine_for", "MAX_CELLS"]
+
+_THREADS = 256
+#: Blocks of the grid-stride kernels a multiprocessor (one wave, resident).
+_BLOCKS_PER_SM = 8
+#: 32-bit offsets in the kernels: a slab with its halo planes below this.
+MAX_CELLS = 2 ** 31 - 2 ** 26
+#: The scalars' indices (ranks.cu's S_*).
+_BETA, _RZ, _BAD, _DONE, _INV_BNORM, _TOL_REL = 1, 2, 3, 4, 5, 6
+_PW_LOCAL, _PW, _SUMS_LOCAL, _SUMS = 7, 8, 9, 11
+_NSCAL = 13
+#: The communicators whose all-reduce and swap a CUDA graph can hold.
+_CAPTURABLE = ("single", "nccl")
+
+
+@cuda.kernel_cache
+def _kernel(name, ndim, jacobi):
+    defines = cuda.defines(NDIM=ndim) + ("#define JACOBI 1\n" if jacobi else "")
+    return cuda.function(defines + cuda.source(__name__, "ranks.cu"), name,
+                         options=("-std=c++14",))
+
+
+def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
+    """A :class:`RankFusedEngine` when this rank's solve can run fused (a
+    distributed operator on CuPy, float64, CG or Jacobi, no deflation, a
+    communicator that sums device arrays), else None.  ``previous``: an
+    engine of an earlier solve, reused where it fits (:meth:`~RankFusedEngine.fits`)."""
+    from ...compute.backend import backend_of
+    from ...compute.transfer import on_device
+
+    if not on_device(backend_of(b)) or b.dtype != np.float64 or defl is not None:
+        return None
+    if not hasattr(A, "slab") or getattr(A, "dtype", None) != np.float64:
+        return None
+    if prec_name not in ("none", "jacobi"):
+        return None
+    if prec_name == "jacobi" and getattr(prec_obj, "inv_diagonal", None) is None:
+        return None
+    if getattr(A.comm, "name", None) not in _CAPTURABLE:
+        return None           # MPI staging through the host: the generic loop
+    nloc = A.slab.hi - A.slab.lo
+    if (nloc + 2) * int(np.prod(A.slab.shape[1:])) > MAX_CELLS:
+        return None
+    if previous is not None and previous.fits(A, prec_name):
+        return previous.update(A, prec_obj)
+    return RankFusedEngine(A, prec_obj, prec_name)
+
+
+class RankFusedEngine:
+    """Buffers, kernels and CUDA graphs of the fused iteration on one
+    rank's slab (see the module).  Built once per slab and preconditioner
+    kind; :meth:`update` takes a new operator of the same slab (its
+    couplings and diagonal copied into the engine's buffers, so that the
+    graphs stay valid)."""
+
+    #: Replay runs of iterations from CUDA graphs (see :meth:`iterate`).
+    use_graphs = True
+    #: Iterations in the long graph.
+    graph_iterations = 8
+
+    def __init__(self, A, prec_obj, prec_name):
+        import cupy as cp
+
+        self.cp, self.comm = cp, A.comm
+        slab = A.slab
+        self.slab, self.prec_name = slab, prec_name
+        self.jacobi = prec_name == "jacobi"
+        self.ndim = len(slab.shape)
+        self.nloc = slab.hi - slab.lo
+        self.plane = int(np.prod(slab.shape[1:]))
+        self.n = self.nloc * self.plane
+        nx = slab.shape[-1]
+        ny = slab.shape[1] if self.ndim == 3 else 1
+        self.nx, self.ny = nx, ny
+        f64 = cp.float64
+        P = self.plane
+        self.p_ext = cp.zeros((self.nloc + 2) * P, dtype=f64)
+        self.p_view = self.p_ext[P:P + self.n]
+        self.x = cp.zeros(self.n, dtype=f64)
+        self.r = cp.zeros(self.n, dtype=f64)
+        self.w = cp.zeros(self.n, dtype=f64)
+        self.cs = cp.zeros((self.nloc + 1) * P, dtype=f64)
+        self.in_plane = [cp.zeros(c.size, dtype=f64) for c in A._inner[:self.ndim - 1]]
+        self.dinv = cp.zeros(self.n if self.jacobi else 1, dtype=f64)
+        self.scal = cp.zeros(_NSCAL, dtype=f64)
+        self.it = cp.zeros(1, dtype=cp.int32)
+        self.counters = cp.zeros(4, dtype=cp.uint32)
+        self.status_buf = cp.zeros(3, dtype=f64)
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        wave = _BLOCKS_PER_SM * sms
+        self.blocks = max(1, min(wave, -(-self.n // _THREADS)))
+        # The spmv's blocks: the interior's, then the edge planes'.
+        inner = max(self.nloc - 2, 0) * P
+        self.inner_blocks = max(1, min(wave, -(-inner // _THREADS))) if inner else 0
+        self.edge_blocks = max(1, min(wave, -(-(min(self.nloc, 2) * P) // _THREADS)))
+        self.part = cp.zeros(max(self.inner_blocks + self.edge_blocks, 2 * self.blocks),
+                             dtype=f64)
+        self._hist = None
+        self.hist = None
+        self._graphs, self._graph_hist = {}, None
+        self._capture_stream = None
+        self.capture_error = None
+        k = lambda name: _kernel(name, self.ndim, self.jacobi)   # noqa: E731
+        self.k_spmv, self.k_update = k("rk_spmv"), k("rk_update")
+        self.k_direction, self.k_start, self.k_status = k("rk_direction"), k("rk_start"), \
+            k("rk_status")
+        # Bytes an iteration moves, each array read once and written once:
+        # spmv p, its couplings -> w; update x, p, r, w (D^-1) -> x, r;
+        # direction r (D^-1), p -> p.
+        arrays = (1 + self.ndim + 1) + (4 + self.jacobi + 2) + (2 + self.jacobi + 1)
+        self.bytes_per_iteration = int(8 * arrays * self.n)
+        self.update(A, prec_obj)
+
+    def fits(self, A, prec_name):
+        """Can :meth:`update` take ``A`` (the same slab, communicator and
+        preconditioner kind)?"""
+        return A.slab == self.slab and A.comm is self.comm and prec_name == self.prec_name
+
+    def update(self, A, prec_obj):
+        """Copy ``A``'s couplings (and the Jacobi diagonal) into the engine's
+        buffers; returns ``self``."""
+        cp, P, nloc = self.cp, self.plane, self.nloc
+        self.A = A
+        slow = self.ndim - 1
+        cs = self.cs.reshape(nloc + 1, P)
+        cs[1:nloc] = A._inner[slow].reshape(nloc - 1, P)
+        cs[0] = 0 if A._to_lower is None else A._to_lower.reshape(P)
+        cs[nloc] = 0 if A._to_upper is None else A._to_upper.reshape(P)
+        for buf, c in zip(self.in_plane, A._inner[:slow]):
+            buf[...] = cp.ascontiguousarray(c).reshape(-1)
+        if self.jacobi:
+            self.dinv[...] = prec_obj.inv_diagonal.reshape(-1)
+        return self
+
+    # ------------------------------------------------------------- protocol
+    def history(self, size):
+        """A zeroed history buffer of ``size`` entries, the engine's (kept
+        from solve to solve: the graphs hold its address)."""
+        if self._hist is None or self._hist.size < size:
+            self._hist = self.cp.zeros(max(size, 2 * (self._hist.size if self._hist is not None
+                                                      else 0)), dtype=self.cp.float64)
+        hist = self._hist[:size]
+        hist.fill(0)
+        return hist
+
+    def tolerance(self, bnorm, tol_rel):
+        self.scal[_INV_BNORM] = 1.0 / bnorm
+        self.scal[_TOL_REL] = tol_rel
+
+    def begin(self, x, r, hist, it, bnorm=None, tol_rel=0.0, own=False):
+        """Start from ``x`` and its residual ``r``: ``y = M^-1 r``, ``rz =
+        r . y`` over the ranks and ``p = y`` by the engine's kernels (the
+        start's breakdown flag: ``rz`` not finite)."""
+        self.scal.fill(0)
+        self.scal[_INV_BNORM] = 1.0 if bnorm is None else 1.0 / bnorm
+        self.scal[_TOL_REL] = 0.0 if bnorm is None else tol_rel
+        self.it[0] = it
+        self.counters.fill(0)
+        self._take(x, r)
+        self.p_ext.fill(0)
+        self.w.fill(0)
+        self.hist = hist
+        s = self.scal
+        self.k_start((self.blocks,), (_THREADS,),
+                     (self.r, self.dinv, self.part, self.counters[1:2], s, np.uint32(self.n),
+                      np.int32(self.blocks)))
+        self.comm.allreduce_into(s[_SUMS_LOCAL:_SUMS_LOCAL + 2], s[_SUMS:_SUMS + 2])
+        self._direction(start=1)
+
+    def load(self, x, r, p, rz, bad, hist, it, bnorm, tol_rel=0.0):
+        """Take the Krylov loop's state after a restart."""
+        self._take(x, r)
+        self.p_view[...] = p.reshape(-1)
+        self.scal[_BETA] = 0
+        self.scal[_RZ] = rz
+        self.scal[_BAD] = bad
+        self.scal[_DONE] = 0
+        self.hist = hist
+        self.it[0] = it
+        self.tolerance(bnorm, tol_rel)
+
+    def _take(self, x, r):
+        if x is not self.x:
+            self.x[...] = x.reshape(-1)
+        if r is not self.r:
+            self.r[...] = r.reshape(-1)
+
+    def status(self):
+        """``(iteration, hist[iteration], broke)``: one launch, one transfer."""
+        self.k_status((1,), (1,), (self.it, self.hist, self.scal, self.status_buf))
+        it, h, bad = self.status_buf.get()
+        return int(it), float(h), bool(bad != 0.0)
+
+    def settle(self, it, count):
+        return self.status()
+
+    @property
+    def rz(self):
+        return self.scal[_RZ]
+
+    @property
+    def bad(self):
+        return self.scal[_BAD]
+
+    @property
+    def r_current(self):
+        return self.r
+
+    @property
+    def p(self):
+        return self.p_view
+
+    # ----------------------------------------------------------- iteration
+    def _spmv(self, lo_planes, hi_planes, part0, blocks, finish):
+        (a0, a1), (b0, b1) = lo_planes, hi_planes
+        cy = self.in_plane[1] if self.ndim == 3 else self.in_plane[0]
+        self.k_spmv((blocks,), (_THREADS,),
+                    (self.p_ext, self.cs, self.in_plane[0], cy, self.w, self.part,
+                     self.counters[0:1], self.scal, np.int32(self.nx), np.int32(self.ny),
+                     np.int32(a0), np.int32(a1), np.int32(b0), np.int32(b1), np.int32(part0),
+                     np.int32(finish), np.int32(self.inner_blocks + self.edge_blocks)))
+
+    def _direction(self, start=0):
+        self.k_direction((self.blocks,), (_THREADS,),
+                         (self.p_view, self.r, self.dinv, self.counters[2:3], self.it, self.scal,
+                          self.hist, np.uint32(self.n), np.int32(start)))
+
+    def _iteration(self):
+        """One iteration's launches and the ranks' calls (see the module)."""
+        nloc, P, s, comm, slab = self.nloc, self.plane, self.scal, self.comm, self.slab
+        p = self.p_ext
+        handle = None
+        if slab.lower is not None or slab.upper is not None:
+            handle = comm.start_exchange(slab.lower, slab.upper, p[P:2 * P],
+                                         p[nloc * P:(nloc + 1) * P], p[:P],
+                                         p[(nloc + 1) * P:(nloc + 2) * P])
+        if self.inner_blocks:
+            self._spmv((1, nloc - 1), (0, 0), 0, self.inner_blocks, 0)
+        if handle is not None:
+            comm.wait(handle)
+        edges = ((0, 1), (nloc - 1, nloc)) if nloc >= 2 else ((0, 1), (0, 0))
+        self._spmv(*edges, self.inner_blocks, self.edge_blocks, 1)
+        comm.allreduce_into(s[_PW_LOCAL:_PW_LOCAL + 1], s[_PW:_PW + 1])
+        self.k_update((self.blocks,), (_THREADS,),
+                      (self.x, self.p_view, self.r, self.w, self.dinv, self.part,
+                       self.counters[1:2], s, np.uint32(self.n), np.int32(self.blocks)))
+        comm.allreduce_into(s[_SUMS_LOCAL:_SUMS_LOCAL + 2], s[_SUMS:_SUMS + 2])
+        self._direction()
+
+    def iterate(self, count):
+        """``count`` iterations, no host synchronisation: runs of
+        :attr:`graph_iterations` and single iterations replayed from CUDA
+        graphs (captured on first use, and again when the history buffer
+        moved), else launched directly."""
+        if count <= 0:
+            return
+        graphs = self.use_graphs and self.comm.name in _CAPTURABLE
+        if graphs and self._graph_hist != self.hist.data.ptr:
+            self._graphs, self._graph_hist = {}, self.hist.data.ptr
+        for length in (int(self.graph_iterations), 1):
+            if count < length or length < 1:
+                continue
+            graph = self._graph(length) if graphs else None
+            if graph is None:
+                break
+            for _ in range(count // length):
+                graph.launch()
+            count %= length
+        for _ in range(count):
+            self._iteration()
+
+    def _graph(self, length):
+        """The CUDA graph of ``length`` iterations (captured on first use),
+        or None where capture fails here (direct launches from then on)."""
+        if length in self._graphs:
+            return self._graphs[length]
+        cp = self.cp
+        if self._capture_stream is None:
+            self._capture_stream = cp.cuda.Stream(non_blocking=True)
+        stream = self._capture_stream
+        # Every rank captures (or fails) alike: the same launches, the same
+        # library; a rank whose capture fails stops using graphs, and the
+        # ranks agree on it before any replay (a graph's NCCL calls must
+        # meet the other ranks' calls one for one).
+        graph = None
+        try:
+            cp.cuda.get_current_stream().synchronize()
+            with stream:
+                stream.begin_capture()
+                try:
+                    for _ in range(length):
+                        self._iteration()
+                finally:
+                    graph = stream.end_capture()
+        except Exception as exc:
+            graph = None
+            self.capture_error = repr(exc)
+        if self.comm.sum_int(0 if graph is not None else 1):
+            graph = None
+        if graph is None:
+            self.use_graphs = False
+        self._graphs[length] = graph
+        return graph

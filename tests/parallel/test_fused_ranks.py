@@ -1,0 +1,104 @@
+"""The ranks' fused engine (bubbleflow.linalg.fused.ranks) against its twin,
+the generic loop on the same distributed operator (one rank here; several
+ranks over NCCL: tests/parallel/test_mpi.py's GPU tests): the same
+iterations and answers, its CUDA graphs the same bits as its direct
+launches, and its traffic the model's count."""
+import numpy as np
+import pytest
+
+from bubbleflow import pcg
+from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
+from bubbleflow.compute.comm import SingleProcess
+from bubbleflow.operators.distributed import DistributedOperator
+
+pytestmark = pytest.mark.gpu
+
+
+def _system(dim, backend):
+    if dim == 2:
+        A, b, _ = bubbly_column(64, 1e3, backend="cupy")
+    else:
+        A, b, _ = bubbly_column_3d(16, 1e3, backend="cupy")
+    D = DistributedOperator.from_operator(A, SingleProcess())
+    return D, backend.xp.asarray(b).ravel()
+
+
+def _solve_with(D, b, M, **engine_options):
+    """A solve by the ranks' fused engine (options set on it), and the engine."""
+    from bubbleflow.linalg.fused.ranks import engine_for
+    from bubbleflow.linalg.krylov import solve
+
+    engines = []
+
+    def select(system):
+        e = engine_for(system.A, system.prec_obj, system.prec_name, system.deflation,
+                       system.variant, system.b)
+        for key, value in engine_options.items():
+            setattr(e, key, value)
+        engines.append(e)
+        return e
+
+    x, info = solve(D, b, rtol=1e-10, M=M, maxiter=5000, select=select)
+    return x, info, engines[0]
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+@pytest.mark.parametrize("M", [None, "jacobi"])
+def test_the_fused_engine_on_a_slab_is_the_generic_loop(dim, M, cupy_backend):
+    D, b = _system(dim, cupy_backend)
+    xf, info_f = pcg(D, b, rtol=1e-10, M=M, maxiter=5000, engine="fused")
+    xg, info_g = pcg(D, b, rtol=1e-10, M=M, maxiter=5000, engine="generic")
+    assert (info_f.engine, info_g.engine) == ("fused", "generic")
+    assert info_f.converged and info_g.converged
+    assert abs(info_f.iterations - info_g.iterations) <= 2, (info_f.iterations, info_g.iterations)
+    xf, xg = cupy_backend.to_host(xf), cupy_backend.to_host(xg)
+    assert np.abs(xf - xg).max() <= 1e-9 * np.abs(xg).max()
+    n = min(len(info_f.residual_history), len(info_g.residual_history), 40)
+    assert np.allclose(info_f.residual_history[:n], info_g.residual_history[:n], rtol=1e-8)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_its_graphs_give_the_bits_of_its_direct_launches(dim, cupy_backend):
+    D, b = _system(dim, cupy_backend)
+    xg, info_g, graphs = _solve_with(D, b, "jacobi")
+    xd, info_d, direct = _solve_with(D, b, "jacobi", use_graphs=False)
+    assert graphs.capture_error is None and any(g is not None for g in graphs._graphs.values())
+    assert not direct._graphs
+    assert info_g.iterations == info_d.iterations
+    assert cupy_backend.xp.array_equal(xg, xd)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_its_traffic_is_the_models_count(dim, cupy_backend):
+    from bubbleflow.apps.bench.ranks_model import fused_passes
+
+    D, b = _system(dim, cupy_backend)
+    for M, jacobi in ((None, False), ("jacobi", True)):
+        _, _, engine = _solve_with(D, b, M)
+        assert engine.bytes_per_iteration == 8 * fused_passes(dim, jacobi) * D.shape[0]
+
+
+def test_it_stops_at_the_tolerance_on_the_device(cupy_backend):
+    """Iterations past the tolerance inside a graph are no-ops: the answer is
+    the one at the iteration that reached it, and a second solve by the
+    same engine (its graphs kept) repeats the first."""
+    from bubbleflow.linalg.fused.ranks import engine_for
+    from bubbleflow.linalg.krylov import solve
+
+    D, b = _system(2, cupy_backend)
+    kept = []
+
+    def select(system):
+        previous = kept[0] if kept else None
+        kept[:] = [engine_for(system.A, system.prec_obj, system.prec_name, system.deflation,
+                              system.variant, system.b, previous=previous)]
+        return kept[0]
+
+    x1, info1 = solve(D, b, rtol=1e-8, M="jacobi", maxiter=5000, select=select,
+                      check_every=50)
+    first = kept[0]
+    x2, info2 = solve(D, b, rtol=1e-8, M="jacobi", maxiter=5000, select=select,
+                      check_every=50)
+    assert kept[0] is first
+    assert info1.converged and info1.iterations == info2.iterations
+    assert cupy_backend.xp.array_equal(x1, x2)
