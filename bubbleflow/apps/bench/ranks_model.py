@@ -2,8 +2,7 @@
 measured, and ``mpiexec -n N bubbleflow bench``, which prints it beside the
 measured time.
 
-One iteration of the Krylov loop on a rank (:mod:`bubbleflow.linalg.krylov`,
-the array engine, Jacobi) costs
+One Jacobi-PCG iteration on a rank costs
 
 * its memory traffic, ``passes x 8 x cells_on_the_rank`` bytes at the
   rank's share of the node's copy bandwidth (every rank copying at once);
@@ -13,24 +12,29 @@ the array engine, Jacobi) costs
   8 bytes; bandwidth: a plane's bytes over the time a plane's swap adds),
   the path the product takes (NCCL device to device, or MPI, CuPy arrays
   staged through the host);
-* three all-reduces of one value (``p . w``, ``r . r``, ``r . y``);
-* the three dot products themselves at the rank's dot rate, measured as
+* its all-reduces: the array loop's three of one value (``p . w``,
+  ``r . r``, ``r . y``), the fused engine's two (``p . w``, then ``r . r``
+  and ``r . y`` together), each measured as the loop makes it (the fused
+  engine's replayed from a CUDA graph, into kept buffers);
+* the array loop's three dot products at the rank's dot rate, measured as
   the copy bandwidth is (a dot reads two vectors; it runs below the copy
-  rate, cuBLAS's at about half on an H100);
-* on a GPU the host issues the operations ahead of the device: an
-  iteration takes at least the host's issue time, measured as the loop's
-  time on a 16^d grid less its swaps and sums.
+  rate, cuBLAS's at about half on an H100); the fused engine sums its dots
+  inside its kernels, at the copy rate;
+* the host's and the launches' own time: an iteration takes at least that,
+  measured as the loop's time on a 16^d grid less its swaps and sums (the
+  array loop on a GPU: the host issuing some forty operations; the fused
+  engine: its graph's launches).
 
-The passes are counted on the array code (each NumPy operation reads its
-operands and writes its result once): the product, for ``d`` axes, zeroes
-the result (1) and per axis forms the difference, the flux and adds it to
-both sides (12), then returns a copy (2); ``p . w`` (2), ``x += alpha p``
-and ``r -= alpha w`` (5 each: the scaled temporary and the add), ``r . r``
-(1: one operand read), ``y = D^-1 r`` (3), ``r . y`` (2), ``p = y + beta p``
-(5); on CuPy each operation is a kernel that does the same, but the
-product is one kernel (``d + 2`` arrays, then the copy).  The fused GPU
-engine's own count would replace them where it runs on the ranks (not yet:
-a rank's rows run the array engine).
+The passes of the fused engine (:mod:`bubbleflow.linalg.fused.ranks`) are
+counted on its kernels (:func:`fused_passes`: each array read once and
+written once); those of the array loop on its code (each NumPy operation
+reads its operands and writes its result once): the product, for ``d``
+axes, zeroes the result (1) and per axis forms the difference, the flux
+and adds it to both sides (12), then returns a copy (2); ``p . w`` (2),
+``x += alpha p`` and ``r -= alpha w`` (5 each: the scaled temporary and the
+add), ``r . r`` (1: one operand read), ``y = D^-1 r`` (3), ``r . y`` (2),
+``p = y + beta p`` (5); on CuPy each operation is a kernel that does the
+same, but the product is one kernel (``d + 2`` arrays, then the copy).
 """
 from __future__ import annotations
 
@@ -41,12 +45,15 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "run_ranks_bench",
-           "RANKS_ITERATIONS", "RANKS_SOLVES", "DOT_PASSES"]
+           "RANKS_ITERATIONS", "RANKS_MORE", "RANKS_SOLVES", "DOT_PASSES", "fused_passes",
+           "ALLREDUCES"]
 
-#: Jacobi-PCG iterations timed per size (rtol 0: none stops early).
-RANKS_ITERATIONS = 30
+#: Jacobi-PCG iterations of the short timed solves (rtol 0: none stops early)
+#: and how many more the long ones take (an iteration: their difference).
+RANKS_ITERATIONS = 20
+RANKS_MORE = 100
 
-#: Timed solves per size, after one untimed; their median is reported.
+#: Timed solves of each length per size, after one untimed; their median is used.
 RANKS_SOLVES = 3
 
 
@@ -235,14 +242,23 @@ def measure_link(comm, plane_bytes, backend=None, captured=False):
 
 
 def _loop_seconds(comm, backend, dim, n, stack=1, engine="auto"):
-    """``(seconds an iteration, cells, plane cells, engine)``:
-    ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly column (``n``
-    cells a side, its unit stacked ``stack`` times along the slabs' axis) on
-    the ranks' slabs (on one rank too: the loop the ranks run), by
-    ``engine`` (``auto``: the fused engine where it runs, else the array
-    loop; the name of the one that ran is returned)."""
-    from ... import pcg
+    """``(seconds an iteration, cells, plane cells, engine)`` of Jacobi PCG
+    on the bubbly column (``n`` cells a side, its unit stacked ``stack``
+    times along the slabs' axis) on the ranks' slabs (on one rank too: the
+    loop the ranks run), by ``engine`` (``auto``: the fused engine where it
+    runs, else the array loop; the name of the one that ran is returned).
+
+    An iteration's time is the difference between solves of
+    ``RANKS_ITERATIONS`` and of ``RANKS_ITERATIONS + RANKS_MORE`` iterations
+    (each the median of ``RANKS_SOLVES``, the slowest rank's) over the
+    iterations between them: what a solve costs once (its set-up, start and
+    final check) is left out, as in a time step's solve of many iterations;
+    the host checks between iterations are in.  The preconditioner and the
+    fused engine are built once and kept, as the ranks' solver keeps them."""
     from ...case.problem import bubbly_column_planes
+    from ...linalg.engines import device_engine_for
+    from ...linalg.krylov import solve as krylov_solve
+    from ...linalg.precond import Jacobi
     from ...mesh.ranks import rank_slab
     from ...operators.distributed import DistributedOperator
 
@@ -256,26 +272,42 @@ def _loop_seconds(comm, backend, dim, n, stack=1, engine="auto"):
     local_b = backend.xp.asarray(rhs[slab.lo - lo:slab.hi - lo]).ravel()
     cells, plane = int(np.prod(shape)), int(np.prod(shape[1:]))
     del couplings, rhs
+    M = Jacobi(Ad)
+    kept = [None]
     infos = []
 
-    def solve():
-        infos.append(pcg(Ad, local_b, rtol=0.0, engine=engine, maxiter=RANKS_ITERATIONS,
-                         M="jacobi")[1])
+    def select(system):
+        if engine == "generic":
+            return None
+        kept[0] = device_engine_for(system.A, system.prec_obj, system.prec_name,
+                                    system.deflation, system.variant, system.b,
+                                    previous=kept[0])
+        return kept[0]
 
-    solve()                                         # warm-up (allocations, kernels, clocks)
-    # The median of a few timed solves (each the slowest rank's): one solve
-    # of a few milliseconds is noisy (docs/performance.md, "Several GPUs").
-    seconds = float(np.median([_timed(comm, backend, solve, 1, warm=False)
-                               for _ in range(RANKS_SOLVES)]))
+    def solve(iterations):
+        infos.append(krylov_solve(Ad, local_b, rtol=0.0, M=M, maxiter=iterations,
+                                  select=select)[1])
+
+    def timed(iterations):
+        """``(seconds, iterations)`` of a solve: the median of a few."""
+        seconds = float(np.median([_timed(comm, backend, lambda: solve(iterations), 1,
+                                          warm=False) for _ in range(RANKS_SOLVES)]))
+        return seconds, int(infos[-1].iterations)
+
+    solve(RANKS_ITERATIONS)                         # warm-up (allocations, kernels, graphs)
+    short, its_short = timed(RANKS_ITERATIONS)
+    long, its_long = timed(RANKS_ITERATIONS + RANKS_MORE)
     ran = "fused" if infos[-1].engine == "fused" else "generic"
-    return seconds / max(int(infos[-1].iterations), 1), cells, plane, ran
+    if its_long > its_short and long > short:
+        return (long - short) / (its_long - its_short), cells, plane, ran
+    return long / max(its_long, 1), cells, plane, ran   # (stopped early: a tiny grid)
 
 
 def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=(), engine="auto"):
-    """Per size: ``RANKS_ITERATIONS`` Jacobi-PCG iterations of the bubbly
-    column (contrast 1000) on the ranks' slabs, on ``backend`` (default
-    NumPy), the time per iteration measured and modelled; rank 0 prints one
-    line a size.  ``sizes``: ``n^d`` cells in all (strong scaling);
+    """Per size: Jacobi-PCG iterations of the bubbly column (contrast 1000)
+    on the ranks' slabs, on ``backend`` (default NumPy) by ``engine``
+    (:func:`_loop_seconds`), the time per iteration measured and modelled;
+    rank 0 prints one line a size.  ``sizes``: ``n^d`` cells in all (strong scaling);
     ``weak_sizes``: ``n^d`` cells a rank (the column stacked a unit a rank:
     weak scaling).  Returns the rows (rank 0) or an empty list: ``n``,
     ``ranks``, ``cells`` (in all), ``weak``, ``measured`` and ``predicted``

@@ -91,6 +91,8 @@ class RankFusedEngine:
     use_graphs = True
     #: Iterations in the long graph.
     graph_iterations = 8
+    #: Blocks of the grid-stride kernels a multiprocessor.
+    blocks_per_sm = _BLOCKS_PER_SM
 
     def __init__(self, A, prec_obj, prec_name):
         import cupy as cp
@@ -121,7 +123,7 @@ class RankFusedEngine:
         self.counters = cp.zeros(4, dtype=cp.uint32)
         self.status_buf = cp.zeros(3, dtype=f64)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        wave = _BLOCKS_PER_SM * sms
+        wave = int(self.blocks_per_sm) * sms
         self.blocks = max(1, min(wave, -(-self.n // _THREADS)))
         # The spmv's blocks: the interior's, then the edge planes'.
         inner = max(self.nloc - 2, 0) * P
