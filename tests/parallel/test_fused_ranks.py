@@ -60,8 +60,9 @@ def test_the_fused_engine_on_a_slab_is_the_generic_loop(dim, M, cupy_backend):
         (info_f.iterations, info_g.iterations)
     xf, xg = cupy_backend.to_host(xf), cupy_backend.to_host(xg)
     assert np.abs(xf - xg).max() <= 1e-9 * np.abs(xg).max()
+    # The same iterates: their residuals agree to rounding's drift.
     n = min(len(info_f.residual_history), len(info_g.residual_history), 40)
-    assert np.allclose(info_f.residual_history[:n], info_g.residual_history[:n], rtol=1e-8)
+    assert np.allclose(info_f.residual_history[:n], info_g.residual_history[:n], rtol=1e-6)
 
 
 @pytest.mark.parametrize("dim", [2, 3])
