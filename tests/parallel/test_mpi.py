@@ -637,8 +637,9 @@ def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
 
 @pytest.mark.gpu
 def test_mpiexec_bubbleflow_bench_on_the_gpu(tmp_path, cupy_backend):
-    """Two ranks sharing the GPU (MPI through the host): the model beside
-    the measured time, CuPy's array code."""
+    """Two ranks on the GPU: the model beside the measured time.  Sharing
+    one GPU, MPI through the host and CuPy's array code; with a GPU each,
+    NCCL and the ranks' fused engine."""
     if _mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
@@ -648,4 +649,7 @@ def test_mpiexec_bubbleflow_bench_on_the_gpu(tmp_path, cupy_backend):
                           timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("2 ranks (mpi, cupy, generic), 2-D n = 64: measured")
+    two = cupy_backend.xp.cuda.runtime.getDeviceCount() >= 2
+    how = "nccl, cupy, fused" if two else "mpi, cupy, generic"
+    assert len(lines) == 1 and lines[0].startswith(f"2 ranks ({how}), 2-D n = 64: measured"), \
+        lines
