@@ -614,6 +614,17 @@ def test_the_ranks_model_adds_its_parts():
     total, parts = predict_iteration(1024 ** 2, 1024, 2, 2, busy)
     assert parts["issue"] == pytest.approx(1.0 - parts["memory"] - parts["dots"])
     assert total == pytest.approx(1.0 + parts["halo"] + parts["allreduce"])
+    # The ranks' fused engine: its 15 (2-D) or 16 (3-D) arrays at the copy
+    # rate (its dots inside its kernels), two all-reduces an iteration.
+    from bubbleflow.apps.bench.ranks_model import fused_passes, working_bytes
+
+    assert (fused_passes(2), fused_passes(3), fused_passes(2, jacobi=False)) == (15, 16, 13)
+    _, parts = predict_iteration(1024 ** 2, 1024, 2, 4, slow, engine="fused")
+    assert set(parts) == {"memory", "halo", "allreduce"}
+    assert parts["memory"] == pytest.approx(15 * 8 * 1024 ** 2 / 4 / 8e9)
+    assert parts["allreduce"] == pytest.approx(40e-6)
+    # The copy rate is measured over the iteration's arrays: x, r, p, w, D^-1, the couplings.
+    assert working_bytes(1000, 2) == 8 * 1000 * 7 and working_bytes(1000, 3) == 8 * 1000 * 8
 
 
 def test_multigrid_levels_stay_on_the_slabs_when_aligned():

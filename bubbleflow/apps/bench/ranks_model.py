@@ -5,7 +5,9 @@ measured time.
 One Jacobi-PCG iteration on a rank costs
 
 * its memory traffic, ``passes x 8 x cells_on_the_rank`` bytes at the
-  rank's share of the node's copy bandwidth (every rank copying at once);
+  rank's share of the node's copy bandwidth (every rank copying at once,
+  over as many bytes as the iteration's arrays hold, :func:`working_bytes`:
+  a cache's rate where they fit in one);
 * one halo swap (the operator's product): a message of one plane to each
   neighbour and one from it, overlapped with the slab's own faces but not
   with the rest, costed as the swap itself measured (latency: the swap of
@@ -45,7 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "run_ranks_bench",
+__all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "working_bytes",
+           "run_ranks_bench",
            "RANKS_ITERATIONS", "RANKS_MORE", "RANKS_SOLVES", "DOT_PASSES", "fused_passes",
            "ALLREDUCES"]
 
@@ -115,7 +118,7 @@ def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None, engine
     if passes is None:
         passes = fused_passes(ndim) if fused else array_passes(ndim)
     # The thickest slab sets the pace (its rank is the one the others wait for).
-    local = -(-(cells // plane_cells) // ranks) * plane_cells
+    local = _thickest(cells, plane_cells, ranks)
     if link.dot_bandwidth is None or fused:
         parts = {"memory": passes * 8.0 * local / link.copy_bandwidth}
     else:
@@ -129,6 +132,11 @@ def predict_iteration(cells, plane_cells, ndim, ranks, link, passes=None, engine
         parts["halo"] = link.latency + 8.0 * plane_cells / link.bandwidth
         parts["allreduce"] = ALLREDUCES[engine] * link.allreduce
     return sum(parts.values()), parts
+
+
+def _thickest(cells, plane_cells, ranks):
+    """Cells of the thickest of ``ranks`` slabs of whole planes."""
+    return -(-(cells // plane_cells) // ranks) * plane_cells
 
 
 def _barrier(comm):
@@ -220,16 +228,29 @@ def _allreduce_latency(comm, backend, repeat=200, captured=False):
     return _captured_seconds(comm, backend, lambda: comm.allreduce_into(send, out), repeat)
 
 
-def measure_link(comm, plane_bytes, backend=None, captured=False):
+def working_bytes(local_cells, ndim):
+    """Bytes of the grid arrays an iteration on ``local_cells`` cells keeps
+    in use (``x``, ``r``, ``p``, ``w``, ``D^-1`` and the ``ndim`` face
+    couplings): the copy bandwidth is measured over as many (half read,
+    half written), so that a slab whose iteration stays in a cache (small
+    grids on a CPU) is modelled at the cache's rate, one that does not at
+    the memory's."""
+    return 8 * int(local_cells) * (ndim + 5)
+
+
+def measure_link(comm, plane_bytes, backend=None, captured=False, working=None):
     """The :class:`Link` of this node on ``backend`` (default NumPy),
     measured by every rank at once (the link's parts zero for one rank);
     ``captured``: the swaps and all-reduces replayed from CUDA graphs, as
-    the fused engine runs them."""
+    the fused engine runs them; ``working``: the bytes the copy and the dot
+    run over (:func:`working_bytes`; default 512 MiB on a GPU, 128 MiB on
+    the host)."""
     from ...compute.backend import get_backend
     from ...compute.transfer import on_device
 
     backend = backend or get_backend("numpy")
-    size = 2 ** 29 if on_device(backend) else 2 ** 27
+    size = working // 2 if working else 2 ** 29 if on_device(backend) else 2 ** 27
+    size = max(size, 2 ** 16)
     bandwidth = _copy_bandwidth(comm, backend, size)
     dots = _dot_bandwidth(comm, backend, size)
     if comm.size < 2:
@@ -327,7 +348,8 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=(), en
     seconds, cells, plane, ran = _loop_seconds(comm, backend, dim, tiny, engine=engine)
     fused = ran == "fused"
     passes = fused_passes(dim) if fused else array_passes(dim, on_device(backend))
-    link = measure_link(comm, 8 * plane, backend, captured=fused)
+    link = measure_link(comm, 8 * plane, backend, captured=fused,
+                        working=working_bytes(_thickest(cells, plane, comm.size), dim))
     _, parts = predict_iteration(cells, plane, dim, comm.size, link, passes, ran)
     issue = max(seconds - parts.get("halo", 0.0) - parts.get("allreduce", 0.0), 0.0)
     # One rank's weak size is the strong one: measured once.
@@ -337,8 +359,9 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=(), en
     for n, weak in jobs:
         measured, cells, plane, _ = _loop_seconds(comm, backend, dim, n,
                                                   comm.size if weak else 1, engine=ran)
-        link = dataclasses.replace(measure_link(comm, 8 * plane, backend, captured=fused),
-                                   issue=issue)
+        working = working_bytes(_thickest(cells, plane, comm.size), dim)
+        link = dataclasses.replace(measure_link(comm, 8 * plane, backend, captured=fused,
+                                                working=working), issue=issue)
         predicted, parts = predict_iteration(cells, plane, dim, comm.size, link, passes, ran)
         if comm.rank != 0:
             continue
