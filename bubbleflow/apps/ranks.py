@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 from ..linalg.solver_ranks import RANK_DEFLATIONS, RANK_PRECONDITIONERS
 
 __all__ = ["run_case_ranks"]
@@ -145,8 +143,7 @@ def _solve(case, backend, comm, quiet, out):
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
     lo, hi, _, _ = A.slab.extended()
-    solver = RankPressureSolver(s, prob.grid).update(A, phi=prob.phi[lo:hi],
-                                                     whole=lambda: _whole_operator(prob, backend))
+    solver = RankPressureSolver(s, prob.grid).update(A, phi=prob.phi[lo:hi])
     if s.preconditioner.type == "multigrid":
         M, o = solver.M, s.preconditioner
         _say(quiet, f"multigrid: {M.n_levels} levels, {M.gathered} on the slabs, "
@@ -174,15 +171,6 @@ def _solve(case, backend, comm, quiet, out):
           f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
           f"(rtol {s.rtol:g}); wrote {out.path}", file=sys.stderr, flush=True)
     return 1
-
-
-def _whole_operator(prob, backend):
-    """The whole grid's operator of the host problem ``prob`` on ``backend``
-    (block IC's set-up reads it: every rank holds it, for now)."""
-    from ..operators.poisson import assemble_pressure_operator
-
-    return assemble_pressure_operator(prob.grid, prob.phases, backend=backend, dtype=np.float64,
-                                      storage=prob.A.storage)
 
 
 def _say(quiet, text):

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from ..linalg.solver_ranks import WHOLE_OPERATOR, RankPressureSolver, slab_align
+from ..linalg.solver_ranks import RankPressureSolver, slab_align
 from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
 from ..mesh.ranks import rank_slab, slab_edges
@@ -273,28 +273,12 @@ class FlowSolverRanks(FlowSolverND):
         return DistributedOperator.from_couplings(A.couplings(), self.slab, self.comm,
                                                   self.backend, first=self.window[0])
 
-    def _whole_operator(self, rho_faces):
-        """The whole grid's operator, from every rank's face densities
-        (multigrid and block IC build their set-up from it)."""
-        nd, s = self.ndim, self.slab
-        start = s.lo - self.window[0]
-        own = []
-        for a, f in enumerate(rho_faces):
-            # The vertical faces a rank adds: those above its cells, but the top wall.
-            stop = start + s.hi - s.lo - (1 if a == nd - 1 and s.upper is None else 0)
-            own.append(self.backend.to_host(f[start:stop]))
-        whole = [np.concatenate(self.comm.allgather(f), axis=0) for f in own]
-        return super().operator(tuple(self.xp.asarray(f) for f in whole))
-
-    def pressure_solver(self, A, phi, check=True, rho_faces=None):
+    def pressure_solver(self, A, phi, check=True):
         if self._pressure is None:
             self._pressure = RankPressureSolver(self.case.solver, self.grid)
         lo, hi, _, _ = A.slab.extended()
         start = lo - self.window[0]
-        whole = (lambda: self._whole_operator(rho_faces))
-        needs = self.case.solver.preconditioner.type in WHOLE_OPERATOR
-        return self._pressure.update(A, phi=phi[start:start + hi - lo],
-                                     whole=whole if needs else None)
+        return self._pressure.update(A, phi=phi[start:start + hi - lo])
 
     def total_pressure(self, p, rho):
         if not self.reduced_gravity or self.gravity == 0:
@@ -319,7 +303,7 @@ class FlowSolverRanks(FlowSolverND):
         dt = self._time_step(state, scalars)
         clock.mark("time step")
         A = self.operator(rho_faces_w)
-        solver = self.pressure_solver(A, wide.phi, rho_faces=rho_faces_w)
+        solver = self.pressure_solver(A, wide.phi)
         clock.mark("pressure set-up")
         provisional_w = self.provisional_velocity(wide, dt, Hw, rhow, muw, rho_faces_w)
         provisional = self._cropped_velocity(provisional_w)

@@ -10,11 +10,10 @@ Krylov loop written once, :func:`~.krylov.solve`, with the ranks' sums).
 A pressure case and a flow on several ranks both use it.
 
 What each preconditioner needs: Jacobi, incomplete Poisson (plain and
-scaled) and multigrid (its levels coarsened on the slabs, the small
-gathered level joined) the slab's operator alone; block IC is built from
-the whole grid's operator (``whole``: every rank holds it for the set-up)
-and keeps the rank's part.  The deflation boxes' labels come from the
-rank's widened slab of the level set.
+scaled), multigrid (its levels coarsened on the slabs, the small
+gathered level joined) and block IC (the rank's own rows, factorised from
+its widened slab's couplings) the slab's operator alone.  The deflation
+boxes' labels come from the rank's widened slab of the level set.
 """
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ from . import registry
 from ..compute.backend import backend_of
 from .krylov import solve as krylov_solve
 
-__all__ = ["RankPressureSolver", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS", "slab_align",
-           "WHOLE_OPERATOR"]
+__all__ = ["RankPressureSolver", "RANK_PRECONDITIONERS", "RANK_DEFLATIONS", "slab_align"]
 
 #: The preconditioners that run on several ranks (multigrid:
 #: :mod:`.precond.multigrid_ranks`; incomplete Poisson, plain and scaled:
@@ -36,8 +34,6 @@ RANK_PRECONDITIONERS = ("none", "jacobi", "incomplete_poisson", "incomplete_pois
                         "block_ic", "multigrid")
 #: The deflation spaces they have (:mod:`.deflation.distributed`).
 RANK_DEFLATIONS = ("none", "subdomains", "levelset_subdomains", "stripes")
-#: The preconditioners whose set-up reads the whole grid's operator.
-WHOLE_OPERATOR = ("block_ic",)
 
 
 def slab_align(solver_cfg, grid, ranks):
@@ -72,19 +68,18 @@ class RankPressureSolver:
         self.setup_seconds = 0.0
         self.device = None              # the fused engine of the rank, kept across solves
 
-    def update(self, A, phi=None, whole=None):
+    def update(self, A, phi=None):
         """The set-up for the rank's operator ``A`` (a DistributedOperator):
         ``phi``, the level set on the slab widened by its halo planes (for
-        ``levelset_subdomains``); ``whole()``, the whole grid's operator
-        (for block IC)."""
+        ``levelset_subdomains``)."""
         t0 = time.perf_counter()
         self.A = A
-        self.M = self._preconditioner(A, whole)
+        self.M = self._preconditioner(A)
         self.deflation = self._deflation(A, phi)
         self.setup_seconds = time.perf_counter() - t0
         return self
 
-    def _preconditioner(self, A, whole):
+    def _preconditioner(self, A):
         from .precond.block_ic_ranks import block_ic_on_slab
         from .precond.incomplete_poisson_ranks import (DistributedIncompletePoisson,
                                                        DistributedScaledIncompletePoisson)
@@ -98,7 +93,7 @@ class RankPressureSolver:
         if p.type == "incomplete_poisson_scaled":
             return DistributedScaledIncompletePoisson(A)
         if p.type == "block_ic":
-            return block_ic_on_slab(whole(), A, p.block_lines)
+            return block_ic_on_slab(A, p.block_lines)
         if p.type == "multigrid":
             return DistributedMultigrid(A, degree=p.degree, ratio=p.ratio,
                                         scale=p.scale, coarsest=p.coarsest, min_side=p.min_side,

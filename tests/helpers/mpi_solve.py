@@ -61,7 +61,7 @@ def main(out, backend_name="numpy", comm_name="auto"):
             M = DistributedIncompletePoisson(Ad)
             M_one = IncompletePoisson(A)
         if M == "bic":                  # blocks of 2 lines (the slabs' edges on multiples of 4)
-            M = block_ic_on_slab(A, Ad, 2)
+            M = block_ic_on_slab(Ad, 2)
             M_one = BlockIC(A, 2)
         if M is not None and isinstance(M, str) and M.startswith("multigrid"):
             # The slabs' cycle and the same cycle in one process: float64 and

@@ -689,3 +689,29 @@ def test_mpiexec_bubbleflow_bench_on_the_gpu(tmp_path, cupy_backend):
     how = "nccl, cupy, fused" if two else "mpi, cupy, generic"
     assert len(lines) == 1 and lines[0].startswith(f"2 ranks ({how}), 2-D n = 64: measured"), \
         lines
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_block_ic_on_a_slab_is_the_whole_grids_rows(dim):
+    """Block IC of a rank, factorised from its widened slab's couplings
+    alone, is the whole grid's block IC on the slab's rows (pivots and
+    kept couplings), for every rank of 1, 2 and 4, a slab of one block
+    included; a whole 2-D grid in one block stays refused (singular)."""
+    from bubbleflow.linalg.precond.block_ic import BlockIC
+    from bubbleflow.linalg.precond.block_ic_ranks import block_ic_on_slab
+
+    A, _, _ = bubbly_column(16, 1e3) if dim == 2 else bubbly_column_3d(8, 1e3)
+    whole = BlockIC(A, 2)
+    line_rows = 1 if dim == 2 else A.grid_shape[1]
+    for size in (1, 2, 4, 8) if dim == 2 else (1, 2, 4):
+        for rank in range(size):
+            slab = rank_slab(tuple(A.grid_shape), rank, size, align=2 if dim == 2 else 1)
+            D = DistributedOperator.from_couplings(A.couplings(), slab, SingleProcess(),
+                                                   A.backend)
+            got = block_ic_on_slab(D, 2)
+            want = whole.rows(slab.lo * line_rows, slab.hi * line_rows, slab.local_shape)
+            for name in ("pivots", "W", "S", "E", "N"):
+                np.testing.assert_allclose(getattr(got, name), getattr(want, name),
+                                           rtol=1e-15, atol=0, err_msg=f"{name} {rank}/{size}")
+    with pytest.raises(ValueError, match="block_lines"):
+        BlockIC(A, A.grid_shape[-2]) if dim == 2 else BlockIC(A, 3)

@@ -221,7 +221,11 @@ class BlockIC(Preconditioner):
         m = int(block_lines)
         ny, nx = A.grid_shape[-2:]
         rows = math.prod(A.grid_shape[:-1])
-        if m < 1 or ny % m != 0 or (A.ndim == 2 and m >= ny):
+        # One 2-D block of every line keeps every coupling: singular for the
+        # Neumann operator, unless the rows couple outside the grid (a rank's
+        # slab: the faces to its neighbours' planes are dropped).
+        whole = A.ndim == 2 and m >= ny and not getattr(A, "coupled_outside", False)
+        if m < 1 or ny % m != 0 or whole:
             plane = "" if A.ndim == 2 else " or equal to it"
             raise ValueError(f"block_ic: block_lines={m} must divide ny={ny} and be smaller "
                              f"than it{plane}")

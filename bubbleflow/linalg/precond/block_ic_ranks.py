@@ -5,23 +5,45 @@ so where no block straddles two ranks' slabs the preconditioner is, rank by
 rank, the blocks of the rank's own rows, and applying it needs no
 communication: in 3-D a block lies in one z-plane and any slab of planes
 holds whole blocks; in 2-D a block is ``block_lines`` rows, and the slabs'
-edges must fall on multiples of it (``mesh.ranks`` aligns them).  The
-factorisation is the one-process factorisation's rows (every rank builds it
-from the global operator it holds): the same preconditioner.
+edges must fall on multiples of it (``mesh.ranks`` aligns them).
+
+A rank factorises its own rows from its slab's couplings alone (widened by
+the halo planes, so that the centre entries hold the faces to the
+neighbours' planes): the global operator's rows of the slab, the same
+preconditioner as the one process's, and no rank holds the whole grid.
 """
 from __future__ import annotations
 
-import math
-
+from ...operators.poisson import diagonals_from_couplings
 from .block_ic import BlockIC
 
 __all__ = ["block_ic_on_slab"]
 
 
-def block_ic_on_slab(A, A_rank, block_lines=2):
-    """The block IC of the global operator ``A`` on the slab of ``A_rank``
-    (a DistributedOperator whose slab holds whole blocks)."""
-    slab = A_rank.slab
-    rows_per_plane = math.prod(slab.shape[1:-1])   # line rows a plane of axis 0: 2-D 1, 3-D ny
-    whole = BlockIC(A, block_lines)
-    return whole.rows(slab.lo * rows_per_plane, slab.hi * rows_per_plane, slab.local_shape)
+class _SlabRows:
+    """The global operator's rows of a rank's slab as block IC reads an
+    operator (``entries``, ``grid_shape``, ``ndim``, ``backend``, ``dtype``;
+    ``coupled_outside``: the rows couple to a neighbour's planes)."""
+
+    def __init__(self, A_rank):
+        slab = A_rank.slab
+        self.grid_shape = tuple(slab.local_shape)
+        self.ndim, self.backend, self.dtype = A_rank.ndim, A_rank.backend, A_rank.dtype
+        self.coupled_outside = slab.lower is not None or slab.upper is not None
+        self._rank = A_rank
+
+    def entries(self):
+        A = self._rank
+        _, _, below, _ = A.slab.extended()
+        nloc = A.slab.hi - A.slab.lo
+        # The widened slab's diagonals: its own planes' are the global ones
+        # (every face of theirs is in the widened couplings).
+        widened = diagonals_from_couplings(A.couplings(), A.backend.xp)
+        return tuple(d[below:below + nloc] for d in widened)
+
+
+def block_ic_on_slab(A_rank, block_lines=2):
+    """The block IC of the global operator on the slab of ``A_rank`` (a
+    DistributedOperator whose slab holds whole blocks), from the rank's own
+    couplings."""
+    return BlockIC(_SlabRows(A_rank), block_lines)
