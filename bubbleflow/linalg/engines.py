@@ -24,6 +24,10 @@ _FUSED_ONLY = ("engine='fused' needs CuPy float64, the grid operator, a precondi
                + ", A-DEF2, and tiles that divide the grid")
 
 
+_FUSED_ON_RANKS_ONLY = ("engine='fused' on a rank's slab needs CuPy float64, CG or Jacobi PCG "
+                        "without deflation, and NCCL between the ranks (or one rank)")
+
+
 def device_engine_for(A, prec_obj, prec_name, deflation, variant, b, previous=None,
                       name="fused"):
     """The device engine ``name`` for this system, or None where it does not
@@ -65,6 +69,6 @@ def selector(engine="auto"):
         device = device_engine_for(system.A, system.prec_obj, system.prec_name,
                                    system.deflation, system.variant, system.b)
         if device is None and engine == "fused":
-            raise ValueError(_FUSED_ONLY)
+            raise ValueError(_FUSED_ON_RANKS_ONLY if system.comm is not None else _FUSED_ONLY)
         return device
     return select

@@ -715,3 +715,17 @@ def test_block_ic_on_a_slab_is_the_whole_grids_rows(dim):
                                            rtol=1e-15, atol=0, err_msg=f"{name} {rank}/{size}")
     with pytest.raises(ValueError, match="block_lines"):
         BlockIC(A, A.grid_shape[-2]) if dim == 2 else BlockIC(A, 3)
+
+
+def test_the_fused_engine_on_a_slab_says_what_it_needs():
+    """Asked for on a slab where it cannot run (NumPy here), ``engine='fused'``
+    is refused in one line naming what a rank's fused engine needs;
+    ``auto`` runs the array loop."""
+    from bubbleflow import pcg
+
+    A, b, _ = bubbly_column(16, 10.0)
+    D = DistributedOperator.from_operator(A, SingleProcess())
+    with pytest.raises(ValueError, match="on a rank's slab needs CuPy float64, CG or Jacobi"):
+        pcg(D, np.asarray(b).ravel(), M="jacobi", engine="fused")
+    _, info = pcg(D, np.asarray(b).ravel(), M="jacobi", engine="auto", rtol=1e-8)
+    assert info.engine == "generic" and info.converged
