@@ -52,7 +52,7 @@ __all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "working
            "RANKS_ITERATIONS", "RANKS_MORE", "RANKS_SOLVES", "DOT_PASSES", "fused_passes",
            "ALLREDUCES"]
 
-#: Jacobi-PCG iterations of the short timed solves (rtol 0: none stops early)
+#: Jacobi-PCG iterations of the short timed solves (rtol 0: no tolerance stops them)
 #: and how many more the long ones take (an iteration: their difference).
 RANKS_ITERATIONS = 20
 RANKS_MORE = 100

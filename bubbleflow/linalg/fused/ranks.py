@@ -156,7 +156,6 @@ class RankFusedEngine:
         """Copy ``A``'s couplings (and the Jacobi diagonal) into the engine's
         buffers; returns ``self``."""
         cp, P, nloc = self.cp, self.plane, self.nloc
-        self.A = A
         slow = self.ndim - 1
         cs = self.cs.reshape(nloc + 1, P)
         cs[1:nloc] = A._inner[slow].reshape(nloc - 1, P)
