@@ -117,9 +117,9 @@ def _check_restart(case, backend, restart):
     """The checkpoint read and checked against ``case`` (rank 0, before any
     work: its one line then comes once)."""
     from ..flow.navier_stokes_nd import FlowSolverND
-    from .run import _open_restart
+    from .restart import open_restart
 
-    _open_restart(case, restart, backend, FlowSolverND(case, backend))
+    open_restart(case, restart, backend, FlowSolverND(case, backend))
 
 
 def _solve(case, backend, comm, quiet, out):

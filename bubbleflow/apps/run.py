@@ -16,6 +16,8 @@ from ..case.problem import build_pressure_problem
 from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
 from ..io.xdmf import write_pressure_sidecar
 from ..linalg.solver import PressureSolver
+from .restart import open_restart
+from .stop_signals import StopSignals
 
 __all__ = ["run_case", "run_pressure", "write_run_snapshot"]
 
@@ -118,107 +120,6 @@ class _SolveProgress:
         return False
 
 
-# Keys that may differ between a run and the file it restarts from.
-_RESTART_FREE = (("name",), ("backend",), ("output",), ("time", "end"),
-                 ("solver", "check_every"), ("solver", "maxiter"))
-
-
-def _open_restart(case, restart, backend, solver):
-    """State from the last checkpoint of ``restart``, checked against ``case``."""
-    import yaml
-
-    from ..case.config import CaseError, first_difference
-    from ..flow.navier_stokes import FlowState
-    from ..flow.navier_stokes_nd import FlowStateND
-    from ..io.layout import VELOCITY_COMPONENTS, read_checkpoint
-
-    if not os.path.isfile(restart):
-        raise CaseError(restart, None, "restart file not found", "an HDF5 file written by a flow run")
-    try:
-        ck = read_checkpoint(restart)
-        theirs = yaml.safe_load(ck["case"])
-    except Exception as exc:    # not HDF5, not ours, no snapshot
-        raise CaseError(restart, None, f"cannot restart from it ({type(exc).__name__}: {exc})",
-                        "an HDF5 file written by a bubbleflow flow run") from None
-    diff = first_difference(theirs, case.to_dict(), skip=_RESTART_FREE)
-    if diff:
-        key, there, here = diff
-        raise CaseError(restart, key, f"restart file is from another case ({key} is {there!r} "
-                        f"there, {here!r} here)", f"a file written by case {case.name!r} "
-                        "with the same physics, grid and solver")
-    if ck["time"] >= case.time.end:
-        raise CaseError(restart, "time.end", f"the checkpoint is at t = {ck['time']:g}, "
-                        f"not before time.end = {case.time.end:g}", "a later time.end",
-                        value=case.time.end)
-    xp, dt = backend.xp, solver.dtype
-    if solver.clsvof and VOLUME_FRACTION not in ck:
-        raise CaseError(restart, "levelset.method", "the checkpoint has no volume fraction "
-                        f"{VOLUME_FRACTION!r}", "a file written by a clsvof run",
-                        value=case.levelset.method)
-    c = xp.asarray(ck[VOLUME_FRACTION], dtype=dt) if solver.clsvof else None
-    if case.grid.ndim != 2:
-        return FlowStateND(phi=xp.asarray(ck["phi"], dtype=dt),
-                           velocity=tuple(xp.asarray(ck[name], dtype=dt)
-                                          for name in VELOCITY_COMPONENTS[:case.grid.ndim]),
-                           p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
-                           time=ck["time"], step=ck["step"], c=c)
-    state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
-                      v=xp.asarray(ck["v"], dtype=dt),
-                      p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
-                      time=ck["time"], step=ck["step"], c=c)
-    return state
-
-
-class _StopSignals:
-    """SIGTERM (a cluster's time limit) and SIGINT end the run after the current step.
-
-    The first signal sets :attr:`received`; the loop then writes the state
-    and stops.  A second SIGINT interrupts at once (the files on disk are
-    complete at every instant, so nothing is lost but the steps since the
-    last snapshot).
-    """
-
-    def __init__(self, comm=None):
-        self.received = None
-        self._old = {}
-        self._comm = comm if comm is not None and comm.size > 1 else None
-
-    def poll(self):
-        """The signal that stops the run, or None; on several ranks the
-        first any rank received (a collective: every rank polls each step),
-        so that they stop at the same step."""
-        import signal
-
-        if self._comm is not None:
-            mine = int(getattr(signal, self.received)) if self.received else 0
-            agreed = int(self._comm.allreduce_max(mine))
-            self.received = signal.Signals(agreed).name if agreed else None
-        return self.received
-
-    def _handle(self, signum, frame):
-        import signal
-
-        if self.received is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.received = signal.Signals(signum).name
-
-    def __enter__(self):
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        return False
-
-
 def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, progress=True,
              comm=None):
     """Time-dependent run; returns 0, 1 if a pressure solve failed or the flow
@@ -229,7 +130,7 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
                                                          f"{case.name}.h5")
     # From the start: a SIGTERM while the first kernels compile must not kill
     # the run before its first snapshot is written.
-    with _StopSignals(comm) as stop:
+    with StopSignals(comm) as stop:
         return _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm)
 
 
@@ -241,7 +142,7 @@ def _flow_solver(case, backend, comm, restart):
 
     if comm is None or comm.size == 1:
         solver = flow_solver(case, backend)
-        state = _open_restart(case, restart, backend, solver) if restart is not None else None
+        state = open_restart(case, restart, backend, solver) if restart is not None else None
         return solver, state
     from ..compute.backend import get_backend
     from ..flow.navier_stokes_ranks import FlowSolverRanks, slab_state
@@ -249,7 +150,7 @@ def _flow_solver(case, backend, comm, restart):
     solver = FlowSolverRanks(case, backend, comm)
     if restart is None:
         return solver, None
-    whole = _open_restart(case, restart, get_backend("numpy"), solver)
+    whole = open_restart(case, restart, get_backend("numpy"), solver)
     return solver, slab_state(whole, solver.slab, backend.xp)
 
 
