@@ -15,7 +15,10 @@ Each subcommand is one ``cmd_<name>(args) -> int`` function.  A mistake in
 the case (or in an override, or a backend this machine cannot run) is a
 :class:`~bubbleflow.case.config.CaseError`: it is printed as one ``error: ...``
 line on stderr and the exit code is 2, without a traceback, because the fix
-is in the user's file, not in the code.  A solve that fails exits with 1.
+is in the user's file, not in the code.  A solve that fails exits with 1, and
+so does a write of the output that the storage refuses (a full disk, a
+quota, a file too large, an I/O error): one ``error: ...`` line naming the
+file and why (:func:`bubbleflow.io.atomic.write_failure_line`).
 """
 from __future__ import annotations
 
@@ -156,6 +159,14 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr, flush=True)
         return 130
+    except Exception as exc:
+        from ..io.atomic import write_failure_line
+
+        line = write_failure_line(exc)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

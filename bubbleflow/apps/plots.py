@@ -60,14 +60,18 @@ From Python::
 :class:`matplotlib.figure.Figure` objects instead of writing them.
 
 Everything draws on :class:`matplotlib.figure.Figure` with the Agg canvas:
-no pyplot, no global state, no display needed.  Bad input (a missing file,
+no pyplot, no global state, no display needed (:mod:`.plots_figure`).  This
+module reads run files and draws their fields and convergence; the flow's
+figures over time are in :mod:`.plots_flow`, the tables' in
+:mod:`.plots_study`, 3-D runs' in :mod:`.plots_3d`.  An output that lacks a
+quantity (a flow without gas, a run killed before its first solve, a study
+solved at once) is still drawn: the quantity is left out with a note.  Bad input (a missing file,
 a file not written by bubbleflow, a CSV that is not a study summary) is a
 :class:`~bubbleflow.case.config.CaseError`, printed by ``bubbleflow`` as one line
 with exit code 2.
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
@@ -75,61 +79,20 @@ import sys
 import numpy as np
 
 from ..case.config import CaseError
-from .tables import read_csv
 from . import plots_3d
+from .plots_figure import (BANNER_COLOUR, DPI, LOG_DECADES, RUN_EXPECTED, grid_text, is_hdf5,
+                           no_data_note, output_folder, resolve_input, run_figure, save_figure,
+                           solver_text, spans_decades, write_all)
+from .plots_flow import (benchmark_figure, gas_components, is_hysing_case1, iterations_figure,
+                         missing_quantities)
+from .plots_study import bench_figures, is_bench_csv, plot_bench, plot_study, study_figures
 from .validation import nested as _nested
 
 __all__ = [
     "add_subparser", "cmd_plot", "plot_run", "plot_study", "run_figures", "study_figures",
     "save_figure", "is_hysing_case1", "run_warnings", "gas_components", "spans_decades",
-    "LOG_DECADES", "DPI",
+    "LOG_DECADES", "DPI", "BANNER_COLOUR", "plot_bench", "bench_figures",
 ]
-
-#: Resolution of the written PNGs.
-DPI = 130
-
-_RUN_EXPECTED = "an HDF5 file written by `bubbleflow run` (mode pressure or flow)"
-_STUDY_EXPECTED = ("a study summary written by `bubbleflow sweep` (a CSV with a header "
-                   "naming the swept parameters, status and iterations columns)")
-
-# Columns a study summary may use for its quantities, most specific first.
-_ITERATION_COLUMNS = ("iterations", "iterations_mean", "mean_iterations")
-_ITERATION_MAX_COLUMNS = ("iterations_max", "max_iterations")
-_SOLVE_COLUMNS = ("solve_seconds", "solve_seconds_total", "solve_seconds_mean")
-# Columns before `status` that are bookkeeping, not swept parameters.
-_NOT_PARAMETERS = {"run", "run_id", "name", "path", "file", "output", "index", "id"}
-
-# Axis labels of known swept parameters (the last dotted segment is matched
-# too); anything else is labelled with its key.
-_PARAMETER_LABELS = {
-    "contrast": "density contrast $\\rho_\\mathrm{liquid} / \\rho_\\mathrm{gas}$ (-)",
-    "grid.nx": "cells in x, $n_x$ (-)",
-    "grid.ny": "cells in y, $n_y$ (-)",
-    "nx": "cells in x, $n_x$ (-)",
-    "ny": "cells in y, $n_y$ (-)",
-    "n": "cells per side, $n$ (-)",
-    "resolution": "cells per side (-)",
-    "grid.lx": "domain width $l_x$ (m)",
-    "grid.ly": "domain height $l_y$ (m)",
-    "fluids.liquid.density": "liquid density (kg/m$^3$)",
-    "fluids.gas.density": "gas density (kg/m$^3$)",
-    "fluids.liquid.viscosity": "liquid viscosity (Pa s)",
-    "fluids.gas.viscosity": "gas viscosity (Pa s)",
-    "physics.gravity": "gravity (m/s$^2$)",
-    "physics.surface_tension": "surface tension (N/m)",
-    "solver.rtol": "relative tolerance rtol (-)",
-    "solver.atol": "absolute tolerance atol (-)",
-    "solver.maxiter": "iteration limit (-)",
-    "solver.check_every": "iterations between checks (-)",
-    "solver.preconditioner.block_lines": "block IC lines per block (-)",
-    "solver.deflation.stripes": "deflation stripes (-)",
-    "time.end": "end time (s)",
-    "time.cfl": "CFL number (-)",
-    "time.dt": "time step (s)",
-    "time.dt_max": "maximum time step (s)",
-    "levelset.reinit_every": "steps between reinitialisations (-)",
-    "levelset.reinit_iterations": "reinitialisation iterations (-)",
-}
 
 
 # ==========================================================================
@@ -168,11 +131,11 @@ def cmd_plot(args):
         The input is missing or not a bubbleflow run file / study summary, or
         the output folder cannot be written.
     """
-    path = _resolve_input(args.input)
+    path = resolve_input(args.input)
     notes = []
-    if path.lower().endswith(".csv") and not _is_hdf5(path) and _is_bench_csv(path):
+    if path.lower().endswith(".csv") and not is_hdf5(path) and is_bench_csv(path):
         written = plot_bench(path, args.output)
-    elif path.lower().endswith(".csv") and not _is_hdf5(path):
+    elif path.lower().endswith(".csv") and not is_hdf5(path):
         written = plot_study(path, args.output)
     else:
         # HDF5, or neither: then reported as a run file that is not one.
@@ -182,121 +145,6 @@ def cmd_plot(args):
     for note in notes:
         print(f"note: {note}", file=sys.stderr, flush=True)
     return 0
-
-
-def _resolve_input(path):
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        summary = os.path.join(path, "summary.csv")
-        if os.path.isfile(summary):
-            return summary
-        raise CaseError(path, None, "is a folder without a summary.csv",
-                        f"{_RUN_EXPECTED}, or {_STUDY_EXPECTED}")
-    if not os.path.exists(path):
-        expected = _STUDY_EXPECTED if path.lower().endswith(".csv") else _RUN_EXPECTED
-        raise CaseError(path, None, "no such file", expected)
-    return path
-
-
-def _is_hdf5(path):
-    import h5py
-
-    try:
-        return bool(h5py.is_hdf5(path))
-    except OSError:
-        return False
-
-
-# ==========================================================================
-# Writing
-# ==========================================================================
-def _outdir(input_path, outdir):
-    folder = outdir if outdir is not None else (os.path.dirname(os.path.abspath(input_path)))
-    folder = os.fspath(folder)
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise CaseError(folder, None, f"cannot create the output folder ({exc.strerror or exc})",
-                        "a writable folder") from None
-    if not os.access(folder, os.W_OK):
-        raise CaseError(folder, None, "the output folder is not writable", "a writable folder")
-    return folder
-
-
-def save_figure(fig, path, dpi=DPI):
-    """Write ``fig`` as a PNG to ``path`` atomically; return ``path``.
-
-    See :func:`bubbleflow.io.atomic.atomic_path`: the PNG gets the umask's
-    permissions; on any error the temporary is removed and ``path`` is
-    untouched.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    from ..io.atomic import atomic_bytes_writer
-
-    path = os.fspath(path)
-    if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(fig)
-    with atomic_bytes_writer(path) as fh:
-        fig.savefig(fh, format="png", dpi=dpi, facecolor="white")
-    return path
-
-
-def _write_all(figures, folder):
-    written = []
-    for filename, fig in figures.items():
-        written.append(save_figure(fig, os.path.join(folder, filename)))
-    return written
-
-
-def _new_figure(width, height):
-    """A constrained-layout figure on its own Agg canvas (no pyplot)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-#: Colour of the warning banners.
-BANNER_COLOUR = "#c62828"
-
-
-def _run_figure(run, width, height):
-    """``(fig, body)``: a figure of a run, with its warning banner on top.
-
-    Without warnings ``body`` is ``fig``; otherwise ``fig`` is split into a
-    banner strip (white bold text on red, one line per problem, as
-    :func:`run_warnings` gives them) and ``body``, a subfigure of
-    ``width x height`` inches on which the caller draws.
-    """
-    import textwrap
-
-    most = max(40, int(width * 12.0))      # characters a line (bold 9.5 pt)
-    lines = []
-    for warning in run.get("warnings") or ():
-        # Break at the "; " between clauses where possible, else by words.
-        current = ""
-        for part in warning.split("; "):
-            joined = f"{current}; {part}" if current else part
-            if len(joined) <= most or not current:
-                current = joined
-            else:
-                lines.append(current + ";")
-                current = "    " + part
-        wrapped = textwrap.wrap(current, width=most, subsequent_indent="    ")
-        lines.extend(wrapped)
-    if not lines:
-        fig = _new_figure(width, height)
-        return fig, fig
-    strip = 0.2 + 0.19 * len(lines)
-    fig = _new_figure(width, height + strip)
-    top, body = fig.subfigures(2, 1, height_ratios=[strip, height])
-    top.text(0.5, 0.5, "\n".join(lines), ha="center", va="center", color="white",
-             fontsize=9.5, fontweight="bold", linespacing=1.25,
-             bbox=dict(boxstyle="round,pad=0.35", fc=BANNER_COLOUR, ec="none"))
-    return fig, body
 
 
 # ==========================================================================
@@ -325,14 +173,14 @@ def plot_run(path, outdir=None):
     CaseError
         Not a readable bubbleflow run file, or ``outdir`` not writable.
     """
-    path = _resolve_input(path)
+    path = resolve_input(path)
     return _plot_run(path, outdir)[0]
 
 
 def _plot_run(path, outdir):
     """``(written paths, notes)``: notes name the figures left out and why."""
     figures, notes = _run_figures(path)
-    return _write_all(figures, _outdir(path, outdir)), notes
+    return write_all(figures, output_folder(path, outdir)), notes
 
 
 def run_figures(path):
@@ -350,7 +198,7 @@ def _run_figures(path):
     notes = []
     three = run["z"] is not None
     if run["fields"] is not None:
-        figs[f"{stem}_fields.png"] = (plots_3d.fields_figure(run, _run_figure) if three
+        figs[f"{stem}_fields.png"] = (plots_3d.fields_figure(run, run_figure) if three
                                       else _fields_figure(run))
     else:
         notes.append(f"{stem}_fields.png not written: the run has no field snapshot yet")
@@ -360,12 +208,17 @@ def _run_figures(path):
         notes.append(f"{stem}_convergence.png not written: no residual history")
     if run["mode"] == "flow":
         if run["diagnostics"] is not None and len(run["diagnostics"]["time"]):
-            figs[f"{stem}_benchmark.png"] = (plots_3d.benchmark_figure(run, _run_figure) if three
-                                             else _benchmark_figure(run))
+            figs[f"{stem}_benchmark.png"] = (plots_3d.benchmark_figure(run, run_figure) if three
+                                             else benchmark_figure(run))
+            missing = [] if three else missing_quantities(run)
+            if missing:
+                notes.append(f"{stem}_benchmark.png: no {', '.join(missing)} (no finite "
+                             "value in the diagnostics: a flow without gas has none); "
+                             "their panels are empty")
         else:
             notes.append(f"{stem}_benchmark.png not written: no diagnostics")
         if run["solves"] is not None and len(run["solves"]["iterations"]):
-            figs[f"{stem}_iterations.png"] = _iterations_figure(run)
+            figs[f"{stem}_iterations.png"] = iterations_figure(run)
         else:
             notes.append(f"{stem}_iterations.png not written: no pressure solve yet")
     if not figs:
@@ -381,13 +234,17 @@ def _read_run_file(path):
     if not os.access(path, os.R_OK):
         raise CaseError(path, None, "cannot be read (permission denied)",
                         "read permission on the file (ask its owner, or chmod a+r)")
-    if not _is_hdf5(path):
-        raise CaseError(path, None, "is not an HDF5 file", _RUN_EXPECTED)
+    if not is_hdf5(path):
+        raise CaseError(path, None, "is not an HDF5 file", RUN_EXPECTED)
     try:
         raw = read_run(path)
     except OSError as exc:
-        raise CaseError(path, None, f"cannot be opened ({exc})", _RUN_EXPECTED) from None
+        raise CaseError(path, None, f"cannot be opened ({exc})", RUN_EXPECTED) from None
+    except (ValueError, TypeError, KeyError, IndexError) as exc:   # a dataset of another type
+        raise CaseError(path, None, f"cannot be read as a run file ({type(exc).__name__}: "
+                        f"{exc})", RUN_EXPECTED) from None
     _check_run_file(path, raw)
+    _check_series(path, raw)
     case, solver = raw["case"], raw["solver"]
     solves = None
     if solver is not None:
@@ -398,9 +255,7 @@ def _read_run_file(path):
                       checks=raw["checks"], step_checks=raw["step_checks"])
     diagnostics = raw["diagnostics"]
     if diagnostics is not None:
-        diagnostics = {name: diagnostics.get(name) for name in
-                       ("step", "time", "rise_velocity", "circularity", "centroid_y", "area",
-                        "sphericity", "centroid_z", "volume")}
+        diagnostics = {name: diagnostics.get(name) for name in _DRAWN_DIAGNOSTICS}
         if diagnostics["time"] is None:
             diagnostics = None
     name = _text(_nested(case, "name")) or os.path.splitext(os.path.basename(path))[0]
@@ -424,15 +279,15 @@ def _check_run_file(path, raw):
                         f"the summary.csv beside it (bubbleflow plot {csv_path})")
     if "bubbleflow_version" not in attrs and "case" not in attrs:
         raise CaseError(path, None, "has no bubbleflow attributes (bubbleflow_version, case)",
-                        _RUN_EXPECTED)
+                        RUN_EXPECTED)
     if mode not in ("pressure", "flow"):
         raise CaseError(path, "mode", f"got {mode!r}", "'pressure' or 'flow'")
     for name, value in (("grid/x", raw["x"]), ("grid/y", raw["y"])):
         if value is None:
-            raise CaseError(path, name, "missing", _RUN_EXPECTED)
+            raise CaseError(path, name, "missing", RUN_EXPECTED)
     for name in ("p", "rho", "phi"):
         if name not in shapes:
-            raise CaseError(path, f"fields/{name}", "missing", _RUN_EXPECTED)
+            raise CaseError(path, f"fields/{name}", "missing", RUN_EXPECTED)
     grid = (len(raw["y"]), len(raw["x"]))
     names = "ny, nx"
     if raw.get("z") is not None:
@@ -445,6 +300,28 @@ def _check_run_file(path, raw):
         if fields is not None and fields[name].shape != grid:
             raise CaseError(path, f"fields/{name}", f"has shape {fields[name].shape}",
                             f"({names}) = {grid} as /grid")
+
+
+#: The diagnostics series the figures draw against ``diagnostics/time``.
+_DRAWN_DIAGNOSTICS = ("step", "time", "rise_velocity", "circularity", "centroid_y", "area",
+                      "sphericity", "centroid_z", "volume")
+
+
+def _check_series(path, raw):
+    """CaseError unless every drawn diagnostics series has one value per row
+    (as many as ``diagnostics/time``), and every per-solve series one per solve."""
+    groups = (("diagnostics", raw["diagnostics"], "time", _DRAWN_DIAGNOSTICS),
+              ("solver", raw["solver"], "iterations", None))
+    for group, series, by, drawn in groups:
+        if not series or series.get(by) is None:
+            continue
+        n = len(series[by])
+        for name, values in series.items():
+            if drawn is not None and name not in drawn:
+                continue
+            if values is not None and np.ndim(values) == 1 and len(values) != n:
+                raise CaseError(path, f"{group}/{name}", f"has {len(values)} values, "
+                                f"{group}/{by} {n}", f"one value per {group} row")
 
 
 def _rtol(raw):
@@ -471,20 +348,6 @@ def _solver_description(raw):
 
 
 # -------------------------------------------------------------- helpers
-def _solver_text(run):
-    s = run["solver"]
-    parts = [p for p in (s.get("method"), s.get("variant")) if p]
-    text = " ".join(parts[:1]) + (f" ({parts[1]})" if len(parts) > 1 else "")
-    extras = [p for p in (s.get("preconditioner"), s.get("deflation")) if p and p != "none"]
-    if extras:
-        text += ", " + " + ".join(extras)
-    return text.strip(", ")
-
-
-def _grid_text(run):
-    return f"{len(run['x'])} x {len(run['y'])} cells"
-
-
 def _last_time_step(run):
     """``(time, step)`` of the last data the run file holds (None where unknown)."""
     for group in (run.get("diagnostics"), run.get("solves")):
@@ -575,31 +438,6 @@ def run_warnings(run):
     return out
 
 
-def gas_components(phi):
-    """``(bubbles, layers)``: connected regions of gas (``phi < 0``) in ``phi``.
-
-    Regions are 4-connected sets of cells; one that reaches the top row of
-    cells is a gas layer (the gas above a free surface), any other a bubble.
-    """
-    from scipy import ndimage
-
-    gas = np.asarray(phi) < 0.0
-    if not gas.any():
-        return 0, 0
-    labels, n = ndimage.label(gas)
-    top = set(np.unique(labels[-1])) - {0}
-    return n - len(top), len(top)
-
-
-def _gas_phase_text(bubbles, layers):
-    parts = []
-    if bubbles:
-        parts.append(f"{bubbles} bubble{'s' if bubbles != 1 else ''}")
-    if layers:
-        parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
-    return " + ".join(parts) if parts else "no gas"
-
-
 _interface_style = plots_3d.interface_style
 
 
@@ -639,7 +477,7 @@ def _fields_figure(run):
     # and colour bar (about 2 in across, 1.3 in down with the titles).
     img_w = min(4.2, 6.4 / aspect)
     img_h = img_w * aspect
-    fig, body = _run_figure(run, 2 * (img_w + 2.1) + 0.2, img_h + 1.5)
+    fig, body = run_figure(run, 2 * (img_w + 2.1) + 0.2, img_h + 1.5)
     ax_p, ax_r = body.subplots(1, 2)
 
     p = f["p"]
@@ -672,10 +510,10 @@ def _fields_figure(run):
         when = f"t = {f['time']:.4g} s" if f.get("time") is not None else "last snapshot"
         if f.get("step") is not None:
             when += f" (step {f['step']})"
-        body.suptitle(f"{run['name']} (flow): pressure and density at {when}; {_grid_text(run)}",
+        body.suptitle(f"{run['name']} (flow): pressure and density at {when}; {grid_text(run)}",
                       fontsize=11)
     else:
-        body.suptitle(f"{run['name']} (pressure solve): pressure and density; {_grid_text(run)}",
+        body.suptitle(f"{run['name']} (pressure solve): pressure and density; {grid_text(run)}",
                       fontsize=11)
     return fig
 
@@ -689,13 +527,19 @@ def _semilogy_safe(ax, it, res, **kw):
 def _convergence_figure(run):
     """Recursive residual histories (lines), true-residual checks (hollow
     circles) and the final true residual (stars) of the pressure solves."""
-    fig, body = _run_figure(run, 7.8, 5.4)
+    fig, body = run_figure(run, 7.8, 5.4)
     ax = body.subplots()
     extra = []              # legend proxies for the marker kinds
     if run["mode"] == "pressure":
         title = _pressure_convergence(ax, run, extra)
     else:
         title = _flow_convergence(ax, run, extra)
+    if not any(np.any(np.isfinite(h) & (h > 0)) for _, h in run["histories"]):
+        # Solved at once (b = 0): residual 0 has no place on a log axis.
+        no_data_note(ax, "no residual above 0: every solve was done at iteration 0")
+        ax.set_yscale("log")
+        ax.set_ylim(min(run["rtol"] or 1e-8, 1e-8) / 10, 10.0)
+        ax.set_xlim(-0.5, 0.5)
     if run["rtol"] is not None and run["rtol"] > 0:
         ax.axhline(run["rtol"], color="k", ls="--", lw=1.0, label=f"rtol = {run['rtol']:.0e}")
     ax.set_xlabel("iteration (-)")
@@ -754,7 +598,7 @@ def _pressure_convergence(ax, run, extra):
             status += f"; at the end: recursive {float(finite[-1]):.2e}"
             if final is not None and len(final):
                 status += f", true {float(final[0]):.2e}"
-    title = f"{run['name']}: convergence of the pressure solve\n{_solver_text(run)}"
+    title = f"{run['name']}: convergence of the pressure solve\n{solver_text(run)}"
     return title + (f"\n{status}" if status else "")
 
 
@@ -823,590 +667,4 @@ def _flow_convergence(ax, run, extra):
         extra.append((Line2D([], [], ls="none", marker="*", ms=15, color="0.5", mec="k",
                              mew=0.6), "stars: final true residual"))
     return (f"{run['name']}: convergence of the pressure solves ({len(hists)} steps)\n"
-            f"{_solver_text(run)}")
-
-
-# ---------------------------------------------------------------- Hysing
-def _close(a, b, rel=1e-6):
-    try:
-        a, b = float(a), float(b)
-    except (TypeError, ValueError):
-        return False
-    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
-
-
-def is_hysing_case1(case):
-    """True if ``case`` (the resolved case, a dict) is Hysing et al.'s test case 1.
-
-    Test case 1: domain 1 x 2 m, a single bubble of radius 0.25 at (0.5, 0.5),
-    no other interface (no free surface, droplets, lattice or random bubbles),
-    liquid density 1000, gas density 100, surface tension 24.5 (and, where
-    the case states them, gravity 0.98 and viscosities 10 / 1).  The grid is
-    free.
-
-    >>> is_hysing_case1({"grid": {"lx": 1, "ly": 2},
-    ...     "fluids": {"liquid": {"density": 1000}, "gas": {"density": 100}},
-    ...     "physics": {"surface_tension": 24.5},
-    ...     "geometry": {"bubbles": [{"center": [0.5, 0.5], "radius": 0.25}]}})
-    True
-    """
-    if not isinstance(case, dict):
-        return False
-    g = lambda key: _nested(case, key)  # noqa: E731
-    if not (_close(g("grid.lx"), 1.0) and _close(g("grid.ly"), 2.0)):
-        return False
-    if not (_close(g("fluids.liquid.density"), 1000.0) and _close(g("fluids.gas.density"), 100.0)):
-        return False
-    if not _close(g("physics.surface_tension"), 24.5):
-        return False
-    for key, value in (("physics.gravity", 0.98), ("fluids.liquid.viscosity", 10.0),
-                       ("fluids.gas.viscosity", 1.0)):
-        if g(key) is not None and not _close(g(key), value):
-            return False
-    bubbles = g("geometry.bubbles") or []
-    if not isinstance(bubbles, list) or len(bubbles) != 1 or not isinstance(bubbles[0], dict):
-        return False
-    centre, radius = bubbles[0].get("center"), bubbles[0].get("radius")
-    if not (isinstance(centre, (list, tuple)) and len(centre) == 2 and _close(centre[0], 0.5)
-            and _close(centre[1], 0.5) and _close(radius, 0.25)):
-        return False
-    for key in ("geometry.droplets", "geometry.bubble_lattice", "geometry.random_bubbles",
-                "geometry.free_surface"):
-        if g(key):
-            return False
-    return True
-
-
-def _benchmark_figure(run):
-    from .validation import REFERENCE_GROUPS, load_reference
-
-    d = run["diagnostics"]
-    t = d["time"]
-    gas = _gas_phase(run)
-    hysing = is_hysing_case1(run["case"]) and gas["single"]
-    fig, body = _run_figure(run, 14.0, 4.6 if gas["single"] else 5.2)
-    axes = body.subplots(1, 3)
-    if gas["single"]:
-        panels = (("rise_velocity", "rise velocity (m/s)", "rise velocity of the bubble"),
-                  ("circularity", "circularity (-)", "circularity"),
-                  ("centroid_y", "centroid y (m)", "height of the centroid"))
-    else:
-        panels = (("rise_velocity", "mean rise velocity of the gas (m/s)",
-                   "mean rise velocity of all gas"),
-                  ("circularity", "2 sqrt($\\pi$ total area) / total interface length (-)",
-                   "circularity of all gas together\n(not the shape of any bubble)"),
-                  ("centroid_y", "centroid y of the gas (m)", "centroid height of all gas"))
-    refs = []
-    if hysing:
-        styles = {"tp2d": "k", "freelife": "C3", "moonmd": "C2"}
-        for key, (_, label) in REFERENCE_GROUPS.items():
-            try:
-                refs.append((label, styles.get(key, "0.4"), load_reference(key)))
-            except (OSError, ValueError, KeyError):  # pragma: no cover - packaging
-                continue
-    nx, ny = len(run["x"]), len(run["y"])
-    ours = f"bubbleflow ({nx} x {ny})"
-    t_end = float(np.nanmax(t)) if t.size else 0.0
-    for ax, (key, ylabel, title) in zip(axes, panels):
-        for label, colour, ref in refs:
-            ax.plot(ref["time"], ref[key], ls="--", lw=1.2, color=colour, label=label)
-        values = d.get(key)
-        if values is not None:
-            ax.plot(t, values, "-", color="C0", lw=1.8, label=ours,
-                    marker="o" if t.size <= 30 else None, ms=3)
-        ax.set_xlabel("time t (s)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.grid(True, alpha=0.35)
-        if t_end > 0:
-            ax.set_xlim(float(np.nanmin(t)), t_end)
-            # Keep the y range to what is on screen, references included.
-            on = [np.asarray(values)[np.isfinite(values)]] if values is not None else []
-            for _, _, ref in refs:
-                m = (ref["time"] >= np.nanmin(t)) & (ref["time"] <= t_end)
-                on.append(ref[key][m])
-            on = np.concatenate([a for a in on if a.size]) if on else np.zeros(0)
-            if on.size:
-                lo, hi = float(on.min()), float(on.max())
-                pad = 0.06 * (hi - lo) if hi > lo else max(abs(hi) * 0.02, 1e-3)
-                ax.set_ylim(lo - pad, hi + pad)
-    axes[0].legend(fontsize=8, loc="best")
-    if gas["single"]:
-        title = f"{run['name']}: benchmark quantities of the bubble"
-        if hysing:
-            title += " vs Hysing et al. (2009), test case 1 (dashed)"
-    else:
-        title = (f"{run['name']}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
-                 "means over all the gas; circularity: total gas area against total interface "
-                 "length" + (" (free surface included)" if gas["layer"] else "") + "\n"
-                 "no reference curves: Hysing et al. (2009) is one bubble")
-    body.suptitle(title, fontsize=11)
-    return fig
-
-
-def _gas_phase(run):
-    """What the gas of a flow run is: one bubble, or several and/or a gas layer.
-
-    Returns ``{"single": bool, "layer": bool, "text": str}``; ``text`` counts
-    the connected gas regions in the first and the last snapshot (e.g. "6
-    bubbles + gas layer at t = 0; 4 bubbles + gas layer at t = 1 s"), or, with
-    no snapshot, the case's geometry.
-    """
-    geometry = _nested(run.get("case") or {}, "geometry") or {}
-    geometry = geometry if isinstance(geometry, dict) else {}
-    bubbles = geometry.get("bubbles")
-    n_case = len(bubbles) if isinstance(bubbles, list) else 0
-    many = any(geometry.get(k) for k in ("bubble_lattice", "random_bubbles", "droplets"))
-    surface = geometry.get("free_surface") is not None and geometry.get("free_surface") is not False
-    f = run.get("fields")
-    if f is not None and f.get("phi") is not None:
-        first = gas_components(f.get("phi_first", f["phi"]))
-        last = gas_components(f["phi"])
-        t0, t1 = f.get("time_first"), f.get("time")
-        text = _gas_phase_text(*first) + (f" at t = {t0:.3g} s" if t0 is not None else "")
-        if f.get("snapshots", 1) > 1 and last != first:
-            text += "; " + _gas_phase_text(*last) + (f" at t = {t1:.3g} s" if t1 is not None else "")
-        single = first == (1, 0) and last in ((1, 0), (0, 0)) and not surface and not many
-        layer = surface or first[1] > 0 or last[1] > 0
-    else:
-        text = f"{n_case} bubble{'s' if n_case != 1 else ''}" + (" + gas layer" if surface else "")
-        if many:
-            text += " + more from the case's bubble patterns"
-        single = n_case == 1 and not surface and not many
-        layer = surface
-    return {"single": single, "layer": layer, "text": text}
-
-
-def _iterations_figure(run):
-    s = run["solves"]
-    its = s["iterations"].astype(np.float64)
-    steps = s["step"] if s["step"] is not None and len(s["step"]) == len(its) else np.arange(1, len(its) + 1)
-    fig, body = _run_figure(run, 8.0, 6.2)
-    ax_i, ax_t = body.subplots(2, 1, sharex=True)
-    marker = "o" if len(its) <= 60 else None
-    ax_i.plot(steps, its, "-", color="C0", lw=1.2, marker=marker, ms=3, label="iterations")
-    ax_i.axhline(float(np.mean(its)), color="C0", ls=":", lw=1.0,
-                 label=f"mean {np.mean(its):.1f}")
-    conv = s.get("converged")
-    if conv is not None and len(conv) == len(its) and not np.all(conv):
-        bad = ~conv.astype(bool)
-        ax_i.plot(steps[bad], its[bad], ls="none", marker="X", color=BANNER_COLOUR, ms=9,
-                  mec="k", mew=0.6, zorder=5, label=f"not converged ({int(bad.sum())} steps)")
-    ax_i.set_ylabel("pressure iterations (-)")
-    if spans_decades(its):
-        ax_i.set_yscale("log")
-        ax_i.grid(True, which="minor", alpha=0.12)
-    else:
-        ax_i.set_ylim(bottom=0)
-    ax_i.grid(True, alpha=0.35)
-    ax_i.legend(fontsize=8, loc="best")
-    ax_i.set_title("pressure iterations per step", fontsize=10)
-
-    plotted = []
-    for key, colour, label in (("solve_seconds", "C1", "solve"), ("setup_seconds", "C2", "setup")):
-        v = s.get(key)
-        if v is not None and len(v) == len(its):
-            ax_t.plot(steps, v, "-", color=colour, lw=1.2, marker=marker, ms=3,
-                      label=f"{label} (total {np.nansum(v):.3g} s)")
-            plotted.append(v[np.isfinite(v) & (v > 0)])
-    allv = np.concatenate(plotted) if plotted else np.zeros(0)
-    if allv.size and allv.max() / allv.min() > 100.0:
-        ax_t.set_yscale("log")
-    else:
-        ax_t.set_ylim(bottom=0)
-    ax_t.set_xlabel("time step (-)")
-    ax_t.set_ylabel("time per step (s)")
-    ax_t.set_title("pressure solve and set-up time per step", fontsize=10)
-    ax_t.grid(True, alpha=0.35)
-    if plotted:
-        ax_t.legend(fontsize=8, loc="best")
-    body.suptitle(f"{run['name']}: pressure solver per time step ({len(its)} steps)\n"
-                 f"{_solver_text(run)}; {_grid_text(run)}"
-                 + (f"; backend {run['backend']}" if run.get("backend") else ""), fontsize=10)
-    return fig
-
-
-# ==========================================================================
-# Study summaries
-# ==========================================================================
-def plot_study(csv_path, outdir=None):
-    """Write the figures of a study summary; return the PNG paths.
-
-    Parameters
-    ----------
-    csv_path : str or os.PathLike
-        ``<stem>.csv`` written by ``bubbleflow sweep`` (or its folder, when it
-        holds a ``summary.csv``).
-    outdir : str, optional
-        Folder for the PNGs (default: the CSV's folder).
-
-    Returns
-    -------
-    list of str
-        ``<stem>_iterations.png`` and ``<stem>_time.png`` (the latter only when
-        the summary has a solve-time column).
-
-    Raises
-    ------
-    CaseError
-        Not a study summary, or ``outdir`` not writable.
-    """
-    csv_path = _resolve_input(csv_path)
-    figures = study_figures(csv_path)
-    return _write_all(figures, _outdir(csv_path, outdir))
-
-
-def _float(text):
-    if text is None:
-        return math.nan
-    text = str(text).strip()
-    if text == "":
-        return math.nan
-    low = text.lower()
-    if low in ("true", "false"):
-        return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
-
-
-def _is_numeric_column(values):
-    present = [v for v in values if v is not None and str(v).strip() != ""]
-    return bool(present) and all(math.isfinite(_float(v)) or str(v).strip().lower() in ("nan", "inf")
-                                 for v in present)
-
-
-def _read_study(path):
-    """Header, rows, parameter columns and study name; CaseError if not a summary."""
-    import yaml
-
-    if _is_hdf5(path):
-        raise CaseError(path, None, "is an HDF5 file, not a CSV", _STUDY_EXPECTED)
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            lines = [ln for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CaseError(path, None, f"cannot be read ({exc})", _STUDY_EXPECTED) from None
-    try:
-        rows = list(csv.reader(lines))
-    except csv.Error as exc:
-        raise CaseError(path, None, f"is not valid CSV ({exc})", _STUDY_EXPECTED) from None
-    if not rows:
-        raise CaseError(path, None, "is empty", _STUDY_EXPECTED)
-    header = [h.strip() for h in rows[0]]
-    if len(set(header)) != len(header) or any(not h for h in header):
-        raise CaseError(path, None, "has an empty or repeated column name in its header",
-                        _STUDY_EXPECTED)
-    body = []
-    for n, r in enumerate(rows[1:], start=2):
-        if len(r) != len(header):
-            raise CaseError(path, None, f"row {n} has {len(r)} values, the header {len(header)}",
-                            _STUDY_EXPECTED)
-        body.append({h: v.strip() for h, v in zip(header, r)})
-    if not body:
-        raise CaseError(path, None, "has a header but no rows", _STUDY_EXPECTED)
-    table = {h: [row[h] for row in body] for h in header}
-
-    iterations = next((c for c in _ITERATION_COLUMNS if c in table), None)
-    if iterations is None:
-        raise CaseError(path, None, "has no iterations column (one of "
-                        + ", ".join(_ITERATION_COLUMNS) + ")", _STUDY_EXPECTED)
-
-    # The swept parameters: from study.yaml beside the CSV, else the columns
-    # before `status`.
-    folder = os.path.dirname(os.path.abspath(path))
-    params = None
-    study_name = None
-    spec_path = os.path.join(folder, "study.yaml")
-    if os.path.isfile(spec_path):
-        try:
-            with open(spec_path, encoding="utf-8") as fh:
-                spec = yaml.safe_load(fh)
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
-            spec = None
-        if isinstance(spec, dict):
-            for key in ("study", "name"):
-                if isinstance(spec.get(key), str):
-                    study_name = spec[key]
-                    break
-            declared = spec.get("parameters")
-            keys = []
-            if isinstance(declared, dict):
-                keys = [str(k) for k in declared]
-            elif isinstance(declared, list):
-                for item in declared:
-                    if isinstance(item, str):
-                        keys.append(item)
-                    elif isinstance(item, dict):
-                        k = item.get("key", item.get("name"))
-                        if k is None and len(item) == 1:
-                            k = next(iter(item))
-                        if k is not None:
-                            keys.append(str(k))
-            keys = [k for k in keys if k in table]
-            if keys:
-                params = keys
-    if params is None:
-        if "status" not in table:
-            raise CaseError(path, None, "has no status column and no study.yaml beside it naming "
-                            "the parameters", _STUDY_EXPECTED)
-        params = [h for h in header[:header.index("status")] if h.lower() not in _NOT_PARAMETERS]
-        if not params:
-            raise CaseError(path, None, "has no parameter columns before its status column",
-                            _STUDY_EXPECTED)
-    if study_name is None:
-        study_name = os.path.basename(folder) or os.path.splitext(os.path.basename(path))[0]
-    return {"path": path, "header": header, "table": table, "rows": len(body),
-            "params": params, "name": study_name, "iterations": iterations}
-
-
-def _short(key):
-    """``solver.preconditioner.type`` -> ``preconditioner``; ``grid.nx`` -> ``nx``."""
-    parts = [p for p in str(key).split(".") if p]
-    if len(parts) > 1 and parts[-1] == "type":
-        parts = parts[:-1]
-    return parts[-1] if parts else str(key)
-
-
-def _parameter_label(key):
-    if key in _PARAMETER_LABELS:
-        return _PARAMETER_LABELS[key]
-    last = str(key).split(".")[-1]
-    if last in _PARAMETER_LABELS:
-        return _PARAMETER_LABELS[last]
-    return f"{key} (-)" if not key.endswith(")") else key
-
-
-def _study_layout(study):
-    """x parameter, line parameters, the x values, the line keys and the status mask."""
-    table, params = study["table"], study["params"]
-    varying = [p for p in params if len(set(table[p])) > 1]
-    numeric = [p for p in params if _is_numeric_column(table[p])]
-    numeric_varying = [p for p in numeric if p in varying]
-    if numeric_varying:
-        xkey = numeric_varying[0]
-    elif numeric:
-        xkey = numeric[0]
-    else:
-        xkey = None                      # categorical x: the first parameter
-    line_keys = [p for p in varying if p != xkey]
-    if xkey is None:
-        xkey_cat = varying[0] if varying else params[0]
-        line_keys = [p for p in line_keys if p != xkey_cat]
-    else:
-        xkey_cat = None
-    status = table.get("status")
-    ok = np.array([(s or "").strip().lower() == "ok" for s in status], dtype=bool) if status \
-        else np.ones(study["rows"], dtype=bool)
-    return xkey, xkey_cat, line_keys, ok
-
-
-#: Positive values spanning more than this many decades get a log axis.
-LOG_DECADES = 1.5
-
-
-def spans_decades(*arrays, decades=LOG_DECADES):
-    """True when the positive finite values span more than ``decades`` decades."""
-    vals = [np.asarray(a, dtype=np.float64).ravel() for a in arrays if a is not None]
-    v = np.concatenate(vals) if vals else np.zeros(0)
-    v = v[np.isfinite(v) & (v > 0)]
-    return bool(v.size) and float(v.max()) / float(v.min()) > 10.0 ** decades
-
-
-def _study_axis(ax, study, column, ylabel, title, log_y=False, max_column=None):
-    """One study panel; ``log_y=None``: log scale when the values span decades."""
-    from matplotlib.lines import Line2D
-
-    table = study["table"]
-    xkey, xcat, line_keys, ok = _study_layout(study)
-    n = study["rows"]
-    if xkey is not None:
-        xs = np.array([_float(v) for v in table[xkey]])
-        xlabel = _parameter_label(xkey)
-        categories = None
-    else:
-        categories = list(dict.fromkeys(table[xcat]))
-        xs = np.array([float(categories.index(v)) for v in table[xcat]])
-        xlabel = f"{xcat} (-)"
-    ys = np.array([_float(v) for v in table[column]])
-    ymax = np.array([_float(v) for v in table[max_column]]) if max_column else None
-    if log_y is None:
-        log_y = spans_decades(ys, ymax)
-
-    groups = {}
-    for i in range(n):
-        key = tuple(table[k][i] for k in line_keys)
-        groups.setdefault(key, []).append(i)
-
-    # Styles: with two line parameters (e.g. preconditioner + deflation) the
-    # colour tells the first and the marker the second; otherwise every line
-    # gets its own colour, and past ten lines the markers tell them apart.
-    markers = "osD^v<>ph*"
-    if len(line_keys) == 2:
-        firsts = list(dict.fromkeys(k[0] for k in groups))
-        seconds = list(dict.fromkeys(k[1] for k in groups))
-
-        def style(c, key):
-            return (f"C{firsts.index(key[0]) % 10}",
-                    markers[seconds.index(key[1]) % len(markers)])
-    else:
-        def style(c, key):
-            return f"C{c % 10}", markers[(c + c // 10) % len(markers)]
-
-    omitted = 0
-    hollow = 0
-    for c, (key, idx) in enumerate(groups.items()):
-        idx = np.array(idx)
-        idx = idx[np.argsort(xs[idx], kind="stable")]
-        label = " + ".join(str(v) for v in key) if key else "all runs"
-        colour, marker = style(c, key)
-        good = idx[ok[idx] & np.isfinite(ys[idx]) & np.isfinite(xs[idx])
-                   & ((ys[idx] > 0) if log_y else True)]
-        bad = idx[~ok[idx] & np.isfinite(ys[idx]) & np.isfinite(xs[idx])
-                  & ((ys[idx] > 0) if log_y else True)]
-        omitted += len(idx) - len(good) - len(bad)
-        hollow += len(bad)
-        ax.plot(xs[good], ys[good], "-", color=colour, marker=marker, ms=6, lw=1.6, label=label)
-        if len(bad):
-            ax.plot(xs[bad], ys[bad], ls="none", marker=marker, ms=8, mfc="none", mec=colour,
-                    mew=1.6)
-        if ymax is not None:
-            m = idx[ok[idx] & np.isfinite(ymax[idx]) & np.isfinite(xs[idx])
-                    & ((ymax[idx] > 0) if log_y else True)]
-            ax.plot(xs[m], ymax[m], ls=":", color=colour, lw=1.2, marker=marker, ms=3,
-                    alpha=0.9)
-
-    handles, labels = ax.get_legend_handles_labels()
-    if ymax is not None:
-        handles.append(Line2D([], [], color="0.3", ls=":", lw=1.2))
-        labels.append("dotted: maximum per step")
-    if hollow:
-        handles.append(Line2D([], [], ls="none", marker="o", ms=8, mfc="none", mec="0.3", mew=1.6))
-        labels.append("hollow: status not ok")
-    legend_title = " + ".join(_short(k) for k in line_keys) if line_keys else None
-    # Outside, right of the axes: the lines often fill the whole plot.
-    ax.legend(handles, labels, title=legend_title, fontsize=8, title_fontsize=8,
-              loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
-
-    if xkey is not None:
-        finite = xs[np.isfinite(xs) & (xs > 0)]
-        is_contrast = _short(xkey).lower() == "contrast"
-        if finite.size == np.isfinite(xs).sum() and finite.size and (
-                is_contrast or finite.max() / finite.min() > 100.0):
-            ax.set_xscale("log")
-        if finite.size and len(np.unique(finite)) <= 12 and ax.get_xscale() == "linear":
-            ax.set_xticks(np.unique(xs[np.isfinite(xs)]))
-    else:
-        ax.set_xticks(range(len(categories)))
-        ax.set_xticklabels(categories, rotation=20, ha="right")
-    if log_y:
-        ax.set_yscale("log")
-    else:
-        ax.set_ylim(bottom=0)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(True, which="major", alpha=0.4)
-    ax.grid(True, which="minor", alpha=0.12)
-    notes = []
-    if hollow:
-        notes.append(f"{hollow} run(s) with status other than ok drawn hollow")
-    if omitted:
-        notes.append(f"{omitted} run(s) without a value omitted")
-    if notes:
-        title += "\n(" + "; ".join(notes) + ")"
-    ax.set_title(title, fontsize=10)
-
-
-def study_figures(csv_path):
-    """The figures of a study summary, not written: ``{file name: Figure}``."""
-    path = os.fspath(csv_path)
-    study = _read_study(path)
-    stem = os.path.splitext(os.path.basename(path))[0]
-    xkey, xcat, _, _ = _study_layout(study)
-    against = _short(xkey or xcat)
-    if (xkey or "").split(".")[-1] == "contrast":
-        against = "density contrast"
-    figs = {}
-    its_col = study["iterations"]
-    flow = its_col != "iterations"
-    max_col = next((c for c in _ITERATION_MAX_COLUMNS if c in study["table"]), None) if flow else None
-    fig = _new_figure(10.0, 5.2)
-    _study_axis(fig.subplots(), study, its_col,
-                "mean pressure iterations per step (-)" if flow else "pressure iterations (-)",
-                f"study {study['name']}: iterations vs {against}", max_column=max_col,
-                log_y=None)
-    figs[f"{stem}_iterations.png"] = fig
-    solve_col = next((c for c in _SOLVE_COLUMNS if c in study["table"]), None)
-    if solve_col is not None:
-        fig = _new_figure(10.0, 5.2)
-        _study_axis(fig.subplots(), study, solve_col,
-                    "solve time (s)" if not flow else "pressure solve time (s)",
-                    f"study {study['name']}: solve time vs {against}", log_y=True)
-        figs[f"{stem}_time.png"] = fig
-    return figs
-
-
-# ==========================================================================
-# Benchmark tables (bubbleflow bench --csv)
-# ==========================================================================
-#: The columns of ``bubbleflow bench --csv`` a time-to-solution figure needs.
-_BENCH_COLUMNS = ("size", "contrast", "kind", "solver", "config", "solve_ms", "converged")
-
-
-def _is_bench_csv(path):
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            header = next(csv.reader(fh), [])
-    except (OSError, UnicodeDecodeError):
-        return False
-    return all(c in header for c in _BENCH_COLUMNS)
-
-
-def plot_bench(csv_path, outdir=None):
-    """Write ``<stem>_time.png`` of a ``bubbleflow bench --csv`` table: time
-    to solution against grid size, a line per solver (ours and the peers),
-    a panel per density contrast, open markers where the solve did not
-    converge.  Returns the PNG paths."""
-    csv_path = _resolve_input(csv_path)
-    return _write_all(bench_figures(csv_path), _outdir(csv_path, outdir))
-
-
-def bench_figures(csv_path):
-    """The figures of a benchmark table, not written: ``{file name: Figure}``."""
-    rows = [r for r in read_csv(csv_path)
-            if isinstance(r.get("solve_ms"), (int, float)) and r["solve_ms"] > 0]
-    if not rows:
-        raise CaseError(csv_path, None, "has no solve times",
-                        "a table written by `bubbleflow bench --csv`")
-    contrasts = sorted({float(r["contrast"]) for r in rows})
-    solvers = list(dict.fromkeys(r["solver"] for r in rows))
-    device = rows[0].get("device") or rows[0].get("backend") or ""
-    fig = _new_figure(4.2 * len(contrasts) + 1.0, 5.2)
-    axes = np.atleast_1d(fig.subplots(1, len(contrasts), sharey=True))
-    colours = {name: f"C{i % 10}" for i, name in enumerate(solvers)}
-    for ax, contrast in zip(axes, contrasts):
-        for name in solvers:
-            mine = sorted((r["size"], r["solve_ms"], r["converged"] is True)
-                          for r in rows if r["solver"] == name and r["contrast"] == contrast)
-            if not mine:
-                continue
-            n, ms, ok = (np.array(v) for v in zip(*mine))
-            ax.plot(n, ms, "-", color=colours[name], label=name)
-            ax.plot(n[ok], ms[ok], "o", color=colours[name])
-            ax.plot(n[~ok], ms[~ok], "o", mfc="white", color=colours[name])
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(f"contrast {contrast:g}")
-        ax.set_xlabel("cells per side n (grid n x n)")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("time to solution (ms)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    for ax in axes[1:]:
-        more = ax.get_legend_handles_labels()
-        handles += [h for h, name in zip(*more) if name not in labels]
-        labels += [name for name in more[1] if name not in labels]
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8)
-    fig.suptitle(f"bubbleflow bench: time to solution, {device} (open: not converged)")
-    stem = os.path.splitext(os.path.basename(csv_path))[0]
-    return {f"{stem}_time.png": fig}
+            f"{solver_text(run)}")

@@ -98,15 +98,23 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
             # The other ranks may be waiting in a collective for this one.
             import traceback
 
+            from ..io.atomic import write_failure_line
+
+            refused = write_failure_line(exc) if isinstance(exc, Exception) else None
             if isinstance(exc, KeyboardInterrupt):     # (a second Ctrl-C: no traceback)
                 print(f"error: rank {comm.rank} of {comm.size} interrupted; ending every rank",
                       file=sys.stderr, flush=True)
+            elif refused is not None:                  # the storage's refusal: one line
+                print(f"error: {case.name}: {refused}; ending every rank", file=sys.stderr,
+                      flush=True)
             else:
                 print(f"error: rank {comm.rank} of {comm.size} failed; ending every rank",
                       file=sys.stderr, flush=True)
                 traceback.print_exc()
             sys.stderr.flush()
             comm.abort(1)
+            if refused is not None:
+                return 1        # said in its line (MPI's abort can return before the end)
         raise
     if out is not None:
         out.__exit__(None, None, None)
@@ -126,10 +134,9 @@ def _solve(case, backend, comm, quiet, out):
     from .. import __version__
     from ..case.problem import build_pressure_problem
     from ..compute.backend import get_backend
-    from ..io.layout import write_pressure_result
-    from ..io.xdmf import write_pressure_sidecar
     from ..linalg.solver_ranks import RankPressureSolver, slab_align
     from ..operators.distributed import DistributedOperator
+    from .run import write_pressure_files
 
     # The whole grid's problem on the host; a rank's device gets its slab
     # alone (a grid too large for one GPU's memory can be shared by several).
@@ -156,12 +163,13 @@ def _solve(case, backend, comm, quiet, out):
     if comm.rank != 0:
         return 0 if record.converged else 1
     g = prob.grid
-    write_pressure_result(
-        out.path, case_yaml=case.to_yaml(), version=__version__, backend=backend.name,
-        device=f"{comm.size} ranks, {backend.device_name}", precision=case.precision,
-        face_density=case.operator.face_density, grid=g, phi=prob.phi,
-        rho=prob.phases.rho, p=p.reshape(g.shape), record=record)
-    write_pressure_sidecar(out.path, g)
+    # The other ranks have returned: a failed write is rank 0's one line and exit code.
+    if not write_pressure_files(
+            case.name, out.path, case_yaml=case.to_yaml(), version=__version__,
+            backend=backend.name, device=f"{comm.size} ranks, {backend.device_name}",
+            precision=case.precision, face_density=case.operator.face_density, grid=g,
+            phi=prob.phi, rho=prob.phases.rho, p=p.reshape(g.shape), record=record):
+        return 1
     if record.converged:
         _say(quiet, record.summary())
         _say(quiet, f"pressure range {float(p.min()):.6g} .. {float(p.max()):.6g} Pa; wrote "

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
 
-__all__ = ["open_restart", "RESTART_FREE"]
+__all__ = ["open_restart", "check_checkpoint_arrays", "RESTART_FREE"]
 
 
 # Keys that may differ between a run and the file it restarts from.
@@ -15,9 +17,8 @@ RESTART_FREE = (("name",), ("backend",), ("output",), ("time", "end"),
 
 def open_restart(case, restart, backend, solver):
     """State from the last checkpoint of ``restart``, checked against ``case``."""
-    import yaml
-
     from ..case.config import CaseError, first_difference
+    from ..case.yaml_reader import load_yaml
     from ..flow.navier_stokes import FlowState
     from ..flow.navier_stokes_nd import FlowStateND
     from ..io.layout import VELOCITY_COMPONENTS, read_checkpoint
@@ -26,7 +27,7 @@ def open_restart(case, restart, backend, solver):
         raise CaseError(restart, None, "restart file not found", "an HDF5 file written by a flow run")
     try:
         ck = read_checkpoint(restart)
-        theirs = yaml.safe_load(ck["case"])
+        theirs = load_yaml(ck["case"], "stored case")
     except Exception as exc:    # not HDF5, not ours, no snapshot
         raise CaseError(restart, None, f"cannot restart from it ({type(exc).__name__}: {exc})",
                         "an HDF5 file written by a bubbleflow flow run") from None
@@ -45,15 +46,73 @@ def open_restart(case, restart, backend, solver):
         raise CaseError(restart, "levelset.method", "the checkpoint has no volume fraction "
                         f"{VOLUME_FRACTION!r}", "a file written by a clsvof run",
                         value=case.levelset.method)
+    check_checkpoint_arrays(restart, ck, case, clsvof=solver.clsvof)
     c = xp.asarray(ck[VOLUME_FRACTION], dtype=dt) if solver.clsvof else None
+    pressure = ck[DYNAMIC_PRESSURE] if DYNAMIC_PRESSURE in ck else ck["p"]
     if case.grid.ndim != 2:
         return FlowStateND(phi=xp.asarray(ck["phi"], dtype=dt),
                            velocity=tuple(xp.asarray(ck[name], dtype=dt)
                                           for name in VELOCITY_COMPONENTS[:case.grid.ndim]),
-                           p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
+                           p=xp.asarray(pressure, dtype=dt),
                            time=ck["time"], step=ck["step"], c=c)
     state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
-                      v=xp.asarray(ck["v"], dtype=dt),
-                      p=xp.asarray(ck.get(DYNAMIC_PRESSURE, ck["p"]), dtype=dt),
+                      v=xp.asarray(ck["v"], dtype=dt), p=xp.asarray(pressure, dtype=dt),
                       time=ck["time"], step=ck["step"], c=c)
     return state
+
+
+def _shape_text(shape):
+    return "(" + ", ".join(str(n) for n in shape) + ")"
+
+
+def check_checkpoint_arrays(path, checkpoint, case, clsvof=False):
+    """Refuse a checkpoint whose snapshot arrays do not fit ``case``'s grid.
+
+    Every array the restart reads (``phi``, the velocity components, the
+    pressure it continues from, and ``c`` of a CLSVOF run) must be present,
+    a floating-point array and of the shape :func:`~bubbleflow.io.layout.field_shapes`
+    gives for the case's grid.
+
+    Parameters
+    ----------
+    path : str
+        The index file restarted from (named in the error).
+    checkpoint : dict
+        What :func:`bubbleflow.io.layout.read_checkpoint` returns.
+    case : Case
+        The case that restarts.
+    clsvof : bool
+        The run carries a volume fraction ``c``.
+
+    Raises
+    ------
+    CaseError
+        One line naming the file, the array, what it is and what was expected.
+    """
+    from ..case.config import CaseError
+    from ..io.layout import VELOCITY_COMPONENTS, field_shapes
+    from ..mesh.grid import Grid
+
+    grid = Grid.from_config(case.grid)
+    shapes = field_shapes(grid)
+    cells = tuple(grid.shape)
+    # The pressure the run continues from: the dynamic one where the
+    # snapshot has it (reduced gravity), else the whole pressure.
+    pressure = DYNAMIC_PRESSURE if DYNAMIC_PRESSURE in checkpoint else "p"
+    wanted = {"phi": shapes["phi"], pressure: cells}
+    wanted.update((name, shapes[name]) for name in VELOCITY_COMPONENTS[:grid.ndim])
+    if clsvof:
+        wanted[VOLUME_FRACTION] = cells
+    where = f"checkpoint at step {checkpoint.get('step')}"
+    grid_text = " x ".join(map(str, grid.cells))
+    for name, shape in wanted.items():
+        expected = f"a floating-point array of shape {_shape_text(shape)} (grid {grid_text})"
+        if name not in checkpoint:
+            raise CaseError(path, None, f"the {where} has no array {name!r}", expected)
+        value = checkpoint[name]
+        if not isinstance(value, np.ndarray):
+            raise CaseError(path, None, f"array {name!r} of the {where} is not an array "
+                            f"(got {type(value).__name__} {str(value)[:40]})", expected)
+        if value.dtype.kind != "f" or tuple(value.shape) != shape:
+            raise CaseError(path, None, f"array {name!r} of the {where} has shape "
+                            f"{_shape_text(value.shape)}, dtype {value.dtype}", expected)

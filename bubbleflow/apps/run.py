@@ -6,6 +6,7 @@ writes its file (``/solver/converged`` false), says why, and returns 1.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -14,12 +15,12 @@ from .. import __version__
 from ..case.config import viscosity_scheme
 from ..case.problem import build_pressure_problem
 from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
-from ..io.xdmf import write_pressure_sidecar
+from ..io.xdmf import pressure_sidecar
 from ..linalg.solver import PressureSolver
 from .restart import open_restart
 from .stop_signals import StopSignals
 
-__all__ = ["run_case", "run_pressure", "write_run_snapshot"]
+__all__ = ["run_case", "run_pressure", "write_pressure_files", "write_run_snapshot"]
 
 
 def _say(quiet, *parts, file=None):
@@ -76,14 +77,12 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
                 f"backend {backend.name} on {backend.device_name}")
     with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol) as shown:
         p, record = solver.solve(prob.rhs, progress=shown if shown.enabled else None)
-    from ..io.layout import write_pressure_result
-
-    write_pressure_result(
-        path, case_yaml=case.to_yaml(), version=__version__, backend=backend.name,
-        device=backend.device_name, precision=case.precision,
-        face_density=case.operator.face_density, grid=g, phi=prob.phi,
-        rho=prob.phases.rho, p=backend.to_host(p), record=record)
-    write_pressure_sidecar(path, g)
+    if not write_pressure_files(
+            case.name, path, case_yaml=case.to_yaml(), version=__version__,
+            backend=backend.name, device=backend.device_name, precision=case.precision,
+            face_density=case.operator.face_density, grid=g, phi=prob.phi,
+            rho=prob.phases.rho, p=backend.to_host(p), record=record):
+        return 1
     if record.converged:
         _say(quiet, f"{record.summary()}")
         _say(quiet, f"pressure range {float(p.min()):.6g} .. {float(p.max()):.6g} Pa; wrote {path}")
@@ -92,6 +91,54 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
           f"{record.iterations} iterations, true relative residual {record.residual:.3e} "
           f"(rtol {s.rtol:g}); wrote {path}", file=sys.stderr, flush=True)
     return 1
+
+
+def write_pressure_files(name, path, *, grid, **result):
+    """The pressure result ``path`` and its XDMF sidecar, both in place or neither changed.
+
+    A failed write (a full disk, a quota, a file too large, an I/O error) is
+    one line on stderr naming the file and why; the previous result and
+    sidecar, if any, stay.  Only when the sidecar alone fails, once the new
+    result is in place, is the old sidecar removed (it describes the old
+    result).  Returns whether both were written.
+
+    Parameters
+    ----------
+    name : str
+        The case name, for the error line.
+    path : str
+        The result file.
+    grid : Grid
+    **result
+        The other arguments of :func:`bubbleflow.io.layout.write_pressure_result`.
+    """
+    from ..io.layout import write_pressure_result
+
+    written = False
+    try:
+        with pressure_sidecar(path, grid) as sidecar:
+            write_pressure_result(path, grid=grid, **result)
+            written = True
+    except OSError as exc:
+        if written:
+            with contextlib.suppress(OSError):
+                os.unlink(sidecar)
+            state = "the result is written, without its sidecar"
+        else:
+            state = "the previous result is kept" if os.path.exists(path) else "no result written"
+        print(f"error: {name}: {_write_error_text(exc, path)} ({state})", file=sys.stderr,
+              flush=True)
+        return False
+    return True
+
+
+def _write_error_text(exc, path):
+    """An OSError met writing ``path`` as ``cannot write FILE: REASON``."""
+    from ..io.atomic import OutputWriteError
+
+    if isinstance(exc, OutputWriteError):
+        return str(exc)
+    return f"cannot write {exc.filename or path}: {exc.strerror or exc}"
 
 
 class _SolveProgress:
@@ -171,7 +218,6 @@ def _flow_writer(comm, restart, path, attrs, grid):
 
 
 def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
-    import math
     import signal
     import time as _time
 
@@ -232,11 +278,12 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
                 _err(loud, f"error: {case.name}: pressure solve failed at step {rep.step} "
                       f"(t = {rep.time:.6g}): reason {rec.reason}, {rec.iterations} iterations, "
                       f"true relative residual {rec.residual:.3e}")
-            # Without gas the bubble quantities are undefined (NaN), not a blow-up.
-            checked = [rep.divergence] + ([v for v in rep.diagnostics.values()] if gas else [])
-            if not all(math.isfinite(v) for v in checked):
-                _err(loud, f"error: {case.name}: the flow blew up at step {rep.step} "
-                      f"(t = {rep.time:.6g})")
+            # A state outside the physical bounds (flow/bounds.py) is a blow-up,
+            # finite or not; without gas the bubble quantities go unchecked.
+            broken = solver.bounds.broken(rep, size[0] if gas else None)
+            if broken:
+                _err(loud, f"error: {case.name}: the flow left its physical bounds at step "
+                      f"{rep.step} (t = {rep.time:.6g}): {broken}")
                 failures += 1
                 blown = True
                 break

@@ -16,6 +16,9 @@ was expected, e.g.::
 
     cases/a.yaml:7: grid.nx: got -5; expected an integer >= 4
 
+The YAML is read by :mod:`.yaml_reader`, the one reader of every YAML
+text that enters (its limits: size, alias expansion, nesting).
+
 The schema lives in the dataclasses below: each field carries its checker
 (``metadata["spec"]``) next to its default, so adding a key or an enum value
 (``MODES`` will gain ``"flow"``) is a one-line change.  The validation is
@@ -38,6 +41,7 @@ import yaml
 
 from ..linalg import registry as _registry
 from ..mesh.grid import Grid as _Grid
+from .yaml_reader import MAX_FILE_BYTES, MAX_OPTION_CHARS, YamlError, load_yaml, read_text, shorten
 
 __all__ = [
     "CaseError", "Case", "load_case", "case_from_dict", "lattice_centres", "first_difference",
@@ -114,6 +118,45 @@ MIN_INTERVAL_FRACTION = 0.01
 #: ... and at most this many steps at the stable step at t = 0 (the flow
 #: only makes it smaller).
 MAX_STEPS = 10 ** 7
+#: Largest case file read, in bytes (the reader's limit for files).
+MAX_CASE_BYTES = MAX_FILE_BYTES
+
+# Upper bounds of the counts a case sets; each `_Int` field names its bound
+# and why, and the error states it.
+#: Cells along one axis: the others have at least 4, and MAX_CELLS bounds them all.
+MAX_AXIS_CELLS = MAX_CELLS // 4
+#: Chebyshev smoothing steps per multigrid visit: each is a matrix product, so
+#: a few dozen already cost more than the rest of the cycle, and the GPU
+#: kernels' tiles carry a halo as wide as the degree.
+MAX_DEGREE = 32
+#: Cells of the coarsest multigrid level: it is solved through a dense
+#: inverse of cells**2 entries (512 MiB of float64 at this size).
+MAX_COARSEST_CELLS = 8192
+#: ``min_side`` only holds back levels of at most this many cells
+#: (multigrid.MIN_SIDE_CELLS), so no wider side can matter.
+MAX_MIN_SIDE = 1024
+#: Multigrid levels that run a W-cycle: a grid of MAX_CELLS halves to one
+#: cell in fewer levels than this.
+MAX_W_LEVELS = 32
+#: Iterations of one solve (and between convergence checks): the solvers
+#: record the residual history in an array of maxiter entries.
+MAX_ITERATIONS = 10 ** 6
+#: Level-set reinitialisation sweeps: each moves the corrected distance about
+#: a cell from the interface, and the flow reads it a few cells out; every
+#: sweep costs a pass over the grid at each reinitialisation.
+MAX_REINIT_ITERATIONS = 1000
+#: Random-bubble seeds: numpy takes any, a study's summary.h5 stores a swept
+#: seed as a signed 64-bit integer.
+MAX_SEED = 2 ** 63 - 1
+
+#: Longest path shown in an error: a path is what identifies the file (its
+#: end kept when longer); real paths stay well below, a crafted one does not.
+MAX_PATH_CHARS = 300
+#: Longest error message, whatever the input: the file is cut to
+#: MAX_PATH_CHARS, the other user text it quotes (override, key, value) to
+#: 80 characters each, and the longest messages the checks write reach some
+#: 300 with short names.
+MAX_MESSAGE_CHARS = MAX_PATH_CHARS + 400
 
 _NOVALUE = object()
 
@@ -128,6 +171,9 @@ class CaseError(Exception):
     The message reads ``"<file>[:<line>[:<col>]]: <key.path>: <what is
     wrong>; expected <what is expected>"``.  A value that came from an
     override names it instead of a line: ``"<file> (--set grid.nz=3): ..."``.
+    The file, override and key are cut to what identifies them
+    (:func:`~.yaml_reader.shorten`), control characters escaped, and the
+    whole message to :data:`MAX_MESSAGE_CHARS`.
 
     Parameters
     ----------
@@ -168,15 +214,26 @@ class CaseError(Exception):
         self.origin = origin
         if text is None:
             text = problem + (f"; expected {expected}" if expected else "")
-        loc = self.file
+        # The file, the override and the key are the user's text: shown cut
+        # to what identifies them (a path's end), control characters escaped.
+        loc = shorten(self.file, MAX_PATH_CHARS, keep="end")
         if origin:
-            loc += f" ({origin})"
+            loc += f" ({shorten(origin)})"
         elif line is not None:
             loc += f":{line}" + (f":{column}" if column is not None else "")
-        msg = f"{loc}: {key}: {text}" if key else f"{loc}: {text}"
+        msg = f"{loc}: {shorten(key)}: {text}" if key else f"{loc}: {text}"
         # One line, always: file names, YAML problems or shown values may
         # carry newlines, and callers print this as a single `error:` line.
-        self.message = re.sub(r"\s*[\r\n]+\s*", " ", msg)
+        msg = re.sub(r"\s*[\r\n]+\s*", " ", msg)
+        # Values quoted in the problem are cut where they are shown; this
+        # bounds what any message can grow to, whatever it quotes (control
+        # characters escaped too).
+        length = len(msg)
+        msg = shorten(msg[:MAX_MESSAGE_CHARS], None)
+        if max(length, len(msg)) > MAX_MESSAGE_CHARS:
+            tail = f"... ({length} characters)"
+            msg = msg[:MAX_MESSAGE_CHARS - len(tail)] + tail
+        self.message = msg
         super().__init__(self.message)
 
     def __str__(self):
@@ -245,7 +302,11 @@ def _split_dotted(key):
         if not m:
             return None
         path.append(m.group(1))
-        path.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
+        # An index of thousands of digits is no list's (int() refuses it).
+        indexes = re.findall(r"\[(\d{1,18})\]", m.group(2))
+        if "".join(f"[{i}]" for i in indexes) != m.group(2):
+            return None
+        path.extend(int(i) for i in indexes)
     return tuple(path)
 
 
@@ -263,7 +324,7 @@ def _show(value, limit=80):
         s = "{" + ", ".join(f"{k}: {_show(v, limit)}" for k, v in value.items()) + "}"
     else:
         s = str(value)
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+    return shorten(s, limit)
 
 
 def _num(x):
@@ -345,10 +406,13 @@ class _Spec:
 
 
 class _Int(_Spec):
-    """An integer (``min`` and above), or one of the words ``also``."""
+    """An integer from ``min`` to ``max``, or one of the words ``also``.
 
-    def __init__(self, min=None, also=()):
-        self.min = min
+    ``why`` says where ``max`` comes from; the error above it states both.
+    """
+
+    def __init__(self, min=None, max=None, why="", also=()):
+        self.min, self.max, self.why = min, max, why
         self.also = tuple(also)
 
     def expected(self, path):
@@ -364,6 +428,10 @@ class _Int(_Spec):
             ctx.bad(path, value, self.expected(path))
         if self.min is not None and value < self.min:
             ctx.bad(path, value, self.expected(path))
+        if self.max is not None and value > self.max:
+            ctx.bad(path, value, f"an integer <= {self.max}"
+                    + "".join(f" or {word!r}" for word in self.also)
+                    + (f" ({self.why})" if self.why else ""))
         return int(value)
 
 
@@ -585,6 +653,12 @@ def _f(spec, default=dataclasses.MISSING, factory=dataclasses.MISSING, doc=""):
 
 
 _POINT = _Tuple(_Float(), (2, 3), "two numbers [x, y] (three, [x, y, z], in 3-D)")
+# Cells per axis: no bound of their own, MAX_CELLS bounds their product (_check_limits).
+_AXIS = _Int(min=4)
+# Lattice sides and random bubbles: MAX_CIRCLES in all (checked with the grid).
+_CIRCLES = _Int(min=1, max=MAX_CIRCLES, why="bubbles and droplets in all")
+# Counts that must divide a grid axis (checked with the grid).
+_AXIS_PART = dict(max=MAX_AXIS_CELLS, why="a part of one grid axis")
 
 
 # --------------------------------------------------------------------------
@@ -612,11 +686,11 @@ def _plain(obj):
 class GridConfig(_Node):
     """``grid``: cells and domain size (m)."""
 
-    nx: int = _f(_Int(min=4), 128)
-    ny: int = _f(_Int(min=4), 128)
+    nx: int = _f(_AXIS, 128)
+    ny: int = _f(_AXIS, 128)
     lx: float = _f(_Float(gt=0), 1.0)
     ly: float = _f(_Float(gt=0), 1.0)
-    nz: Optional[int] = _f(_Optional(_Int(min=4)), None,
+    nz: Optional[int] = _f(_Optional(_AXIS), None,
                            doc="cells in z: a 3-D grid (z vertical); null: 2-D (y vertical)")
     lz: Optional[float] = _f(_Optional(_Float(gt=0)), None, doc="domain height in 3-D (null: 1.0)")
 
@@ -682,12 +756,12 @@ class LatticeConfig(_Node):
     ``z_range``; ends included); see :func:`lattice_centres`.
     """
 
-    columns: int = _f(_Int(min=1))
-    rows: int = _f(_Int(min=1))
+    columns: int = _f(_CIRCLES)
+    rows: int = _f(_CIRCLES)
     radius: float = _f(_Float(gt=0))
     x_range: Tuple[float, float] = _f(_Tuple(_Float(), 2, "two numbers [x0, x1] with x0 <= x1"))
     y_range: Tuple[float, float] = _f(_Tuple(_Float(), 2, "two numbers [y0, y1] with y0 <= y1"))
-    layers: Optional[int] = _f(_Optional(_Int(min=1)), None, doc="3-D: spheres along z")
+    layers: Optional[int] = _f(_Optional(_CIRCLES), None, doc="3-D: spheres along z")
     z_range: Optional[Tuple[float, float]] = _f(
         _Optional(_Tuple(_Float(), 2, "two numbers [z0, z1] with z0 <= z1")), None,
         doc="3-D: the heights the layers spread over")
@@ -699,9 +773,9 @@ class RandomBubblesConfig(_Node):
     from ``seed``, in ``region = [x0, x1, y0, y1]`` (``[x0, x1, y0, y1, z0,
     z1]`` in 3-D; None: the whole domain)."""
 
-    count: int = _f(_Int(min=1))
+    count: int = _f(_CIRCLES)
     radius: float = _f(_Float(gt=0))
-    seed: int = _f(_Int(min=0), 0)
+    seed: int = _f(_Int(min=0, max=MAX_SEED, why="a signed 64-bit integer"), 0)
     min_gap: float = _f(_Float(ge=0), 0.0)
     region: Optional[Tuple[float, ...]] = _f(
         _Optional(_Tuple(_Float(), (4, 6), "null or four numbers [x0, x1, y0, y1] (six in 3-D, "
@@ -735,19 +809,24 @@ class PreconditionerConfig(_Node):
     """``solver.preconditioner``.  ``type``'s default depends on the method."""
 
     type: str = _f(_Enum(PRECONDITIONERS), DEFAULT_PRECONDITIONER["pcg"])
-    block_lines: int = _f(_Int(min=2), 2, doc="block_ic: grid lines per IC block")
-    degree: int = _f(_Int(min=1), 2, doc="multigrid: Chebyshev smoothing steps per visit")
+    block_lines: int = _f(_Int(min=2, **_AXIS_PART), 2, doc="block_ic: grid lines per IC block")
+    degree: int = _f(_Int(min=1, max=MAX_DEGREE,
+                          why="smoothing steps per visit; more cost more than they gain"), 2,
+                     doc="multigrid: Chebyshev smoothing steps per visit")
     ratio: float = _f(_Float(gt=1), 4.0,
                       doc="multigrid: the smoother targets D^-1 A's eigenvalues in [2/ratio, 2]")
     scale: float = _f(_Float(gt=0, lt=2), 1.8,
                       doc="multigrid: over-correction of the coarse-grid correction")
-    coarsest: int = _f(_Int(min=1), 512,
+    coarsest: int = _f(_Int(min=1, max=MAX_COARSEST_CELLS,
+                            why="the coarsest level is solved through a dense inverse"), 512,
                        doc="multigrid: cells of the coarsest level at most (solved directly)")
-    min_side: int = _f(_Int(min=1), 16,
+    min_side: int = _f(_Int(min=1, max=MAX_MIN_SIDE,
+                            why="it holds back levels of at most that many cells only"), 16,
                        doc="multigrid: no level narrower than this (levels of up to 1024 cells)")
     cycle_precision: str = _f(_Enum(("float64", "float32")), "float32",
                               doc="multigrid: the cycle's arithmetic (float32 halves its bytes)")
-    w_levels: object = _f(_Int(min=0, also=("auto",)), "auto",
+    w_levels: object = _f(_Int(min=0, max=MAX_W_LEVELS, also=("auto",),
+                              why="more levels than any grid has"), "auto",
                           doc="multigrid: top levels that visit their coarse level twice (W); "
                               "0: a V-cycle; auto: those whose coarse level has at least "
                               "2^18 cells")
@@ -764,14 +843,15 @@ class DeflationConfig(_Node):
 
     type: str = _f(_Enum(DEFLATIONS), DEFAULT_DEFLATION["pcg"])
     subdomains: Optional[Tuple[int, int]] = _f(
-        _Optional(_Tuple(_Int(min=1), (2, 3), "two integers [px, py] >= 1 (three in 3-D)")), None,
+        _Optional(_Tuple(_Int(min=1, **_AXIS_PART), (2, 3),
+                         "two integers [px, py] >= 1 (three in 3-D)")), None,
         doc="subdomain counts [px, py] ([px, py, pz] in 3-D); null: from cells_per_subdomain")
     cells_per_subdomain: Optional[int] = _f(
-        _Optional(_Int(min=1)), None,
+        _Optional(_Int(min=1, **_AXIS_PART)), None,
         doc=f"subdomain width in cells (null: {DEFAULT_CELLS_PER_SUBDOMAIN}, 8 in 3-D, wider past "
             f"{_registry.DEFAULT_MAX_SUBDOMAINS} subdomains); the default way, so refining "
             "the grid refines the deflation")
-    stripes: int = _f(_Int(min=1), 16)
+    stripes: int = _f(_Int(min=1, **_AXIS_PART), 16)
 
     def subdomain_counts(self, nx, ny, nz=None):
         """``(px, py[, pz])``: as written, or blocks about
@@ -785,6 +865,9 @@ class DeflationConfig(_Node):
         return _registry.default_subdomains(grid, self.cells_per_subdomain)
 
 
+_ITERATIONS = _Int(min=1, max=MAX_ITERATIONS, why="the residual history is an array of maxiter")
+
+
 @dataclass(frozen=True)
 class SolverConfig(_Node):
     """``solver``: Krylov method, preconditioner, deflation, stopping."""
@@ -796,8 +879,8 @@ class SolverConfig(_Node):
     deflation: DeflationConfig = _f(_Section(DeflationConfig), factory=DeflationConfig)
     rtol: float = _f(_Float(gt=0, lt=1), 1.0e-8)
     atol: float = _f(_Float(ge=0), 0.0)
-    maxiter: int = _f(_Int(min=1), 10000)
-    check_every: int = _f(_Int(min=1), 10, doc="iterations between host-side convergence checks")
+    maxiter: int = _f(_ITERATIONS, 10000)
+    check_every: int = _f(_ITERATIONS, 10, doc="iterations between host-side convergence checks")
 
 
 @dataclass(frozen=True)
@@ -852,9 +935,12 @@ class LevelSetConfig(_Node):
     method: str = _f(_Enum(INTERFACE_METHODS), "levelset",
                      doc="levelset, or clsvof: a volume fraction advected beside the level set "
                          "conserves the gas volume, the level set is rebuilt from it every step")
-    reinit_every: int = _f(_Int(min=0), 5, doc="steps between reinitialisations; 0: never "
-                                                "(levelset; clsvof rebuilds every step)")
-    reinit_iterations: int = _f(_Int(min=1), 4)
+    reinit_every: int = _f(_Int(min=0, max=MAX_STEPS, why="the most steps of a flow"), 5,
+                           doc="steps between reinitialisations; 0: never "
+                               "(levelset; clsvof rebuilds every step)")
+    reinit_iterations: int = _f(_Int(min=1, max=MAX_REINIT_ITERATIONS,
+                                    why="each is a pass over the grid; the flow reads the "
+                                        "distance a few cells out"), 4)
 
 
 #: How gravity enters the momentum equation (mode flow).
@@ -991,195 +1077,69 @@ def lattice_centres(lattice):
 # Reading, overriding, checking
 # --------------------------------------------------------------------------
 
-_MERGE_TAG = "tag:yaml.org,2002:merge"
+def _case_error(exc, key=None, origin=None):
+    """A :class:`~.yaml_reader.YamlError` as the :class:`CaseError` it is to the user."""
+    if exc.path is not None:
+        key = _dotted(exc.path)
+    return CaseError(exc.source, key, exc.problem, exc.expected, line=exc.line,
+                     column=exc.column, origin=origin)
 
 
-def _index_lines(node, file, path=(), lines=None, stack=None):
-    """Map each key path of a composed YAML node tree to its 1-based line.
+def read_yaml_file(path):
+    """``(data, lines)`` of a YAML case or study file, read through the hardened reader.
 
-    Also rejects duplicate keys, which PyYAML would silently resolve to the
-    last one: a case file where ``rtol`` is given twice is a mistake.
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    data : object
+        The document (None when empty).
+    lines : dict
+        Key paths (``("grid", "nx")``) to 1-based lines.
+
+    Raises
+    ------
+    CaseError
+        The file cannot be read (missing, over :data:`MAX_CASE_BYTES`, not
+        UTF-8) or is not usable YAML (see :func:`~.yaml_reader.load_yaml`).
     """
-    lines = {} if lines is None else lines
-    stack = set() if stack is None else stack
-    if id(node) in stack:           # a recursive alias: nothing new below
-        return lines
-    stack.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        seen = {}
-        for knode, vnode in node.value:
-            if not isinstance(knode, yaml.ScalarNode) or knode.tag == _MERGE_TAG:
-                continue
-            key, line = knode.value, knode.start_mark.line + 1
-            if key in seen:
-                raise CaseError(file, _dotted(path + (key,)),
-                                f"duplicate key (first at line {seen[key]})",
-                                "each key once per section", line=line)
-            seen[key] = line
-            lines[path + (key,)] = line
-            _index_lines(vnode, file, path + (key,), lines, stack)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines[path + (i,)] = item.start_mark.line + 1
-            _index_lines(item, file, path + (i,), lines, stack)
-    stack.discard(id(node))
-    return lines
+    file = os.fspath(path)
+    try:
+        text = read_text(file, limit=MAX_CASE_BYTES, what="YAML case file",
+                         hint="case files are a few KiB; use random_bubbles or bubble_lattice "
+                              "for many bubbles")
+        return load_yaml(text, file, lines=True)
+    except YamlError as exc:
+        raise _case_error(exc) from None
 
 
-# Limits on what is read, checked before anything walks the parsed tree.
-# Case files are a few KiB; PyYAML (pure Python) composes slowly, so the limit
-# (some 12,000 explicit bubbles) is what still parses in a few seconds on a
-# busy small CPU (measured rate: docs/performance.md), and anything larger is
-# refused unread.
-MAX_CASE_BYTES = 512 * 1024
-# Aliases share composed nodes, so a 351-byte file of nested aliases (a
-# "billion laughs") expands to 10**9 nodes when walked; count the expansion
-# on the shared graph first.  A full case file has some 200 nodes.
-MAX_YAML_NODES = 100_000
-# A case needs 6 levels (geometry.bubbles[0].center[0] under the document).
-MAX_YAML_DEPTH = 32
+def option_value(text, option):
+    """A command-line value read as YAML, through the hardened reader.
 
+    Parameters
+    ----------
+    text : str
+        The value (``3`` of ``--configs multigrid(degree=3):none``).
+    option : str
+        The option, named in the error (``"--configs"``).
 
-class _YamlProblem(Exception):
-    """A YAML text that cannot be used: ``(problem, line, column)``, 1-based."""
+    Returns
+    -------
+    object
 
-    def __init__(self, problem, line=None, column=None):
-        super().__init__(problem)
-        self.problem, self.line, self.column = problem, line, column
-
-
-def _position(text, index):
-    """1-based ``(line, column)`` of character ``index`` of ``text``."""
-    index = max(0, min(int(index), len(text)))
-    return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1
-
-
-def _check_expansion(root):
-    """Refuse recursive aliases, over-deep nesting and a large alias expansion.
-
-    Walks the composed node graph once per distinct node (aliases are
-    shared nodes), so the cost is that of the text, not of its expansion.
-    Raises :class:`_YamlProblem`.
+    Raises
+    ------
+    CaseError
+        Longer than :data:`~.yaml_reader.MAX_OPTION_CHARS` or unusable YAML
+        (see :func:`~.yaml_reader.load_yaml`); one line naming the option.
     """
-    size, depth = {}, {}
-    open_ = set()
-    stack = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        nid = id(node)
-        kids = (node.value if isinstance(node, yaml.SequenceNode) else
-                [n for kv in node.value for n in kv] if isinstance(node, yaml.MappingNode) else ())
-        if done:
-            open_.discard(nid)
-            # Capped so that the sums stay small numbers.
-            size[nid] = min(1 + sum(size[id(k)] for k in kids), MAX_YAML_NODES + 1)
-            depth[nid] = 1 + max((depth[id(k)] for k in kids), default=0)
-            if size[nid] > MAX_YAML_NODES:
-                m = node.start_mark
-                raise _YamlProblem(f"more than {MAX_YAML_NODES} values once aliases (*name) are "
-                                   "expanded", m.line + 1, m.column + 1)
-            if depth[nid] > MAX_YAML_DEPTH:
-                m = node.start_mark
-                raise _YamlProblem(f"nested more than {MAX_YAML_DEPTH} levels deep",
-                                   m.line + 1, m.column + 1)
-            continue
-        if nid in size:
-            continue
-        open_.add(nid)
-        stack.append((node, True))
-        for k in kids:
-            if id(k) in open_:          # only the current path is open
-                m = k.start_mark
-                raise _YamlProblem("recursive alias (a value that contains itself)",
-                                   m.line + 1, m.column + 1)
-            if id(k) not in size:
-                stack.append((k, False))
-
-
-def _yaml_load(text, file=None):
-    """``(data, lines)`` of one YAML document, or :class:`_YamlProblem`.
-
-    Every way PyYAML can fail (control characters, syntax, unknown tags,
-    recursion) becomes one problem with a position; the alias expansion is
-    bounded before anything walks the tree.  With ``file``, ``lines`` maps
-    key paths to lines (see :func:`_index_lines`); else it is None.
-    """
-    loader = None
     try:
-        loader = yaml.SafeLoader(text)      # checks the characters already
-        node = loader.get_single_node()
-        if node is None:
-            return None, {}
-        _check_expansion(node)
-        # Lines before constructing: the constructor splices merge keys
-        # (`<<: *base`) into the mapping nodes, which would read as duplicates.
-        lines = _index_lines(node, file) if file is not None else None
-        return loader.construct_document(node), lines
-    except yaml.reader.ReaderError as exc:
-        ch = exc.character
-        ch = chr(ch) if isinstance(ch, int) else ch
-        what = (f"character {ch!r} (U+{ord(ch):04X})" if isinstance(ch, str) and len(ch) == 1
-                else f"character {ch!r}")
-        line, col = _position(text, exc.position) if isinstance(text, str) else (None, None)
-        raise _YamlProblem(f"{what} is not allowed in YAML (control character)",
-                           line, col) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or str(exc).splitlines()[0]
-        raise _YamlProblem(f"YAML syntax error: {problem}",
-                           mark.line + 1 if mark else None,
-                           mark.column + 1 if mark else None) from None
-    except yaml.YAMLError as exc:
-        raise _YamlProblem(f"YAML error: {exc}") from None
-    except RecursionError:
-        # PyYAML composes recursively: `[[[[...` a few thousand deep.
-        raise _YamlProblem(f"nested more than {MAX_YAML_DEPTH} levels deep") from None
-    except (ValueError, OverflowError) as exc:
-        # The SafeLoader's own conversions (e.g. a timestamp `2024-13-45`).
-        raise _YamlProblem(f"YAML value cannot be read ({exc})") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _parse_yaml(text, file):
-    """``(data, lines)`` of a YAML document; every YAML problem becomes a CaseError."""
-    try:
-        return _yaml_load(text, file)
-    except _YamlProblem as exc:
-        raise CaseError(file, None, exc.problem, line=exc.line, column=exc.column) from None
-
-
-def _read(file):
-    """The text of a case file: at most :data:`MAX_CASE_BYTES` of UTF-8."""
-    expected = "a readable YAML case file"
-    try:
-        with open(file, "rb") as fh:
-            # A bounded read: /dev/zero or a pipe must not fill the memory.
-            raw = fh.read(MAX_CASE_BYTES + 1)
-    except FileNotFoundError:
-        problem = "file not found"
-    except IsADirectoryError:
-        problem = "is a directory"
-    except PermissionError:
-        problem = "permission denied"
-    except OSError as exc:
-        problem = f"cannot read ({exc.strerror or exc})"
-    else:
-        if len(raw) > MAX_CASE_BYTES:
-            raise CaseError(file, None, f"larger than {MAX_CASE_BYTES // 1024} KiB",
-                            "a case file of at most that size (case files are a few KiB; "
-                            "use random_bubbles or bubble_lattice for many bubbles)")
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            at = exc.start
-            line = raw.count(b"\n", 0, at) + 1
-            col = at - (raw.rfind(b"\n", 0, at) + 1) + 1
-            raise CaseError(file, None, f"not UTF-8 text ({exc.reason}: byte "
-                            f"0x{raw[at]:02x} at byte offset {at})", "a UTF-8 text file",
-                            line=line, column=col) from None
-    raise CaseError(file, None, problem, expected)
+        return load_yaml(text, option, limit=MAX_OPTION_CHARS)
+    except YamlError as exc:
+        raise CaseError(option, None, f"cannot parse value {_show(text, 40)} ({exc.problem})",
+                        "a YAML value, e.g. 256, 1e-8, [8, 8], null") from None
 
 
 def _apply_overrides(data, overrides, file):
@@ -1204,13 +1164,18 @@ def _apply_overrides(data, overrides, file):
             key, sep, raw = item.partition("=")
             key = key.strip()
             if not sep or not key:
-                raise CaseError(file, None, f"malformed override {item!r}",
+                raise CaseError(file, None, f"malformed override {shorten(repr(item))}",
                                 "key.path=value, e.g. --set grid.nx=256", origin=label)
+            if len(item) > MAX_OPTION_CHARS:
+                raise CaseError(file, None, f"--set item of {len(item)} characters",
+                                f"at most {MAX_OPTION_CHARS} (longer values belong in the "
+                                "case file)", origin=label)
             try:
-                value = _yaml_load(raw)[0]
-            except _YamlProblem as exc:
+                value = load_yaml(raw, label, limit=MAX_OPTION_CHARS)
+            except YamlError as exc:
                 problem = exc.problem.replace("YAML syntax error: ", "")
-                raise CaseError(file, key, f"cannot parse value {_show(raw)} ({problem})",
+                # (The override, named first, shows the value already.)
+                raise CaseError(file, key, f"cannot parse value {_show(raw, 40)} ({problem})",
                                 "a YAML value, e.g. 256, 1e-8, [8, 8], null",
                                 origin=label) from None
         else:
@@ -1218,7 +1183,7 @@ def _apply_overrides(data, overrides, file):
             label = rest[0] if rest else f"--set {key}={_show(value)}"
         path = _split_dotted(key)
         if path is None or isinstance(path[0], int):
-            raise CaseError(file, None, f"malformed key path {key!r}",
+            raise CaseError(file, None, f"malformed key path {shorten(repr(key))}",
                             "key.path=value, e.g. --set grid.nx=256 or "
                             "--set geometry.bubbles[0].radius=0.1", origin=label)
 
@@ -1592,9 +1557,10 @@ def _check_limits(case, ctx):
         v = getattr(ph, key)
         if v > hi:
             ctx.bad(("physics", key), v, f"a number between 0 and {_num(hi)}")
+    lat = geo.bubble_lattice
     n_circles = (len(geo.bubbles) + len(geo.droplets)
-                 + (geo.bubble_lattice.columns * geo.bubble_lattice.rows
-                    if geo.bubble_lattice is not None else 0)
+                 + (lat.columns * lat.rows * (lat.layers or 1 if g.nz is not None else 1)
+                    if lat is not None else 0)
                  + (geo.random_bubbles.count if geo.random_bubbles is not None else 0))
     if n_circles > MAX_CIRCLES:
         ctx.fail(("geometry",), f"got {n_circles} bubbles and droplets",
@@ -1903,7 +1869,7 @@ def load_case(path, overrides=()):
         message is one line.
     """
     file = os.fspath(path)
-    data, lines = _parse_yaml(_read(file), file)
+    data, lines = read_yaml_file(file)
     return _build(data, file, lines, overrides)
 
 

@@ -47,6 +47,7 @@ from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
 from ..linalg.solver import PressureSolver
 from . import levelset_ops, momentum, vof
+from .bounds import FlowBounds
 from .viscosity import ViscousSystem, solve_viscous_systems
 
 __all__ = ["FlowState", "FlowSolver", "StepReport", "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND",
@@ -92,6 +93,7 @@ class StepReport:
     divergence: float       # ||div u|| / ||div u*||
     diagnostics: dict
     phases: dict = None     # seconds per phase, when the solver's phase clock is on
+    bounds: dict = None     # the state's figures against its physical bounds (.bounds)
 
 
 class PhaseClock:
@@ -181,6 +183,7 @@ class FlowSolver:
         self._pressure = None
         # Per-phase timing of the steps (off: no cost, see PhaseClock).
         self.clock = PhaseClock(backend)
+        self.bounds = FlowBounds(g, self.clsvof)
 
     # ------------------------------------------------------------------ state
     def initial_state(self):
@@ -360,8 +363,9 @@ class FlowSolver:
         Host synchronisations: the finite check together with the time
         step's maxima (one transfer), the implicit viscous solves' (two), the
         pressure solve's (its two starting norms, the set-up's deferred
-        checks and the solver's own), and the diagnostics together with the
-        divergence norms (one transfer).
+        checks and the solver's own), the diagnostics together with the
+        divergence norms (one transfer) and the figures of the physical
+        bounds (one, :meth:`.bounds.FlowBounds.measure`).
         """
         clock = self.clock
         clock.start()
@@ -406,11 +410,13 @@ class FlowSolver:
         if c is not None:
             diagnostics.update(vof.gas_diagnostics(c, new.v, self.hx, self.hy))
         divergence = nu_ / nd if nd > 0 else 0.0
+        bounds = self.bounds.measure(state.phi, (state.u, state.v), phi, (u, v), c, dt)
         clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
                             setup_seconds=setup.seconds,
                             divergence=divergence, diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None)
+                            phases=dict(clock.seconds) if clock.enabled else None,
+                            bounds=bounds)
         return new, report
 
     def move_interface(self, state, u, v, dt, step):

@@ -28,6 +28,7 @@ from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
 from . import levelset_nd, momentum, momentum_nd, viscosity_nd, vof_nd
+from .bounds import FlowBounds
 from .navier_stokes import (CLSVOF_BAND, CLSVOF_CURVATURE_PASSES, FlowSolver, PhaseClock,
                             StepReport)
 
@@ -92,6 +93,7 @@ class FlowSolverND(FlowSolver):
         self.curvature_passes = CLSVOF_CURVATURE_PASSES if self.clsvof else 0
         self._pressure = None
         self.clock = PhaseClock(backend)
+        self.bounds = FlowBounds(g, self.clsvof)
 
     def _face_heights(self):
         """The height of the interior faces of every axis (broadcastable):
@@ -240,11 +242,12 @@ class FlowSolverND(FlowSolver):
             new.time = end
         diagnostics = self.diagnostics(new)
         nd, nu_ = (float(x) for x in self.backend.to_host(norms))
+        bounds = self.bounds.measure(state.phi, state.velocity, phi, velocity, c, dt)
         clock.mark("diagnostics")
         report = StepReport(step=new.step, time=new.time, dt=dt, record=record,
                             setup_seconds=setup.seconds, divergence=nu_ / nd if nd > 0 else 0.0,
                             diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None)
+                            phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds)
         return new, report
 
     def move_interface(self, state, velocity, dt, step):

@@ -40,6 +40,7 @@ from ..mesh.ranks import rank_slab, slab_edges
 from ..operators.distributed import DistributedOperator
 from ..operators.poisson import PoissonOperator
 from . import levelset_nd, levelset_ops, momentum_nd, vof, vof_nd
+from .bounds import FlowBounds
 from .navier_stokes import CLSVOF_BAND, CLSVOF_CURVATURE_PASSES
 from .navier_stokes_nd import FlowSolverND, FlowStateND
 from .slabs import SlabPadding
@@ -146,6 +147,7 @@ class FlowSolverRanks(FlowSolverND):
             raise ValueError(f"{key} = {value!r}: expected {expected}")
         self.comm = comm
         g = self.grid
+        self.bounds = FlowBounds(g, self.clsvof, comm)
         self.slab = rank_slab(g.shape, comm.rank, comm.size,
                               slab_align(case.solver, g, comm.size))
         self.padding = SlabPadding(comm, self.slab)
@@ -323,11 +325,12 @@ class FlowSolverRanks(FlowSolverND):
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
         diagnostics = self.diagnostics(new)
+        bounds = self.bounds.measure(state.phi, state.velocity, phi, velocity, c, dt)
         clock.mark("diagnostics")
         report = StepReport(step=new.step, time=new.time, dt=dt, record=record,
                             setup_seconds=solver.setup_seconds,
                             divergence=nu_ / nd_ if nd_ > 0 else 0.0, diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None)
+                            phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds)
         return new, report
 
     def move_interface(self, state, velocity, dt, step):

@@ -40,31 +40,58 @@ The layout of the index and of the snapshot files: :mod:`bubbleflow.io.layout`.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
+import stat
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
 
+from ..case.config import CaseError
 from ..compute.backend import Backend, HostCopy
 from . import layout
-from .atomic import link_or_copy
+from .atomic import WriteFailure, link_or_copy
 from .layout import DIAGNOSTICS, read_checkpoint, run_folder
 from .xdmf import write_xdmf
 
 __all__ = ["FlowWriter", "SnapshotWriteError", "DIAGNOSTICS", "read_checkpoint",
-           "snapshot_folder", "run_folder"]
+           "snapshot_folder", "run_folder", "check_snapshot_folders"]
 
 
 def snapshot_folder(path):
     """``OUTDIR/<name>.snapshots`` for the index ``OUTDIR/<name>.h5``."""
-    stem, _ = os.path.splitext(os.fspath(path))
-    return stem + ".snapshots"
+    return layout.snapshots_root(path)
 
 
-class SnapshotWriteError(RuntimeError):
+def check_snapshot_folders(path, run_id=None):
+    """``<name>.snapshots`` beside the index ``path`` and its ``run_id`` folder, where
+    they exist, must be folders and not links: snapshots written through a
+    link someone placed there would land outside the output folder.
+
+    Raises
+    ------
+    CaseError
+        One of them is a symbolic link or not a folder.
+    """
+    root = snapshot_folder(path)
+    for folder in (root, os.path.join(root, run_id) if run_id else None):
+        try:
+            mode = os.lstat(folder).st_mode if folder else None
+        except FileNotFoundError:
+            return                  # nothing there yet: created as a folder
+        if mode is None or stat.S_ISDIR(mode):       # (lstat: a link is no folder)
+            continue
+        outdir = os.path.dirname(os.path.abspath(path))
+        problem = "is a symbolic link" if stat.S_ISLNK(mode) else "is not a folder"
+        raise CaseError(outdir, None, f"{os.path.relpath(folder, outdir)} {problem}; bubbleflow "
+                        "writes snapshots only into folders of its own",
+                        "a folder there or nothing (remove it)")
+
+
+class SnapshotWriteError(WriteFailure, RuntimeError):
     """Writing a snapshot, the index or its sidecar failed (the cause is chained).
 
     Its message is one line naming what was written, where, and why it failed.
@@ -72,6 +99,7 @@ class SnapshotWriteError(RuntimeError):
 
 
 def _new_run_id():
+    """A new run's id, of :data:`layout.RUN_ID_PATTERN`: the UTC second and six hex digits."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{now}-{uuid.uuid4().hex[:6]}"
 
@@ -111,8 +139,9 @@ class FlowWriter:
         self.path = os.fspath(path)
         self.attrs = dict(attrs)
         self.grid = grid
-        self.run_id = run_id
-        self.folder = os.path.join(snapshot_folder(self.path), run_id)
+        # The id names the snapshot folder: only the writer's own shape of id.
+        self.run_id = layout.checked_run_id(run_id)
+        self.folder = os.path.join(snapshot_folder(self.path), self.run_id)
         # Append-only while the writer lives: a view of the index is their lengths.
         self.diag = {name: [] for name in layout.diagnostics_names(grid.ndim)}
         self.solver = {name: [] for name in list(layout.SOLVER_DTYPES) + ["reason"]}
@@ -147,6 +176,7 @@ class FlowWriter:
         attrs = dict(attrs)
         attrs.setdefault(layout.CREATED, layout.created_stamp())
         self = cls(path, attrs, grid, run_id, background=background)
+        check_snapshot_folders(self.path, self.run_id)
         os.makedirs(self.folder, exist_ok=True)
         return self
 
@@ -159,6 +189,14 @@ class FlowWriter:
         ``path`` is another file, the snapshots up to the checkpoint are
         linked (or copied) into its own folder and ``restart_path`` is only
         read.
+
+        Raises
+        ------
+        layout.StoredNameError
+            The run id or snapshot folder stored in ``restart_path`` is not
+            what the writer makes (nothing is created).
+        CaseError
+            This run's snapshot folder is a link or not a folder.
         """
         series, snaps, old_attrs = layout.read_index(restart_path)
         last = snaps[-1][0]
@@ -176,7 +214,8 @@ class FlowWriter:
         merged.update(attrs)
         self = cls(path, merged, grid, run_id, series=series, snapshots=snaps,
                    background=background)
-        source = os.path.join(snapshot_folder(restart_path), run_id)
+        source = os.path.join(snapshot_folder(restart_path), self.run_id)
+        check_snapshot_folders(self.path, self.run_id)
         os.makedirs(self.folder, exist_ok=True)
         if os.path.abspath(source) != os.path.abspath(self.folder):
             for _, _, name in snaps:
@@ -185,7 +224,8 @@ class FlowWriter:
             # Leftovers of a run killed while writing a snapshot.
             for name in os.listdir(self.folder):
                 if name.startswith(".") and name.endswith(".tmp"):
-                    os.unlink(os.path.join(self.folder, name))
+                    with contextlib.suppress(IsADirectoryError, PermissionError):
+                        os.unlink(os.path.join(self.folder, name))
         self.commit()
         return self
 
@@ -300,11 +340,20 @@ class FlowWriter:
         self._run(_Job(None, None, None, (), None, self._view()))
 
     def close(self, status="finished"):
-        """Wait for the writer, then commit the index with the run's final status."""
-        if not self.closed:
+        """Wait for the writer, then commit the index with the run's final status.
+
+        The writer thread ends here, also when the commit fails (then
+        :class:`SnapshotWriteError` is raised and a later call may try
+        again, with another status).
+        """
+        if self.closed:
+            return
+        try:
             self.commit(status)
             self.closed = True
-            if self._executor is not None:
+        finally:
+            # Nothing is in flight after commit(), whatever it raised.
+            if self._executor is not None and self._pending is None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
 

@@ -53,17 +53,20 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 
 import h5py
 import numpy as np
 import yaml
 
+from ..case.yaml_reader import load_yaml
 from .atomic import atomic_h5
 
 __all__ = [
     "attach_dimension_scales", "write_pressure_result", "header_attrs",
     "write_snapshot", "write_flow_index", "write_summary_h5",
     "created_stamp", "read_attrs", "read_run", "read_index", "read_checkpoint", "run_folder",
+    "snapshots_root", "checked_run_id", "StoredNameError", "RUN_ID_PATTERN",
     "snapshot_name", "text", "SOLVER_SERIES", "SOLVER_DTYPES", "DIAGNOSTICS", "UNITS",
     "DIAGNOSTICS_3D", "flow_fields", "diagnostics_names", "field_shapes",
     "REGIONS", "REGION_COLUMNS",
@@ -433,12 +436,83 @@ def read_attrs(path):
         return {k: fh.attrs[k] for k in fh.attrs}
 
 
+class StoredNameError(ValueError):
+    """A name stored in a flow index that is not the one its writer makes.
+
+    The run id names the snapshot folder, so an index whose ``run_id`` is
+    not of :data:`RUN_ID_PATTERN`, or whose ``snapshot_dir`` is not the
+    folder of that id beside it, is refused: no path is ever built from it.
+
+    Attributes
+    ----------
+    key : str
+        The attribute (``run_id`` or ``snapshot_dir``).
+    value : str
+        What it holds.
+    problem, expected : str
+        What is wrong and what would be accepted, as :class:`CaseError` says them.
+    """
+
+    def __init__(self, key, value, problem, expected):
+        self.key, self.value, self.problem, self.expected = key, value, problem, expected
+        super().__init__(f"its {key} {problem}; expected {expected}")
+
+
+#: A run id as the flow writer makes it: the UTC second it started and six hex digits.
+RUN_ID_PATTERN = re.compile(r"[0-9]{8}T[0-9]{6}-[0-9a-f]{6}")
+_RUN_ID_SHAPE = "an id such as 20261128T085031-1a2b3c (the flow writer's)"
+
+
+def snapshots_root(path):
+    """``OUTDIR/<name>.snapshots``, the folder of every run's snapshots beside the
+    index ``OUTDIR/<name>.h5``."""
+    stem, _ = os.path.splitext(os.fspath(path))
+    return stem + ".snapshots"
+
+
+def checked_run_id(value):
+    """``value`` (an attribute) as text when it is a run id the flow writer makes.
+
+    Raises
+    ------
+    StoredNameError
+        Anything else (``..``, a path, an empty or non-text value).
+    """
+    run_id = text(value)
+    if run_id is None or not RUN_ID_PATTERN.fullmatch(run_id):
+        raise StoredNameError(RUN_ID, run_id, f"{run_id!r} is not a run id", _RUN_ID_SHAPE)
+    return run_id
+
+
+def _stored_run_folder(path, attrs):
+    """The snapshot folder of the index ``path`` (root ``attrs``), derived from its
+    checked run id; its stored ``snapshot_dir`` must name the same folder."""
+    if RUN_ID not in attrs:
+        raise ValueError(_OLDER)
+    folder = os.path.join(snapshots_root(os.path.abspath(path)), checked_run_id(attrs[RUN_ID]))
+    expected = os.path.relpath(folder, os.path.dirname(os.path.abspath(path)))
+    stored = text(attrs.get(SNAPSHOT_DIR))
+    if stored != expected:
+        raise StoredNameError(SNAPSHOT_DIR, stored, f"{stored!r} is not the folder of its run id",
+                              f"{expected!r} (the index's name and run id)")
+    return folder
+
+
 def run_folder(path):
-    """Absolute snapshot folder of the run whose index is ``path`` (its
-    ``snapshot_dir`` attribute, ``<name>.snapshots/<run id>``)."""
+    """Absolute snapshot folder of the run whose index is ``path``:
+    ``<name>.snapshots/<run id>`` beside it.
+
+    Raises
+    ------
+    StoredNameError
+        Its run id is not one the writer makes, or its ``snapshot_dir``
+        names another folder.
+    ValueError
+        An index of an older bubbleflow (no run id).
+    """
     with h5py.File(path, "r") as fh:
-        rel = text(fh.attrs[SNAPSHOT_DIR])
-    return os.path.join(os.path.dirname(os.path.abspath(path)), rel)
+        attrs = {k: fh.attrs[k] for k in (RUN_ID, SNAPSHOT_DIR) if k in fh.attrs}
+    return _stored_run_folder(path, attrs)
 
 
 def _snapshot_clock(fh):
@@ -462,13 +536,15 @@ def read_index(path):
 
     Raises
     ------
+    StoredNameError
+        Its run id or snapshot folder is not what its writer makes.
     ValueError
         An index of an older bubbleflow, without snapshots, or with one missing.
     """
     with h5py.File(path, "r") as fh:
         attrs = {k: fh.attrs[k] for k in fh.attrs}
         steps, times = _snapshot_clock(fh)
-        folder = os.path.join(os.path.dirname(os.path.abspath(path)), text(attrs[SNAPSHOT_DIR]))
+        folder = _stored_run_folder(path, attrs)
         snaps = [(int(st), float(t), snapshot_name(int(st))) for st, t in zip(steps, times)]
         for _, _, name in snaps:
             if not os.path.isfile(os.path.join(folder, name)):
@@ -491,11 +567,20 @@ def read_index(path):
 
 
 def read_checkpoint(path):
-    """The last snapshot of a flow run: dict of host arrays, the clock and the case."""
+    """The last snapshot of a flow run: dict of host arrays, the clock and the case.
+
+    Raises
+    ------
+    StoredNameError
+        Its run id or snapshot folder is not what its writer makes.
+    ValueError
+        An index of an older bubbleflow or without snapshots.
+    """
     with h5py.File(path, "r") as fh:
         steps, times = _snapshot_clock(fh)
         case = text(fh.attrs[CASE])
-    snapshot = os.path.join(run_folder(path), snapshot_name(int(steps[-1])))
+        folder = _stored_run_folder(path, fh.attrs)
+    snapshot = os.path.join(folder, snapshot_name(int(steps[-1])))
     with h5py.File(snapshot, "r") as fh:
         out = {key: fh[key][()] for key in ("phi", "u", "v", "w", "p", DYNAMIC_PRESSURE,
                                             VOLUME_FRACTION) if key in fh}
@@ -555,7 +640,7 @@ def read_run(path, fields=True):
 
 def _case(attrs):
     try:
-        case = yaml.safe_load(text(attrs.get(CASE)) or "") or {}
+        case = load_yaml(text(attrs.get(CASE)) or "", CASE) or {}
     except yaml.YAMLError:
         case = {}
     return case if isinstance(case, dict) else {}

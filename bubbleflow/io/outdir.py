@@ -8,13 +8,18 @@ A run named ``<name>`` writing to ``OUTDIR`` owns ``OUTDIR/<name>.h5``, its
   file with the longest name the run will use, so a folder that is a
   regular file, is not writable, lies under a file, or a name that is too
   long is one line at the start, not a traceback at the end;
-* a lock (``OUTDIR/.<name>.lock``, ``flock``: released by the kernel when
-  the process dies, so a killed run leaves no stale lock) stops two runs
-  from writing one result;
+* a lock (``OUTDIR/.<name>.lock``, :mod:`bubbleflow.io.lock`: released by
+  the kernel when the process dies, never followed through a link) stops
+  two runs from writing one result;
 * an existing ``<name>.h5`` is refused unless ``overwrite``; then it is
   renamed to ``<name>.previous.h5`` (with its sidecar; the snapshot files it
   reads stay where they are) and removed only when the new run has
   finished, so a killed new run never costs the old result.
+
+No path is taken from inside a file: a restart index's snapshot folder is
+derived from its checked run id (see :func:`bubbleflow.io.layout.run_folder`)
+before anything is created, and the only folder ever removed is the replaced
+run's ``<name>.snapshots/<run id>``, a real folder, never the new run's.
 """
 from __future__ import annotations
 
@@ -22,11 +27,14 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import uuid
 
 from ..case.config import CaseError
 from .atomic import probe_writable
-from .layout import MODE, RUN_STATUS, read_attrs, run_folder, text as _text
+from .layout import (MODE, RUN_ID, RUN_STATUS, StoredNameError, checked_run_id, read_attrs,
+                     run_folder, snapshots_root, text as _text)
+from .lock import FolderLock, LockBusy, LockRefused
 
 __all__ = ["RunOutput", "check_name"]
 
@@ -45,20 +53,6 @@ def check_name(case):
         raise CaseError.from_runtime(case, "name", f"got a name of {len(name)} characters",
                                      f"at most {_NAME_LIMIT} bytes (it names the output files)",
                                      value=name[:40] + "...")
-
-
-def _flock(fd):
-    try:
-        import fcntl
-    except ImportError:        # pragma: no cover - no flock (Windows): O_EXCL file only
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            return False
-        return True             # a file system without locks: proceed unlocked
 
 
 class RunOutput:
@@ -89,9 +83,10 @@ class RunOutput:
         self.previous = os.path.join(outdir, f"{case.name}.previous.h5")
         self.previous_xdmf = os.path.join(outdir, f"{case.name}.previous.xdmf")
         self.overwrite = overwrite
+        self.restart = restart
         self.in_place = restart is not None and os.path.abspath(restart) == os.path.abspath(self.path)
         self.flow = flow
-        self._lock_fd = None
+        self._lock = FolderLock(outdir, f".{case.name}.lock")
         self.moved_aside = False
 
     # ------------------------------------------------------------- checks
@@ -125,20 +120,29 @@ class RunOutput:
                     f"({len(longest)} characters)", "a shorter name", value=self.name) from None
             self._fail(f"cannot write in {outdir!r} ({exc.strerror})", "a writable folder")
 
-    def _lock(self):
-        lock_path = os.path.join(self.outdir, f".{self.name}.lock")
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o666)
-        if not _flock(fd):
-            try:
-                other = os.read(fd, 200).decode(errors="replace").strip()
-            finally:
-                os.close(fd)
-            self._fail(f"another bubbleflow run ({other or 'unknown process'}) is writing "
-                       f"{self.path}", "one run per output: wait for it, or use another -o "
-                       "or name")
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {os.uname().nodename}".encode())
-        self._lock_fd = fd
+    def _take_lock(self):
+        try:
+            self._lock.acquire()
+        except LockBusy as exc:
+            self._fail(f"another bubbleflow run ({exc.holder}) is writing {self.path}",
+                       "one run per output: wait for it, or use another -o or name")
+        except LockRefused as exc:
+            self._fail(f"the lock file {exc.path} {exc.problem}; bubbleflow never writes "
+                       "through it", "a regular file there or nothing (remove it)")
+
+    def _restart_run_id(self):
+        """The run id of the restart index, checked with its snapshot folder before
+        anything is created; None when there is no restart or the file is not a
+        flow index (the restart reader says what it is)."""
+        if self.restart is None or not os.path.isfile(self.restart):
+            return None
+        try:
+            return os.path.basename(run_folder(self.restart))
+        except StoredNameError as exc:
+            raise CaseError(self.restart, exc.key, f"cannot restart from it: {exc.problem}",
+                            exc.expected, value=exc.value) from None
+        except Exception:       # noqa: BLE001 - not HDF5, not a flow index: said later
+            return None
 
     def _remove_stale_temporaries(self):
         """Half-written temporaries of a killed run of this name (we hold the lock)."""
@@ -166,9 +170,14 @@ class RunOutput:
 
     # ------------------------------------------------------------- life
     def __enter__(self):
+        run_id = self._restart_run_id() if self.flow else None
         self.check_location()
-        self._lock()
+        self._take_lock()
         try:
+            if self.flow:
+                from .flow_output import check_snapshot_folders
+
+                check_snapshot_folders(self.path, run_id)
             self._remove_stale_temporaries()
             self._check_existing()
         except BaseException:
@@ -192,19 +201,29 @@ class RunOutput:
         """The new result is complete: drop the set-aside one and its snapshots."""
         if not self.moved_aside:
             return
-        if _is_flow(self.previous):
-            old = run_folder(self.previous)
-            if not os.path.exists(self.path) or run_folder(self.path) != old:
-                shutil.rmtree(old, ignore_errors=True)
+        old = self._replaced_run_folder()
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         for p in (self.previous, self.previous_xdmf):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
         self.moved_aside = False
 
+    def _replaced_run_folder(self):
+        """``<name>.snapshots/<run id>`` of the set-aside result: its run id checked,
+        a real folder (not a link) in a real ``<name>.snapshots``, and not the
+        new run's (a restart keeps the id of the run it continues); else None."""
+        old_id, new_id = _run_id(self.previous), _run_id(self.path)
+        if old_id is None or new_id is None or old_id == new_id:
+            return None
+        root = snapshots_root(self.path)
+        folder = os.path.join(root, old_id)
+        if not (_real_folder(root) and _real_folder(folder)):
+            return None
+        return folder
+
     def _unlock(self):
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._lock.release()
 
     def __exit__(self, *exc):
         self._unlock()
@@ -216,6 +235,25 @@ def _attrs(path):
         return read_attrs(path)
     except Exception:       # noqa: BLE001 - only describes the file
         return None
+
+
+def _run_id(path):
+    """The checked run id of the flow index ``path``, or None."""
+    a = _attrs(path)
+    if not a or _text(a.get(MODE, "")) != "flow" or RUN_ID not in a:
+        return None
+    try:
+        return checked_run_id(a[RUN_ID])
+    except StoredNameError:
+        return None
+
+
+def _real_folder(path):
+    """``path`` is a folder itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _is_flow(path):

@@ -22,14 +22,15 @@ file small for long runs.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from xml.sax.saxutils import escape, quoteattr
 
-from .atomic import atomic_text
+from .atomic import atomic_path, atomic_text
 from .layout import UNITS
 
-__all__ = ["write_xdmf", "write_pressure_sidecar", "CELL_FIELDS"]
+__all__ = ["write_xdmf", "write_pressure_sidecar", "pressure_sidecar", "CELL_FIELDS"]
 
 #: Cell-centred fields a grid can carry: name -> number of components.
 CELL_FIELDS = {"p": 1, "rho": 1, "phi": 1, "velocity": 3, "c": 1, "p_dynamic": 1}
@@ -89,7 +90,14 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
     ------
     ValueError
         For a field that is not cell-centred (``u``, ``v``) or unknown.
+    bubbleflow.io.atomic.OutputWriteError
+        Writing the file failed.
     """
+    atomic_text(xdmf_path, _xdmf_text(xdmf_path, grid, snapshots, fields))
+
+
+def _xdmf_text(xdmf_path, grid, snapshots, fields):
+    """The text of :func:`write_xdmf`'s file ``xdmf_path``."""
     for name in fields:
         if name not in CELL_FIELDS:
             raise ValueError(f"XDMF field {name!r}: only the cell-centred {', '.join(CELL_FIELDS)} "
@@ -131,13 +139,38 @@ def write_xdmf(xdmf_path, grid, snapshots, fields):
                                 shape, 8)
         lines.append("      </Grid>")
     lines += ["    </Grid>", "  </Domain>", "</Xdmf>", ""]
-    atomic_text(xdmf_path, "\n".join(lines))
+    return "\n".join(lines)
 
 
 def write_pressure_sidecar(path, grid):
     """``<name>.xdmf`` beside a pressure result ``<name>.h5``, for ParaView."""
-    import os
+    with pressure_sidecar(path, grid):
+        pass
 
-    stem, _ = os.path.splitext(path)
-    write_xdmf(stem + ".xdmf", grid, [(0.0, os.path.basename(path), "/fields")],
-               ("p", "rho", "phi"))
+
+@contextlib.contextmanager
+def pressure_sidecar(path, grid):
+    """``<name>.xdmf`` for the pressure result ``path``, put in place with it.
+
+    The sidecar is written to a temporary before the block, which writes the
+    result ``path``; it is renamed into place once the block has succeeded.
+    A failed write of the result leaves the previous result and sidecar as
+    they were (and no temporary).
+
+    Yields
+    ------
+    str
+        The sidecar's path.
+
+    Raises
+    ------
+    bubbleflow.io.atomic.OutputWriteError
+        Writing the sidecar failed (after the block: the result is in place).
+    """
+    stem, _ = os.path.splitext(os.fspath(path))
+    text = _xdmf_text(stem + ".xdmf", grid, [(0.0, os.path.basename(path), "/fields")],
+                      ("p", "rho", "phi"))
+    with atomic_path(stem + ".xdmf") as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        yield stem + ".xdmf"

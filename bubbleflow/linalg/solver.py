@@ -20,11 +20,11 @@ from .deflation.space import make_deflation
 from .engines import device_engine_for
 from .krylov import SolveRecord, solve as krylov_solve
 from .krylov.record import close_record
-from .krylov.system import nullspace_of, preconditioner_of
+from .krylov.system import check_tolerances, check_variant, nullspace_of, preconditioner_of
 from .precond import make_preconditioner
 from ..compute.reductions import reductions
 
-__all__ = ["PressureSolver", "METHODS", "VARIANTS", "PRECISIONS"]
+__all__ = ["PressureSolver", "METHODS", "VARIANTS", "PRECISIONS", "check_preconditioner_options"]
 
 METHODS = tuple(registry.METHODS)
 VARIANTS = tuple(registry.VARIANTS)
@@ -106,11 +106,25 @@ class PressureSolver:
     preconditioner_options : dict, optional
         Further options of the preconditioner, by the names its registry
         entry lists (:data:`bubbleflow.linalg.registry.PRECONDITIONERS`);
-        those not given take the class's defaults.
+        those not given take the class's defaults.  Another name, or a value
+        the case file's ``solver.preconditioner`` section would refuse, is a
+        ValueError before any set-up (:func:`check_preconditioner_options`).
     inner_rtol : float
         Relative tolerance of each float32 correction.  The float32 floor
         above makes tighter ones cost iterations for little gain (iteration
         counts: docs/performance.md, "Figures behind code choices").
+
+    Raises
+    ------
+    ValueError
+        Before any set-up: an unknown method, preconditioner, deflation or
+        variant, or a pair the method's rules forbid; a preconditioner
+        option its registry entry does not list; a value of
+        ``preconditioner_options``, ``block_lines``, ``subdomains``,
+        ``cells_per_subdomain``, ``stripes``, ``maxiter`` or
+        ``check_every`` the case file's schema refuses; a negative ``rtol``
+        or ``atol``.  The message names the argument, its value and what
+        is accepted.
     """
 
     def __init__(self, A, method=None, preconditioner=None,
@@ -121,17 +135,16 @@ class PressureSolver:
         method, preconditioner, deflation = registry.method_defaults(
             method, preconditioner, deflation,
             deflation_options=(subdomains, cells_per_subdomain) != (None, None))
-        if method not in METHODS:
-            raise ValueError(f"method {method!r}; expected one of {METHODS}")
-        for rule in registry.method_violations(method, preconditioner, deflation):
-            if rule in _RULE_ERRORS:
-                raise ValueError(_RULE_ERRORS[rule].format(m=method))
+        _check_names(method, preconditioner, deflation, variant)
         if precision is None:
             precision = "float32" if np.dtype(A.dtype) == np.float32 else "float64"
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r}; expected one of {PRECISIONS}")
         if not 0.0 < inner_rtol < 1.0:
             raise ValueError(f"inner_rtol={inner_rtol}; expected 0 < inner_rtol < 1")
+        rtol, atol, _ = check_tolerances(rtol, atol, None, name=_OWNER)
+        maxiter = _schema_value("SolverConfig", "maxiter", maxiter)
+        check_every = _schema_value("SolverConfig", "check_every", check_every)
         self.precision = precision
         self.inner_rtol = float(inner_rtol)
         self.method = method
@@ -141,12 +154,13 @@ class PressureSolver:
         self.deflation_name = deflation
         # The preconditioner's options, by the registry's list of them
         # (Jacobi's check deferred to after the one synchronisation).
-        given = {"block_lines": block_lines, "check": False, **(preconditioner_options or {})}
+        given = check_preconditioner_options(preconditioner, preconditioner_options or {})
+        block_lines = _schema_value("PreconditionerConfig", "block_lines", block_lines)
+        given = {"block_lines": block_lines, "check": False, **given}
         self.preconditioner_options = {k: given[k]
                                        for k in registry.preconditioner(preconditioner).options
                                        if k in given}
-        self.deflation_options = dict(subdomains=subdomains, stripes=stripes,
-                                      cells_per_subdomain=cells_per_subdomain)
+        self.deflation_options = _deflation_options(subdomains, stripes, cells_per_subdomain)
         self.device = None
         self._unchecked = None          # the set-up's checks, when update left them to solve
         self.update(A, phi)
@@ -217,7 +231,11 @@ class PressureSolver:
     def from_config(cls, A, solver_cfg, phi=None, precision=None):
         """Build from the ``solver`` section of a case; ``precision`` is the
         case's top-level ``precision`` (default: from the operator's dtype)."""
-        return cls(A, method=solver_cfg.method, preconditioner=solver_cfg.preconditioner.type,
+        pc = solver_cfg.preconditioner
+        # The section holds every preconditioner's options: this one's are passed on.
+        taken = registry.preconditioner(pc.type).options
+        options = {k: v for k, v in pc.options().items() if k in taken}
+        return cls(A, method=solver_cfg.method, preconditioner=pc.type,
                    deflation=solver_cfg.deflation.type, phi=phi,
                    block_lines=solver_cfg.preconditioner.block_lines,
                    subdomains=solver_cfg.deflation.subdomains,
@@ -225,7 +243,7 @@ class PressureSolver:
                    stripes=solver_cfg.deflation.stripes, variant=solver_cfg.variant,
                    rtol=solver_cfg.rtol, atol=solver_cfg.atol, maxiter=solver_cfg.maxiter,
                    check_every=solver_cfg.check_every, precision=precision,
-                   preconditioner_options=solver_cfg.preconditioner.options())
+                   preconditioner_options=options)
 
     def solve(self, b, x0=None, callback=None, progress=None, rtol=None, atol=None):
         """Solve ``A x = b``; returns ``(x, SolveRecord)``.
@@ -377,6 +395,130 @@ class PressureSolver:
         d = self.deflation
         return (f"<PressureSolver {self.method} M={self.preconditioner_name} "
                 f"deflation={getattr(d, 'kind', 'none')}({getattr(d, 'k', 0)}) {self.precision}>")
+
+
+_OWNER = "PressureSolver"
+
+
+def _check_names(method, preconditioner, deflation, variant):
+    """The method, preconditioner, deflation and variant names, and the
+    method's rules, checked (ValueError naming the name and the accepted ones)."""
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}; expected one of {METHODS}")
+    registry.preconditioner(preconditioner)          # an unknown name: the registry's error
+    registry.deflation(deflation)
+    check_variant(variant)
+    for rule in registry.method_violations(method, preconditioner, deflation):
+        if rule in _RULE_ERRORS:
+            raise ValueError(_RULE_ERRORS[rule].format(m=method))
+
+
+class _SchemaRefusal:
+    """The context the case schema's field checkers report to
+    (:mod:`bubbleflow.case.config`: ``fail`` and ``bad``): each refusal is
+    raised as the schema's error, which :func:`_schema_value` turns into
+    the API's ValueError."""
+
+    def fail(self, path, problem, expected=None, value=None, text=None, missing=False):
+        from ..case.config import CaseError
+
+        raise CaseError(_OWNER, None, problem, expected, value=value)
+
+    def bad(self, path, value, expected):
+        self.fail(path, "", expected, value)
+
+
+def _schema_specs(section):
+    """``{key: checker}`` of a section of the case schema (by class name)."""
+    import dataclasses
+
+    from ..case import config
+
+    cls = getattr(config, section)
+    return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata}
+
+
+def _schema_value(section, key, value, owner=_OWNER):
+    """``value`` of ``key`` as the case schema's ``section`` checks and
+    converts it; ValueError naming ``owner``, the key, the value and what
+    the case file accepts."""
+    from ..case.config import CaseError
+
+    try:
+        return _schema_specs(section)[key].convert(_SchemaRefusal(), (key,), value)
+    except CaseError as exc:
+        raise ValueError(f"{owner}: {key}={value!r}: expected {exc.expected}") from None
+
+
+def check_preconditioner_options(preconditioner, options):
+    """The options of preconditioner ``preconditioner``, checked before any set-up.
+
+    Names must be among those its registry entry lists
+    (:data:`bubbleflow.linalg.registry.PRECONDITIONERS`); values are checked
+    as the case file's ``solver.preconditioner`` section checks them
+    (:class:`bubbleflow.case.config.PreconditionerConfig`) where it has the
+    key, and passed on unchecked where it has not (an option of a
+    preconditioner that case files do not configure).
+
+    Parameters
+    ----------
+    preconditioner : str
+        A name of :data:`bubbleflow.linalg.registry.PRECONDITIONERS`.
+    options : mapping
+        Option name -> value.
+
+    Returns
+    -------
+    dict
+        The options, values converted as the case file converts them.
+
+    Raises
+    ------
+    ValueError
+        An unknown preconditioner; a name it does not take (the error names
+        it, the preconditioner and the names it takes); a value out of range.
+
+    Examples
+    --------
+    >>> check_preconditioner_options("multigrid", {"degree": 3})
+    {'degree': 3}
+    >>> check_preconditioner_options("multigrid", {"degre": 3})
+    Traceback (most recent call last):
+    ...
+    ValueError: preconditioner 'multigrid' takes no option 'degre' (did you mean 'degree'?); \
+its options: degree, ratio, scale, coarsest, min_side, cycle_precision, w_levels
+    """
+    import difflib
+    from collections.abc import Mapping
+
+    entry = registry.preconditioner(preconditioner)
+    if not isinstance(options, Mapping):
+        raise ValueError(f"{_OWNER}: preconditioner_options={options!r}: expected a mapping "
+                         f"of option names to values (dict)")
+    accepted = ", ".join(entry.options) or "none"
+    for name in options:
+        if name not in entry.options:
+            near = difflib.get_close_matches(str(name), entry.options, n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ValueError(f"preconditioner {preconditioner!r} takes no option {name!r}"
+                             f"{hint}; its options: {accepted}")
+    specs = _schema_specs("PreconditionerConfig")
+    owner = f"preconditioner {preconditioner!r}"
+    return {name: _schema_value("PreconditionerConfig", name, value, owner) if name in specs
+            else value for name, value in options.items()}
+
+
+def _deflation_options(subdomains, stripes, cells_per_subdomain):
+    """The deflation keywords, checked as the case file's ``solver.deflation``
+    section checks them (:class:`bubbleflow.case.config.DeflationConfig`).
+    A list of block counts of another length than 2 or 3 is left to the
+    deflation space, whose error names the grid's dimension."""
+    if not (isinstance(subdomains, (list, tuple)) and len(subdomains) not in (2, 3)):
+        subdomains = _schema_value("DeflationConfig", "subdomains", subdomains)
+    return dict(subdomains=subdomains,
+                stripes=_schema_value("DeflationConfig", "stripes", stripes),
+                cells_per_subdomain=_schema_value("DeflationConfig", "cells_per_subdomain",
+                                                  cells_per_subdomain))
 
 
 class _Report:

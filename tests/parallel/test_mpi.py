@@ -7,8 +7,6 @@ multigrid (its levels on the slabs);
 ``mpiexec -n 2 bubbleflow run``; the level set's functions on slabs; and
 the pieces (slabs, the distributed operator) on their own."""
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,40 +18,17 @@ from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
 from bubbleflow.compute.comm import SingleProcess, communicator
 from bubbleflow.mesh.ranks import rank_slab, slab_edges
 from bubbleflow.operators.distributed import DistributedOperator
+from helpers.launcher import child_env, mpiexec, said
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parent / "helpers" / "mpi_solve.py"
 
 
-def _mpiexec():
-    beside = Path(sys.executable).parent / "mpiexec"
-    return str(beside) if beside.exists() else shutil.which("mpiexec")
-
-
-def _env():
-    """The environment of a child process: this checkout first on its path."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-
-
 def _helper(ranks, name, *args, cwd, timeout=300):
     """``mpiexec -n ranks python3 tests/helpers/<name> args...``, its output kept."""
-    return subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable,
+    return subprocess.run([mpiexec(), "-n", str(ranks), sys.executable,
                            str(HERE.parent / "helpers" / name), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, env=_env(), cwd=cwd)
-
-
-def _said(stderr):
-    """The non-blank lines of ``stderr`` less an MPI launcher's own notices
-    (Open MPI frames each between lines of dashes)."""
-    lines, framed = [], False
-    for line in stderr.splitlines():
-        text = line.strip()
-        if text and set(text) == {"-"}:
-            framed = not framed
-        elif text and not framed:
-            lines.append(line)
-    return lines
+                          capture_output=True, text=True, timeout=timeout, env=child_env(), cwd=cwd)
 
 
 def _gpus():
@@ -68,8 +43,8 @@ def _gpus():
 
 def _run(ranks, tmp_path, *options, script=SCRIPT):
     out = tmp_path / f"{script.stem}{ranks}{'-'.join(('',) + options)}.json"
-    env = _env()
-    proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(script), str(out),
+    env = child_env()
+    proc = subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, str(script), str(out),
                            *options], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return {d["case"]: d for d in map(json.loads, out.read_text().splitlines())}
@@ -106,7 +81,7 @@ def test_auto_is_a_single_process_without_a_launcher():
 
 
 def test_ranks_give_the_one_process_answer(tmp_path):
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     runs = {n: _run(n, tmp_path) for n in (1, 2, 4)}
@@ -127,7 +102,7 @@ def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
     GPUs, NCCL between them, against one process on the GPU.  On NCCL, CG
     and Jacobi PCG run the ranks' fused engine (its sums reduced over the
     ranks inside CUDA graphs); over MPI the array loop."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     runs = {("mpi", 2): _run(2, tmp_path, "cupy", "mpi"),
@@ -191,14 +166,14 @@ def test_level_set_functions_on_slabs_equal_one_process(tmp_path):
     values bit for bit, in 2-D and 3-D (slabs of 4 planes there: the WENO5
     stencils reach 3).  The walls' padding alone on the slabs would differ
     by 0.7 to 115 per cent."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = _env()
+    env = child_env()
     script = HERE.parent / "helpers" / "mpi_levelset.py"
     for ranks in (1, 2, 4):
         out = tmp_path / f"levelset{ranks}.json"
-        proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, str(script),
+        proc = subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, str(script),
                                str(out)], capture_output=True, text=True, timeout=600, env=env)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -227,7 +202,7 @@ def test_flow_steps_on_ranks_equal_one_process(tmp_path):
     iterations of every step within 2 (equal in these runs), the fields (the
     volume fraction too) and the bubble diagnostics within 1e-10 (the
     solves' own tolerance is 1e-12).  1, 2, 3 and 4 ranks."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     script = HERE.parent / "helpers" / "mpi_flow.py"
@@ -239,7 +214,7 @@ def test_flow_steps_on_ranks_equal_one_process(tmp_path):
 def test_flow_steps_on_ranks_on_the_gpu(tmp_path, cupy_backend):
     """The same on CuPy arrays: two ranks (NCCL where each has a GPU, else
     sharing one, MPI through the host)."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     script = HERE.parent / "helpers" / "mpi_flow.py"
@@ -272,12 +247,12 @@ def test_a_slab_thinner_than_the_ghost_layers_is_refused():
 
 
 def _cli(ranks, args, tmp_path, backend="numpy", case=None):
-    env = _env()
+    env = child_env()
     case = case or str(HERE.parents[1] / "cases" / "bubbly_column.yaml")
     cmd = [sys.executable, "-m", "bubbleflow", "run", case,
            "--backend", backend, "--no-progress"] + args
     if ranks > 1:
-        cmd = [_mpiexec(), "-n", str(ranks)] + cmd
+        cmd = [mpiexec(), "-n", str(ranks)] + cmd
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env,
                           cwd=tmp_path)
 
@@ -286,13 +261,13 @@ def test_mpiexec_bubbleflow_run_writes_the_one_process_result(tmp_path):
     """``mpiexec -n 2 bubbleflow run CASE``: rank 0 writes the layout of a
     one-process run, the same pressure; what the ranks cannot run is
     refused in one line, once."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     import h5py
 
     refused = _cli(2, ["-o", str(tmp_path / "no"), "--restart", "x.h5"], tmp_path)
-    lines = _said(refused.stderr)
+    lines = said(refused.stderr)
     assert refused.returncode != 0 and len(lines) == 1, refused.stderr
     assert ("mode: got 'pressure' with 2 ranks; expected mode 'flow' (only time-dependent "
             "runs have checkpoints)") in lines[0]
@@ -349,7 +324,7 @@ def test_mpiexec_bubbleflow_run_a_flow_and_its_restart(tmp_path):
     1e-9 of the largest, the same iterations); a run of the ranks to half
     the time, continued with ``--restart`` on the ranks, ends where the
     one-process run does."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     case = str(HERE.parents[1] / "cases" / "two_phase.yaml")
@@ -386,7 +361,7 @@ def test_a_failure_on_one_rank_ends_every_rank(tmp_path):
     """An error only one rank meets (here a ValueError, which a blow-up
     agreed by every rank also raises) ends the run on every rank, with the
     failing rank named, rather than leaving the others in a collective."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     proc = _helper(2, "mpi_rank_error.py", HERE.parents[1] / "cases" / "two_phase.yaml",
@@ -402,7 +377,7 @@ def test_mpiexec_bubbleflow_run_on_the_gpu(tmp_path, cupy_backend):
     rank has a GPU, else two ranks on one, MPI through the host) writes the pressure of one process on the
     GPU: the case's multigrid, and the seed's DPCG with scaled incomplete
     Poisson and level-set subdomains."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     import h5py
@@ -430,7 +405,7 @@ def test_mpiexec_bubbleflow_run_a_flow_on_the_gpu(tmp_path, cupy_backend):
     """Two ranks (NCCL where each has a GPU, else sharing one) step the 2-D
     rising bubble as one process on the GPU does (its CUDA kernels: the
     fields within 1e-9)."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     case = str(HERE.parents[1] / "cases" / "two_phase.yaml")
@@ -481,13 +456,13 @@ def test_bench_scaling_prints_strong_and_weak_scaling(tmp_path):
     mpiexec -n 1 and -n 2 and writes one table: the strong rows share the
     grid, the weak rows the cells a rank (the column stacked), each with
     its efficiency against the one-rank row and the model's error."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     from bubbleflow.apps.tables import read_csv
 
     csv = tmp_path / "scaling.csv"
-    env = _env()
+    env = child_env()
     proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--scaling", "2",
                            "--sizes", "64", "--weak-sizes", "32", "--csv", str(csv)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
@@ -542,7 +517,7 @@ def test_scaling_refuses_processes_that_ran_alone(tmp_path, monkeypatch):
     fake = tmp_path / "mpiexec"
     fake.write_text("#!/bin/sh\nshift 2\nexec \"$@\"\n")
     fake.chmod(0o755)
-    monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
     from bubbleflow.apps.bench.ranks_scaling import run_scaling
 
     said, errors = [], []
@@ -556,7 +531,7 @@ def test_a_failure_on_one_rank_ends_the_ranks_benchmark(tmp_path):
     """An error one rank alone meets in ``mpiexec -n 2 bubbleflow bench``
     ends both ranks, the failing one named (before, the other waited in a
     collective and the launcher never returned)."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     proc = _helper(2, "mpi_bench_error.py", tmp_path / "rows.jsonl", cwd=tmp_path, timeout=120)
@@ -569,7 +544,7 @@ def test_a_failure_on_one_rank_ends_the_ranks_benchmark(tmp_path):
 def test_nccl_failing_to_start_on_one_rank_is_said_by_every_rank(tmp_path):
     """Each rank's part of NCCL's start is agreed over MPI before NCCL's
     own start: a rank that fails is named by every rank, which all end."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     proc = _helper(2, "mpi_nccl_start.py", cwd=tmp_path, timeout=120)
@@ -645,11 +620,11 @@ def test_multigrid_levels_stay_on_the_slabs_when_aligned():
 
 
 def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = _env()
-    base = [_mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench"]
+    env = child_env()
+    base = [mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench"]
     proc = subprocess.run(base + ["--sizes", "32", "--dim", "3"], capture_output=True,
                           text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -659,14 +634,14 @@ def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
     assert "model" in lines[0] and "halo" in lines[0] and "all-reduce" in lines[0]
     bad = subprocess.run(base + ["--sizes", "5"], capture_output=True, text=True, timeout=600,
                          env=env, cwd=tmp_path)
-    errors = _said(bad.stderr)
+    errors = said(bad.stderr)
     assert bad.returncode == 2 and len(errors) == 1 and "--sizes" in errors[0], bad.stderr
     import importlib.util
 
     if importlib.util.find_spec("cupy") is None:
         gpu = subprocess.run(base + ["--backend", "cupy"], capture_output=True, text=True,
                              timeout=600, env=env, cwd=tmp_path)
-        errors = _said(gpu.stderr)
+        errors = said(gpu.stderr)
         assert gpu.returncode == 2 and len(errors) == 1, gpu.stderr
         assert "--backend: got 'cupy' with 2 ranks" in errors[0]
 
@@ -676,11 +651,11 @@ def test_mpiexec_bubbleflow_bench_on_the_gpu(tmp_path, cupy_backend):
     """Two ranks on the GPU: the model beside the measured time.  Sharing
     one GPU, MPI through the host and CuPy's array code; with a GPU each,
     NCCL and the ranks' fused engine."""
-    if _mpiexec() is None:
+    if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    env = _env()
-    proc = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench",
+    env = child_env()
+    proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench",
                            "--backend", "cupy", "--sizes", "64"], capture_output=True, text=True,
                           timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -98,7 +98,7 @@ from .measure import copy_bandwidth
 from .model3d import bytes_per_iteration_3d
 from .options import (DEFAULT_CONFIGS, DEFAULT_CONFIGS_3D, DEFAULT_MAXITER_PER_N, PEERS, PROG,
                       BenchConfig, Config, _check_writable, _dim, cells_per_subdomain,
-                      default_rtol, parse_args, parse_config)
+                      count_option, default_rtol, max_side, parse_args, parse_config)
 from .peers import peer_bytes_per_iteration
 from .problem import make_problem
 from .report import COLUMNS, format_table, write_csv
@@ -180,7 +180,7 @@ def _ranks_bench(comm, args):
     from ...compute.transfer import on_device
     from .ranks_model import run_ranks_bench
 
-    dim = 3 if str(args.dim) == "3" else 2
+    dim = _dim(args.dim)
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with several ranks",
                         "the pressure benchmark on several ranks")
@@ -209,16 +209,20 @@ def _ranks_size_lists(args, dim, ranks):
     """``(sizes, weak sizes)`` of the ranks' benchmark on up to ``ranks``
     ranks (default sizes only where no weak ones are asked for)."""
     default = (["1024", "2048"] if dim == 2 else ["96", "160"]) if not args.weak_sizes else []
-    return (list(dict.fromkeys(_ranks_sizes("--sizes", args.sizes or default, 4 * ranks))),
-            list(dict.fromkeys(_ranks_sizes("--weak-sizes", args.weak_sizes or [], 4))))
+    return (list(dict.fromkeys(_ranks_sizes("--sizes", args.sizes or default, 4 * ranks, dim))),
+            list(dict.fromkeys(_ranks_sizes("--weak-sizes", args.weak_sizes or [], 4, dim))))
 
 
-def _ranks_sizes(flag, tokens, least):
-    """The sizes of a ranks' option, each an integer >= ``least``."""
+def _ranks_sizes(flag, tokens, least, dim):
+    """The sizes of a ranks' option, each an integer >= ``least`` (4 planes
+    a rank) and at most :func:`.options.max_side`."""
     sizes = []
+    most = max_side(dim)
     for token in tokens:
-        if not str(token).isdigit() or int(token) < least:
-            raise CaseError(PROG, flag, f"got {token!r}", f"an integer >= {least} (4 planes a rank)")
+        if not str(token).isdigit() or not least <= int(token) <= most:
+            raise CaseError(PROG, flag, f"got {token!r}",
+                            f"an integer >= {least} (4 planes a rank) and <= {most} "
+                            f"(n^{dim} cells at most MAX_CELLS, the int32 index limit)")
         sizes.append(int(token))
     return sizes
 
@@ -229,11 +233,7 @@ def _scaling(args):
     weak at ``--weak-sizes``; one table (:mod:`.ranks_scaling`)."""
     from .ranks_scaling import find_mpiexec, run_scaling
 
-    counts = []
-    for token in args.scaling:
-        if not str(token).isdigit() or int(token) < 1:
-            raise CaseError(PROG, "--scaling", f"got {token!r}", "counts of ranks, integers >= 1")
-        counts.append(int(token))
+    counts = [count_option("--scaling", token) for token in args.scaling]
     dim = _dim(args.dim)
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with --scaling",

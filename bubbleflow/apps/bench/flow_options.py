@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ...case.config import CaseError
 from .flow_cases import NAMED_CASES, build_configs, parse_size
-from .options import PROG, _check_writable, _int
+from .options import PROG, _check_writable, check_copy_fits, count_option
 
 __all__ = ["FlowBench", "parse_flow_args", "SOLVER_ONLY", "FLOW_ONLY", "CSV_NAME"]
 
@@ -118,14 +118,16 @@ def parse_flow_args(args):
     sizes = None
     if args.sizes:
         sizes = [(*parse_size(s), str(s)) for s in args.sizes]
-    steps = _int("--steps", args.steps, 1) if args.steps is not None else DEFAULT_STEPS
-    skip = _int("--skip", args.skip, 0) if args.skip is not None else DEFAULT_SKIP
+    steps = count_option("--steps", args.steps) if args.steps is not None else DEFAULT_STEPS
+    skip = count_option("--skip", args.skip) if args.skip is not None else DEFAULT_SKIP
+    copy_mib = count_option("--copy-mib", args.copy_mib) if args.copy_mib is not None else 0
+    check_copy_fits(copy_mib, backend)
     overrides = list(args.set or [])
     configs = build_configs(labels, sizes, overrides, backend.on_device)
     _check_fits(configs, backend)
     return FlowBench(
         configs=configs, backend=backend, steps=steps, skip=skip, overrides=overrides,
-        copy_mib=_int("--copy-mib", args.copy_mib, 1) if args.copy_mib is not None else 0,
+        copy_mib=copy_mib,
         csv=_csv_path(args.csv), progress=not args.no_progress)
 
 

@@ -6,12 +6,13 @@ import math
 import os
 from dataclasses import dataclass
 
-from ...case.config import CaseError
+from ...case.config import MAX_CELLS, CaseError, option_value
 from ...linalg.registry import DEFLATIONS, PRECONDITIONERS
 
 __all__ = ["PROG", "DEFAULT_CONFIGS", "DEFAULT_CONFIGS_3D", "PEERS", "DEFAULT_MAXITER_PER_N",
-           "DIMENSIONS", "Config", "BenchConfig", "default_rtol", "cells_per_subdomain",
-           "parse_config", "parse_args", "check_configs_3d"]
+           "DIMENSIONS", "LIMITS", "Config", "BenchConfig", "default_rtol", "cells_per_subdomain",
+           "parse_config", "parse_args", "check_configs_3d", "count_option", "max_side",
+           "check_copy_fits"]
 
 PROG = "bubbleflow bench"
 
@@ -48,6 +49,41 @@ _SHORT = {"none": "none", "jacobi": "jac", "block_ic": "bic", "incomplete_poisso
 #: for the peer's CG + Jacobi to converge on the bubbly column (its counts:
 #: docs/performance.md, "Figures behind code choices").
 DEFAULT_MAXITER_PER_N = 30
+
+
+#: Options that are a number of cells per side: at most :func:`max_side`
+#: (the peers' CSR matrices and the 5-point operator index their entries
+#: with int32, as case files do: ``MAX_CELLS``).
+SIDE_OPTIONS = ("--sizes", "--peer-max-size", "--configs", "--weak-sizes")
+_SIDE_WHY = "n^{dim} cells at most MAX_CELLS, the int32 index limit of the CSR matrices"
+#: Bounds of the size and count options: option -> (least, most, why the most).
+LIMITS = {
+    "--sizes": (16, None, _SIDE_WHY),
+    "--peer-max-size": (1, None, _SIDE_WHY),
+    "--configs": (1, None, _SIDE_WHY),          # @MAXN
+    "--weak-sizes": (4, None, _SIDE_WHY),
+    # The copy holds two buffers of this size at once.  Past the caches (at
+    # most a few hundred MiB) the measured bandwidth no longer changes, so a
+    # larger copy only risks the memory.
+    "--copy-mib": (1, 8192, "two buffers of it are allocated; past the caches a larger copy "
+                            "measures the same bandwidth"),
+    # Each repeat is a whole timed solve: the median of a thousand is as
+    # settled as it gets, and more is a typo that would run for hours.
+    "--repeat": (1, 1000, "each is a whole timed solve; the median is settled long before"),
+    "--peer-repeat": (1, 1000, "each is a whole timed solve; the median is settled long before"),
+    # CG needs about 30 n iterations on the column (n at most max_side(2));
+    # a larger limit only lets a stalled solve run for days.
+    "--maxiter": (1, 10 ** 7, "a stalled solve would otherwise run for days"),
+    "--peer-maxiter": (1, 10 ** 7, "a stalled solve would otherwise run for days"),
+    "--check-every": (1, 10 ** 7, "iterations between checks: more than any --maxiter means none"),
+    # The flow benchmark times every phase of every step: a few hundred steps
+    # settle the means, and beyond this the run takes days.
+    "--steps": (1, 10 ** 5, "each step is timed phase by phase; the means settle long before"),
+    "--skip": (0, 10 ** 5, "warm-up needs a few steps"),
+    # mpiexec -n R runs R processes on this one host: no host has this many
+    # cores or GPUs, so a larger count is a typo.
+    "--scaling": (1, 1024, "ranks on this one host"),
+}
 
 
 #: Short forms of preconditioner options in the table's solver column.
@@ -156,16 +192,37 @@ def _error(option, got, expected):
     return CaseError(PROG, option, f"got {got}", expected)
 
 
-def _int(option, text, minimum):
+def _int(option, text, minimum, maximum=None, why=""):
+    """An integer option's value, ``minimum`` to ``maximum`` (None: no upper
+    bound); ``why``: the bound's reason, said in the error."""
     try:
         v = float(text)
         ok = math.isfinite(v) and v == int(v)
     except (TypeError, ValueError):
         ok = False
-    if not ok or int(v) < minimum:
-        raise _error(option, repr(text) if isinstance(text, str) else text,
-                     f"an integer >= {minimum}")
+    if not ok or int(v) < minimum or (maximum is not None and int(v) > maximum):
+        expected = f"an integer >= {minimum}"
+        if maximum is not None:
+            expected += f" and <= {maximum}" + (f" ({why})" if why else "")
+        raise _error(option, repr(text) if isinstance(text, str) else text, expected)
     return int(v)
+
+
+def count_option(option, text, dim=2):
+    """The value of a size or count option, within its bounds (:data:`LIMITS`)."""
+    minimum, maximum, why = LIMITS[option]
+    if option in SIDE_OPTIONS:
+        maximum, why = max_side(dim), why.format(dim=dim)
+    return _int(option, text, minimum, maximum, why)
+
+
+def max_side(dim):
+    """The most cells per side of a ``dim``-dimensional column: ``n^dim`` at
+    most :data:`~bubbleflow.case.config.MAX_CELLS`."""
+    n = int(round(MAX_CELLS ** (1.0 / dim)))
+    while n ** dim > MAX_CELLS:
+        n -= 1
+    return n
 
 
 def _float(option, text, low=0.0, high=math.inf, what=None):
@@ -183,9 +240,8 @@ def parse_config(token):
     """``PRE[(K=V,...)]:DEFL[@MAXN]`` -> :class:`Config` (CaseError when
     malformed).  ``K=V``: options of the preconditioner (its registry entry's,
     e.g. ``multigrid(w_levels=3,cycle_precision=float32)``), values read as
-    YAML scalars; the solver checks them when it is built."""
-    import yaml
-
+    YAML scalars and checked here as the solver checks them; ``@MAXN`` within
+    :func:`max_side`."""
     from ...linalg import registry
 
     expected = ("PRE[(K=V,...)]:DEFL[@MAXN] with PRE one of " + ", ".join(PRECONDITIONERS)
@@ -201,13 +257,26 @@ def parse_config(token):
             if not eq or key.strip() not in known:
                 raise _error("--configs", repr(token),
                              f"options K=V of {pre!r}: " + (", ".join(known) or "none"))
-            options.append((key.strip(), yaml.safe_load(value.strip())))
+            options.append((key.strip(), option_value(value.strip(), "--configs")))
     if not sep or pre not in PRECONDITIONERS or defl not in DEFLATIONS:
         raise _error("--configs", repr(token), expected)
     max_size = 0
     if limit:
-        max_size = _int("--configs", limit, 1)
-    return Config(str(token), pre, defl, max_size, tuple(options))
+        max_size = count_option("--configs", limit)
+    return Config(str(token), pre, defl, max_size, _checked_options(token, pre, options))
+
+
+def _checked_options(token, pre, options):
+    """The ``K=V`` options of a configuration, checked as the solver checks
+    them (:func:`~bubbleflow.linalg.solver.check_preconditioner_options`)
+    before any work."""
+    from ...linalg.solver import check_preconditioner_options
+
+    try:
+        checked = check_preconditioner_options(pre, dict(options))
+    except ValueError as exc:
+        raise _error("--configs", repr(token), f"options the solver takes ({exc})") from None
+    return tuple((key, checked[key]) for key, _ in options)
 
 
 def _pyamg_importable():
@@ -250,28 +319,37 @@ def parse_args(args):
         raise CaseError(PROG, None, "nothing to run (no --configs and no peer)",
                         "at least one configuration or peer")
     storage = args.storage or ("matrix_free" if dim == 3 else "diagonals")
-    cps = (_int("--cells-per-subdomain", args.cells_per_subdomain, 1)
+    # A block wider than the grid is the whole grid: at most the largest size.
+    cps = (_int("--cells-per-subdomain", args.cells_per_subdomain, 1, max(sizes),
+                "the largest --sizes; a wider block is the whole grid")
            if args.cells_per_subdomain is not None else 0)
-    if dim == 3:
-        check_configs_3d(configs, cps)
-        _check_sizes_fit_3d(sizes, backend, peers)
+    # Every value checked before the 3-D probe (a set-up and two iterations).
     cfg = BenchConfig(
         sizes=sizes, contrasts=contrasts, backend=backend, configs=configs, peers=peers,
         cells_per_subdomain=cps,
         rhs=args.rhs or "gravity", seed=_int("--seed", _or(args.seed, "0"), 0),
         rtol=(_float("--rtol", args.rtol, 0.0, 1.0, "a number in (0, 1)")
               if args.rtol is not None else 0.0),
-        maxiter=_int("--maxiter", args.maxiter, 1) if args.maxiter is not None else 0,
-        check_every=_int("--check-every", _or(args.check_every, "10"), 1),
+        maxiter=count_option("--maxiter", args.maxiter) if args.maxiter is not None else 0,
+        check_every=count_option("--check-every", _or(args.check_every, "10")),
         storage=storage,
-        repeat=_int("--repeat", _or(args.repeat, "3"), 1),
-        peer_maxiter=(_int("--peer-maxiter", args.peer_maxiter, 1)
+        repeat=count_option("--repeat", _or(args.repeat, "3")),
+        peer_maxiter=(count_option("--peer-maxiter", args.peer_maxiter)
                       if args.peer_maxiter is not None else 0),
-        peer_repeat=_int("--peer-repeat", _or(args.peer_repeat, "1"), 1),
-        peer_max_size=(_int("--peer-max-size", args.peer_max_size, 1)
+        peer_repeat=count_option("--peer-repeat", _or(args.peer_repeat, "1")),
+        peer_max_size=(count_option("--peer-max-size", args.peer_max_size, dim)
                        if args.peer_max_size is not None else 0),
-        copy_mib=_int("--copy-mib", args.copy_mib, 1) if args.copy_mib is not None else 0,
+        copy_mib=count_option("--copy-mib", args.copy_mib) if args.copy_mib is not None else 0,
         csv=args.csv, progress=not args.no_progress, dim=dim)
+    check_copy_fits(cfg.copy_mib, backend)
+    if dim == 3:
+        _check_sizes_fit_3d(sizes, backend, peers)
+    # After the memory checks, whose line says what fits here; this bound
+    # holds on any machine.
+    for n in sizes:
+        count_option("--sizes", n, dim)
+    if dim == 3:
+        check_configs_3d(configs, cps)
     if cfg.csv is not None:
         _check_writable(cfg.csv)
     return cfg
@@ -385,6 +463,19 @@ def _check_sizes_fit_3d(sizes, backend, peers):
     if device is not None:
         checks.insert(0, (available_memory(backend), device))
     _refuse_unless_fits(max(sizes), 3, checks)
+
+
+def check_copy_fits(copy_mib, backend):
+    """Refuse a ``--copy-mib`` whose two buffers exceed the safe share of
+    the backend's free memory, before any work (0: the default, which fits)."""
+    from ...case.resources import SAFETY, available_memory
+
+    free, where = available_memory(backend)
+    need = 2 * copy_mib * 2 ** 20
+    if copy_mib and free is not None and need > SAFETY * free:
+        raise _error("--copy-mib", str(copy_mib),
+                     f"a copy whose two buffers fit in {where}: {need / 2 ** 30:.3g} GiB needed, "
+                     f"{free / 2 ** 30:.3g} GiB free")
 
 
 def _check_writable(path):

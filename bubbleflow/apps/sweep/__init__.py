@@ -76,7 +76,8 @@ for ``--resume``), :mod:`.point` (one run and its summary row),
 """
 from __future__ import annotations
 
-from ...case.config import BACKENDS
+from ...case.config import BACKENDS, CaseError
+from ...case.yaml_reader import shorten
 from .point import run_point
 from .runner import run_study
 from .study import Study, prepare_study
@@ -86,8 +87,26 @@ from .values import Parameter, expand, parse_range, parse_values
 __all__ = [
     "add_subparser", "cmd_sweep", "run_point", "parse_values", "parse_range", "expand",
     "prepare_study", "run_study", "read_summary", "write_summary", "Study", "Parameter",
-    "STATUSES",
+    "STATUSES", "MAX_WORKERS",
 ]
+
+#: Most worker processes (``--workers``): each is an interpreter with its own
+#: arrays on this machine (or a LocalCluster's), and no host has more cores.
+MAX_WORKERS = 256
+
+
+def _workers(text, file):
+    """``--workers`` as an int from 1 to :data:`MAX_WORKERS` (None when not given)."""
+    if text is None:
+        return None
+    digits = str(text).strip()
+    # (Compared as text first: int() refuses thousands of digits.)
+    if not digits.isdigit() or len(digits) > len(str(MAX_WORKERS)) \
+            or not 1 <= int(digits) <= MAX_WORKERS:
+        raise CaseError(file, None, f"got {shorten(repr(text), 20)}",
+                        f"an integer from 1 to {MAX_WORKERS} (worker processes)",
+                        origin=f"--workers {text}")
+    return int(digits)
 
 
 def cmd_sweep(args):
@@ -104,10 +123,11 @@ def cmd_sweep(args):
         Bad input (unknown key, invalid value, a folder holding another study,
         an unusable executor), before any run.
     """
+    workers = _workers(args.workers, args.case)     # before the (long) validation of the points
     study = prepare_study(args.case, params=args.param, values=args.values,
                           overrides=args.set, output=args.output, name=args.name,
                           backend=args.backend)
-    return run_study(study, executor=args.executor, workers=args.workers,
+    return run_study(study, executor=args.executor, workers=workers,
                      scheduler=args.scheduler, resume=args.resume,
                      progress=not args.no_progress, quiet=args.quiet)
 
@@ -140,7 +160,7 @@ def add_subparser(subparsers):
                         "cluster (default local, dask with --scheduler)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="dask scheduler address (tcp://host:8786); without it a LocalCluster")
-    p.add_argument("--workers", type=int, metavar="N",
+    p.add_argument("--workers", metavar="N",
                    help="workers (local processes or LocalCluster size; default one per visible "
                         "GPU with the cupy backend, else 1 = in-process)")
     p.add_argument("--backend", choices=BACKENDS,

@@ -10,7 +10,7 @@ from ...case.config import CaseError
 from ...io.atomic import atomic_text
 from .dask_cluster import dask_connect, dask_distributed, run_dask
 from .executors import run_inprocess, run_pool, visible_gpus
-from .folder import check_folder
+from .folder import check_folder, lock_study
 from .study import STUDY_FILE, dump_record
 from .summary import STATUSES, SUMMARY_CSV, write_summary
 from .values import show
@@ -60,7 +60,8 @@ def run_study(study, executor="local", workers=None, scheduler=None, resume=Fals
     Raises
     ------
     CaseError
-        The folder holds another study, the executor cannot be set up.
+        The folder holds another study or another sweep is running it, the
+        executor cannot be set up.
     """
     executor = executor or ("dask" if scheduler else "local")
     if executor not in ("local", "dask"):
@@ -70,10 +71,17 @@ def run_study(study, executor="local", workers=None, scheduler=None, resume=Fals
                         "--executor dask --scheduler ADDRESS")
     if workers is not None and workers < 1:
         raise CaseError(study.source, None, f"--workers {workers}", "an integer >= 1")
-    keep = check_folder(study, resume)
     if executor == "dask":
         dask_distributed()     # not installed: one line, before anything runs
+    # Held to the end: a second sweep of the folder is refused, naming this one,
+    # before it reads the folder or touches a point's file.
+    with lock_study(study):
+        return _run_locked(study, executor, workers, scheduler, resume, progress, quiet)
 
+
+def _run_locked(study, executor, workers, scheduler, resume, progress, quiet):
+    """:func:`run_study` once the study folder is locked."""
+    keep = check_folder(study, resume)
     # One worker per visible GPU when runs go to CuPy (local machine or LocalCluster).
     gpus = []
     if not (executor == "dask" and scheduler):

@@ -11,10 +11,12 @@ from collections.abc import Mapping
 
 import yaml
 
-from ...case.config import CaseError, case_from_dict, load_case
+from ...case.config import CaseError, case_from_dict, load_case, read_yaml_file
+from ...case.yaml_reader import shorten
 from ..tables import plain
 from .summary import summary_columns
-from .values import RANGE_HINT, Parameter, expand, intify, parse_range, parse_values, show
+from .values import (MAX_RUNS, RANGE_HINT, Parameter, expand, intify, parse_range, parse_values,
+                     show)
 
 __all__ = ["Study", "prepare_study", "dump_record", "CONTRAST", "STUDY_FILE"]
 
@@ -79,36 +81,12 @@ def dump_record(data):
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=100)
 
 
-def _sweep_lines(text):
-    """1-based lines of the ``sweep`` block's keys: ``("sweep", "parameters", key) -> line``."""
-    lines = {}
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return lines
-
-    def walk(node, path):
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode):
-                    p = path + (k.value,)
-                    lines[p] = k.start_mark.line + 1
-                    if len(p) < 3:
-                        walk(v, p)
-
-    if isinstance(root, yaml.MappingNode):
-        for k, v in root.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == "sweep":
-                lines[("sweep",)] = k.start_mark.line + 1
-                walk(v, ("sweep",))
-    return lines
-
-
 def _get(tree, key):
     """The value at dotted ``key`` in a nested dict (``a.b[2].c``); None if absent."""
     node = tree
     for part in key.split("."):
-        m = re.fullmatch(r"([^\[\]]+)((?:\[\d+\])*)", part)
+        # (No index of thousands of digits: int() refuses them, and no list is that long.)
+        m = re.fullmatch(r"([^\[\]]+)((?:\[\d{1,18}\])*)", part)
         if not m or not isinstance(node, Mapping):
             return None
         node = node.get(m.group(1))
@@ -128,22 +106,10 @@ def _current(base, key):
 def _check_name(name, file, key, origin=None, line=None):
     if (not isinstance(name, str) or not name.strip() or name in (".", "..")
             or any(c in name for c in "/\\\0")):
-        raise CaseError(file, key, f"got {name!r}",
+        raise CaseError(file, key, f"got {shorten(repr(name))}",
                         "a non-empty name without '/' or '\\' (it names the study folder)",
                         value=name, origin=origin, line=line)
     return name
-
-
-def _read_file(path):
-    """``(data, text)``; any problem with the file is the config's one-line error."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        load_case(path)     # raises the config's one-line message (missing file, syntax, ...)
-        raise               # pragma: no cover - load_case should have raised
-    return data, text
 
 
 def _block_parameters(block, file, lines):
@@ -179,7 +145,8 @@ def _block_parameters(block, file, lines):
             except ValueError as exc:
                 raise CaseError(file, k, str(exc), RANGE_HINT, value=raw, line=line) from None
             if values is None:
-                raise CaseError(file, k, f"got {raw!r}", RANGE_HINT + ", or a list of values",
+                raise CaseError(file, k, f"got {shorten(repr(raw))}",
+                                RANGE_HINT + ", or a list of values",
                                 value=raw, line=line)
             raw = values
         elif not isinstance(raw, list):
@@ -219,14 +186,13 @@ def prepare_study(case_path, params=(), values=(), overrides=(), output=None, na
         Anything wrong with the file, a key, a value or a point's case.
     """
     file = os.fspath(case_path)
-    data, text = _read_file(file)
-    lines = {}
+    # Read as the case files are (size, aliases, depth, duplicate keys), with its lines.
+    data, lines = read_yaml_file(file)
     block = None
     has_block = isinstance(data, Mapping) and "sweep" in data
     if has_block:
         data = dict(data)
         block = data.pop("sweep")
-        lines = _sweep_lines(text)
     fixed = list(overrides or [])
     base_overrides = list(fixed)
     if output is not None:
@@ -241,6 +207,7 @@ def prepare_study(case_path, params=(), values=(), overrides=(), output=None, na
     block_name, parameters = _block_parameters(block, file, lines)
     _add_command_line_parameters(parameters, params, values, base, file)
     _check_parameters(parameters, file)
+    _check_runs(parameters, file)
 
     if name is not None:
         study_name = _check_name(name, file, None, origin=f"--name {name}")
@@ -291,7 +258,8 @@ def _check_parameters(parameters, file):
     seen = {}
     for p in parameters:
         if p.key in seen:
-            raise CaseError(file, p.key, f"swept twice ({seen[p.key]} and {p.origin})",
+            raise CaseError(file, p.key, f"swept twice ({shorten(seen[p.key])} and "
+                            f"{shorten(p.origin)})",
                             "each key once", origin=p.origin)
         seen[p.key] = p.origin
         if p.key in _RESERVED or p.key.startswith("output.directory"):
@@ -301,6 +269,17 @@ def _check_parameters(parameters, file):
     if CONTRAST in seen and "fluids.gas.density" in seen:
         raise CaseError(file, "fluids.gas.density", "swept together with contrast",
                         "either contrast or fluids.gas.density", origin=seen["fluids.gas.density"])
+
+
+def _check_runs(parameters, file):
+    """At most :data:`~.values.MAX_RUNS` points, counted before any is made."""
+    runs = math.prod(len(p.values) for p in parameters)
+    if runs > MAX_RUNS:
+        sizes = " x ".join(str(len(p.values)) for p in parameters[:8])
+        sizes += " x ..." if len(parameters) > 8 else ""
+        raise CaseError(file, None, f"{runs} runs ({sizes} values)",
+                        f"at most {MAX_RUNS} runs in one study (fewer values, or several "
+                        "studies)")
 
 
 def _points(file, data, base_overrides, parameters, study_name, directory):

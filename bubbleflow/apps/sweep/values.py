@@ -6,12 +6,17 @@ import math
 import numbers
 import re
 
-import yaml
-
+from ...case.yaml_reader import MAX_OPTION_CHARS, YamlError, load_yaml, shorten
 from ..tables import format_cell
 
 __all__ = ["Parameter", "parse_range", "parse_values", "expand", "intify", "show", "one_line",
-           "RANGE_HINT"]
+           "RANGE_HINT", "MAX_RUNS", "MAX_RANGE_COUNT"]
+
+#: Most runs in one study: every point's case is built and validated before
+#: anything runs, and each run writes its own file and summary row.
+MAX_RUNS = 10_000
+#: Most values of one range: a longer range alone makes a study over MAX_RUNS.
+MAX_RANGE_COUNT = MAX_RUNS
 
 class Parameter:
     """One swept key: ``key``, its ``values`` (a list) and ``origin`` (for errors)."""
@@ -71,16 +76,21 @@ def parse_range(text, current=None):
         return None
     start, stop = float(m.group(1)), float(m.group(2))
     count, mode = m.group(3), (m.group(4) or "lin").lower()
-    if not count.isdigit() or int(count) < 1:
-        raise ValueError(f"range {text!r}: COUNT {count!r} is not an integer >= 1")
+    shown = shorten(repr(text), 40)     # (the --values option, named first, shows it all)
+    # (Compared as text first: int() refuses thousands of digits.)
+    if not count.isdigit() or len(count) > len(str(MAX_RANGE_COUNT)) \
+            or not 1 <= int(count) <= MAX_RANGE_COUNT:
+        raise ValueError(f"range {shown}: COUNT {shorten(repr(count), 20)} is not an integer "
+                         f"from 1 to {MAX_RANGE_COUNT} (the most runs of a study)")
     n = int(count)
     if mode not in ("lin", "linear", "log"):
-        raise ValueError(f"range {text!r}: unknown spacing {m.group(4)!r} (lin or log)")
+        raise ValueError(f"range {shown}: unknown spacing {shorten(repr(m.group(4)))} "
+                         "(lin or log)")
     if n == 1:
         values = [start]
     elif mode == "log":
         if start <= 0 or stop <= 0:
-            raise ValueError(f"range {text!r}: a log range needs START and STOP > 0")
+            raise ValueError(f"range {shown}: a log range needs START and STOP > 0")
         a, b = math.log10(start), math.log10(stop)
         values = [10.0 ** (a + (b - a) * i / (n - 1)) for i in range(n)]
         values[0], values[-1] = start, stop
@@ -113,13 +123,13 @@ def _split_top(text):
 
 
 def _scalar(text):
-    """One ``--values`` item: int, float (``1e3`` too), else YAML."""
+    """One ``--values`` item: int, float (``1e3`` too), else YAML (:func:`load_yaml`)."""
     for conv in (int, float):
         try:
             return conv(text)
         except ValueError:
             pass
-    return yaml.safe_load(text)
+    return load_yaml(text, "--values", limit=MAX_OPTION_CHARS)
 
 
 def parse_values(text, current=None):
@@ -131,7 +141,8 @@ def parse_values(text, current=None):
     Raises
     ------
     ValueError
-        An empty item, a malformed range or an unreadable YAML item.
+        Over :data:`~bubbleflow.case.yaml_reader.MAX_OPTION_CHARS` characters,
+        an empty item, a malformed range or an unreadable YAML item.
 
     >>> parse_values("1,1e3,1e6")
     [1, 1000.0, 1000000.0]
@@ -142,19 +153,22 @@ def parse_values(text, current=None):
     >>> parse_values("32,1e2", current=64)
     [32, 100]
     """
+    text = str(text)
+    if len(text) > MAX_OPTION_CHARS:
+        raise ValueError(f"{len(text)} characters long (at most {MAX_OPTION_CHARS}; a longer "
+                         "list belongs in a study file's sweep: block)")
     values = []
-    for item in _split_top(str(text)):
+    for item in _split_top(text):
         if not item:
-            raise ValueError(f"empty item in {text!r}")
+            raise ValueError(f"empty item in {shorten(repr(text))}")
         rng = parse_range(item, current)
         if rng is not None:
             values.extend(rng)
             continue
         try:
             values.append(_scalar(item))
-        except yaml.YAMLError as exc:
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ValueError(f"cannot read {item!r} ({problem})") from None
+        except YamlError as exc:
+            raise ValueError(f"cannot read {shorten(repr(item), 40)} ({exc.problem})") from None
     return intify(values, current)
 
 

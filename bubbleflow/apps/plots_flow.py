@@ -1,0 +1,276 @@
+"""The figures of a flow run over time: benchmark quantities and pressure
+iterations per step (``<stem>_benchmark.png``, ``<stem>_iterations.png``).
+
+A quantity the run does not have (the rise velocity of a flow without gas,
+the solve times of a run killed before its first solve) leaves its panel
+empty with a note (:func:`.plots_figure.no_data_note`), never an error.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .plots_figure import (BANNER_COLOUR, grid_text, no_data_note, run_figure, solver_text,
+                           spans_decades)
+from .validation import nested as _nested
+
+__all__ = ["gas_components", "is_hysing_case1", "benchmark_figure", "iterations_figure",
+           "missing_quantities", "BENCHMARK_QUANTITIES"]
+
+
+def gas_components(phi):
+    """``(bubbles, layers)``: connected regions of gas (``phi < 0``) in ``phi``.
+
+    Regions are 4-connected sets of cells; one that reaches the top row of
+    cells is a gas layer (the gas above a free surface), any other a bubble.
+    """
+    from scipy import ndimage
+
+    gas = np.asarray(phi) < 0.0
+    if not gas.any():
+        return 0, 0
+    labels, n = ndimage.label(gas)
+    top = set(np.unique(labels[-1])) - {0}
+    return n - len(top), len(top)
+
+
+def _gas_phase_text(bubbles, layers):
+    parts = []
+    if bubbles:
+        parts.append(f"{bubbles} bubble{'s' if bubbles != 1 else ''}")
+    if layers:
+        parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
+    return " + ".join(parts) if parts else "no gas"
+
+
+def _close(a, b, rel=1e-6):
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
+
+
+def is_hysing_case1(case):
+    """True if ``case`` (the resolved case, a dict) is Hysing et al.'s test case 1.
+
+    Test case 1: domain 1 x 2 m, a single bubble of radius 0.25 at (0.5, 0.5),
+    no other interface (no free surface, droplets, lattice or random bubbles),
+    liquid density 1000, gas density 100, surface tension 24.5 (and, where
+    the case states them, gravity 0.98 and viscosities 10 / 1).  The grid is
+    free.
+
+    >>> is_hysing_case1({"grid": {"lx": 1, "ly": 2},
+    ...     "fluids": {"liquid": {"density": 1000}, "gas": {"density": 100}},
+    ...     "physics": {"surface_tension": 24.5},
+    ...     "geometry": {"bubbles": [{"center": [0.5, 0.5], "radius": 0.25}]}})
+    True
+    """
+    if not isinstance(case, dict):
+        return False
+    g = lambda key: _nested(case, key)  # noqa: E731
+    if not (_close(g("grid.lx"), 1.0) and _close(g("grid.ly"), 2.0)):
+        return False
+    if not (_close(g("fluids.liquid.density"), 1000.0) and _close(g("fluids.gas.density"), 100.0)):
+        return False
+    if not _close(g("physics.surface_tension"), 24.5):
+        return False
+    for key, value in (("physics.gravity", 0.98), ("fluids.liquid.viscosity", 10.0),
+                       ("fluids.gas.viscosity", 1.0)):
+        if g(key) is not None and not _close(g(key), value):
+            return False
+    bubbles = g("geometry.bubbles") or []
+    if not isinstance(bubbles, list) or len(bubbles) != 1 or not isinstance(bubbles[0], dict):
+        return False
+    centre, radius = bubbles[0].get("center"), bubbles[0].get("radius")
+    if not (isinstance(centre, (list, tuple)) and len(centre) == 2 and _close(centre[0], 0.5)
+            and _close(centre[1], 0.5) and _close(radius, 0.25)):
+        return False
+    for key in ("geometry.droplets", "geometry.bubble_lattice", "geometry.random_bubbles",
+                "geometry.free_surface"):
+        if g(key):
+            return False
+    return True
+
+
+def benchmark_figure(run):
+    from .validation import REFERENCE_GROUPS, load_reference
+
+    d = run["diagnostics"]
+    t = d["time"]
+    gas = _gas_phase(run)
+    hysing = is_hysing_case1(run["case"]) and gas["single"]
+    fig, body = run_figure(run, 14.0, 4.6 if gas["single"] else 5.2)
+    axes = body.subplots(1, 3)
+    if gas["single"]:
+        panels = (("rise_velocity", "rise velocity (m/s)", "rise velocity of the bubble"),
+                  ("circularity", "circularity (-)", "circularity"),
+                  ("centroid_y", "centroid y (m)", "height of the centroid"))
+    else:
+        panels = (("rise_velocity", "mean rise velocity of the gas (m/s)",
+                   "mean rise velocity of all gas"),
+                  ("circularity", "2 sqrt($\\pi$ total area) / total interface length (-)",
+                   "circularity of all gas together\n(not the shape of any bubble)"),
+                  ("centroid_y", "centroid y of the gas (m)", "centroid height of all gas"))
+    refs = []
+    if hysing:
+        styles = {"tp2d": "k", "freelife": "C3", "moonmd": "C2"}
+        for key, (_, label) in REFERENCE_GROUPS.items():
+            try:
+                refs.append((label, styles.get(key, "0.4"), load_reference(key)))
+            except (OSError, ValueError, KeyError):  # pragma: no cover - packaging
+                continue
+    nx, ny = len(run["x"]), len(run["y"])
+    ours = f"bubbleflow ({nx} x {ny})"
+    t_end = float(np.nanmax(t)) if t.size else 0.0
+    missing = missing_quantities(run)
+    for ax, (key, ylabel, title) in zip(axes, panels):
+        for label, colour, ref in refs:
+            ax.plot(ref["time"], ref[key], ls="--", lw=1.2, color=colour, label=label)
+        values = None if key in missing else d.get(key)
+        if values is not None:
+            ax.plot(t, values, "-", color="C0", lw=1.8, label=ours,
+                    marker="o" if t.size <= 30 else None, ms=3)
+        else:
+            no_data_note(ax, _missing_text(run, key))
+        ax.set_xlabel("time t (s)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.35)
+        if t_end > 0:
+            ax.set_xlim(float(np.nanmin(t)), t_end)
+            # Keep the y range to what is on screen, references included.
+            on = [np.asarray(values)[np.isfinite(values)]] if values is not None else []
+            for _, _, ref in refs:
+                m = (ref["time"] >= np.nanmin(t)) & (ref["time"] <= t_end)
+                on.append(ref[key][m])
+            on = [a for a in on if a.size]
+            on = np.concatenate(on) if on else np.zeros(0)
+            if on.size:
+                lo, hi = float(on.min()), float(on.max())
+                pad = 0.06 * (hi - lo) if hi > lo else max(abs(hi) * 0.02, 1e-3)
+                ax.set_ylim(lo - pad, hi + pad)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=8, loc="best")
+    if gas["single"]:
+        title = f"{run['name']}: benchmark quantities of the bubble"
+        if hysing:
+            title += " vs Hysing et al. (2009), test case 1 (dashed)"
+    elif len(missing) == len(panels):
+        title = (f"{run['name']}: no benchmark quantity to draw ({gas['text']})\n"
+                 "rise velocity, circularity and centroid are those of the gas")
+    else:
+        title = (f"{run['name']}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
+                 "means over all the gas; circularity: total gas area against total interface "
+                 "length" + (" (free surface included)" if gas["layer"] else "") + "\n"
+                 "no reference curves: Hysing et al. (2009) is one bubble")
+    body.suptitle(title, fontsize=11)
+    return fig
+
+
+#: The diagnostics the benchmark figure of a 2-D flow draws.
+BENCHMARK_QUANTITIES = ("rise_velocity", "circularity", "centroid_y")
+
+
+def missing_quantities(run):
+    """The benchmark quantities a flow run's diagnostics have no finite value
+    of (all of them for a flow without gas: a gas centroid, rise velocity
+    and shape are undefined), in :data:`BENCHMARK_QUANTITIES` order."""
+    d = run.get("diagnostics") or {}
+    missing = []
+    for key in BENCHMARK_QUANTITIES:
+        values = d.get(key)
+        if values is None or not np.isfinite(np.asarray(values, dtype=np.float64)).any():
+            missing.append(key)
+    return missing
+
+
+def _missing_text(run, key):
+    """Why the panel of ``key`` is empty."""
+    area = (run.get("diagnostics") or {}).get("area")
+    if area is not None and len(area) and not np.any(np.asarray(area) > 0):
+        return f"no {key.replace('_', ' ')}:\nthe flow has no gas"
+    return f"no {key.replace('_', ' ')} in this file"
+
+
+def _gas_phase(run):
+    """What the gas of a flow run is: one bubble, or several and/or a gas layer.
+
+    Returns ``{"single": bool, "layer": bool, "text": str}``; ``text`` counts
+    the connected gas regions in the first and the last snapshot (e.g. "6
+    bubbles + gas layer at t = 0; 4 bubbles + gas layer at t = 1 s"), or, with
+    no snapshot, the case's geometry.
+    """
+    geometry = _nested(run.get("case") or {}, "geometry") or {}
+    geometry = geometry if isinstance(geometry, dict) else {}
+    bubbles = geometry.get("bubbles")
+    n_case = len(bubbles) if isinstance(bubbles, list) else 0
+    many = any(geometry.get(k) for k in ("bubble_lattice", "random_bubbles", "droplets"))
+    surface = geometry.get("free_surface") is not None and geometry.get("free_surface") is not False
+    f = run.get("fields")
+    if f is not None and f.get("phi") is not None:
+        first = gas_components(f.get("phi_first", f["phi"]))
+        last = gas_components(f["phi"])
+        t0, t1 = f.get("time_first"), f.get("time")
+        text = _gas_phase_text(*first) + (f" at t = {t0:.3g} s" if t0 is not None else "")
+        if f.get("snapshots", 1) > 1 and last != first:
+            text += "; " + _gas_phase_text(*last) + (f" at t = {t1:.3g} s" if t1 is not None else "")
+        single = first == (1, 0) and last in ((1, 0), (0, 0)) and not surface and not many
+        layer = surface or first[1] > 0 or last[1] > 0
+    else:
+        text = f"{n_case} bubble{'s' if n_case != 1 else ''}" + (" + gas layer" if surface else "")
+        if many:
+            text += " + more from the case's bubble patterns"
+        single = n_case == 1 and not surface and not many
+        layer = surface
+    return {"single": single, "layer": layer, "text": text}
+
+
+def iterations_figure(run):
+    s = run["solves"]
+    its = s["iterations"].astype(np.float64)
+    steps = s["step"] if s["step"] is not None and len(s["step"]) == len(its) else np.arange(1, len(its) + 1)
+    fig, body = run_figure(run, 8.0, 6.2)
+    ax_i, ax_t = body.subplots(2, 1, sharex=True)
+    marker = "o" if len(its) <= 60 else None
+    ax_i.plot(steps, its, "-", color="C0", lw=1.2, marker=marker, ms=3, label="iterations")
+    ax_i.axhline(float(np.mean(its)), color="C0", ls=":", lw=1.0,
+                 label=f"mean {np.mean(its):.1f}")
+    conv = s.get("converged")
+    if conv is not None and len(conv) == len(its) and not np.all(conv):
+        bad = ~conv.astype(bool)
+        ax_i.plot(steps[bad], its[bad], ls="none", marker="X", color=BANNER_COLOUR, ms=9,
+                  mec="k", mew=0.6, zorder=5, label=f"not converged ({int(bad.sum())} steps)")
+    ax_i.set_ylabel("pressure iterations (-)")
+    if spans_decades(its):
+        ax_i.set_yscale("log")
+        ax_i.grid(True, which="minor", alpha=0.12)
+    else:
+        ax_i.set_ylim(bottom=0)
+    ax_i.grid(True, alpha=0.35)
+    ax_i.legend(fontsize=8, loc="best")
+    ax_i.set_title("pressure iterations per step", fontsize=10)
+
+    plotted = []
+    for key, colour, label in (("solve_seconds", "C1", "solve"), ("setup_seconds", "C2", "setup")):
+        v = s.get(key)
+        if v is not None and len(v) == len(its):
+            ax_t.plot(steps, v, "-", color=colour, lw=1.2, marker=marker, ms=3,
+                      label=f"{label} (total {np.nansum(v):.3g} s)")
+            plotted.append(v[np.isfinite(v) & (v > 0)])
+    allv = np.concatenate(plotted) if plotted else np.zeros(0)
+    if allv.size and allv.max() / allv.min() > 100.0:
+        ax_t.set_yscale("log")
+    else:
+        ax_t.set_ylim(bottom=0)
+    ax_t.set_xlabel("time step (-)")
+    ax_t.set_ylabel("time per step (s)")
+    ax_t.set_title("pressure solve and set-up time per step", fontsize=10)
+    ax_t.grid(True, alpha=0.35)
+    if plotted:
+        ax_t.legend(fontsize=8, loc="best")
+    else:
+        no_data_note(ax_t, "no solve or set-up times in this file")
+    body.suptitle(f"{run['name']}: pressure solver per time step ({len(its)} steps)\n"
+                 f"{solver_text(run)}; {grid_text(run)}"
+                 + (f"; backend {run['backend']}" if run.get("backend") else ""), fontsize=10)
+    return fig
