@@ -18,7 +18,8 @@ finite.  What the physics implies, and a step outside it shows:
 * every field and figure is finite.
 
 :meth:`FlowBounds.measure` takes the field figures of a step on the device
-(a few reductions, one small array to the host; on several ranks the
+(:func:`field_figures`: array code, and on a GPU one kernel; one small array
+to the host; on several ranks the
 slabs' figures reduced over the ranks, so every rank sees the same) and the
 flow solvers put them in their :class:`.navier_stokes.StepReport`;
 :meth:`FlowBounds.broken` reads them with the step's diagnostics (host
@@ -31,9 +32,10 @@ import math
 import numpy as np
 
 from ..compute.backend import backend_of
+from ..compute.twins import twin
 
-__all__ = ["FlowBounds", "FIGURES", "FRACTION_TOLERANCE", "CFL_LIMIT", "FAR_GAS_CELLS",
-           "VOLUME_CHANGE_LIMIT", "CLSVOF_VOLUME_CHANGE_LIMIT"]
+__all__ = ["FlowBounds", "field_figures", "FIGURES", "FRACTION_TOLERANCE", "CFL_LIMIT",
+           "FAR_GAS_CELLS", "VOLUME_CHANGE_LIMIT", "CLSVOF_VOLUME_CHANGE_LIMIT"]
 
 #: How far the volume fraction may lie outside ``[0, 1]``.  The advection
 #: clips rounding below 1e-12 (:data:`.vof_limits.CLIP_TOLERANCE`) and is
@@ -78,6 +80,50 @@ CLSVOF_VOLUME_CHANGE_LIMIT = 1e-6
 #: The figures :meth:`FlowBounds.measure` returns, in order (each the
 #: largest over the ranks: ``fraction_low`` is ``-min(c)``).
 FIGURES = ("not_finite", "fraction_low", "fraction_high", "cfl", "far_gas")
+
+
+@twin
+def field_figures(old_phi, old_velocity, phi, velocity, c, steps, gas_fraction):
+    """The field figures of :data:`FIGURES` on the arrays' device, one array of 5.
+
+    Parameters
+    ----------
+    old_phi, phi : array
+        The level set (m) before and after the step.
+    old_velocity, velocity : tuple of array
+        The face velocities (m/s) before and after the step, x first.
+    c : array or None
+        The gas volume fraction after the step.
+    steps : tuple of float
+        ``dt / h`` of each axis (s/m).
+    gas_fraction : float
+        A cell with a volume fraction above it holds gas.
+
+    Returns
+    -------
+    array
+        1.0 if ``phi``, ``velocity`` or ``c`` holds a non-finite value (else
+        0.0); ``-min c``, ``max c`` (0 and 1 without ``c``); ``max_a
+        max|old_velocity_a| steps_a``; the largest ``old_phi`` at a cell
+        holding gas (``c`` above ``gas_fraction``, else ``phi < 0``;
+        ``-inf`` without one).  Where the fields are finite, the CUDA
+        variant (:mod:`.bounds_cuda`, one kernel) gives these bits.
+    """
+    xp = backend_of(phi).xp
+    finite = xp.isfinite(phi).all()
+    cfl = xp.zeros((), dtype=phi.dtype)
+    for u, u_old, step in zip(velocity, old_velocity, steps):
+        finite = finite & xp.isfinite(u).all()
+        cfl = xp.maximum(cfl, xp.abs(u_old).max() * step)
+    if c is None:
+        low, high = xp.zeros((), dtype=phi.dtype), xp.ones((), dtype=phi.dtype)
+        gas = phi < 0.0
+    else:
+        finite = finite & xp.isfinite(c).all()
+        low, high = -c.min(), c.max()
+        gas = c > gas_fraction
+    far = xp.where(gas, old_phi, -xp.inf).max()
+    return xp.stack([1.0 - finite.astype(phi.dtype), low, high, cfl, far])
 
 
 class FlowBounds:
@@ -127,22 +173,10 @@ class FlowBounds:
             / h_a`` of ``old_velocity``; ``far_gas``: the largest previous
             level set (m) at a cell holding gas now (``-inf`` without one).
         """
-        xp = backend_of(phi).xp
-        finite = xp.isfinite(phi).all()
-        cfl = xp.zeros((), dtype=phi.dtype)
-        for u, u_old, h in zip(velocity, old_velocity, self.spacing):
-            finite = finite & xp.isfinite(u).all()
-            cfl = xp.maximum(cfl, xp.abs(u_old).max() * (dt / h))
-        if c is None:
-            low, high = xp.zeros((), dtype=phi.dtype), xp.ones((), dtype=phi.dtype)
-            gas = phi < 0.0
-        else:
-            finite = finite & xp.isfinite(c).all()
-            low, high = -c.min(), c.max()
-            gas = c > FRACTION_TOLERANCE
-        far = xp.where(gas, old_phi, -xp.inf).max()
-        local = xp.stack([1.0 - finite.astype(phi.dtype), low, high, cfl, far])
-        figures = np.asarray(backend_of(local).to_host(local), dtype=np.float64)
+        steps = tuple(dt / h for h in self.spacing)
+        local = field_figures(old_phi, tuple(old_velocity), phi, tuple(velocity), c, steps,
+                              FRACTION_TOLERANCE)
+        figures = np.asarray(backend_of(phi).to_host(local), dtype=np.float64)
         if self.comm is not None and self.comm.size > 1:
             figures = np.max(np.stack(self.comm.allgather(figures)), axis=0)
         return dict(zip(FIGURES, (float(v) for v in figures)))
@@ -210,3 +244,9 @@ class FlowBounds:
             out.append(f"gas {size} changed by {change:+.3g} of the initial {gas_volume:.3g} "
                        f"(at most {self.volume_limit:g})")
         return out
+
+
+# The CUDA variant (bounds_cuda.py, kernel in bounds.cu): one pass, one launch.
+from . import bounds_cuda  # noqa: E402
+
+field_figures.register("cupy")(bounds_cuda.field_figures)

@@ -302,3 +302,41 @@ def test_on_ranks_the_figures_are_the_largest_of_the_ranks(backend):
     assert figures["far_gas"] == 10.0 and figures["cfl"] == 0.2
     said = bounds.broken(_report(figures), None)
     assert said.startswith("volume fraction 3 outside [0, 1]; gas created")
+
+
+# ------------------------------------------------------- the kernel and its twin
+
+def _figure_fields(xp, shape, clsvof, seed, poison=None):
+    """Random level sets, face velocities of every axis and a volume fraction on ``shape``."""
+    rng = np.random.default_rng(seed)
+    faces = [tuple(n + (a == axis) for a, n in enumerate(shape)) for axis in
+             reversed(range(len(shape)))]          # x (the last axis) first
+    fields = {"old_phi": rng.standard_normal(shape), "phi": rng.standard_normal(shape),
+              "old": [rng.standard_normal(f) for f in faces],
+              "new": [rng.standard_normal(f) for f in faces],
+              "c": rng.uniform(-0.1, 1.1, shape) if clsvof else None}
+    if poison is not None:
+        fields["new"][-1].flat[7] = poison
+    put = lambda a: None if a is None else xp.asarray(a)   # noqa: E731
+    return (put(fields["old_phi"]), [put(a) for a in fields["old"]], put(fields["phi"]),
+            [put(a) for a in fields["new"]], put(fields["c"]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(12, 7), (9, 6, 5)])
+@pytest.mark.parametrize("clsvof", [True, False])
+@pytest.mark.parametrize("poison", [None, np.inf, np.nan])
+def test_the_figures_kernel_gives_the_array_codes_bits(shape, clsvof, poison, cupy_backend):
+    from bubbleflow.flow import bounds
+
+    cp = cupy_backend.xp
+    old_phi, old, phi, new, c = _figure_fields(cp, shape, clsvof, seed=len(shape), poison=poison)
+    steps = tuple(0.01 * (a + 1) for a in range(len(shape)))
+    kernel = bounds.field_figures.variant("cupy")(old_phi, tuple(old), phi, tuple(new), c, steps,
+                                                  FRACTION_TOLERANCE)
+    assert kernel is not NotImplemented
+    reference = bounds.field_figures.reference(
+        cp.asnumpy(old_phi), tuple(map(cp.asnumpy, old)), cp.asnumpy(phi), tuple(map(cp.asnumpy, new)), None if c is None else cp.asnumpy(c), steps,
+        FRACTION_TOLERANCE)
+    assert cp.asnumpy(kernel).tolist() == reference.tolist()
+    assert cp.asnumpy(kernel)[0] == (0.0 if poison is None else 1.0)
