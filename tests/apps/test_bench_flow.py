@@ -172,6 +172,18 @@ def test_a_failing_configuration_is_recorded_and_the_others_go_on(monkeypatch, t
     assert rows[-1]["phase"] == "step" and rows[-1]["nx"] == "24" and rows[-1]["status"] == "ok"
 
 
+def test_a_flow_outside_its_physical_bounds_is_a_failed_configuration(tmp_path):
+    # A fixed step inside the gravity limit at rest, beyond the convective one once moving.
+    path = tmp_path / "f.csv"
+    code, out, err = run_cli(["bench", "--flow", "--cases", "hysing", "--sizes", "16",
+                              "--steps", "12", "--skip", "0", "--backend", "numpy",
+                              "--copy-mib", "4", "--csv", str(path), "--set", "time.dt=0.007",
+                              "--set", "physics.gravity=500"])
+    assert code == 1
+    assert "failed: FloatingPointError: the flow left its physical bounds at step" in out, out
+    assert read_rows(path)[1][0]["status"].startswith("failed: FloatingPointError")
+
+
 def one_error_line(err):
     lines = err.splitlines()
     assert len(lines) == 1, err

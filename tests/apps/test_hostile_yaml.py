@@ -161,6 +161,18 @@ def test_workers_bounded(tmp_path, capsys, workers):
     assert f"expected an integer from 1 to {MAX_WORKERS}" in err and len(err) < 300, err
 
 
+def test_the_api_bounds_the_workers_too(tmp_path):
+    from bubbleflow.apps.sweep import prepare_study, run_study
+    from bubbleflow.case.config import CaseError
+
+    study = prepare_study(os.path.join(ROOT, "cases", "bubbly_column.yaml"),
+                          params=["contrast"], values=["1"], output=str(tmp_path), name="s")
+    for workers in (0, MAX_WORKERS + 1):
+        with pytest.raises(CaseError, match=f"an integer from 1 to {MAX_WORKERS}"):
+            run_study(study, workers=workers)
+    assert not (tmp_path / "s" / "run_0000.h5").exists()
+
+
 def test_range_count_bounded(tmp_path, capsys):
     start = time.perf_counter()
     for count in (str(MAX_RANGE_COUNT + 1), "9" * 5000):

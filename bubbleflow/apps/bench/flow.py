@@ -145,6 +145,8 @@ def _run_steps(flow, state, writer, bench, say):
     """The warm-up and measured steps: per-step phases, solves, dts, writer rows."""
     steps = []
     end = flow.case.time.end
+    size = writer.diag["area" if "area" in writer.diag else "volume"]
+    gas = size[0] if size and size[0] > 0 else None      # (None: no gas, nothing to check)
     for k in range(bench.skip + bench.steps):
         if state.time >= end:
             break
@@ -160,9 +162,12 @@ def _run_steps(flow, state, writer, bench, say):
             steps.append(dict(phases=dict(report.phases), dt=report.dt, row_s=row_s,
                               iterations=int(report.record.iterations), solve_bytes=moved,
                               per_it=per_it, converged=bool(report.record.converged)))
-        if not np.isfinite(report.divergence):
-            raise FloatingPointError(f"the flow blew up at step {report.step} "
-                                     f"(t = {report.time:.6g})")
+        # The run's check (flow/bounds.py): a flow outside its physical bounds
+        # is no flow to time.
+        broken = flow.bounds.broken(report, gas)
+        if broken:
+            raise FloatingPointError(f"the flow left its physical bounds at step {report.step} "
+                                     f"(t = {report.time:.6g}): {broken}")
     return state, steps
 
 

@@ -79,7 +79,7 @@ from __future__ import annotations
 from ...case.config import BACKENDS, CaseError
 from ...case.yaml_reader import shorten
 from .point import run_point
-from .runner import run_study
+from .runner import MAX_WORKERS, run_study
 from .study import Study, prepare_study
 from .summary import STATUSES, read_summary, write_summary
 from .values import Parameter, expand, parse_range, parse_values
@@ -90,9 +90,6 @@ __all__ = [
     "STATUSES", "MAX_WORKERS",
 ]
 
-#: Most worker processes (``--workers``): each is an interpreter with its own
-#: arrays on this machine (or a LocalCluster's), and no host has more cores.
-MAX_WORKERS = 256
 
 
 def _workers(text, file):

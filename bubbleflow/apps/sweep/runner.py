@@ -15,7 +15,11 @@ from .study import STUDY_FILE, dump_record
 from .summary import STATUSES, SUMMARY_CSV, write_summary
 from .values import show
 
-__all__ = ["run_study"]
+#: Most worker processes (``--workers``): each is an interpreter with its own
+#: arrays on this machine (or a LocalCluster's), and no host has more cores.
+MAX_WORKERS = 256
+
+__all__ = ["run_study", "MAX_WORKERS"]
 
 
 def _short_labels(keys):
@@ -69,8 +73,9 @@ def run_study(study, executor="local", workers=None, scheduler=None, resume=Fals
     if scheduler and executor != "dask":
         raise CaseError(study.source, None, f"got --scheduler with --executor {executor}",
                         "--executor dask --scheduler ADDRESS")
-    if workers is not None and workers < 1:
-        raise CaseError(study.source, None, f"--workers {workers}", "an integer >= 1")
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise CaseError(study.source, None, f"--workers {workers}",
+                        f"an integer from 1 to {MAX_WORKERS} (worker processes)")
     if executor == "dask":
         dask_distributed()     # not installed: one line, before anything runs
     # Held to the end: a second sweep of the folder is refused, naming this one,
