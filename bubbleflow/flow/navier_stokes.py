@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..case.config import viscosity_scheme
+from ..case.time_step import step_limits, viscosity_scheme
 from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
@@ -226,23 +226,15 @@ class FlowSolver:
             state.u, state.v, state.phi, rho, mu, maxima, maxima and not self.implicit_viscosity))
 
     def _dt_limits(self, scalars):
-        """The step from the host scalars of :meth:`_step_scalars`."""
-        t, h = self.case.time, self.h
-        if t.dt is not None:
-            return float(t.dt)
-        umax = max(float(scalars[1]), float(scalars[2]), 1e-12)
-        limits = [t.cfl * h / umax]
-        if not self.implicit_viscosity:
-            nu = float(scalars[3])
-            limits.append(0.2 * h * h / nu)                  # explicit viscous (2-D: < h^2/4nu)
-        if self.sigma > 0:
-            rho_avg = 0.5 * (self.rho_l + self.rho_g)
-            limits.append(math.sqrt(rho_avg * h ** 3 / (2 * math.pi * self.sigma)))
-        if self.gravity > 0:
-            limits.append(math.sqrt(h / self.gravity))          # free fall over one cell
-        if t.dt_max is not None:
-            limits.append(t.dt_max)
-        return min(limits)
+        """The step from the host scalars of :meth:`_step_scalars`: the
+        smallest of the flow's limits (:func:`~bubbleflow.case.time_step.step_limits`),
+        no viscous one when the viscosity is implicit."""
+        if self.case.time.dt is not None:
+            return float(self.case.time.dt)
+        umax = max(float(scalars[1]), float(scalars[2]))
+        nu = None if self.implicit_viscosity else float(scalars[3])
+        limits = step_limits(self.case, umax=umax, nu=nu, h=self.h)
+        return min(limit.dt for limit in limits.values())
 
     def _time_step(self, state, scalars):
         """The step from the limits, shortened to land exactly on the end

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..case.config import viscosity_scheme
+from ..case.time_step import viscosity_scheme
 from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
 from ..operators.poisson import PoissonOperator
@@ -150,16 +150,6 @@ class FlowSolverND(FlowSolver):
         nu = (mu / rho).max() if viscous else xp.zeros((), dtype=self.dtype)
         return self.backend.to_host(xp.stack([finite.astype(self.dtype), speed,
                                               xp.zeros((), dtype=self.dtype), nu]))
-
-    def _dt_limits(self, scalars):
-        """:meth:`FlowSolver._dt_limits` with the explicit viscous limit of
-        this dimension (``0.4 / ndim h^2 / nu``: stable below ``h^2 / (2
-        ndim nu)``), none when the viscosity is implicit."""
-        dt = super()._dt_limits(scalars)
-        nu = float(scalars[3])
-        if self.case.time.dt is None and nu > 0 and not self.implicit_viscosity:
-            dt = min(dt, 0.4 / self.ndim * self.h * self.h / nu)
-        return dt
 
     # ---------------------------------------------------------------- momentum
     def provisional_velocity(self, state, dt, H, rho, mu, rho_faces):

@@ -1,0 +1,441 @@
+"""The case schema: the ``*Config`` dataclasses of the sections and
+:class:`Case`, with the allowed values of the enum fields.
+
+Each field carries its checker (``metadata["spec"]``,
+:func:`~.field_specs.checked_field`) next to its default, so adding a key
+or an enum value is a one-line change.  The validation is hand-written on
+purpose (no schema library): the messages are the product.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+import yaml
+
+from ..linalg import registry as _registry
+from ..mesh.grid import Grid as _Grid
+from .bounds import (MAX_AXIS_CELLS, MAX_CIRCLES, MAX_COARSEST_CELLS, MAX_DEGREE, MAX_ITERATIONS,
+                     MAX_MIN_SIDE, MAX_REINIT_ITERATIONS, MAX_SEED, MAX_STEPS, MAX_W_LEVELS)
+from .field_specs import (EnumSpec, FloatSpec, IntSpec, ListSpec, OptionalSpec, SectionSpec,
+                          StrSpec, TupleSpec, checked_field)
+from .provenance import Where
+
+# Allowed values of the enum fields.  The solver's names (methods, variants,
+# preconditioners, deflations) come from its registry, which imports nothing
+# of the numerics (reading a case file stays independent of them).
+MODES = ("pressure", "flow")
+WALL_CONDITIONS = ("no_slip", "free_slip")
+BACKENDS = ("auto", "numpy", "cupy")
+PRECISIONS = ("float64",)
+FACE_DENSITIES = ("arithmetic", "harmonic", "levelset")
+STORAGES = ("diagonals", "matrix_free")
+METHODS = tuple(_registry.METHODS)
+VARIANTS = tuple(_registry.VARIANTS)
+PRECONDITIONERS = tuple(_registry.PRECONDITIONERS)
+DEFLATIONS = tuple(_registry.DEFLATIONS)
+
+#: ``solver.preconditioner.type`` when the case does not give one.
+DEFAULT_PRECONDITIONER = {m.name: m.default_preconditioner for m in _registry.METHODS.values()}
+#: ``solver.deflation.cells_per_subdomain`` when the case gives neither it nor subdomains.
+DEFAULT_CELLS_PER_SUBDOMAIN = _registry.DEFAULT_CELLS_PER_SUBDOMAIN
+#: ``solver.deflation.type`` when the case does not give one.
+DEFAULT_DEFLATION = {m.name: m.default_deflation for m in _registry.METHODS.values()}
+
+
+class _Precision(EnumSpec):
+    """float64 only; float32 (documented before) is refused with the measured reason."""
+
+    def convert(self, ctx, path, value):
+        if value == "float32":
+            # Refinement from a float32 operator needs eps32 * cond(A) < 1, and
+            # cond(A) grows with n^2 and the contrast: measured on the bubbly
+            # column, contrast 1e3 converges up to 256^2 but 1e4 stalls at
+            # 128^2 (true residual 5e-3) and breaks down at 256^2.
+            ctx.bad(path, value, "'float64' (float32 cannot reach the tolerance of bubbly-flow "
+                    "pressure solves: refinement from a float32 operator stalls from contrast "
+                    "1e4 on grids of 128^2 and more)")
+        return super().convert(ctx, path, value)
+
+
+_POINT = TupleSpec(FloatSpec(), (2, 3), "two numbers [x, y] (three, [x, y, z], in 3-D)")
+# Cells per axis: no bound of their own, MAX_CELLS bounds their product (checked with the grid).
+_AXIS = IntSpec(min=4)
+# Lattice sides and random bubbles: MAX_CIRCLES in all (checked with the grid).
+_CIRCLES = IntSpec(min=1, max=MAX_CIRCLES, why="bubbles and droplets in all")
+# Counts that must divide a grid axis (checked with the grid).
+_AXIS_PART = dict(max=MAX_AXIS_CELLS, why="a part of one grid axis")
+
+
+class _Node:
+    """Shared behaviour of the config dataclasses."""
+
+    def to_dict(self):
+        """Plain nested ``dict``/``list``/scalars, defaults included."""
+        return _plain(self)
+
+
+def _plain(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name))
+                for f in dataclasses.fields(obj) if "spec" in f.metadata}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+@dataclass(frozen=True)
+class GridConfig(_Node):
+    """``grid``: cells and domain size (m)."""
+
+    nx: int = checked_field(_AXIS, 128)
+    ny: int = checked_field(_AXIS, 128)
+    lx: float = checked_field(FloatSpec(gt=0), 1.0)
+    ly: float = checked_field(FloatSpec(gt=0), 1.0)
+    nz: Optional[int] = checked_field(
+        OptionalSpec(_AXIS), None,
+        doc="cells in z: a 3-D grid (z vertical); null: 2-D (y vertical)")
+    lz: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None,
+                                        doc="domain height in 3-D (null: 1.0)")
+
+    @property
+    def ndim(self):
+        return 2 if self.nz is None else 3
+
+    @property
+    def cells(self):
+        """Cells per axis, x first."""
+        return (self.nx, self.ny) if self.nz is None else (self.nx, self.ny, self.nz)
+
+    @property
+    def lengths(self):
+        """Domain size per axis (m), x first."""
+        if self.nz is None:
+            return (self.lx, self.ly)
+        return (self.lx, self.ly, 1.0 if self.lz is None else self.lz)
+
+
+@dataclass(frozen=True)
+class FluidConfig(_Node):
+    """One fluid: density (kg/m^3) and dynamic viscosity (Pa s)."""
+
+    density: float = checked_field(FloatSpec(gt=0), 1000.0)
+    viscosity: float = checked_field(FloatSpec(gt=0), 1.0e-3)
+
+
+_GAS = {"density": 1.0, "viscosity": 1.8e-5}
+
+
+@dataclass(frozen=True)
+class FluidsConfig(_Node):
+    """``fluids``: the liquid (water by default) and the gas (air)."""
+
+    liquid: FluidConfig = checked_field(SectionSpec(FluidConfig), factory=FluidConfig)
+    gas: FluidConfig = checked_field(SectionSpec(FluidConfig, _GAS),
+                                     factory=lambda: FluidConfig(**_GAS))
+
+
+@dataclass(frozen=True)
+class PhysicsConfig(_Node):
+    """``physics``: gravity (m/s^2), acting along -y."""
+
+    gravity: float = checked_field(FloatSpec(ge=0), 9.81)
+    surface_tension: float = checked_field(FloatSpec(ge=0), 0.0,
+                                           doc="N/m, between liquid and gas (flow)")
+
+
+@dataclass(frozen=True)
+class CircleConfig(_Node):
+    """A bubble (gas) or droplet (liquid): centre ``(x, y)`` (``(x, y, z)``
+    in 3-D) and radius (m)."""
+
+    center: Tuple[float, ...] = checked_field(_POINT)
+    radius: float = checked_field(FloatSpec(gt=0))
+
+
+@dataclass(frozen=True)
+class LatticeConfig(_Node):
+    """``geometry.bubble_lattice``: ``columns x rows`` equal bubbles
+    (``columns x rows x layers`` spheres in 3-D).
+
+    Centres are spread evenly over ``x_range`` and ``y_range`` (and
+    ``z_range``; ends included); see :func:`~.geometry_checks.lattice_centres`.
+    """
+
+    columns: int = checked_field(_CIRCLES)
+    rows: int = checked_field(_CIRCLES)
+    radius: float = checked_field(FloatSpec(gt=0))
+    x_range: Tuple[float, float] = checked_field(
+        TupleSpec(FloatSpec(), 2, "two numbers [x0, x1] with x0 <= x1"))
+    y_range: Tuple[float, float] = checked_field(
+        TupleSpec(FloatSpec(), 2, "two numbers [y0, y1] with y0 <= y1"))
+    layers: Optional[int] = checked_field(OptionalSpec(_CIRCLES), None, doc="3-D: spheres along z")
+    z_range: Optional[Tuple[float, float]] = checked_field(
+        OptionalSpec(TupleSpec(FloatSpec(), 2, "two numbers [z0, z1] with z0 <= z1")), None,
+        doc="3-D: the heights the layers spread over")
+
+
+@dataclass(frozen=True)
+class RandomBubblesConfig(_Node):
+    """``geometry.random_bubbles``: ``count`` non-overlapping bubbles, reproducible
+    from ``seed``, in ``region = [x0, x1, y0, y1]`` (``[x0, x1, y0, y1, z0,
+    z1]`` in 3-D; None: the whole domain)."""
+
+    count: int = checked_field(_CIRCLES)
+    radius: float = checked_field(FloatSpec(gt=0))
+    seed: int = checked_field(IntSpec(min=0, max=MAX_SEED, why="a signed 64-bit integer"), 0)
+    min_gap: float = checked_field(FloatSpec(ge=0), 0.0)
+    region: Optional[Tuple[float, ...]] = checked_field(
+        OptionalSpec(TupleSpec(FloatSpec(), (4, 6),
+                               "null or four numbers [x0, x1, y0, y1] (six in 3-D, "
+                               "[x0, x1, y0, y1, z0, z1])")), None)
+
+
+@dataclass(frozen=True)
+class GeometryConfig(_Node):
+    """``geometry``: where the liquid and the gas are at the start."""
+
+    free_surface: Optional[float] = checked_field(
+        OptionalSpec(FloatSpec()), None, doc="liquid below this height; None: liquid everywhere")
+    bubbles: Tuple[CircleConfig, ...] = checked_field(
+        ListSpec(SectionSpec(CircleConfig), "a list of {center: [x, y], radius: r}"), ())
+    droplets: Tuple[CircleConfig, ...] = checked_field(
+        ListSpec(SectionSpec(CircleConfig), "a list of {center: [x, y], radius: r}"), ())
+    bubble_lattice: Optional[LatticeConfig] = checked_field(
+        OptionalSpec(SectionSpec(LatticeConfig)), None)
+    random_bubbles: Optional[RandomBubblesConfig] = checked_field(
+        OptionalSpec(SectionSpec(RandomBubblesConfig)), None)
+
+
+@dataclass(frozen=True)
+class OperatorConfig(_Node):
+    """``operator``: face-density rule and how the 5-point operator is stored."""
+
+    face_density: str = checked_field(EnumSpec(FACE_DENSITIES), "arithmetic")
+    storage: str = checked_field(EnumSpec(STORAGES), "diagonals")
+
+
+@dataclass(frozen=True)
+class PreconditionerConfig(_Node):
+    """``solver.preconditioner``.  ``type``'s default depends on the method."""
+
+    type: str = checked_field(EnumSpec(PRECONDITIONERS), DEFAULT_PRECONDITIONER["pcg"])
+    block_lines: int = checked_field(IntSpec(min=2, **_AXIS_PART), 2,
+                                     doc="block_ic: grid lines per IC block")
+    degree: int = checked_field(
+        IntSpec(min=1, max=MAX_DEGREE,
+                why="smoothing steps per visit; more cost more than they gain"), 2,
+        doc="multigrid: Chebyshev smoothing steps per visit")
+    ratio: float = checked_field(
+        FloatSpec(gt=1), 4.0,
+        doc="multigrid: the smoother targets D^-1 A's eigenvalues in [2/ratio, 2]")
+    scale: float = checked_field(FloatSpec(gt=0, lt=2), 1.8,
+                                 doc="multigrid: over-correction of the coarse-grid correction")
+    coarsest: int = checked_field(
+        IntSpec(min=1, max=MAX_COARSEST_CELLS,
+                why="the coarsest level is solved through a dense inverse"), 512,
+        doc="multigrid: cells of the coarsest level at most (solved directly)")
+    min_side: int = checked_field(
+        IntSpec(min=1, max=MAX_MIN_SIDE,
+                why="it holds back levels of at most that many cells only"), 16,
+        doc="multigrid: no level narrower than this (levels of up to 1024 cells)")
+    cycle_precision: str = checked_field(
+        EnumSpec(("float64", "float32")), "float32",
+        doc="multigrid: the cycle's arithmetic (float32 halves its bytes)")
+    w_levels: object = checked_field(
+        IntSpec(min=0, max=MAX_W_LEVELS, also=("auto",), why="more levels than any grid has"),
+        "auto", doc="multigrid: top levels that visit their coarse level twice (W); "
+                    "0: a V-cycle; auto: those whose coarse level has at least 2^18 cells")
+
+    def options(self):
+        """Every preconditioner option of the section (the solver passes on
+        those its preconditioner's registry entry lists)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "type"}
+
+
+@dataclass(frozen=True)
+class DeflationConfig(_Node):
+    """``solver.deflation``.  ``type``'s default depends on the method."""
+
+    type: str = checked_field(EnumSpec(DEFLATIONS), DEFAULT_DEFLATION["pcg"])
+    subdomains: Optional[Tuple[int, int]] = checked_field(
+        OptionalSpec(TupleSpec(IntSpec(min=1, **_AXIS_PART), (2, 3),
+                               "two integers [px, py] >= 1 (three in 3-D)")), None,
+        doc="subdomain counts [px, py] ([px, py, pz] in 3-D); null: from cells_per_subdomain")
+    cells_per_subdomain: Optional[int] = checked_field(
+        OptionalSpec(IntSpec(min=1, **_AXIS_PART)), None,
+        doc=f"subdomain width in cells (null: {DEFAULT_CELLS_PER_SUBDOMAIN}, 8 in 3-D, wider past "
+            f"{_registry.DEFAULT_MAX_SUBDOMAINS} subdomains); the default way, so refining "
+            "the grid refines the deflation")
+    stripes: int = checked_field(IntSpec(min=1, **_AXIS_PART), 16)
+
+    def subdomain_counts(self, nx, ny, nz=None):
+        """``(px, py[, pz])``: as written, or blocks about
+        ``cells_per_subdomain`` cells wide on an ``nx x ny (x nz)`` grid
+        (default: 16 cells, at most 4096 blocks;
+        :func:`bubbleflow.linalg.registry.default_subdomains`)."""
+        if self.subdomains is not None:
+            return tuple(self.subdomains)
+        grid = (_Grid(nx, ny) if nz is None
+                else _Grid.regular((nx, ny, nz), (1.0, 1.0, 1.0)))
+        return _registry.default_subdomains(grid, self.cells_per_subdomain)
+
+
+_ITERATIONS = IntSpec(min=1, max=MAX_ITERATIONS, why="the residual history is an array of maxiter")
+
+
+@dataclass(frozen=True)
+class SolverConfig(_Node):
+    """``solver``: Krylov method, preconditioner, deflation, stopping."""
+
+    method: str = checked_field(EnumSpec(METHODS), "pcg")
+    variant: str = checked_field(EnumSpec(VARIANTS), "adef2", doc="deflation variant (dpcg only)")
+    preconditioner: PreconditionerConfig = checked_field(SectionSpec(PreconditionerConfig),
+                                                         factory=PreconditionerConfig)
+    deflation: DeflationConfig = checked_field(SectionSpec(DeflationConfig),
+                                               factory=DeflationConfig)
+    rtol: float = checked_field(FloatSpec(gt=0, lt=1), 1.0e-8)
+    atol: float = checked_field(FloatSpec(ge=0), 0.0)
+    maxiter: int = checked_field(_ITERATIONS, 10000)
+    check_every: int = checked_field(_ITERATIONS, 10,
+                                     doc="iterations between host-side convergence checks")
+
+
+@dataclass(frozen=True)
+class OutputConfig(_Node):
+    """``output``: where results are written.
+
+    ``interval``: simulated time (s) between field snapshots in ``mode: flow``
+    (each snapshot is also a restart checkpoint); null: start and end only.
+    """
+
+    directory: str = checked_field(StrSpec("a non-empty directory path"), "outputs")
+    interval: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None)
+
+
+@dataclass(frozen=True)
+class TimeConfig(_Node):
+    """``time`` (mode flow): end time (s) and time-step control.
+
+    The step is the smallest of the convective (``cfl``), viscous, capillary
+    and gravity limits and ``dt_max``; ``dt`` fixes it instead.
+    """
+
+    end: float = checked_field(FloatSpec(gt=0), 1.0)
+    cfl: float = checked_field(FloatSpec(gt=0, le=1), 0.25)
+    dt: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None,
+                                        doc="fixed time step (s)")
+    dt_max: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None)
+
+
+@dataclass(frozen=True)
+class BoundariesConfig(_Node):
+    """``boundaries`` (mode flow): wall condition of each side (x: left,
+    right; y: bottom, top in 2-D, front, back in 3-D; z: bottom, top)."""
+
+    left: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
+    right: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
+    bottom: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
+    top: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
+    front: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip", doc="3-D: the wall at y = 0")
+    back: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip", doc="3-D: the wall at y = ly")
+
+
+#: How the interface is carried (mode flow): the level set alone, or coupled
+#: with a conservative volume of fluid (CLSVOF: the gas volume kept to
+#: round-off; :mod:`bubbleflow.flow.vof`).
+INTERFACE_METHODS = ("levelset", "clsvof")
+
+
+@dataclass(frozen=True)
+class LevelSetConfig(_Node):
+    """``levelset`` (mode flow): the interface method and the reinitialisation schedule."""
+
+    method: str = checked_field(
+        EnumSpec(INTERFACE_METHODS), "levelset",
+        doc="levelset, or clsvof: a volume fraction advected beside the level set "
+            "conserves the gas volume, the level set is rebuilt from it every step")
+    reinit_every: int = checked_field(
+        IntSpec(min=0, max=MAX_STEPS, why="the most steps of a flow"), 5,
+        doc="steps between reinitialisations; 0: never (levelset; clsvof rebuilds every step)")
+    reinit_iterations: int = checked_field(
+        IntSpec(min=1, max=MAX_REINIT_ITERATIONS,
+                why="each is a pass over the grid; the flow reads the distance a few cells out"),
+        4)
+
+
+#: How gravity enters the momentum equation (mode flow).
+GRAVITY_FORMS = ("reduced", "volumetric")
+#: How the viscous stress is advanced (mode flow); ``auto`` resolves per case
+#: (:func:`~.time_step.viscosity_scheme`).
+VISCOSITY_SCHEMES = ("auto", "implicit", "explicit")
+
+
+@dataclass(frozen=True)
+class MomentumConfig(_Node):
+    """``momentum`` (mode flow): how gravity and viscosity enter the step.
+
+    ``gravity: reduced`` writes ``-grad p + rho g`` as ``-grad p_d + (rho_l -
+    rho_g) g.(x - x0) grad H``: the pressure solved for is the dynamic part
+    ``p_d = p - rho g.(x - x0)`` and gravity acts at the interface, on the
+    faces, like the surface tension (the hydrostatic part is added back for
+    output).  ``volumetric``: ``rho g`` on every face, ``p`` the whole
+    pressure.  ``viscosity: implicit`` solves the variable-viscosity stress
+    (backward Euler, the velocity components coupled through lagged
+    cross-derivative terms) so the step has no viscous limit; ``explicit``
+    keeps it explicit with ``dt <= 0.4 / ndim h^2 / nu``; ``auto`` (the
+    default) is implicit where that limit would set the step, explicit where another
+    limit is smaller anyway (:func:`~.time_step.viscosity_scheme`).
+    """
+
+    gravity: str = checked_field(EnumSpec(GRAVITY_FORMS), "reduced")
+    viscosity: str = checked_field(EnumSpec(VISCOSITY_SCHEMES), "auto")
+    viscous_rtol: float = checked_field(FloatSpec(gt=0, lt=1), 1.0e-10,
+                                        doc="relative tolerance of the implicit viscous solves")
+
+
+@dataclass(frozen=True)
+class Case(_Node):
+    """A validated case: every value checked, every default filled.
+
+    Attributes
+    ----------
+    name, mode, backend, precision : str
+    grid : GridConfig
+    fluids : FluidsConfig
+    physics : PhysicsConfig
+    geometry : GeometryConfig
+    operator : OperatorConfig
+    solver : SolverConfig
+    output : OutputConfig
+    source : str
+        The case file's path, or ``"<dict>"``; not part of :meth:`to_dict`.
+    """
+
+    # `name` names the output file, so no path separators.
+    name: str = checked_field(
+        StrSpec("a non-empty name without '/' or '\\' (it names the output file)",
+                forbid="/\\\0"), "")
+    mode: str = checked_field(EnumSpec(MODES), "pressure")
+    backend: str = checked_field(EnumSpec(BACKENDS), "auto")
+    precision: str = checked_field(_Precision(PRECISIONS), "float64")
+    grid: GridConfig = checked_field(SectionSpec(GridConfig), factory=GridConfig)
+    fluids: FluidsConfig = checked_field(SectionSpec(FluidsConfig), factory=FluidsConfig)
+    physics: PhysicsConfig = checked_field(SectionSpec(PhysicsConfig), factory=PhysicsConfig)
+    geometry: GeometryConfig = checked_field(SectionSpec(GeometryConfig), factory=GeometryConfig)
+    operator: OperatorConfig = checked_field(SectionSpec(OperatorConfig), factory=OperatorConfig)
+    solver: SolverConfig = checked_field(SectionSpec(SolverConfig), factory=SolverConfig)
+    output: OutputConfig = checked_field(SectionSpec(OutputConfig), factory=OutputConfig)
+    time: TimeConfig = checked_field(SectionSpec(TimeConfig), factory=TimeConfig)
+    boundaries: BoundariesConfig = checked_field(SectionSpec(BoundariesConfig),
+                                                 factory=BoundariesConfig)
+    levelset: LevelSetConfig = checked_field(SectionSpec(LevelSetConfig), factory=LevelSetConfig)
+    momentum: MomentumConfig = checked_field(SectionSpec(MomentumConfig), factory=MomentumConfig)
+    source: str = "<dict>"
+    # Lines and overrides, for errors found later (CaseError.from_runtime).
+    _where: Optional[Where] = field(default=None, repr=False, compare=False)
+
+    def to_yaml(self):
+        """The resolved case as YAML text (loads back to an equal case)."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
