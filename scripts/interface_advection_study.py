@@ -3,7 +3,7 @@
     python3 scripts/interface_advection_study.py [--tests zalesak vortex] [--sizes 64 128]
         [--methods levelset vof] [--backend numpy|cupy] [--csv FILE]
 
-The two classic tests of interface advection (issue 17's study), on the unit
+The two classic tests of interface advection (the level set against VOF), on the unit
 square, with face velocities from a stream function on the cell corners (so
 each field is discretely divergence-free to rounding):
 

@@ -7,7 +7,7 @@ Runs the flow case (default ``cases/bubbly_column_flow.yaml`` at 512 x 1024
 cells, ``output.interval`` 0.002 s to ``time.end`` 0.02 s: a snapshot every
 few steps) twice per repeat, through ``bubbleflow run``'s own loop, into a
 temporary folder: once with every snapshot written before the loop goes on
-(``FlowWriter.background = False``, the behaviour before issue 16) and once
+(``FlowWriter.background = False``, the synchronous reference) and once
 with the background writer.  Printed per mode, all measured in the main
 thread (what the time loop waits for, not the writer's own time):
 

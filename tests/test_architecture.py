@@ -1,9 +1,11 @@
-"""The house rules of the package (issue 15), checked on its source.
+"""The house rules of the package, checked on its source.
 
 Floors: apps/ on top and imported by nothing below; no import cycle, lazy
 imports included; the Krylov loop never imports an engine; no function over
 120 lines; backend dispatch only in compute/; no measured figures in code
-comments (they belong in docs/performance.md); CUDA only in source files.
+comments (they belong in docs/performance.md); CUDA only in source files; no
+private name imported from another module; code and test names say why, not
+when (no issue or session numbers).
 """
 import ast
 import pathlib
@@ -12,6 +14,10 @@ import re
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bubbleflow"
+TESTS = pathlib.Path(__file__).resolve().parent
+#: Words that date code instead of explaining it: an issue or session number,
+#: or "the seed's" for a method that has a name and a citable source.
+HISTORY = r"(?i)\b(issue\s+#?\d+|session\s+\d+|the seed'?s\b)"
 
 
 def _modules():
@@ -26,17 +32,21 @@ def _modules():
 MODULES = _modules()
 
 
+def _from_module(module, package, node):
+    """The absolute name of the module a ``from ... import`` in ``module`` reads."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports(module, path, package):
     """Modules of the package that ``module`` imports (anywhere in it)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            base = module.split(".") if package else module.split(".")[:-1]
-            if node.level:
-                base = base[: len(base) - (node.level - 1)]
-                base = ".".join(base + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
+            base = _from_module(module, package, node)
             names = [base + "." + a.name if base + "." + a.name in MODULES else base
                      for a in node.names]
         elif isinstance(node, ast.Import):
@@ -90,6 +100,7 @@ def test_no_long_functions():
                          r"|__module__\.startswith\(['\"]cupy", "not compute"),
     ("measured figure in a comment", r"(#|//).*(\d\s?(ms|us|GB/s|GiB/s)\b|H100|H200|A100)", "all"),
     ("inline CUDA", r"extern \"C\"|__global__", "python"),
+    ("history words (code says why, not when)", HISTORY, "all"),
 ])
 def test_source_rules(rule, pattern, where):
     files = [p for p, _ in MODULES.values()]
@@ -100,3 +111,52 @@ def test_source_rules(rule, pattern, where):
     hits = [f"{p.relative_to(PACKAGE)}:{i}" for p in files
             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(pattern, line)]
     assert not hits, f"{rule}: {hits}"
+
+
+def _private(name):
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_private_name_imported_across_modules():
+    """A name another module needs is public in its one home: no ``from m
+    import _name`` and no ``m._name`` on an imported module of the package."""
+    hits = []
+    for module, (path, package) in MODULES.items():
+        tree = ast.parse(path.read_text())
+        modules_bound = {}                  # local name -> package module it names
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = _from_module(module, package, node)
+                if source not in MODULES:
+                    continue
+                for a in node.names:
+                    if source + "." + a.name in MODULES:
+                        modules_bound[a.asname or a.name] = source + "." + a.name
+                    elif _private(a.name) and source != module:
+                        hits.append(f"{module}:{node.lineno} imports {source}.{a.name}")
+            elif isinstance(node, ast.Import):
+                modules_bound.update({a.asname: a.name for a in node.names
+                                      if a.asname and a.name in MODULES})
+        hits += [f"{module}:{node.lineno} uses {modules_bound[node.value.id]}.{node.attr}"
+                 for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                 and node.value.id in modules_bound and _private(node.attr)]
+    assert not hits, f"private names across modules: {hits}"
+
+
+def test_test_names_and_docstrings_without_history_words():
+    """Tests are named for what they check, not for the issue or session
+    that added them."""
+    hits = []
+    for path in TESTS.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        nodes = [tree] + [n for n in ast.walk(tree)
+                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        for node in nodes:
+            name = getattr(node, "name", "")
+            texts = [name.replace("_", " ")] if name.startswith(("test", "Test")) else []
+            if not name or name.startswith(("test", "Test")):
+                texts.append(ast.get_docstring(node) or "")
+            hits += [f"{path.relative_to(TESTS)}:{name or 'module'}"
+                     for text in texts if re.search(HISTORY, text)]
+    assert not hits, f"history words in tests: {hits}"

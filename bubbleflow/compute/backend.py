@@ -17,7 +17,8 @@ import time
 
 import numpy as np
 
-__all__ = ["Backend", "BackendUnavailable", "HostCopy", "get_backend", "backend_of", "BACKENDS"]
+__all__ = ["Backend", "BackendUnavailable", "HostCopy", "get_backend", "backend_of",
+           "array_module", "BACKENDS"]
 
 
 class BackendUnavailable(RuntimeError):
@@ -470,6 +471,11 @@ def backend_of(*arrays) -> Backend:
         if mod.startswith("cupy") or mod.startswith("cupyx"):
             return _make("cupy")
     return _make("numpy")
+
+
+def array_module(*arrays):
+    """The array module (``numpy`` or ``cupy``) of the backend that owns ``arrays``."""
+    return backend_of(*arrays).xp
 
 
 def host_available_memory():

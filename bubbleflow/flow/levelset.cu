@@ -41,7 +41,7 @@ __device__ __forceinline__ void differences(const T* __restrict__ f, long long s
     }
 }
 
-// Jiang-Shu WENO5 (_weno5) of the five differences ordered along the upwind direction.
+// Jiang-Shu WENO5 (weno5) of the five differences ordered along the upwind direction.
 __device__ __forceinline__ T weno5(T v1, T v2, T v3, T v4, T v5, T floor_)
 {
     const T s1 = (13.0 / 12.0) * sq(v1 - 2.0 * v2 + v3) + 0.25 * sq(v1 - 4.0 * v2 + 3.0 * v3);
@@ -71,7 +71,7 @@ __device__ __forceinline__ T weno_plus(const T* e, T floor_)
     return weno5(e[5], e[4], e[3], e[2], e[1], floor_);
 }
 
-// One TVD-RK3 stage (_rk3) given the right-hand side r at the stage's field p:
+// One TVD-RK3 stage (rk3) given the right-hand side r at the stage's field p:
 // stage 1: base + dt r; 2: 3/4 base + 1/4 (p + dt r); 3: 1/3 base + 2/3 (p + dt r).
 __device__ __forceinline__ T rk3_stage(int stage, T base, T p, T dt, T r)
 {

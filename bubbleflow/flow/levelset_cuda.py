@@ -42,7 +42,7 @@ _REDUCE_THREADS = 256
 _REDUCE_BLOCKS = 1024
 #: Cells the stencils need along each axis (the quadratic ghost reads three).
 _MIN_CELLS = 3
-#: levelset_ops._weno_floor and the smallest normal number, in float64.
+#: levelset_ops.weno_floor and the smallest normal number, in float64.
 _WENO_FLOOR = np.float64(10.0 * math.sqrt(float(np.finfo(np.float64).tiny)))
 _TINY = np.float64(np.finfo(np.float64).tiny)
 

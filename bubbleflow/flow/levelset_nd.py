@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 
-from ..compute.backend import backend_of
+from ..compute.backend import array_module, backend_of
+from ..mesh.grid import array_axis
 from ..mesh.levelset import heaviside
 # The scheme's pointwise parts are the 2-D code's own (one definition).
-from .levelset_ops import _rk3, _weno5, _weno_floor
+from .levelset_ops import rk3, weno5, weno_floor
 
 __all__ = ["WallPadding", "WALLS", "advect", "reinitialize", "curvature", "smooth", "cell_velocity",
            "bubble_diagnostics", "along"]
@@ -31,20 +32,12 @@ __all__ = ["WallPadding", "WALLS", "advect", "reinitialize", "curvature", "smoot
 _NG = 3
 
 
-def _xp(*arrays):
-    return backend_of(*arrays).xp
-
-
 def along(ndim, axis, s):
     """The index selecting ``s`` (a slice) along array axis ``axis`` of an
     ``ndim``-D array, everything along the others."""
     index = [slice(None)] * ndim
     index[axis] = s
     return tuple(index)
-
-
-def _array_axis(ndim, grid_axis):
-    return ndim - 1 - grid_axis
 
 
 def _ramp(k, ng, ndim, axis, dtype, xp):
@@ -98,13 +91,13 @@ class WallPadding:
         return sums
 
     def linear(self, phi, ng, axis):
-        return pad_linear(phi, ng, axis, _xp(phi))
+        return pad_linear(phi, ng, axis, array_module(phi))
 
     def quadratic(self, phi, axis):
-        return _pad_quadratic(phi, axis, _xp(phi))
+        return _pad_quadratic(phi, axis, array_module(phi))
 
     def edge(self, phi):
-        return _xp(phi).pad(phi, 1, mode="edge")
+        return array_module(phi).pad(phi, 1, mode="edge")
 
 
 #: The one-process grid's padding.
@@ -127,7 +120,7 @@ def cell_velocity(velocity):
     nd = velocity[0].ndim
     out = []
     for a, f in enumerate(velocity):
-        k = _array_axis(nd, a)
+        k = array_axis(nd, a)
         out.append(0.5 * (f[along(nd, k, slice(None, -1))] + f[along(nd, k, slice(1, None))]))
     return tuple(out)
 
@@ -140,7 +133,7 @@ def check_velocity(field, velocity, name="phi", what="level set"):
         raise ValueError(f"{len(velocity)} velocity components for a {nd}-D {what}")
     for a, f in enumerate(velocity):
         expected = list(field.shape)
-        expected[_array_axis(nd, a)] += 1
+        expected[array_axis(nd, a)] += 1
         if tuple(f.shape) != tuple(expected):
             raise ValueError(f"velocity component {'xyz'[a]} has shape {tuple(f.shape)}; "
                              f"expected {tuple(expected)} for {name} of shape {field.shape}")
@@ -152,22 +145,22 @@ def advect(phi, velocity, dt, spacing, padding=WALLS):
     three linearly extrapolated ghost layers at the walls (``padding``'s).
     Stability needs ``dt sum(max|u_a| / h_a) <~ 1`` (the caller's choice).
     Returns a new array."""
-    xp = _xp(phi, *velocity)
+    xp = array_module(phi, *velocity)
     check_velocity(phi, velocity)
     nd = phi.ndim
     centred = [c.astype(phi.dtype, copy=False) for c in cell_velocity(velocity)]
     upwind = [c > 0 for c in centred]           # information from below: backward differences
-    floor = _weno_floor(phi.dtype, xp)
+    floor = weno_floor(phi.dtype, xp)
 
     def rhs(p):
         total = None
         for a, (c, up, h) in enumerate(zip(centred, upwind, spacing)):
-            minus, plus = _stencils(p, h, _array_axis(nd, a), xp, padding)
-            term = c * _weno5(*[xp.where(up, m, q) for m, q in zip(minus, plus)], floor)
+            minus, plus = _stencils(p, h, array_axis(nd, a), xp, padding)
+            term = c * weno5(*[xp.where(up, m, q) for m, q in zip(minus, plus)], floor)
             total = term if total is None else total + term
         return -total
 
-    return _rk3(phi, dt, rhs)
+    return rk3(phi, dt, rhs)
 
 
 def _interface_cells(phi0, xp, padding=WALLS):
@@ -192,8 +185,8 @@ def _subcell_distance(phi0, spacing, xp, padding=WALLS):
     nd = phi0.ndim
     sides, central = [], None
     for a, h in enumerate(spacing):
-        p = padding.linear(phi0, 1, _array_axis(nd, a))
-        k = _array_axis(nd, a)
+        p = padding.linear(phi0, 1, array_axis(nd, a))
+        k = array_axis(nd, a)
         up, down = p[along(nd, k, slice(2, None))], p[along(nd, k, slice(None, -2))]
         sq = ((up - down) / (2.0 * h)) ** 2
         central = sq if central is None else central + sq
@@ -212,11 +205,11 @@ def reinitialize(phi, spacing, iterations=20, cfl=0.3, padding=WALLS):
     sign with ``h = max(spacing)``, and the Russo-Smereka subcell fix in the
     cells next to the interface (:func:`.levelset_ops.reinitialize` says
     more).  Returns a new array."""
-    xp = _xp(phi)
+    xp = array_module(phi)
     nd = phi.ndim
     phi0 = phi
     h, hmin = max(spacing), min(spacing)
-    floor = _weno_floor(phi.dtype, xp)
+    floor = weno_floor(phi.dtype, xp)
     S = phi0 / xp.sqrt(phi0 * phi0 + h * h)
     positive = S > 0
     near = _interface_cells(phi0, xp, padding)
@@ -226,8 +219,8 @@ def reinitialize(phi, spacing, iterations=20, cfl=0.3, padding=WALLS):
     def rhs(p):
         gpos = gneg = None
         for a, hk in enumerate(spacing):
-            minus, plus = _stencils(p, hk, _array_axis(nd, a), xp, padding)
-            back, fwd = _weno5(*minus, floor), _weno5(*plus, floor)
+            minus, plus = _stencils(p, hk, array_axis(nd, a), xp, padding)
+            back, fwd = weno5(*minus, floor), weno5(*plus, floor)
             # Characteristics leave the interface (Osher and Fedkiw 2003, 7.5 ff.).
             pos = xp.maximum(xp.maximum(back, 0.0) ** 2, xp.minimum(fwd, 0.0) ** 2)
             neg = xp.maximum(xp.minimum(back, 0.0) ** 2, xp.maximum(fwd, 0.0) ** 2)
@@ -239,7 +232,7 @@ def reinitialize(phi, spacing, iterations=20, cfl=0.3, padding=WALLS):
 
     out = phi0
     for _ in range(int(iterations)):
-        out = _rk3(out, cfl * hmin, rhs)
+        out = rk3(out, cfl * hmin, rhs)
     return phi0.copy() if out is phi0 else out
 
 
@@ -250,7 +243,7 @@ def curvature(phi, spacing, padding=WALLS):
     1e-8 and ``|kappa| <= 1 / min(h)`` (nothing finer than the grid is
     resolved).  A sphere of radius R with ``phi > 0`` outside has ``kappa =
     (ndim - 1) / R``."""
-    xp = _xp(phi)
+    xp = array_module(phi)
     nd = phi.ndim
     p = phi
     for k in range(nd - 1, -1, -1):
@@ -269,7 +262,7 @@ def curvature(phi, spacing, padding=WALLS):
     c = shifted([0] * nd)
     first, second = [], []
     for a, h in enumerate(spacing):
-        k = _array_axis(nd, a)
+        k = array_axis(nd, a)
         up, down = shifted(offset([(k, 1)])), shifted(offset([(k, -1)]))
         first.append((up - down) / (2.0 * h))
         second.append((up - 2.0 * c + down) / (h * h))
@@ -286,7 +279,7 @@ def curvature(phi, spacing, padding=WALLS):
         numerator = term if numerator is None else numerator + term
     for a in range(nd):
         for b in range(a + 1, nd):
-            ka, kb = _array_axis(nd, a), _array_axis(nd, b)
+            ka, kb = array_axis(nd, a), array_axis(nd, b)
             cross = (shifted(offset([(ka, 1), (kb, 1)])) - shifted(offset([(ka, -1), (kb, 1)]))
                      - shifted(offset([(ka, 1), (kb, -1)]))
                      + shifted(offset([(ka, -1), (kb, -1)]))) / (4.0 * spacing[a] * spacing[b])
@@ -343,7 +336,7 @@ def bubble_diagnostics(phi, velocity, spacing, eps, sharp=True, padding=WALLS):
         w = (4.0 * w - (1.0 - heaviside(phi, 2.0 * eps, xp))) / 3.0
     grad2 = None
     for a, h in enumerate(spacing):
-        k = _array_axis(nd, a)
+        k = array_axis(nd, a)
         p = padding.linear(phi, 1, k)
         d = (p[along(nd, k, slice(2, None))] - p[along(nd, k, slice(None, -2))]) / (2.0 * h)
         grad2 = d * d if grad2 is None else grad2 + d * d
@@ -353,7 +346,7 @@ def bubble_diagnostics(phi, velocity, spacing, eps, sharp=True, padding=WALLS):
     sums = [xp.sum(w), xp.sum(delta * xp.sqrt(grad2))]
     for a, h in enumerate(spacing):
         shape = [1] * nd
-        k = _array_axis(nd, a)
+        k = array_axis(nd, a)
         shape[k] = phi.shape[k]
         first = padding.offset if k == 0 else 0
         x = ((xp.arange(first, first + phi.shape[k], dtype=phi.dtype) + 0.5) * h).reshape(shape)

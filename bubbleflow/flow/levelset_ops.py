@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from . import levelset_cuda
-from ..compute.backend import backend_of
+from ..compute.backend import array_module, backend_of
 from ..compute.twins import twin
 from ..mesh.levelset import heaviside
 
@@ -39,10 +39,6 @@ _NG = 3
 # ----------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------
-
-def _xp(*arrays):
-    return backend_of(*arrays).xp
-
 
 def _pad_linear(phi, ng, axis, xp):
     """Add ``ng`` ghost layers on both ends of ``axis`` by linear extrapolation.
@@ -92,14 +88,14 @@ def _pad_quadratic(phi, axis, xp):
     return xp.concatenate([lo, phi, hi], axis=0)
 
 
-def _weno_floor(dtype, xp):
+def weno_floor(dtype, xp):
     # The smoothness indicators are squared in the weights; the floor must
     # survive that squaring in the working precision (1e-99 underflows in
     # float32), or a flat region gives 0/0.
     return 10.0 * math.sqrt(float(xp.finfo(dtype).tiny))
 
 
-def _weno5(v1, v2, v3, v4, v5, floor):
+def weno5(v1, v2, v3, v4, v5, floor):
     """Jiang-Shu WENO5 combination of the five one-sided differences.
 
     ``v1 .. v5`` are the divided differences ordered along the upwind
@@ -121,7 +117,7 @@ def _weno5(v1, v2, v3, v4, v5, floor):
 
 
 def _max5sq(v1, v2, v3, v4, v5):
-    xp = _xp(v1)
+    xp = array_module(v1)
     m = xp.maximum(v1 * v1, v2 * v2)
     m = xp.maximum(m, v3 * v3)
     m = xp.maximum(m, v4 * v4)
@@ -156,7 +152,7 @@ def _stencils(phi, h, axis, xp):
 def _weno_derivatives(phi, h, axis, xp, floor):
     """WENO5 backward and forward derivatives ``(D^- phi, D^+ phi)`` along ``axis``."""
     minus, plus = _stencils(phi, h, axis, xp)
-    return _weno5(*minus, floor), _weno5(*plus, floor)
+    return weno5(*minus, floor), weno5(*plus, floor)
 
 
 def _weno_upwind(phi, h, axis, upwind_minus, xp, floor):
@@ -167,7 +163,7 @@ def _weno_upwind(phi, h, axis, upwind_minus, xp, floor):
     """
     minus, plus = _stencils(phi, h, axis, xp)
     v = [xp.where(upwind_minus, m, q) for m, q in zip(minus, plus)]
-    return _weno5(*v, floor)
+    return weno5(*v, floor)
 
 
 def _cell_velocity(u, v):
@@ -175,7 +171,7 @@ def _cell_velocity(u, v):
     return 0.5 * (u[:, :-1] + u[:, 1:]), 0.5 * (v[:-1, :] + v[1:, :])
 
 
-def _rk3(phi, dt, rhs):
+def rk3(phi, dt, rhs):
     """One TVD Runge-Kutta 3 step (Shu and Osher 1988) of ``phi_t = rhs(phi)``."""
     p1 = phi + dt * rhs(phi)
     p2 = 0.75 * phi + 0.25 * (p1 + dt * rhs(p1))
@@ -214,7 +210,7 @@ def advect(phi, u, v, dt, hx, hy):
     array (ny, nx)
         Level set at ``t + dt`` (a new array; ``phi`` is not modified).
     """
-    xp = _xp(phi, u, v)
+    xp = array_module(phi, u, v)
     ny, nx = phi.shape
     if u.shape != (ny, nx + 1) or v.shape != (ny + 1, nx):
         raise ValueError(f"face velocities of shapes {u.shape}, {v.shape} do not match "
@@ -222,7 +218,7 @@ def advect(phi, u, v, dt, hx, hy):
     uc, vc = _cell_velocity(u, v)
     uc = uc.astype(phi.dtype, copy=False)
     vc = vc.astype(phi.dtype, copy=False)
-    floor = _weno_floor(phi.dtype, xp)
+    floor = weno_floor(phi.dtype, xp)
     # Information comes from the left where u > 0: use the backward derivative.
     up_x = uc > 0
     up_y = vc > 0
@@ -232,7 +228,7 @@ def advect(phi, u, v, dt, hx, hy):
         py = _weno_upwind(p, hy, 0, up_y, xp, floor)
         return -(uc * px + vc * py)
 
-    return _rk3(phi, dt, rhs)
+    return rk3(phi, dt, rhs)
 
 
 # ----------------------------------------------------------------------------
@@ -317,12 +313,12 @@ def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
     array (ny, nx)
         The redistanced level set (a new array).
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     phi0 = phi
     h = max(hx, hy)
     hmin = min(hx, hy)
     dtau = cfl * hmin
-    floor = _weno_floor(phi.dtype, xp)
+    floor = weno_floor(phi.dtype, xp)
 
     S = phi0 / xp.sqrt(phi0 * phi0 + h * h)
     positive = S > 0
@@ -350,7 +346,7 @@ def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
 
     out = phi0
     for _ in range(int(iterations)):
-        out = _rk3(out, dtau, rhs)
+        out = rk3(out, dtau, rhs)
     if out is phi0:
         out = phi0.copy()
     return out
@@ -387,7 +383,7 @@ def curvature(phi, hx, hy):
     -------
     array (ny, nx)
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     p = _pad_quadratic(_pad_quadratic(phi, 1, xp), 0, xp)
     c = p[1:-1, 1:-1]
     e, w = p[1:-1, 2:], p[1:-1, :-2]
@@ -427,7 +423,7 @@ def smooth(phi, passes=1):
     -------
     array (ny, nx)
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     for _ in range(passes):
         p = xp.pad(phi, 1, mode="edge")
         q = 0.25 * (p[:, :-2] + 2.0 * p[:, 1:-1] + p[:, 2:])
@@ -525,7 +521,7 @@ def interface_length(phi, hx, hy):
     -------
     float
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     if phi.shape[0] < 2 or phi.shape[1] < 2:
         return 0.0
     return float(_interface_length(phi, hx, hy, xp))
@@ -561,7 +557,7 @@ def gas_area(phi, hx, hy, eps):
     smoothing biases the area of a circle of radius R by about
     ``+0.13 (eps/R)^2`` relative.
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     return float(xp.sum(1.0 - heaviside(phi, eps, xp))) * hx * hy
 
 
@@ -691,7 +687,7 @@ def bubble_sums_slab(phi, squares, u, v, hx, hy, eps, first_row):
     :func:`bubble_quantities` the whole grid's.  ``squares`` holds the
     rows of the slab's lattice squares (the slab's rows and the next rank's
     first: each square is one rank's)."""
-    xp = _xp(phi, u, v)
+    xp = array_module(phi, u, v)
     return backend_of(phi).to_host(_bubble_sums(phi, squares, u, v, hx, hy, eps, xp, first_row))
 
 

@@ -18,15 +18,15 @@ through one ghost layer mirrored with the sign ``s`` (-1 no-slip, +1
 free-slip).
 
 Every function here is a twin (:mod:`bubbleflow.compute.twins`): this array
-code is the reference, the formulas and their order of operations those the
-flow solver has always used (a NumPy run gives the same bits as before
-they moved here); on CuPy the CUDA variants of
-:mod:`bubbleflow.flow.momentum_cuda` run, one or two kernels per call.
+code is the reference, its formulas and their order of operations fixing
+the bits of a NumPy run (so a refactor can be checked bit for bit); on
+CuPy the CUDA variants of :mod:`bubbleflow.flow.momentum_cuda` run, one or
+two kernels per call.
 """
 from __future__ import annotations
 
 from . import levelset_ops, momentum_cuda
-from ..compute.backend import backend_of
+from ..compute.backend import array_module, backend_of
 from ..compute.twins import twin
 from ..mesh.levelset import heaviside
 from .viscosity import corner_viscosity
@@ -38,10 +38,6 @@ __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coe
 
 #: The face-density rules of ``operator.face_density`` (the kernels take the index).
 FACE_RULES = ("levelset", "harmonic", "arithmetic")
-
-
-def _xp(*arrays):
-    return backend_of(*arrays).xp
 
 
 # ------------------------------------------------------------------ properties
@@ -56,7 +52,7 @@ def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
     harmonic mean of the two cells, anything else the arithmetic mean.
     Returns ``(H, rho, mu, rho_x, rho_y)``.
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     H = heaviside(phi, eps, xp)
     rho = rho_g + (rho_l - rho_g) * H
     mu = mu_g + (mu_l - mu_g) * H
@@ -83,7 +79,7 @@ def step_scalars(u, v, phi, rho, mu, maxima, viscous):
     ``v`` and ``phi`` are all finite, else 0.0; the speeds only with
     ``maxima`` and the kinematic viscosity only with ``viscous`` (else 0.0).
     """
-    xp = _xp(u, v, phi)
+    xp = array_module(u, v, phi)
     finite = xp.isfinite(u).all() & xp.isfinite(v).all() & xp.isfinite(phi).all()
     zero = xp.zeros((), dtype=u.dtype)
     out = [finite.astype(u.dtype),
@@ -100,16 +96,16 @@ def _ghosts(u, v, s_left, s_right, s_bottom, s_top):
 
 
 def _ghost_rows(u, s_bottom, s_top):
-    return _xp(u).concatenate([s_bottom * u[:1], u, s_top * u[-1:]], axis=0)
+    return array_module(u).concatenate([s_bottom * u[:1], u, s_top * u[-1:]], axis=0)
 
 
 def _ghost_columns(v, s_left, s_right):
-    return _xp(v).concatenate([s_left * v[:, :1], v, s_right * v[:, -1:]], axis=1)
+    return array_module(v).concatenate([s_left * v[:, :1], v, s_right * v[:, -1:]], axis=1)
 
 
 def _hybrid(minus, centre, plus, velocity, h, rho, mu):
     """d/dx of a face velocity: central, or upwind where rho |c| h / mu > 2."""
-    xp = _xp(minus, centre, plus)
+    xp = array_module(minus, centre, plus)
     central = (plus - minus) / (2 * h)
     upwind = xp.where(velocity > 0, centre - minus, plus - centre) / h
     return xp.where(rho * xp.abs(velocity) * h <= 2.0 * mu, central, upwind)
@@ -154,7 +150,7 @@ def interface_coefficients(phi, yc, yf, hx, hy, sigma, buoyancy, y0):
     interior horizontal faces' ``(ny-1, 1)``) when ``buoyancy != 0``.
     Without either, zeros.
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     ny, nx = phi.shape
     cx = cy = None
     if sigma > 0:
@@ -173,7 +169,7 @@ def interface_coefficients(phi, yc, yf, hx, hy, sigma, buoyancy, y0):
 
 def _shear(mu, ug, vg, hx, hy):
     """The shear stress ``mu_n (du/dy + dv/dx)`` at the cell corners."""
-    mu_n = corner_viscosity(mu, _xp(mu))
+    mu_n = corner_viscosity(mu, array_module(mu))
     return mu_n * ((ug[1:, :] - ug[:-1, :]) / hy + (vg[:, 1:] - vg[:, :-1]) / hx)
 
 
@@ -243,7 +239,7 @@ def implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy):
     u faces: ``rho_x (u - dt adv_u) + dt d/dy(mu dv/dx)``, the
     cross-derivative shear term from the old ``v``.  The interface forces
     and gravity join after the solve (:func:`implicit_velocity_u`)."""
-    mu_n = corner_viscosity(mu, _xp(mu))
+    mu_n = corner_viscosity(mu, array_module(mu))
     sx = mu_n[:, 1:-1] * (v[:, 1:] - v[:, :-1]) / hx     # mu dv/dx at the interior corner columns
     cross = (sx[1:, :] - sx[:-1, :]) / hy
     return rho_x * (u[:, 1:-1] - dt * adv_u) + dt * cross
@@ -254,7 +250,7 @@ def implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy):
     """Right-hand side of the implicit viscous solve for ``v`` on the interior
     v faces: ``rho_y (v - dt adv_v) + dt d/dx(mu du/dy)``, the cross term
     from the old ``u``."""
-    mu_n = corner_viscosity(mu, _xp(mu))
+    mu_n = corner_viscosity(mu, array_module(mu))
     sy = mu_n[1:-1, :] * (u[1:, :] - u[:-1, :]) / hy     # mu du/dy at the interior corner rows
     cross = (sy[:, 1:] - sy[:, :-1]) / hx
     return rho_y * (v[1:-1, :] - dt * adv_v) + dt * cross
@@ -317,7 +313,7 @@ def pressure_rhs(u, v, hx, hy, dt):
 @twin
 def norms(a, b):
     """``[||a||, ||b||]`` (2-norms, one array: one transfer for both)."""
-    xp = _xp(a, b)
+    xp = array_module(a, b)
     # (sum of squares, not linalg.norm: a threaded BLAS call per step is slow on a busy CPU)
     return xp.sqrt(xp.stack([(a * a).sum(), (b * b).sum()]))
 

@@ -21,22 +21,14 @@ no-slip, +1 free-slip.
 """
 from __future__ import annotations
 
-from ..compute.backend import backend_of
+from ..compute.backend import array_module
+from ..mesh.grid import array_axis
 from ..mesh.levelset import heaviside
 from .levelset_nd import along
 
 __all__ = ["fluid_properties", "advection_terms", "viscous_forces", "provisional_velocity",
            "interface_coefficients", "density_mismatch", "edge_viscosity", "cross_viscous_forces",
            "implicit_rhs", "implicit_velocity", "divergence", "correct_velocity", "face_mean"]
-
-
-def _xp(*arrays):
-    return backend_of(*arrays).xp
-
-
-def _k(nd, a):
-    """The array axis of grid axis ``a``."""
-    return nd - 1 - a
 
 
 def _lo(nd, k):
@@ -50,7 +42,7 @@ def _hi(nd, k):
 def face_mean(cells, a):
     """The mean of the two cells of every interior face normal to grid axis ``a``."""
     nd = cells.ndim
-    k = _k(nd, a)
+    k = array_axis(nd, a)
     return 0.5 * (cells[_hi(nd, k)] + cells[_lo(nd, k)])
 
 
@@ -59,14 +51,14 @@ def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
     and the density on the interior faces of every axis, by ``rule``
     (``"levelset"``: of the Heaviside of the faces' mean ``phi``;
     ``"harmonic"``; else the arithmetic mean), as :func:`.momentum.fluid_properties`."""
-    xp = _xp(phi)
+    xp = array_module(phi)
     nd = phi.ndim
     H = heaviside(phi, eps, xp)
     rho = rho_g + (rho_l - rho_g) * H
     mu = mu_g + (mu_l - mu_g) * H
     faces = []
     for a in range(nd):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         hi, lo = _hi(nd, k), _lo(nd, k)
         if rule == "levelset":
             faces.append(rho_g + (rho_l - rho_g) * heaviside(0.5 * (phi[hi] + phi[lo]), eps, xp))
@@ -82,7 +74,7 @@ def _ghosted(f, k, signs):
     mirror of the first/last layer times the wall's sign."""
     nd = f.ndim
     low, high = signs
-    return _xp(f).concatenate([low * f[along(nd, k, slice(0, 1))], f,
+    return array_module(f).concatenate([low * f[along(nd, k, slice(0, 1))], f,
                                high * f[along(nd, k, slice(-1, None))]], axis=k)
 
 
@@ -100,7 +92,7 @@ def _transverse(vb, ka, kb):
 
 def _hybrid(minus, centre, plus, speed, h, rho, mu):
     """d/dx of a face velocity: central, or upwind where ``rho |c| h / mu > 2``."""
-    xp = _xp(minus, centre, plus)
+    xp = array_module(minus, centre, plus)
     central = (plus - minus) / (2 * h)
     upwind = xp.where(speed > 0, centre - minus, plus - centre) / h
     return xp.where(rho * xp.abs(speed) * h <= 2.0 * mu, central, upwind)
@@ -113,12 +105,12 @@ def advection_terms(velocity, rho_faces, mu, spacing, signs):
     nd = mu.ndim
     out = []
     for a, ua in enumerate(velocity):
-        ka = _k(nd, a)
+        ka = array_axis(nd, a)
         centre = _interior(ua, ka)
         mu_f = face_mean(mu, a)
         total = None
         for b, (vb, h) in enumerate(zip(velocity, spacing)):
-            kb = _k(nd, b)
+            kb = array_axis(nd, b)
             if b == a:
                 speed = centre
                 minus, plus = ua[along(nd, ka, slice(None, -2))], ua[along(nd, ka, slice(2, None))]
@@ -148,17 +140,17 @@ def viscous_forces(velocity, mu, spacing, signs):
     normal stress ``2 mu du_a/dx_a`` at the cells, the shear stresses
     ``mu_e (du_a/dx_b + du_b/dx_a)`` on the edges (walls through the ghost
     signs), differenced back to the faces."""
-    xp = _xp(mu)
+    xp = array_module(mu)
     nd = mu.ndim
     forces = []
     for a, (ua, ha) in enumerate(zip(velocity, spacing)):
-        ka = _k(nd, a)
+        ka = array_axis(nd, a)
         normal = 2 * mu * (ua[_hi(nd, ka)] - ua[_lo(nd, ka)]) / ha
         force = (normal[_hi(nd, ka)] - normal[_lo(nd, ka)]) / ha
         for b, (vb, hb) in enumerate(zip(velocity, spacing)):
             if b == a:
                 continue
-            kb = _k(nd, b)
+            kb = array_axis(nd, b)
             ug, vg = _ghosted(ua, kb, signs[b]), _ghosted(vb, ka, signs[a])
             shear = edge_viscosity(mu, ka, kb, xp) * (
                 (ug[_hi(nd, kb)] - ug[_lo(nd, kb)]) / hb + (vg[_hi(nd, ka)] - vg[_lo(nd, ka)]) / ha)
@@ -203,7 +195,7 @@ def provisional_velocity(velocity, H, mu, rho_faces, coefficients, dt, spacing, 
     visc = viscous_forces(velocity, mu, spacing, signs)
     out = []
     for a, (ua, h) in enumerate(zip(velocity, spacing)):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         force = visc[a]
         if coefficients is not None:
             force = force - coefficients[a] * (H[_hi(nd, k)] - H[_lo(nd, k)]) / h
@@ -226,16 +218,16 @@ def cross_viscous_forces(velocity, mu, spacing):
     ``b != a``, what the implicit step keeps explicit (the rest,
     :class:`.viscosity_nd.ViscousSystemND`'s operator, is the component's
     own).  Only interior edges of the (a, b) plane are read: no ghosts."""
-    xp = _xp(mu)
+    xp = array_module(mu)
     nd = mu.ndim
     out = []
     for a, ha in enumerate(spacing):
-        ka = _k(nd, a)
+        ka = array_axis(nd, a)
         total = None
         for b, (vb, hb) in enumerate(zip(velocity, spacing)):
             if b == a:
                 continue
-            kb = _k(nd, b)
+            kb = array_axis(nd, b)
             shear = _interior(edge_viscosity(mu, ka, kb, xp), ka) * (
                 vb[_hi(nd, ka)] - vb[_lo(nd, ka)]) / ha
             term = (shear[_hi(nd, kb)] - shear[_lo(nd, kb)]) / hb
@@ -252,7 +244,7 @@ def implicit_rhs(velocity, mu, rho_faces, adv, dt, spacing):
     join after the solve (:func:`implicit_velocity`)."""
     nd = mu.ndim
     cross = cross_viscous_forces(velocity, mu, spacing)
-    return tuple(rho_faces[a] * (_interior(ua, _k(nd, a)) - dt * adv[a]) + dt * cross[a]
+    return tuple(rho_faces[a] * (_interior(ua, array_axis(nd, a)) - dt * adv[a]) + dt * cross[a]
                  for a, ua in enumerate(velocity))
 
 
@@ -267,7 +259,7 @@ def implicit_velocity(solutions, velocity, H, rho_faces, coefficients, dt, spaci
     nd = H.ndim
     out = []
     for a, (x, ua, h) in enumerate(zip(solutions, velocity, spacing)):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         new = ua.copy()
         inner = new[along(nd, k, slice(1, -1))]
         inner[...] = x.reshape(inner.shape)
@@ -298,7 +290,7 @@ def divergence(velocity, spacing):
     nd = velocity[0].ndim
     total = None
     for a, (f, h) in enumerate(zip(velocity, spacing)):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         d = (f[_hi(nd, k)] - f[_lo(nd, k)]) / h
         total = d if total is None else total + d
     return total
@@ -310,7 +302,7 @@ def correct_velocity(velocity, p, rho_faces, dt, spacing):
     nd = p.ndim
     out = []
     for a, (f, h) in enumerate(zip(velocity, spacing)):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         new = f.copy()
         new[along(nd, k, slice(1, -1))] -= dt / rho_faces[a] * (p[_hi(nd, k)] - p[_lo(nd, k)]) / h
         out.append(new)

@@ -30,17 +30,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute.backend import backend_of
+from ..mesh.grid import array_axis
 from .levelset_nd import along
 from .momentum_nd import edge_viscosity
 from .viscosity import solve_viscous_systems
 
 __all__ = ["ViscousSystemND", "viscous_couplings", "viscous_systems", "solve_implicit",
            "flux_stress"]
-
-
-def _k(nd, a):
-    """The array axis of grid axis ``a``."""
-    return nd - 1 - a
 
 
 def _ghosted(x, k, low, high):
@@ -65,11 +61,11 @@ def viscous_couplings(a, mu, rho_f, dt, spacing, signs):
     of ``S`` on the interior faces, and its inverse (flat)."""
     xp = backend_of(mu).xp
     nd = mu.ndim
-    ka = _k(nd, a)
+    ka = array_axis(nd, a)
     couplings, ghost_signs = [], []
     diag = rho_f.copy()
     for b, h in enumerate(spacing):
-        kb = _k(nd, b)
+        kb = array_axis(nd, b)
         if b == a:
             c = dt * 2.0 * mu / h ** 2
             low, high = 0.0, 0.0
@@ -93,7 +89,7 @@ def flux_stress(couplings, ghost_signs, x):
     nd = x.ndim
     out = None
     for b, (c, (low, high)) in enumerate(zip(couplings, ghost_signs)):
-        kb = _k(nd, b)
+        kb = array_axis(nd, b)
         term = _diff(c * _diff(_ghosted(x, kb, low, high), kb), kb)
         out = term if out is None else out + term
     return out
@@ -164,5 +160,5 @@ def solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing, signs, rtol):
     :func:`.momentum_nd.implicit_rhs`."""
     nd = mu.ndim
     systems = viscous_systems(mu, rho_faces, dt, spacing, signs)
-    starts = [ua[along(nd, _k(nd, a), slice(1, -1))] for a, ua in enumerate(velocity)]
+    starts = [ua[along(nd, array_axis(nd, a), slice(1, -1))] for a, ua in enumerate(velocity)]
     return solve_viscous_systems(systems, [r.ravel() for r in rhss], starts, rtol)

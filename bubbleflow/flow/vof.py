@@ -34,7 +34,7 @@ import numpy as np
 
 from . import vof_cuda, vof_redistance_cuda
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
-from ..compute.backend import backend_of
+from ..compute.backend import array_module, backend_of
 from ..compute.regions import label_regions
 from ..compute.twins import twin
 
@@ -51,10 +51,6 @@ REGION_COLUMNS = ("area", "centroid_x", "centroid_y", "rise_velocity", "circular
 # ----------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------
-
-def _xp(*arrays):
-    return backend_of(*arrays).xp
-
 
 def _unit_square_line(mx, my, alpha, lx, ly, xp):
     """Map the line ``mx x + my y = alpha`` in ``[0, lx] x [0, ly]`` to the
@@ -143,7 +139,7 @@ def cut_fraction(mx, my, alpha, lx, ly):
         a line parallel to an empty rectangle) gives ``1`` where
         ``alpha >= 0`` and ``0`` elsewhere.
     """
-    xp = _xp(mx, my, alpha)
+    xp = array_module(mx, my, alpha)
     lo, hi, a, s = _unit_square_line(mx, my, alpha, lx, ly, xp)
     a = xp.clip(a, 0.0, 1.0)
     two_lo_hi = 2.0 * lo * hi
@@ -182,7 +178,7 @@ def line_constant(mx, my, c, lx, ly):
         units of ``mx * lx``.  ``cut_fraction(mx, my, alpha, lx, ly)``
         returns ``c`` to round-off.
     """
-    xp = _xp(mx, my, c)
+    xp = array_module(mx, my, c)
     zero = xp.zeros_like(c)
     lo, hi, _, s = _unit_square_line(mx, my, zero, lx, ly, xp)
     v = xp.clip(c, 0.0, 1.0)
@@ -231,7 +227,7 @@ def volume_fraction(phi, hx, hy, samples=None):
     array (ny, nx)
         ``c`` in ``[0, 1]``.
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     if samples is None:
         gx, gy = _phi_gradient(phi, hx, hy, xp)
         # Zero of the fit: gas where g . (x - corner) <= g . (x_c - corner) - phi_c.
@@ -293,7 +289,7 @@ def interface_normal(c, hx, hy, normal_from=None):
     mx, my : array (ny, nx)
         Unit normal; ``(0, -1)`` where the gradient vanishes.
     """
-    xp = _xp(c)
+    xp = array_module(c)
     if normal_from is not None:
         gx, gy = _phi_gradient(normal_from, hx, hy, xp)
         return _unit(gx, gy, xp)
@@ -408,7 +404,7 @@ def advect(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
     array (ny, nx)
         ``c`` at ``t + dt`` (a new array; ``c`` is not modified).
     """
-    xp = _xp(c, u, v)
+    xp = array_module(c, u, v)
     ny, nx = c.shape
     if u.shape != (ny, nx + 1) or v.shape != (ny + 1, nx):
         raise ValueError(f"face velocities of shapes {u.shape}, {v.shape} do not match "
@@ -441,13 +437,13 @@ def advect(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
 # coupling to the level set (CLSVOF, after Sussman and Puckett 2000)
 # ----------------------------------------------------------------------------
 
-def _interface_mask(c):
+def interface_mask(c):
     """Cells holding a PLIC segment: ``c`` clear of 0 and 1 by more than the
     rounding that :func:`advect` clips."""
     return (c > CLIP_TOLERANCE) & (c < 1.0 - CLIP_TOLERANCE)
 
 
-def _segments(c, hx, hy, normal_from, xp):
+def cell_segments(c, hx, hy, normal_from, xp):
     """PLIC segment of every cell, relative to the cell's centre.
 
     Returns ``(mask, mx, my, d, x0, y0, x1, y1)``: ``mask`` flags the cells
@@ -457,7 +453,7 @@ def _segments(c, hx, hy, normal_from, xp):
     and ``(x0, y0)``-``(x1, y1)`` are the ends of its part inside the cell.
     Values outside ``mask`` are zero.
     """
-    mask = _interface_mask(c)
+    mask = interface_mask(c)
     mx, my, alpha = reconstruct(c, hx, hy, normal_from)
     d = alpha - 0.5 * (mx * hx + my * hy)
     # The line is p0 + s t, p0 = d m its point nearest the centre and
@@ -512,8 +508,8 @@ def interface_segments(c, hx, hy, normal_from=None):
         End points of the segments (walking from ``(x0, y0)`` to ``(x1, y1)``
         the gas is on the left); NaN where ``mask`` is false.
     """
-    xp = _xp(c)
-    mask, _, _, _, x0, y0, x1, y1 = _segments(c, hx, hy, normal_from, xp)
+    xp = array_module(c)
+    mask, _, _, _, x0, y0, x1, y1 = cell_segments(c, hx, hy, normal_from, xp)
     ny, nx = c.shape
     xc = ((xp.arange(nx, dtype=c.dtype) + 0.5) * hx)[None, :]
     yc = ((xp.arange(ny, dtype=c.dtype) + 0.5) * hy)[:, None]
@@ -532,12 +528,12 @@ def _pad_fields(fields, r_y, r_x, xp):
     return out
 
 
-def _face_segments(c, hx, hy, xp):
+def face_segments(c, hx, hy, xp):
     """Segments on the faces between a full and an empty cell.
 
     An interface lying on a grid line leaves no cell with ``0 < c < 1``;
     such a face is then the interface.  Returns up to two tuples laid out as
-    :func:`_segments`' (the right faces and the top faces of the cells, each
+    :func:`cell_segments`' (the right faces and the top faces of the cells, each
     held by the cell on its left or below); an empty list if there are none.
     """
     full = c >= 1.0 - CLIP_TOLERANCE
@@ -563,7 +559,7 @@ def _face_segments(c, hx, hy, xp):
     return layers
 
 
-def _layer_fields(seg, xp):
+def search_fields(seg, xp):
     """The nine per-cell numbers of a segment layer that the search reads."""
     mask, mx, my, d, x0, y0, x1, y1 = seg
     ex, ey = x1 - x0, y1 - y0
@@ -579,13 +575,13 @@ def _nearest_segment(layers, seed, hx, hy, band, r_y, r_x, xp):
     that segment's line the centre is on (+1 liquid, -1 gas, 0 on it) and
     the band: the cells within ``band`` cells (Chebyshev) of a ``seed`` cell.
 
-    ``layers`` is a list of tuples laid out as :func:`_segments`' (a cell
+    ``layers`` is a list of tuples laid out as :func:`cell_segments`' (a cell
     holds at most one segment per layer).  Where no segment is in reach the
     distance is ``inf``.  Offsets are visited nearest first and ties keep
     the first met, so the cell's own segment wins a tie.
     """
     ny, nx = layers[0][0].shape
-    fields = _pad_fields([f for seg in layers for f in _layer_fields(seg, xp)]
+    fields = _pad_fields([f for seg in layers for f in search_fields(seg, xp)]
                          + [seed.astype(layers[0][1].dtype)], r_y, r_x, xp)
     best = xp.full((ny, nx), float("inf"), dtype=fields.dtype)
     side = xp.zeros_like(best)
@@ -611,7 +607,7 @@ def _nearest_segment(layers, seed, hx, hy, band, r_y, r_x, xp):
 
 def _band_seed(mask, faces):
     """Cells the band grows from: the interface cells and both cells of
-    every interface face (``faces`` as returned by :func:`_face_segments`)."""
+    every interface face (``faces`` as returned by :func:`face_segments`)."""
     seed = mask
     for axis, face in faces:
         seed = seed | face[0]       # a new array: ``mask`` is left alone
@@ -622,11 +618,11 @@ def _band_seed(mask, faces):
     return seed
 
 
-def _own_side(c, mask, d, xp):
+def own_side(c, mask, d, xp):
     """Each cell's own verdict on its centre: -1 gas, +1 liquid.
 
     Full cells are gas and empty ones liquid; an interface cell's centre is
-    on the side of its own PLIC line (``d`` as in :func:`_segments`), and a
+    on the side of its own PLIC line (``d`` as in :func:`cell_segments`), and a
     centre exactly on that line goes by ``c > 1/2``.
     """
     full = c >= 1.0 - CLIP_TOLERANCE
@@ -690,17 +686,17 @@ def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
     array (ny, nx)
         The new level set (``phi`` and ``c`` are not modified).
     """
-    xp = _xp(phi, c)
+    xp = array_module(phi, c)
     band = int(band)
     if band < 1:
         raise ValueError(f"band={band!r}: expected an integer >= 1")
     r_y, r_x = search_window(band, reach, hx, hy)
-    seg = _segments(c, hx, hy, phi, xp)
-    faces = _face_segments(c, hx, hy, xp)
+    seg = cell_segments(c, hx, hy, phi, xp)
+    faces = face_segments(c, hx, hy, xp)
     layers = [seg] + [face for _, face in faces]
     dist2, side, in_band = _nearest_segment(layers, _band_seed(seg[0], faces), hx, hy,
                                             band, r_y, r_x, xp)
-    own = _own_side(c, seg[0], seg[3], xp)
+    own = own_side(c, seg[0], seg[3], xp)
     conflict = in_band & (side != own) & (side != 0.0)
     dist = xp.sqrt(xp.where(in_band, dist2, 0.0))
     floor = band * min(hx, hy)
@@ -725,7 +721,7 @@ def gas_volume(c, hx, hy):
     -------
     float
     """
-    xp = _xp(c)
+    xp = array_module(c)
     return float(xp.sum(c)) * hx * hy
 
 
@@ -745,7 +741,7 @@ def gas_diagnostics(c, v, hx, hy):
     hx, hy : float
         Cell sizes.
     """
-    xp = _xp(c)
+    xp = array_module(c)
     ny, nx = c.shape
     x = (xp.arange(nx, dtype=c.dtype) + 0.5) * hx
     y = (xp.arange(ny, dtype=c.dtype) + 0.5) * hy
@@ -778,7 +774,7 @@ def region_diagnostics(c, v, hx, hy, normal_from=None):
         regions ordered by centroid (y, then x): the same order on every
         backend, whatever the labelling's numbers.
     """
-    xp = _xp(c)
+    xp = array_module(c)
     ny, nx = c.shape
     labels, count = label_regions(c > CLIP_TOLERANCE)
     if count == 0:

@@ -28,7 +28,8 @@ import math
 from . import vof
 from .levelset_nd import along, check_velocity
 from .vof_limits import CLIP_TOLERANCE
-from ..compute.backend import backend_of
+from ..compute.backend import array_module, backend_of
+from ..mesh.grid import array_axis
 
 __all__ = ["cut_fraction", "plane_constant", "volume_fraction", "interface_normal",
            "reconstruct", "advect", "redistance", "search_window", "gas_volume",
@@ -37,15 +38,6 @@ __all__ = ["cut_fraction", "plane_constant", "volume_fraction", "interface_norma
 #: Entries (offset x band cell) the redistancing search handles per batch:
 #: larger batches mean fewer array operations and more memory per batch.
 SEARCH_BATCH = 1 << 22
-
-
-def _xp(*arrays):
-    return backend_of(*arrays).xp
-
-
-def _k(nd, a):
-    """Array axis of grid axis ``a``."""
-    return nd - 1 - a
 
 
 # ----------------------------------------------------------------------------
@@ -192,7 +184,7 @@ def cut_fraction(normal, alpha, lengths):
     """
     if len(normal) == 2:
         return vof.cut_fraction(normal[0], normal[1], alpha, lengths[0], lengths[1])
-    xp = _xp(*normal, alpha)
+    xp = array_module(*normal, alpha)
     m1, m2, m3, a, s = _unit_cube_plane(normal, alpha, lengths, xp)
     v, _ = _cube_volume(m1, m2, m3, a, xp)
     degenerate = xp.where(alpha >= 0.0, 1.0, 0.0)
@@ -209,7 +201,7 @@ def plane_constant(normal, c, lengths):
     """
     if len(normal) == 2:
         return vof.line_constant(normal[0], normal[1], c, lengths[0], lengths[1])
-    xp = _xp(*normal, c)
+    xp = array_module(*normal, c)
     zero = xp.zeros_like(c)
     m1, m2, m3, _, s = _unit_cube_plane(normal, zero, lengths, xp)
     a = _cube_constant(m1, m2, m3, xp.clip(c, 0.0, 1.0), xp)
@@ -229,7 +221,7 @@ def _gradient(phi, spacing, xp):
     nd = phi.ndim
     out = []
     for a, h in enumerate(spacing):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         g = xp.empty_like(phi)
         if phi.shape[k] > 1:
             s = lambda lo, hi: phi[along(nd, k, slice(lo, hi))]      # noqa: E731
@@ -288,7 +280,7 @@ def _subcell_fractions(phi, spacing, k, xp):
             for ax in range(nd):
                 rest = math.prod(weights[:ax] + weights[ax + 1:])
                 grad[ax] = grad[ax] + (rest if bits[ax] else -rest) * f
-        normal = tuple(grad[_k(nd, a)] / spacing[a] for a in range(nd))
+        normal = tuple(grad[array_axis(nd, a)] / spacing[a] for a in range(nd))
         alpha = 0.5 * sum(g * s for g, s in zip(normal, sub)) - val
         c = c + cut_fraction(normal, alpha, sub)
     return c / k ** nd
@@ -315,21 +307,21 @@ def _taylor_fractions(phi, spacing, k, xp):
     g, hess = [], {}
     for i in range(nd):
         up, down = shifted(unit([(i, 1)])), shifted(unit([(i, -1)]))
-        g.append((up - down) / (2.0 * spacing[_k(nd, i)]))
-        hess[i, i] = (up - 2.0 * phi + down) / spacing[_k(nd, i)] ** 2
+        g.append((up - down) / (2.0 * spacing[array_axis(nd, i)]))
+        hess[i, i] = (up - 2.0 * phi + down) / spacing[array_axis(nd, i)] ** 2
         for j in range(i):
             hess[i, j] = hess[j, i] = (
                 shifted(unit([(i, 1), (j, 1)])) - shifted(unit([(i, 1), (j, -1)]))
                 - shifted(unit([(i, -1), (j, 1)])) + shifted(unit([(i, -1), (j, -1)]))
-            ) / (4.0 * spacing[_k(nd, i)] * spacing[_k(nd, j)])
+            ) / (4.0 * spacing[array_axis(nd, i)] * spacing[array_axis(nd, j)])
     sub = tuple(h / k for h in spacing)
     c = xp.zeros_like(phi)
     for r in itertools.product(range(k), repeat=nd):      # sub-cell offsets, not cells
-        x = [((q + 0.5) / k - 0.5) * spacing[_k(nd, i)] for i, q in enumerate(r)]
+        x = [((q + 0.5) / k - 0.5) * spacing[array_axis(nd, i)] for i, q in enumerate(r)]
         grad = [g[i] + sum(hess[i, j] * x[j] for j in range(nd)) for i in range(nd)]
         val = phi + sum((g[i] + 0.5 * sum(hess[i, j] * x[j] for j in range(nd))) * x[i]
                         for i in range(nd))
-        normal = tuple(grad[_k(nd, a)] for a in range(nd))
+        normal = tuple(grad[array_axis(nd, a)] for a in range(nd))
         alpha = 0.5 * sum(m * s for m, s in zip(normal, sub)) - val
         c = c + cut_fraction(normal, alpha, sub)
     return c / k ** nd
@@ -366,7 +358,7 @@ def volume_fraction(phi, spacing, samples=None, fit="multilinear"):
     array
         ``c`` in ``[0, 1]``, the shape of ``phi``.
     """
-    xp = _xp(phi)
+    xp = array_module(phi)
     if samples is not None:
         k = int(samples)
         if k < 1:
@@ -390,14 +382,14 @@ def interface_normal(c, spacing, normal_from=None):
     With ``normal_from`` (a level set) its central-difference gradient is
     used instead.  ``-e_vertical`` where the gradient vanishes.
     """
-    xp = _xp(c)
+    xp = array_module(c)
     if normal_from is not None:
         return _unit(_gradient(normal_from, spacing, xp), xp)
     nd = c.ndim
     p = xp.pad(c, 1, mode="edge")
     out = []
     for a, h in enumerate(spacing):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         d = p[along(nd, k, slice(2, None))] - p[along(nd, k, slice(None, -2))]
         for j in range(nd):
             if j != k:
@@ -423,7 +415,7 @@ def _sweep(c, indicator, vel, dt, spacing, normal, alpha, a, xp):
     over the axes): ``c - (F_out - F_in) + indicator dt/h (vel_out - vel_in)``,
     ``F`` the gas in the donor's upwind slab of width ``|vel| dt``."""
     nd = c.ndim
-    k = _k(nd, a)
+    k = array_axis(nd, a)
     last = lambda x: xp.moveaxis(x, k, -1)              # noqa: E731
     c, indicator, vel, alpha = last(c), last(indicator), last(vel), last(alpha)
     others = [b for b in range(nd) if b != a]
@@ -483,7 +475,7 @@ def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     array
         ``c`` at ``t + dt`` (a new array).
     """
-    xp = _xp(c, *velocity)
+    xp = array_module(c, *velocity)
     nd = c.ndim
     check_velocity(c, velocity, "c", "volume fraction")
     if first_axis not in range(nd):
@@ -493,7 +485,7 @@ def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     fixed = interface_normal(c, spacing, normal_from) if normal_from is not None else None
     new = c
     for i in range(nd):
-        a = _k(nd, (first_axis + i) % nd)
+        a = array_axis(nd, (first_axis + i) % nd)
         m = fixed if fixed is not None else interface_normal(new, spacing)
         alpha = plane_constant(m, new, spacing)
         new = _sweep(new, indicator, velocity[a], dt, spacing, m, alpha, a, xp)
@@ -534,7 +526,7 @@ def _plane_layers(c, spacing, normal_from, xp):
     and an empty cell (held by the lower cell; ``faces`` lists their array
     axes and masks).  Values off the mask are zero."""
     nd = c.ndim
-    mask = vof._interface_mask(c)
+    mask = vof.interface_mask(c)
     m, alpha = reconstruct(c, spacing, normal_from)
     d = alpha - 0.5 * sum(mi * h for mi, h in zip(m, spacing))
     zero = xp.zeros_like(c)
@@ -544,7 +536,7 @@ def _plane_layers(c, spacing, normal_from, xp):
     empty = c <= CLIP_TOLERANCE
     faces = []
     for a in range(nd):
-        k = _k(nd, a)
+        k = array_axis(nd, a)
         lo, hi = along(nd, k, slice(None, -1)), along(nd, k, slice(1, None))
         # +1: gas below the face (normal along +axis), -1 the reverse.
         sense = zero.copy()
@@ -562,9 +554,9 @@ def _segment_layers(c, spacing, normal_from, xp):
     """The patches of 2-D, :mod:`.vof`'s own: its segments and grid-line
     faces, each layer the nine fields its search reads."""
     hx, hy = spacing
-    seg = vof._segments(c, hx, hy, normal_from, xp)
-    faces = vof._face_segments(c, hx, hy, xp)
-    layers = [vof._layer_fields(s, xp) for s in [seg] + [f for _, f in faces]]
+    seg = vof.cell_segments(c, hx, hy, normal_from, xp)
+    faces = vof.face_segments(c, hx, hy, xp)
+    layers = [vof.search_fields(s, xp) for s in [seg] + [f for _, f in faces]]
     return seg[0], seg[3], layers, [(k, f[0]) for k, f in faces]
 
 
@@ -572,7 +564,7 @@ def _box_distance2(o, spacing):
     """Squared distance from a cell centre to the box of the cell ``o``
     (array-axis offsets) away: no patch of that cell is nearer."""
     nd = len(o)
-    return sum(max(abs(o[_k(nd, a)]) - 0.5, 0.0) ** 2 * h * h for a, h in enumerate(spacing))
+    return sum(max(abs(o[array_axis(nd, a)]) - 0.5, 0.0) ** 2 * h * h for a, h in enumerate(spacing))
 
 
 def _patch_distance(f, p, box2, spacing, xp):
@@ -627,7 +619,7 @@ def _nearest_patch(layers, where, spacing, reach, xp):
         stack[(slice(None), l) + inner] = xp.stack(fields)
     flat = stack.reshape(len(layers[0]), -1)
     pos = sum((i + r) * s for i, r, s in zip(where, reach, strides))
-    h_arr = [spacing[_k(nd, k)] for k in range(nd)]
+    h_arr = [spacing[array_axis(nd, k)] for k in range(nd)]
     offsets = sorted(itertools.product(*(range(-r, r + 1) for r in reach)),
                      key=lambda o: sum((o[k] * h_arr[k]) ** 2 for k in range(nd)))
     entries = [(o, l) for o in offsets for l in range(len(layers))]
@@ -649,7 +641,7 @@ def _nearest_patch(layers, where, spacing, reach, xp):
         entry = pair[0]
         f = flat[:, index[pair]]
         # The cell seen from the patch cell's centre, per grid axis.
-        p = [xp.asarray([-o[_k(nd, a)] * spacing[a] for o, _ in chunk], dtype=dtype)[entry]
+        p = [xp.asarray([-o[array_axis(nd, a)] * spacing[a] for o, _ in chunk], dtype=dtype)[entry]
              for a in range(nd)]
         bounds = xp.asarray(box2[start:start + len(chunk)], dtype=dtype)[entry]
         measured, signs = _patch_distance(f, p, bounds, spacing, xp)
@@ -716,7 +708,7 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
     array
         The new level set (``phi`` and ``c`` are not modified).
     """
-    xp = _xp(phi, c)
+    xp = array_module(phi, c)
     band = int(band)
     if band < 1:
         raise ValueError(f"band={band!r}: expected an integer >= 1")
@@ -729,7 +721,7 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
     in_band = _dilate(seed, band, xp)
     where = xp.nonzero(in_band)
     dist2, side = _nearest_patch(layers, where, spacing, search_window(band, reach, spacing), xp)
-    own = vof._own_side(c, mask, d, xp)
+    own = vof.own_side(c, mask, d, xp)
     dist = xp.zeros_like(phi)
     dist[where] = xp.sqrt(dist2)
     floor = band * min(spacing)
@@ -746,7 +738,7 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
 
 def gas_volume(c, spacing):
     """Gas volume ``sum(c) prod(spacing)`` (the area in 2-D), a host float."""
-    return float(_xp(c).sum(c)) * math.prod(spacing)
+    return float(array_module(c).sum(c)) * math.prod(spacing)
 
 
 def gas_diagnostics(c, velocity, spacing):
@@ -762,13 +754,13 @@ def gas_diagnostics(c, velocity, spacing):
     xp = backend.xp
     nd = c.ndim
     top = velocity[-1]
-    k = _k(nd, nd - 1)
+    k = array_axis(nd, nd - 1)
     vc = 0.5 * (top[along(nd, k, slice(None, -1))] + top[along(nd, k, slice(1, None))])
     sums = [xp.sum(c)]
     for a, h in enumerate(spacing):
         shape = [1] * nd
-        shape[_k(nd, a)] = c.shape[_k(nd, a)]
-        x = ((xp.arange(c.shape[_k(nd, a)], dtype=c.dtype) + 0.5) * h).reshape(shape)
+        shape[array_axis(nd, a)] = c.shape[array_axis(nd, a)]
+        x = ((xp.arange(c.shape[array_axis(nd, a)], dtype=c.dtype) + 0.5) * h).reshape(shape)
         sums.append(xp.sum(c * x))
     sums.append(xp.sum(c * vc))
     values = [float(s) for s in backend.to_host_many(sums)]

@@ -7,14 +7,14 @@ The array code loops in Python over the ~121 neighbour offsets of the search
 * ``bf_vof_rd_segments``: per cell, the flags (an interface cell, the
   interface faces it holds and their sense, the band seed) and the PLIC
   segment of an interface cell, reconstructed with the normals of ``phi``
-  (``vof._segments``, ``vof._face_segments``, ``vof._band_seed``,
-  ``vof._layer_fields``);
+  (``vof.cell_segments``, ``vof.face_segments``, ``vof._band_seed``,
+  ``vof.search_fields``);
 * ``bf_vof_rd_search``: per cell, the band and, for a band cell, the nearest
   segment among the cells in reach, the offsets visited in the array code's
   order (nearest first, :func:`.vof_limits.search_offsets`, the first
   met winning a tie) and within an offset its layers in its order (the cell's
   segment, the right face, the top face); then the sign rules of
-  ``vof._own_side`` and the new level set.
+  ``vof.own_side`` and the new level set.
 
 With ``info`` the search also counts the band cells and the sign conflicts
 (atomic integer adds: the same totals in any order), and one device-to-host

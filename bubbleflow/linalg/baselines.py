@@ -30,7 +30,7 @@ import numpy as np
 from ..compute.reductions import reductions
 from .krylov.bicgstab import begin_solve, solve_bicgstab
 from .krylov.record import SolveInfo, close_record
-from .krylov.system import _real_scalar, check_tolerances, make_system
+from .krylov.system import check_tolerances, make_system, real_scalar
 
 __all__ = ["bicgstab", "jacobi", "gauss_seidel", "ORDERINGS"]
 
@@ -258,7 +258,7 @@ def _diagonal(system, name):
 
 
 def _positive(value, key, name):
-    number = _real_scalar(value)
+    number = real_scalar(value)
     if number is None or not (math.isfinite(number) and number > 0):
         raise ValueError(f"{name}: {key}={value!r}: expected a real, finite, positive number")
     return number

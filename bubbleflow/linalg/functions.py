@@ -116,7 +116,7 @@ def dpcg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=N
         vectors ``Z`` themselves, for any operator (a matrix, a
         LinearOperator or a callable: no grid needed).
     variant : {"adef2", "def1"}
-        A-DEF2 (default, robust) or the seed's DEF1 (Algorithm 8).
+        A-DEF2 (default, robust) or DEF1 (Gupta 2010, Algorithm 8).
 
     Examples
     --------

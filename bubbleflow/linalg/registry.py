@@ -171,7 +171,7 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
                         dimensions=(2, 3),
                         arrays=14, doc="IC(0) in blocks of m grid lines"),
     PreconditionerEntry("incomplete_poisson", f"{_P}.incomplete_poisson:IncompletePoisson",
-                        arrays=12, doc="the seed's IP, (I - L D^-1)(I - D^-1 L^T)"),
+                        arrays=12, doc="IP (Ament et al. 2010), (I - L D^-1)(I - D^-1 L^T)"),
     PreconditionerEntry("incomplete_poisson_scaled",
                         f"{_P}.incomplete_poisson:ScaledIncompletePoisson", arrays=13,
                         dimensions=(2, 3),

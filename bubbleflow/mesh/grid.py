@@ -16,9 +16,24 @@ import math
 
 import numpy as np
 
-__all__ = ["Grid", "Partition", "AXES"]
+__all__ = ["Grid", "Partition", "AXES", "array_axis", "face_sides"]
 
 AXES = ("x", "y", "z")
+
+
+def array_axis(ndim, grid_axis):
+    """The array axis of grid axis ``grid_axis`` (x = 0) of an ``ndim``-D
+    grid: arrays hold the grid's axes reversed, x fastest."""
+    return ndim - 1 - grid_axis
+
+
+def face_sides(ndim, axis):
+    """Index of the cells below and above the interior faces normal to grid
+    axis ``axis`` (x = 0) in an ``ndim``-D array on the grid."""
+    a = array_axis(ndim, axis)
+    lower = tuple(slice(None, -1) if k == a else slice(None) for k in range(ndim))
+    upper = tuple(slice(1, None) if k == a else slice(None) for k in range(ndim))
+    return lower, upper
 
 
 class Grid:
@@ -108,7 +123,7 @@ class Grid:
         a = AXES.index(axis) if isinstance(axis, str) else int(axis)
         if not 0 <= a < self.ndim:
             raise ValueError(f"axis {axis!r} not in a {self.ndim}-D grid")
-        return self.ndim - 1 - a
+        return array_axis(self.ndim, a)
 
     def faces_shape(self, axis) -> tuple:
         """Shape of the array of interior faces normal to ``axis``."""

@@ -61,7 +61,8 @@ def place_random_bubbles(spec, grid, avoid=()):
             raise ValueError(
                 f"could place only {len(placed)} of {spec.count} bubbles of radius {r} "
                 f"(min_gap {gap}) in the region {box}")
-        # (x then y drawn as in 2-D, so 2-D cases place the same bubbles as before)
+        # One draw per axis, x first: a 2-D seed names the same bubbles on every
+        # run, so a study's stored seeds reproduce its cases.
         centre = tuple(float(rng.uniform(lo + r, hi - r)) for lo, hi in spans)
         if all(math.dist(centre, c.centre) >= r + c.radius + gap for c in placed + others):
             placed.append(Circle(centre[0], centre[1], r, gas=True,

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..compute.transfer import on_backend
 from ..mesh.ranks import rank_slab
-from .poisson import _centre_from_couplings, apply_faces
+from .poisson import apply_faces, centre_from_couplings
 
 __all__ = ["DistributedOperator"]
 
@@ -122,7 +122,7 @@ class DistributedOperator:
     def diagonal(self):
         """The slab's main diagonal (flat; the faces to the halo included)."""
         below, nloc = self._below, self.slab.hi - self.slab.lo
-        centre = _centre_from_couplings(self._couplings, self.backend.xp)
+        centre = centre_from_couplings(self._couplings, self.backend.xp)
         return centre[below:below + nloc].ravel().copy()
 
     def norm_inf(self):

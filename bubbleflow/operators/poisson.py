@@ -10,7 +10,8 @@ Face couplings are ``c = beta_f / h^2`` with ``beta_f = 1 / rho_f``.  Two
 storages give the same matrix:
 
 ``diagonals``
-    The seed's layout: five arrays (south, west, centre, east, north) of
+    The diagonal storage of Gupta (2010, section 6.1), equal lengths for
+    coalesced reads: five arrays (south, west, centre, east, north) of
     matrix entries, offsets ``-nx, -1, 0, +1, +nx``, zero where a neighbour
     is a wall.
 ``matrix_free``
@@ -27,7 +28,7 @@ from . import poisson_cuda
 from ..compute.backend import backend_of, get_backend
 from ..compute.transfer import on_backend
 from ..compute.twins import twin
-from ..mesh.grid import Grid
+from ..mesh.grid import Grid, face_sides
 
 __all__ = ["PoissonOperator", "assemble_pressure_operator", "gravity_rhs", "STORAGES",
            "diagonals_from_faces", "apply_diagonals", "apply_faces"]
@@ -109,9 +110,9 @@ class PoissonOperator:
         array shape with one cell fewer along that axis.  In 2-D this is the
         constructor; in 3-D the 7-point operator, matrix free (the flux form
         over the face couplings ``beta / h_k^2``) or, with ``storage=
-        "diagonals"``, as the seed's seven diagonals ``(B, S, W, C, E, N,
-        T)`` of the grid's shape (z-, y-, x-lower neighbour, centre, x-, y-,
-        z-upper; zero across the walls).
+        "diagonals"``, in the diagonal storage of Gupta (2010): seven
+        diagonals ``(B, S, W, C, E, N, T)`` of the grid's shape (z-, y-,
+        x-lower neighbour, centre, x-, y-, z-upper; zero across the walls).
 
         >>> import numpy as np
         >>> g = Grid.regular((4, 3, 2), (1.0, 1.0, 1.0))
@@ -180,7 +181,7 @@ class PoissonOperator:
         if self.storage == "matrix_free":
             return self._faces if self.ndim != 2 else (self.cx, self.cy)
         upper = self.diagonals[self.ndim + 1:]              # E, N[, T]: x, y[, z]
-        return tuple(-d[_axis_slices(self.ndim, axis)[0]] for axis, d in enumerate(upper))
+        return tuple(-d[face_sides(self.ndim, axis)[0]] for axis, d in enumerate(upper))
 
     def norm_inf(self):
         """Largest absolute row sum (twice the largest diagonal entry).
@@ -200,7 +201,7 @@ class PoissonOperator:
 
     def _centre(self):
         xp = self.backend.xp
-        return _centre_from_couplings(tuple(_f64(c, xp) for c in self.couplings()),
+        return centre_from_couplings(tuple(_f64(c, xp) for c in self.couplings()),
                                       xp).astype(self.dtype, copy=False)
 
     # ------------------------------------------------------------ host copies
@@ -248,7 +249,7 @@ class PoissonOperator:
         import scipy.sparse as sp
 
         if self.ndim != 2:
-            return _faces_to_scipy(self.couplings_host, self.grid_shape).astype(self.dtype)
+            return faces_to_scipy(self.couplings_host, self.grid_shape).astype(self.dtype)
 
         nx, ny = self.nx, self.ny
         idx = np.arange(nx * ny).reshape(ny, nx)
@@ -322,7 +323,7 @@ class PoissonOperator:
         return f"<PoissonOperator {cells} {self.storage} {self.dtype} on {self.backend.name}>"
 
 
-def _faces_to_scipy(couplings, shape):
+def faces_to_scipy(couplings, shape):
     """The SciPy CSR matrix of the flux-form operator from host face
     couplings per axis (any dimension; arrays hold the axes reversed)."""
     import scipy.sparse as sp
@@ -331,9 +332,9 @@ def _faces_to_scipy(couplings, shape):
     n = int(np.prod(shape))
     index = np.arange(n).reshape(shape)
     rows, cols, vals = [], [], []
-    centre = _centre_from_couplings(tuple(np.asarray(c, dtype=np.float64) for c in couplings))
+    centre = centre_from_couplings(tuple(np.asarray(c, dtype=np.float64) for c in couplings))
     for axis, c in enumerate(couplings):
-        lower, upper = _axis_slices(ndim, axis)
+        lower, upper = face_sides(ndim, axis)
         p, q = index[lower].ravel(), index[upper].ravel()
         rows += [p, q]
         cols += [q, p]
@@ -363,22 +364,13 @@ def _f64(a, xp):
     return a.astype(np.float64, copy=False)
 
 
-def _axis_slices(ndim, axis):
-    """Index of the cells below and above the interior faces normal to grid
-    axis ``axis`` (x = 0; arrays hold the axes reversed)."""
-    a = ndim - 1 - axis
-    lower = tuple(slice(None, -1) if k == a else slice(None) for k in range(ndim))
-    upper = tuple(slice(1, None) if k == a else slice(None) for k in range(ndim))
-    return lower, upper
-
-
-def _centre_from_couplings(couplings, xp=np):
+def centre_from_couplings(couplings, xp=np):
     """Main diagonal, the sum of a cell's face couplings, from the positive
     couplings per axis (x, y[, z]; any backend).
 
     Summed in the order of the stencil's lower faces from the last axis down,
     then its upper faces from the first axis up (2-D: S, W, E, N), so that
-    it equals the ``C`` of the seed's ``-(S + W + E + N)`` bit for bit.
+    it equals the ``C`` of the diagonal storage's ``-(S + W + E + N)`` bit for bit.
     In-place adds on a view given as its own output (CuPy copies an input
     that overlaps a different output).
     """
@@ -389,7 +381,7 @@ def _centre_from_couplings(couplings, xp=np):
     C = xp.zeros(tuple(shape), dtype=c0.dtype)
     order = [(axis, 1) for axis in reversed(range(ndim))] + [(axis, 0) for axis in range(ndim)]
     for k, (axis, side) in enumerate(order):
-        view = C[_axis_slices(ndim, axis)[side]]
+        view = C[face_sides(ndim, axis)[side]]
         if k == 0:
             view[...] = couplings[axis]              # 0 + c, exactly
         else:
@@ -418,7 +410,7 @@ def _diagonals_from_faces_cuda(beta_x, beta_y, hx, hy, reciprocal=False, dtype=n
 
 def diagonals_from_couplings(couplings, xp=np):
     """The ``2 ndim + 1`` diagonals of matrix entries from the positive face
-    couplings per axis (x, y[, z]), in the seed's order: the lower
+    couplings per axis (x, y[, z]), in Gupta (2010)'s order: the lower
     neighbours from the last axis down, the centre, the upper neighbours
     from the first axis up (2-D: S, W, C, E, N; 3-D: B, S, W, C, E, N, T);
     each of the grid's shape, zero across the walls."""
@@ -427,14 +419,14 @@ def diagonals_from_couplings(couplings, xp=np):
     shape[ndim - 1] += 1
     lower, upper = [], []
     for axis, c in enumerate(couplings):
-        below, above = _axis_slices(ndim, axis)
+        below, above = face_sides(ndim, axis)
         lo = xp.zeros(tuple(shape), dtype=c.dtype)
         hi = xp.zeros(tuple(shape), dtype=c.dtype)
         xp.negative(c, out=lo[above])          # the neighbour below a cell: its lower face
         xp.negative(c, out=hi[below])
         lower.append(lo)
         upper.append(hi)
-    return tuple(lower[::-1]) + (_centre_from_couplings(tuple(couplings), xp),) + tuple(upper)
+    return tuple(lower[::-1]) + (centre_from_couplings(tuple(couplings), xp),) + tuple(upper)
 
 
 @twin
@@ -444,7 +436,7 @@ def apply_diagonals(diagonals, x, y):
     ndim = x.ndim
     y[...] = diagonals[ndim] * x
     for axis in range(ndim):
-        below, above = _axis_slices(ndim, axis)
+        below, above = face_sides(ndim, axis)
         y[above] += diagonals[ndim - 1 - axis][above] * x[below]
         y[below] += diagonals[ndim + 1 + axis][below] * x[above]
     return y
@@ -465,7 +457,7 @@ def apply_faces(couplings, x, y):
     (x, y[, z]), for any dimension (array code; also runs on CuPy)."""
     y[...] = 0
     for axis, c in enumerate(couplings):
-        lower, upper = _axis_slices(x.ndim, axis)
+        lower, upper = face_sides(x.ndim, axis)
         flux = c * (x[upper] - x[lower])
         y[lower] -= flux
         y[upper] += flux

@@ -20,8 +20,8 @@ void bubbleflow_stencil7_faces(const T* __restrict__ cx, const T* __restrict__ c
     }
 }
 
-// y = A x for the 7-point operator stored as seven diagonals (the seed's
-// layout; twin: apply_diagonals): B, S, W below in z, y, x; C; E, N, T above.
+// y = A x for the 7-point operator stored as seven diagonals (Gupta 2010's
+// diagonal storage; twin: apply_diagonals): B, S, W below in z, y, x; C; E, N, T above.
 extern "C" __global__
 void bubbleflow_stencil7_diagonals(const T* __restrict__ B, const T* __restrict__ S,
                                    const T* __restrict__ W, const T* __restrict__ C,

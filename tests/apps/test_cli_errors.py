@@ -118,7 +118,7 @@ def test_main_returns_2_in_process(tmp_path, capsys):
     assert err == f"error: {path}:1: grid.nx: got -5; expected an integer >= 4\n"
 
 
-# Hostile or impossible input (issue 14): one line, exit 2, before any work.
+# Hostile or impossible input: one line, exit 2, before any work.
 HOSTILE = {
     "control_char": (b"name: ok\ngrid: {nx: 6\x074}\n", [":2:13: character '\\x07' (U+0007)"]),
     "not_utf8": (b"name: caf\xe9\n", [":1:10: not UTF-8 text"]),

@@ -139,7 +139,7 @@ def test_cases_reach_every_branch(cp):
     _, info, _, _ = twin_call(cp, phi, c, hx, hy, 3, None)
     assert info["sign_conflicts"] > 0
     phi, c, hx, hy = case("grid-line-x")
-    assert not bool(vof._interface_mask(c).any())
+    assert not bool(vof.interface_mask(c).any())
     _, info, _, _ = twin_call(cp, phi, c, hx, hy, 3, None)
     assert info["band_cells"] == 8 * 64          # columns 12 to 19
 

@@ -1,4 +1,4 @@
-"""Snapshots written in the background (issue 16): the step goes on while a
+"""Snapshots written in the background: the step goes on while a
 snapshot is written, the files are those of a synchronous writer, and a write
 error is not lost."""
 import errno
@@ -52,7 +52,7 @@ def assert_same(a, b):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, backend):
-    """The run with synchronous writes, as before issue 16."""
+    """The run with synchronous writes (``FlowWriter.background = False``), the reference."""
     out = tmp_path_factory.mktemp("sync")
     old = FlowWriter.background
     FlowWriter.background = False

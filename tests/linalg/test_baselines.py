@@ -1,4 +1,4 @@
-"""The baseline solvers (issue 19, item 5): BiCGSTAB, Jacobi and Gauss-Seidel
+"""The baseline solvers with SciPy's conventions: BiCGSTAB, Jacobi and Gauss-Seidel
 against SciPy and direct solves, on NumPy and (marked ``gpu``) on CuPy."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Block deflation spaces in 3-D (issue 20): the boxes of the grid's
+"""Block deflation spaces in 3-D: the boxes of the grid's
 partition, split by the level set, with ``A Z`` and ``E`` from the face
 couplings against independently assembled SciPy products, the deflated
 solves against a direct solve, and the iteration counts over the density

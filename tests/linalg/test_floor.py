@@ -1,4 +1,4 @@
-"""At the float64 floor the solve stops promptly and says so (issue 19).
+"""At the float64 floor the solve stops promptly and says so.
 
 The bubbly column at contrast 1e6 with the gravity right-hand side cannot
 reach a relative residual of 1e-12 in float64: the true residual stalls

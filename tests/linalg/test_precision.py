@@ -1,4 +1,4 @@
-"""``precision: float32``: float32 inner solves, float64 refinement (issue 14)."""
+"""``precision: float32``: float32 inner solves, float64 refinement."""
 import numpy as np
 import pytest
 import scipy.sparse.linalg as spl

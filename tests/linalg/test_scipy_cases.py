@@ -1,4 +1,5 @@
-"""SciPy's and PyAMG's test cases for the SciPy-style solvers (issue 19, item 7).
+"""SciPy's and PyAMG's test cases for the SciPy-style solvers, which keep
+SciPy's conventions, so its own cases check them.
 
 The matrices are re-created here from their definitions in
 

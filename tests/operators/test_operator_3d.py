@@ -1,4 +1,4 @@
-"""The 7-point pressure operator in 3-D (issue 20, first step): the n-D grid's
+"""The 7-point pressure operator in 3-D: the n-D grid's
 matrix-free flux form against an independently assembled SciPy matrix, and
 the multigrid-preconditioned CG on the 3-D bubbly column."""
 import numpy as np
@@ -95,7 +95,8 @@ def test_mixed_precision_solver_in_3d():
 def test_preconditioners_in_3d_equal_their_definition(name, backend):
     """Jacobi ``D^-1``, scaled incomplete Poisson ``D^-1/2 (I - L~)(I -
     L~^T) D^-1/2`` (``L~`` the strict lower part of ``D^-1/2 A D^-1/2``) and
-    the seed's ``(I - L D^-1)(I - D^-1 L^T)``, from the SciPy matrix, against
+    plain incomplete Poisson ``(I - L D^-1)(I - D^-1 L^T)`` (Ament et al.
+    2010), from the SciPy matrix, against
     the 3-D face-coupling code."""
     rng = np.random.default_rng(4)
     grid = Grid.regular((5, 4, 3), (1.0, 1.0, 1.0))
@@ -165,7 +166,7 @@ def test_stencil7_kernel_equals_the_array_code(cupy_backend, dtype):
 
 
 def test_seven_diagonal_storage_equals_the_matrix_free_operator(backend):
-    """The seed's layout in 3-D: seven diagonals (B, S, W, C, E, N, T), the
+    """The diagonal storage of Gupta (2010) in 3-D: seven diagonals (B, S, W, C, E, N, T), the
     same matrix and apply as the face couplings, its couplings recovered."""
     from bubbleflow.mesh.grid import Grid
     from bubbleflow.operators.poisson import PoissonOperator

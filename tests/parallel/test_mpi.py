@@ -375,7 +375,7 @@ def test_a_failure_on_one_rank_ends_every_rank(tmp_path):
 def test_mpiexec_bubbleflow_run_on_the_gpu(tmp_path, cupy_backend):
     """``mpiexec -n 2 bubbleflow run CASE --backend cupy`` (NCCL where each
     rank has a GPU, else two ranks on one, MPI through the host) writes the pressure of one process on the
-    GPU: the case's multigrid, and the seed's DPCG with scaled incomplete
+    GPU: the case's multigrid, and the DPCG of Gupta (2010) with scaled incomplete
     Poisson and level-set subdomains."""
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")

@@ -314,7 +314,7 @@ def _random_instants(count, tmp_path, reference):
 
 def test_sigterm_to_a_rank_at_random_instants_stops_every_rank(ranks_available, tmp_path,
                                                               uninterrupted):
-    """The first :data:`QUICK` instants of the seed's draw (the default suite)."""
+    """The first :data:`QUICK` instants drawn from :data:`SEED` (the default suite)."""
     outcomes = _random_instants(QUICK, tmp_path, uninterrupted)
     assert "stopped" in outcomes, f"seed {SEED}: {outcomes}"
 
@@ -322,7 +322,7 @@ def test_sigterm_to_a_rank_at_random_instants_stops_every_rank(ranks_available, 
 @pytest.mark.slow
 def test_sigterm_to_a_rank_at_twenty_random_instants_stops_every_rank(ranks_available,
                                                                       tmp_path, uninterrupted):
-    """:data:`FULL` instants of the seed's draw, the default suite's first."""
+    """:data:`FULL` instants drawn from :data:`SEED`, the default suite's first."""
     outcomes = _random_instants(FULL, tmp_path, uninterrupted)
     assert outcomes.count("stopped") >= FULL // 2, f"seed {SEED}: {outcomes}"
 

@@ -97,8 +97,8 @@ from .flow_report import FLOW_COLUMNS
 from .measure import copy_bandwidth
 from .model3d import bytes_per_iteration_3d
 from .options import (DEFAULT_CONFIGS, DEFAULT_CONFIGS_3D, DEFAULT_MAXITER_PER_N, PEERS, PROG,
-                      BenchConfig, Config, _check_writable, _dim, cells_per_subdomain,
-                      count_option, default_rtol, max_side, parse_args, parse_config)
+                      BenchConfig, Config, cells_per_subdomain, check_csv_writable,
+                      count_option, default_rtol, dim_option, max_side, parse_args, parse_config)
 from .peers import peer_bytes_per_iteration
 from .problem import make_problem
 from .report import COLUMNS, format_table, write_csv
@@ -180,7 +180,7 @@ def _ranks_bench(comm, args):
     from ...compute.transfer import on_device
     from .ranks_model import run_ranks_bench
 
-    dim = _dim(args.dim)
+    dim = dim_option(args.dim)
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with several ranks",
                         "the pressure benchmark on several ranks")
@@ -234,13 +234,13 @@ def _scaling(args):
     from .ranks_scaling import find_mpiexec, run_scaling
 
     counts = [count_option("--scaling", token) for token in args.scaling]
-    dim = _dim(args.dim)
+    dim = dim_option(args.dim)
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with --scaling",
                         "the pressure benchmark's scaling")
     sizes, weak = _ranks_size_lists(args, dim, max(counts))
     if args.csv:
-        _check_writable(args.csv)
+        check_csv_writable(args.csv)
     backend = _scaling_backend(args.backend)
     try:
         import mpi4py  # noqa: F401

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ...case.config import CaseError
 from .flow_cases import NAMED_CASES, build_configs, parse_size
-from .options import PROG, _check_writable, check_copy_fits, count_option
+from .options import PROG, check_copy_fits, check_csv_writable, count_option
 
 __all__ = ["FlowBench", "parse_flow_args", "SOLVER_ONLY", "FLOW_ONLY", "CSV_NAME"]
 
@@ -88,7 +88,7 @@ def _csv_path(path):
         return None
     if os.path.isdir(path) or str(path).endswith(("/", os.sep)):
         path = os.path.join(path, CSV_NAME)
-    _check_writable(path)
+    check_csv_writable(path)
     return path
 
 

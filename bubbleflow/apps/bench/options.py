@@ -296,7 +296,7 @@ def parse_args(args):
     """The parsed ``argparse.Namespace`` -> :class:`BenchConfig`; CaseError on bad input."""
     from ...compute.backend import BackendUnavailable, get_backend
 
-    dim = _dim(getattr(args, "dim", None))
+    dim = dim_option(getattr(args, "dim", None))
     try:
         backend = get_backend(args.backend)
     except BackendUnavailable as exc:
@@ -351,7 +351,7 @@ def parse_args(args):
     if dim == 3:
         check_configs_3d(configs, cps)
     if cfg.csv is not None:
-        _check_writable(cfg.csv)
+        check_csv_writable(cfg.csv)
     return cfg
 
 
@@ -377,7 +377,7 @@ def _peers(args, gpu):
     return peers
 
 
-def _dim(text):
+def dim_option(text):
     """``--dim``: 2 (default) or 3."""
     if text is None:
         return 2
@@ -478,7 +478,8 @@ def check_copy_fits(copy_mib, backend):
                      f"{free / 2 ** 30:.3g} GiB free")
 
 
-def _check_writable(path):
+def check_csv_writable(path):
+    """Refuse a ``--csv`` path that is a folder or cannot be written, before any work."""
     if not path or os.path.isdir(path):
         raise _error("--csv", repr(path), "a file path (not a folder)")
     folder = os.path.dirname(os.path.abspath(path))

@@ -26,9 +26,9 @@ import numpy as np
 
 from ...compute.backend import backend_of
 from ...compute.transfer import on_backend, to_host
-from ...operators.poisson import _axis_slices
+from ...mesh.grid import face_sides
 from .coarse import CoarseSolver
-from .space import _scatter_add
+from .space import scatter_add
 
 __all__ = ["DistributedDeflation"]
 
@@ -92,7 +92,7 @@ class DistributedDeflation:
         return self.k
 
     def restrict(self, r):
-        local = _scatter_add(self.labels, r.ravel(), self.k, self.backend.xp)
+        local = scatter_add(self.labels, r.ravel(), self.k, self.backend.xp)
         return self.comm.allreduce_sum(local).astype(r.dtype, copy=False)
 
     def prolong(self, e):
@@ -120,7 +120,7 @@ def _az_entries(couplings, ext, below, nloc):
     first, last = below * plane, (below + nloc) * plane
     rows, cols, vals = [], [], []
     for axis, c in enumerate(couplings):
-        lower, upper = _axis_slices(ndim, axis)
+        lower, upper = face_sides(ndim, axis)
         p, q, cf = index[lower].ravel(), index[upper].ravel(), np.asarray(c).ravel()
         lp, lq = ext.ravel()[p], ext.ravel()[q]
         for a, la, lb in ((p, lp, lq), (q, lq, lp)):

@@ -13,8 +13,8 @@ Kinds (``make_deflation``), in any dimension:
                          ``px x py`` rectangles, ``px x py x pz`` boxes in
                          3-D (default).
 ``stripes``              layers of cells along the vertical axis: the
-                         seed's horizontal stripes of grid rows in 2-D,
-                         slabs of z layers in 3-D.
+                         horizontal stripes of grid rows of Gupta (2010,
+                         appendix B.4) in 2-D, slabs of z layers in 3-D.
 ``levelset_subdomains``  every box split into its liquid and its gas part
                          (Tang and Vuik 2007): one vector per bubble piece,
                          which captures the small eigenvalues that density
@@ -57,8 +57,7 @@ from .. import registry
 from .coarse import DENSE_LIMIT, CoarseSolver
 from . import kernels as deflation_cuda
 from ...compute.backend import backend_of
-from ...mesh.grid import AXES, Grid
-from ...operators.poisson import _axis_slices
+from ...mesh.grid import AXES, Grid, array_axis, face_sides
 from ...compute.transfer import on_backend, on_device, to_host
 from ...compute.twins import twin
 
@@ -601,11 +600,11 @@ def _block_sums(a, blocks, xp):
         split = _box_split(a.shape, blocks[::-1])
         return a.reshape(split).sum(axis=tuple(range(1, len(split), 2))).ravel()
     labels = partition_labels(a.shape, blocks, xp).ravel()
-    return _scatter_add(labels, a.ravel().astype(np.float64), math.prod(blocks),
+    return scatter_add(labels, a.ravel().astype(np.float64), math.prod(blocks),
                         xp).astype(xp.int64)
 
 
-def _scatter_add(idx, vals, size, xp):
+def scatter_add(idx, vals, size, xp):
     """``out[idx] += vals`` with repeated indices accumulated, float64, ``(size,)``.
 
     ``xp.add.at``: no host synchronisation on CuPy (``cupy.bincount`` checks
@@ -635,7 +634,7 @@ def _face_pieces(A, labels, k, dtype):
     lo = xp.minimum(a, b)
     hi = xp.maximum(a, b)
     er, ec, ev = _sum_duplicates(lo, hi, c, k)
-    diag = _scatter_add(xp.concatenate([a, b]), xp.concatenate([c, c]), k, xp)
+    diag = scatter_add(xp.concatenate([a, b]), xp.concatenate([c, c]), k, xp)
     ar = xp.arange(k, dtype=xp.int64)
     E = _csr(xp.concatenate([er, ec, ar]), xp.concatenate([ec, er, ar]),
              xp.concatenate([-ev, -ev, diag]), (k, k), backend)
@@ -663,13 +662,13 @@ def _cut_faces(L, couplings, xp):
     ndim = L.ndim
     cuts, first = [], [0]                        # first: the number of each axis's first face
     for axis in range(ndim):
-        lower, upper = _axis_slices(ndim, axis)
+        lower, upper = face_sides(ndim, axis)
         cuts.append((L[upper] != L[lower]).ravel())
         first.append(first[-1] + cuts[-1].size)
     f = xp.flatnonzero(xp.concatenate(cuts))     # host sync: the number of cut faces
     p = q = c = None
     for axis, coupling in enumerate(couplings):
-        a = ndim - 1 - axis                      # the axis's array axis
+        a = array_axis(ndim, axis)
         stride = math.prod(L.shape[a + 1:])      # from a cell to its neighbour across the face
         layer = max((L.shape[a] - 1) * stride, 1)    # faces per step of the slower axes
         local = f - first[axis]
@@ -709,7 +708,7 @@ def _sum_duplicates(rows, cols, vals, ncols):
     xp.not_equal(key[1:], key[:-1], out=new[1:])
     seg = xp.cumsum(new, dtype=xp.int64) - 1
     nu = int(seg[-1]) + 1                        # host sync: the number of distinct entries
-    summed = _scatter_add(seg, vals, nu, xp)
+    summed = scatter_add(seg, vals, nu, xp)
     ukey = xp.empty(nu, dtype=key.dtype)
     ukey[seg] = key
     return ukey // ncols, ukey % ncols, summed

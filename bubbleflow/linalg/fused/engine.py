@@ -57,7 +57,7 @@ from ..deflation.coarse import dense_gemm, dense_product, gemm_operand
 
 __all__ = ["FusedEngine", "fused_engine_for"]
 # The update kernel's ``#define PREC`` values (registry.FUSED_VARIANTS).
-_IDENTITY, _JACOBI, _SCALED_IP, _GENERIC = (
+PREC_IDENTITY, PREC_JACOBI, PREC_SCALED_IP, PREC_GENERIC = (
     registry.FUSED_VARIANTS[name].code
     for name in ("identity", "jacobi", "scaled_incomplete_poisson", "generic"))
 _VARIANT_OF_CODE = {v.code: v for v in registry.FUSED_VARIANTS.values()}
@@ -188,7 +188,7 @@ def _update_group(nx, bx, prec_code):
     >>> _update_group(4096, 64, 2), _update_group(4096, 64, 1), _update_group(96, 48, 2)
     (4, 1, 1)
     """
-    if prec_code != _SCALED_IP or bx % 32:
+    if prec_code != PREC_SCALED_IP or bx % 32:
         return 1
     g = 1
     while 2 * g * bx <= _IP_BLOCK_COLS and (nx // bx) % (2 * g) == 0:
@@ -344,7 +344,7 @@ class FusedEngine:
     @staticmethod
     def _code_of(prec_obj, prec_name):
         """The update kernel's ``PREC`` for this preconditioner (registry)."""
-        return _IDENTITY if prec_obj is None else registry.fused_prec_code(prec_name)
+        return PREC_IDENTITY if prec_obj is None else registry.fused_prec_code(prec_name)
 
     def fits(self, A, prec_obj, prec_name, defl, tile):
         """Can :meth:`update` take this operator (same grid, tile,
@@ -434,9 +434,9 @@ class FusedEngine:
 
     def _prec_sources(self, prec_obj):
         """``(s, E~, N~)`` of the preconditioner (None where it has none)."""
-        if self.prec_code == _JACOBI:
+        if self.prec_code == PREC_JACOBI:
             return prec_obj.inv_diagonal, None, None
-        if self.prec_code == _SCALED_IP:
+        if self.prec_code == PREC_SCALED_IP:
             return prec_obj.inv_sqrt_diagonal, prec_obj.E, prec_obj.N
         return None, None, None
 
@@ -581,9 +581,9 @@ class FusedEngine:
         self.cx = cp.zeros((ny, nx - 1), dtype=cp.float64)
         self.cy = cp.zeros((ny - 1, nx), dtype=cp.float64)
         self.s = self.cxs = self.cys = None
-        if self.prec_code == _JACOBI:
+        if self.prec_code == PREC_JACOBI:
             self.s = cp.zeros((ny, nx), dtype=cp.float64)
-        elif self.prec_code == _SCALED_IP:
+        elif self.prec_code == PREC_SCALED_IP:
             self.s = cp.zeros((ny, nx), dtype=cp.float64)
             self.cxs = cp.zeros((ny, nx - 1), dtype=cp.float64)
             self.cys = cp.zeros((ny - 1, nx), dtype=cp.float64)
@@ -627,7 +627,7 @@ class FusedEngine:
                                 f"#define UPD_G {self.group}\n" if self.group > 1 else "")
         # Column-walk geometry (bxp, chunks, threads) of the two tile kernels.
         self.upd_walk = _walk_geometry(self.by, self.group * self.bx,
-                                       _CHUNK_ROWS_IP if self.prec_code == _SCALED_IP
+                                       _CHUNK_ROWS_IP if self.prec_code == PREC_SCALED_IP
                                        else _CHUNK_ROWS)
 
     def _coarse(self, g, out):
@@ -654,7 +654,7 @@ class FusedEngine:
             nnz = int(self.azt_nnz)
             extra += nnz * (8 + 4 + 8) + (self.k + 1) * 4 + 3 * 8 * self.k
             extra += int(getattr(self.defl.coarse, "nbytes", 8 * self.k * self.k))
-        if self.prec_code == _GENERIC:                 # the preconditioner's own model
+        if self.prec_code == PREC_GENERIC:                 # the preconditioner's own model
             model = getattr(self.prec_obj, "bytes_per_apply", None)
             extra += int(model()) if model is not None else 0
         return int(arrays * n8 + extra)
@@ -816,7 +816,7 @@ class FusedEngine:
     def _names(self):
         """The stages of one iteration, in order."""
         names = ["direction_spmv", "alpha", "update"]
-        if self.prec_code == _GENERIC:
+        if self.prec_code == PREC_GENERIC:
             names.append("precondition")
         if self.defl is not None:
             names += ["restrict", "coarse"]
@@ -874,7 +874,7 @@ class FusedEngine:
         elif name == "coarse":
             out = self._coarse_entries()
         else:                               # beta
-            nry = self.nred if self.prec_code == _GENERIC else self.ntiles
+            nry = self.nred if self.prec_code == PREC_GENERIC else self.ntiles
             zr = self.part_zr if self.part_zr is not None else self.part_ry
             if self.cs is not None:
                 gather = self.cs.gather_operands()
@@ -892,7 +892,7 @@ class FusedEngine:
         offers (``device_launches``: buffers of its own, allocated once), or
         None."""
         offer = getattr(self.prec_obj, "device_launches", None)
-        if self.prec_code != _GENERIC or offer is None:
+        if self.prec_code != PREC_GENERIC or offer is None:
             return None
         return offer(r_new, self.y, self.scal[_DONE:_DONE + 1])
 
@@ -951,7 +951,7 @@ class FusedEngine:
             hist = self.hist.data.ptr if self.hist is not None else 0
             dense = self._dense_K.data.ptr if self._dense_K is not None else 0
             prec = ()
-            if self.prec_code == _GENERIC:
+            if self.prec_code == PREC_GENERIC:
                 prec = tuple((id(entry[0]), entry[1], entry[2], entry[4],
                               tuple(_arg_key(a) for a in entry[3]))
                              for cur in (0, 1) for entry in self._entries("precondition", cur, 0)
@@ -974,7 +974,7 @@ class FusedEngine:
         direct launches only."""
         if not self.use_graphs:
             return None
-        if self.prec_code == _GENERIC and not all(
+        if self.prec_code == PREC_GENERIC and not all(
                 _capturable(entry) for cur in (0, 1) for entry in
                 self._entries("precondition", cur, 0)):
             return None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
-from .engine import _GENERIC, _IDENTITY, _JACOBI, FusedEngine, fused_engine_for
+from .engine import PREC_GENERIC, PREC_IDENTITY, PREC_JACOBI, FusedEngine, fused_engine_for
 
 __all__ = ["FusedEngine3D", "engine_for"]
 
@@ -33,7 +33,7 @@ _THREADS = 256
 #: z chunks of the direction kernel: as many as make about this many blocks
 #: (each restarts one plane below), none shorter than _MIN_CHUNK planes.
 #: Chosen, not tuned: the kernel's ratio to its floor is in
-#: docs/performance.md (3-D on the GPU, session 16).
+#: docs/performance.md (3-D on the GPU, the fused 3-D iteration).
 _DIR_BLOCKS = 1024
 _MIN_CHUNK = 8
 #: The kernels index with 32-bit offsets: a grid's cells, plus the plane a
@@ -101,9 +101,9 @@ class FusedEngine3D(FusedEngine):
         """Identity, Jacobi (in the update kernel), or the preconditioner's own
         kernels (any other)."""
         if prec_obj is None:
-            return _IDENTITY
+            return PREC_IDENTITY
         code = FusedEngine._code_of(prec_obj, prec_name)
-        return _JACOBI if code == _JACOBI else _GENERIC
+        return PREC_JACOBI if code == PREC_JACOBI else PREC_GENERIC
 
     def fits(self, A, prec_obj, prec_name, defl, tile):
         return (tuple(A.grid_shape) == self.shape and defl is None
@@ -115,7 +115,7 @@ class FusedEngine3D(FusedEngine):
         self.cx = cp.zeros((nz, ny, nx - 1), dtype=cp.float64)
         self.cy = cp.zeros((nz, ny - 1, nx), dtype=cp.float64)
         self.cz = cp.zeros((nz - 1, ny, nx), dtype=cp.float64)
-        self.s = cp.zeros(self.n, dtype=cp.float64) if self.prec_code == _JACOBI else None
+        self.s = cp.zeros(self.n, dtype=cp.float64) if self.prec_code == PREC_JACOBI else None
         self.cxs = self.cys = None
 
     def _plan_grid(self, tile):
@@ -133,7 +133,7 @@ class FusedEngine3D(FusedEngine):
     def _copy_grid(self, A, prec_obj, pieces):
         for dst, src in zip((self.cx, self.cy, self.cz), A.couplings()):
             dst[...] = src
-        if self.prec_code == _JACOBI:
+        if self.prec_code == PREC_JACOBI:
             self.s[...] = prec_obj.inv_diagonal.reshape(self.n)
 
     def _entries(self, name, cur, pcur):
@@ -150,7 +150,7 @@ class FusedEngine3D(FusedEngine):
                          self.cx, self.cy, self.cz, self.part_pw, nx, ny, nz,
                          np.int32(chunk)), 0)]
             else:
-                write_y = np.int32(self.prec_code != _GENERIC)
+                write_y = np.int32(self.prec_code != PREC_GENERIC)
                 out = [(self.k_update, (self.ntiles,), (_THREADS,),
                         (self.pbuf[pcur], self.w, self.r[cur], self.r[1 - cur], self.x, self.y,
                          self.s if self.s is not None else null, self.scal, self.part_ry,
@@ -167,9 +167,9 @@ class FusedEngine3D(FusedEngine):
         preconditioner its own model (``bytes_per_apply``) and ``r' . y`` (2)."""
         arrays = 7 + 6
         extra = 0
-        if self.prec_code == _JACOBI:
+        if self.prec_code == PREC_JACOBI:
             arrays += 2
-        elif self.prec_code == _IDENTITY:
+        elif self.prec_code == PREC_IDENTITY:
             arrays += 1
         else:
             arrays += 2

@@ -77,7 +77,7 @@ class ADef2(Undeflated):
 
 
 class Def1(Undeflated):
-    """DEF1 (the seed's Algorithm 8): CG on ``P A x^ = P b``."""
+    """DEF1 (Gupta 2010, Algorithm 8): CG on ``P A x^ = P b``."""
 
     def __init__(self, system):
         super().__init__(system)

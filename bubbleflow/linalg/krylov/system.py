@@ -160,7 +160,7 @@ def check_tolerances(rtol, atol, maxiter, name="cg"):
     error type) naming the argument, its value and what was expected."""
     values = []
     for key, value in (("rtol", rtol), ("atol", atol)):
-        number = _real_scalar(value)
+        number = real_scalar(value)
         if number is None or not number >= 0:
             raise ValueError(f"{name}: {key}={value!r}: expected a real, non-negative number")
         values.append(number)
@@ -172,7 +172,7 @@ def check_tolerances(rtol, atol, maxiter, name="cg"):
     return values[0], values[1], maxiter
 
 
-def _real_scalar(value):
+def real_scalar(value):
     """``value`` as a float if it is a real number (Python, NumPy or a 0-d
     array), else None."""
     if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:

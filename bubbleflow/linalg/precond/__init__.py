@@ -4,7 +4,7 @@
 ``none``                        identity
 ``jacobi``                      ``D^-1``
 ``block_ic``                    IC(0) in blocks of ``m`` grid lines
-``incomplete_poisson``          the seed's IP, ``(I - L D^-1)(I - D^-1 L^T)``
+``incomplete_poisson``          plain IP, ``(I - L D^-1)(I - D^-1 L^T)``
 ``incomplete_poisson_scaled``   IP on ``D^-1/2 A D^-1/2`` (default)
 ``multigrid``                   V-cycle on aggregated cells (Galerkin)
 ==============================  ============================================

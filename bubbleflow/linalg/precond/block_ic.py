@@ -1,7 +1,7 @@
 """Block incomplete Cholesky, IC(0) in blocks of ``m`` grid lines.
 
 The grid rows are grouped into blocks of ``m >= 2`` consecutive lines (block
-size ``m * nx``, seed section 7.3 and Appendix B.3); the couplings between
+size ``m * nx``, Gupta 2010, section 7.3 and appendix B.3); the couplings between
 blocks are dropped, so every block is factorised and solved independently.
 For the 5-point pattern IC(0) keeps the off-diagonal entries of ``A`` and
 only changes the pivots::

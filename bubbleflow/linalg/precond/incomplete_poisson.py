@@ -1,6 +1,6 @@
 """Incomplete Poisson preconditioning (Ament et al. 2010), plain and scaled.
 
-Plain (the seed's form, section 3.2.2)::
+Plain (the form of Gupta 2010, section 3.2.2)::
 
     M^-1 = (I - L D^-1) (I - D^-1 L^T)
 
@@ -22,12 +22,12 @@ import numpy as np
 
 from ...compute import cuda
 from ...compute.twins import twin
-from ...operators.poisson import _axis_slices
+from ...mesh.grid import face_sides
 from .base import Preconditioner, lower_neighbours, require_grid_operator, upper_neighbours
 
 
 class IncompletePoisson(Preconditioner):
-    """The seed's incomplete Poisson preconditioner (unscaled).
+    """The plain incomplete Poisson preconditioner (Ament et al. 2010; unscaled).
 
     In 2-D from the five diagonals; in any other dimension from the face
     couplings: a face of coupling ``c`` between a cell ``lo`` and its upper
@@ -45,7 +45,7 @@ class IncompletePoisson(Preconditioner):
             inv = 1.0 / A.diagonal().reshape(self.grid_shape)
             self.inv_diagonal = inv
             self.faces = tuple(c * inv[lo] for c, (lo, _) in
-                               zip(A.couplings(), _face_sides(len(self.grid_shape))))
+                               zip(A.couplings(), face_sides_per_axis(len(self.grid_shape))))
             return
         S, W, C, E, N = A.entries()
         self.S, self.W, self.E, self.N = S, W, E, N
@@ -68,7 +68,7 @@ def incomplete_poisson_passes(faces, z):
     array of ``z``'s shape.  Both incomplete Poisson forms are this, between
     their scalings."""
     t = z.copy()
-    sides = _face_sides(z.ndim)
+    sides = face_sides_per_axis(z.ndim)
     for c, (lo, hi) in zip(faces, sides):
         t[lo] += c * z[hi]                            # the upper neighbours
     u = t.copy()
@@ -104,7 +104,7 @@ class ScaledIncompletePoisson(Preconditioner):
             s = 1.0 / xp.sqrt(A.diagonal().reshape(self.grid_shape))
             self.inv_sqrt_diagonal = s
             self.faces = tuple(c * s[lo] * s[hi] for c, (lo, hi) in
-                               zip(couplings, _face_sides(len(self.grid_shape))))
+                               zip(couplings, face_sides_per_axis(len(self.grid_shape))))
             return
         S, W, C, E, N = A.entries()
         coefficients = scaled_coefficients(S, W, C, E, N, xp)
@@ -127,10 +127,10 @@ class ScaledIncompletePoisson(Preconditioner):
         return (self.inv_sqrt_diagonal * incomplete_poisson_passes(self.faces, z)).reshape(shape)
 
 
-def _face_sides(ndim):
+def face_sides_per_axis(ndim):
     """Per grid axis (x, y[, z]), the index of the cells below and above its
-    interior faces (:func:`bubbleflow.operators.poisson._axis_slices`)."""
-    return [_axis_slices(ndim, axis) for axis in range(ndim)]
+    interior faces (:func:`bubbleflow.mesh.grid.face_sides`)."""
+    return [face_sides(ndim, axis) for axis in range(ndim)]
 
 
 @twin

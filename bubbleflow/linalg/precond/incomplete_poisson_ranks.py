@@ -14,7 +14,7 @@ process's, summed in another order.
 """
 from __future__ import annotations
 
-from .incomplete_poisson import _face_sides, incomplete_poisson_passes
+from .incomplete_poisson import face_sides_per_axis, incomplete_poisson_passes
 
 __all__ = ["DistributedScaledIncompletePoisson", "DistributedIncompletePoisson"]
 
@@ -30,7 +30,7 @@ class DistributedScaledIncompletePoisson:
         slab = A_rank.slab
         _, _, self.below, _ = slab.extended()
         self.nloc = slab.hi - slab.lo
-        self._sides = _face_sides(len(slab.local_shape))
+        self._sides = face_sides_per_axis(len(slab.local_shape))
         diagonal = A_rank.diagonal().reshape(slab.local_shape)
         self.s, self.faces = self._coefficients(diagonal, xp)
 
@@ -63,7 +63,7 @@ class DistributedScaledIncompletePoisson:
 
 
 class DistributedIncompletePoisson(DistributedScaledIncompletePoisson):
-    """The seed's (plain) incomplete Poisson for the slab of ``A_rank``."""
+    """The plain incomplete Poisson (Ament et al. 2010) for the slab of ``A_rank``."""
 
     name = "incomplete_poisson"
 

@@ -45,8 +45,8 @@ from ...compute.backend import backend_of
 from ...compute.blas import single_threaded
 from ...compute.transfer import on_device
 from ...compute.twins import twin
-from ...operators.poisson import (_axis_slices, _centre_from_couplings, _faces_to_scipy,
-                                  apply_faces)
+from ...mesh.grid import array_axis, face_sides
+from ...operators.poisson import apply_faces, centre_from_couplings, faces_to_scipy
 from .base import Preconditioner, require_grid_operator
 
 #: The precisions a cycle can run in (``cycle_precision``).
@@ -81,7 +81,7 @@ def coarsen_couplings(couplings, xp):
     """Face couplings of ``P^T A P`` (2 cells per axis aggregated) from the
     fine ones, per axis (x, y[, z]; array axes reversed)."""
     ndim = len(couplings)
-    return [coarsen_axis(c, ndim - 1 - axis, xp) for axis, c in enumerate(couplings)]
+    return [coarsen_axis(c, array_axis(ndim, axis), xp) for axis, c in enumerate(couplings)]
 
 
 def coarsen_axis(c, a, xp, first=1):
@@ -119,7 +119,7 @@ def _face_pairs(couplings, shape, xp):
     every interior face and the face's coupling."""
     index = xp.arange(int(np.prod(shape))).reshape(shape)
     for axis, c in enumerate(couplings):
-        lower, upper = _axis_slices(len(shape), axis)
+        lower, upper = face_sides(len(shape), axis)
         yield index[lower].ravel(), index[upper].ravel(), c.ravel()
 
 
@@ -128,7 +128,7 @@ def _coarsest_matrix(couplings, shape, xp):
     nonsingular: for a compatible right-hand side its solution is the one
     of ``A`` with zero mean."""
     n = int(np.prod(shape))
-    C = _centre_from_couplings(couplings, xp).ravel()
+    C = centre_from_couplings(couplings, xp).ravel()
     A = xp.zeros((n, n), dtype=C.dtype)
     for p, q, c in _face_pairs(couplings, shape, xp):
         A[p, q] = -c
@@ -161,9 +161,9 @@ class HostCoarseSolve:
         from scipy.sparse.linalg import splu
 
         n = int(np.prod(shape))
-        C = _centre_from_couplings(couplings, np).ravel()
+        C = centre_from_couplings(couplings, np).ravel()
         c = float(C.mean()) / n if C.mean() > 0 else 1.0 / n
-        grounded = _faces_to_scipy(couplings, shape) + sp.csr_matrix(([c], ([0], [0])),
+        grounded = faces_to_scipy(couplings, shape) + sp.csr_matrix(([c], ([0], [0])),
                                                                       shape=(n, n))
         self.lu = splu(grounded.tocsc())
         U = np.zeros((n, 2))
@@ -269,7 +269,7 @@ class _Level:
 
     def __init__(self, couplings, shape, xp, dtype):
         self.shape = tuple(shape)
-        centre = _centre_from_couplings(tuple(couplings), xp)
+        centre = centre_from_couplings(tuple(couplings), xp)
         # A cell without couplings (possible only on a one-cell level) keeps
         # its value: its inverse diagonal is taken as zero.
         inv = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)

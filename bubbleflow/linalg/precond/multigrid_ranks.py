@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute.transfer import on_backend
+from ...mesh.grid import array_axis
 from ...mesh.ranks import RankSlab
 from ...operators.distributed import DistributedOperator
-from ...operators.poisson import _centre_from_couplings
+from ...operators.poisson import centre_from_couplings
 from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, coarsen_axis, level_shapes,
                         prolong_add, restrict)
 
@@ -118,7 +119,7 @@ def _coarsen_slab(couplings, slab, xp):
     ndim = len(couplings)
     out = []
     for axis, c in enumerate(couplings):
-        a = ndim - 1 - axis
+        a = array_axis(ndim, axis)
         if a == 0:
             # Faces between aggregates: the odd ones of the grid; the widened
             # slab's first face lies between planes lo - below and lo - below + 1.
@@ -134,7 +135,7 @@ def _inverse_diagonal(couplings, slab, xp, dtype):
     """The inverse main diagonal of the slab's own cells (zero where a cell
     has no coupling), from the widened slab's float64 couplings."""
     _, _, below, _ = slab.extended()
-    centre = _centre_from_couplings(couplings, xp)[below:below + slab.hi - slab.lo]
+    centre = centre_from_couplings(couplings, xp)[below:below + slab.hi - slab.lo]
     inv = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)
     return inv.astype(dtype, copy=False)
 
