@@ -59,7 +59,7 @@ def test_an_entry_in_one_file_only_differs(tmp_path):
     proc = compare(tmp_path, BASE, {"64 1000 diagonals cg none none adef2": BASE[
         "64 1000 diagonals cg none none adef2"]})
     assert proc.returncode == 1
-    assert "rising_bubble_3d" in proc.stdout
+    assert "DIFF flow 3d rising_bubble_3d clsvof ranks=2 only in base" in proc.stdout
 
 
 def write_result(path, out_dir, seconds, phi_scale=1.0):
