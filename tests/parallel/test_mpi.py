@@ -226,15 +226,24 @@ def test_a_flow_slab_too_thin_for_the_stencils_is_refused():
     from bubbleflow.flow.navier_stokes_ranks import rank_refusal
 
     case = load_case(HERE.parents[1] / "cases" / "two_phase.yaml", ["grid.ny=16"])
-    assert rank_refusal(case, 4) == ("grid.ny", 16, "at least 20 (5 planes a rank for the "
-                                                    "neighbours' stencils)")
+    assert rank_refusal(case, 4) == ("grid.ny", 16, "a count whose slabs have 5 planes a rank "
+                                                    "for the neighbours' stencils, such as 20")
     assert rank_refusal(case, 3) is None
     # CLSVOF's redistancing reads 12 planes of each neighbour.
     clsvof = load_case(HERE.parents[1] / "cases" / "two_phase.yaml",
                        ["levelset.method=clsvof", "grid.ny=48"])
-    assert rank_refusal(clsvof, 4) == ("grid.ny", 48, "at least 52 (13 planes a rank for the "
-                                                      "neighbours' stencils)")
+    assert rank_refusal(clsvof, 4) == ("grid.ny", 48, "a count whose slabs have 13 planes a rank "
+                                                      "for the neighbours' stencils, such as 52")
     assert rank_refusal(clsvof, 3) is None
+    # Multigrid's slab edges fall on multiples of 4 here: 52 planes leave a slab of 12.
+    cube = load_case(HERE.parents[1] / "cases" / "rising_bubble_3d.yaml",
+                     ["levelset.method=clsvof", "grid.nx=16", "grid.ny=16", "grid.nz=52"])
+    refused = rank_refusal(cube, 4)
+    assert refused[:2] == ("grid.nz", 52) and refused[2].endswith(
+        "such as 61 (slab edges on multiples of 4)"), refused
+    fits = load_case(HERE.parents[1] / "cases" / "rising_bubble_3d.yaml",
+                     ["levelset.method=clsvof", "grid.nx=16", "grid.ny=16", "grid.nz=61"])
+    assert rank_refusal(fits, 4) is None
 
 
 def test_a_slab_thinner_than_the_ghost_layers_is_refused():
