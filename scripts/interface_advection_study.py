@@ -23,7 +23,7 @@ initial one.  Methods:
 * ``levelset+correction``: the same, with a global mass correction after
   every step (``phi`` shifted by the constant that restores the initial gas
   volume: the candidate "level set with a mass correction");
-* ``vof``: geometric PLIC volume-of-fluid (:mod:`bubbleflow.flow.vof`),
+* ``vof``: geometric PLIC volume-of-fluid (:mod:`bubbleflow.flow.vof_advection`),
   direction-split, sweep order alternating.
 
 Printed per test, size and method: the relative drift of the gas volume
@@ -45,7 +45,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bubbleflow.compute.backend import get_backend  # noqa: E402
-from bubbleflow.flow import levelset_ops, vof  # noqa: E402
+from bubbleflow.flow import levelset  # noqa: E402
+from bubbleflow.flow.vof_advection import advect  # noqa: E402
+from bubbleflow.flow.vof_fraction import volume_fraction  # noqa: E402
 
 
 def corner_coordinates(n):
@@ -109,14 +111,14 @@ class LevelSet:
         self.every, self.iterations, self.steps = reinit_every, reinit_iterations, 0
 
     def step(self, u, v, dt):
-        self.phi = levelset_ops.advect(self.phi, u, v, dt, self.h, self.h)
+        self.phi = levelset.advect(self.phi, (u, v), dt, (self.h, self.h))
         self.steps += 1
         if self.every and self.steps % self.every == 0:
-            self.phi = levelset_ops.reinitialize(self.phi, self.h, self.h,
-                                                 iterations=self.iterations)
+            self.phi = levelset.reinitialize(self.phi, (self.h, self.h),
+                                                iterations=self.iterations)
 
     def fraction(self):
-        return vof.volume_fraction(self.phi, self.h, self.h)
+        return volume_fraction(self.phi, (self.h, self.h))
 
 
 class CorrectedLevelSet(LevelSet):
@@ -129,7 +131,7 @@ class CorrectedLevelSet(LevelSet):
         self.target = float(xp.sum(self.fraction()))
 
     def _volume(self, shift):
-        return float(self.xp.sum(vof.volume_fraction(self.phi - shift, self.h, self.h)))
+        return float(self.xp.sum(volume_fraction(self.phi - shift, (self.h, self.h))))
 
     def step(self, u, v, dt):
         super().step(u, v, dt)
@@ -203,17 +205,17 @@ class ConservativeLevelSet:
     def fraction(self):
         xp, eps = self.xp, self.eps
         phi = eps * xp.log(xp.clip(1.0 - self.psi, 1e-300, None) / xp.clip(self.psi, 1e-300, None))
-        return vof.volume_fraction(phi, self.h, self.h)
+        return volume_fraction(phi, (self.h, self.h))
 
 
 class VolumeOfFluid:
     """Geometric PLIC volume of fluid, split sweeps in alternating order."""
 
     def __init__(self, phi, h, xp):
-        self.c, self.h, self.steps = vof.volume_fraction(phi, h, h), h, 0
+        self.c, self.h, self.steps = volume_fraction(phi, (h, h)), h, 0
 
     def step(self, u, v, dt):
-        self.c = vof.advect(self.c, u, v, dt, self.h, self.h, first_axis=self.steps % 2)
+        self.c = advect(self.c, (u, v), dt, (self.h, self.h), first_axis=self.steps % 2)
         self.steps += 1
 
     def fraction(self):

@@ -5,7 +5,7 @@
 
 For each grid (nx x ny cells; three bubbles under a free surface, face
 velocities of both signs) times ``advect``, ``reinitialize`` (``--iterations``
-pseudo-time steps), ``curvature`` and ``bubble_diagnostics``: the array code
+pseudo-time steps), ``curvature`` and ``bubble_sums``: the array code
 on CuPy (``.reference``) and the CUDA variant (``flow.levelset_cuda``), each
 call synchronised and timed on the host (``perf_counter``; the median of
 ``--repeat`` calls after two warm-up calls), so launch and transfer overheads
@@ -22,13 +22,14 @@ import numpy as np
 
 from bubbleflow.apps.bench.measure import copy_bandwidth
 from bubbleflow.compute.backend import get_backend
-from bubbleflow.flow.levelset_ops import advect, bubble_diagnostics, curvature, reinitialize
+from bubbleflow.flow.bubble_measures import bubble_sums
+from bubbleflow.flow.levelset import advect, curvature, reinitialize
 
 #: Fields each call must read and write once.
 FIELDS = {"advect": 4,             # phi, u, v -> phi
           "reinitialize": 2,       # phi -> phi
           "curvature": 2,          # phi -> kappa
-          "bubble_diagnostics": 2}  # phi, v -> six sums
+          "bubble_sums": 2}        # phi, v -> six sums
 
 
 def fields(xp, nx, ny):
@@ -71,10 +72,10 @@ def difference(backend, a, b):
 
 def calls(phi, u, v, h, iterations):
     """``{name: (concept, args)}`` of the four operations."""
-    return {"advect": (advect, (phi, u, v, 0.3 * h, h, h)),
-            "reinitialize": (reinitialize, (phi, h, h, iterations)),
-            "curvature": (curvature, (phi, h, h)),
-            "bubble_diagnostics": (bubble_diagnostics, (phi, u, v, h, h, 1.5 * h))}
+    return {"advect": (advect, (phi, (u, v), 0.3 * h, (h, h))),
+            "reinitialize": (reinitialize, (phi, (h, h), iterations)),
+            "curvature": (curvature, (phi, (h, h))),
+            "bubble_sums": (bubble_sums, (phi, (u, v), (h, h), 1.5 * h))}
 
 
 def main(argv=None):

@@ -35,23 +35,19 @@ FIELDS = {"fluid_properties": 6,         # phi -> H, rho, mu, rho_x, rho_y
           "step_scalars": 5,             # u, v, phi, rho, mu -> four numbers
           "advection_terms": 7,          # u, v, rho_x, rho_y, mu -> adv_u, adv_v
           "interface_coefficients": 3,   # phi -> cx, cy
-          "explicit_velocity_u": 8,      # u, v, mu, H, rho_x, adv_u, cx -> u*
-          "explicit_velocity_v": 8,
-          "implicit_rhs_u": 9,           # u, v, p, mu, H, rho_x, adv_u, cx -> rhs
-          "implicit_rhs_v": 9,
-          "implicit_velocity": 5,        # x, u, p, rho_x -> u*
+          "provisional_velocity": 23,    # the advection, then per component
+                                         # u, v, mu, H, rho_f, adv, c -> u*
+          "implicit_rhs": 12,            # per component u, v, mu, rho_f, adv -> rhs
+          "implicit_velocity": 12,       # per component x, u, H, c, rho_f -> u*
           "pressure_rhs": 4,             # u*, v* -> div, b
           "norms": 2,                    # b, r -> two numbers
-          "correct_velocity": 8,         # u*, v*, p, rho_x, rho_y, div -> u, v
-          "diagnostics_and_norms": 2}    # phi, v -> six sums (one transfer)
+          "correct_velocity": 8}         # u*, v*, p, rho_x, rho_y, div -> u, v
 #: The calls of one step, explicit and implicit viscosity (besides the solves).
-STEP = {"explicit": ["fluid_properties", "step_scalars", "advection_terms",
-                     "interface_coefficients", "explicit_velocity_u", "explicit_velocity_v",
-                     "pressure_rhs", "norms", "correct_velocity", "diagnostics_and_norms"],
+STEP = {"explicit": ["fluid_properties", "step_scalars", "interface_coefficients",
+                     "provisional_velocity", "pressure_rhs", "norms", "correct_velocity"],
         "implicit": ["fluid_properties", "step_scalars", "advection_terms",
-                     "interface_coefficients", "implicit_rhs_u", "implicit_rhs_v",
-                     "implicit_velocity", "implicit_velocity", "pressure_rhs", "norms",
-                     "correct_velocity", "diagnostics_and_norms"]}
+                     "interface_coefficients", "implicit_rhs", "implicit_velocity", "pressure_rhs",
+                     "norms", "correct_velocity"]}
 #: Water and air, surface tension, gravity (the bubbly column's fluids).
 RHO_L, RHO_G, MU_L, MU_G, SIGMA, G = 1000.0, 1.0, 1e-3, 1.8e-5, 0.0728, 9.81
 
@@ -77,40 +73,34 @@ def fields(xp, nx, ny):
 
 
 def calls(xp, nx, ny):
-    """``{name: (concept, args)}`` of every twin on one state."""
+    """``{name: (concept, args)}`` of every twin on one state (reduced gravity)."""
     phi, u, v, p, h = fields(xp, nx, ny)
     eps, dt = 1.5 * h, 0.25 * h
-    yc = ((xp.arange(ny) + 0.5) * h)[:, None]
-    yf = (xp.arange(1, ny) * h)[:, None]
+    velocity, spacing = (u, v), (h, h)
+    heights = (((xp.arange(ny) + 0.5) * h)[:, None], (xp.arange(1, ny) * h)[:, None])
     props = (phi, eps, RHO_L, RHO_G, MU_L, MU_G, "levelset")
-    H, rho, mu, rho_x, rho_y = m.fluid_properties.reference(*props)
-    walls = (1.0, 1.0, -1.0, -1.0)
-    adv_u, adv_v = m.advection_terms.reference(u, v, rho_x, rho_y, mu, h, h, *walls)
-    coef = (phi, yc, yf, h, h, SIGMA, G * (RHO_L - RHO_G), 0.8 * ny * h)
-    cx, cy = m.interface_coefficients.reference(*coef)
-    us = m.explicit_velocity_u.reference(u, v, mu, H, rho_x, adv_u, cx, dt, h, h, -1.0, -1.0, True)
-    vs = m.explicit_velocity_v.reference(u, v, mu, H, rho_y, adv_v, cy, dt, h, h, 1.0, 1.0, 0.0,
-                                         True)
-    div_star, b = m.pressure_rhs.reference(us, vs, h, h, dt)
-    norms = m.norms.reference(b, div_star)
-    x = (us[:, 1:-1]).ravel()
+    H, rho, mu, faces = m.fluid_properties.reference(*props)
+    signs = ((1.0, 1.0), (-1.0, -1.0))
+    adv = m.advection_terms.reference(velocity, faces, mu, spacing, signs)
+    coef_args = (phi, spacing, SIGMA, heights, G * (RHO_L - RHO_G), 0.8 * ny * h)
+    coef = m.interface_coefficients.reference(*coef_args)
+    reduced = m.ReducedGravity(G, RHO_G, RHO_L)
+    explicit = (velocity, H, mu, faces, coef, dt, spacing, signs, 0.0, reduced)
+    provisional = m.provisional_velocity.reference(*explicit)
+    div_star, b = m.pressure_rhs.reference(provisional, spacing, dt)
+    solutions = (provisional[0][:, 1:-1].ravel(), provisional[1][1:-1, :].ravel())
     return {
         "fluid_properties": (m.fluid_properties, props),
-        "step_scalars": (m.step_scalars, (u, v, phi, rho, mu, True, True)),
-        "advection_terms": (m.advection_terms, (u, v, rho_x, rho_y, mu, h, h, *walls)),
-        "interface_coefficients": (m.interface_coefficients, coef),
-        "explicit_velocity_u": (m.explicit_velocity_u, (u, v, mu, H, rho_x, adv_u, cx, dt, h, h,
-                                                        -1.0, -1.0, True)),
-        "explicit_velocity_v": (m.explicit_velocity_v, (u, v, mu, H, rho_y, adv_v, cy, dt, h, h,
-                                                        1.0, 1.0, 0.0, True)),
-        "implicit_rhs_u": (m.implicit_rhs_u, (u, v, p, mu, H, rho_x, adv_u, cx, dt, h, h, True)),
-        "implicit_rhs_v": (m.implicit_rhs_v, (u, v, p, mu, H, rho_y, adv_v, cy, dt, h, h, 0.0,
-                                              True)),
-        "implicit_velocity": (m.implicit_velocity, (x, u, p, rho_x, dt, h, 1)),
-        "pressure_rhs": (m.pressure_rhs, (us, vs, h, h, dt)),
+        "step_scalars": (m.step_scalars, (velocity, phi, rho, mu, True, True)),
+        "advection_terms": (m.advection_terms, (velocity, faces, mu, spacing, signs)),
+        "interface_coefficients": (m.interface_coefficients, coef_args),
+        "provisional_velocity": (m.provisional_velocity, explicit),
+        "implicit_rhs": (m.implicit_rhs, (velocity, mu, faces, adv, dt, spacing)),
+        "implicit_velocity": (m.implicit_velocity, (solutions, velocity, H, faces, coef, dt,
+                                                    spacing, 0.0, reduced)),
+        "pressure_rhs": (m.pressure_rhs, (provisional, spacing, dt)),
         "norms": (m.norms, (b, div_star)),
-        "correct_velocity": (m.correct_velocity, (us, vs, p, rho_x, rho_y, div_star, dt, h, h)),
-        "diagnostics_and_norms": (m.diagnostics_and_norms, (phi, u, v, h, h, eps, norms)),
+        "correct_velocity": (m.correct_velocity, (provisional, p, faces, div_star, dt, spacing)),
     }
 
 

@@ -38,7 +38,8 @@ if __package__ in (None, ""):
 from bubbleflow.apps.tables import csv_text  # noqa: E402
 from bubbleflow.case.config import load_case  # noqa: E402
 from bubbleflow.compute.backend import get_backend  # noqa: E402
-from bubbleflow.flow import vof  # noqa: E402
+from bubbleflow.flow.plic_segments import interface_segments  # noqa: E402
+from bubbleflow.flow.vof_fraction import volume_fraction  # noqa: E402
 from bubbleflow.io.atomic import atomic_text  # noqa: E402
 from bubbleflow.flow.navier_stokes import FlowSolver  # noqa: E402
 
@@ -68,7 +69,7 @@ def still_case(n, method, fluids, end):
 
 def shape_error(c, h):
     """Largest distance of the PLIC end points from the circle of equal area, over h."""
-    mask, x0, y0, x1, y1 = (np.asarray(a) for a in vof.interface_segments(c, h, h))
+    mask, x0, y0, x1, y1 = (np.asarray(a) for a in interface_segments(c, (h, h)))
     area = float(np.sum(c)) * h * h
     r = math.sqrt(area / math.pi)
     xc = float(np.sum(c * ((np.arange(c.shape[1]) + 0.5) * h)[None, :])) * h * h / area
@@ -85,7 +86,7 @@ def run_one(n, method, fluids, end, backend):
     to_host = backend.to_host
 
     def area_of(s):
-        c = s.c if s.c is not None else vof.volume_fraction(s.phi, h, h)
+        c = s.c if s.c is not None else volume_fraction(s.phi, (h, h))
         return c
 
     area0 = float(np.sum(to_host(area_of(state)))) * h * h

@@ -5,7 +5,10 @@ imports included; the Krylov loop never imports an engine; no function over
 120 lines; backend dispatch only in compute/; no measured figures in code
 comments (they belong in docs/performance.md); CUDA only in source files; no
 private name imported from another module; code and test names say why, not
-when (no issue or session numbers).
+when (no issue or session numbers); no source file over 800 lines; no module
+of the flow or the linear algebra in a dimension's or the ranks' variant of
+itself (``x_nd``, ``x_ranks``: an algorithm is written once, n-D, and one
+process is the one-rank case).
 """
 import ast
 import pathlib
@@ -160,3 +163,15 @@ def test_test_names_and_docstrings_without_history_words():
             hits += [f"{path.relative_to(TESTS)}:{name or 'module'}"
                      for text in texts if re.search(HISTORY, text)]
     assert not hits, f"history words in tests: {hits}"
+
+
+def test_no_long_files():
+    long = [(str(p.relative_to(PACKAGE)), n) for p, _ in MODULES.values()
+            if (n := len(p.read_text().splitlines())) > 800]
+    assert not long
+
+
+def test_no_dimension_or_rank_variants_of_a_module():
+    variants = [m for m in MODULES if m.startswith(("bubbleflow.flow", "bubbleflow.linalg"))
+                and re.search(r"_(nd|2d|3d|ranks)$", m)]
+    assert not variants

@@ -60,7 +60,7 @@ class RankWriter:
     def write_snapshot(self, state, rho, to_host, extra=None):
         import numpy as np
 
-        from ..flow.navier_stokes_ranks import whole_state
+        from ..flow.partition import whole_state
 
         whole = whole_state(state, self.comm)
         gathered = {}

@@ -5,7 +5,7 @@ its own, else MPI through the host: :func:`bubbleflow.compute.comm.communicator`
 A pressure case: every rank reads the case and builds the problem; each
 keeps its slab of the operator (:class:`~bubbleflow.operators.distributed.DistributedOperator`)
 and runs the Krylov loop on it.  A flow case: each rank steps its slab
-(:class:`~bubbleflow.flow.navier_stokes_ranks.FlowSolverRanks`) in the
+(:class:`~bubbleflow.flow.navier_stokes.FlowSolver` on a slab of each rank) in the
 one-process run loop (:func:`.run.run_flow`), its snapshots gathered on
 rank 0 (:class:`.rank_writer.RankWriter`); ``--restart`` reads the checkpoint on every
 rank.  Rank 0 alone owns the output (its checks and lock before any work,
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import sys
 
-from ..linalg.solver_ranks import RANK_DEFLATIONS, RANK_PRECONDITIONERS
+from ..linalg.registry import DEFLATIONS, PRECONDITIONERS, on_slabs
 
 __all__ = ["run_case_ranks"]
 
 
 def _refusal(case, backend, restart, ranks):
     """``(key, value, expected)`` of the first thing the ranks cannot run, or None."""
-    from ..flow.navier_stokes_ranks import rank_refusal
+    from ..flow.navier_stokes import rank_refusal
 
     s = case.solver
     slow = ("grid", "nz") if case.grid.nz is not None else ("grid", "ny")
@@ -38,17 +38,20 @@ def _refusal(case, backend, restart, ranks):
         return "mode", case.mode, "mode 'flow' (only time-dependent runs have checkpoints)"
     if s.method not in ("cg", "pcg", "dpcg"):
         return "solver.method", s.method, "cg, pcg or dpcg on several ranks"
-    if s.deflation.type not in RANK_DEFLATIONS:
+    if case.precision != "float64":
+        # A slab's solver works in float64 only: the file must not say otherwise.
+        return "precision", case.precision, "float64 on several ranks"
+    if s.deflation.type not in on_slabs(DEFLATIONS):
         return ("solver.deflation.type", s.deflation.type,
-                " or ".join(RANK_DEFLATIONS) + " on several ranks")
+                " or ".join(on_slabs(DEFLATIONS)) + " on several ranks")
     m = s.preconditioner.block_lines
     if s.preconditioner.type == "block_ic" and case.grid.nz is None and planes // m < ranks:
         # 2-D blocks of m rows never straddle two slabs: each rank needs one.
         return ("solver.preconditioner.block_lines", m,
                 f"at most ny / ranks = {planes // ranks} (a slab of whole blocks per rank)")
-    if s.preconditioner.type not in RANK_PRECONDITIONERS:
+    if s.preconditioner.type not in on_slabs(PRECONDITIONERS):
         return ("solver.preconditioner.type", s.preconditioner.type,
-                " or ".join(RANK_PRECONDITIONERS) + " on several ranks")
+                " or ".join(on_slabs(PRECONDITIONERS)) + " on several ranks")
     return None
 
 
@@ -124,17 +127,17 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
 def _check_restart(case, backend, restart):
     """The checkpoint read and checked against ``case`` (rank 0, before any
     work: its one line then comes once)."""
-    from ..flow.navier_stokes_nd import FlowSolverND
+    from ..flow import flow_solver
     from .restart import open_restart
 
-    open_restart(case, restart, backend, FlowSolverND(case, backend))
+    open_restart(case, restart, backend, flow_solver(case, backend))
 
 
 def _solve(case, backend, comm, quiet, out):
     from .. import __version__
     from ..case.problem import build_pressure_problem
     from ..compute.backend import get_backend
-    from ..linalg.solver_ranks import RankPressureSolver, slab_align
+    from ..linalg.solver import PressureSolver, slab_align
     from ..operators.distributed import DistributedOperator
     from .run import write_pressure_files
 
@@ -150,7 +153,7 @@ def _solve(case, backend, comm, quiet, out):
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
     lo, hi, _, _ = A.slab.extended()
-    solver = RankPressureSolver(s, prob.grid).update(A, phi=prob.phi[lo:hi])
+    solver = PressureSolver.from_config(A, s, phi=prob.phi[lo:hi], grid=prob.grid)
     if s.preconditioner.type == "multigrid":
         M, o = solver.M, s.preconditioner
         _say(quiet, f"multigrid: {M.n_levels} levels, {M.gathered} on the slabs, "

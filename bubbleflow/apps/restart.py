@@ -19,8 +19,7 @@ def open_restart(case, restart, backend, solver):
     """State from the last checkpoint of ``restart``, checked against ``case``."""
     from ..case.config import CaseError, first_difference
     from ..case.yaml_reader import load_yaml
-    from ..flow.navier_stokes import FlowState
-    from ..flow.navier_stokes_nd import FlowStateND
+    from ..flow.state import FlowState
     from ..io.layout import VELOCITY_COMPONENTS, read_checkpoint
 
     if not os.path.isfile(restart):
@@ -49,16 +48,10 @@ def open_restart(case, restart, backend, solver):
     check_checkpoint_arrays(restart, ck, case, clsvof=solver.clsvof)
     c = xp.asarray(ck[VOLUME_FRACTION], dtype=dt) if solver.clsvof else None
     pressure = ck[DYNAMIC_PRESSURE] if DYNAMIC_PRESSURE in ck else ck["p"]
-    if case.grid.ndim != 2:
-        return FlowStateND(phi=xp.asarray(ck["phi"], dtype=dt),
-                           velocity=tuple(xp.asarray(ck[name], dtype=dt)
-                                          for name in VELOCITY_COMPONENTS[:case.grid.ndim]),
-                           p=xp.asarray(pressure, dtype=dt),
-                           time=ck["time"], step=ck["step"], c=c)
-    state = FlowState(phi=xp.asarray(ck["phi"], dtype=dt), u=xp.asarray(ck["u"], dtype=dt),
-                      v=xp.asarray(ck["v"], dtype=dt), p=xp.asarray(pressure, dtype=dt),
-                      time=ck["time"], step=ck["step"], c=c)
-    return state
+    return FlowState(phi=xp.asarray(ck["phi"], dtype=dt),
+                     velocity=tuple(xp.asarray(ck[name], dtype=dt)
+                                    for name in VELOCITY_COMPONENTS[:case.grid.ndim]),
+                     p=xp.asarray(pressure, dtype=dt), time=ck["time"], step=ck["step"], c=c)
 
 
 def _shape_text(shape):

@@ -182,21 +182,18 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
 
 
 def _flow_solver(case, backend, comm, restart):
-    """``(solver, state)`` of a flow run: one process's, or on several ranks
-    the slab's (the checkpoint read on the host, the slab's part moved to
-    the backend); ``state`` None for a new run."""
-    from ..flow import flow_solver
-
-    if comm is None or comm.size == 1:
-        solver = flow_solver(case, backend)
-        state = open_restart(case, restart, backend, solver) if restart is not None else None
-        return solver, state
+    """``(solver, state)`` of a flow run: one stepper for one process and
+    for the ranks (on ranks the checkpoint read on the host, the slab's part
+    moved to the backend); ``state`` None for a new run."""
     from ..compute.backend import get_backend
-    from ..flow.navier_stokes_ranks import FlowSolverRanks, slab_state
+    from ..flow import flow_solver
+    from ..flow.partition import slab_state
 
-    solver = FlowSolverRanks(case, backend, comm)
+    solver = flow_solver(case, backend, comm)
     if restart is None:
         return solver, None
+    if solver.slab is None:
+        return solver, open_restart(case, restart, backend, solver)
     whole = open_restart(case, restart, get_backend("numpy"), solver)
     return solver, slab_state(whole, solver.slab, backend.xp)
 

@@ -344,7 +344,7 @@ class BoundariesConfig(_Node):
 
 #: How the interface is carried (mode flow): the level set alone, or coupled
 #: with a conservative volume of fluid (CLSVOF: the gas volume kept to
-#: round-off; :mod:`bubbleflow.flow.vof`).
+#: round-off; :mod:`bubbleflow.flow.vof_advection`).
 INTERFACE_METHODS = ("levelset", "clsvof")
 
 

@@ -1,9 +1,9 @@
-"""CUDA twins of the level-set operations of the flow (CuPy, float64).
+"""CUDA twins of the level-set operations of the flow (CuPy, float64, 2-D).
 
-Registered on the array-code references in :mod:`bubbleflow.flow.levelset_ops`
-(the tests compare the two on the GPU); the kernels are ``levelset.cu`` beside
-this file.  Where the array code launches hundreds of small kernels per call,
-these launch a few:
+Registered on the array-code references in :mod:`bubbleflow.flow.levelset`
+and :mod:`bubbleflow.flow.bubble_measures` (the tests compare the two on the
+GPU); the kernels are ``levelset.cu`` beside this file.  Where the array
+code launches hundreds of small kernels per call, these launch a few:
 
 * :func:`advect`: one kernel per TVD-RK3 stage (WENO5 upwind derivatives in x
   and y with the linear ghost cells, the RK combination included): 3 launches;
@@ -12,14 +12,15 @@ these launch a few:
   ``1 + 3 * iterations`` launches;
 * :func:`curvature`: one kernel;
 * :func:`smooth`: one kernel per pass;
-* :func:`bubble_diagnostics`: per-block sums then one block (two launches,
-  fixed order, so the same input gives the same bits) and one device-to-host
-  transfer of the six sums.
+* :func:`bubble_sums` (:func:`diagnostic_sums`): per-block sums then one
+  block (two launches, fixed order, so the same input gives the same bits),
+  left on the device.
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields agree with the twin to the last bits (the
 diagnostics' sums differ by their order).  Calls these kernels do not cover
--- another dtype than float64, a grid of fewer than 3 cells along an axis (2
+-- another dimension than 2, a rank's slab (a padding other than the walls'),
+another dtype than float64, a grid of fewer than 3 cells along an axis (2
 for the diagnostics), mismatched shapes -- return ``NotImplemented`` and the
 array code runs.  CuPy is imported inside the functions only.
 """
@@ -30,8 +31,9 @@ import math
 import numpy as np
 
 from ..compute import cuda
+from .padding import WALLS
 
-__all__ = ["advect", "reinitialize", "curvature", "smooth", "bubble_diagnostics"]
+__all__ = ["advect", "reinitialize", "curvature", "smooth", "bubble_sums", "diagnostic_sums"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -42,7 +44,7 @@ _REDUCE_THREADS = 256
 _REDUCE_BLOCKS = 1024
 #: Cells the stencils need along each axis (the quadratic ghost reads three).
 _MIN_CELLS = 3
-#: levelset_ops.weno_floor and the smallest normal number, in float64.
+#: weno.weno_floor and the smallest normal number, in float64.
 _WENO_FLOOR = np.float64(10.0 * math.sqrt(float(np.finfo(np.float64).tiny)))
 _TINY = np.float64(np.finfo(np.float64).tiny)
 
@@ -66,15 +68,26 @@ def _field(phi):
     return arrays[0]
 
 
-def advect(phi, u, v, dt, hx, hy):
+
+def _plane(phi, spacing, padding, velocity=None):
+    """Whether the call is one the kernels take: a 2-D field with the walls'
+    padding (one process) and two spacings (and two velocity components)."""
+    return (padding is WALLS and getattr(phi, "ndim", 0) == 2 and len(spacing) == 2
+            and (velocity is None or len(velocity) == 2))
+
+
+def advect(phi, velocity, dt, spacing, padding=WALLS):
     """One TVD-RK3 step of ``phi_t + u . grad(phi) = 0`` (twin:
-    ``levelset_ops.advect``): three launches of ``bf_ls_advect_stage``."""
+    ``levelset.advect``): three launches of ``bf_ls_advect_stage``."""
     import cupy as cp
 
-    arrays = _float64(phi, u, v)
+    if not _plane(phi, spacing, padding, velocity):
+        return NotImplemented
+    arrays = _float64(phi, *velocity)
     if arrays is None:
         return NotImplemented
     phi, u, v = arrays
+    hx, hy = spacing
     ny, nx = phi.shape
     if min(nx, ny) < _MIN_CELLS or u.shape != (ny, nx + 1) or v.shape != (ny + 1, nx):
         return NotImplemented
@@ -90,11 +103,13 @@ def advect(phi, u, v, dt, hx, hy):
     return p
 
 
-def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
-    """Redistancing in pseudo-time (twin: ``levelset_ops.reinitialize``):
+def reinitialize(phi, spacing, iterations=20, cfl=0.3, padding=WALLS):
+    """Redistancing in pseudo-time (twin: ``levelset.reinitialize``):
     ``bf_ls_reinit_setup`` once, then ``bf_ls_reinit_stage`` per RK stage."""
     import cupy as cp
 
+    if not _plane(phi, spacing, padding):
+        return NotImplemented
     phi0 = _field(phi)
     if phi0 is None:
         return NotImplemented
@@ -102,7 +117,7 @@ def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
     iterations = int(iterations)
     if iterations <= 0:
         return phi0.copy()
-    hx, hy = float(hx), float(hy)
+    hx, hy = (float(h) for h in spacing)
     h, hmin = max(hx, hy), min(hx, hy)
     grid, block = _cells_grid(nx, ny)
     coef = cp.empty_like(phi0)
@@ -124,16 +139,18 @@ def reinitialize(phi, hx, hy, iterations=20, cfl=0.3):
     return base
 
 
-def curvature(phi, hx, hy):
-    """Mean curvature at cell centres (twin: ``levelset_ops.curvature``):
+def curvature(phi, spacing, padding=WALLS):
+    """Mean curvature at cell centres (twin: ``levelset.curvature``):
     one launch of ``bf_ls_curvature``."""
     import cupy as cp
 
+    if not _plane(phi, spacing, padding):
+        return NotImplemented
     phi = _field(phi)
     if phi is None:
         return NotImplemented
     ny, nx = phi.shape
-    hx, hy = float(hx), float(hy)
+    hx, hy = (float(h) for h in spacing)
     out = cp.empty_like(phi)
     grid, block = _cells_grid(nx, ny)
     _kernel("bf_ls_curvature")(grid, block, (
@@ -143,11 +160,13 @@ def curvature(phi, hx, hy):
     return out
 
 
-def smooth(phi, passes=1):
+def smooth(phi, passes=1, padding=WALLS):
     """``passes`` passes of the ``[1, 2, 1] / 4`` filter (twin:
-    ``levelset_ops.smooth``): one launch of ``bf_ls_smooth`` per pass."""
+    ``levelset.smooth``): one launch of ``bf_ls_smooth`` per pass."""
     import cupy as cp
 
+    if padding is not WALLS:
+        return NotImplemented
     arrays = _float64(phi)
     if arrays is None:
         return NotImplemented
@@ -183,10 +202,13 @@ def diagnostic_sums(phi, v, hx, hy, eps):
     return out
 
 
-def bubble_diagnostics(phi, u, v, hx, hy, eps):
-    """Rising-bubble benchmark quantities (twin: ``levelset_ops.bubble_diagnostics``,
-    the same dict and NaN rules): :func:`diagnostic_sums` and one
-    device-to-host transfer."""
+def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
+    """The 2-D bubble measure's six sums on the device (twin:
+    ``bubble_measures.bubble_sums``, the default measure only):
+    :func:`diagnostic_sums`, no host transfer."""
+    if measure is not None or not _plane(phi, spacing, padding, velocity):
+        return NotImplemented
+    u, v = velocity
     arrays = _float64(phi, v)
     if arrays is None:
         return NotImplemented
@@ -194,16 +216,5 @@ def bubble_diagnostics(phi, u, v, hx, hy, eps):
     ny, nx = phi.shape
     if min(nx, ny) < 2 or v.shape != (ny + 1, nx) or getattr(u, "shape", None) != (ny, nx + 1):
         return NotImplemented
-    hx, hy, eps = float(hx), float(hy), float(eps)
-    mass, wx, wy, wv, length, gas = (float(s) for s in diagnostic_sums(phi, v, hx, hy, eps).get())
-    area = mass * hx * hy
-    enclosed = gas * hx * hy
-    nan = float("nan")
-    if mass <= 0.0:
-        return {"area": area, "centroid_x": nan, "centroid_y": nan,
-                "rise_velocity": nan, "interface_length": length, "contour_area": enclosed,
-                "circularity": nan}
-    circ = 2.0 * math.sqrt(math.pi * enclosed) / length if length > 0 and enclosed > 0 else nan
-    return {"area": area, "centroid_x": wx / mass, "centroid_y": wy / mass,
-            "rise_velocity": wv / mass, "interface_length": length, "contour_area": enclosed,
-            "circularity": circ}
+    hx, hy = (float(h) for h in spacing)
+    return diagnostic_sums(phi, v, hx, hy, float(eps))

@@ -1,43 +1,79 @@
-"""The explicit parts of a flow step, as pure functions on arrays (twins).
+"""The momentum phase of a flow step on a MAC grid of any dimension (twins).
 
-:class:`~bubbleflow.flow.navier_stokes.FlowSolver` calls these for
-everything of a step but the pressure solve, the implicit viscous solves and
-the level set: the fluid properties, the finite check and the time step's
-maxima, the advection terms, the interface coefficients, the provisional
-velocity (explicit viscosity) or the implicit path's right-hand sides and
-its last touch, the divergence, the projection's correction with the two
-divergence norms, and the diagnostics' transfer.  Arguments are arrays and
-Python scalars only.
+Everything of a step but the pressure solve, the implicit viscous solves
+and the interface's motion: the fluid properties from the smoothed
+Heaviside, the finite check and the time step's maxima, the hybrid
+(central / upwind) advection of each face velocity, the variable-viscosity
+stress ``div(2 mu D)`` in divergence form (normal stresses at the cells,
+shear stresses on the cell edges), the balanced-force interface
+coefficients (surface tension, reduced gravity), the provisional velocity
+(explicit viscosity) or the implicit path's right-hand sides and last
+touch, and the projection's divergence and correction with the two
+divergence norms.  Arguments are arrays and Python scalars only.
 
-Grid layout (as in :mod:`bubbleflow.flow.navier_stokes`): ``phi, p, H, rho,
-mu`` at cell centres ``(ny, nx)``; ``u`` on the vertical faces ``(ny,
-nx+1)``, ``v`` on the horizontal faces ``(ny+1, nx)``; ``rho_x`` and
-anything on the interior u faces ``(ny, nx-1)``, ``rho_y`` and anything on
-the interior v faces ``(ny-1, nx)``.  Tangential wall conditions enter
-through one ghost layer mirrored with the sign ``s`` (-1 no-slip, +1
-free-slip).
+Layout: ``velocity`` is the tuple of face components in grid-axis order
+(``u, v[, w]``); component ``a`` has the grid's array shape with one more
+entry along its array axis (wall faces included, where it is zero).
+Anything "on the interior faces of ``a``" has one entry fewer than the
+cells along that axis.  ``signs[a] = (low, high)`` are the ghost signs of
+the tangential velocity at the two walls normal to grid axis ``a``: -1
+no-slip, +1 free-slip.  Vertical is the last grid axis: gravity acts along
+it.  On a rank's slab the functions take the slab widened by the
+neighbours' planes (what a stencil near the slab's end reads).
 
-Every function here is a twin (:mod:`bubbleflow.compute.twins`): this array
-code is the reference, its formulas and their order of operations fixing
-the bits of a NumPy run (so a refactor can be checked bit for bit); on
-CuPy the CUDA variants of :mod:`bubbleflow.flow.momentum_cuda` run, one or
-two kernels per call.
+The public functions that a flow step calls are twins
+(:mod:`bubbleflow.compute.twins`): this array code is the reference, its
+order of operations fixing the bits of a NumPy run (2-D, 3-D and on
+slabs); on CuPy in 2-D the CUDA kernels of :mod:`.momentum_cuda` run, one
+or two a call.
 """
 from __future__ import annotations
 
-from . import levelset_ops, momentum_cuda
-from ..compute.backend import array_module, backend_of
+from typing import NamedTuple
+
+from ..compute.backend import array_module
 from ..compute.twins import twin
+from ..mesh.grid import array_axis
 from ..mesh.levelset import heaviside
-from .viscosity import corner_viscosity
+from . import momentum_cuda
+from .levelset import curvature
+from .padding import along
+from .viscosity import edge_viscosity
 
 __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
-           "explicit_velocity_u", "explicit_velocity_v", "implicit_rhs_u", "implicit_rhs_v",
-           "implicit_velocity_u", "implicit_velocity_v", "divergence", "pressure_rhs", "norms", "correct_velocity",
-           "diagnostics_and_norms", "FACE_RULES"]
+           "provisional_velocity", "implicit_rhs", "implicit_velocity", "divergence",
+           "pressure_rhs", "norms", "correct_velocity", "viscous_forces",
+           "cross_viscous_forces", "density_mismatch", "ReducedGravity",
+           "face_mean"]
 
-#: The face-density rules of ``operator.face_density`` (the kernels take the index).
-FACE_RULES = ("levelset", "harmonic", "arithmetic")
+
+def _lo(nd, k):
+    return along(nd, k, slice(None, -1))
+
+
+def _hi(nd, k):
+    return along(nd, k, slice(1, None))
+
+
+def _interior(f, k):
+    return f[along(f.ndim, k, slice(1, -1))]
+
+
+def face_mean(cells, a):
+    """The mean of the two cells of every interior face normal to grid axis ``a``."""
+    nd = cells.ndim
+    k = array_axis(nd, a)
+    return 0.5 * (cells[_hi(nd, k)] + cells[_lo(nd, k)])
+
+
+def _mean_of_four(f, inner, outer):
+    """The mean of ``f`` over the four neighbours in the plane of array axes
+    ``inner`` and ``outer``: ``0.25 (f[- -] + f[+ -] + f[- +] + f[+ +])``,
+    ``inner`` the first sign, summed left to right."""
+    nd = f.ndim
+    lo, hi = f[_lo(nd, outer)], f[_hi(nd, outer)]
+    return 0.25 * (lo[_lo(nd, inner)] + lo[_hi(nd, inner)] + hi[_lo(nd, inner)]
+                   + hi[_hi(nd, inner)])
 
 
 # ------------------------------------------------------------------ properties
@@ -48,265 +84,361 @@ def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
 
     ``H = H_eps(phi)`` (:func:`bubbleflow.mesh.levelset.heaviside`), ``rho``
     and ``mu`` linear in ``H``; on the faces by ``rule``: ``"levelset"`` the
-    density of the Heaviside of the mean ``phi``, ``"harmonic"`` the
+    density of the Heaviside of the faces' mean ``phi``, ``"harmonic"`` the
     harmonic mean of the two cells, anything else the arithmetic mean.
-    Returns ``(H, rho, mu, rho_x, rho_y)``.
+
+    Returns
+    -------
+    tuple
+        ``(H, rho, mu, rho_faces)``, ``rho_faces[a]`` on the interior faces
+        of grid axis ``a``.
     """
     xp = array_module(phi)
+    nd = phi.ndim
     H = heaviside(phi, eps, xp)
     rho = rho_g + (rho_l - rho_g) * H
     mu = mu_g + (mu_l - mu_g) * H
-    if rule == "levelset":
-        Hx = heaviside(0.5 * (phi[:, 1:] + phi[:, :-1]), eps, xp)
-        Hy = heaviside(0.5 * (phi[1:, :] + phi[:-1, :]), eps, xp)
-        rho_x = rho_g + (rho_l - rho_g) * Hx
-        rho_y = rho_g + (rho_l - rho_g) * Hy
-    elif rule == "harmonic":
-        rho_x = 2 * rho[:, 1:] * rho[:, :-1] / (rho[:, 1:] + rho[:, :-1])
-        rho_y = 2 * rho[1:, :] * rho[:-1, :] / (rho[1:, :] + rho[:-1, :])
-    else:
-        rho_x = 0.5 * (rho[:, 1:] + rho[:, :-1])
-        rho_y = 0.5 * (rho[1:, :] + rho[:-1, :])
-    return H, rho, mu, rho_x, rho_y
+    faces = []
+    for a in range(nd):
+        k = array_axis(nd, a)
+        hi, lo = _hi(nd, k), _lo(nd, k)
+        if rule == "levelset":
+            faces.append(rho_g + (rho_l - rho_g) * heaviside(0.5 * (phi[hi] + phi[lo]), eps, xp))
+        elif rule == "harmonic":
+            faces.append(2 * rho[hi] * rho[lo] / (rho[hi] + rho[lo]))
+        else:
+            faces.append(0.5 * (rho[hi] + rho[lo]))
+    return H, rho, mu, tuple(faces)
 
 
 @twin
-def step_scalars(u, v, phi, rho, mu, maxima, viscous):
-    """What the host needs before the momentum: one array of four, so that a
-    single transfer brings it.
+def step_scalars(velocity, phi, rho, mu, maxima, viscous):
+    """What the host needs before the momentum, in one array (one transfer).
 
-    ``[finite, max |u|, max |v|, max mu/rho]``: ``finite`` is 1.0 when ``u``,
-    ``v`` and ``phi`` are all finite, else 0.0; the speeds only with
-    ``maxima`` and the kinematic viscosity only with ``viscous`` (else 0.0).
+    ``[finite, max |u_0|, ..., max |u_{nd-1}|, max mu/rho]``: ``finite`` is
+    1.0 when every component and ``phi`` are finite, else 0.0; the speeds
+    only with ``maxima`` and the kinematic viscosity only with ``viscous``
+    (else 0.0).
     """
-    xp = array_module(u, v, phi)
-    finite = xp.isfinite(u).all() & xp.isfinite(v).all() & xp.isfinite(phi).all()
-    zero = xp.zeros((), dtype=u.dtype)
-    out = [finite.astype(u.dtype),
-           xp.abs(u).max() if maxima else zero, xp.abs(v).max() if maxima else zero,
-           (mu / rho).max() if viscous else zero]
-    return xp.stack(out)
+    xp = array_module(phi, *velocity)
+    dtype = velocity[0].dtype
+    finite = xp.isfinite(velocity[0]).all()
+    for f in velocity[1:]:
+        finite = finite & xp.isfinite(f).all()
+    finite = finite & xp.isfinite(phi).all()
+    zero = xp.zeros((), dtype=dtype)
+    speeds = [xp.abs(f).max() if maxima else zero for f in velocity]
+    return xp.stack([finite.astype(dtype), *speeds, (mu / rho).max() if viscous else zero])
 
 
-# ------------------------------------------------------------------- momentum
+# ------------------------------------------------------------------ advection
 
-def _ghosts(u, v, s_left, s_right, s_bottom, s_top):
-    """u with ghost rows (ny+2, nx+1), v with ghost columns (ny+1, nx+2)."""
-    return _ghost_rows(u, s_bottom, s_top), _ghost_columns(v, s_left, s_right)
-
-
-def _ghost_rows(u, s_bottom, s_top):
-    return array_module(u).concatenate([s_bottom * u[:1], u, s_top * u[-1:]], axis=0)
-
-
-def _ghost_columns(v, s_left, s_right):
-    return array_module(v).concatenate([s_left * v[:, :1], v, s_right * v[:, -1:]], axis=1)
+def _ghosted(f, k, signs):
+    """``f`` with one ghost layer at both ends of array axis ``k``: the
+    mirror of the first/last layer times the wall's sign."""
+    nd = f.ndim
+    low, high = signs
+    return array_module(f).concatenate([low * f[along(nd, k, slice(0, 1))], f,
+                                        high * f[along(nd, k, slice(-1, None))]], axis=k)
 
 
-def _hybrid(minus, centre, plus, velocity, h, rho, mu):
-    """d/dx of a face velocity: central, or upwind where rho |c| h / mu > 2."""
+def _transverse(vb, ka, kb):
+    """Component ``b`` (array axis ``kb``) at the interior faces of component
+    ``a`` (array axis ``ka``): the mean of the four ``b`` faces around."""
+    # The order of the four terms fixes the bits: in 2-D row by row (the
+    # 2-D CUDA kernels' order, so both backends give the 2-D runs' bits),
+    # in 3-D along a's axis first (the 3-D runs' bits).
+    inner, outer = (1, 0) if vb.ndim == 2 else (ka, kb)
+    return _mean_of_four(vb, inner, outer)
+
+
+def _hybrid(minus, centre, plus, speed, h, rho, mu):
+    """d/dx of a face velocity: central, or upwind where ``rho |c| h / mu > 2``."""
     xp = array_module(minus, centre, plus)
     central = (plus - minus) / (2 * h)
-    upwind = xp.where(velocity > 0, centre - minus, plus - centre) / h
-    return xp.where(rho * xp.abs(velocity) * h <= 2.0 * mu, central, upwind)
+    upwind = xp.where(speed > 0, centre - minus, plus - centre) / h
+    return xp.where(rho * xp.abs(speed) * h <= 2.0 * mu, central, upwind)
 
 
 @twin
-def advection_terms(u, v, rho_x, rho_y, mu, hx, hy, s_left, s_right, s_bottom, s_top):
-    """``(u.grad) u`` on the interior u and v faces: ``(adv_u, adv_v)``.
+def advection_terms(velocity, rho_faces, mu, spacing, signs):
+    """``(u . grad) u_a`` on the interior faces of every component ``a``.
 
     Hybrid scheme (Spalding): central differences where the cell Reynolds
     number ``rho |u| h / mu`` is at most 2 (second order, and stable there:
     the viscous benchmark flows are central everywhere), first-order upwind
     where it is larger (water and air at the grid scale), which keeps the
     explicit step stable.
-    """
-    ug, vg = _ghosts(u, v, s_left, s_right, s_bottom, s_top)
-    ui = u[:, 1:-1]
-    v_at_u = 0.25 * (v[:-1, :-1] + v[:-1, 1:] + v[1:, :-1] + v[1:, 1:])
-    mu_x = 0.5 * (mu[:, 1:] + mu[:, :-1])
-    dudx = _hybrid(u[:, :-2], ui, u[:, 2:], ui, hx, rho_x, mu_x)
-    dudy = _hybrid(ug[:-2, 1:-1], ui, ug[2:, 1:-1], v_at_u, hy, rho_x, mu_x)
-    adv_u = ui * dudx + v_at_u * dudy
-    vi = v[1:-1, :]
-    u_at_v = 0.25 * (u[:-1, :-1] + u[:-1, 1:] + u[1:, :-1] + u[1:, 1:])
-    mu_y = 0.5 * (mu[1:, :] + mu[:-1, :])
-    dvdy = _hybrid(v[:-2, :], vi, v[2:, :], vi, hy, rho_y, mu_y)
-    dvdx = _hybrid(vg[1:-1, :-2], vi, vg[1:-1, 2:], u_at_v, hx, rho_y, mu_y)
-    adv_v = u_at_v * dvdx + vi * dvdy
-    return adv_u, adv_v
 
+    Returns
+    -------
+    tuple
+        One array a component, on its interior faces.
+    """
+    nd = mu.ndim
+    out = []
+    for a, ua in enumerate(velocity):
+        ka = array_axis(nd, a)
+        centre = _interior(ua, ka)
+        mu_f = face_mean(mu, a)
+        total = None
+        for b, (vb, h) in enumerate(zip(velocity, spacing)):
+            kb = array_axis(nd, b)
+            if b == a:
+                speed = centre
+                minus, plus = ua[along(nd, ka, slice(None, -2))], ua[along(nd, ka, slice(2, None))]
+            else:
+                speed = _transverse(vb, ka, kb)
+                g = _interior(_ghosted(ua, kb, signs[b]), ka)
+                minus, plus = g[along(nd, kb, slice(None, -2))], g[along(nd, kb, slice(2, None))]
+            term = speed * _hybrid(minus, centre, plus, speed, h, rho_faces[a], mu_f)
+            total = term if total is None else total + term
+        out.append(total)
+    return tuple(out)
+
+
+# ------------------------------------------------------------ viscous stresses
+
+def viscous_forces(velocity, mu, spacing, signs):
+    """``div(2 mu D)_a`` on the interior faces of every component: the
+    normal stress ``2 mu du_a/dx_a`` at the cells, the shear stresses
+    ``mu_e (du_a/dx_b + du_b/dx_a)`` on the edges (walls through the ghost
+    signs), differenced back to the faces."""
+    xp = array_module(mu)
+    nd = mu.ndim
+    forces = []
+    for a, (ua, ha) in enumerate(zip(velocity, spacing)):
+        ka = array_axis(nd, a)
+        normal = 2 * mu * (ua[_hi(nd, ka)] - ua[_lo(nd, ka)]) / ha
+        force = (normal[_hi(nd, ka)] - normal[_lo(nd, ka)]) / ha
+        for b, (vb, hb) in enumerate(zip(velocity, spacing)):
+            if b == a:
+                continue
+            kb = array_axis(nd, b)
+            ug, vg = _ghosted(ua, kb, signs[b]), _ghosted(vb, ka, signs[a])
+            shear = edge_viscosity(mu, ka, kb, xp) * (
+                (ug[_hi(nd, kb)] - ug[_lo(nd, kb)]) / hb + (vg[_hi(nd, ka)] - vg[_lo(nd, ka)]) / ha)
+            shear = _interior(shear, ka)
+            force = force + (shear[_hi(nd, kb)] - shear[_lo(nd, kb)]) / hb
+        forces.append(force)
+    return tuple(forces)
+
+
+def cross_viscous_forces(velocity, mu, spacing):
+    """The cross-derivative part of :func:`viscous_forces` on the interior
+    faces of every component ``a``: ``sum_b d/dx_b (mu_e du_b/dx_a)`` over
+    ``b != a``, what the implicit step keeps explicit (the rest,
+    :class:`.viscosity.ViscousSystemND`'s operator, is the component's
+    own).  Only interior edges of the (a, b) plane are read: no ghosts."""
+    xp = array_module(mu)
+    nd = mu.ndim
+    out = []
+    for a, ha in enumerate(spacing):
+        ka = array_axis(nd, a)
+        total = None
+        for b, (vb, hb) in enumerate(zip(velocity, spacing)):
+            if b == a:
+                continue
+            kb = array_axis(nd, b)
+            shear = _interior(edge_viscosity(mu, ka, kb, xp), ka) * (
+                vb[_hi(nd, ka)] - vb[_lo(nd, ka)]) / ha
+            term = (shear[_hi(nd, kb)] - shear[_lo(nd, kb)]) / hb
+            total = term if total is None else total + term
+        out.append(total)
+    return tuple(out)
+
+
+# ------------------------------------------------------------------- forces
 
 @twin
-def interface_coefficients(phi, yc, yf, hx, hy, sigma, buoyancy, y0):
-    """The coefficients ``(cx, cy)`` of ``grad H`` in the interface force on
-    the interior u and v faces: the force is ``-c grad H`` with the discrete
-    gradient of ``H`` the pressure correction uses (balanced force).
+def interface_coefficients(phi_kappa, spacing, sigma, heights, buoyancy, y0):
+    """The coefficients ``c_a`` of ``grad H`` in the interface force ``-c_a
+    dH/dx_a`` on the interior faces of every axis: the very face gradient
+    of ``H`` the pressure correction uses (balanced force).
 
-    ``c = sigma kappa_f`` (``kappa`` from :func:`levelset_ops.curvature`,
-    the mean of the two cells) when ``sigma > 0``, less ``buoyancy (y - y0)``
-    (reduced gravity: ``buoyancy = (rho_l - rho_g) G``, the potential per
-    unit density jump; ``yc`` the cell rows' heights ``(ny, 1)``, ``yf`` the
-    interior horizontal faces' ``(ny-1, 1)``) when ``buoyancy != 0``.
-    Without either, zeros.
+    ``c = sigma kappa_f`` with surface tension (``sigma > 0``; ``kappa`` the
+    curvature of ``phi_kappa``, :func:`.levelset.curvature`, ``kappa_f``
+    the mean of the two cells'), less ``buoyancy (y_f - y0)`` with reduced
+    gravity (``buoyancy = (rho_l - rho_g) G`` the potential per unit
+    density jump, ``heights[a]`` the height of the faces of axis ``a``,
+    broadcastable to them).
+
+    Parameters
+    ----------
+    phi_kappa : array
+        The level set whose curvature the surface tension takes (filtered
+        first where it was rebuilt from PLIC planes).
+    spacing : tuple of float
+    sigma, buoyancy, y0 : float
+    heights : tuple of arrays
+        Not read without reduced gravity.
+
+    Returns
+    -------
+    tuple or None
+        One array a grid axis, shaped as its interior faces; None when
+        neither force acts.
     """
-    xp = array_module(phi)
-    ny, nx = phi.shape
-    cx = cy = None
-    if sigma > 0:
-        kappa = levelset_ops.curvature(phi, hx, hy)
-        cx = sigma * (0.5 * (kappa[:, 1:] + kappa[:, :-1]))
-        cy = sigma * (0.5 * (kappa[1:, :] + kappa[:-1, :]))
-    if buoyancy != 0:
-        gx = buoyancy * (yc - y0)
-        gy = buoyancy * (yf - y0)
-        cx = xp.broadcast_to(-gx, (ny, nx - 1)) if cx is None else cx - gx
-        cy = xp.broadcast_to(-gy, (ny - 1, nx)) if cy is None else cy - gy
-    if cx is None:
-        return xp.zeros((ny, nx - 1), dtype=phi.dtype), xp.zeros((ny - 1, nx), dtype=phi.dtype)
-    return cx, cy
+    if sigma <= 0 and buoyancy == 0:
+        return None
+    xp = array_module(phi_kappa)
+    nd = phi_kappa.ndim
+    kappa = curvature(phi_kappa, spacing) if sigma > 0 else None
+    out = []
+    for a in range(nd):
+        c = sigma * face_mean(kappa, a) if sigma > 0 else None
+        if buoyancy != 0:
+            g = buoyancy * (heights[a] - y0)
+            shape = list(phi_kappa.shape)
+            shape[array_axis(nd, a)] -= 1
+            c = xp.broadcast_to(-g, tuple(shape)) if c is None else c - g
+        out.append(c)
+    return tuple(out)
 
 
-def _shear(mu, ug, vg, hx, hy):
-    """The shear stress ``mu_n (du/dy + dv/dx)`` at the cell corners."""
-    mu_n = corner_viscosity(mu, array_module(mu))
-    return mu_n * ((ug[1:, :] - ug[:-1, :]) / hy + (vg[:, 1:] - vg[:, :-1]) / hx)
+class ReducedGravity(NamedTuple):
+    """What reduced gravity's consistency term (:func:`density_mismatch`)
+    needs: the gravity ``G`` and the two densities, as
+    :func:`fluid_properties` had them.  The term is formed where it is
+    added (from ``H``), so that the CUDA kernels, which take these scalars,
+    and the array code form it alike."""
+
+    gravity: float
+    rho_g: float
+    rho_l: float
 
 
-@twin
-def explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy, s_bottom, s_top, forces):
-    """``u*`` (explicit viscosity), the whole ``(ny, nx+1)`` field (the wall
-    faces keep ``u``'s): ``u + dt (-adv_u + f_u / rho_x)`` with ``f_u`` the
-    divergence of the viscous stress (normal stress at cell centres, shear at
-    the corners) and, with ``forces``, the interface force ``-cx dH/dx``."""
-    ug = _ghost_rows(u, s_bottom, s_top)
-    vg = _ghost_columns(v, 1.0, 1.0)                  # (interior corners only: no ghost read)
-    txx = 2 * mu * (u[:, 1:] - u[:, :-1]) / hx
-    txy = _shear(mu, ug, vg, hx, hy)
-    force = (txx[:, 1:] - txx[:, :-1]) / hx + (txy[1:, 1:-1] - txy[:-1, 1:-1]) / hy
-    if forces:
-        force = force - cx * (H[:, 1:] - H[:, :-1]) / hx
-    us = u.copy()
-    us[:, 1:-1] = u[:, 1:-1] + dt * (-adv_u + force / rho_x)
-    return us
+def density_mismatch(H, rho_vertical, reduced):
+    """``G (rho_hat - rho_f)`` on the interior vertical faces, ``rho_hat`` the
+    mean of the two cells' densities (formed from ``H`` as
+    :func:`fluid_properties` forms them, so the very cell densities),
+    ``reduced`` a :class:`ReducedGravity`.
 
-
-def _density_mismatch(H, rho_y, rho_g, rho_l):
-    """``rho_hat - rho_y`` on the interior v faces, ``rho_hat`` the mean of
-    the two cells' densities (formed as :func:`fluid_properties` forms them).
-
-    Reduced gravity adds ``G (rho_hat - rho_y)`` to the v faces' force: with
-    it, ``-grad p_d + (rho_l - rho_g) G (y_f - y0) grad H + G (rho_hat -
-    rho_y)`` is, face by face, exactly ``-grad p - rho_y G`` for ``p = p_d -
-    rho G (y - y0)`` (cell density, cell height): the reduced form is the
-    volumetric one rewritten, whatever the face-density rule.  Without it a
-    ``levelset`` or ``harmonic`` face density leaves a body force ``G (rho_hat
-    - rho_y)`` in the interface band, which at a gas face (``rho_y`` ~
-    ``rho_g``) accelerates the gas by ``G (rho_l - rho_g) / rho_g``: at
-    contrast 1e5 the flow ran away."""
+    Reduced gravity adds it to the vertical faces' force: with it, ``-grad
+    p_d + (rho_l - rho_g) G (y_f - y0) grad H + G (rho_hat - rho_f)`` is,
+    face by face, exactly ``-grad p - rho_f G`` for ``p = p_d - rho G (y -
+    y0)`` (cell density, cell height): the reduced form is the volumetric
+    one rewritten, whatever the face-density rule.  Without it a
+    ``levelset`` or ``harmonic`` face density leaves a body force ``G
+    (rho_hat - rho_f)`` in the interface band, which at a gas face
+    (``rho_f`` ~ ``rho_g``) accelerates the gas by ``G (rho_l - rho_g) /
+    rho_g``: at contrast 1e5 the flow ran away."""
+    gravity, rho_g, rho_l = reduced
     rho = rho_g + (rho_l - rho_g) * H
-    return 0.5 * (rho[1:, :] + rho[:-1, :]) - rho_y
+    return gravity * (face_mean(rho, H.ndim - 1) - rho_vertical)
+
+
+def _add_interface_force(force, H, coefficients, a, h, rho_faces, reduced):
+    """``force`` (None: nothing yet) plus ``-c_a dH/dx_a`` (with
+    ``coefficients``), then plus :func:`density_mismatch` on the vertical
+    axis (with ``reduced``); None when nothing was there nor added.  One
+    term after the other: the order fixes the bits."""
+    nd = H.ndim
+    k = array_axis(nd, a)
+    if coefficients is not None:
+        term = -coefficients[a] * (H[_hi(nd, k)] - H[_lo(nd, k)]) / h
+        force = term if force is None else force + term
+    if a == nd - 1 and reduced is not None:
+        term = density_mismatch(H, rho_faces[a], reduced)
+        force = term if force is None else force + term
+    return force
 
 
 @twin
-def explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy, s_left, s_right, gravity,
-                        forces, reduced=0.0, rho_g=0.0, rho_l=0.0):
-    """``v*`` (explicit viscosity), the whole ``(ny+1, nx)`` field:
-    ``v + dt (-adv_v + f_v / rho_y - gravity)`` (``gravity`` 0 for reduced
-    gravity), ``f_v`` as for :func:`explicit_velocity_u` with ``-cy dH/dy``,
-    and with reduced gravity (``reduced = G``) ``+ G (rho_hat - rho_y)``
-    (:func:`_density_mismatch`)."""
-    ug = _ghost_rows(u, 1.0, 1.0)                     # (interior corners only: no ghost read)
-    vg = _ghost_columns(v, s_left, s_right)
-    tyy = 2 * mu * (v[1:, :] - v[:-1, :]) / hy
-    txy = _shear(mu, ug, vg, hx, hy)
-    force = (txy[1:-1, 1:] - txy[1:-1, :-1]) / hx + (tyy[1:, :] - tyy[:-1, :]) / hy
-    if forces:
-        force = force - cy * (H[1:, :] - H[:-1, :]) / hy
-    if reduced:
-        force = force + reduced * _density_mismatch(H, rho_y, rho_g, rho_l)
-    vs = v.copy()
-    if gravity:
-        vs[1:-1, :] = v[1:-1, :] + dt * (-adv_v + force / rho_y - gravity)
-    else:
-        vs[1:-1, :] = v[1:-1, :] + dt * (-adv_v + force / rho_y)
-    return vs
+def provisional_velocity(velocity, H, mu, rho_faces, coefficients, dt, spacing, signs, gravity,
+                         reduced=None):
+    """``u*`` with the viscous stress explicit, every component whole (the
+    wall faces kept): ``u_a + dt (-adv_a + f_a / rho_a)`` on the interior
+    faces, less ``dt gravity`` on the vertical axis (0 for reduced gravity).
+
+    ``adv_a`` from :func:`advection_terms`; ``f_a`` the viscous stress
+    (:func:`viscous_forces`), the interface force ``-c_a dH/dx_a`` with
+    ``coefficients`` (:func:`interface_coefficients`; None: no interface
+    force) and, with ``reduced`` (a :class:`ReducedGravity`; None without
+    reduced gravity), its :func:`density_mismatch` on the vertical faces.
+
+    Returns
+    -------
+    tuple
+        The components of ``u*``, new arrays.
+    """
+    nd = H.ndim
+    adv = advection_terms.reference(velocity, rho_faces, mu, spacing, signs)
+    visc = viscous_forces(velocity, mu, spacing, signs)
+    out = []
+    for a, (ua, h) in enumerate(zip(velocity, spacing)):
+        force = _add_interface_force(visc[a], H, coefficients, a, h, rho_faces, reduced)
+        new = ua.copy()
+        inner = _interior(new, array_axis(nd, a))
+        if a == nd - 1 and gravity:
+            inner[...] = inner + dt * (-adv[a] + force / rho_faces[a] - gravity)
+        else:
+            inner[...] = inner + dt * (-adv[a] + force / rho_faces[a])
+        out.append(new)
+    return tuple(out)
+
+
+# ------------------------------------------------------------- implicit path
+
+@twin
+def implicit_rhs(velocity, mu, rho_faces, adv, dt, spacing):
+    """Right-hand sides of the implicit viscous solves on the interior faces
+    of every component: ``rho_a (u_a - dt adv_a) + dt cross_a``
+    (:func:`cross_viscous_forces` of the old velocity).  The interface
+    forces and gravity join after the solve (:func:`implicit_velocity`)."""
+    nd = mu.ndim
+    cross = cross_viscous_forces(velocity, mu, spacing)
+    return tuple(rho_faces[a] * (_interior(ua, array_axis(nd, a)) - dt * adv[a]) + dt * cross[a]
+                 for a, ua in enumerate(velocity))
 
 
 @twin
-def implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy):
-    """Right-hand side of the implicit viscous solve for ``u`` on the interior
-    u faces: ``rho_x (u - dt adv_u) + dt d/dy(mu dv/dx)``, the
-    cross-derivative shear term from the old ``v``.  The interface forces
-    and gravity join after the solve (:func:`implicit_velocity_u`)."""
-    mu_n = corner_viscosity(mu, array_module(mu))
-    sx = mu_n[:, 1:-1] * (v[:, 1:] - v[:, :-1]) / hx     # mu dv/dx at the interior corner columns
-    cross = (sx[1:, :] - sx[:-1, :]) / hy
-    return rho_x * (u[:, 1:-1] - dt * adv_u) + dt * cross
+def implicit_velocity(solutions, velocity, H, rho_faces, coefficients, dt, spacing, gravity,
+                      reduced=None):
+    """The implicit path's ``u*`` from the viscous solves' ``solutions`` (the
+    interior faces of every component, any shape of their size): ``x_a + dt
+    f_a / rho_a``, ``f_a`` the forces of :func:`provisional_velocity` less
+    the viscous stress, less ``dt gravity`` on the vertical axis; the wall
+    faces kept (``velocity``'s).
 
-
-@twin
-def implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy):
-    """Right-hand side of the implicit viscous solve for ``v`` on the interior
-    v faces: ``rho_y (v - dt adv_v) + dt d/dx(mu du/dy)``, the cross term
-    from the old ``u``."""
-    mu_n = corner_viscosity(mu, array_module(mu))
-    sy = mu_n[1:-1, :] * (u[1:, :] - u[:-1, :]) / hy     # mu du/dy at the interior corner rows
-    cross = (sy[:, 1:] - sy[:, :-1]) / hx
-    return rho_y * (v[1:-1, :] - dt * adv_v) + dt * cross
-
-
-@twin
-def implicit_velocity_u(x, w, H, cx, rho_x, dt, hx, forces):
-    """The implicit path's ``u*`` from the viscous solve's solution ``x`` (the
-    interior faces, any shape of their size): ``x + dt f_u / rho_x`` with the
-    interface force ``f_u = -cx dH/dx`` when ``forces``; the wall faces keep
-    ``w``'s.  The forces join after the viscous solve, not in it: so they
-    reach the projection as the very discrete gradients of ``H`` the
-    pressure balances (balanced force); smoothed by the solve they would
-    not, and at high density contrast the gas would run away."""
-    out = w.copy()
-    inner = out[:, 1:-1]
-    inner[...] = x.reshape(inner.shape)
-    if forces:
-        force = -cx * (H[:, 1:] - H[:, :-1]) / hx
-        inner += dt * (force / rho_x)
-    return out
-
-
-@twin
-def implicit_velocity_v(x, w, H, cy, rho_y, dt, hy, forces, gravity, reduced=0.0, rho_g=0.0,
-                        rho_l=0.0):
-    """The implicit path's ``v*``: ``x + dt (f_v / rho_y - gravity)``, ``f_v``
-    as in :func:`explicit_velocity_v` without the viscous stress (``-cy
-    dH/dy`` when ``forces``; ``+ G (rho_hat - rho_y)`` with reduced gravity,
-    ``reduced = G``); ``gravity`` 0 for reduced gravity."""
-    out = w.copy()
-    inner = out[1:-1, :]
-    inner[...] = x.reshape(inner.shape)
-    if forces or reduced:
-        force = -cy * (H[1:, :] - H[:-1, :]) / hy if forces else 0.0
-        if reduced:
-            force = force + reduced * _density_mismatch(H, rho_y, rho_g, rho_l)
-        inner += dt * (force / rho_y)
-    if gravity:
-        inner -= dt * gravity
-    return out
+    The forces join after the solve, not in it: so they reach the
+    projection as the very discrete gradients of ``H`` the pressure
+    balances (balanced force); smoothed by the solve they would not, and at
+    high density contrast the gas would run away."""
+    nd = H.ndim
+    out = []
+    for a, (x, ua, h) in enumerate(zip(solutions, velocity, spacing)):
+        new = ua.copy()
+        inner = _interior(new, array_axis(nd, a))
+        inner[...] = x.reshape(inner.shape)
+        force = _add_interface_force(None, H, coefficients, a, h, rho_faces, reduced)
+        if force is not None:
+            inner += dt * (force / rho_faces[a])
+        if a == nd - 1 and gravity:
+            inner -= dt * gravity
+        out.append(new)
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ projection
 
 @twin
-def divergence(u, v, hx, hy):
-    """``div u`` at the cell centres."""
-    return (u[:, 1:] - u[:, :-1]) / hx + (v[1:, :] - v[:-1, :]) / hy
+def divergence(velocity, spacing):
+    """``div u`` at the cells."""
+    nd = velocity[0].ndim
+    total = None
+    for a, (f, h) in enumerate(zip(velocity, spacing)):
+        k = array_axis(nd, a)
+        d = (f[_hi(nd, k)] - f[_lo(nd, k)]) / h
+        total = d if total is None else total + d
+    return total
 
 
 @twin
-def pressure_rhs(u, v, hx, hy, dt):
+def pressure_rhs(velocity, spacing, dt):
     """``(div u*, -div u* / dt)``: the divergence and the pressure equation's
     right-hand side."""
-    div = divergence.reference(u, v, hx, hy)
+    div = divergence.reference(velocity, spacing)
     return div, -div / dt
 
 
@@ -319,44 +451,52 @@ def norms(a, b):
 
 
 @twin
-def correct_velocity(us, vs, p, rho_x, rho_y, div_star, dt, hx, hy):
-    """The projection's correction ``u = u* - dt/rho grad p`` on the interior
-    faces, and ``[||div u*||, ||div u||]`` (one array, left on the device:
-    :func:`diagnostics_and_norms` brings it with the diagnostics).
-    Returns ``(u, v, norms)``."""
-    u = us.copy()
-    v = vs.copy()
-    u[:, 1:-1] -= dt / rho_x * (p[:, 1:] - p[:, :-1]) / hx
-    v[1:-1, :] -= dt / rho_y * (p[1:, :] - p[:-1, :]) / hy
-    dv = divergence.reference(u, v, hx, hy)
-    return u, v, norms.reference(div_star, dv)
+def correct_velocity(velocity, p, rho_faces, div_star, dt, spacing):
+    """The projection ``u_a - dt / rho_a dp/dx_a`` on the interior faces (new
+    arrays, the wall faces kept) and ``[||div u*||, ||div u||]``.
+
+    Parameters
+    ----------
+    velocity : tuple of arrays
+        ``u*``.
+    p : array
+    rho_faces : tuple of arrays
+    div_star : array or None
+        ``div u*``; None (a rank's slab, whose norms are over the ranks):
+        no norms.
+    dt : float
+    spacing : tuple of float
+
+    Returns
+    -------
+    tuple
+        ``(velocity, norms)``: the norms one array (:func:`norms`, left on
+        the device), or None without ``div_star``.
+    """
+    nd = p.ndim
+    out = []
+    for a, (f, h) in enumerate(zip(velocity, spacing)):
+        k = array_axis(nd, a)
+        new = f.copy()
+        new[along(nd, k, slice(1, -1))] -= dt / rho_faces[a] * (p[_hi(nd, k)] - p[_lo(nd, k)]) / h
+        out.append(new)
+    out = tuple(out)
+    if div_star is None:
+        return out, None
+    return out, norms.reference(div_star, divergence.reference(out, spacing))
 
 
-@twin
-def diagnostics_and_norms(phi, u, v, hx, hy, eps, norms):
-    """The step's last transfer: the benchmark diagnostics
-    (:func:`levelset_ops.bubble_diagnostics`, a dict of floats) and the
-    device array ``norms`` as host floats.  Returns ``(dict, tuple)``."""
-    d = levelset_ops.bubble_diagnostics(phi, u, v, hx, hy, eps)
-    host = backend_of(norms).to_host(norms)
-    return {k: float(val) for k, val in d.items()}, tuple(float(n) for n in host)
-
-
-# The CUDA variants (momentum_cuda.py, kernels in momentum.cu): one or two
-# launches per call on CuPy; NotImplemented (the array code runs) for what
-# they do not cover.
-fluid_properties.register("cupy")(momentum_cuda.fluid_properties)
-step_scalars.register("cupy")(momentum_cuda.step_scalars)
-advection_terms.register("cupy")(momentum_cuda.advection_terms)
-interface_coefficients.register("cupy")(momentum_cuda.interface_coefficients)
-explicit_velocity_u.register("cupy")(momentum_cuda.explicit_velocity_u)
-explicit_velocity_v.register("cupy")(momentum_cuda.explicit_velocity_v)
-implicit_rhs_u.register("cupy")(momentum_cuda.implicit_rhs_u)
-implicit_rhs_v.register("cupy")(momentum_cuda.implicit_rhs_v)
-implicit_velocity_u.register("cupy")(momentum_cuda.implicit_velocity_u)
-implicit_velocity_v.register("cupy")(momentum_cuda.implicit_velocity_v)
-divergence.register("cupy")(momentum_cuda.divergence)
-pressure_rhs.register("cupy")(momentum_cuda.pressure_rhs)
+# The CUDA variants (momentum_cuda.py, kernels in momentum.cu): the 2-D
+# kernels, one or two launches a call; NotImplemented (the array code runs)
+# for what they do not cover.
+fluid_properties.register("cupy")(momentum_cuda.fluid_properties_nd)
+step_scalars.register("cupy")(momentum_cuda.step_scalars_nd)
+advection_terms.register("cupy")(momentum_cuda.advection_terms_nd)
+interface_coefficients.register("cupy")(momentum_cuda.interface_coefficients_nd)
+provisional_velocity.register("cupy")(momentum_cuda.provisional_velocity_nd)
+implicit_rhs.register("cupy")(momentum_cuda.implicit_rhs_nd)
+implicit_velocity.register("cupy")(momentum_cuda.implicit_velocity_nd)
+divergence.register("cupy")(momentum_cuda.divergence_nd)
+pressure_rhs.register("cupy")(momentum_cuda.pressure_rhs_nd)
 norms.register("cupy")(momentum_cuda.norms)
-correct_velocity.register("cupy")(momentum_cuda.correct_velocity)
-diagnostics_and_norms.register("cupy")(momentum_cuda.diagnostics_and_norms)
+correct_velocity.register("cupy")(momentum_cuda.correct_velocity_nd)

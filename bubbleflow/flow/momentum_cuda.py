@@ -1,9 +1,11 @@
 """CUDA twins of the momentum step's array code (CuPy, float64).
 
-Registered on the references in :mod:`bubbleflow.flow.momentum` (the tests
-compare the two on the GPU); the kernels are ``momentum.cu`` beside this
-file.  Where the array code launches tens of small kernels per call, these
-launch one or two:
+Registered on the references in :mod:`bubbleflow.flow.momentum` (2-D
+arguments one by one) and, through the ``*_nd`` variants at the end (which
+unpack a 2-D call of the n-D functions: tuples over the axes), on those of
+:mod:`bubbleflow.flow.momentum`; the tests compare them on the GPU.  The
+kernels are ``momentum.cu`` beside this file.  Where the array code
+launches tens of small kernels per call, these launch one or two:
 
 * :func:`fluid_properties`, :func:`advection_terms`,
   :func:`explicit_velocity_u` / :func:`explicit_velocity_v`,
@@ -33,12 +35,14 @@ import math
 import numpy as np
 
 from ..compute import cuda
-from . import levelset_cuda, levelset_ops
+from . import levelset_cuda, levelset
 
 __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
            "explicit_velocity_u", "explicit_velocity_v", "implicit_rhs_u", "implicit_rhs_v",
            "implicit_velocity_u", "implicit_velocity_v", "divergence", "pressure_rhs", "norms", "correct_velocity",
-           "diagnostics_and_norms"]
+           "diagnostics_and_norms", "fluid_properties_nd", "step_scalars_nd", "advection_terms_nd",
+           "interface_coefficients_nd", "provisional_velocity_nd", "implicit_rhs_nd",
+           "implicit_velocity_nd", "divergence_nd", "pressure_rhs_nd", "correct_velocity_nd"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -179,10 +183,9 @@ def advection_terms(u, v, rho_x, rho_y, mu, hx, hy, s_left, s_right, s_bottom, s
 
 
 def interface_coefficients(phi, yc, yf, hx, hy, sigma, buoyancy, y0):
-    """Twin of ``momentum.interface_coefficients``: the curvature (its own
-    twin, one kernel) when ``sigma > 0``, then one launch of ``bf_mom_interface``."""
-    import cupy as cp
-
+    """Twin of ``momentum.interface_coefficients``: the curvature
+    (``levelset.curvature``, its own twin: one kernel) when ``sigma > 0``,
+    then one launch of ``bf_mom_interface``."""
     arrays = _float64(phi, yc, yf)
     if arrays is None or _cells(arrays[0]) is None:
         return NotImplemented
@@ -190,11 +193,21 @@ def interface_coefficients(phi, yc, yf, hx, hy, sigma, buoyancy, y0):
     ny, nx = phi.shape
     if yc.size != ny or yf.size != ny - 1:
         return NotImplemented
+    kappa = levelset.curvature(phi, (hx, hy)) if sigma > 0 else phi
+    return _interface_kernel(kappa, yc, yf, sigma, buoyancy, y0)
+
+
+def _interface_kernel(kappa, yc, yf, sigma, buoyancy, y0):
+    """``(cx, cy)`` from the curvature ``kappa`` (not read without ``sigma >
+    0``) and the heights ``yc``, ``yf`` (not read without ``buoyancy``):
+    one launch of ``bf_mom_interface``."""
+    import cupy as cp
+
+    ny, nx = kappa.shape
     with_sigma = sigma > 0
-    kappa = levelset_ops.curvature(phi, hx, hy) if with_sigma else phi
     kappa = cp.ascontiguousarray(kappa, dtype=cp.float64)
-    cx = cp.empty((ny, nx - 1), dtype=phi.dtype)
-    cy = cp.empty((ny - 1, nx), dtype=phi.dtype)
+    cx = cp.empty((ny, nx - 1), dtype=kappa.dtype)
+    cy = cp.empty((ny - 1, nx), dtype=kappa.dtype)
     grid, block = _grid(nx, ny)
     _kernel("bf_mom_interface")(grid, block, (
         kappa, yc, yf, cx, cy, np.int32(nx), np.int32(ny), np.float64(sigma),
@@ -370,3 +383,159 @@ def _diagnostics(mass, wx, wy, wv, length, gas, hx, hy):
     return {"area": area, "centroid_x": wx / mass, "centroid_y": wy / mass,
             "rise_velocity": wv / mass, "interface_length": length, "contour_area": enclosed,
             "circularity": circ}
+
+
+# -------------------------------------------------- variants of momentum
+
+# The n-D functions of :mod:`.momentum` take the velocity, the face
+# densities, the spacing and the walls' signs as tuples over the grid axes
+# (x first); the kernels above take them one by one.  These variants unpack
+# a 2-D call for them (NotImplemented for any other dimension) and pack the
+# results as the n-D functions return them: the same launches as the calls
+# above, nothing added.
+
+def _plane_call(*tuples):
+    """Whether every one of ``tuples`` has two entries (a 2-D call)."""
+    return all(isinstance(t, (tuple, list)) and len(t) == 2 for t in tuples)
+
+
+def fluid_properties_nd(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
+    """Variant of ``momentum.fluid_properties``: :func:`fluid_properties`."""
+    if getattr(phi, "ndim", None) != 2:
+        return NotImplemented
+    out = fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule)
+    if out is NotImplemented:
+        return out
+    H, rho, mu, rho_x, rho_y = out
+    return H, rho, mu, (rho_x, rho_y)
+
+
+def step_scalars_nd(velocity, phi, rho, mu, maxima, viscous):
+    """Variant of ``momentum.step_scalars``: :func:`step_scalars` (its
+    four numbers are the n-D layout in 2-D)."""
+    if not _plane_call(velocity):
+        return NotImplemented
+    return step_scalars(*velocity, phi, rho, mu, maxima, viscous)
+
+
+def advection_terms_nd(velocity, rho_faces, mu, spacing, signs):
+    """Variant of ``momentum.advection_terms``: :func:`advection_terms`."""
+    if not _plane_call(velocity, rho_faces, spacing, signs):
+        return NotImplemented
+    (s_left, s_right), (s_bottom, s_top) = signs
+    return advection_terms(*velocity, *rho_faces, mu, *spacing, s_left, s_right, s_bottom, s_top)
+
+
+def interface_coefficients_nd(phi_kappa, spacing, sigma, heights, buoyancy, y0):
+    """Variant of ``momentum.interface_coefficients``: the curvature
+    (``levelset.curvature``, its own CUDA variant: one kernel) when
+    ``sigma > 0``, then one launch of ``bf_mom_interface``.  ``heights``:
+    the cells' ``(ny, 1)`` and the interior horizontal faces' ``(ny-1, 1)``."""
+    if not _plane_call(spacing) or (sigma <= 0 and buoyancy == 0):
+        return NotImplemented           # (nothing acts: the array code's None, no work)
+    arrays = _float64(phi_kappa)
+    if arrays is None or _cells(arrays[0]) is None:
+        return NotImplemented
+    (phi,) = arrays
+    ny = phi.shape[0]
+    if buoyancy != 0:
+        if not _plane_call(heights):
+            return NotImplemented
+        arrays = _float64(*heights)
+        if arrays is None or arrays[0].size != ny or arrays[1].size != ny - 1:
+            return NotImplemented
+        yc, yf = arrays
+    else:
+        yc = yf = phi                   # (not read without buoyancy)
+    kappa = levelset.curvature(phi, spacing) if sigma > 0 else phi
+    return _interface_kernel(kappa, yc, yf, sigma, buoyancy, y0)
+
+
+def _reduced_scalars(reduced):
+    """The kernels' ``(reduced, rho_g, rho_l)`` of a ``momentum.ReducedGravity``
+    (zeros without one: no term)."""
+    return (0.0, 0.0, 0.0) if reduced is None else tuple(reduced)
+
+
+def provisional_velocity_nd(velocity, H, mu, rho_faces, coefficients, dt, spacing, signs,
+                            gravity, reduced=None):
+    """Variant of ``momentum.provisional_velocity``: :func:`advection_terms`,
+    then :func:`explicit_velocity_u` and :func:`explicit_velocity_v` (three
+    launches)."""
+    if not _plane_call(velocity, rho_faces, spacing, signs):
+        return NotImplemented
+    u, v = velocity
+    rho_x, rho_y = rho_faces
+    hx, hy = spacing
+    (s_left, s_right), (s_bottom, s_top) = signs
+    adv = advection_terms(u, v, rho_x, rho_y, mu, hx, hy, s_left, s_right, s_bottom, s_top)
+    if adv is NotImplemented:
+        return NotImplemented
+    forces = coefficients is not None
+    cx, cy = coefficients if forces else (rho_x, rho_y)       # (not read without forces)
+    us = explicit_velocity_u(u, v, mu, H, rho_x, adv[0], cx, dt, hx, hy, s_bottom, s_top, forces)
+    vs = explicit_velocity_v(u, v, mu, H, rho_y, adv[1], cy, dt, hx, hy, s_left, s_right, gravity,
+                             forces, *_reduced_scalars(reduced))
+    if us is NotImplemented or vs is NotImplemented:
+        return NotImplemented
+    return us, vs
+
+
+def implicit_rhs_nd(velocity, mu, rho_faces, adv, dt, spacing):
+    """Variant of ``momentum.implicit_rhs``: :func:`implicit_rhs_u` and
+    :func:`implicit_rhs_v` (two launches)."""
+    if not _plane_call(velocity, rho_faces, adv, spacing):
+        return NotImplemented
+    u, v = velocity
+    hx, hy = spacing
+    rhs_u = implicit_rhs_u(u, v, mu, rho_faces[0], adv[0], dt, hx, hy)
+    rhs_v = implicit_rhs_v(u, v, mu, rho_faces[1], adv[1], dt, hx, hy)
+    if rhs_u is NotImplemented or rhs_v is NotImplemented:
+        return NotImplemented
+    return rhs_u, rhs_v
+
+
+def implicit_velocity_nd(solutions, velocity, H, rho_faces, coefficients, dt, spacing, gravity,
+                         reduced=None):
+    """Variant of ``momentum.implicit_velocity``: :func:`implicit_velocity_u`
+    and :func:`implicit_velocity_v` (two launches)."""
+    if not _plane_call(solutions, velocity, rho_faces, spacing):
+        return NotImplemented
+    rho_x, rho_y = rho_faces
+    hx, hy = spacing
+    forces = coefficients is not None
+    cx, cy = coefficients if forces else (rho_x, rho_y)       # (not read without forces)
+    us = implicit_velocity_u(solutions[0], velocity[0], H, cx, rho_x, dt, hx, forces)
+    vs = implicit_velocity_v(solutions[1], velocity[1], H, cy, rho_y, dt, hy, forces, gravity,
+                             *_reduced_scalars(reduced))
+    if us is NotImplemented or vs is NotImplemented:
+        return NotImplemented
+    return us, vs
+
+
+def divergence_nd(velocity, spacing):
+    """Variant of ``momentum.divergence``: :func:`divergence`."""
+    if not _plane_call(velocity, spacing):
+        return NotImplemented
+    return divergence(*velocity, *spacing)
+
+
+def pressure_rhs_nd(velocity, spacing, dt):
+    """Variant of ``momentum.pressure_rhs``: :func:`pressure_rhs`."""
+    if not _plane_call(velocity, spacing):
+        return NotImplemented
+    return pressure_rhs(*velocity, *spacing, dt)
+
+
+def correct_velocity_nd(velocity, p, rho_faces, div_star, dt, spacing):
+    """Variant of ``momentum.correct_velocity``: :func:`correct_velocity`
+    (without ``div_star`` the norms' sums read ``p`` in its place and are
+    dropped)."""
+    if not _plane_call(velocity, rho_faces, spacing):
+        return NotImplemented
+    out = correct_velocity(*velocity, p, *rho_faces, p if div_star is None else div_star, dt,
+                           *spacing)
+    if out is NotImplemented:
+        return out
+    u, v, norms_ = out
+    return (u, v), None if div_star is None else norms_

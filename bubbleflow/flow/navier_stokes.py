@@ -1,37 +1,42 @@
 """Incompressible two-phase Navier-Stokes on a MAC grid with a level set.
 
-One time step (Chorin projection, explicit in time):
+One time step (Chorin projection, explicit in time), the same for 2-D and
+3-D grids and for one process or several ranks:
 
 1. fluid properties from the level set: smoothed Heaviside (epsilon = 1.5 h)
    for the density and viscosity, curvature from phi (filtered first with
-   CLSVOF, whose level set is rebuilt from PLIC lines);
+   CLSVOF, whose level set is rebuilt from PLIC lines or planes);
 2. provisional velocity ``u* = u + dt (-(u.grad)u + div(2 mu D)/rho + g + f_st/rho)``
    with second-order central differences, the variable-viscosity stress in
-   divergence form and the surface tension as a balanced-force CSF term
-   ``f_st = -sigma kappa grad H`` evaluated on the faces, where the
-   pressure gradient lives;
-3. pressure: ``-div((1/rho) grad p) = -div(u*)/dt`` solved by the core
-   solver (warm-started from the previous pressure; the operator rebuilt and
-   the run's one pressure solver updated for the moved interface:
-   preconditioner, deflation space and coarse factorisation, their set-up
+   divergence form (explicit, or implicit by backward Euler) and the surface
+   tension as a balanced-force CSF term ``f_st = -sigma kappa grad H`` on
+   the faces, where the pressure gradient lives;
+3. pressure: ``-div((1/rho) grad p) = -div(u*)/dt`` solved by the run's one
+   pressure solver (warm-started from the previous pressure; the operator
+   rebuilt and the solver updated for the moved interface, their set-up
    timed);
-4. correction ``u = u* - dt/rho grad p`` (exactly divergence-free up to the
-   solver tolerance);
-5. the level set is advected with the new velocity (WENO5 + TVD-RK3) and
+4. correction ``u = u* - dt/rho grad p`` (divergence-free up to the
+   solver's tolerance);
+5. the level set advected with the new velocity (WENO5 + TVD-RK3) and
    reinitialised every few steps; with ``levelset.method: clsvof`` the gas
-   volume fraction is advected beside it (:mod:`.vof`, conservative: the
-   gas volume is kept to round-off) and the level set is rebuilt from its
-   PLIC lines every step, so the two carry one interface.
+   volume fraction is advected beside it (conservative: the gas volume is
+   kept to round-off) and the level set rebuilt from its PLIC interface
+   every step, so the two carry one interface.
 
-The array code of steps 1, 2 and 4 (and of the finite check, the time
-step's maxima and the diagnostics' transfer) is in :mod:`.momentum`, pure
-functions that are twins: on CuPy their CUDA kernels
-(:mod:`.momentum_cuda`) run, one or two per call.
+Each stage is one n-D function of its module (:mod:`.momentum`,
+:mod:`.levelset`, the volume of fluid's (:mod:`.vof_advection`, ...), :mod:`.viscosity`); on a GPU the
+2-D grids run their CUDA kernels, registered as those functions' variants.
+Where one process and several ranks differ (a slab widened by its
+neighbours' planes, figures reduced over the ranks, the slab's pressure
+operator) the step asks its partition (:mod:`.partition`): one process is
+the one-slab partition whose padding is the walls.
 
-Grid layout: ``p, phi`` at cell centres ``(ny, nx)``; ``u`` on vertical faces
-``(ny, nx+1)``, ``v`` on horizontal faces ``(ny+1, nx)``; wall faces carry
-zero normal velocity.  Tangential wall conditions enter through one ghost
-layer: no-slip mirrors with a sign change, free-slip mirrors.
+Layout: cell fields ``(n_z, n_y, n_x)`` (2-D ``(n_y, n_x)``); the face
+velocity normal to grid axis ``a`` has one more entry along array axis
+``ndim - 1 - a``; vertical is the last grid axis (array axis 0): gravity
+acts along it and the slabs of the ranks are its planes.  Wall faces carry
+zero normal velocity; tangential wall conditions enter through one ghost
+layer (no-slip mirrors with a sign change, free-slip mirrors).
 """
 from __future__ import annotations
 
@@ -42,20 +47,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..case.time_step import step_limits, viscosity_scheme
+from ..compute.backend import SideWork
 from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
-from ..operators.poisson import PoissonOperator
-from ..linalg.solver import PressureSolver
-from . import levelset_ops, momentum, vof
+from . import (bubble_measures, levelset, momentum, viscosity, vof_advection,
+               vof_diagnostics, vof_fraction, vof_redistance)
 from .bounds import FlowBounds
-from .viscosity import ViscousSystem, solve_viscous_systems
+from .partition import RankSlabs, WholeGrid, slab_alignment
+from .state import FlowState
 
-__all__ = ["FlowState", "FlowSolver", "StepReport", "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND",
-           "landing_step"]
+__all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step",
+           "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "WALL_NAMES", "WINDOW", "CLSVOF_WINDOW",
+           "momentum_window", "thickest_window"]
 
-#: Passes of :func:`.levelset_ops.smooth` over the level set of CLSVOF (the
-#: distance to the PLIC lines) before its curvature is taken; the level set
-#: alone is used as it is.
+#: Passes of :func:`.levelset.smooth` over the level set of CLSVOF (the
+#: distance to the PLIC interface) before its curvature is taken; the level
+#: set alone is used as it is.
 CLSVOF_CURVATURE_PASSES = 4
 #: Half-width in cells of the band CLSVOF rebuilds every step (and its search
 #: reach): every value the filtered curvature reads at a face the surface
@@ -65,24 +72,34 @@ CLSVOF_CURVATURE_PASSES = 4
 #: bend the curvature and slowed Hysing's case-1 bubble under refinement
 #: (docs/interface_study.md).
 CLSVOF_BAND = 3 + CLSVOF_CURVATURE_PASSES
+#: Planes of each neighbour a rank's slab is widened by for the momentum
+#: phase: the reach of its stencils (face density, advection, stress,
+#: interface force) from a face at the slab's end; the smoothing passes
+#: before the curvature add theirs (:func:`momentum_window`).
+WINDOW = 4
+#: Planes for CLSVOF's volume fraction: its advection (the level set's
+#: normals, one sweep an axis) and its redistancing (the band, then the
+#: search ``band + 1`` cells further, from patches a cell or two wide).
+CLSVOF_WINDOW = CLSVOF_BAND + 5
+#: The case's wall names per grid axis, low side first.
+WALL_NAMES = {2: (("left", "right"), ("bottom", "top")),
+              3: (("left", "right"), ("front", "back"), ("bottom", "top"))}
 
 
-@dataclass
-class FlowState:
-    """Everything a restart needs: fields (on the backend) and the clock."""
+def momentum_window(case):
+    """The momentum phase's widening of a rank's slab for ``case``."""
+    return WINDOW + (CLSVOF_CURVATURE_PASSES if case.levelset.method == "clsvof" else 0)
 
-    phi: object
-    u: object
-    v: object
-    p: object
-    time: float = 0.0
-    step: int = 0
-    c: object = None        # gas volume fraction (levelset.method clsvof), else None
+
+def thickest_window(case):
+    """The most planes of a neighbour any phase of ``case`` reads."""
+    clsvof = case.levelset.method == "clsvof"
+    return max(momentum_window(case), CLSVOF_WINDOW if clsvof else 0)
 
 
 @dataclass
 class StepReport:
-    """What one time step did (host scalars)."""
+    """What one time step did (host scalars, the whole grid's)."""
 
     step: int
     time: float
@@ -136,36 +153,37 @@ def landing_step(time, dt, end, interval):
 
 
 class FlowSolver:
-    """Time stepper for a validated ``mode: flow`` case on a backend."""
+    """Time stepper of a validated ``mode: flow`` case, any dimension.
 
-    def __init__(self, case, backend):
-        self.case = case
-        self.backend = backend
-        self.xp = backend.xp
-        self.grid = Grid.from_config(case.grid)
-        g = self.grid
-        self.hx, self.hy = g.hx, g.hy
-        self.h = min(g.hx, g.hy)
-        self.eps = 1.5 * max(g.hx, g.hy)
+    Parameters
+    ----------
+    case : the validated case
+    backend : Backend
+    comm : the ranks' communicator, or None for one process (a
+        communicator of one rank is one process too)
+    """
+
+    def __init__(self, case, backend, comm=None):
+        self.case, self.backend, self.xp = case, backend, backend.xp
+        self.grid = g = Grid.from_config(case.grid)
+        self.ndim, self.spacing = g.ndim, g.spacing
+        self.h = min(g.spacing)
+        self.eps = 1.5 * max(g.spacing)
         fl = case.fluids
         self.rho_l, self.rho_g = fl.liquid.density, fl.gas.density
         self.mu_l, self.mu_g = fl.liquid.viscosity, fl.gas.viscosity
         self.gravity = case.physics.gravity
         self.sigma = case.physics.surface_tension
-        b = case.boundaries
-        # Ghost-layer sign of the tangential velocity: -1 no-slip, +1 free-slip.
         sign = {"no_slip": -1.0, "free_slip": 1.0}
-        self.s_left, self.s_right = sign[b.left], sign[b.right]
-        self.s_bottom, self.s_top = sign[b.bottom], sign[b.top]
+        walls = case.boundaries
+        # Ghost-layer sign of the tangential velocity per axis: -1 no-slip, +1 free-slip.
+        self.signs = tuple((sign[getattr(walls, lo)], sign[getattr(walls, hi)])
+                           for lo, hi in WALL_NAMES[g.ndim])
         # Fields are float64 whatever ``precision``: it selects the pressure
         # solver's arithmetic (float32 inner iterations refined in float64).
         self.dtype = np.dtype(np.float64)
-        self.yc = self.xp.asarray(g.y, dtype=self.dtype)[:, None]
-        # Interior horizontal faces' heights (the v faces between rows).
-        self.yf = self.xp.asarray(np.arange(1, g.ny) * g.hy, dtype=self.dtype)[:, None]
-        mom = case.momentum
         self.implicit_viscosity = viscosity_scheme(case) == "implicit"
-        self.reduced_gravity = mom.gravity == "reduced"
+        self.reduced_gravity = case.momentum.gravity == "reduced"
         # Reduced gravity: p_d = p - rho g.(x - x0), with x0 on the free
         # surface when there is one (a flat surface at rest then carries no
         # force and p_d ~ 0 in the liquid), else on the bottom wall.
@@ -175,55 +193,105 @@ class FlowSolver:
         # gravity only (0 otherwise).
         self.buoyancy = (self.gravity * (self.rho_l - self.rho_g)
                          if self.reduced_gravity and self.gravity > 0 else 0.0)
-        self.viscous_records = None
         # Filter passes before the curvature: the rebuilt level set of CLSVOF
         # needs them (docs/interface_study.md measures the still bubble).
         self.curvature_passes = CLSVOF_CURVATURE_PASSES if self.clsvof else 0
-        # The pressure solver: built once per run, updated every step.
-        self._pressure = None
-        # Per-phase timing of the steps (off: no cost, see PhaseClock).
-        self.clock = PhaseClock(backend)
-        self.bounds = FlowBounds(g, self.clsvof)
+        self.viscous_records = None
+        self._pressure = None                # built at the first step, then updated
+        self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
+        self.partition = self._partition(comm)
+        self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
+        self.width = momentum_window(case)
+        lo, hi = self.partition.window(self.width)
+        heights = self._face_heights()
+        # The interface force's face heights on the widened slab's planes,
+        # the cells' heights on the slab's own (the total pressure's).
+        self.heights = tuple(h[lo:hi - 1] if a == g.ndim - 1 else h[lo:hi]
+                             for a, h in enumerate(heights))
+        p = self.partition
+        self.cell_heights = heights[0][p.lo:p.hi]
 
-    # ------------------------------------------------------------------ state
-    def initial_state(self):
-        """Fluid at rest, interface from the case geometry."""
-        g, xp = self.grid, self.xp
-        circles = geometry_circles(self.case.geometry, g)
-        phi = xp.asarray(build_levelset(g, self.case.geometry.free_surface, circles),
-                         dtype=self.dtype)
-        c = vof.volume_fraction(phi, self.hx, self.hy) if self.clsvof else None
-        return FlowState(phi=phi, u=xp.zeros((g.ny, g.nx + 1), dtype=self.dtype),
-                         v=xp.zeros((g.ny + 1, g.nx), dtype=self.dtype),
-                         p=xp.zeros((g.ny, g.nx), dtype=self.dtype), c=c)
+    def _partition(self, comm):
+        if comm is None or comm.size == 1:
+            return WholeGrid(self.grid, self.backend)
+        refused = rank_refusal(self.case, comm.size)
+        if refused is not None:
+            key, value, expected = refused
+            raise ValueError(f"{key} = {value!r}: expected {expected}")
+        return RankSlabs(self.grid, self.backend, comm,
+                         slab_alignment(self.case.solver, self.grid, comm.size))
+
+    def _face_heights(self):
+        """The heights of every axis' interior faces (broadcastable, the
+        whole grid's): the cells' heights, along the vertical the faces' own."""
+        g, xp, nd = self.grid, self.xp, self.grid.ndim
+        shape = (-1,) + (1,) * (nd - 1)
+        cells = xp.asarray(g.centres[-1], dtype=self.dtype).reshape(shape)
+        faces = xp.asarray(np.arange(1, g.cells[-1]) * g.spacing[-1],
+                           dtype=self.dtype).reshape(shape)
+        return tuple(faces if a == nd - 1 else cells for a in range(nd))
 
     @property
     def clsvof(self):
         """Is the interface a coupled level set and volume of fluid?"""
         return self.case.levelset.method == "clsvof"
 
-    # ------------------------------------------------------------- properties
+    @property
+    def slab(self):
+        """The rank's slab (:class:`~bubbleflow.mesh.ranks.RankSlab`), or None on one process."""
+        return getattr(self.partition, "slab", None)
+
+    # ------------------------------------------------------------------ state
+    def initial_state(self):
+        """Fluid at rest, the interface from the case geometry (on ranks:
+        built on the host for the whole grid, the slab's part on the backend)."""
+        g, xp, part = self.grid, self.xp, self.partition
+        phi = part.whole_field(build_levelset(g, self.case.geometry.free_surface,
+                                              geometry_circles(self.case.geometry, g)), self.dtype)
+        c = self._initial_fraction(phi) if self.clsvof else None
+        velocity = []
+        for a in range(g.ndim):
+            shape = list(part.local_shape)
+            shape[g.ndim - 1 - a] += 1
+            velocity.append(xp.zeros(tuple(shape), dtype=self.dtype))
+        return FlowState(phi=part.own(phi), velocity=tuple(velocity),
+                         p=xp.zeros(part.local_shape, dtype=self.dtype),
+                         c=None if c is None else part.own(c))
+
+    def _initial_fraction(self, phi):
+        """The gas fraction of the initial level set: in 2-D one cut per
+        cell; in 3-D, where one cut per cell makes a sphere too large by
+        ``0.26 (h/R)^2``, 4^3 sub-cells cut along the cell's quadratic model
+        of phi (:func:`.vof_fraction.volume_fraction`)."""
+        if self.ndim == 2:
+            return vof_fraction.volume_fraction(phi, self.spacing)
+        return vof_fraction.volume_fraction(phi, self.spacing, samples=4, fit="quadratic")
+
     def properties(self, phi):
-        """Cell Heaviside, density and viscosity, face densities (interior
-        faces): ``(H, rho, mu, rho_x, rho_y)`` (:func:`.momentum.fluid_properties`)."""
+        """``(H, rho, mu, rho_faces)`` (:func:`.momentum.fluid_properties`)."""
         return momentum.fluid_properties(phi, self.eps, self.rho_l, self.rho_g, self.mu_l,
-                                         self.mu_g, self.case.operator.face_density)
+                                            self.mu_g, self.case.operator.face_density)
 
     # --------------------------------------------------------------- time step
-    def stable_dt(self, state, rho=None, mu=None):
+    def stable_dt(self, state):
         """Smallest of the convective, viscous, capillary and gravity limits."""
         if self.case.time.dt is not None:
             return float(self.case.time.dt)
-        if rho is None:
-            _, rho, mu, _, _ = self.properties(state.phi)
+        _, rho, mu, _ = self.properties(state.phi)
         return self._dt_limits(self._step_scalars(state, rho, mu))
 
     def _step_scalars(self, state, rho, mu):
-        """``[finite, max |u|, max |v|, max mu/rho]`` on the host: one transfer
-        (one host synchronisation) for the finite check and the time step."""
+        """``[finite, max |u_a| per axis, max mu/rho]`` on the host (one
+        transfer), maximised over the ranks (the finite flag as its
+        minimum): every rank takes the same step."""
         maxima = self.case.time.dt is None
-        return self.backend.to_host(momentum.step_scalars(
-            state.u, state.v, state.phi, rho, mu, maxima, maxima and not self.implicit_viscosity))
+        local = np.array(self.backend.to_host(momentum.step_scalars(
+            state.velocity, state.phi, rho, mu, maxima,
+            maxima and not self.implicit_viscosity)), dtype=np.float64)
+        local[0] = 1.0 - local[0]
+        out = self.partition.maxima(local)
+        out[0] = 1.0 - out[0]
+        return out
 
     def _dt_limits(self, scalars):
         """The step from the host scalars of :meth:`_step_scalars`: the
@@ -231,8 +299,8 @@ class FlowSolver:
         no viscous one when the viscosity is implicit."""
         if self.case.time.dt is not None:
             return float(self.case.time.dt)
-        umax = max(float(scalars[1]), float(scalars[2]))
-        nu = None if self.implicit_viscosity else float(scalars[3])
+        umax = max(float(s) for s in scalars[1:1 + self.ndim])
+        nu = None if self.implicit_viscosity else float(scalars[1 + self.ndim])
         limits = step_limits(self.case, umax=umax, nu=nu, h=self.h)
         return min(limit.dt for limit in limits.values())
 
@@ -243,77 +311,66 @@ class FlowSolver:
                             self.case.output.interval)
 
     # ---------------------------------------------------------------- momentum
-    def provisional_velocity(self, state, dt, H, rho, mu, rho_x, rho_y):
-        """``u*`` on the interior faces (walls keep zero normal velocity):
-        advection explicit, the viscous stress explicit or implicit
-        (``momentum.viscosity``), gravity volumetric or at the interface
-        (``momentum.gravity``)."""
-        u, v = state.u, state.v
-        hx, hy = self.hx, self.hy
-        adv_u, adv_v = momentum.advection_terms(u, v, rho_x, rho_y, mu, hx, hy, self.s_left,
-                                                self.s_right, self.s_bottom, self.s_top)
-        # A level set rebuilt from PLIC lines is filtered before its curvature
-        # is taken (levelset_ops.smooth says why).
-        phi_kappa = levelset_ops.smooth(state.phi, self.curvature_passes)
-        cx, cy = momentum.interface_coefficients(phi_kappa, self.yc, self.yf, hx, hy, self.sigma,
-                                                 self.buoyancy, self.y0)
-        forces = self.sigma > 0 or self.buoyancy != 0
+    def widened_velocity(self, velocity, width):
+        """The face velocities on the slab widened by ``width`` planes."""
+        part, nd = self.partition, self.ndim
+        return tuple(part.widened(f, width, faces=a == nd - 1) for a, f in enumerate(velocity))
+
+    def cropped_velocity(self, velocity, width):
+        """The slab's part of face velocities of the slab widened by ``width`` planes."""
+        part, nd = self.partition, self.ndim
+        return tuple(part.cropped(f, width, faces=a == nd - 1) for a, f in enumerate(velocity))
+
+    def provisional_velocity(self, phi, velocity, dt, H, rho, mu, rho_faces):
+        """``u*`` on the interior faces of the (widened) slab: explicit
+        (:func:`.momentum.provisional_velocity`) or with the viscous
+        stress implicit (:meth:`_implicit_solves`)."""
+        # A level set rebuilt from PLIC interfaces is filtered before its
+        # curvature is taken (levelset.smooth says why).
+        phi_kappa = levelset.smooth(phi, self.curvature_passes)
+        coefficients = momentum.interface_coefficients(phi_kappa, self.spacing, self.sigma,
+                                                          self.heights, self.buoyancy, self.y0)
+        # Reduced gravity's consistency term on the vertical faces (momentum.density_mismatch).
+        reduced = (momentum.ReducedGravity(self.gravity, self.rho_g, self.rho_l)
+                   if self.buoyancy != 0 else None)
         gravity = 0.0 if self.reduced_gravity else self.gravity
-        # Reduced gravity's consistency term on the v faces (momentum._density_mismatch).
-        reduced = (self.gravity if self.buoyancy != 0 else 0.0, self.rho_g, self.rho_l)
         if self.implicit_viscosity:
-            rhs_u = momentum.implicit_rhs_u(u, v, mu, rho_x, adv_u, dt, hx, hy)
-            rhs_v = momentum.implicit_rhs_v(u, v, mu, rho_y, adv_v, dt, hx, hy)
-            xu, xv = self._implicit_solves(state, dt, mu, rho_x, rho_y, rhs_u, rhs_v)
-            us = momentum.implicit_velocity_u(xu, u, H, cx, rho_x, dt, hx, forces)
-            vs = momentum.implicit_velocity_v(xv, v, H, cy, rho_y, dt, hy, forces, gravity,
-                                              *reduced)
-            return us, vs
-        us = momentum.explicit_velocity_u(u, v, mu, H, rho_x, adv_u, cx, dt, hx, hy,
-                                          self.s_bottom, self.s_top, forces)
-        vs = momentum.explicit_velocity_v(u, v, mu, H, rho_y, adv_v, cy, dt, hx, hy,
-                                          self.s_left, self.s_right, gravity, forces, *reduced)
-        return us, vs
+            solutions = self._implicit_solves(velocity, dt, mu, rho_faces)
+            return momentum.implicit_velocity(solutions, velocity, H, rho_faces, coefficients,
+                                                 dt, self.spacing, gravity, reduced)
+        return momentum.provisional_velocity(velocity, H, mu, rho_faces, coefficients, dt,
+                                                self.spacing, self.signs, gravity, reduced)
 
-    def _implicit_solves(self, state, dt, mu, rho_x, rho_y, rhs_u, rhs_v):
-        """The two viscous solves (backward Euler, :mod:`.viscosity`), side by
-        side: the interior faces' ``u`` and ``v`` before the forces join
-        (:func:`.momentum.implicit_velocity_u`)."""
-        u, v = state.u, state.v
-        hx, hy = self.hx, self.hy
-        mu_n = None                          # (the coefficients' twin forms the corners)
-        systems = [ViscousSystem("u", mu, mu_n, rho_x, dt, hx, hy, (self.s_bottom, self.s_top)),
-                   ViscousSystem("v", mu, mu_n, rho_y, dt, hx, hy, (self.s_left, self.s_right))]
-        solved = solve_viscous_systems(systems, [rhs_u.ravel(), rhs_v.ravel()],
-                                       [u[:, 1:-1], v[1:-1, :]],
-                                       self.case.momentum.viscous_rtol)
-        self._keep_viscous_records(state, "uv", solved)
-        return solved[0][0], solved[1][0]
-
-    def _keep_viscous_records(self, state, names, solved):
-        """The viscous solves' records (``solved``: ``(x, record)`` per
-        component, ``names`` theirs) kept in ``viscous_records``; a solve
-        that did not converge raises ``FloatingPointError`` naming it."""
-        for name, (_, rec) in zip(names, solved):
+    def _implicit_solves(self, velocity, dt, mu, rho_faces):
+        """The viscous solves of every component (backward Euler,
+        :func:`.viscosity.solve_implicit`), side by side: the interior
+        faces' velocities before the forces join; the records kept, a solve
+        that did not converge raised as ``FloatingPointError`` naming it."""
+        spacing = self.spacing
+        adv = momentum.advection_terms(velocity, rho_faces, mu, spacing, self.signs)
+        rhss = momentum.implicit_rhs(velocity, mu, rho_faces, adv, dt, spacing)
+        part = self.partition
+        solved = viscosity.solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing,
+                                             self.signs, self.case.momentum.viscous_rtol,
+                                             padding=part.padding,
+                                             owned=part.owned_planes(self.ndim, self.width))
+        for name, (_, rec) in zip("uvw", solved):
             if not rec.converged:
-                raise FloatingPointError(
-                    f"the implicit viscous solve for {name} did not converge at t = "
-                    f"{state.time:.6g}: {rec.reason} after {rec.iterations} iterations, "
-                    f"relative residual {rec.residual:.3g}")
+                raise part.error(FloatingPointError(
+                    f"the implicit viscous solve for {name} did not converge: {rec.reason} "
+                    f"after {rec.iterations} iterations, relative residual {rec.residual:.3g}"))
         self.viscous_records = [rec for _, rec in solved]
+        return [x for x, _ in solved]
 
+    # ---------------------------------------------------------------- pressure
     def pressure_solver(self, A, phi, check=True):
         """The run's pressure solver, set up for the operator ``A`` of this
-        step and its interface ``phi``: built at the first step, then only
-        updated (:meth:`PressureSolver.update`: preconditioner, deflation
-        space and coarse factorisation for the moved interface; its
-        workspace and engine kept; ``check=False``: the update's checks left
-        to the solve)."""
-        if self._pressure is None:
-            self._pressure = PressureSolver.from_config(A, self.case.solver, phi=phi,
-                                                        precision=self.case.precision)
-        else:
-            self._pressure.update(A, phi, check=check)
+        step and its interface ``phi`` (the widened slab's): built at the
+        first step, then only updated (preconditioner, deflation space and
+        coarse factorisation for the moved interface; its workspace and
+        engine kept; ``check=False``: the update's checks left to the solve)."""
+        self._pressure = self.partition.pressure_solver(
+            self._pressure, A, self.partition.solver_phi(A, phi, self.width), self.case, check)
         return self._pressure
 
     def solve_pressure(self, solver, A, b, p_old):
@@ -324,7 +381,7 @@ class FlowSolver:
         times the gas cells' large coefficients) would floor the attainable
         residual.  The record's relative figures are against ``||b||``."""
         r = b - A.matvec(p_old.ravel()).reshape(b.shape)
-        bnorm, rnorm = self._two_norms(b, r)
+        bnorm, rnorm = self.partition.two_norms(b, r)
         if bnorm == 0.0 or rnorm == 0.0:
             d, record = solver.solve(r)
         else:
@@ -332,54 +389,53 @@ class FlowSolver:
             record.relative_to(rnorm, bnorm, solver.rtol)
         return p_old + d, record
 
-    def _two_norms(self, a, b):
-        """``(||a||, ||b||)``, host floats (one transfer)."""
-        return tuple(float(n) for n in self.backend.to_host(momentum.norms(a, b)))
-
     def total_pressure(self, p, rho):
         """The pressure with its hydrostatic part: ``p`` itself, or with
-        reduced gravity ``p_d + rho g.(x - x0)`` (g = -G e_y)."""
+        reduced gravity ``p_d + rho g.(x - x0)`` (g = -G along the vertical)."""
         if not self.reduced_gravity or self.gravity == 0:
             return p
-        return p - self.gravity * rho * (self.yc - self.y0)
+        return p - self.gravity * rho * (self.cell_heights - self.y0)
 
-    def divergence(self, u, v):
-        return momentum.divergence(u, v, self.hx, self.hy)
+    def divergence(self, velocity):
+        return momentum.divergence(velocity, self.spacing)
 
     # ------------------------------------------------------------------- step
     def step(self, state):
-        """Advance one step; returns ``(new_state, StepReport)``.
+        """Advance one step (on ranks: every rank its slab, at once);
+        returns ``(new_state, StepReport)`` with the whole grid's figures.
 
         Raises ``FloatingPointError`` when the state is no longer finite.
 
         Host synchronisations: the finite check together with the time
-        step's maxima (one transfer), the implicit viscous solves' (two), the
+        step's maxima (one transfer), the implicit viscous solves', the
         pressure solve's (its two starting norms, the set-up's deferred
         checks and the solver's own), the diagnostics together with the
         divergence norms (one transfer) and the figures of the physical
         bounds (one, :meth:`.bounds.FlowBounds.measure`).
         """
-        clock = self.clock
+        clock, part, w = self.clock, self.partition, self.width
         clock.start()
-        H, rho, mu, rho_x, rho_y = self.properties(state.phi)
+        phi_w = part.widened(state.phi, w)
+        H, rho, mu, rho_faces = self.properties(phi_w)
         clock.mark("properties")
-        scalars = self._step_scalars(state, rho, mu)
+        scalars = self._step_scalars(state, part.cropped(rho, w), part.cropped(mu, w))
         if not scalars[0]:
-            raise FloatingPointError(f"the velocity or level set is not finite at t = {state.time:.6g}")
+            raise part.error(FloatingPointError(
+                f"the velocity or level set is not finite at t = {state.time:.6g}"))
         clock.mark("finite check")
         dt = self._time_step(state, scalars)
         clock.mark("time step")
-        # The pressure set-up needs only this step's densities: on a GPU it
+        # The pressure set-up needs only this step's densities: on one GPU it
         # runs on a stream of its own while the host queues the momentum
         # phase (the solve runs its checks).
-        with self.backend.side_stream() as setup:
-            A = PoissonOperator(1.0 / rho_x, 1.0 / rho_y, self.hx, self.hy,
-                                backend=self.backend, dtype=self.dtype,
-                                storage=self.case.operator.storage)
-            solver = self.pressure_solver(A, state.phi, check=False)
+        with (self.backend.side_stream() if part.overlap_setup else SideWork()) as setup:
+            A = part.operator(rho_faces, self.dtype, self.case.operator.storage, w)
+            solver = self.pressure_solver(A, phi_w, check=not part.overlap_setup)
         clock.mark("pressure set-up")
-        us, vs = self.provisional_velocity(state, dt, H, rho, mu, rho_x, rho_y)
-        div_star, b = momentum.pressure_rhs(us, vs, self.hx, self.hy, dt)
+        provisional_w = self.provisional_velocity(phi_w, self.widened_velocity(state.velocity, w),
+                                                  dt, H, rho, mu, rho_faces)
+        div_star, b = momentum.pressure_rhs(self.cropped_velocity(provisional_w, w),
+                                               self.spacing, dt)
         clock.mark("momentum")
         setup.join()
         p, record = self.solve_pressure(solver, A, b, state.p)
@@ -387,74 +443,124 @@ class FlowSolver:
         # update, timed on their stream), in place of the update's host time.
         record.setup_seconds += setup.seconds - solver.setup_seconds
         clock.mark("pressure solve")
-        u, v, norms = momentum.correct_velocity(us, vs, p, rho_x, rho_y, div_star, dt,
-                                                self.hx, self.hy)
+        velocity_w, norms = momentum.correct_velocity(
+            provisional_w, part.widened(p, w), rho_faces, part.whole_only(div_star), dt,
+            self.spacing)
+        velocity = self.cropped_velocity(velocity_w, w)
+        norms = part.divergence_norms(norms, div_star, velocity, self.spacing)
         clock.mark("correction")
         step = state.step + 1
-        phi, c = self.move_interface(state, u, v, dt, step)
-        new = FlowState(phi=phi, u=u, v=v, p=p, time=state.time + dt, step=step, c=c)
+        phi, c = self.move_interface(state, velocity, dt, step)
+        new = FlowState(phi=phi, velocity=velocity, p=p, time=state.time + dt, step=step, c=c)
         end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
-        # The diagnostics and ||div u*||, ||div u|| in one transfer.
-        diagnostics, (nd, nu_) = momentum.diagnostics_and_norms(
-            new.phi, new.u, new.v, self.hx, self.hy, self.eps, norms)
-        if c is not None:
-            diagnostics.update(vof.gas_diagnostics(c, new.v, self.hx, self.hy))
-        divergence = nu_ / nd if nd > 0 else 0.0
-        bounds = self.bounds.measure(state.phi, (state.u, state.v), phi, (u, v), c, dt)
+        diagnostics, (nd, nu) = self._diagnostics(new, norms)
+        bounds = self.bounds.measure(state.phi, state.velocity, phi, velocity, c, dt)
         clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
-                            setup_seconds=setup.seconds,
-                            divergence=divergence, diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None,
-                            bounds=bounds)
+                            setup_seconds=setup.seconds, divergence=nu / nd if nd > 0 else 0.0,
+                            diagnostics=diagnostics,
+                            phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds)
         return new, report
 
-    def move_interface(self, state, u, v, dt, step):
+    def move_interface(self, state, velocity, dt, step):
         """The interface carried by the new velocity: ``(phi, c)`` at step
         ``step`` (``c`` None for the level set alone).
 
         Level set: advected, reinitialised every ``reinit_every`` steps.
-        CLSVOF: the volume fraction advected conservatively with the
-        normals of the old level set (its sweeps alternate from step to
-        step), the level set advected beside it and then rebuilt as the
-        distance to the new PLIC lines in a band of :data:`CLSVOF_BAND`
-        cells, which keeps its zero level on the conserved volume.
+        CLSVOF: the volume fraction advected conservatively with the normals
+        of the old level set (the sweeps' order rotating with the step), the
+        level set advected beside it and then rebuilt as the distance to the
+        new PLIC interface in a band of :data:`CLSVOF_BAND` cells, which
+        keeps its zero level on the conserved volume; on ranks both on the
+        slab widened by :data:`CLSVOF_WINDOW` planes, cropped back.
         """
-        clock = self.clock
+        part, spacing, wc = self.partition, self.spacing, CLSVOF_WINDOW
         c = None
         if self.clsvof:
-            c = vof.advect(state.c, u, v, dt, self.hx, self.hy, first_axis=step % 2,
-                           normal_from=state.phi)
-        phi = levelset_ops.advect(state.phi, u, v, dt, self.hx, self.hy)
-        clock.mark("advection")
+            c = part.cropped(vof_advection.advect(part.widened(state.c, wc),
+                                           self.widened_velocity(velocity, wc), dt, spacing,
+                                           first_axis=step % self.ndim,
+                                           normal_from=part.widened(state.phi, wc)), wc)
+        phi = levelset.advect(state.phi, velocity, dt, spacing, padding=part.padding)
+        self.clock.mark("advection")
         ls = self.case.levelset
         if c is not None:
-            # The shortest search that finds a segment for every band cell
-            # (vof_limits.search_window): exact within CLSVOF_BAND + 1 cells of
-            # a straight interface, which covers what the curvature reads.
-            phi = vof.redistance(phi, c, self.hx, self.hy, band=CLSVOF_BAND,
-                                 reach=CLSVOF_BAND + 1)
+            # The shortest search that finds a segment or patch for every band
+            # cell: exact within CLSVOF_BAND + 1 cells of a straight interface,
+            # which covers what the curvature reads.
+            phi = part.cropped(vof_redistance.redistance(part.widened(phi, wc), part.widened(c, wc),
+                                                 spacing, band=CLSVOF_BAND,
+                                                 reach=CLSVOF_BAND + 1), wc)
         elif ls.reinit_every and step % ls.reinit_every == 0:
-            phi = levelset_ops.reinitialize(phi, self.hx, self.hy, iterations=ls.reinit_iterations)
-        clock.mark("reinitialisation")
+            phi = levelset.reinitialize(phi, spacing, iterations=ls.reinit_iterations,
+                                           padding=part.padding)
+        self.clock.mark("reinitialisation")
         return phi, c
 
-    def regions(self, state):
-        """Per gas region (CLSVOF): :func:`.vof.region_diagnostics` of the
-        state; None for the level set alone.  (The run asks for them at its
-        snapshots: labelling the regions costs more than a step.)"""
-        if state.c is None:
-            return None
-        return vof.region_diagnostics(state.c, state.v, self.hx, self.hy, normal_from=state.phi)
+    # ------------------------------------------------------------ diagnostics
+    def _diagnostics(self, state, norms=None):
+        """The bubble quantities of the state (with a volume fraction its
+        area or volume, centroid and rise velocity are the fraction's), and
+        ``norms`` as host floats: one transfer."""
+        xp, part = self.xp, self.partition
+        sums = [bubble_measures.bubble_sums(state.phi, state.velocity, self.spacing, self.eps,
+                                        padding=part.padding)]
+        if state.c is not None:
+            sums.append(vof_diagnostics.gas_sums(state.c, state.velocity, self.spacing,
+                                        padding=part.padding))
+        if norms is not None:
+            sums.append(norms)
+        host = self.backend.to_host(xp.concatenate(sums))
+        n = len(sums[0])
+        d = bubble_measures.bubble_quantities(host[:n], self.spacing)
+        if state.c is not None:
+            m = len(sums[1])
+            d.update(vof_diagnostics.gas_quantities(host[n:n + m], self.spacing))
+            n += m
+        return d, tuple(float(x) for x in host[n:])
 
     def diagnostics(self, state):
-        """Hysing et al. (2009) benchmark quantities of the gas (host floats);
-        with a volume fraction, the area, centroid and rise velocity are its
-        (:func:`.vof.gas_diagnostics`)."""
-        d = levelset_ops.bubble_diagnostics(state.phi, state.u, state.v, self.hx, self.hy, self.eps)
-        d = {k: float(val) for k, val in d.items()}
-        if state.c is not None:
-            d.update(vof.gas_diagnostics(state.c, state.v, self.hx, self.hy))
-        return d
+        """Benchmark quantities of the gas (host floats): Hysing et al.
+        (2009) in 2-D, the sphere's in 3-D; with a volume fraction the area
+        or volume, centroid and rise velocity are its."""
+        return self._diagnostics(state)[0]
+
+    def regions(self, state):
+        """Per gas region (2-D CLSVOF): :func:`.vof_diagnostics.region_diagnostics`
+        of the whole grid's state (on ranks: on rank 0, None elsewhere);
+        None for the level set alone.  (The run asks for them at its
+        snapshots: labelling the regions costs more than a step.)"""
+        if state.c is None or self.ndim != 2:
+            return None
+        whole = self.partition.gathered(state)
+        if whole is None:
+            return None
+        return vof_diagnostics.region_diagnostics(whole.c, whole.velocity, self.spacing,
+                                         normal_from=whole.phi)
+
+
+def rank_refusal(case, ranks):
+    """``(key, value, expected)`` of the first thing of the flow ``case``
+    that ``ranks`` ranks cannot run, or None: slabs thinner than the widest
+    window the phases read from a neighbour."""
+    from .partition import planes_grid, thinnest_slab
+
+    grid = Grid.from_config(case.grid)
+    planes = grid.shape[0]
+    slow = "grid." + ("nz" if grid.ndim == 3 else "ny")
+    need = thickest_window(case) + 1
+    try:
+        if thinnest_slab(case.solver, grid, planes, ranks) >= need:
+            return None
+    except ValueError:
+        return None         # the solver's own refusal names why (apps.ranks)
+    # Slab edges on the solver's alignment (multigrid's aggregates) can leave
+    # one slab thinner than an even share: name a count that works.
+    fits = next(p for p in range(max(planes, need * ranks), 64 * need * ranks)
+                if thinnest_slab(case.solver, grid, p, ranks) >= need)
+    align = slab_alignment(case.solver, planes_grid(grid, fits), ranks)
+    return (slow, planes, f"a count whose slabs have {need} planes a rank for the neighbours' "
+                          f"stencils, such as {fits}"
+                          + (f" (slab edges on multiples of {align})" if align > 1 else ""))

@@ -4,7 +4,7 @@ A rank holds the cells of its slab of planes along array axis 0
 (:class:`bubbleflow.mesh.ranks.RankSlab`), and of the face velocities the
 faces of those planes, the component normal to axis 0 with both of the
 slab's end faces (a face between two slabs is held by both ranks).  The
-level set's functions (:mod:`.levelset_nd`) pad their fields where the grid
+level set's functions (:mod:`.levelset`) pad their fields where the grid
 ends; on a slab, :class:`SlabPadding` gives them, along axis 0 where the
 slab ends at another rank, that rank's planes (one swap each time a
 function pads), and the walls' layers elsewhere: the same functions then
@@ -16,7 +16,7 @@ reinitialisation, curvature and smoothing (tests/parallel).
 from __future__ import annotations
 
 from ..compute.backend import backend_of
-from .levelset_nd import WALLS
+from .padding import WALLS
 
 __all__ = ["SlabPadding"]
 

@@ -1,319 +1,325 @@
-"""The variable-viscosity stress of the momentum equation, explicit or implicit.
+"""The implicit viscous solves on a MAC grid of any dimension, on the whole
+grid or on a rank's slab.
 
-The stress ``div(2 mu D)`` acting on the x velocity ``u`` (on the vertical
-faces) is ``d/dx(2 mu du/dx) + d/dy(mu du/dy) + d/dy(mu dv/dx)``; on ``v``
-(horizontal faces) ``d/dy(2 mu dv/dy) + d/dx(mu dv/dx) + d/dx(mu du/dy)``.
-Normal stresses live at cell centres (``mu``), shear stresses at cell corners
-(``mu_n``, the mean of the four cells around a corner, walls by edge copy).
+Component ``a`` of the velocity, on its interior faces, solves (backward
+Euler)
 
-Implicit (backward Euler), each component solves
+    (rho_a - dt L_a) u_a* = rho_a (u_a - dt adv_a) + dt cross_a
 
-    (rho_f - dt L) u* = rho_f u^n + dt (explicit terms + cross term)
+where ``L_a`` is the component's own part of the stress ``div(2 mu D)``
+(:func:`.momentum.viscous_forces`): ``d/dx_a(2 mu du_a/dx_a)`` with the
+normal stress at the cells, ``d/dx_b(mu_e du_a/dx_b)`` for every other axis
+``b`` with the shear on the (a, b) edges (:func:`edge_viscosity`); the cross
+terms ``cross_a = sum_b d/dx_b(mu_e du_b/dx_a)`` are taken from the old
+velocity (:func:`.momentum.implicit_rhs`).  The components decouple into
+symmetric positive definite systems (:class:`ViscousSystem`), solved side by
+side by Jacobi-preconditioned Chebyshev iteration
+(:func:`.viscosity_chebyshev.solve_chebyshev`).  Without the viscous limit
+the step is set by the convective and capillary ones (Hysing case 2:
+viscosity ratio 100, where the explicit limit ``dt <= 0.2 h^2 / nu``
+dominated).
 
-where ``L`` is the component's own part of the stress (the first two terms
-above) and the cross term (the third) is taken from the old velocity: the
-two components decouple into two symmetric positive definite systems, solved
-by Jacobi-preconditioned Chebyshev iteration (:func:`solve_viscous`: no inner
-products, one launch per step on the GPU; CG finishes should rounding leave
-it short).  Walls: zero
-normal velocity on the wall faces; tangential velocity by one ghost layer,
-mirrored with the sign ``s`` (-1 no-slip, +1 free-slip), which folds into
-the diagonal and keeps ``L`` symmetric.  Without the viscous limit the step
-is set by the convective and capillary ones (Hysing case 2: viscosity ratio
-100, where the explicit limit ``dt <= 0.2 h^2 / nu`` dominated).
+The operator in flux form: along each axis ``b`` the couplings ``c`` of
+every unknown with its neighbours before and after (``dt mu_b / h_b^2``)
+and ``L x = sum_b c_after (x_after - x) - c_before (x - x_before)``.  Walls:
+along ``a`` the wall face (zero normal velocity) is the neighbour of the
+first and last unknowns; across the other walls the ghost is ``s x`` with
+the wall's sign (-1 no-slip, +1 free-slip), folded into the diagonal, so
+the operator stays symmetric.
+
+Partition: one process solves every plane (``padding`` the walls', the
+one-slab partition); a rank owns its slab's planes along array axis 0 of
+each component's unknowns (for the vertical component the faces above its
+cells: a face between two slabs is one rank's unknown).  Its system's
+couplings are cut from those of the momentum phase's widened slab, its
+product swaps one plane of ``x`` with each neighbour, applies the stencil
+to the widened planes and keeps the owned ones; the Chebyshev iteration's
+norms and bounds, and CG's sums, are reduced over the ranks.
+
+On CuPy the one-process 2-D systems run the CUDA kernels of
+:mod:`.viscosity_cuda` (registered on the twins); 3-D and slabs run this
+array code.
 """
 from __future__ import annotations
-
-import math
-import time
 
 import numpy as np
 
 from ..compute.backend import backend_of
 from ..compute.twins import twin
-from ..linalg.functions import cg
-from ..linalg.krylov.record import SolveRecord
+from ..mesh.grid import array_axis
 from . import viscosity_cuda
+from .padding import WALLS, WallPadding, along
+from .viscosity_chebyshev import solve_chebyshev
 
-__all__ = ["corner_viscosity", "ViscousSystem", "solve_viscous", "solve_viscous_systems",
-           "chebyshev_step", "chebyshev_sweep", "chebyshev_interval", "chebyshev_iterations",
-           "chebyshev_schedule", "residual_scalars"]
+__all__ = ["edge_viscosity", "planar_order", "viscous_coefficients", "viscous_stress",
+           "ViscousSystem", "solve_implicit"]
 
 
-def corner_viscosity(mu, xp):
-    """``mu`` at the cell corners ``(ny+1, nx+1)``: the mean of the four
-    cells around each corner (edge-copied at the walls)."""
-    ny, nx = mu.shape
-    mp = xp.empty((ny + 2, nx + 2), dtype=mu.dtype)      # edge padding (xp.pad's, sans overhead)
-    mp[1:-1, 1:-1] = mu
-    mp[0, 1:-1], mp[-1, 1:-1] = mu[0], mu[-1]
-    mp[:, 0], mp[:, -1] = mp[:, 1], mp[:, -2]
-    return 0.25 * (mp[:-1, :-1] + mp[1:, :-1] + mp[:-1, 1:] + mp[1:, 1:])
+def edge_viscosity(mu, ka, kb, xp):
+    """``mu`` on the cell edges of the plane of array axes ``ka`` and ``kb``:
+    the mean of the four cells around each, a wall cell copied into the
+    missing ones, summed with ``kb`` varying first; in 2-D with array axis 0
+    varying first whatever the order of the two axes, as the CUDA kernels
+    sum the corners (the order fixes the bits)."""
+    nd = mu.ndim
+    if nd == 2:
+        ka, kb = 1, 0
+    width = [(0, 0)] * nd
+    width[ka] = width[kb] = (1, 1)
+    m = xp.pad(mu, width, mode="edge")
+    lo_b = m[along(nd, kb, slice(None, -1))]
+    hi_b = m[along(nd, kb, slice(1, None))]
+    lo_a, hi_a = along(nd, ka, slice(None, -1)), along(nd, ka, slice(1, None))
+    return 0.25 * (lo_b[lo_a] + hi_b[lo_a] + lo_b[hi_a] + hi_b[hi_a])
+
+
+def planar_order(ndim):
+    """Whether the systems of a grid of ``ndim`` axes sum in the order of
+    the 2-D kernels (:mod:`.viscosity_cuda`): in 2-D (one process and
+    slabs alike, so that both give the same bits).  The order fixes the bits: there the component's own axis comes
+    first and its couplings are summed one by one (``rho + k_after +
+    k_before + t_after + t_before``, the walls' ghosts last; the product
+    ``((k_after (..) - k_before (..)) + t_after (..)) - t_before (..)``),
+    the corners' viscosity with array axis 0 varying first and the wall
+    faces read as zeros; in 3-D axis by axis in
+    grid-axis order, each axis's pair summed first."""
+    return ndim == 2
+
+
+def _diagonal(rho_f, couplings, ghost_signs, a, planar):
+    """The diagonal of ``S``: ``rho_f`` plus every coupling, less ``s c``
+    for the ghost ``s x`` beside the first and last unknowns along each axis
+    (``-c (s x - x) = c (1 - s) x``, one ``c`` of which is in already).
+    Summed in :func:`planar_order`'s order."""
+    nd = rho_f.ndim
+
+    def ghosts(diag, b):
+        kb = array_axis(nd, b)
+        (low, high), (before, after) = ghost_signs[b], couplings[b]
+        first, last = along(nd, kb, slice(0, 1)), along(nd, kb, slice(-1, None))
+        diag[first] -= low * before[first]
+        diag[last] -= high * after[last]
+
+    if planar:
+        diag = rho_f
+        for b in (a, 1 - a):
+            before, after = couplings[b]
+            diag = diag + after + before
+        ghosts(diag, 1 - a)
+        return diag
+    diag = rho_f.copy()
+    for b, (before, after) in enumerate(couplings):
+        diag += before + after
+        ghosts(diag, b)
+    return diag
+
+
+@twin
+def viscous_coefficients(a, mu, rho_f, dt, spacing, signs, padding=WALLS):
+    """``(couplings, ghost_signs, diagonal, inv_diagonal)`` of component
+    ``a``'s system on its interior faces (all of ``mu``'s: a widened slab's
+    on a slab): per grid axis ``b`` the couplings ``(before, after)`` of
+    every unknown with its neighbours along ``b`` (arrays of ``rho_f``'s
+    shape): ``dt mu_b / h_b^2``, ``mu_b = 2 mu`` at the cells along ``a``,
+    the edge viscosity of the (a, b) plane along ``b != a``; the ghost signs
+    ``(low, high)`` at the axis's walls (0 along ``a``: the wall face);
+    ``S``'s diagonal and its inverse (flat), summed in :func:`planar_order`'s
+    order.  ``signs[a]`` is not read; ``padding`` is the partition's (the
+    2-D kernels take one process's systems alone)."""
+    xp = backend_of(mu).xp
+    nd = mu.ndim
+    ka = array_axis(nd, a)
+    planar = planar_order(nd)
+    couplings, ghost_signs = [], []
+    for b, h in enumerate(spacing):
+        kb = array_axis(nd, b)
+        if b == a:
+            c = dt * 2.0 * mu / h ** 2
+            low, high = 0.0, 0.0
+        else:
+            edges = edge_viscosity(mu, ka, kb, xp)
+            c = dt * edges[along(nd, ka, slice(1, -1))] / h ** 2
+            low, high = (float(s) for s in signs[b])
+        couplings.append((c[along(nd, kb, slice(None, -1))], c[along(nd, kb, slice(1, None))]))
+        ghost_signs.append((low, high))
+    diag = _diagonal(rho_f, couplings, ghost_signs, a, planar)
+    return tuple(couplings), tuple(ghost_signs), diag, (1.0 / diag).ravel()
+
+
+def _neighbours(x, k, low, high, xp):
+    """``(before, after)``: ``x``'s neighbours along array axis ``k``, the
+    ghost beyond the first and last layers ``low`` and ``high`` times them
+    (None: zero, a wall face)."""
+    nd = x.ndim
+    first, last = x[along(nd, k, slice(0, 1))], x[along(nd, k, slice(-1, None))]
+    g_low = xp.zeros_like(first) if low is None else low * first
+    g_high = xp.zeros_like(last) if high is None else high * last
+    return (xp.concatenate([g_low, x[along(nd, k, slice(None, -1))]], axis=k),
+            xp.concatenate([x[along(nd, k, slice(1, None))], g_high], axis=k))
+
+
+def viscous_stress(couplings, ghost_signs, a, planar, x):
+    """``dt L x`` of component ``a``'s system from its couplings and ghost
+    signs (:func:`viscous_coefficients`; ``x`` of the couplings' shape),
+    summed in :func:`planar_order`'s order (``planar``)."""
+    xp = backend_of(x).xp
+    nd = x.ndim
+    terms = []
+    for b in ((a, 1 - a) if planar else range(nd)):
+        low, high = (None, None) if planar and b == a else ghost_signs[b]
+        before, after = _neighbours(x, array_axis(nd, b), low, high, xp)
+        c_before, c_after = couplings[b]
+        terms.append((c_after * (after - x), c_before * (x - before)))
+    if planar:
+        (own_after, own_before), (after, before) = terms
+        return ((own_after - own_before) + after) - before
+    out = None
+    for after, before in terms:
+        term = after - before
+        out = term if out is None else out + term
+    return out
 
 
 class ViscousSystem:
-    """``S x = rho_f x - dt L x`` for one velocity component on its interior faces.
+    """``S x = rho_f x - dt L_a x`` for velocity component ``a`` (grid axis)
+    on its interior faces, any dimension, on the whole grid or the planes a
+    rank owns.
 
     Parameters
     ----------
-    component : {"u", "v"}
-    mu : array (ny, nx)
-        Cell viscosity.
-    mu_n : array (ny+1, nx+1) or None
-        Corner viscosity (None: :func:`corner_viscosity` of ``mu``).
+    a : int
+        The component's grid axis (0 x, 1 y, 2 z).
+    mu : array
+        Cell viscosity (the grid's array shape; on a slab the widened
+        slab's).
     rho_f : array
-        Face density on the component's interior faces: ``(ny, nx-1)`` for
-        ``u``, ``(ny-1, nx)`` for ``v``.
-    dt, hx, hy : float
-    signs : (float, float)
-        Ghost signs across the component's tangential walls: ``(bottom,
-        top)`` for ``u``, ``(left, right)`` for ``v``.
+        Face density on the component's interior faces (of ``mu``'s cells).
+    dt : float
+    spacing : tuple of float
+        Cell sizes in grid-axis order.
+    signs : tuple of (float, float)
+        Ghost signs of the tangential velocity at the walls normal to every
+        grid axis, low side first (``signs[a]`` is not read).
+    padding : WallPadding or SlabPadding
+        The partition's: :data:`.padding.WALLS` for one process.
+    owned : (int, int), optional
+        The planes ``(start, stop)`` along array axis 0 of ``rho_f`` whose
+        rows this rank solves for (None: all, one process).
 
-    ``matvec`` takes and returns flat arrays (what the Krylov loop uses);
-    ``inv_diagonal`` is the Jacobi preconditioner.
+    ``matvec`` takes and returns the owned rows, flat (every rank at once
+    on a slab); ``inv_diagonal`` (flat) is the Jacobi preconditioner;
+    ``comm`` the ranks' communicator (None for one process).
     """
 
     nullspace = None            # rho_f > 0: definite
 
-    def __init__(self, component, mu, mu_n, rho_f, dt, hx, hy, signs):
-        if component not in ("u", "v"):
-            raise ValueError(f"component {component!r}; expected 'u' or 'v'")
+    def __init__(self, a, mu, rho_f, dt, spacing, signs, padding=WALLS, owned=None):
+        if owned is None and not isinstance(padding, WallPadding):
+            raise ValueError("a slab's system needs the planes it owns")
         self.backend = backend_of(mu)
         self.xp = self.backend.xp
-        self.component, self.shape2d = component, rho_f.shape
-        self.shape = (rho_f.size, rho_f.size)
+        self.padding, self.comm = padding, getattr(padding, "comm", None)
+        self.component, self.ndim = a, mu.ndim
+        self.dt = float(dt)
+        self.planar = planar_order(mu.ndim)
+        couplings, self.ghost_signs, diagonal, inv_diagonal = viscous_coefficients(
+            a, mu, rho_f, self.dt, tuple(float(h) for h in spacing), signs, padding)
+        planes = rho_f.shape[0]
+        start, stop = self.owned = (0, planes) if owned is None else tuple(owned)
+        # The owned planes and one of each neighbour's beside them: what the
+        # product reads (a halo plane's own row, which would need the plane
+        # beyond, is dropped).
+        self.ext = e0, e1 = max(start - 1, 0), min(stop + 1, planes)
+        self.keep = slice(start - e0, stop - e0)
+        self.couplings = tuple((before[e0:e1], after[e0:e1]) for before, after in couplings)
+        self.rho_ext = rho_f[e0:e1]
+        self.rho_f = rho_f[start:stop]
+        if owned is None:
+            self.diagonal, self.inv_diagonal = diagonal, inv_diagonal
+        else:
+            self.diagonal = diagonal[start:stop]
+            self.inv_diagonal = (1.0 / self.diagonal).ravel()
+        self.shape_nd = self.rho_f.shape
+        self.shape = (self.rho_f.size, self.rho_f.size)
         self.dtype = np.dtype(rho_f.dtype)
-        self.dt, self.hx, self.hy = float(dt), float(hx), float(hy)
-        self.s_low, self.s_high = (float(s) for s in signs)
-        self.rho_f = rho_f
-        (self.k_plus, self.k_minus, self.t_plus, self.t_minus, self.diagonal,
-         self.inv_diagonal) = viscous_coefficients(component, mu, mu_n, rho_f, self.dt, self.hx,
-                                                   self.hy, self.s_low, self.s_high)
+
+    def widened(self, x):
+        """``x`` (the owned rows, any shape of their size) with the
+        neighbours' planes beside them: the planes ``ext``."""
+        return self.padding.widened(x.reshape(self.shape_nd), 1)
+
+    def stress(self, x):
+        """``dt L x`` on the planes ``ext`` (``x`` there)."""
+        return viscous_stress(self.couplings, self.ghost_signs, self.component, self.planar, x)
 
     def matvec(self, x):
-        """``S x`` (flat in, flat out)."""
-        xp = self.xp
-        x = x.reshape(self.shape2d)
-        zero = xp.zeros_like(x[:1, :]) if self.component == "v" else xp.zeros_like(x[:, :1])
-        if self.component == "u":
-            # Wall faces (zero normal velocity) beside the first and last faces.
-            xm = xp.concatenate([zero, x[:, :-1]], axis=1)
-            xq = xp.concatenate([x[:, 1:], zero], axis=1)
-            ym = xp.concatenate([self.s_low * x[:1, :], x[:-1, :]], axis=0)
-            yq = xp.concatenate([x[1:, :], self.s_high * x[-1:, :]], axis=0)
-        else:
-            xm = xp.concatenate([zero, x[:-1, :]], axis=0)
-            xq = xp.concatenate([x[1:, :], zero], axis=0)
-            ym = xp.concatenate([self.s_low * x[:, :1], x[:, :-1]], axis=1)
-            yq = xp.concatenate([x[:, 1:], self.s_high * x[:, -1:]], axis=1)
-        Lx = (self.k_plus * (xq - x) - self.k_minus * (x - xm)
-              + self.t_plus * (yq - x) - self.t_minus * (x - ym))
-        return (self.rho_f * x - Lx).ravel()
+        """``S x`` on the owned rows (flat in, flat out)."""
+        xe = self.widened(x)
+        return (self.rho_ext * xe - self.stress(xe))[self.keep].ravel()
 
     def jacobi(self, r):
         """``D^-1 r``: the preconditioner."""
         return self.inv_diagonal * r
 
+    def placed(self, x, like):
+        """The owned rows ``x`` on the planes of ``like`` (the component's
+        interior faces): with the neighbours' planes beside them, zeros
+        elsewhere (every rank at once); on one process ``x`` in ``like``'s
+        shape."""
+        if self.owned == (0, like.shape[0]):            # no neighbours: no swap
+            return x.reshape(like.shape)
+        out = self.xp.zeros_like(like)
+        out[self.ext[0]:self.ext[1]] = self.widened(x)
+        return out
 
 
-#: Chebyshev steps at most per solve; past them (a very stiff system, where
-#: Jacobi bounds are poor) the preconditioned CG takes over.
-MAX_CHEBYSHEV_STEPS = 2000
+def solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing, signs, rtol, padding=WALLS,
+                   owned=None):
+    """The viscous solves of every component side by side, from the old
+    velocity's interior faces; a list of ``(x, record)`` per component.
 
+    Parameters
+    ----------
+    velocity : tuple of arrays
+        The face velocities (the widened slab's on a slab).
+    mu : array
+        Cell viscosity.
+    rho_faces, rhss : sequences of arrays
+        Per component the face density and the right-hand side
+        (:func:`.momentum.implicit_rhs`) on its interior faces.
+    dt : float
+    spacing : tuple of float
+    signs : tuple of (float, float)
+        The walls' ghost signs per grid axis.
+    rtol : float
+        ``||rhs - S x|| <= rtol ||rhs||`` (over the ranks).
+    padding : WallPadding or SlabPadding
+    owned : list of (int, int), optional
+        Per component the planes of its unknowns along array axis 0 this
+        rank owns (None: all, one process).
 
-@twin
-def chebyshev_step(S, x, r, d, d_new, keep, gain):
-    """One Chebyshev step in place: ``x += d``, ``r -= S d``,
-    ``d_new = keep d + gain D^-1 r`` (flat arrays); returns ``x``."""
-    Sd = S.matvec(d)
-    x += d
-    r -= Sd
-    d_new[...] = keep * d + gain * (S.inv_diagonal * r)
-    return x
-
-
-@twin
-def chebyshev_sweep(systems, xs, rs, ds, schedules):
-    """The Chebyshev steps of several systems, in place on ``xs`` and ``rs``
-    (``ds``, the first directions, are overwritten): system ``i`` takes
-    ``len(schedules[i])`` steps (:func:`chebyshev_step`) with the ``(keep,
-    gain)`` pairs of ``schedules[i]``.  Returns ``xs``.  (On the GPU one
-    launch per step serves both velocity components.)"""
-    xp = systems[0].xp
-    ds = list(ds)
-    spare = [xp.empty_like(d) for d in ds]
-    for k in range(max((len(s) for s in schedules), default=0)):
-        for i, S in enumerate(systems):
-            if k < len(schedules[i]):
-                chebyshev_step(S, xs[i], rs[i], ds[i], spare[i], *schedules[i][k])
-                ds[i], spare[i] = spare[i], ds[i]
-    return xs
-
-
-def chebyshev_interval(lo, dmax, dmin):
-    """``(a, b, sqrt(max D / min D))`` for the Jacobi-preconditioned system
-    from ``lo = min rho_f / D`` and the diagonal's extremes: Gershgorin puts
-    the eigenvalues of ``D^-1 S`` in ``[a, 2 - a]`` with ``a = lo`` (every
-    row's off-diagonal sum is at most ``D - rho_f``), and the last factor
-    turns the ``D^-1``-norm bound into a 2-norm one."""
-    return lo, 2.0 - lo, math.sqrt(dmax / dmin)
-
-
-def chebyshev_iterations(a, b, reduction):
-    """Steps after which Chebyshev on ``[a, b]`` has cut the error (in the
-    preconditioned norm) by ``reduction``: ``2 sigma^k <= reduction``,
-    ``sigma = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)``."""
-    if reduction >= 2.0:
-        return 0
-    root = math.sqrt(b / a)
-    sigma = (root - 1.0) / (root + 1.0)
-    if sigma <= 0.0:
-        return 1
-    return max(1, math.ceil(math.log(reduction / 2.0) / math.log(sigma)))
-
-
-def chebyshev_schedule(a, b, steps):
-    """``(first, [(keep, gain), ...])``: the factor of the first direction
-    ``d = first D^-1 r`` and the ``steps`` coefficients of the three-term
-    Chebyshev recurrence on ``[a, b]`` (Saad, Iterative Methods, alg. 12.1)."""
-    theta, delta = 0.5 * (b + a), 0.5 * (b - a)
-    sigma1 = theta / delta
-    rho_k = 1.0 / sigma1
-    schedule = []
-    for _ in range(steps):
-        rho_next = 1.0 / (2.0 * sigma1 - rho_k)
-        schedule.append((rho_next * rho_k, 2.0 * rho_next / delta))
-        rho_k = rho_next
-    return 1.0 / theta, schedule
-
-
-@twin
-def viscous_coefficients(component, mu, mu_n, rho_f, dt, hx, hy, s_low, s_high):
-    """The couplings of :class:`ViscousSystem` on the component's interior
-    faces: ``(k_plus, k_minus, t_plus, t_minus, diagonal, inv_diagonal)``
-    (the last flat).  ``mu_n`` None: :func:`corner_viscosity` of ``mu``."""
-    xp = backend_of(mu).xp
-    if mu_n is None:
-        mu_n = corner_viscosity(mu, xp)
-    c = dt
-    if component == "u":
-        # Normal stress along x at the cells east and west of each face;
-        # shear along y at the corners above and below.
-        k_plus = c * 2.0 * mu[:, 1:] / hx ** 2
-        k_minus = c * 2.0 * mu[:, :-1] / hx ** 2
-        t_plus = c * mu_n[1:, 1:-1] / hy ** 2
-        t_minus = c * mu_n[:-1, 1:-1] / hy ** 2
-        first, last = (slice(0, 1), slice(None)), (slice(-1, None), slice(None))
-    else:
-        k_plus = c * 2.0 * mu[1:, :] / hy ** 2
-        k_minus = c * 2.0 * mu[:-1, :] / hy ** 2
-        t_plus = c * mu_n[1:-1, 1:] / hx ** 2
-        t_minus = c * mu_n[1:-1, :-1] / hx ** 2
-        first, last = (slice(None), slice(0, 1)), (slice(None), slice(-1, None))
-    diag = rho_f + k_plus + k_minus + t_plus + t_minus
-    # The ghost across a tangential wall is s x: its coupling folds into the
-    # diagonal, -t (s x - x) = t (1 - s) x, in place of t x.
-    diag[first] += t_minus[first] * (-s_low)
-    diag[last] += t_plus[last] * (-s_high)
-    return k_plus, k_minus, t_plus, t_minus, diag, (1.0 / diag).ravel()
-
-
-@twin
-def viscous_residual(S, rhs, x):
-    """``rhs - S x`` (flat)."""
-    return rhs - S.matvec(x)
-
-
-@twin
-def residual_scalars(S, rhs, x):
-    """``(r, scalars)``: the residual ``rhs - S x`` (flat) and, on the
-    device, ``[||rhs||, ||r||, min rho_f / D, max D, min D]``: what the
-    Chebyshev solve reads (:func:`chebyshev_interval`), in one transfer."""
-    xp = S.xp
-    r = viscous_residual(S, rhs, x)
-    d = S.diagonal.ravel()
-    return r, xp.stack([xp.sqrt((rhs * rhs).sum()), xp.sqrt((r * r).sum()),
-                        (S.rho_f.ravel() / d).min(), d.max(), d.min()])
-
-
-def solve_viscous(S, rhs, x0, rtol):
-    """``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns ``(x, record)``
-    (:func:`solve_viscous_systems` for one system)."""
-    return solve_viscous_systems([S], [rhs], [x0], rtol)[0]
-
-
-def solve_viscous_systems(systems, rhss, x0s, rtol, reduce=None):
-    """Each ``S x = rhs`` to ``||rhs - S x|| <= rtol ||rhs||``; returns a list
-    of ``(x, record)`` (:class:`~bubbleflow.linalg.krylov.record.SolveRecord`,
-    ``engine`` ``"chebyshev"``).  ``rhss`` flat; ``x0s`` the starting guesses,
-    any shape of the system's size (copied, not changed).
-
-    Jacobi-preconditioned Chebyshev iteration on the Gershgorin interval
-    (:func:`chebyshev_interval`): no inner products, so no host
-    synchronisation inside the iteration.  The step count follows from the
-    interval and the starting residual, and bounds the 2-norm residual.  The
-    systems (the velocity components) are solved side by side: one transfer
-    of every system's starting norms and interval, their steps
-    (:func:`chebyshev_sweep`), one transfer of their final residuals.  Should
-    rounding leave a system above its tolerance, the preconditioned CG
-    (:func:`bubbleflow.cg`) finishes it from there.  ``reduce``: the
-    systems' scalars (host, a row of :func:`residual_scalars`' five per
-    system) made the whole systems' where each holds a rank's rows
-    (:mod:`.viscosity_ranks`).
+    Returns
+    -------
+    list of (x, record)
+        ``x`` of ``rhs``'s shape: the solution on the owned planes and the
+        neighbours' planes beside them, zeros elsewhere (all of it on one
+        process); ``record`` a
+        :class:`~bubbleflow.linalg.krylov.record.SolveRecord` reduced over
+        the ranks, whose ``converged`` the caller checks.
     """
-    t0 = time.perf_counter()
-    xp = systems[0].xp
-    backend = systems[0].backend
-    xs = [xp.array(x0, dtype=np.float64).reshape(-1) for x0 in x0s]    # (a copy, flat)
-    starts = [residual_scalars(S, rhs, x) for S, rhs, x in zip(systems, rhss, xs)]
-    rs = [r for r, _ in starts]
-    host = np.stack(backend.to_host_many([sc for _, sc in starts])).reshape(-1, 5)
-    if reduce is not None:
-        host = reduce(host)
-    tols, steps, schedules, ds = [], [], [], []
-    for S, r, (fnorm, rnorm, lo, dmax, dmin) in zip(systems, rs, host):
-        tols.append(rtol * fnorm)
-        k, schedule, d = 0, [], None
-        if rnorm > tols[-1]:
-            a, b, spread = chebyshev_interval(lo, dmax, dmin)
-            k = min(chebyshev_iterations(a, b, tols[-1] / (rnorm * spread)), MAX_CHEBYSHEV_STEPS)
-            first, schedule = chebyshev_schedule(a, b, k)
-            d = first * (S.inv_diagonal * r)
-        steps.append(k)
-        schedules.append(schedule)
-        ds.append(d)
-    moved = [i for i, k in enumerate(steps) if k]
-    rnorms = host[:, 1].copy()
-    if moved:
-        chebyshev_sweep([systems[i] for i in moved], [xs[i] for i in moved],
-                        [rs[i] for i in moved], [ds[i] for i in moved],
-                        [schedules[i] for i in moved])
-        ends = [residual_scalars(systems[i], rhss[i], xs[i])[1] for i in moved]
-        final = np.stack(backend.to_host_many(ends)).reshape(-1, 5)
-        rnorms[moved] = (final if reduce is None else reduce(final))[:, 1]
-    seconds = (time.perf_counter() - t0) / len(systems)     # (solved together: shared evenly)
-    out = []
-    for S, rhs, x, fnorm, rnorm, tol, k in zip(systems, rhss, xs, host[:, 0], rnorms, tols,
-                                                steps):
-        record = SolveRecord(method="chebyshev", preconditioner="jacobi", rtol=float(rtol),
-                             engine="chebyshev")
-        record.iterations = k
-        record.residual = float(rnorm / fnorm) if fnorm > 0 else 0.0
-        record.converged = bool(rnorm <= tol or fnorm == 0.0)
-        record.reason = "converged" if record.converged else "maxiter"
-        record.solve_seconds = seconds
-        if not record.converged:
-            x, record = cg(S, rhs, x0=x, rtol=rtol, M=S.jacobi, nullspace=None, engine="generic")
-            record.iterations += k
-            record.engine = "chebyshev+cg"
-        out.append((x, record))
-    return out
+    nd = mu.ndim
+    systems, rows, starts = [], [], []
+    for a, (ua, rho_f, rhs) in enumerate(zip(velocity, rho_faces, rhss)):
+        S = ViscousSystem(a, mu, rho_f, dt, spacing, signs, padding,
+                          None if owned is None else owned[a])
+        start, stop = S.owned
+        systems.append(S)
+        rows.append(rhs[start:stop].ravel())
+        starts.append(ua[along(nd, array_axis(nd, a), slice(1, -1))][start:stop])
+    solved = solve_chebyshev(systems, rows, starts, rtol)
+    return [(S.placed(x, rhs), record) for S, rhs, (x, record) in zip(systems, rhss, solved)]
 
 
-# The CUDA variants (viscosity_cuda.py, kernels in viscosity.cu): one launch per
-# Chebyshev step (both components in one), two per residual and its scalars.
-chebyshev_step.register("cupy")(viscosity_cuda.chebyshev_step)
-chebyshev_sweep.register("cupy")(viscosity_cuda.chebyshev_sweep)
-viscous_coefficients.register("cupy")(viscosity_cuda.viscous_coefficients)
-viscous_residual.register("cupy")(viscosity_cuda.viscous_residual)
-residual_scalars.register("cupy")(viscosity_cuda.residual_scalars)
+# The CUDA couplings of the one-process 2-D systems (viscosity_cuda.py,
+# kernels in viscosity.cu): one launch, the corners formed in the kernel.
+viscous_coefficients.register("cupy")(viscosity_cuda.planar_coefficients)

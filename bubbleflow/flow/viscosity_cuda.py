@@ -1,9 +1,13 @@
 """CUDA twins of the implicit viscous solve (CuPy, float64).
 
-Registered on :mod:`bubbleflow.flow.viscosity`'s twins; the kernels are
-``viscosity.cu`` beside this file: one launch per Chebyshev step (of both
-velocity components: ``chebyshev_sweep``) where the array code launches about
-twenty per component.  Compiled without FMA contraction, in the array code's
+Registered on :mod:`bubbleflow.flow.viscosity`'s twins, and through the
+``planar_*`` adapters on those of :mod:`.viscosity` and
+:mod:`.viscosity_chebyshev` (the one-process 2-D systems, their couplings
+unpacked into the kernels' layout; ``NotImplemented`` for any other system:
+3-D, a rank's slab).  The kernels are ``viscosity.cu`` beside this file:
+one launch per Chebyshev step (of both velocity components:
+``chebyshev_sweep``) where the array code launches about twenty per
+component.  Compiled without FMA contraction, in the array code's
 order of operations: the same bits (the reductions of ``residual_scalars``
 sum in a fixed order of their own).  Another dtype or layout returns
 ``NotImplemented`` (the array code runs).  CuPy is imported inside the
@@ -11,12 +15,16 @@ functions only.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..compute import cuda
+from .padding import WALLS, WallPadding
 
 __all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous_residual",
-           "residual_scalars"]
+           "residual_scalars", "planar_system", "planar_coefficients", "planar_chebyshev_step",
+           "planar_chebyshev_sweep", "planar_residual", "planar_residual_scalars"]
 
 _OPTIONS = ("--fmad=false",)
 _THREADS = 256
@@ -70,7 +78,7 @@ def viscous_residual(S, rhs, x):
 def _system_arrays(S, *work):
     """The kernels' arrays of ``S`` and ``work``, or None if one is not
     contiguous float64, or ``S`` not the 2-D layout (an n-D system,
-    :class:`.viscosity_nd.ViscousSystemND`: its array code runs)."""
+    :class:`.viscosity.ViscousSystemND`: its array code runs)."""
     if getattr(S, "k_plus", None) is None:
         return None
     arrays = (S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, S.inv_diagonal, *work)
@@ -157,3 +165,63 @@ def chebyshev_step(S, x, r, d, d_new, keep, gain):
                             np.float64(S.s_low), np.float64(S.s_high), np.float64(keep),
                             np.float64(gain)))
     return x
+
+
+# ---------------------------------------------------------------- n-D adapters
+def planar_coefficients(a, mu, rho_f, dt, spacing, signs, padding=WALLS):
+    """Twin of ``viscosity.viscous_coefficients`` for one process in
+    2-D: :func:`viscous_coefficients`' couplings as ``(before, after)``
+    pairs per grid axis (``k`` along the component's axis, ``t`` across)."""
+    if getattr(mu, "ndim", None) != 2 or not isinstance(padding, WallPadding):
+        return NotImplemented
+    s_low, s_high = (float(s) for s in signs[1 - a])
+    out = viscous_coefficients("u" if a == 0 else "v", mu, None, rho_f, dt, *spacing, s_low,
+                               s_high)
+    if out is NotImplemented:
+        return out
+    k_plus, k_minus, t_plus, t_minus, diag, inv_diag = out
+    couplings, ghost_signs = [None, None], [None, None]
+    couplings[a], couplings[1 - a] = (k_minus, k_plus), (t_minus, t_plus)
+    ghost_signs[a], ghost_signs[1 - a] = (0.0, 0.0), (s_low, s_high)
+    return tuple(couplings), tuple(ghost_signs), diag, inv_diag
+
+
+def planar_system(S):
+    """A :class:`.viscosity.ViscousSystem` as the kernels read it (the
+    attributes of ``viscosity.ViscousSystem``), or None where it is not a
+    one-process 2-D system."""
+    if not getattr(S, "planar", False) or getattr(S, "comm", None) is not None:
+        return None                 # (a slab's products need the neighbours' planes)
+    a = S.component
+    (k_minus, k_plus), (t_minus, t_plus) = S.couplings[a], S.couplings[1 - a]
+    s_low, s_high = S.ghost_signs[1 - a]
+    return SimpleNamespace(component="u" if a == 0 else "v", shape2d=S.shape_nd, rho_f=S.rho_f,
+                           k_plus=k_plus, k_minus=k_minus, t_plus=t_plus, t_minus=t_minus,
+                           diagonal=S.diagonal, inv_diagonal=S.inv_diagonal, s_low=s_low,
+                           s_high=s_high)
+
+
+def planar_chebyshev_step(S, x, r, d, d_new, keep, gain):
+    """Twin of ``viscosity_chebyshev.chebyshev_step``: :func:`chebyshev_step`."""
+    view = planar_system(S)
+    return NotImplemented if view is None else chebyshev_step(view, x, r, d, d_new, keep, gain)
+
+
+def planar_chebyshev_sweep(systems, xs, rs, ds, schedules):
+    """Twin of ``viscosity_chebyshev.chebyshev_sweep``: :func:`chebyshev_sweep`."""
+    views = [planar_system(S) for S in systems]
+    if any(v is None for v in views):
+        return NotImplemented
+    return chebyshev_sweep(views, xs, rs, ds, schedules)
+
+
+def planar_residual(S, rhs, x):
+    """Twin of ``viscosity_chebyshev.viscous_residual``: :func:`viscous_residual`."""
+    view = planar_system(S)
+    return NotImplemented if view is None else viscous_residual(view, rhs, x)
+
+
+def planar_residual_scalars(S, rhs, x):
+    """Twin of ``viscosity_chebyshev.residual_scalars``: :func:`residual_scalars`."""
+    view = planar_system(S)
+    return NotImplemented if view is None else residual_scalars(view, rhs, x)

@@ -1,13 +1,15 @@
-"""CUDA twin of the volume-of-fluid advection (CuPy, float64).
+"""CUDA twin of the volume-of-fluid advection in 2-D (CuPy, float64).
 
-For registration on :func:`bubbleflow.flow.vof.advect` (the tests compare the
-two on the GPU); the kernel is ``vof.cu`` beside this file.  The array code
-launches hundreds of small kernels per step (the PLIC reconstruction, the
-slab cuts and the update, for each sweep); :func:`advect` launches one
-kernel per direction sweep, ``bf_vof_sweep``: a thread per cell reconstructs
-the donor cells' PLIC lines (Youngs' normal or the level set's, the line
-constant), cuts the slabs, and writes ``c - (F_out - F_in) + indicator *
-dilatation``; the second sweep also clips.  Two launches per step, plus a
+:func:`advect` is the ``"cupy"`` variant of
+:func:`bubbleflow.flow.vof_advection.advect` (the tests compare the two on
+the GPU); :func:`advect_2d` is the same call with the face velocities and
+the cell sizes as separate arguments.  The kernel is ``vof.cu`` beside this
+file.  The array code launches hundreds of small kernels per step (the PLIC
+reconstruction, the slab cuts and the update, for each sweep); a call here
+launches one kernel per direction sweep, ``bf_vof_sweep``: a thread per cell
+reconstructs the donor cells' PLIC lines (Youngs' normal or the level set's,
+the line constant), cuts the slabs, and writes ``c - (F_out - F_in) +
+indicator * dilatation``; the second sweep also clips.  Two launches per step, plus a
 few CuPy reductions when ``info`` is asked for.
 
 The kernel is compiled without FMA contraction and follows the array code's
@@ -15,8 +17,8 @@ order of operations: the result has the array code's bits (the ``info`` sums
 are the array code's own CuPy expressions).  Calls it does not cover --
 another dtype than float64, a grid of fewer than 3 cells along an axis,
 mismatched shapes, ``first_axis`` not 0 or 1 -- return ``NotImplemented``
-and the array code runs (and raises where it should).  CuPy is imported
-inside the functions only.
+and the array code runs (and raises where it should); so do grids of
+another dimension.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import numpy as np
 from ..compute import cuda
 from .vof_limits import CLIP_TOLERANCE
 
-__all__ = ["advect"]
+__all__ = ["advect", "advect_2d"]
 
 #: No FMA contraction: the kernel rounds as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -54,11 +56,23 @@ def _arrays(c, u, v, normal_from):
     return c, u, v, phi
 
 
-def advect(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
-    """One step of ``c_t + div(c u) = 0`` (twin: ``vof.advect``, the same
-    arguments and result): two launches of ``bf_vof_sweep``, one per
-    direction; with ``info``, its two numbers from CuPy reductions as the
-    array code computes them."""
+def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
+    """One step of ``c_t + div(c u) = 0`` (twin: ``vof_advection.advect``,
+    the same arguments and result): :func:`advect_2d` with ``velocity =
+    (u, v)`` and ``spacing = (hx, hy)``; ``NotImplemented`` on a grid of
+    another dimension."""
+    if len(velocity) != 2 or len(spacing) != 2:
+        return NotImplemented
+    u, v = velocity
+    hx, hy = spacing
+    return advect_2d(c, u, v, dt, hx, hy, first_axis, normal_from, info)
+
+
+def advect_2d(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
+    """One step of ``c_t + div(c u) = 0`` on a 2-D grid, ``u`` and ``v`` the
+    face velocities and ``hx``, ``hy`` the cell sizes: two launches of
+    ``bf_vof_sweep``, one per direction; with ``info``, its two numbers from
+    CuPy reductions as the array code computes them."""
     import cupy as cp
 
     arrays = _arrays(c, u, v, normal_from)

@@ -1,13 +1,17 @@
-"""What the volume-of-fluid array code (:mod:`.vof`) and its CUDA twins
-(:mod:`.vof_cuda`, :mod:`.vof_redistance_cuda`) share: the clip tolerance of
-the volume fraction and the redistancing search's reach.  (A module of its
-own: :mod:`.vof` imports the twins to register them, so they cannot import it.)
+"""What the volume-of-fluid array code and its CUDA twins share: the clip
+tolerance of the volume fraction, the redistancing search's window and
+order, and the cell-volume scaling of sums.  (A module of its own: the
+array code imports the twins to register them, so they cannot import it.)
 """
 from __future__ import annotations
 
+import itertools
 import math
 
-__all__ = ["CLIP_TOLERANCE", "search_reach", "search_window", "search_offsets"]
+from ..mesh.grid import array_axis
+
+__all__ = ["CLIP_TOLERANCE", "search_reach", "search_window", "search_offsets",
+           "times_cell_volume"]
 
 #: Excursions of c outside [0, 1] smaller than this are rounding and are
 #: clipped; larger ones are left in place (they mean a too-large time step).
@@ -15,29 +19,85 @@ __all__ = ["CLIP_TOLERANCE", "search_reach", "search_window", "search_offsets"]
 CLIP_TOLERANCE = 1e-12
 
 
-def search_reach(band, hx, hy):
-    """Offsets (rows, columns) to search so that every cell within ``band``
+def search_reach(band, spacing):
+    """Offsets per array axis to search so that every cell within ``band``
     cells of an interface cell finds the foot of its perpendicular on a
-    straight interface: that foot is no farther than the interface point in
-    the nearest interface cell, at most ``(band + 1/2)`` cells away per axis."""
-    far = math.hypot((band + 0.5) * hx, (band + 0.5) * hy)
-    return int(math.floor(far / hy + 0.5)), int(math.floor(far / hx + 0.5))
+    plane (straight) interface: that foot is no farther than the interface
+    point in the nearest interface cell, at most ``band + 1/2`` cells away
+    per axis.
+
+    Parameters
+    ----------
+    band : int
+        Half-width of the band, in cells.
+    spacing : tuple of floats
+        Cell sizes in grid-axis order.
+
+    Returns
+    -------
+    tuple of ints
+        Per array axis (``(r_y, r_x)`` in 2-D).
+    """
+    far = math.hypot(*((band + 0.5) * h for h in spacing))
+    return tuple(int(math.floor(far / h + 0.5)) for h in reversed(spacing))
 
 
-def search_window(band, reach, hx, hy):
-    """The rows and columns ``(r_y, r_x)`` the search visits: ``reach`` (by
-    default :func:`search_reach`), at least ``band + 1``.  A band cell lies
-    within ``band`` cells of a seed, and a seed may be the far cell of an
-    interface face whose segment the near cell holds: one cell more always
-    finds a segment (a shorter reach left band cells at an infinite
-    distance)."""
-    r_y, r_x = search_reach(band, hx, hy) if reach is None else (int(reach), int(reach))
-    return max(r_y, band + 1), max(r_x, band + 1)
+def search_window(band, reach, spacing):
+    """The offsets per array axis the redistancing search visits: ``reach``
+    cells (by default :func:`search_reach`), at least ``band + 1``.
+
+    A band cell lies within ``band`` cells of a seed, and a seed may be the
+    far cell of an interface face whose segment the near cell holds: one
+    cell more always finds a segment (a shorter reach leaves band cells at
+    an infinite distance).
+
+    Parameters
+    ----------
+    band : int
+        Half-width of the band, in cells.
+    reach : int or None
+        Search radius in cells, the same along every axis.
+    spacing : tuple of floats
+        Cell sizes in grid-axis order.
+
+    Returns
+    -------
+    tuple of ints
+        Per array axis (``(r_y, r_x)`` in 2-D).
+    """
+    r = search_reach(band, spacing) if reach is None else (int(reach),) * len(spacing)
+    return tuple(max(x, band + 1) for x in r)
 
 
-def search_offsets(r_y, r_x, hx, hy):
-    """The search's offsets ``(dj, di)`` within ``r_y`` rows and ``r_x``
-    columns, nearest first (a stable sort: equal distances keep the
-    row-major order), the order in which the first segment met wins a tie."""
-    return sorted(((dj, di) for dj in range(-r_y, r_y + 1) for di in range(-r_x, r_x + 1)),
-                  key=lambda o: (o[0] * hy) ** 2 + (o[1] * hx) ** 2)
+def search_offsets(window, spacing):
+    """The search's offsets within ``window`` (per array axis), nearest first.
+
+    A stable sort of the row-major offsets by their squared length, so
+    equal distances keep the row-major order: the order in which the first
+    segment met wins a tie.
+
+    Parameters
+    ----------
+    window : tuple of ints
+        Reach per array axis (:func:`search_window`).
+    spacing : tuple of floats
+        Cell sizes in grid-axis order.
+
+    Returns
+    -------
+    list of tuples
+        Offsets per array axis (``(dj, di)`` in 2-D).
+    """
+    nd = len(window)
+    h = [spacing[array_axis(nd, k)] for k in range(nd)]
+    return sorted(itertools.product(*(range(-r, r + 1) for r in window)),
+                  key=lambda o: sum((o[k] * h[k]) ** 2 for k in range(nd)))
+
+
+def times_cell_volume(value, spacing):
+    """``value`` times the cell volume, a host float: ``value hx hy`` in
+    2-D, ``value prod(spacing)`` in 3-D.  The order of the products fixes
+    the last bit, and each dimension keeps its own."""
+    if len(spacing) == 2:
+        return value * spacing[0] * spacing[1]
+    return value * math.prod(spacing)

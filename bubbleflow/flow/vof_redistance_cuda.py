@@ -1,20 +1,24 @@
-"""CUDA twin of :func:`bubbleflow.flow.vof.redistance` (CuPy, float64).
+"""CUDA twin of the volume fraction's rebuilding of the level set in 2-D
+(CuPy, float64).
 
-The array code loops in Python over the ~121 neighbour offsets of the search
-(``reach = 5``), several launches each; here two kernels of
+:func:`redistance` is the ``"cupy"`` variant of
+:func:`bubbleflow.flow.vof_redistance.redistance`; :func:`redistance_2d` is
+the same call with the cell sizes as separate arguments.  The array code
+loops in Python over the ~121 neighbour offsets of the search (``reach =
+5``), several array operations each; here two kernels of
 ``vof_redistance.cu`` beside this file do the whole call:
 
 * ``bf_vof_rd_segments``: per cell, the flags (an interface cell, the
   interface faces it holds and their sense, the band seed) and the PLIC
   segment of an interface cell, reconstructed with the normals of ``phi``
-  (``vof.cell_segments``, ``vof.face_segments``, ``vof._band_seed``,
-  ``vof.search_fields``);
+  (:func:`.plic_segments.cell_segments`, :func:`.plic_segments.face_segments`,
+  :func:`.plic_segments.segment_fields`);
 * ``bf_vof_rd_search``: per cell, the band and, for a band cell, the nearest
   segment among the cells in reach, the offsets visited in the array code's
   order (nearest first, :func:`.vof_limits.search_offsets`, the first
   met winning a tie) and within an offset its layers in its order (the cell's
-  segment, the right face, the top face); then the sign rules of
-  ``vof.own_side`` and the new level set.
+  segment, the right face, the top face); then the array code's sign rules
+  and the new level set.
 
 With ``info`` the search also counts the band cells and the sign conflicts
 (atomic integer adds: the same totals in any order), and one device-to-host
@@ -26,21 +30,21 @@ The kernels are compiled without FMA contraction and follow the array code's
 order of operations, ``numpy.minimum``/``maximum``/``clip``/``sign`` with
 NumPy's NaN rules, so the result has the reference's bits.  The clip
 tolerance and the search's reach are :mod:`.vof_limits`'s, as the array
-code's.  Calls the kernels do not cover -- another dtype than
-float64, ``phi`` and ``c`` of different shapes, a grid of fewer than 2 cells
-along an axis, cell sizes that are not Python or NumPy float64 scalars,
-``band < 1`` (the reference raises) -- return ``NotImplemented`` and the
-array code runs.  CuPy is imported inside the functions only.
+code's.  Calls the kernels do not cover -- a grid of another dimension,
+another dtype than float64, ``phi`` and ``c`` of different shapes, a grid
+of fewer than 2 cells along an axis, cell sizes that are not Python or
+NumPy float64 scalars, ``band < 1`` (the reference raises) -- return
+``NotImplemented`` and the array code runs.  CuPy is imported inside the
+functions only.
 """
 from __future__ import annotations
-
 
 import numpy as np
 
 from ..compute import cuda
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
 
-__all__ = ["redistance"]
+__all__ = ["redistance", "redistance_2d"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -63,7 +67,8 @@ def _device_offsets(r_y, r_x, hx, hy, hx_type, hy_type):
     float need not round alike, and the sort's ties follow it)."""
     import cupy as cp
 
-    return cp.asarray(np.array(search_offsets(r_y, r_x, hx, hy), dtype=np.int32).reshape(-1))
+    offsets = search_offsets((r_y, r_x), (hx, hy))
+    return cp.asarray(np.array(offsets, dtype=np.int32).reshape(-1))
 
 
 def _cell_size(h):
@@ -73,10 +78,21 @@ def _cell_size(h):
         and type(h).__module__ in ("builtins", "numpy")
 
 
-def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
+def redistance(phi, c, spacing, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction (twin:
-    ``vof.redistance``, same arguments, same result bits and ``info``):
-    ``bf_vof_rd_segments`` then ``bf_vof_rd_search``, one launch each."""
+    ``vof_redistance.redistance``, same arguments, same result bits and
+    ``info``): :func:`redistance_2d` with ``spacing = (hx, hy)``;
+    ``NotImplemented`` on a grid of another dimension."""
+    if len(spacing) != 2:
+        return NotImplemented
+    hx, hy = spacing
+    return redistance_2d(phi, c, hx, hy, band, reach, info)
+
+
+def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
+    """The level set rebuilt from the volume fraction on a 2-D grid of cell
+    sizes ``hx``, ``hy``: ``bf_vof_rd_segments`` then ``bf_vof_rd_search``,
+    one launch each."""
     import cupy as cp
 
     arrays = cuda.float64_2d(phi, c)
@@ -87,7 +103,7 @@ def redistance(phi, c, hx, hy, band=3, reach=None, info=None):
     band = int(band)
     if phi.shape != c.shape or min(nx, ny) < _MIN_CELLS or band < 1:
         return NotImplemented
-    r_y, r_x = search_window(band, reach, hx, hy)
+    r_y, r_x = search_window(band, reach, (hx, hy))
     offs = _device_offsets(r_y, r_x, hx, hy, type(hx), type(hy))
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
     fhx, fhy = np.float64(hx), np.float64(hy)

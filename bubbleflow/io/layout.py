@@ -124,7 +124,7 @@ def field_shapes(grid):
         shapes[name] = tuple(shape)
     return shapes
 #: ``/diagnostics/regions``: one row per gas region at every snapshot
-#: (CLSVOF runs: :func:`bubbleflow.flow.vof.region_diagnostics`), the regions
+#: (CLSVOF runs: :func:`bubbleflow.flow.vof_diagnostics.region_diagnostics`), the regions
 #: of a snapshot ordered by centroid (y, then x).
 REGIONS = "regions"
 REGION_COLUMNS = ("step", "time", "area", "centroid_x", "centroid_y", "rise_velocity",

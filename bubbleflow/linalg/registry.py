@@ -12,12 +12,19 @@ reading a case file never imports the numerics.
 Adding a preconditioner: its module under ``bubbleflow/linalg/precond/`` and
 one :class:`PreconditionerEntry` in :data:`PRECONDITIONERS` below.
 
+What runs on a rank's slab of a distributed operator is read from the
+entries too: a preconditioner or deflation space with a ``slab`` builder
+runs on ranks, one without does not (:func:`on_slabs`), and the
+preconditioner's ``slab_align`` says what the slab edges must fall on.
+
 >>> [m.name for m in METHODS.values()]
 ['cg', 'pcg', 'dpcg']
 >>> PRECONDITIONERS["jacobi"].fused
 'jacobi'
 >>> model_bytes_per_iteration(100, "jacobi", "none") // (8 * 100)
 25
+>>> on_slabs(DEFLATIONS)
+('none', 'subdomains', 'stripes', 'levelset_subdomains')
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ __all__ = [
     "METHODS", "VARIANTS", "PRECONDITIONERS", "DEFLATIONS", "FUSED_VARIANTS", "ENGINES",
     "DEVICE_ENGINES", "RANK_DEVICE_ENGINES", "DEVICE_ENGINE_BACKENDS",
     "MATVEC_ARRAYS", "load", "preconditioner", "deflation", "method", "method_violations",
-    "model_bytes_per_iteration", "fused_prec_code", "method_defaults",
+    "model_bytes_per_iteration", "fused_prec_code", "method_defaults", "on_slabs",
 ]
 
 #: Engines that run the Krylov iteration: ``array`` (the backend loop, the
@@ -109,6 +116,16 @@ class PreconditionerEntry:
     fused : str
         Its branch of the fused update kernel (:data:`FUSED_VARIANTS`):
         ``generic`` means applied by its own kernels after the update.
+    slab : str or None
+        ``"module:builder"``, called as ``builder(A_rank, **options)`` (the
+        same options): the preconditioner on one rank's slab of a
+        :class:`~bubbleflow.operators.distributed.DistributedOperator`.
+        None: it does not run on ranks.
+    slab_align : str or None
+        ``"module:function"``, called as ``function(shape, ranks,
+        **options)`` with the whole grid's array shape (planes first): the
+        planes the ranks' slab edges must fall on a multiple of.  None: any
+        plane (1).
     """
 
     name: str
@@ -119,6 +136,8 @@ class PreconditionerEntry:
     arrays: int = 0
     fused: str = "generic"
     doc: str = ""
+    slab: Optional[str] = None
+    slab_align: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,11 @@ class DeflationEntry:
     """A deflation space: ``factory(A, phi=..., subdomains=..., stripes=..., ...)``.
 
     ``arrays``: grid arrays the A-DEF2 coarse correction moves per iteration.
+    ``slab``: ``"module:builder"``, called as ``builder(name, A_rank, grid,
+    phi=..., subdomains=..., stripes=..., cells_per_subdomain=...)`` (``grid``
+    the whole grid, ``phi`` the level set on the rank's widened slab): the
+    space on one rank's slab of a distributed operator, or None (``none``:
+    no space); None: it does not run on ranks.
     """
 
     name: str
@@ -136,6 +160,7 @@ class DeflationEntry:
     engines: Tuple[str, ...] = ENGINES
     arrays: int = 0
     doc: str = ""
+    slab: Optional[str] = None
 
 
 _NONE = "none"
@@ -163,19 +188,23 @@ FUSED_VARIANTS: Dict[str, FusedVariant] = {v.name: v for v in (
 _P = "bubbleflow.linalg.precond"
 PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
     PreconditionerEntry("none", f"{_P}.base:Identity", fused="identity", doc="identity",
-                        dimensions=(2, 3)),
+                        dimensions=(2, 3), slab=f"{_P}.base:Identity"),
     PreconditionerEntry("jacobi", f"{_P}.jacobi:Jacobi", options=("check",), arrays=3,
                         dimensions=(2, 3),
-                        fused="jacobi", doc="D^-1"),
+                        fused="jacobi", doc="D^-1", slab=f"{_P}.jacobi:Jacobi"),
     PreconditionerEntry("block_ic", f"{_P}.block_ic:BlockIC", options=("block_lines",),
                         dimensions=(2, 3),
-                        arrays=14, doc="IC(0) in blocks of m grid lines"),
+                        arrays=14, doc="IC(0) in blocks of m grid lines",
+                        slab=f"{_P}.block_ic:block_ic_on_slab",
+                        slab_align=f"{_P}.block_ic:slab_alignment"),
     PreconditionerEntry("incomplete_poisson", f"{_P}.incomplete_poisson:IncompletePoisson",
-                        arrays=12, doc="IP (Ament et al. 2010), (I - L D^-1)(I - D^-1 L^T)"),
+                        arrays=12, doc="IP (Ament et al. 2010), (I - L D^-1)(I - D^-1 L^T)",
+                        slab=f"{_P}.incomplete_poisson:DistributedIncompletePoisson"),
     PreconditionerEntry("incomplete_poisson_scaled",
                         f"{_P}.incomplete_poisson:ScaledIncompletePoisson", arrays=13,
                         dimensions=(2, 3),
-                        fused="scaled_incomplete_poisson", doc="IP on D^-1/2 A D^-1/2"),
+                        fused="scaled_incomplete_poisson", doc="IP on D^-1/2 A D^-1/2",
+                        slab=f"{_P}.incomplete_poisson:DistributedScaledIncompletePoisson"),
     # arrays: the default cycle (Multigrid.bytes_per_apply has the model per
     # options): per level, down reads the 2 couplings and b, writes x and
     # the coarse b (4.25); up reads the couplings, b, x and the coarse x,
@@ -184,24 +213,27 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
                         options=("degree", "ratio", "scale", "coarsest", "min_side",
                                  "cycle_precision", "w_levels"), dimensions=(2, 3),
                         arrays=13,
-                        doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing"),
+                        doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing",
+                        slab=f"{_P}.agglomerated_multigrid:DistributedMultigrid",
+                        slab_align=f"{_P}.agglomerated_multigrid:slab_alignment"),
 )}
 
 _D = "bubbleflow.linalg.deflation.space"
+_DS = "bubbleflow.linalg.deflation.distributed:slab_deflation"
 # A-DEF2 coarse correction: Z^T r (r + labels), (AZ)^T s (about 5 entries per
 # row: values and column indices, ~7.5 arrays), prolongation (labels +
 # write), the add (3).
 _DEFLATION_ARRAYS = 14
 DEFLATIONS: Dict[str, DeflationEntry] = {d.name: d for d in (
-    DeflationEntry("none", None, doc="no deflation"),
+    DeflationEntry("none", None, doc="no deflation", slab=_DS),
     DeflationEntry("subdomains", f"{_D}:make_deflation", options=("subdomains", "cells_per_subdomain"),
                    dimensions=(2, 3), arrays=_DEFLATION_ARRAYS,
-                   doc="px x py (x pz) rectangular blocks"),
+                   doc="px x py (x pz) rectangular blocks", slab=_DS),
     DeflationEntry("stripes", f"{_D}:make_deflation", options=("stripes",), dimensions=(2, 3),
-                   arrays=_DEFLATION_ARRAYS, doc="horizontal stripes (z layers in 3-D)"),
+                   arrays=_DEFLATION_ARRAYS, doc="horizontal stripes (z layers in 3-D)", slab=_DS),
     DeflationEntry("levelset_subdomains", f"{_D}:make_deflation", options=("subdomains", "cells_per_subdomain"),
                    needs_phi=True, dimensions=(2, 3), arrays=_DEFLATION_ARRAYS,
-                   doc="blocks split into their liquid and gas parts"),
+                   doc="blocks split into their liquid and gas parts", slab=_DS),
 )}
 
 #: Default width of a deflation subdomain, in cells (per axis): the
@@ -273,6 +305,17 @@ def preconditioner(name) -> PreconditionerEntry:
 
 def deflation(name) -> DeflationEntry:
     return _lookup(DEFLATIONS, "deflation", name)
+
+
+def on_slabs(table):
+    """The names of ``table`` (:data:`PRECONDITIONERS` or :data:`DEFLATIONS`)
+    whose entries run on a rank's slab (a ``slab`` builder), in the
+    table's order.
+
+    >>> on_slabs(PRECONDITIONERS)
+    ('none', 'jacobi', 'block_ic', 'incomplete_poisson', 'incomplete_poisson_scaled', 'multigrid')
+    """
+    return tuple(name for name, entry in table.items() if entry.slab is not None)
 
 
 def method_violations(name, preconditioner_name, deflation_name):

@@ -6,6 +6,19 @@ operator changes (it redoes only the operator-dependent set-up:
 preconditioner, deflation space, coarse factorisation, the engine's copies
 of the operator), then :meth:`PressureSolver.solve` for each right-hand
 side.  The set-up time is measured and reported in every solve record.
+
+The operator's partition decides where the set-up runs: the whole grid's
+operator on one process, or one rank's slab of a
+:class:`~bubbleflow.operators.distributed.DistributedOperator` (a pressure
+case or a flow on several ranks).  On a slab every rank builds the
+preconditioner and the deflation space of its slab by their registry
+entries' ``slab`` builders (:data:`bubbleflow.linalg.registry.PRECONDITIONERS`,
+:data:`~bubbleflow.linalg.registry.DEFLATIONS`), the device engine is the
+registry's rank form (:data:`~bubbleflow.linalg.registry.RANK_DEVICE_ENGINES`),
+and the Krylov loop, written once (:func:`~.krylov.solve`), sums over the
+ranks through the operator's communicator.  What has no ``slab`` builder is
+refused on ranks before any set-up; :func:`slab_align` says what the ranks'
+slab edges must fall on for a case's solver.
 """
 from __future__ import annotations
 
@@ -20,23 +33,116 @@ from .deflation.space import make_deflation
 from .engines import device_engine_for
 from .krylov import SolveRecord, solve as krylov_solve
 from .krylov.record import close_record
-from .krylov.system import check_tolerances, check_variant, nullspace_of, preconditioner_of
+from .krylov.system import check_tolerances, nullspace_of, preconditioner_of
 from .precond import make_preconditioner
+from .solver_options import (METHODS, OWNER, check_names, check_preconditioner_options,
+                             deflation_options, schema_value)
 from ..compute.reductions import reductions
 
-__all__ = ["PressureSolver", "METHODS", "VARIANTS", "PRECISIONS", "check_preconditioner_options"]
+__all__ = ["PressureSolver", "METHODS", "VARIANTS", "PRECISIONS", "check_preconditioner_options",
+           "slab_align"]
 
-METHODS = tuple(registry.METHODS)
 VARIANTS = tuple(registry.VARIANTS)
 PRECISIONS = ("float64", "float32")
 
-# The solver's words for a method's broken rule (``pcg`` without a
-# preconditioner is accepted here: it is plain CG).
-_RULE_ERRORS = {
-    ("preconditioner", "forbidden"): "method {m!r} takes no preconditioner; use 'pcg'",
-    ("deflation", "forbidden"): "method {m!r} takes no deflation; use 'dpcg'",
-    ("deflation", "required"): "method {m!r} needs a deflation space",
-}
+
+def slab_align(solver_cfg, grid, ranks):
+    """The planes the ranks' slab edges fall on a multiple of, for the
+    case's ``solver`` section on ``grid`` (the whole grid: its ``shape``,
+    planes first) shared by ``ranks`` ranks: what the preconditioner's
+    registry entry asks (``slab_align``: multigrid's aggregates for as many
+    levels as can be, 2-D block IC's blocks), else 1."""
+    pc = solver_cfg.preconditioner
+    entry = registry.preconditioner(pc.type)
+    if entry.slab_align is None:
+        return 1
+    return registry.load(entry.slab_align)(tuple(grid.shape), ranks, **_section_options(pc))
+
+
+def _section_options(pc):
+    """The options of the case's ``solver.preconditioner`` section that its
+    preconditioner takes (the section holds every preconditioner's)."""
+    taken = registry.preconditioner(pc.type).options
+    return {k: v for k, v in pc.options().items() if k in taken}
+
+
+class _WholeGrid:
+    """The set-up of the whole grid's operator on one process."""
+
+    on_slab = False
+
+    def __init__(self, grid=None):
+        self.grid = grid
+
+    def refusal(self, preconditioner, deflation, precision):
+        return None
+
+    def default_precision(self, A):
+        return "float32" if np.dtype(A.dtype) == np.float32 else "float64"
+
+    def operators(self, A, precision):
+        """``(A, A_inner)``: the float64 operator of the residual checks and
+        the one the iterations (the preconditioner, the deflation) use."""
+        A64 = _operator_as(A, np.float64)
+        return A64, A64 if precision == "float64" else _operator_as(A, np.float32)
+
+    def deflation(self, name, A, phi, options):
+        """The space, its coarse factorisation queued (checked later)."""
+        space = make_deflation(name, A, phi=phi, factorise=False, **options)
+        if space is not None:
+            space.factorise(check=False)
+        return space
+
+    def preconditioner(self, name, A, options, previous):
+        """Refreshed in place where it can (its buffers, and the CUDA graphs
+        that hold them, stay valid), else built anew."""
+        if previous is None or not previous.refresh(A):
+            return make_preconditioner(name, A, **options)
+        return previous
+
+
+class _Slab(_WholeGrid):
+    """The set-up of one rank's slab of a distributed operator: the
+    registry entries' slab builders, the operator as it is (float64 only:
+    no float32 refinement on ranks), ``grid`` the whole grid (the
+    deflation boxes are its)."""
+
+    on_slab = True
+
+    def refusal(self, preconditioner, deflation, precision):
+        """Why this solver cannot run on a rank's slab, or None."""
+        for what, table, name in (("preconditioner", registry.PRECONDITIONERS, preconditioner),
+                                  ("deflation", registry.DEFLATIONS, deflation)):
+            if table[name].slab is None:
+                return (f"{what} {name!r} does not run on a rank's slab; on ranks: "
+                        + ", ".join(registry.on_slabs(table)))
+        if precision != "float64":
+            return f"precision {precision!r} runs on one process; on a rank's slab: 'float64'"
+        if deflation != "none" and self.grid is None:
+            return f"deflation {deflation!r} on a rank's slab needs the whole grid (grid=)"
+        return None
+
+    def default_precision(self, A):
+        return "float64"
+
+    def operators(self, A, precision):
+        return A, A
+
+    def deflation(self, name, A, phi, options):
+        build = registry.load(registry.deflation(name).slab)
+        return build(name, A, self.grid, phi=phi, **options)
+
+    def preconditioner(self, name, A, options, previous):
+        return registry.load(registry.preconditioner(name).slab)(A, **options)
+
+
+def _on_slab(A):
+    """Whether ``A`` is a rank's slab of a distributed operator."""
+    return getattr(A, "slab", None) is not None
+
+
+#: The set-up of each partition, by :func:`_on_slab`.
+_PARTITIONS = {False: _WholeGrid, True: _Slab}
 
 
 class PressureSolver:
@@ -44,9 +150,13 @@ class PressureSolver:
 
     Parameters
     ----------
-    A : PoissonOperator
+    A : PoissonOperator or DistributedOperator
         2-D or 3-D (the preconditioners of the given dimension, see
-        :data:`bubbleflow.linalg.registry.PRECONDITIONERS`).
+        :data:`bubbleflow.linalg.registry.PRECONDITIONERS`).  A
+        :class:`~bubbleflow.operators.distributed.DistributedOperator`: this
+        rank's slab (every rank builds its solver at once; the set-up and
+        each solve are collective), with the preconditioners and deflation
+        spaces whose registry entries have a ``slab`` builder, float64.
     method : {"cg", "pcg", "dpcg"}, optional
         Default: ``dpcg`` when a deflation other than ``none`` (or only
         ``subdomains`` or ``cells_per_subdomain``) is given, ``cg`` when the
@@ -61,7 +171,9 @@ class PressureSolver:
         Default: the method's (``none`` for ``pcg``, ``levelset_subdomains``
         for ``dpcg``).
     phi : array, optional
-        Level set (grid-shaped), needed by ``levelset_subdomains``.
+        Level set (grid-shaped), needed by ``levelset_subdomains``; on a
+        rank's slab, the level set on the slab widened by its halo planes
+        (planes ``lo:hi`` of :meth:`~bubbleflow.mesh.ranks.RankSlab.extended`).
     block_lines : int
         Grid lines per block for ``block_ic``.
     subdomains : (px, py) or (px, py, pz), optional
@@ -113,6 +225,9 @@ class PressureSolver:
         Relative tolerance of each float32 correction.  The float32 floor
         above makes tighter ones cost iterations for little gain (iteration
         counts: docs/performance.md, "Figures behind code choices").
+    grid : Grid, optional
+        The whole grid, for a deflation space on a rank's slab (its boxes
+        are the whole grid's); a grid operator carries its own.
 
     Raises
     ------
@@ -123,28 +238,34 @@ class PressureSolver:
         ``preconditioner_options``, ``block_lines``, ``subdomains``,
         ``cells_per_subdomain``, ``stripes``, ``maxiter`` or
         ``check_every`` the case file's schema refuses; a negative ``rtol``
-        or ``atol``.  The message names the argument, its value and what
-        is accepted.
+        or ``atol``; on a rank's slab, a preconditioner or deflation space
+        without a slab builder, ``float32`` precision, or a deflation space
+        without ``grid``.  The message names the argument, its value and
+        what is accepted.
     """
 
     def __init__(self, A, method=None, preconditioner=None,
                  deflation=None, phi=None, block_lines=2, subdomains=None,
                  stripes=16, variant="adef2", rtol=1e-8, atol=0.0, maxiter=10000, check_every=10,
                  precision=None, inner_rtol=3e-2, preconditioner_options=None,
-                 cells_per_subdomain=None):
+                 cells_per_subdomain=None, grid=None):
         method, preconditioner, deflation = registry.method_defaults(
             method, preconditioner, deflation,
             deflation_options=(subdomains, cells_per_subdomain) != (None, None))
-        _check_names(method, preconditioner, deflation, variant)
+        check_names(method, preconditioner, deflation, variant)
+        self.partition = _PARTITIONS[_on_slab(A)](grid)
         if precision is None:
-            precision = "float32" if np.dtype(A.dtype) == np.float32 else "float64"
+            precision = self.partition.default_precision(A)
         if precision not in PRECISIONS:
             raise ValueError(f"precision {precision!r}; expected one of {PRECISIONS}")
+        refused = self.partition.refusal(preconditioner, deflation, precision)
+        if refused is not None:
+            raise ValueError(f"{OWNER}: {refused}")
         if not 0.0 < inner_rtol < 1.0:
             raise ValueError(f"inner_rtol={inner_rtol}; expected 0 < inner_rtol < 1")
-        rtol, atol, _ = check_tolerances(rtol, atol, None, name=_OWNER)
-        maxiter = _schema_value("SolverConfig", "maxiter", maxiter)
-        check_every = _schema_value("SolverConfig", "check_every", check_every)
+        rtol, atol, _ = check_tolerances(rtol, atol, None, name=OWNER)
+        maxiter = schema_value("SolverConfig", "maxiter", maxiter)
+        check_every = schema_value("SolverConfig", "check_every", check_every)
         self.precision = precision
         self.inner_rtol = float(inner_rtol)
         self.method = method
@@ -155,13 +276,13 @@ class PressureSolver:
         # The preconditioner's options, by the registry's list of them
         # (Jacobi's check deferred to after the one synchronisation).
         given = check_preconditioner_options(preconditioner, preconditioner_options or {})
-        block_lines = _schema_value("PreconditionerConfig", "block_lines", block_lines)
+        block_lines = schema_value("PreconditionerConfig", "block_lines", block_lines)
         given = {"block_lines": block_lines, "check": False, **given}
         self.preconditioner_options = {k: given[k]
                                        for k in registry.preconditioner(preconditioner).options
                                        if k in given}
-        self.deflation_options = _deflation_options(subdomains, stripes, cells_per_subdomain)
-        self.device = None
+        self.deflation_options = deflation_options(subdomains, stripes, cells_per_subdomain)
+        self.M = self.device = None
         self._unchecked = None          # the set-up's checks, when update left them to solve
         self.update(A, phi)
 
@@ -178,11 +299,17 @@ class PressureSolver:
         the device) are left to the next :meth:`solve`, which runs them
         first; the set-up is then queued and the host goes on at once (a
         flow queues it beside its momentum phase).
+
+        ``A`` is of the partition the solver was built for (a rank's slab,
+        ``phi`` then the level set on the slab widened by its halo planes,
+        or the whole grid).
         """
+        if _on_slab(A) != self.partition.on_slab:
+            raise ValueError(f"{OWNER}.update: a {type(A).__name__} for a solver built for "
+                             + ("a rank's slab" if self.partition.on_slab else "the whole grid"))
         # A: the float64 operator of the residual checks; A_inner: the one
         # the iterations (and the preconditioner, the deflation) use.
-        self.A = _operator_as(A, np.float64)
-        self.A_inner = self.A if self.precision == "float64" else _operator_as(A, np.float32)
+        self.A, self.A_inner = self.partition.operators(A, self.precision)
         A = self.A_inner
         t0 = time.perf_counter()
         # The deflation space (it reads its size on the host), its coarse
@@ -190,16 +317,10 @@ class PressureSolver:
         # queued behind it; then one transfer of every deferred check (the
         # factorisations' and the preconditioner's), which is the one wait for
         # the device.
-        self.deflation = make_deflation(self.deflation_name, A, phi=phi, factorise=False,
-                                        **self.deflation_options)
-        if self.deflation is not None:
-            self.deflation.factorise(check=False)
-        # Refreshed in place where it can (its buffers, and the CUDA graphs
-        # that hold them, stay valid), else built anew.
-        previous = getattr(self, "M", None)
-        if previous is None or not previous.refresh(A):
-            self.M = make_preconditioner(self.preconditioner_name, A,
-                                         **self.preconditioner_options)
+        self.deflation = self.partition.deflation(self.deflation_name, A, phi,
+                                                  self.deflation_options)
+        self.M = self.partition.preconditioner(self.preconditioner_name, A,
+                                               self.preconditioner_options, self.M)
         self.device = self._device_engine()
         checked = [self.M] if self.deflation is None else [self.deflation.coarse, self.M]
         self._unchecked = checked
@@ -228,13 +349,13 @@ class PressureSolver:
                                  previous=self.device)
 
     @classmethod
-    def from_config(cls, A, solver_cfg, phi=None, precision=None):
+    def from_config(cls, A, solver_cfg, phi=None, precision=None, grid=None):
         """Build from the ``solver`` section of a case; ``precision`` is the
-        case's top-level ``precision`` (default: from the operator's dtype)."""
+        case's top-level ``precision`` (default: from the operator's dtype;
+        float64 on a rank's slab); ``grid``: the whole grid, for a
+        deflation space on a rank's slab."""
         pc = solver_cfg.preconditioner
-        # The section holds every preconditioner's options: this one's are passed on.
-        taken = registry.preconditioner(pc.type).options
-        options = {k: v for k, v in pc.options().items() if k in taken}
+        options = _section_options(pc)
         return cls(A, method=solver_cfg.method, preconditioner=pc.type,
                    deflation=solver_cfg.deflation.type, phi=phi,
                    block_lines=solver_cfg.preconditioner.block_lines,
@@ -243,13 +364,15 @@ class PressureSolver:
                    stripes=solver_cfg.deflation.stripes, variant=solver_cfg.variant,
                    rtol=solver_cfg.rtol, atol=solver_cfg.atol, maxiter=solver_cfg.maxiter,
                    check_every=solver_cfg.check_every, precision=precision,
-                   preconditioner_options=options)
+                   preconditioner_options=options, grid=grid)
 
     def solve(self, b, x0=None, callback=None, progress=None, rtol=None, atol=None):
         """Solve ``A x = b``; returns ``(x, SolveRecord)``.
 
-        ``b`` may be flat or grid-shaped; ``x`` has the shape of ``b`` and is
-        float64 (whatever ``b``'s dtype).
+        ``b`` may be flat or grid-shaped (on a rank's slab: the slab's
+        cells, flat or slab-shaped); ``x`` has the shape of ``b`` and is
+        float64 (whatever ``b``'s dtype).  On ranks the record is the same
+        on every rank.
 
         Parameters
         ----------
@@ -395,130 +518,6 @@ class PressureSolver:
         d = self.deflation
         return (f"<PressureSolver {self.method} M={self.preconditioner_name} "
                 f"deflation={getattr(d, 'kind', 'none')}({getattr(d, 'k', 0)}) {self.precision}>")
-
-
-_OWNER = "PressureSolver"
-
-
-def _check_names(method, preconditioner, deflation, variant):
-    """The method, preconditioner, deflation and variant names, and the
-    method's rules, checked (ValueError naming the name and the accepted ones)."""
-    if method not in METHODS:
-        raise ValueError(f"method {method!r}; expected one of {METHODS}")
-    registry.preconditioner(preconditioner)          # an unknown name: the registry's error
-    registry.deflation(deflation)
-    check_variant(variant)
-    for rule in registry.method_violations(method, preconditioner, deflation):
-        if rule in _RULE_ERRORS:
-            raise ValueError(_RULE_ERRORS[rule].format(m=method))
-
-
-class _SchemaRefusal:
-    """The context the case schema's field checkers report to
-    (:mod:`bubbleflow.case.config`: ``fail`` and ``bad``): each refusal is
-    raised as the schema's error, which :func:`_schema_value` turns into
-    the API's ValueError."""
-
-    def fail(self, path, problem, expected=None, value=None, text=None, missing=False):
-        from ..case.config import CaseError
-
-        raise CaseError(_OWNER, None, problem, expected, value=value)
-
-    def bad(self, path, value, expected):
-        self.fail(path, "", expected, value)
-
-
-def _schema_specs(section):
-    """``{key: checker}`` of a section of the case schema (by class name)."""
-    import dataclasses
-
-    from ..case import config
-
-    cls = getattr(config, section)
-    return {f.name: f.metadata["spec"] for f in dataclasses.fields(cls) if "spec" in f.metadata}
-
-
-def _schema_value(section, key, value, owner=_OWNER):
-    """``value`` of ``key`` as the case schema's ``section`` checks and
-    converts it; ValueError naming ``owner``, the key, the value and what
-    the case file accepts."""
-    from ..case.config import CaseError
-
-    try:
-        return _schema_specs(section)[key].convert(_SchemaRefusal(), (key,), value)
-    except CaseError as exc:
-        raise ValueError(f"{owner}: {key}={value!r}: expected {exc.expected}") from None
-
-
-def check_preconditioner_options(preconditioner, options):
-    """The options of preconditioner ``preconditioner``, checked before any set-up.
-
-    Names must be among those its registry entry lists
-    (:data:`bubbleflow.linalg.registry.PRECONDITIONERS`); values are checked
-    as the case file's ``solver.preconditioner`` section checks them
-    (:class:`bubbleflow.case.config.PreconditionerConfig`) where it has the
-    key, and passed on unchecked where it has not (an option of a
-    preconditioner that case files do not configure).
-
-    Parameters
-    ----------
-    preconditioner : str
-        A name of :data:`bubbleflow.linalg.registry.PRECONDITIONERS`.
-    options : mapping
-        Option name -> value.
-
-    Returns
-    -------
-    dict
-        The options, values converted as the case file converts them.
-
-    Raises
-    ------
-    ValueError
-        An unknown preconditioner; a name it does not take (the error names
-        it, the preconditioner and the names it takes); a value out of range.
-
-    Examples
-    --------
-    >>> check_preconditioner_options("multigrid", {"degree": 3})
-    {'degree': 3}
-    >>> check_preconditioner_options("multigrid", {"degre": 3})
-    Traceback (most recent call last):
-    ...
-    ValueError: preconditioner 'multigrid' takes no option 'degre' (did you mean 'degree'?); \
-its options: degree, ratio, scale, coarsest, min_side, cycle_precision, w_levels
-    """
-    import difflib
-    from collections.abc import Mapping
-
-    entry = registry.preconditioner(preconditioner)
-    if not isinstance(options, Mapping):
-        raise ValueError(f"{_OWNER}: preconditioner_options={options!r}: expected a mapping "
-                         f"of option names to values (dict)")
-    accepted = ", ".join(entry.options) or "none"
-    for name in options:
-        if name not in entry.options:
-            near = difflib.get_close_matches(str(name), entry.options, n=1, cutoff=0.6)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ValueError(f"preconditioner {preconditioner!r} takes no option {name!r}"
-                             f"{hint}; its options: {accepted}")
-    specs = _schema_specs("PreconditionerConfig")
-    owner = f"preconditioner {preconditioner!r}"
-    return {name: _schema_value("PreconditionerConfig", name, value, owner) if name in specs
-            else value for name, value in options.items()}
-
-
-def _deflation_options(subdomains, stripes, cells_per_subdomain):
-    """The deflation keywords, checked as the case file's ``solver.deflation``
-    section checks them (:class:`bubbleflow.case.config.DeflationConfig`).
-    A list of block counts of another length than 2 or 3 is left to the
-    deflation space, whose error names the grid's dimension."""
-    if not (isinstance(subdomains, (list, tuple)) and len(subdomains) not in (2, 3)):
-        subdomains = _schema_value("DeflationConfig", "subdomains", subdomains)
-    return dict(subdomains=subdomains,
-                stripes=_schema_value("DeflationConfig", "stripes", stripes),
-                cells_per_subdomain=_schema_value("DeflationConfig", "cells_per_subdomain",
-                                                  cells_per_subdomain))
 
 
 class _Report:

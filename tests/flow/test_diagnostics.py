@@ -8,7 +8,8 @@ import pytest
 
 from bubbleflow.compute.backend import get_backend
 from bubbleflow.case.config import load_case
-from bubbleflow.flow.levelset_ops import _contour_area, bubble_diagnostics
+from bubbleflow.flow.bubble_measures import bubble_diagnostics
+from bubbleflow.flow.contour import contour_area
 from bubbleflow.flow.navier_stokes import FlowSolver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,7 +30,7 @@ def test_circularity_of_a_circle_converges_to_one():
     errors = []
     for n in (20, 40, 80, 160):
         phi, h, u, v = _circle(n)
-        d = bubble_diagnostics(phi, u, v, h, h, 1.5 * h)
+        d = bubble_diagnostics(phi, (u, v), (h, h), 1.5 * h)
         errors.append(d["circularity"] - 1.0)
         # Area and length of one polygon: never above 1 (isoperimetric).
         assert d["circularity"] <= 1.0
@@ -48,13 +49,13 @@ def test_circularity_off_grid_centres():
     for _ in range(5):
         c = rng.uniform(0.45, 0.55, size=2)
         phi, h, u, v = _circle(64, radius=0.2, centre=c, ly=1.0)
-        d = bubble_diagnostics(phi, u, v, h, h, 1.5 * h)
+        d = bubble_diagnostics(phi, (u, v), (h, h), 1.5 * h)
         assert 1.0 - 1e-3 < d["circularity"] <= 1.0
 
 
 def test_circularity_at_t0_of_the_two_phase_case():
     backend = get_backend("numpy")
-    # 40 x 80 cells, R = 10 cells: was 1.0021 (the user's "starts at 1.002").
+    # 40 x 80 cells, R = 10 cells: the smoothed Heaviside area would give 1.0021.
     case = load_case(os.path.join(ROOT, "cases/two_phase.yaml"))
     solver = FlowSolver(case, backend)
     state = solver.initial_state()
@@ -68,35 +69,35 @@ def test_contour_area_of_a_straight_interface():
     h = 1.0 / n
     x = (np.arange(n) + 0.5) * h
     Y = np.broadcast_to(x[:, None], (n, n))
-    area = _contour_area(Y - 0.3, h, h, np)
+    area = contour_area(Y - 0.3, (h, h))
     assert area == pytest.approx((0.3 - 0.5 * h) * (x[-1] - x[0]), rel=1e-12)
     # A tilted line: a trapezoid, exact too (the contour is exact for linear phi).
     X = np.broadcast_to(x[None, :], (n, n))
     phi = (Y - 0.3) - 0.2 * (X - 0.5)
     yl, yr = 0.3 + 0.2 * (x[0] - 0.5), 0.3 + 0.2 * (x[-1] - 0.5)
     exact = 0.5 * ((yl - x[0]) + (yr - x[0])) * (x[-1] - x[0])
-    assert _contour_area(phi, h, h, np) == pytest.approx(exact, rel=1e-12)
+    assert contour_area(phi, (h, h)) == pytest.approx(exact, rel=1e-12)
 
 
 def test_contour_area_in_saddle_squares():
     # One lattice square, gas at a and c.  Centre liquid (mean >= 0): two
     # corner triangles of legs 1/2; centre gas: the square less two triangles.
-    assert _contour_area(np.array([[-1.0, 1.0], [1.0, -1.0]]), 1.0, 1.0, np) == pytest.approx(0.25)
-    assert _contour_area(np.array([[-1.0, 1.0], [1.0, -2.0]]), 1.0, 1.0, np) == \
+    assert contour_area(np.array([[-1.0, 1.0], [1.0, -1.0]]), (1.0, 1.0)) == pytest.approx(0.25)
+    assert contour_area(np.array([[-1.0, 1.0], [1.0, -2.0]]), (1.0, 1.0)) == \
         pytest.approx(1.0 - 2 * 0.5 * 0.5 * (1.0 / 3.0))
     # Liquid at a and c, gas connected through a gas centre: the square less
     # two triangles at a and c; liquid centre: two gas triangles at b and d.
-    assert _contour_area(np.array([[1.0, -1.0], [-1.0, 1.0]]), 2.0, 3.0, np) == \
+    assert contour_area(np.array([[1.0, -1.0], [-1.0, 1.0]]), (2.0, 3.0)) == \
         pytest.approx(6.0 * 0.25)
-    assert _contour_area(np.array([[1.0, -2.0], [-2.0, 1.0]]), 1.0, 1.0, np) == \
+    assert contour_area(np.array([[1.0, -2.0], [-2.0, 1.0]]), (1.0, 1.0)) == \
         pytest.approx(1.0 - 2 * 0.5 * (1 / 3) * (1 / 3))
 
 
 def test_no_gas_and_all_gas():
     n = 8
     u, v = np.zeros((n, n + 1)), np.zeros((n + 1, n))
-    d = bubble_diagnostics(np.ones((n, n)), u, v, 0.1, 0.1, 0.15)
+    d = bubble_diagnostics(np.ones((n, n)), (u, v), (0.1, 0.1), 0.15)
     assert d["contour_area"] == 0.0 and math.isnan(d["circularity"])
-    d = bubble_diagnostics(-np.ones((n, n)), u, v, 0.1, 0.1, 0.15)
+    d = bubble_diagnostics(-np.ones((n, n)), (u, v), (0.1, 0.1), 0.15)
     assert d["contour_area"] == pytest.approx((0.1 * (n - 1)) ** 2)
     assert math.isnan(d["circularity"])          # no contour, no perimeter

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bubbleflow.case.config import load_case
-from bubbleflow.flow import vof
+from bubbleflow.flow.vof_fraction import volume_fraction
 from bubbleflow.flow.navier_stokes import FlowSolver
 from helpers.cli import ROOT, run_cli, run_interrupted
 
@@ -39,7 +39,7 @@ def test_clsvof_keeps_the_gas_volume_and_one_interface(backend):
     assert c.min() >= 0.0 and c.max() <= 1.0
     assert np.all(phi[c == 1.0] < 0) and np.all(phi[c == 0.0] > 0)
     h = 1.0 / 20
-    phi_volume = float(np.sum(to_host(vof.volume_fraction(state.phi, h, h)))) * h * h
+    phi_volume = float(np.sum(to_host(volume_fraction(state.phi, (h, h))))) * h * h
     assert abs(phi_volume - v0) / v0 < 1e-2
     # The bubble moved: the check above is not of a still interface.
     assert rep.diagnostics["centroid_y"] > 0.5 + 1e-3

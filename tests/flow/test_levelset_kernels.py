@@ -1,21 +1,26 @@
-"""The CUDA level-set kernels (flow.levelset_cuda) against their array-code twins.
+"""The CUDA level-set kernels (flow.levelset_cuda) against their array-code twins
+(flow.levelset, flow.bubble_measures).
 
-``advect``, ``reinitialize``, ``curvature``, ``smooth`` and ``bubble_diagnostics`` on CuPy
-run a few kernels each; here each variant is called directly (so a silent
-fall-back to the array code cannot pass for it) and compared with the
-reference on NumPy: a circle's signed distance, several bubbles under a free
-surface and a random smooth field, on square and non-square grids with
-``hx != hy``, velocities of both signs.  The fields agree to 1e-12 relative
-(the kernels follow the array code's order of operations without FMA
-contraction); the diagnostics, sums in another order, to 1e-12 relative.
-Every kernel gives the same bits on a second call.  Each comparison prints
-its largest difference (``pytest -rP`` shows them).
+``advect``, ``reinitialize``, ``curvature``, ``smooth`` and ``bubble_sums`` on
+CuPy, in 2-D on one process, run a few kernels each; here each variant is
+called directly (so a silent fall-back to the array code cannot pass for
+it) and compared with the reference on NumPy: a circle's signed distance,
+several bubbles under a free surface and a random smooth field, on square
+and non-square grids with ``hx != hy``, velocities of both signs.  The
+fields agree to 1e-12 relative (the kernels follow the array code's order of
+operations without FMA contraction); the diagnostics, sums in another
+order, to 1e-12 relative.  Every kernel gives the same bits on a second
+call, and declines (``NotImplemented``) what it does not cover: another
+dtype, grids under the stencils' reach, 3-D, a rank's slab.  Each
+comparison prints its largest difference (``pytest -rP`` shows them).
 """
 import numpy as np
 import pytest
 
-from bubbleflow.flow.levelset_ops import (advect, bubble_diagnostics, curvature, reinitialize,
-                                          smooth)
+from bubbleflow.flow.bubble_measures import (VolumeMeasure, bubble_diagnostics, bubble_quantities,
+                                             bubble_sums)
+from bubbleflow.flow.levelset import advect, curvature, reinitialize, smooth
+from bubbleflow.flow.padding import WallPadding
 
 pytestmark = pytest.mark.gpu
 
@@ -92,21 +97,28 @@ def grid_id(g):
     return f"{g[0]}x{g[1]}" + ("" if g[2] == g[3] else "-aniso")
 
 
+def diagnostics_variant(phi, u, v, hx, hy, eps):
+    """The quantities of the CUDA sums (the stepper's path: sums, one transfer)."""
+    sums = variant(bubble_sums)(phi, (u, v), (hx, hy), eps)
+    assert sums is not NotImplemented
+    return bubble_quantities(sums.get(), (hx, hy))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("grid", GRIDS, ids=grid_id)
 def test_advect_kernel(grid, kind, cp):
     nx, ny, hx, hy = grid
     phi, u, v = fields(nx, ny, hx, hy, kind)
     dt = 0.4 * min(hx, hy)
-    got = variant(advect)(cp.asarray(phi), cp.asarray(u), cp.asarray(v), dt, hx, hy)
+    got = variant(advect)(cp.asarray(phi), (cp.asarray(u), cp.asarray(v)), dt, (hx, hy))
     assert got is not NotImplemented
-    close(f"advect {grid_id(grid)} {kind}", got, advect.reference(phi, u, v, dt, hx, hy))
-    twin = advect(cp.asarray(phi), cp.asarray(u), cp.asarray(v), dt, hx, hy)
+    close(f"advect {grid_id(grid)} {kind}", got, advect.reference(phi, (u, v), dt, (hx, hy)))
+    twin = advect(cp.asarray(phi), (cp.asarray(u), cp.asarray(v)), dt, (hx, hy))
     np.testing.assert_array_equal(twin.get(), got.get())
     # Opposite velocities: the other upwind branches.
-    got = variant(advect)(cp.asarray(phi), cp.asarray(-u), cp.asarray(-v), dt, hx, hy)
+    got = variant(advect)(cp.asarray(phi), (cp.asarray(-u), cp.asarray(-v)), dt, (hx, hy))
     close(f"advect {grid_id(grid)} {kind} reversed", got,
-          advect.reference(phi, -u, -v, dt, hx, hy))
+          advect.reference(phi, (-u, -v), dt, (hx, hy)))
 
 
 @pytest.mark.parametrize("iterations", [1, 4, 20])
@@ -116,15 +128,15 @@ def test_reinitialize_kernel(grid, kind, iterations, cp):
     nx, ny, hx, hy = grid
     phi, _, _ = fields(nx, ny, hx, hy, kind)
     phi = 1.7 * phi * (1.0 + 0.3 * np.sin(7.0 * phi))          # far from a distance
-    got = variant(reinitialize)(cp.asarray(phi), hx, hy, iterations)
+    got = variant(reinitialize)(cp.asarray(phi), (hx, hy), iterations)
     assert got is not NotImplemented
     close(f"reinitialize {grid_id(grid)} {kind} it={iterations}", got,
-          reinitialize.reference(phi, hx, hy, iterations))
+          reinitialize.reference(phi, (hx, hy), iterations))
 
 
 def test_reinitialize_zero_iterations_is_a_copy(cp):
     phi = cp.asarray(fields(37, 53, 1 / 37, 1 / 53, "circle")[0])
-    out = variant(reinitialize)(phi, 1 / 37, 1 / 53, 0)
+    out = variant(reinitialize)(phi, (1 / 37, 1 / 53), 0)
     assert out is not phi
     np.testing.assert_array_equal(out.get(), phi.get())
 
@@ -134,9 +146,9 @@ def test_reinitialize_zero_iterations_is_a_copy(cp):
 def test_curvature_kernel(grid, kind, cp):
     nx, ny, hx, hy = grid
     phi, _, _ = fields(nx, ny, hx, hy, kind)
-    got = variant(curvature)(cp.asarray(phi), hx, hy)
+    got = variant(curvature)(cp.asarray(phi), (hx, hy))
     assert got is not NotImplemented
-    close(f"curvature {grid_id(grid)} {kind}", got, curvature.reference(phi, hx, hy))
+    close(f"curvature {grid_id(grid)} {kind}", got, curvature.reference(phi, (hx, hy)))
 
 
 @pytest.mark.parametrize("passes", [1, 2, 3])
@@ -155,54 +167,73 @@ def test_smooth_kernel(grid, kind, passes, cp):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("grid", GRIDS + [(300, 1001, 1 / 300, 1 / 290)], ids=grid_id)
-def test_bubble_diagnostics_kernel(grid, kind, cp):
+def test_bubble_sums_kernel(grid, kind, cp):
     nx, ny, hx, hy = grid
     phi, u, v = fields(nx, ny, hx, hy, kind)
     eps = 1.5 * max(hx, hy)
-    got = variant(bubble_diagnostics)(cp.asarray(phi), cp.asarray(u), cp.asarray(v), hx, hy, eps)
-    assert got is not NotImplemented
-    close_dict(f"bubble_diagnostics {grid_id(grid)} {kind}", got,
-               bubble_diagnostics.reference(phi, u, v, hx, hy, eps))
+    got = diagnostics_variant(cp.asarray(phi), cp.asarray(u), cp.asarray(v), hx, hy, eps)
+    close_dict(f"bubble_sums {grid_id(grid)} {kind}", got,
+               bubble_diagnostics(phi, (u, v), (hx, hy), eps))
+    twin = bubble_diagnostics(cp.asarray(phi), (cp.asarray(u), cp.asarray(v)), (hx, hy), eps)
+    assert twin == got
 
 
 @pytest.mark.parametrize("shift", [+1.0, -1.0])
-def test_bubble_diagnostics_without_gas_or_contour(shift, cp):
+def test_bubble_sums_without_gas_or_contour(shift, cp):
     """All liquid (no gas: NaN quotients) and all gas (no contour: NaN circularity)."""
     phi, u, v = fields(37, 53, 1 / 37, 1 / 53, "circle")
     phi = shift * (np.abs(phi) + 0.1)
-    got = variant(bubble_diagnostics)(cp.asarray(phi), cp.asarray(u), cp.asarray(v),
-                                      1 / 37, 1 / 53, 1.5 / 37)
-    ref = bubble_diagnostics.reference(phi, u, v, 1 / 37, 1 / 53, 1.5 / 37)
-    close_dict(f"bubble_diagnostics no contour {shift:+}", got, ref)
+    got = diagnostics_variant(cp.asarray(phi), cp.asarray(u), cp.asarray(v),
+                              1 / 37, 1 / 53, 1.5 / 37)
+    ref = bubble_diagnostics(phi, (u, v), (1 / 37, 1 / 53), 1.5 / 37)
+    close_dict(f"bubble_sums no contour {shift:+}", got, ref)
     assert np.isnan(got["circularity"])
 
 
 def test_fallbacks_run_the_reference(cp):
-    """float32 and grids under the stencils' reach: the variants decline."""
+    """float32, grids under the stencils' reach, 3-D, a slab's padding and
+    another measure: the variants decline."""
     phi, u, v = fields(37, 53, 1 / 37, 1 / 53, "bubbles")
+    h = (1 / 37, 1 / 53)
     f32 = [cp.asarray(a, dtype=cp.float32) for a in (phi, u, v)]
-    assert variant(advect)(*f32, 0.01, 1 / 37, 1 / 53) is NotImplemented
-    assert variant(reinitialize)(f32[0], 1 / 37, 1 / 53, 2) is NotImplemented
-    assert variant(curvature)(f32[0], 1 / 37, 1 / 53) is NotImplemented
-    assert variant(bubble_diagnostics)(*f32, 1 / 37, 1 / 53, 0.04) is NotImplemented
-    out = advect(*f32, 0.01, 1 / 37, 1 / 53)
+    assert variant(advect)(f32[0], tuple(f32[1:]), 0.01, h) is NotImplemented
+    assert variant(reinitialize)(f32[0], h, 2) is NotImplemented
+    assert variant(curvature)(f32[0], h) is NotImplemented
+    assert variant(bubble_sums)(f32[0], tuple(f32[1:]), h, 0.04) is NotImplemented
+    out = advect(f32[0], tuple(f32[1:]), 0.01, h)
     assert out.dtype == np.float32
+    d = [cp.asarray(a) for a in (phi, u, v)]
+    slab = WallPadding()                       # any padding but the walls' own
+    assert variant(advect)(d[0], tuple(d[1:]), 0.01, h, slab) is NotImplemented
+    assert variant(reinitialize)(d[0], h, 2, 0.3, slab) is NotImplemented
+    assert variant(curvature)(d[0], h, slab) is NotImplemented
+    assert variant(smooth)(d[0], 1, slab) is NotImplemented
+    assert variant(bubble_sums)(d[0], tuple(d[1:]), h, 0.04, slab) is NotImplemented
+    assert variant(bubble_sums)(d[0], tuple(d[1:]), h, 0.04, measure=VolumeMeasure()) \
+        is NotImplemented
+    cube = cp.asarray(np.random.default_rng(0).standard_normal((5, 6, 7)))
+    faces = tuple(cp.zeros(s) for s in ((5, 6, 8), (5, 7, 7), (6, 6, 7)))
+    assert variant(advect)(cube, faces, 0.01, (0.1,) * 3) is NotImplemented
+    assert variant(reinitialize)(cube, (0.1,) * 3, 2) is NotImplemented
+    assert variant(curvature)(cube, (0.1,) * 3) is NotImplemented
+    assert variant(smooth)(cube, 1) is NotImplemented
+    assert variant(bubble_sums)(cube, faces, (0.1,) * 3, 0.15) is NotImplemented
     phi, u, v = fields(2, 9, 0.5, 0.1, "circle")
     small = [cp.asarray(a) for a in (phi, u, v)]
-    assert variant(advect)(*small, 0.01, 0.5, 0.1) is NotImplemented
-    assert variant(curvature)(small[0], 0.5, 0.1) is NotImplemented
-    close("advect 2x9 fallback", advect(*small, 0.01, 0.5, 0.1),
-          advect.reference(phi, u, v, 0.01, 0.5, 0.1))
+    assert variant(advect)(small[0], tuple(small[1:]), 0.01, (0.5, 0.1)) is NotImplemented
+    assert variant(curvature)(small[0], (0.5, 0.1)) is NotImplemented
+    close("advect 2x9 fallback", advect(small[0], tuple(small[1:]), 0.01, (0.5, 0.1)),
+          advect.reference(phi, (u, v), 0.01, (0.5, 0.1)))
     phi, u, v = fields(1, 9, 0.5, 0.1, "circle")
-    assert variant(bubble_diagnostics)(*[cp.asarray(a) for a in (phi, u, v)],
-                                       0.5, 0.1, 0.75) is NotImplemented
+    one = [cp.asarray(a) for a in (phi, u, v)]
+    assert variant(bubble_sums)(one[0], tuple(one[1:]), (0.5, 0.1), 0.75) is NotImplemented
 
 
 def test_non_contiguous_input(cp):
     phi, u, v = fields(74, 53, 1 / 37, 1 / 53, "bubbles")
     d = cp.asarray(phi)[:, ::2]
-    close("curvature strided", variant(curvature)(d, 1 / 37, 1 / 53),
-          curvature.reference(np.ascontiguousarray(phi[:, ::2]), 1 / 37, 1 / 53))
+    close("curvature strided", variant(curvature)(d, (1 / 37, 1 / 53)),
+          curvature.reference(np.ascontiguousarray(phi[:, ::2]), (1 / 37, 1 / 53)))
 
 
 def test_kernels_are_deterministic(cp):
@@ -211,9 +242,9 @@ def test_kernels_are_deterministic(cp):
     phi, u, v = (cp.asarray(a) for a in fields(nx, ny, hx, hy, "bubbles"))
     runs = []
     for _ in range(2):
-        runs.append([advect(phi, u, v, 0.3 * hy, hx, hy).get(),
-                     reinitialize(phi, hx, hy, 4).get(),
-                     curvature(phi, hx, hy).get(),
-                     np.array(list(bubble_diagnostics(phi, u, v, hx, hy, 1.5 * hx).values()))])
+        runs.append([advect(phi, (u, v), 0.3 * hy, (hx, hy)).get(),
+                     reinitialize(phi, (hx, hy), 4).get(),
+                     curvature(phi, (hx, hy)).get(),
+                     bubble_sums(phi, (u, v), (hx, hy), 1.5 * hx).get()])
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a.view(np.uint64), b.view(np.uint64))

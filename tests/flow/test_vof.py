@@ -1,11 +1,20 @@
-"""Volume of fluid: PLIC geometry, fractions from a level set, conservative
-advection (Weymouth and Yue 2010)."""
+"""Volume of fluid in 2-D: PLIC geometry of lines, fractions from a level
+set, conservative advection (Weymouth and Yue 2010), the level set rebuilt
+from the PLIC segments, the gas regions."""
 import math
 
 import numpy as np
 import pytest
 
-from bubbleflow.flow import vof
+from bubbleflow.flow import levelset
+from bubbleflow.flow.plic import cut_fraction, plane_constant
+from bubbleflow.flow.plic_reconstruction import reconstruct
+from bubbleflow.flow.plic_segments import interface_segments
+from bubbleflow.flow.vof_advection import advect
+from bubbleflow.flow.vof_diagnostics import REGION_COLUMNS, gas_volume, region_diagnostics
+from bubbleflow.flow.vof_fraction import volume_fraction
+from bubbleflow.flow.vof_limits import CLIP_TOLERANCE
+from bubbleflow.flow.vof_redistance import redistance
 
 
 def centres(n, h):
@@ -25,7 +34,7 @@ def straight_line(n, h, angle):
 def circle_fraction(xp, n, xc, yc, radius):
     h = 1.0 / n
     X, Y = centres(n, h)
-    return vof.volume_fraction(xp.asarray(np.hypot(X - xc, Y - yc) - radius), h, h)
+    return volume_fraction(xp.asarray(np.hypot(X - xc, Y - yc) - radius), (h, h))
 
 
 def stream_velocity(psi, hx, hy):
@@ -52,8 +61,8 @@ def test_inverse_then_forward_plic_returns_the_fraction(lx, ly, backend):
     c[5::11] = 1e-15
     c[6::13] = 1.0 - 1e-15
     mx, my, c = xp.asarray(mx), xp.asarray(my), xp.asarray(c)
-    alpha = vof.line_constant(mx, my, c, lx, ly)
-    back = vof.cut_fraction(mx, my, alpha, lx, ly)
+    alpha = plane_constant((mx, my), c, (lx, ly))
+    back = cut_fraction((mx, my), alpha, (lx, ly))
     assert float(xp.max(xp.abs(back - c))) < 1e-12
     # c = 0 and c = 1 put the line through the first and last corner reached.
     corners = xp.stack([mx * x + my * y for x in (0.0, lx) for y in (0.0, ly)])
@@ -68,7 +77,7 @@ def test_cut_fraction_matches_area_formulas(backend):
     mx = xp.asarray([1.0, 1.0, -1.0, 0.0])
     my = xp.asarray([1.0, 0.0, 0.0, 2.0])
     alpha = xp.asarray([0.5, 0.5, -0.5, 1.0])
-    got = backend.to_host(vof.cut_fraction(mx, my, alpha, 2.0, 1.0))
+    got = backend.to_host(cut_fraction((mx, my), alpha, (2.0, 1.0)))
     assert np.allclose(got, [0.125 / 2.0, 0.25, 0.75, 0.5], rtol=0, atol=1e-15)
 
 
@@ -77,17 +86,17 @@ def test_straight_line_is_reconstructed_exactly(angle, backend):
     xp = backend.xp
     n, h = 16, 1.0 / 16
     X, Y, (nx_, ny_), phi = straight_line(n, h, angle)
-    c = vof.volume_fraction(xp.asarray(phi), h, h)
+    c = volume_fraction(xp.asarray(phi), (h, h))
     cut = (c > 0) & (c < 1)
     assert int(xp.sum(cut)) > 0
     # With the level set's normal: the same line in every cut cell.
-    mx, my, alpha = vof.reconstruct(c, h, h, normal_from=xp.asarray(phi))
+    (mx, my), alpha = reconstruct(c, (h, h), normal_from=xp.asarray(phi))
     exact_alpha = xp.asarray(0.5 * h * (nx_ + ny_) - phi)
     assert float(xp.max(xp.abs(mx - nx_)[cut])) < 1e-12
     assert float(xp.max(xp.abs(my - ny_)[cut])) < 1e-12
     assert float(xp.max(xp.abs(alpha - exact_alpha)[cut])) < 1e-12
     # Youngs' normals from c alone: first order, a few degrees off at most.
-    mx, my, alpha = vof.reconstruct(c, h, h)
+    (mx, my), alpha = reconstruct(c, (h, h))
     inner = cut[1:-1, 1:-1]
     cos = xp.clip(mx * nx_ + my * ny_, -1.0, 1.0)[1:-1, 1:-1]
     assert math.degrees(math.acos(float(xp.min(cos[inner])))) < 5.0
@@ -109,7 +118,7 @@ def test_circle_area_converges_to_pi_r_squared(backend):
     # larger than the single cut's (measured 1.4e-4 at n = 128, samples=3).
     h = 1.0 / 128
     X, Y = centres(128, h)
-    c = vof.volume_fraction(xp.asarray(np.hypot(X - 0.5, Y - 0.5) - radius), h, h, samples=3)
+    c = volume_fraction(xp.asarray(np.hypot(X - 0.5, Y - 0.5) - radius), (h, h), samples=3)
     assert abs(float(xp.sum(c)) * h * h - exact) / exact < 4e-4
 
 
@@ -129,7 +138,7 @@ def test_advect_conserves_volume_in_a_uniform_stream(backend):
     clipped = 0.0
     for step in range(100):
         info = {}
-        c = vof.advect(c, u, v, dt, h, h, first_axis=step % 2, info=info)
+        c = advect(c, (u, v), dt, (h, h), first_axis=step % 2, info=info)
         clipped += info["clipped"]
         assert info["excursion"] == 0.0
     assert abs(float(xp.sum(c)) - total) / total < 1e-12
@@ -160,7 +169,7 @@ def test_single_vortex_there_and_back(normal_from_phi, backend):
     assert float(xp.max(xp.abs(div))) < 1e-11
     X, Y = centres(n, h)
     phi0 = xp.asarray(np.hypot(X - 0.5, Y - 0.75) - 0.15)
-    c0 = vof.volume_fraction(phi0, h, h)
+    c0 = volume_fraction(phi0, (h, h))
     c = c0
     half_period = 1.0                                 # T = 2
     umax = max(float(xp.max(xp.abs(u))), float(xp.max(xp.abs(v))))
@@ -172,7 +181,7 @@ def test_single_vortex_there_and_back(normal_from_phi, backend):
         sign = 1.0 if step < steps else -1.0
         # The level set is frozen here: enough to exercise the CLSVOF normals.
         normal_from = phi0 if normal_from_phi else None
-        c = vof.advect(c, sign * u, sign * v, dt, h, h, first_axis=step % 2,
+        c = advect(c, (sign * u, sign * v), dt, (h, h), first_axis=step % 2,
                        normal_from=normal_from)
         drift = max(drift, abs(float(xp.sum(c)) - total) / total)
         assert float(xp.min(c)) >= 0.0 and float(xp.max(c)) <= 1.0
@@ -189,12 +198,12 @@ def test_advect_leaves_its_input_and_checks_shapes(backend):
     before = c.copy()
     u = xp.zeros((8, 9))
     v = xp.zeros((9, 8))
-    out = vof.advect(c, u, v, 0.01, 0.125, 0.125)
+    out = advect(c, (u, v), 0.01, (0.125, 0.125))
     assert out is not c and bool(xp.all(out == before)) and bool(xp.all(c == before))
     with pytest.raises(ValueError, match="expected"):
-        vof.advect(c, v, u, 0.01, 0.125, 0.125)
+        advect(c, (v, u), 0.01, (0.125, 0.125))
     with pytest.raises(ValueError, match="first_axis"):
-        vof.advect(c, u, v, 0.01, 0.125, 0.125, first_axis=2)
+        advect(c, (u, v), 0.01, (0.125, 0.125), first_axis=2)
 
 
 # ----------------------------------------------------------------------------
@@ -203,7 +212,7 @@ def test_advect_leaves_its_input_and_checks_shapes(backend):
 
 def band_mask(c, band=3):
     """Cells within `band` cells (Chebyshev) of a cell with 0 < c < 1 (host)."""
-    cut = (c > vof.CLIP_TOLERANCE) & (c < 1.0 - vof.CLIP_TOLERANCE)
+    cut = (c > CLIP_TOLERANCE) & (c < 1.0 - CLIP_TOLERANCE)
     padded = np.pad(cut, band)
     n0, n1 = cut.shape
     out = np.zeros_like(cut)
@@ -218,9 +227,9 @@ def test_interface_segments_of_a_straight_line(angle, backend):
     xp = backend.xp
     n, h = 16, 1.0 / 16
     X, Y, (nx_, ny_), phi = straight_line(n, h, angle)
-    c = vof.volume_fraction(xp.asarray(phi), h, h)
-    mask, x0, y0, x1, y1 = (backend.to_host(a) for a in vof.interface_segments(
-        c, h, h, normal_from=xp.asarray(phi)))
+    c = volume_fraction(xp.asarray(phi), (h, h))
+    mask, x0, y0, x1, y1 = (backend.to_host(a) for a in interface_segments(
+        c, (h, h), normal_from=xp.asarray(phi)))
     c = backend.to_host(c)
     assert np.array_equal(mask, (c > 1e-12) & (c < 1.0 - 1e-12))
     assert np.isnan(x0[~mask]).all() and np.isnan(y1[~mask]).all()
@@ -243,9 +252,9 @@ def test_redistance_of_a_circle(backend):
     X, Y = centres(n, h)
     exact = np.hypot(X - 0.5123, Y - 0.4871) - radius
     phi0 = xp.asarray(exact)
-    c = vof.volume_fraction(phi0, h, h)
+    c = volume_fraction(phi0, (h, h))
     info = {}
-    phi = vof.redistance(phi0, c, h, h, info=info)
+    phi = redistance(phi0, c, (h, h), info=info)
     phi_h, c_h = backend.to_host(phi), backend.to_host(c)
     band = band_mask(c_h)
     assert info["band_cells"] == int(band.sum()) and info["sign_conflicts"] == 0
@@ -257,11 +266,11 @@ def test_redistance_of_a_circle(backend):
     assert np.array_equal(np.sign(phi_h[~band]), np.sign(exact[~band]))
     # The zero level agrees with c: measured relative difference 3.9e-6 of
     # the gas volume (the fraction of phi is a second-order cut, c exact PLIC).
-    again = vof.volume_fraction(phi, h, h)
-    assert abs(vof.gas_volume(again, h, h) / vof.gas_volume(c, h, h) - 1.0) < 1e-5
-    assert vof.gas_volume(c, h, h) == pytest.approx(float(c_h.sum()) * h * h, rel=1e-15)
+    again = volume_fraction(phi, (h, h))
+    assert abs(gas_volume(again, (h, h)) / gas_volume(c, (h, h)) - 1.0) < 1e-5
+    assert gas_volume(c, (h, h)) == pytest.approx(float(c_h.sum()) * h * h, rel=1e-15)
     # The cheaper search (reach = band + 1) is as good near the interface only.
-    narrow = backend.to_host(vof.redistance(phi0, c, h, h, reach=4))
+    narrow = backend.to_host(redistance(phi0, c, (h, h), reach=4))
     close = np.abs(exact) < 3 * h
     assert np.abs(narrow - exact)[close].max() < 5e-4
     assert bool(xp.all(phi0 == xp.asarray(exact)))            # input left alone
@@ -278,7 +287,7 @@ def test_redistance_with_the_shortest_reach_finds_every_band_cell(band, backend)
     y = (np.arange(n) + 0.5) * h
     exact = np.broadcast_to((y - 10 * h)[:, None], (n, n)).copy()     # gas below y = 10 h
     c = xp.asarray((exact < 0).astype(float))
-    phi = backend.to_host(vof.redistance(xp.asarray(exact), c, h, h, band=band, reach=band))
+    phi = backend.to_host(redistance(xp.asarray(exact), c, (h, h), band=band, reach=band))
     assert np.isfinite(phi).all()
     near = np.abs(exact) < (band + 0.5) * h
     np.testing.assert_allclose(phi[near], exact[near], atol=1e-15)
@@ -289,9 +298,9 @@ def test_redistance_of_a_straight_line_is_exact(angle, backend):
     xp = backend.xp
     n, h = 64, 1.0 / 64
     X, Y, (nx_, ny_), exact = straight_line(n, h, angle)
-    c = vof.volume_fraction(xp.asarray(exact), h, h)
+    c = volume_fraction(xp.asarray(exact), (h, h))
     # Any level set with the right normals will do: here 2.5 times the distance.
-    phi = backend.to_host(vof.redistance(xp.asarray(2.5 * exact), c, h, h))
+    phi = backend.to_host(redistance(xp.asarray(2.5 * exact), c, (h, h)))
     band = band_mask(backend.to_host(c))
     # Where the foot of the perpendicular is inside the box (the interface
     # ends at the walls, so elsewhere the nearest point is a segment's end).
@@ -309,7 +318,7 @@ def test_redistance_on_a_grid_line(backend):
     exact = Y - 0.5
     c = xp.asarray(np.where(exact < 0, 1.0, 0.0))
     info = {}
-    phi = backend.to_host(vof.redistance(xp.asarray(3.0 * exact), c, h, h, info=info))
+    phi = backend.to_host(redistance(xp.asarray(3.0 * exact), c, (h, h), info=info))
     near = np.abs(exact) < 3.6 * h         # rows 3 cells either side of the faces
     assert info["band_cells"] == int(near.sum())
     assert np.abs(phi - exact)[near].max() < 1e-15
@@ -322,21 +331,19 @@ def test_redistance_signs_follow_c(backend):
     n, h = 32, 1.0 / 32
     X, Y = centres(n, h)
     exact = np.hypot(X - 0.41, Y - 0.57) - 0.2
-    c = vof.volume_fraction(xp.asarray(exact), h, h)
+    c = volume_fraction(xp.asarray(exact), (h, h))
     wrong = exact.copy()
     wrong[::5, ::3] *= -1.0
-    phi = backend.to_host(vof.redistance(xp.asarray(wrong), c, h, h, band=2))
+    phi = backend.to_host(redistance(xp.asarray(wrong), c, (h, h), band=2))
     c = backend.to_host(c)
     assert (phi[c >= 1.0] < 0).all() and (phi[c <= 0.0] > 0).all()
     with pytest.raises(ValueError, match="band"):
-        vof.redistance(xp.asarray(exact), xp.asarray(c), h, h, band=0)
+        redistance(xp.asarray(exact), xp.asarray(c), (h, h), band=0)
 
 
 def test_clsvof_single_vortex(backend):
     """The coupled loop: c advected with phi's normals, phi advected and
     rebuilt from c every step, over a period of the time-reversed vortex."""
-    from bubbleflow.flow import levelset_ops
-
     xp = backend.xp
     n, h, period = 64, 1.0 / 64, 2.0
     xs = np.arange(n + 1) * h
@@ -346,21 +353,21 @@ def test_clsvof_single_vortex(backend):
     X, Y = centres(n, h)
     exact = np.hypot(X - 0.5, Y - 0.75) - 0.15
     phi = xp.asarray(exact)
-    c0 = vof.volume_fraction(phi, h, h)
+    c0 = volume_fraction(phi, (h, h))
     c = c0
     umax = float(np.abs(base[1:, :] - base[:-1, :]).max() / h)
     steps = math.ceil(period / (0.5 * h / umax))            # CFL <= 0.5
     dt = period / steps
-    total = vof.gas_volume(c0, h, h)
+    total = gas_volume(c0, (h, h))
     drift = 0.0
     for step in range(steps):
         # Velocity at mid-step: psi cos(pi t / T).
         u, v = stream_velocity(xp.asarray(base * math.cos(math.pi * (step + 0.5) * dt / period)),
                                h, h)
-        c_new = vof.advect(c, u, v, dt, h, h, first_axis=step % 2, normal_from=phi)
-        phi = vof.redistance(levelset_ops.advect(phi, u, v, dt, h, h), c_new, h, h)
+        c_new = advect(c, (u, v), dt, (h, h), first_axis=step % 2, normal_from=phi)
+        phi = redistance(levelset.advect(phi, (u, v), dt, (h, h)), c_new, (h, h))
         c = c_new
-        drift = max(drift, abs(vof.gas_volume(c, h, h) - total) / total)
+        drift = max(drift, abs(gas_volume(c, (h, h)) - total) / total)
     assert drift < 1e-12
     c_h, phi_h = backend.to_host(c), backend.to_host(phi)
     assert c_h.min() >= 0.0 and c_h.max() <= 1.0
@@ -380,21 +387,22 @@ def test_region_diagnostics_separate_and_merged_bubbles(backend):
     h = 1.0 / n
     x = (np.arange(n) + 0.5) * h
     X, Y = np.meshgrid(x, x)
-    v = np.zeros((n + 1, n))
+    u, v = np.zeros((n, n + 1)), np.zeros((n + 1, n))
     v[: n // 2 + 1] = 0.25                       # the lower half rises faster
+    velocity = (xp.asarray(u), xp.asarray(v))
     phi = np.minimum(np.hypot(X - 0.7, Y - 0.65) - 0.15, np.hypot(X - 0.3, Y - 0.3) - 0.1)
-    c = vof.volume_fraction(xp.asarray(phi), h, h)
-    r = vof.region_diagnostics(c, xp.asarray(v), h, h, normal_from=xp.asarray(phi))
-    assert list(r) == list(vof.REGION_COLUMNS) and r["area"].size == 2
+    c = volume_fraction(xp.asarray(phi), (h, h))
+    r = region_diagnostics(c, velocity, (h, h), normal_from=xp.asarray(phi))
+    assert list(r) == list(REGION_COLUMNS) and r["area"].size == 2
     np.testing.assert_allclose(r["area"], [np.pi * 0.1 ** 2, np.pi * 0.15 ** 2], rtol=3e-3)
     np.testing.assert_allclose(r["centroid_x"], [0.3, 0.7], atol=1e-3)
     np.testing.assert_allclose(r["centroid_y"], [0.3, 0.65], atol=1e-3)
     assert r["rise_velocity"][0] == pytest.approx(0.25) and abs(r["rise_velocity"][1]) < 0.25
     np.testing.assert_allclose(r["circularity"], 1.0, atol=1e-2)
-    assert float(np.sum(r["area"])) == pytest.approx(vof.gas_volume(c, h, h), rel=1e-12)
+    assert float(np.sum(r["area"])) == pytest.approx(gas_volume(c, (h, h)), rel=1e-12)
     merged = np.minimum(np.hypot(X - 0.4, Y - 0.5) - 0.15, np.hypot(X - 0.6, Y - 0.5) - 0.15)
-    cm = vof.volume_fraction(xp.asarray(merged), h, h)
-    rm = vof.region_diagnostics(cm, xp.asarray(v), h, h)
+    cm = volume_fraction(xp.asarray(merged), (h, h))
+    rm = region_diagnostics(cm, velocity, (h, h))
     assert rm["area"].size == 1 and rm["circularity"][0] < 0.95
-    empty = vof.region_diagnostics(xp.zeros((n, n)), xp.asarray(v), h, h)
+    empty = region_diagnostics(xp.zeros((n, n)), velocity, (h, h))
     assert all(a.size == 0 for a in empty.values())

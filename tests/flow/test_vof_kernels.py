@@ -1,14 +1,14 @@
 """The CUDA VOF advection (flow.vof_cuda) against its array-code twin.
 
 ``vof_cuda.advect`` is called directly (so a silent fall-back to the array
-code cannot pass for it) and compared with ``vof.advect.reference`` on the
-same CuPy arrays and on NumPy: a circle's volume fraction, a field with many
-interface cells (two nearly touching circles and a thin filament, cut with
-sub-cells), and a random field with plateaus (zero Youngs gradients); the
-normals from c or from a level set (one with flat regions: the zero-gradient
-fallback); stream-function velocities of both signs, several chained steps
-alternating the first sweep, square and non-square grids with ``hx != hy``,
-the smallest grid.  The kernel follows the array code's order of operations
+code cannot pass for it) and compared with ``vof_advection.advect.reference``
+on the same CuPy arrays and on NumPy: a circle's volume fraction, a field
+with many interface cells (two nearly touching circles and a thin filament,
+cut with sub-cells), and a random field with plateaus (zero Youngs
+gradients); the normals from c or from a level set (one with flat regions:
+the zero-gradient fallback); stream-function velocities of both signs,
+several chained steps alternating the first sweep, square and non-square
+grids with ``hx != hy``, the smallest grid.  The kernel follows the array code's order of operations
 without FMA contraction: the fields agree bit for bit, and ``info`` too
 against the array code on CuPy (on NumPy its sum is taken in another order:
 1e-12 relative there).
@@ -17,7 +17,12 @@ against the array code on CuPy (on NumPy its sum is taken in another order:
 import numpy as np
 import pytest
 
-from bubbleflow.flow import vof, vof_cuda
+from bubbleflow.flow import vof_cuda
+from bubbleflow.flow.vof_advection import advect
+from bubbleflow.flow.vof_fraction import volume_fraction
+
+#: The array code.
+reference = advect.reference
 
 pytestmark = pytest.mark.gpu
 
@@ -62,7 +67,7 @@ def fields(nx, ny, hx, hy, kind, seed=0):
     X, Y = np.meshgrid((np.arange(nx) + 0.5) * hx, (np.arange(ny) + 0.5) * hy)
     if kind == "circle":
         phi = np.hypot(X - 0.47 * Lx, Y - 0.53 * Ly) - 0.27 * min(Lx, Ly)
-        return vof.volume_fraction(phi, hx, hy), phi
+        return volume_fraction(phi, (hx, hy)), phi
     if kind == "filaments":
         r = 0.17 * min(Lx, Ly)
         gap = 0.7 * max(hx, hy)
@@ -70,7 +75,7 @@ def fields(nx, ny, hx, hy, kind, seed=0):
                          np.hypot(X - 0.3 * Lx - 2 * r - gap, Y - 0.35 * Ly) - r)
         filament = np.maximum(np.abs(Y - 0.72 * Ly) - 0.3 * hy, np.abs(X - 0.5 * Lx) - 0.35 * Lx)
         phi = np.minimum(phi, filament)
-        return vof.volume_fraction(phi, hx, hy, samples=3), phi
+        return volume_fraction(phi, (hx, hy), samples=3), phi
     c = rng.uniform(0.0, 1.0, (ny, nx))
     pick = rng.uniform(0.0, 1.0, (ny, nx))
     c[pick < 0.3] = 0.0
@@ -110,14 +115,14 @@ def test_advect_kernel(grid, kind, use_phi, cp):
     for step in range(STEPS):
         first = (step + (kind == "random")) % 2
         sign = 1.0 if step < STEPS // 2 else -1.0           # both signs of every face
-        got = vof_cuda.advect(d_c, sign * d_u, sign * d_v, dt, hx, hy, first_axis=first,
+        got = vof_cuda.advect(d_c, (sign * d_u, sign * d_v), dt, (hx, hy), first_axis=first,
                               normal_from=d_phi)
         assert got is not NotImplemented and got is not d_c
         label = f"{grid_id(grid)} {kind} {'phi' if use_phi else 'youngs'} step {step}"
-        equal(label + " vs cupy", got, vof.advect.reference(
-            d_c, sign * d_u, sign * d_v, dt, hx, hy, first_axis=first, normal_from=d_phi))
-        equal(label + " vs numpy", got, vof.advect.reference(
-            c, sign * u, sign * v, dt, hx, hy, first_axis=first, normal_from=normal_from))
+        equal(label + " vs cupy", got, reference(
+            d_c, (sign * d_u, sign * d_v), dt, (hx, hy), first_axis=first, normal_from=d_phi))
+        equal(label + " vs numpy", got, reference(
+            c, (sign * u, sign * v), dt, (hx, hy), first_axis=first, normal_from=normal_from))
         c, d_c = got.get(), got
 
 
@@ -135,9 +140,9 @@ def test_advect_info(kind, cfl, cp):
     d_c, d_u, d_v = cp.asarray(c), cp.asarray(u), cp.asarray(v)
     for step in range(4):
         got_info, cupy_info, numpy_info = {}, {}, {}
-        got = vof_cuda.advect(d_c, d_u, d_v, dt, hx, hy, first_axis=step % 2, info=got_info)
-        ref = vof.advect.reference(d_c, d_u, d_v, dt, hx, hy, first_axis=step % 2, info=cupy_info)
-        vof.advect.reference(c, u, v, dt, hx, hy, first_axis=step % 2, info=numpy_info)
+        got = vof_cuda.advect(d_c, (d_u, d_v), dt, (hx, hy), first_axis=step % 2, info=got_info)
+        ref = reference(d_c, (d_u, d_v), dt, (hx, hy), first_axis=step % 2, info=cupy_info)
+        reference(c, (u, v), dt, (hx, hy), first_axis=step % 2, info=numpy_info)
         equal(f"info {kind} cfl {cfl} step {step}", got, ref)
         print(f"info {kind} cfl {cfl} step {step}: {got_info}")
         assert got_info == cupy_info
@@ -160,33 +165,42 @@ def test_advect_leaves_its_input_and_takes_strided_arrays(cp):
     d_phi = cp.asarray(np.repeat(phi, 2, axis=1))[:, ::2]
     assert not d_c.flags.c_contiguous and not d_phi.flags.c_contiguous
     before = d_c.copy()
-    got = vof_cuda.advect(d_c, cp.asarray(u), cp.asarray(v), dt, hx, hy, normal_from=d_phi)
+    got = vof_cuda.advect(d_c, (cp.asarray(u), cp.asarray(v)), dt, (hx, hy), normal_from=d_phi)
     assert got is not NotImplemented and got.flags.c_contiguous
     assert bool(cp.all(d_c == before))
-    equal("strided", got, vof.advect.reference(np.ascontiguousarray(c), u, v, dt, hx, hy,
-                                               normal_from=np.ascontiguousarray(phi)))
+    equal("strided", got, reference(np.ascontiguousarray(c), (u, v), dt, (hx, hy),
+                                    normal_from=np.ascontiguousarray(phi)))
 
 
 def test_fallbacks_run_the_reference(cp):
-    """float32, grids under 3 cells, mismatched shapes, a bad first_axis: the
-    variant declines (and the array code raises where it should)."""
+    """float32, grids under 3 cells, mismatched shapes, a bad first_axis, a
+    3-D grid: the variant declines (and the array code raises where it
+    should); the twin runs the variant on CuPy."""
     nx, ny, hx, hy = 37, 53, 1 / 37, 1.3 / 53
     c, phi = fields(nx, ny, hx, hy, "circle")
     u, v = stream_velocity(nx, ny, hx, hy)
-    d = [cp.asarray(a) for a in (c, u, v)]
-    f32 = [cp.asarray(a, dtype=cp.float32) for a in (c, u, v)]
-    assert vof_cuda.advect(*f32, 0.01, hx, hy) is NotImplemented
-    assert vof_cuda.advect(*d, 0.01, hx, hy,
+    dc, du, dv = (cp.asarray(a) for a in (c, u, v))
+    fc, fu, fv = (cp.asarray(a, dtype=cp.float32) for a in (c, u, v))
+    assert vof_cuda.advect(fc, (fu, fv), 0.01, (hx, hy)) is NotImplemented
+    assert vof_cuda.advect(dc, (du, dv), 0.01, (hx, hy),
                            normal_from=cp.asarray(phi, dtype=cp.float32)) is NotImplemented
-    assert vof_cuda.advect(*d, 0.01, hx, hy, normal_from=cp.asarray(phi[:-1])) is NotImplemented
-    assert vof_cuda.advect(d[0], d[2], d[1], 0.01, hx, hy) is NotImplemented
-    assert vof_cuda.advect(*d, 0.01, hx, hy, first_axis=2) is NotImplemented
+    assert vof_cuda.advect(dc, (du, dv), 0.01, (hx, hy),
+                           normal_from=cp.asarray(phi[:-1])) is NotImplemented
+    assert vof_cuda.advect(dc, (dv, du), 0.01, (hx, hy)) is NotImplemented
+    assert vof_cuda.advect(dc, (du, dv), 0.01, (hx, hy), first_axis=2) is NotImplemented
     with pytest.raises(ValueError, match="expected"):
-        vof.advect.reference(d[0], d[2], d[1], 0.01, hx, hy)
+        reference(dc, (dv, du), 0.01, (hx, hy))
     with pytest.raises(ValueError, match="first_axis"):
-        vof.advect.reference(*d, 0.01, hx, hy, first_axis=2)
+        reference(dc, (du, dv), 0.01, (hx, hy), first_axis=2)
     for nx, ny in ((2, 9), (9, 2), (1, 1)):
-        c, _ = fields(nx, ny, 0.1, 0.1, "circle")
-        u, v = stream_velocity(nx, ny, 0.1, 0.1)
-        small = [cp.asarray(a) for a in (c, u, v)]
-        assert vof_cuda.advect(*small, 0.01, 0.1, 0.1) is NotImplemented
+        small_c, _ = fields(nx, ny, 0.1, 0.1, "circle")
+        small = [cp.asarray(a) for a in (small_c, *stream_velocity(nx, ny, 0.1, 0.1))]
+        assert vof_cuda.advect(small[0], tuple(small[1:]), 0.01, (0.1, 0.1)) is NotImplemented
+    n = 6
+    c3 = cp.full((n, n, n), 0.5)
+    velocity = tuple(cp.zeros(s) for s in ((n, n, n + 1), (n, n + 1, n), (n + 1, n, n)))
+    assert vof_cuda.advect(c3, velocity, 0.01, (0.1, 0.1, 0.1)) is NotImplemented
+    assert bool(cp.all(advect(c3, velocity, 0.01, (0.1, 0.1, 0.1)) == c3))
+    assert advect.variants.get("cupy") is vof_cuda.advect
+    equal("twin", advect(dc, (du, dv), 0.01, (hx, hy), normal_from=cp.asarray(phi)),
+          reference(c, (u, v), 0.01, (hx, hy), normal_from=phi))

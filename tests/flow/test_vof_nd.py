@@ -1,9 +1,11 @@
-"""The volume of fluid of any dimension (vof_nd) and CLSVOF in FlowSolverND.
+"""The volume of fluid in 3-D, the gas's quantities on slabs, and CLSVOF
+in FlowSolver.
 
 3-D: the PLIC volume and its inverse against sampling and each other, a
 sphere's fraction, conservative bounded advection, the level set rebuilt
-from the planes, a few steps of a 3-D CLSVOF bubble and its restart.  2-D:
-every function gives vof.py's numbers, and FlowSolverND the 2-D solver's.
+from the planes, the gas diagnostics (one process and slabs), a few steps of
+a 3-D CLSVOF bubble and its restart; FlowSolver steps a 2-D CLSVOF flow as
+the 2-D solver does.
 """
 import math
 import os
@@ -13,9 +15,15 @@ import numpy as np
 import pytest
 
 from bubbleflow.case.config import load_case
-from bubbleflow.flow import levelset_nd, vof, vof_nd
+from bubbleflow.flow import levelset
+from bubbleflow.flow.padding import WALLS
+from bubbleflow.flow.plic import cut_fraction, plane_constant
+from bubbleflow.flow.vof_advection import advect
+from bubbleflow.flow.vof_diagnostics import (gas_diagnostics, gas_quantities, gas_sums, gas_volume,
+                                            region_diagnostics)
+from bubbleflow.flow.vof_fraction import volume_fraction
+from bubbleflow.flow.vof_redistance import redistance
 from bubbleflow.flow.navier_stokes import FlowSolver
-from bubbleflow.flow.navier_stokes_nd import FlowSolverND
 from helpers.cli import ROOT, run_interrupted
 
 RISING_3D = os.path.join(ROOT, "cases/rising_bubble_3d.yaml")
@@ -42,11 +50,11 @@ def test_plic_3d_inverse_then_forward_returns_the_fraction(lengths, backend):
     xp = backend.xp
     m, c = _random_planes(np.random.default_rng(1), 20000)
     normal = tuple(xp.asarray(x) for x in m)
-    alpha = vof_nd.plane_constant(normal, xp.asarray(c), lengths)
-    back = backend.to_host(vof_nd.cut_fraction(normal, alpha, lengths))
+    alpha = plane_constant(normal, xp.asarray(c), lengths)
+    back = backend.to_host(cut_fraction(normal, alpha, lengths))
     assert np.abs(back - c).max() < 2e-15
     # Empty and full: the planes through the first and last corner reached.
-    low = backend.to_host(vof_nd.plane_constant(normal, xp.zeros_like(alpha), lengths))
+    low = backend.to_host(plane_constant(normal, xp.zeros_like(alpha), lengths))
     corner = sum(np.minimum(mi, 0.0) * li for mi, li in zip(m, lengths))
     assert np.abs(low - corner).max() < 1e-15
 
@@ -60,15 +68,15 @@ def test_plic_3d_volume_against_sampling_and_closed_forms(backend):
     Z, Y, X = np.meshgrid(g * lengths[2], g * lengths[1], g * lengths[0], indexing="ij")
     m = rng.standard_normal((3, 40))
     alpha = rng.uniform(-0.5, 1.5, 40)
-    f = backend.to_host(vof_nd.cut_fraction(tuple(xp.asarray(x) for x in m),
-                                            xp.asarray(alpha), lengths))
+    f = backend.to_host(cut_fraction(tuple(xp.asarray(x) for x in m),
+                                     xp.asarray(alpha), lengths))
     sampled = [np.mean(a * X + b * Y + c * Z <= al) for (a, b, c), al in zip(m.T, alpha)]
     assert np.abs(f - sampled).max() < 1e-3          # the midpoint rule's O(1/k)
     # A corner tetrahedron and a slab parallel to a face, exactly.
     one = lambda *v: tuple(xp.asarray([x]) for x in v)             # noqa: E731
-    tet = vof_nd.cut_fraction(one(1.0, 2.0, 3.0), xp.asarray([0.3]), (1.0, 1.0, 1.0))
+    tet = cut_fraction(one(1.0, 2.0, 3.0), xp.asarray([0.3]), (1.0, 1.0, 1.0))
     assert float(tet[0]) == pytest.approx(0.3 ** 3 / (6 * 1 * 2 * 3), rel=1e-14)
-    slab = vof_nd.cut_fraction(one(0.0, -1.0, 0.0), xp.asarray([-0.2]), (1.0, 0.5, 2.0))
+    slab = cut_fraction(one(0.0, -1.0, 0.0), xp.asarray([-0.2]), (1.0, 0.5, 2.0))
     assert float(slab[0]) == pytest.approx(0.6, rel=1e-14)
 
 
@@ -84,58 +92,15 @@ def test_sphere_volume_fraction(backend):
     xp = backend.xp
     exact = 4.0 / 3.0 * math.pi * 0.25 ** 3
     phi, spacing, _ = _sphere(32)                          # R = 8 cells
-    c = backend.to_host(vof_nd.volume_fraction(xp.asarray(phi), spacing))
+    c = backend.to_host(volume_fraction(xp.asarray(phi), spacing))
     assert c.min() == 0.0 and c.max() == 1.0
     # One cut per cell: second order, too large by ~0.26 (h/R)^2.
     assert 0 < c.sum() * spacing[0] ** 3 / exact - 1 < 5e-3
     for n in (16, 24):                                     # R = 4 and 6 cells
         phi, spacing, _ = _sphere(n)
-        c = backend.to_host(vof_nd.volume_fraction(xp.asarray(phi), spacing, samples=4,
-                                                   fit="quadratic"))
+        c = backend.to_host(volume_fraction(xp.asarray(phi), spacing, samples=4,
+                                            fit="quadratic"))
         assert abs(c.sum() * spacing[0] ** 3 / exact - 1) < (1e-3 if n == 16 else 5e-4)
-
-
-def _fields_2d():
-    ny, nx = 24, 18
-    hx, hy = 1 / 18, 2 / 24
-    y, x = np.meshgrid((np.arange(ny) + .5) * hy, (np.arange(nx) + .5) * hx, indexing="ij")
-    phi = np.sqrt((x - .5) ** 2 + (y - .9) ** 2) - .25 + 0.02 * np.sin(7 * x)
-    xn, yn = np.arange(nx + 1) * hx, np.arange(ny + 1) * hy
-    psi = 0.05 * np.sin(np.pi * xn)[None, :] * np.sin(np.pi * yn / 2)[:, None]
-    u = (psi[1:, :] - psi[:-1, :]) / hy
-    v = -(psi[:, 1:] - psi[:, :-1]) / hx
-    return phi, u, v, hx, hy
-
-
-def test_the_nd_code_gives_vof_numbers_in_2d(backend):
-    xp, h = backend.xp, backend.to_host
-    phi, u, v, hx, hy = (xp.asarray(a) if isinstance(a, np.ndarray) else a for a in _fields_2d())
-
-    def same(a, b, tol=1e-15):
-        np.testing.assert_allclose(h(a), h(b), rtol=0, atol=tol)
-
-    same(vof_nd.volume_fraction(phi, (hx, hy)), vof.volume_fraction(phi, hx, hy))
-    same(vof_nd.volume_fraction(phi, (hx, hy), 3), vof.volume_fraction(phi, hx, hy, 3))
-    c = vof.volume_fraction(phi, hx, hy)
-    for normal_from in (None, phi):
-        for a, b in zip(vof_nd.interface_normal(c, (hx, hy), normal_from),
-                        vof.interface_normal(c, hx, hy, normal_from)):
-            same(a, b)
-        for first in (0, 1):
-            same(vof_nd.advect(c, (u, v), 0.3, (hx, hy), first, normal_from),
-                 vof.advect.reference(c, u, v, 0.3, hx, hy, first, normal_from))
-    for band, reach in ((3, None), (7, 8)):
-        mine, theirs = {}, {}
-        same(vof_nd.redistance(phi, c, (hx, hy), band, reach, info=mine),
-             vof.redistance.reference(phi, c, hx, hy, band, reach, info=theirs), 0.0)
-        assert mine == theirs
-    on_line = xp.asarray((np.arange(24) < 10)[:, None] * np.ones((1, 18)))
-    same(vof_nd.redistance(phi, on_line, (hx, hy)), vof.redistance.reference(phi, on_line, hx, hy))
-    d_nd = vof_nd.gas_diagnostics(c, (u, v), (hx, hy))
-    d_2 = vof.gas_diagnostics(c, v, hx, hy)
-    assert d_nd["volume"] == pytest.approx(d_2["area"], rel=1e-15)
-    for key in ("centroid_x", "centroid_y", "rise_velocity"):
-        assert d_nd[key] == pytest.approx(d_2[key], rel=1e-14)
 
 
 def _swirl(n, amplitude):
@@ -175,19 +140,19 @@ def test_3d_advection_conserves_and_stays_bounded(flow, backend):
         velocity = _swirl(n, 0.1)
     velocity = tuple(xp.asarray(f) for f in velocity)
     dt = 0.45 * h / max(float(xp.abs(f).max()) for f in velocity)
-    c = vof_nd.volume_fraction(xp.asarray(phi), spacing)
+    c = volume_fraction(xp.asarray(phi), spacing)
     c0 = c
-    total0 = vof_nd.gas_volume(c, spacing)
+    total0 = gas_volume(c, spacing)
     for step in range(steps):
         info = {}
-        c = vof_nd.advect(c, velocity, dt, spacing, first_axis=step % 3, info=info)
+        c = advect(c, velocity, dt, spacing, first_axis=step % 3, info=info)
         assert abs(info["clipped"]) < 1e-15 and info["excursion"] == 0.0
     c = h_(c)
     assert abs(c.sum() * h ** 3 - total0) / total0 < 1e-12
     assert c.min() >= 0.0 and c.max() <= 1.0
     if flow == "uniform":
-        before = vof_nd.gas_diagnostics(c0, velocity, spacing)
-        after = vof_nd.gas_diagnostics(xp.asarray(c), velocity, spacing)
+        before = gas_diagnostics(c0, velocity, spacing)
+        after = gas_diagnostics(xp.asarray(c), velocity, spacing)
         moved = [after[k] - before[k] for k in ("centroid_x", "centroid_y", "centroid_z")]
         np.testing.assert_allclose(moved, np.array([1.0, -0.6, 0.8]) * dt * steps, atol=0.05 * h)
         assert after["rise_velocity"] == pytest.approx(0.8, rel=1e-14)
@@ -202,13 +167,13 @@ def test_3d_clsvof_loop_keeps_the_volume_and_one_interface(backend):
     velocity = tuple(xp.asarray(f) for f in _swirl(n, 0.1))
     dt = 0.4 * spacing[0] / max(float(xp.abs(f).max()) for f in velocity)
     phi = xp.asarray(phi)
-    c = vof_nd.volume_fraction(phi, spacing)
-    total0 = vof_nd.gas_volume(c, spacing)
+    c = volume_fraction(phi, spacing)
+    total0 = gas_volume(c, spacing)
     for step in range(6):
-        c_new = vof_nd.advect(c, velocity, dt, spacing, step % 3, normal_from=phi)
-        phi = levelset_nd.advect(phi, velocity, dt, spacing)
+        c_new = advect(c, velocity, dt, spacing, step % 3, normal_from=phi)
+        phi = levelset.advect(phi, velocity, dt, spacing)
         info = {}
-        phi = vof_nd.redistance(phi, c_new, spacing, band=3, reach=4, info=info)
+        phi = redistance(phi, c_new, spacing, band=3, reach=4, info=info)
         c = c_new
         assert info["sign_conflicts"] <= 2
     c, phi = h_(c), h_(phi)
@@ -224,10 +189,10 @@ def test_3d_redistance_of_a_plane_and_a_sphere(backend):
     h = spacing[0]
     m = np.array([0.3, 0.5, 0.8]) / np.linalg.norm([0.3, 0.5, 0.8])
     exact = m[0] * (x - 0.52) + m[1] * (y - 0.47) + m[2] * (z - 0.51)
-    c = vof_nd.volume_fraction(xp.asarray(exact), spacing)
+    c = volume_fraction(xp.asarray(exact), spacing)
     # Any level set with the plane's normals will do: here 2.5 times the distance.
     info = {}
-    phi = h_(vof_nd.redistance(xp.asarray(2.5 * exact), c, spacing, info=info))
+    phi = h_(redistance(xp.asarray(2.5 * exact), c, spacing, info=info))
     assert info["sign_conflicts"] == 0
     # Where the foot of the perpendicular lies in the box, the distance is exact.
     feet = [q - exact * mq for q, mq in zip((x, y, z), m)]
@@ -236,17 +201,71 @@ def test_3d_redistance_of_a_plane_and_a_sphere(backend):
     assert np.abs(phi - exact)[inside].max() < 1e-13
     # A sphere: the distance to its PLIC planes, within a tenth of a cell.
     exact, spacing, _ = _sphere(n)
-    c = vof_nd.volume_fraction(xp.asarray(exact), spacing)
-    phi = h_(vof_nd.redistance(xp.asarray(exact), c, spacing, band=3))
+    c = volume_fraction(xp.asarray(exact), spacing)
+    phi = h_(redistance(xp.asarray(exact), c, spacing, band=3))
     band = np.abs(exact) < 3 * h
     assert np.abs(phi - exact)[band].max() < 0.1 * h
     c = h_(c)
     assert np.all(phi[c == 1.0] < 0) and np.all(phi[c == 0.0] > 0)
 
 
+class _Slab:
+    """A slab's padding for the gas sums: its first plane and, as the ranks'
+    total, its own sums (the test adds the slabs' totals itself)."""
+
+    def __init__(self, lo):
+        self.offset = lo
+
+    def total(self, sums):
+        return sums
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_gas_diagnostics_of_slabs_add_up_to_the_whole_grid(ndim, backend):
+    """The slabs' sums (each slab's centroid weights from its first plane on)
+    total the whole grid's; 2-D gives the area, 3-D the volume."""
+    xp = backend.xp
+    if ndim == 3:
+        phi, spacing, _ = _sphere(12)
+        u, v, w = (np.zeros(s) for s in _face_shapes(12))
+        velocity = (u, v, w + np.cos(3.0 * np.arange(13))[:, None, None])
+    else:
+        n = 20
+        spacing = (1.0 / n, 1.5 / 30)
+        y, x = np.meshgrid((np.arange(30) + 0.5) * spacing[1], (np.arange(n) + 0.5) * spacing[0],
+                           indexing="ij")
+        phi = np.hypot(x - 0.45, y - 0.8) - 0.3
+        velocity = (np.zeros((30, n + 1)), np.cos(3.0 * np.arange(31))[:, None] * np.ones((1, n)))
+    c = volume_fraction(xp.asarray(phi), spacing)
+    velocity = tuple(xp.asarray(f) for f in velocity)
+    whole = gas_diagnostics(c, velocity, spacing)
+    size = "area" if ndim == 2 else "volume"
+    assert list(whole) == [size] + ["centroid_" + "xyz"[a] for a in range(ndim)] + ["rise_velocity"]
+    assert whole[size] == pytest.approx(gas_volume(c, spacing), rel=1e-15)
+    bounds = [0, 4, 9, c.shape[0]]
+    total = sum(backend.to_host(gas_sums(c[lo:hi], tuple(f[lo:hi] for f in velocity[:-1])
+                                         + (velocity[-1][lo:hi + 1],), spacing, _Slab(lo)))
+                for lo, hi in zip(bounds, bounds[1:]))
+    np.testing.assert_allclose(total, backend.to_host(gas_sums(c, velocity, spacing, WALLS)),
+                               rtol=1e-13)
+    slabs = gas_quantities(total, spacing)
+    for key, value in whole.items():
+        assert slabs[key] == pytest.approx(value, rel=1e-13, abs=1e-15)
+    empty = gas_diagnostics(xp.zeros_like(c), velocity, spacing)
+    assert empty[size] == 0.0 and all(math.isnan(empty[k]) for k in empty if k != size)
+
+
+def test_region_diagnostics_are_two_dimensional(backend):
+    phi, spacing, _ = _sphere(8)
+    c = volume_fraction(backend.xp.asarray(phi), spacing)
+    velocity = tuple(backend.xp.zeros(s) for s in _face_shapes(8))
+    with pytest.raises(ValueError, match="2-D only"):
+        region_diagnostics(c, velocity, spacing)
+
+
 def test_3d_clsvof_flow_steps_keep_the_gas_volume(backend):
     case = load_case(RISING_3D, SMALL_3D)
-    solver = FlowSolverND(case, backend)
+    solver = FlowSolver(case, backend)
     state = solver.initial_state()
     v0 = solver.diagnostics(state)["volume"]
     assert v0 == pytest.approx(4 / 3 * math.pi * 0.25 ** 3, rel=2e-3)      # R = 3 cells
@@ -260,23 +279,6 @@ def test_3d_clsvof_flow_steps_keep_the_gas_volume(backend):
     assert c.min() >= 0.0 and c.max() <= 1.0
     assert np.all(phi[c == 1.0] < 0) and np.all(phi[c == 0.0] > 0)
     assert report.diagnostics["rise_velocity"] > 0 and report.diagnostics["centroid_z"] > 0.5
-
-
-def test_flow_solver_nd_clsvof_steps_like_the_2d_solver(backend):
-    case = load_case(os.path.join(ROOT, "cases/hysing_case2.yaml"),
-                     ["grid.nx=20", "grid.ny=40", "solver.deflation.subdomains=[4,4]",
-                      "levelset.method=clsvof", "momentum.viscosity=explicit",
-                      "solver.rtol=1e-12"])
-    two, nd = FlowSolver(case, backend), FlowSolverND(case, backend)
-    a, b = two.initial_state(), nd.initial_state()
-    for _ in range(3):
-        a, ra = two.step(a)
-        b, rb = nd.step(b)
-        assert rb.dt == pytest.approx(ra.dt, rel=1e-14)
-        assert rb.diagnostics["volume"] == pytest.approx(ra.diagnostics["area"], rel=1e-13)
-    h = backend.to_host
-    for x, y in ((a.c, b.c), (a.phi, b.phi), (a.u, b.u), (a.v, b.v)):
-        np.testing.assert_allclose(h(y), h(x), rtol=0, atol=1e-10 * max(np.abs(h(x)).max(), 1))
 
 
 def test_3d_clsvof_run_writes_c_and_restarts(tmp_path):

@@ -1,4 +1,5 @@
-"""The CUDA twin of vof.redistance (flow.vof_redistance_cuda) against the array code.
+"""The CUDA twin of the level set's rebuilding from the volume fraction
+(flow.vof_redistance_cuda) against the array code (flow.vof_redistance).
 
 The variant is called directly (so a silent fall-back to the array code
 cannot pass for it) and compared with the reference, on the same CuPy arrays
@@ -7,21 +8,25 @@ a circle off the grid lines (square and non-square cells), two nearby
 circles, a thin slanted filament, interfaces on grid lines (the face
 segments, both directions, alone and beside PLIC segments), a diagonal
 through the cell corners (segments shrunk to points, many distance ties) and
-a random fraction field (sign conflicts); several bands and reaches.  Run
-with ``pytest --backend cupy`` on a GPU machine; the two host tests check the
-copies this module keeps of vof's constant and default reach.
+a random fraction field (sign conflicts); several bands and reaches; a 3-D
+grid, which the variant declines.  Run with ``pytest --backend cupy`` on a
+GPU machine; the host tests check the search's order and window, which the
+kernels and the array code share.
 """
 import math
 
 import numpy as np
 import pytest
 
-from bubbleflow.flow import vof, vof_redistance_cuda
+from bubbleflow.flow import vof_redistance_cuda
+from bubbleflow.flow.plic_reconstruction import interface_mask
 from bubbleflow.flow.navier_stokes import CLSVOF_BAND
-from bubbleflow.flow.vof_limits import search_offsets
+from bubbleflow.flow.vof_fraction import volume_fraction
+from bubbleflow.flow.vof_limits import search_offsets, search_window
+from bubbleflow.flow.vof_redistance import redistance
 
 #: The array code.
-reference = vof.redistance.reference
+reference = redistance.reference
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +69,7 @@ def case(name):
     elif name == "filament":                      # 0.6 cells wide, slanted
         n = np.array([math.cos(0.4), math.sin(0.4)])
         phi = np.abs(n[0] * (X - 0.51) + n[1] * (Y - 0.47)) - 0.3 * hx
-        c = vof.volume_fraction(phi, hx, hy, samples=4)
+        c = volume_fraction(phi, (hx, hy), samples=4)
     elif name == "grid-line-y":                   # gas below y = 1/2: faces only
         phi = 3.0 * (Y - 0.5)
         c = np.where(Y < 0.5, 1.0, 0.0)
@@ -74,7 +79,7 @@ def case(name):
     elif name == "box-and-circle":                # both face directions beside segments
         b = box(X, Y, 0.25, 0.5, 0.125, 0.375)
         phi = np.minimum(b, circle(X, Y, 0.7013, 0.6522, 0.18))
-        c = np.maximum(np.where(b < 0, 1.0, 0.0), vof.volume_fraction(phi, hx, hy))
+        c = np.maximum(np.where(b < 0, 1.0, 0.0), volume_fraction(phi, (hx, hy)))
     elif name == "diagonal":                      # through the cell corners
         phi = (X - Y) / math.sqrt(2.0)
     elif name == "noise":                         # random c: conflicts, corners, ties
@@ -85,7 +90,7 @@ def case(name):
     else:
         raise ValueError(name)
     if c is None:
-        c = vof.volume_fraction(phi, hx, hy)
+        c = volume_fraction(phi, (hx, hy))
     return phi, c, hx, hy
 
 
@@ -104,7 +109,7 @@ def twin_call(cp, phi, c, hx, hy, band, reach):
     """The variant's result and info on device copies; the inputs left alone."""
     d_phi, d_c = cp.asarray(phi), cp.asarray(c)
     info = {}
-    got = vof_redistance_cuda.redistance(d_phi, d_c, hx, hy, band=band, reach=reach, info=info)
+    got = vof_redistance_cuda.redistance(d_phi, d_c, (hx, hy), band=band, reach=reach, info=info)
     assert got is not NotImplemented
     assert got.dtype == np.float64 and got.shape == phi.shape
     assert cp.array_equal(d_phi, cp.asarray(phi)) and cp.array_equal(d_c, cp.asarray(c))
@@ -119,9 +124,9 @@ def test_redistance_kernel_gives_the_reference_bits(name, search, cp):
     band, reach = search
     got, info, d_phi, d_c = twin_call(cp, phi, c, hx, hy, band, reach)
     ref_info = {}
-    ref = reference(d_phi, d_c, hx, hy, band=band, reach=reach, info=ref_info)
+    ref = reference(d_phi, d_c, (hx, hy), band=band, reach=reach, info=ref_info)
     host_info = {}
-    host = reference(phi, c, hx, hy, band=band, reach=reach, info=host_info)
+    host = reference(phi, c, (hx, hy), band=band, reach=reach, info=host_info)
     diff = float(cp.max(cp.abs(got - ref)))
     print(f"{name} {search_id(search)}: maxdiff {diff:.3e}, info {info}")
     assert cp.array_equal(got, ref)
@@ -129,7 +134,7 @@ def test_redistance_kernel_gives_the_reference_bits(name, search, cp):
     assert info == ref_info == host_info
     assert all(type(v) is int for v in info.values())
     # Without info: the same field.
-    assert cp.array_equal(vof_redistance_cuda.redistance(d_phi, d_c, hx, hy, band, reach), got)
+    assert cp.array_equal(vof_redistance_cuda.redistance(d_phi, d_c, (hx, hy), band, reach), got)
 
 
 @pytest.mark.gpu
@@ -139,7 +144,7 @@ def test_cases_reach_every_branch(cp):
     _, info, _, _ = twin_call(cp, phi, c, hx, hy, 3, None)
     assert info["sign_conflicts"] > 0
     phi, c, hx, hy = case("grid-line-x")
-    assert not bool(vof.interface_mask(c).any())
+    assert not bool(interface_mask(c).any())
     _, info, _, _ = twin_call(cp, phi, c, hx, hy, 3, None)
     assert info["band_cells"] == 8 * 64          # columns 12 to 19
 
@@ -149,46 +154,73 @@ def test_redistance_kernel_non_contiguous_and_numpy_scalars(cp):
     phi, c, hx, hy = case("two-circles")
     d_phi = cp.asarray(np.repeat(phi, 2, axis=1))[:, ::2]
     d_c = cp.asarray(np.repeat(c, 2, axis=1))[:, ::2]
-    hx64, hy64 = np.float64(hx), np.float64(hy)
-    got = vof_redistance_cuda.redistance(d_phi, d_c, hx64, hy64)
+    spacing = (np.float64(hx), np.float64(hy))
+    got = vof_redistance_cuda.redistance(d_phi, d_c, spacing)
     assert got is not NotImplemented
-    assert np.array_equal(got.get(), reference(phi, c, hx64, hy64))
+    assert np.array_equal(got.get(), reference(phi, c, spacing))
 
 
 @pytest.mark.gpu
 def test_redistance_kernel_is_deterministic(cp):
     phi, c, hx, hy = case("noise")
-    runs = [vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), hx, hy).get()
+    runs = [vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), (hx, hy)).get()
             for _ in range(2)]
     np.testing.assert_array_equal(runs[0].view(np.uint64), runs[1].view(np.uint64))
 
 
 @pytest.mark.gpu
 def test_redistance_fallbacks(cp):
-    """float32, mismatched shapes, a grid one cell wide, band < 1: the variant
-    declines (the array code runs, or raises)."""
+    """float32, mismatched shapes, a grid one cell wide, band < 1, a 3-D grid:
+    the variant declines (the array code runs, or raises)."""
     phi, c, hx, hy = case("circle")
+    sp = (hx, hy)
     f32 = [cp.asarray(a, dtype=cp.float32) for a in (phi, c)]
-    assert vof_redistance_cuda.redistance(*f32, hx, hy) is NotImplemented
-    assert vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c[:, :-1]), hx, hy) \
+    assert vof_redistance_cuda.redistance(*f32, sp) is NotImplemented
+    assert vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c[:, :-1]), sp) \
         is NotImplemented
-    assert vof_redistance_cuda.redistance(cp.asarray(phi[:, :1]), cp.asarray(c[:, :1]), hx, hy) \
+    assert vof_redistance_cuda.redistance(cp.asarray(phi[:, :1]), cp.asarray(c[:, :1]), sp) \
         is NotImplemented
-    assert vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), hx, hy, band=0) \
+    assert vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), sp, band=0) \
+        is NotImplemented
+    n = 8
+    g = (np.arange(n) + 0.5) / n
+    z, y, x = np.meshgrid(g, g, g, indexing="ij")
+    phi3 = np.sqrt((x - 0.5) ** 2 + (y - 0.5) ** 2 + (z - 0.5) ** 2) - 0.3
+    c3 = volume_fraction(phi3, (1 / n,) * 3)
+    assert vof_redistance_cuda.redistance(cp.asarray(phi3), cp.asarray(c3), (1 / n,) * 3) \
         is NotImplemented
     # Registered: the twin runs it, and the declined calls get the array code.
-    assert vof.redistance.variants.get("cupy") is vof_redistance_cuda.redistance
-    out = vof.redistance(*f32, hx, hy)
-    ref = vof.redistance.reference(*f32, hx, hy)
+    assert redistance.variants.get("cupy") is vof_redistance_cuda.redistance
+    out = redistance(*f32, sp)
+    ref = reference(*f32, sp)
     assert out.dtype == ref.dtype and bool(cp.array_equal(out, ref))
+    d_phi3, d_c3 = cp.asarray(phi3), cp.asarray(c3)
+    assert bool(cp.array_equal(redistance(d_phi3, d_c3, (1 / n,) * 3),
+                               reference(d_phi3, d_c3, (1 / n,) * 3)))
     with pytest.raises(ValueError, match="band"):
-        vof.redistance(cp.asarray(phi), cp.asarray(c), hx, hy, band=0)
+        redistance(cp.asarray(phi), cp.asarray(c), sp, band=0)
 
 
 def test_offsets_are_nearest_first_row_major_on_ties():
-    offs = search_offsets(5, 5, 1 / 64, 1 / 64)
+    offs = search_offsets((5, 5), (1 / 64, 1 / 64))
     assert len(offs) == 121 and offs[0] == (0, 0)
     assert offs[1:5] == [(-1, 0), (0, -1), (0, 1), (1, 0)]
     h = 1 / 64
     key = [(dj * h) ** 2 + (di * h) ** 2 for dj, di in offs]
     assert key == sorted(key)
+    # In 3-D too: the first six after the own cell are the face neighbours.
+    offs = search_offsets((2, 2, 2), (0.1, 0.1, 0.1))
+    assert len(offs) == 125 and offs[0] == (0, 0, 0)
+    assert sorted(offs[1:7]) == sorted([(1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0),
+                                        (0, 0, 1), (0, 0, -1)])
+
+
+def test_search_window_finds_the_foot_of_the_perpendicular():
+    """The default reach per array axis: ``band + 1/2`` cells along the
+    diagonal, rounded, at least ``band + 1``; a reach asked for is raised to
+    ``band + 1``."""
+    assert search_window(3, None, (1 / 64, 1 / 64)) == (5, 5)
+    assert search_window(3, None, (0.1, 0.1, 0.1)) == (6, 6, 6)
+    assert search_window(3, None, (0.02, 0.01)) == (8, 4)          # (rows, columns)
+    assert search_window(3, 2, (0.1, 0.1)) == (4, 4)
+    assert search_window(1, 7, (0.1, 0.1, 0.2)) == (7, 7, 7)

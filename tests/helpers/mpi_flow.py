@@ -1,7 +1,7 @@
 """Flow steps on the ranks' slabs, run by ``mpiexec -n N python3
 mpi_flow.py OUT [cupy]`` (tests/parallel/test_mpi.py): each rank steps its
-slab of a small flow case (FlowSolverRanks); rank 0 gathers the states,
-steps the same case in one process (FlowSolverND) and writes one JSON line
+slab of a small flow case (the stepper on a slab); rank 0 gathers the states,
+steps the same case in one process (the same stepper) and writes one JSON line
 per case: the largest difference of each field relative to its largest
 value, the pressure iterations of every step on the ranks and in one
 process, and the steps' diagnostics' largest relative difference."""
@@ -15,9 +15,8 @@ import numpy as np
 from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
 from bubbleflow.compute.comm import communicator
-from bubbleflow.flow import levelset_ops, vof
-from bubbleflow.flow.navier_stokes_nd import FlowSolverND
-from bubbleflow.flow.navier_stokes_ranks import FlowSolverRanks, whole_state
+from bubbleflow.flow import flow_solver
+from bubbleflow.flow.partition import whole_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL_2D = ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "momentum.viscosity=explicit"]
@@ -47,15 +46,6 @@ CASES = [
 ]
 
 
-def diagnostics_2d(solver, state):
-    """The 2-D solver's diagnostics of ``state`` (those a 2-D run writes)."""
-    hx, hy = solver.spacing
-    d = levelset_ops.bubble_diagnostics(state.phi, *state.velocity, hx, hy, solver.eps)
-    if state.c is not None:
-        d.update(vof.gas_diagnostics(state.c, state.velocity[1], hx, hy))
-    return d
-
-
 def diagnostic_difference(got, one):
     """Relative difference of two diagnostics: 0 for two NaNs (no gas),
     infinite for one."""
@@ -75,7 +65,7 @@ def main(path, backend_name="numpy"):
     lines = []
     for name, file, overrides, steps in CASES:
         case = load_case(os.path.join(ROOT, file), overrides)
-        ranked = FlowSolverRanks(case, backend, comm)
+        ranked = flow_solver(case, backend, comm)
         state, its, diags = ranked.initial_state(), [], []
         for _ in range(steps):
             state, rep = ranked.step(state)
@@ -84,14 +74,12 @@ def main(path, backend_name="numpy"):
         whole = whole_state(state, comm)
         if comm.rank != 0:
             continue
-        one = FlowSolverND(case, backend)
+        one = flow_solver(case, backend)
         ref, its_one, diags_one = one.initial_state(), [], []
         for _ in range(steps):
             ref, rep = one.step(ref)
             its_one.append(rep.record.iterations)
-            # In 2-D the 2-D solver's diagnostics (those a one-process run writes).
-            diags_one.append(rep.diagnostics if len(ref.velocity) == 3 else
-                             diagnostics_2d(one, ref))
+            diags_one.append(rep.diagnostics)
         h = backend.to_host
         diff = {"phi": relative(whole.phi, h(ref.phi)), "p": relative(whole.p, h(ref.p))}
         if ref.c is not None:

@@ -10,7 +10,8 @@ import sys
 import numpy as np
 
 from bubbleflow.compute.comm import communicator
-from bubbleflow.flow import levelset_nd
+from bubbleflow.flow import levelset
+from bubbleflow.flow.padding import WALLS
 from bubbleflow.flow.slabs import SlabPadding
 from bubbleflow.mesh.ranks import rank_slab
 
@@ -42,11 +43,11 @@ def fields(shape, seed):
 
 def run(phi, velocity, h, padding):
     dt = 0.2 * min(h)
-    out = {"advect": levelset_nd.advect(phi, velocity, dt, h, padding=padding),
-           "reinitialize": levelset_nd.reinitialize(phi + 0.3 * phi ** 2, h, iterations=3,
+    out = {"advect": levelset.advect(phi, velocity, dt, h, padding=padding),
+           "reinitialize": levelset.reinitialize(phi + 0.3 * phi ** 2, h, iterations=3,
                                                     padding=padding),
-           "smooth": levelset_nd.smooth(phi, passes=2, padding=padding)}
-    out["curvature"] = levelset_nd.curvature(out["smooth"], h, padding=padding)
+           "smooth": levelset.smooth(phi, passes=2, padding=padding)}
+    out["curvature"] = levelset.curvature(out["smooth"], h, padding=padding)
     return out
 
 
@@ -61,7 +62,7 @@ def main(path):
         nd = len(shape)
         mine = tuple(v[faces] if a == nd - 1 else v[cells] for a, v in enumerate(velocity))
         got = run(phi[cells], mine, h, SlabPadding(comm, slab))
-        refs = run(phi, velocity, h, levelset_nd.WALLS) if comm.rank == 0 else None
+        refs = run(phi, velocity, h, WALLS) if comm.rank == 0 else None
         for name, part in got.items():
             parts = comm.gather(part)
             if comm.rank != 0:

@@ -6,18 +6,18 @@ forever in the next collective) and say which rank failed
 import sys
 
 from bubbleflow.apps.cli import main
-from bubbleflow.flow.navier_stokes_ranks import FlowSolverRanks
+from bubbleflow.flow.navier_stokes import FlowSolver
 
-step = FlowSolverRanks.step
+step = FlowSolver.step
 
 
 def failing_step(self, state):
-    if self.comm.rank == 1 and state.step == 1:
+    if self.partition.comm.rank == 1 and state.step == 1:
         raise ValueError("a failure on rank 1 alone")
     return step(self, state)
 
 
-FlowSolverRanks.step = failing_step
+FlowSolver.step = failing_step
 if __name__ == "__main__":
     case, outdir = sys.argv[1:3]
     sys.exit(main(["run", case, "-o", outdir, "--no-progress", "--set", "grid.nx=16",

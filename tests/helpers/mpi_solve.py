@@ -5,22 +5,24 @@ keeps its slab (DistributedOperator.from_operator) and solves with the
 Krylov loop; rank 0 gathers the answer, solves the same system in one
 process and writes one JSON line per case to OUT: iterations of both, the
 relative difference of the answers, the true relative residual of the
-distributed answer, the communicator's name."""
+distributed answer, the communicator's name.  The ``solver:`` cases run
+the one PressureSolver on the slab (its preconditioner and deflation space
+by their registry entries' slab builders) and on the whole grid."""
 import json
 import sys
 
 import numpy as np
 
-from bubbleflow import dpcg, pcg
+from bubbleflow import PressureSolver, dpcg, pcg
 from bubbleflow.linalg.deflation.distributed import DistributedDeflation
-from bubbleflow.linalg.deflation.space import Deflation, levelset_subdomain_labels
-from bubbleflow.linalg.precond.block_ic import BlockIC
-from bubbleflow.linalg.precond.block_ic_ranks import block_ic_on_slab
-from bubbleflow.linalg.precond.incomplete_poisson import IncompletePoisson, ScaledIncompletePoisson
-from bubbleflow.linalg.precond.incomplete_poisson_ranks import (DistributedIncompletePoisson,
-                                                                 DistributedScaledIncompletePoisson)
+from bubbleflow.linalg.deflation.labels import levelset_subdomain_labels
+from bubbleflow.linalg.deflation.space import Deflation
+from bubbleflow.linalg.precond.agglomerated_multigrid import DistributedMultigrid
+from bubbleflow.linalg.precond.block_ic import BlockIC, block_ic_on_slab
+from bubbleflow.linalg.precond.incomplete_poisson import (DistributedIncompletePoisson,
+                                                          DistributedScaledIncompletePoisson,
+                                                          IncompletePoisson, ScaledIncompletePoisson)
 from bubbleflow.linalg.precond.multigrid import Multigrid
-from bubbleflow.linalg.precond.multigrid_ranks import DistributedMultigrid
 from bubbleflow.case.problem import bubbly_column, bubbly_column_3d
 from bubbleflow.compute.backend import backend_of, get_backend
 from bubbleflow.compute.comm import communicator
@@ -32,8 +34,37 @@ CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "j
          ("2d", 64, "multigrid"), ("3d", 32, "multigrid"), ("2d", 64, "multigrid32w"),
          ("3d", 32, "multigrid32w"), ("2d", 48, "ips"), ("3d", 16, "ips"), ("2d", 48, "ips+lsd"),
          ("3d", 16, "ips+lsd"), ("2d", 48, "ip"), ("3d", 16, "ip"), ("2d", 48, "bic"),
-         ("3d", 16, "bic"), ("2d", 48, "bic+lsd")]
+         ("3d", 16, "bic"), ("2d", 48, "bic+lsd"), ("2d", 48, "solver:ips+lsd"),
+         ("3d", 32, "solver:multigrid+stripes"), ("2d", 48, "solver:bic")]
 CONTRAST, RTOL = 10.0, 1e-11
+#: The PressureSolver's arguments of the ``solver:`` cases.
+SOLVER_CASES = {
+    "solver:ips+lsd": dict(method="dpcg", preconditioner="incomplete_poisson_scaled",
+                           deflation="levelset_subdomains", cells_per_subdomain=8),
+    "solver:multigrid+stripes": dict(method="dpcg", preconditioner="multigrid",
+                                     deflation="stripes", stripes=4,
+                                     preconditioner_options=dict(coarsest=64, min_side=2)),
+    "solver:bic": dict(method="pcg", preconditioner="block_ic", block_lines=2),
+}
+
+
+def solver_case(A, Ad, b, phi, backend, comm, options):
+    """A ``solver:`` case's fields of its line (rank 0; None elsewhere)."""
+    xp = backend.xp
+    options = dict(options, rtol=RTOL, maxiter=20000)
+    lo, hi, _, _ = Ad.slab.extended()
+    solver = PressureSolver(Ad, phi=phi[lo:hi], grid=A.grid, **options)
+    xd, info = solver.solve(Ad.scatter_local(b))
+    x = Ad.gather(xd)
+    if comm.rank != 0:
+        return None
+    x1, info1 = PressureSolver(A, phi=phi, **options).solve(xp.asarray(b))
+    x1 = to_host(x1, backend_of(x1))
+    r = (b - b.mean()) - to_host(A @ xp.asarray(x), backend)
+    return dict(ranks=comm.size, comm=comm.name, engine=info.engine, its=int(info.iterations),
+                its_one=int(info1.iterations), converged=bool(info.converged),
+                diff=float(np.abs(x - x1).max() / np.abs(x1).max()),
+                residual=float(np.linalg.norm(r) / np.linalg.norm(b - b.mean())))
 
 
 def main(out, backend_name="numpy", comm_name="auto"):
@@ -51,6 +82,11 @@ def main(out, backend_name="numpy", comm_name="auto"):
         b = np.asarray(to_host(b, backend_of(b)), dtype=np.float64).ravel()
         phi = to_host(phi, backend_of(phi))
         Ad = DistributedOperator.from_operator(A, comm, align=4)
+        if prec in SOLVER_CASES:
+            line = solver_case(A, Ad, b, phi, backend, comm, SOLVER_CASES[prec])
+            if line is not None:
+                lines.append(dict(case=f"{dim} n={n} {prec}", **line))
+            continue
         M, _, deflated = prec.partition("+")
         M = None if M == "none" else M
         M_one = M

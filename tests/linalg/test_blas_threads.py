@@ -43,7 +43,7 @@ def test_large_orders_keep_every_thread(fake):
 
 
 def test_the_coarse_inverse_runs_on_one_thread(fake, monkeypatch):
-    from bubbleflow.linalg.deflation import coarse
+    from bubbleflow.linalg.deflation import dense_inverses
 
     from scipy.linalg import lapack
 
@@ -52,7 +52,7 @@ def test_the_coarse_inverse_runs_on_one_thread(fake, monkeypatch):
     monkeypatch.setattr(lapack, "dpotrf",
                         lambda a, **kw: (inside.append(fake.n), real(a, **kw))[1])
     A = np.diag(np.arange(1.0, 6.0)) + 0.1
-    inv = coarse._unsymmetrised_inverse(get_backend("numpy"), A)
+    inv = dense_inverses._unsymmetrised_inverse(get_backend("numpy"), A)
     assert inside == [1] and fake.n == 4
     assert np.allclose(inv @ A, np.eye(5))
 

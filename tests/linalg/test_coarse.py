@@ -6,8 +6,11 @@ import pytest
 import scipy.sparse as sp
 
 from bubbleflow.compute.backend import get_backend
-from bubbleflow.linalg.deflation.coarse import CoarseSolver, gauss_jordan_inverse, partition_groups, separator_mask
-from bubbleflow.linalg.deflation.space import make_deflation, subdomain_labels
+from bubbleflow.linalg.deflation.coarse import CoarseSolver
+from bubbleflow.linalg.deflation.dense_inverses import gauss_jordan_inverse
+from bubbleflow.linalg.deflation.graph_partition import partition_groups, separator_mask
+from bubbleflow.linalg.deflation.labels import subdomain_labels
+from bubbleflow.linalg.deflation.space import make_deflation
 from bubbleflow.case.problem import bubbly_column
 
 RTOL = 1e-10
@@ -289,10 +292,10 @@ def test_gauss_jordan_kernel_against_reference(m, cupy_backend):
     """The shared-memory kernel (150: over 48 KiB, opt-in shared memory)."""
     import cupy as cp
 
-    from bubbleflow.linalg.deflation.coarse import _batched_spd_inverse
+    from bubbleflow.linalg.deflation.dense_inverses import batched_spd_inverse
 
     B = _spd_batch(4, m, seed=m)
-    got = cp.asnumpy(_batched_spd_inverse(get_backend("cupy"), cp.asarray(B)))
+    got = cp.asnumpy(batched_spd_inverse(get_backend("cupy"), cp.asarray(B)))
     ref = gauss_jordan_inverse(B)
     assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max()
     np.testing.assert_allclose(got, np.linalg.inv(B), rtol=1e-10, atol=1e-13)
@@ -340,7 +343,7 @@ def test_raw_condensed_kernels_against_backend_twin(case, cupy_backend):
     np.zeros(0, dtype=np.int64),
 ])
 def test_set_up_index_helpers_equal_numpy_unique(values):
-    from bubbleflow.linalg.deflation.coarse import _dense_ids, _sorted_unique
+    from bubbleflow.linalg.deflation.condensed_layout import _dense_ids, _sorted_unique
 
     np.testing.assert_array_equal(_dense_ids(values),
                                   np.unique(values, return_inverse=True)[1].ravel())

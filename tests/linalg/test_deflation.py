@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from bubbleflow.linalg.deflation.space import (Deflation, make_deflation, subdomain_labels, stripe_labels,
-                                  levelset_subdomain_labels)
+from bubbleflow.linalg.deflation.labels import levelset_subdomain_labels, stripe_labels, subdomain_labels
+from bubbleflow.linalg.deflation.space import Deflation, make_deflation
 from bubbleflow.case.problem import bubbly_column
 
 

@@ -11,8 +11,8 @@ from scipy.sparse.linalg import spsolve
 from bubbleflow import dpcg
 from bubbleflow.case.problem import bubbly_column_3d
 from bubbleflow.compute.transfer import to_host
-from bubbleflow.linalg.deflation.space import (Deflation, levelset_subdomain_labels,
-                                               make_deflation, partition_labels)
+from bubbleflow.linalg.deflation.labels import levelset_subdomain_labels, partition_labels
+from bubbleflow.linalg.deflation.space import Deflation, make_deflation
 from bubbleflow.linalg.solver import PressureSolver
 from bubbleflow.mesh.grid import Grid
 from bubbleflow.operators.poisson import PoissonOperator

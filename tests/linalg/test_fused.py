@@ -153,10 +153,10 @@ def _one_iteration_against_numpy(prec, n, blocks):
 def test_one_fused_iteration_equals_numpy_twin(prec, offsets, cupy_backend, monkeypatch):
     """Every kernel of one A-DEF2 iteration against the plain NumPy formulas
     (with 32-bit and, as for grids of 2^31 cells, 64-bit cell offsets)."""
-    import bubbleflow.linalg.fused.engine as fused
+    import bubbleflow.linalg.fused.layout as layout
 
     if offsets == 64:
-        monkeypatch.setattr(fused, "_IDX32_LIMIT", 0)
+        monkeypatch.setattr(layout, "_IDX32_LIMIT", 0)
     _one_iteration_against_numpy(prec, 64, (4, 4))
 
 
@@ -174,18 +174,18 @@ def test_one_fused_iteration_equals_numpy_twin(prec, offsets, cupy_backend, monk
 def test_fused_tile_walk_geometries(prec, n, blocks, chunk_rows, cupy_backend, monkeypatch):
     """The column-walking kernels on every kind of tile: widths below, at and
     above a warp, not powers of two, uneven row chunks, one-column tiles."""
-    import bubbleflow.linalg.fused.engine as fused
+    import bubbleflow.linalg.fused.layout as layout
 
-    monkeypatch.setattr(fused, "_CHUNK_ROWS", chunk_rows)
-    monkeypatch.setattr(fused, "_CHUNK_ROWS_WIDE", chunk_rows)
-    monkeypatch.setattr(fused, "_CHUNK_ROWS_IP", chunk_rows)
-    monkeypatch.setattr(fused, "_DIR_BAND_COLS", None)     # both kernels on the subdomain tile
-    monkeypatch.setattr(fused, "_IP_BLOCK_COLS", 0)
+    monkeypatch.setattr(layout, "_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(layout, "_CHUNK_ROWS_WIDE", chunk_rows)
+    monkeypatch.setattr(layout, "_CHUNK_ROWS_IP", chunk_rows)
+    monkeypatch.setattr(layout, "_DIR_BAND_COLS", None)     # both kernels on the subdomain tile
+    monkeypatch.setattr(layout, "_IP_BLOCK_COLS", 0)
     eng = _one_iteration_against_numpy(prec, n, blocks)
     by, bx = n // blocks[1], n // blocks[0]
     assert (eng.by, eng.bx) == (by, bx) == eng.dir_tile
     assert eng.group == 1
-    bxp, chunks, threads = fused._walk_geometry(by, bx, chunk_rows)
+    bxp, chunks, threads = layout._walk_geometry(by, bx, chunk_rows)
     assert eng.upd_walk == (bxp, chunks, threads)
     assert eng.dir_launch == ((eng.ntiles,), (threads,), (bx, by, bxp, chunks))
 
@@ -202,9 +202,9 @@ def test_fused_update_groups(prec, n, blocks, group, cupy_backend, monkeypatch):
     """The scaled IP update with several subdomain tiles side by side in a
     block, each with its own sums (the direction kernel on the subdomain
     tiles, as where row bands do not apply)."""
-    import bubbleflow.linalg.fused.engine as fused
+    import bubbleflow.linalg.fused.layout as layout
 
-    monkeypatch.setattr(fused, "_DIR_BAND_COLS", None)
+    monkeypatch.setattr(layout, "_DIR_BAND_COLS", None)
     eng = _one_iteration_against_numpy(prec, n, blocks)
     assert eng.dir_bands is None and eng.dir_tile == (eng.by, eng.bx)
     assert eng.group == (group if prec == "incomplete_poisson_scaled" else 1)
@@ -223,19 +223,19 @@ def test_fused_direction_row_bands(prec, n, blocks, cols, bands, strip, cupy_bac
                                    monkeypatch):
     """The direction kernel on row bands of column strips: one band or many,
     uneven bands, one row a band, several strips."""
-    import bubbleflow.linalg.fused.engine as fused
+    import bubbleflow.linalg.fused.layout as layout
 
-    monkeypatch.setattr(fused, "_DIR_BAND_COLS", cols)
-    monkeypatch.setattr(fused, "_DIR_BAND_MIN_ROWS", 1 if bands == n else 8)
+    monkeypatch.setattr(layout, "_DIR_BAND_COLS", cols)
+    monkeypatch.setattr(layout, "_DIR_BAND_MIN_ROWS", 1 if bands == n else 8)
     if bands is not None:
-        monkeypatch.setattr(fused, "_resident_blocks",
+        monkeypatch.setattr(layout, "_resident_blocks",
                             lambda kernel, threads, nb=bands, nx=n, bx=strip: nb * (nx // bx))
     eng = _one_iteration_against_numpy(prec, n, blocks)
     assert eng.dir_bands[0] == strip
     if bands is not None:
         assert eng.dir_bands == (strip, bands)
     else:
-        resident = fused._resident_blocks(eng.k_dirspmv, strip)
+        resident = layout._resident_blocks(eng.k_dirspmv, strip)
         assert eng.dir_bands[1] == max(1, min(n // 8, resident // (n // strip)))
     assert eng.ndir == (n // strip) * eng.dir_bands[1]
 
@@ -435,7 +435,7 @@ def test_dense_coarse_product_is_cupy_dot(k, cupy_backend):
     same bits (on CuPy versions whose dot it knows; else it is cupy.dot)."""
     import cupy as cp
 
-    from bubbleflow.linalg.deflation.coarse import dense_gemm, dense_product
+    from bubbleflow.compute.cublas_gemm import dense_gemm, dense_product
 
     assert dense_gemm() is not None
     rng = np.random.default_rng(k)
@@ -506,7 +506,7 @@ def test_dense_coarse_product_replayed_from_a_graph_is_cupy_dot(cupy_backend):
     stream other than the capturing one, it gives cupy.dot's bits."""
     import cupy as cp
 
-    from bubbleflow.linalg.deflation.coarse import dense_gemm, dense_product
+    from bubbleflow.compute.cublas_gemm import dense_gemm, dense_product
 
     assert dense_gemm() is not None and dense_gemm().capturable
     rng = np.random.default_rng(3)

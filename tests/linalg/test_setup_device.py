@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bubbleflow.linalg.deflation.space import (Deflation, levelset_subdomain_labels, make_deflation,
-                                  stripe_labels, subdomain_labels)
+from bubbleflow.linalg.deflation.labels import levelset_subdomain_labels, stripe_labels, subdomain_labels
+from bubbleflow.linalg.deflation.space import Deflation, make_deflation
 from bubbleflow.mesh.grid import Grid
 from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
 from bubbleflow.operators.poisson import PoissonOperator, assemble_pressure_operator

@@ -8,7 +8,7 @@ level-set and plain layouts, narrow and wide blocks, fragmented parts.
 import numpy as np
 import pytest
 
-import bubbleflow.linalg.deflation.space as deflation
+from bubbleflow.linalg.deflation import boxes
 from bubbleflow.linalg.deflation.space import make_deflation
 from bubbleflow.mesh.grid import Grid
 from bubbleflow.mesh.levelset import Circle, build_levelset, phase_fields
@@ -129,7 +129,7 @@ def test_deflation_kernels_equal_array_code(nx, ny, blocks, phi_kind, storage, c
     assert raw_deflation_ok(A, *blocks)
     D = build(A, phi, blocks)
     assert D.labels.dtype == np.int32 and D.labels32 is D.labels
-    monkeypatch.delitem(deflation.block_layout.variants, "cupy")
+    monkeypatch.delitem(boxes.block_layout.variants, "cupy")
     T = build(A, phi, blocks)                                  # the array code, same GPU
     assert T.labels.dtype == np.int64
     compare(D, T)
@@ -173,7 +173,7 @@ def test_dense_coarse_kernels_equal_array_code(singular, cupy_backend):
     part, both projections): the array code's K bit for bit."""
     import cupyx.scipy.sparse as csp
 
-    from bubbleflow.linalg.deflation import coarse
+    from bubbleflow.linalg.deflation.dense_inverses import dense_pseudo_inverse
 
     A, phi = operator_and_phi(96, 64, "bubbles", cupy_backend)
     Eb = build(A, phi, (12, 8)).E_backend
@@ -182,8 +182,8 @@ def test_dense_coarse_kernels_equal_array_code(singular, cupy_backend):
         Eb = (Eb + csp.identity(k, format="csr")).tocsr()
         Eb.sort_indices()
     n = k - 1 if singular else k
-    K, flags = coarse._dense_inverse(cupy_backend, Eb, n, singular)
-    ref, none = coarse._dense_inverse.reference(cupy_backend, Eb, n, singular)
+    K, flags = dense_pseudo_inverse(cupy_backend, Eb, n, singular)
+    ref, none = dense_pseudo_inverse.reference(cupy_backend, Eb, n, singular)
     assert none == [] and len(flags) == 1
     np.testing.assert_array_equal(K.get(), ref.get())
     assert not flags[0][0].get().any()

@@ -193,7 +193,7 @@ def _assert_flow_steps_equal(run, ranks):
 
 
 def test_flow_steps_on_ranks_equal_one_process(tmp_path):
-    """Flow cases on the ranks (FlowSolverRanks): 1, 2 and 4 ranks step the
+    """Flow cases on the ranks (the stepper on slabs): 1, 2 and 4 ranks step the
     2-D rising bubble (DPCG with scaled IP and level-set subdomains, through
     a reinitialisation), the bubbly column with multigrid, the 3-D rising
     bubble (reduced gravity, multigrid), Hysing's case 2 and the 3-D bubble
@@ -223,7 +223,7 @@ def test_flow_steps_on_ranks_on_the_gpu(tmp_path, cupy_backend):
 
 def test_a_flow_slab_too_thin_for_the_stencils_is_refused():
     from bubbleflow.case.config import load_case
-    from bubbleflow.flow.navier_stokes_ranks import rank_refusal
+    from bubbleflow.flow.navier_stokes import rank_refusal
 
     case = load_case(HERE.parents[1] / "cases" / "two_phase.yaml", ["grid.ny=16"])
     assert rank_refusal(case, 4) == ("grid.ny", 16, "a count whose slabs have 5 planes a rank "
@@ -614,7 +614,7 @@ def test_the_ranks_model_adds_its_parts():
 def test_multigrid_levels_stay_on_the_slabs_when_aligned():
     from bubbleflow.mesh.ranks import coarsening_align
     from bubbleflow.linalg.precond.multigrid import Multigrid
-    from bubbleflow.linalg.precond.multigrid_ranks import DistributedMultigrid
+    from bubbleflow.linalg.precond.agglomerated_multigrid import DistributedMultigrid
 
     assert [coarsening_align(p, r) for p, r in ((256, 4), (64, 3), (10, 4))] == [32, 8, 1]
     A, b, _ = bubbly_column(64, 1e3)
@@ -682,7 +682,7 @@ def test_block_ic_on_a_slab_is_the_whole_grids_rows(dim):
     kept couplings), for every rank of 1, 2 and 4, a slab of one block
     included; a whole 2-D grid in one block stays refused (singular)."""
     from bubbleflow.linalg.precond.block_ic import BlockIC
-    from bubbleflow.linalg.precond.block_ic_ranks import block_ic_on_slab
+    from bubbleflow.linalg.precond.block_ic import block_ic_on_slab
 
     A, _, _ = bubbly_column(16, 1e3) if dim == 2 else bubbly_column_3d(8, 1e3)
     whole = BlockIC(A, 2)

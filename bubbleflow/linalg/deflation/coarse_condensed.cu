@@ -1,5 +1,6 @@
-// The condensed coarse solve E^+ s on the GPU (bubbleflow.linalg.coarse,
-// class _RawCondensed; twin: CoarseSolver._solve_condensed).
+// The condensed coarse solve E^+ s on the GPU
+// (bubbleflow.linalg.deflation.condensed_kernels, class RawCondensedSolve;
+// twin: CoarseSolver._solve_condensed).
 typedef double T;
 #include "common.cuh"
 

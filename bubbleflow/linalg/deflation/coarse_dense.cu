@@ -1,6 +1,6 @@
 // The dense coarse factorisation's element-wise steps on the GPU
-// (bubbleflow.linalg.deflation.coarse; twin: the array code of
-// CoarseSolver._setup_dense and _spd_inverse).  Each kernel does in one pass
+// (bubbleflow.linalg.deflation.dense_inverses; twin: the array code of
+// dense_pseudo_inverse and spd_inverse).  Each kernel does in one pass
 // what the array code does in several, with the same double operations in
 // the same order (compiled without FMA contraction): the results are equal
 // bit for bit.

@@ -16,9 +16,14 @@ What the Krylov loop asks of a deflation space (``restrict``, ``prolong``,
 
 A subdomain may straddle two ranks.  Each rank gives the labels of its
 widened slab (from its level set and the boxes' planes there,
-:func:`~.space.levelset_subdomain_labels` with ``planes``).
+:func:`~.labels.levelset_subdomain_labels` with ``planes``).
 The set-up runs on the host; ``A Z``, its transpose, the labels and the
 coarse solve live on the operator's backend.
+
+:func:`slab_deflation` is the registry's builder of a deflation space on a
+rank's slab (:data:`bubbleflow.linalg.registry.DEFLATIONS`, ``slab``): the
+boxes of the one-process space of the same name and options, labelled on
+the rank's widened slab.
 """
 from __future__ import annotations
 
@@ -27,10 +32,12 @@ import numpy as np
 from ...compute.backend import backend_of
 from ...compute.transfer import on_backend, to_host
 from ...mesh.grid import face_sides
+from .. import registry
 from .coarse import CoarseSolver
-from .space import scatter_add
+from .arrays import scatter_add
+from .labels import levelset_subdomain_labels, partition_labels
 
-__all__ = ["DistributedDeflation"]
+__all__ = ["DistributedDeflation", "slab_deflation"]
 
 
 class _RankSum:
@@ -100,6 +107,34 @@ class DistributedDeflation:
 
     def __repr__(self):
         return f"<DistributedDeflation {self.kind}: {self.k} vectors, rank {self.comm.rank}>"
+
+
+def slab_deflation(kind, A, grid, phi=None, subdomains=None, stripes=16,
+                   cells_per_subdomain=None):
+    """The deflation space ``kind`` on the slab of ``A`` (a
+    DistributedOperator), or None for ``"none"``: the boxes of the whole
+    ``grid`` (a :class:`~bubbleflow.mesh.grid.Grid`) that the one-process
+    space of these options has (``subdomains`` counts, x first, or boxes
+    about ``cells_per_subdomain`` cells wide by default; ``stripes`` layers
+    along the vertical axis for a space whose entry takes ``stripes``),
+    split into liquid and gas by ``phi`` for a space that needs the level
+    set (``phi``: the level set on the slab widened by its halo planes)."""
+    if kind == "none" or kind is None:
+        return None
+    entry = registry.deflation(kind)           # an unknown name: the registry's error
+    if entry.needs_phi and phi is None:
+        raise ValueError(f"{kind} deflation needs the level set phi")
+    if "stripes" in entry.options:             # layers along the vertical axis
+        blocks = (1,) * (grid.ndim - 1) + (int(stripes),)
+    else:
+        blocks = subdomains or registry.default_subdomains(grid, cells_per_subdomain)
+    lo, hi, _, _ = A.slab.extended()
+    if entry.needs_phi:
+        labels = levelset_subdomain_labels(np.asarray(backend_of(phi).to_host(phi)), *blocks,
+                                           grid_shape=grid.shape, planes=(lo, hi))
+    else:
+        labels = partition_labels(grid.shape, blocks, planes=(lo, hi))
+    return DistributedDeflation(A, labels, kind=kind)
 
 
 def _on_backend_csr(M, backend):

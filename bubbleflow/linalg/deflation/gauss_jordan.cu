@@ -1,5 +1,5 @@
-// Batched inverses of SPD matrices in shared memory (bubbleflow.linalg.coarse;
-// twin: gauss_jordan_inverse).
+// Batched inverses of SPD matrices in shared memory
+// (bubbleflow.linalg.deflation.dense_inverses; twin: gauss_jordan_inverse).
 
 extern "C" __global__ void bf_gauss_jordan(double* __restrict__ B, const int m)
 {

@@ -5,17 +5,18 @@ interface; written with array operations that is a few dozen library
 kernels over the grid plus sorts of the cut-face entries, here it is one or
 two passes (``deflation_blocks.cu``).  The restriction ``Z^T r`` of a block
 layout is one kernel (``tile_part_sums.cu``).  Each is registered on its
-array-code twin in :mod:`bubbleflow.linalg.deflation.space`, and the tests compare
-the two:
+array-code twin (:func:`bubbleflow.linalg.deflation.boxes.block_layout`,
+:func:`bubbleflow.linalg.deflation.boxes.tile_part_sums`), and the tests
+compare the two:
 
 =======================  =============================================  ==========================
 kernel                   computes                                       twin
 =======================  =============================================  ==========================
-``bf_defl_parts``        gas/liquid part of every cell, parts present   ``levelset_subdomain_labels``, ``_block_sums``
-``bf_defl_labels``       the vector of every cell (int32)               ``_compact_present``
-``bf_defl_rows``         ``(A Z)^T`` in CSR and ``E`` per row (ELL)      ``deflation._face_pieces``
-``bf_defl_e``            ``E`` in CSR, exactly symmetric                 ``deflation._face_pieces``
-``bubbleflow_tile_part_sums``  ``Z^T r`` per block and part              ``deflation.tile_part_sums``
+``bf_defl_parts``        gas/liquid part of every cell, parts present   ``labels.levelset_subdomain_labels``, ``boxes._block_sums``
+``bf_defl_labels``       the vector of every cell (int32)               ``labels.compact_present``
+``bf_defl_rows``         ``(A Z)^T`` in CSR and ``E`` per row (ELL)      ``coarse_matrix.face_pieces``
+``bf_defl_e``            ``E`` in CSR, exactly symmetric                 ``coarse_matrix.face_pieces``
+``bubbleflow_tile_part_sums``  ``Z^T r`` per block and part              ``boxes.tile_part_sums``
 =======================  =============================================  ==========================
 
 The kernels are 2-D: a 3-D space, and its sums, take the array code (these
@@ -167,7 +168,7 @@ def deflation_blocks(A, phi, px, py, size, present_table):
 def tile_part_sums(r, part, block_shape):
     """``(ntiles * 2,)``: the sums of ``r`` over part 0 and part 1 of every
     block of ``block_shape`` (row-major blocks; CuPy), one kernel.  Its twin
-    is :func:`bubbleflow.linalg.deflation.space.tile_part_sums` (array code).
+    is :func:`bubbleflow.linalg.deflation.boxes.tile_part_sums` (array code).
     Other dtypes than float64 and float32, or a grid that is not 2-D:
     ``NotImplemented``."""
     import cupy

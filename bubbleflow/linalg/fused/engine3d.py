@@ -1,8 +1,8 @@
 """The fused preconditioned CG iteration on a 3-D grid (CuPy, float64).
 
-The iteration of :class:`~.engine.FusedEngine` (its scalars on the device,
-its buffers allocated once, its CUDA graphs of whole iterations, its
-protocol for the Krylov loop) with 3-D grid kernels (``fused3d.cu``):
+:class:`~.iteration.FusedIteration` (its scalars on the device, its
+buffers allocated once, its CUDA graphs of whole iterations, its protocol
+for the Krylov loop) with 3-D grid kernels (``fused3d.cu``):
 
 ``direction_spmv``  ``p' = y + beta p`` and ``w = A p'`` from the three face
              couplings, each thread walking a column of cells up a chunk of
@@ -13,18 +13,23 @@ protocol for the Krylov loop) with 3-D grid kernels (``fused3d.cu``):
              the iteration where it offers them (the multigrid cycle's
              :meth:`~bubbleflow.linalg.precond.multigrid.Multigrid.device_launches`),
              then ``r' . y``;
-``alpha``, ``beta``  the 2-D engine's kernels.
+``alpha``, ``beta``  the 2-D engine's kernels (:mod:`.kernels`).
 
 No deflation (a deflated 3-D solve runs the generic loop).  The twin is the
 generic loop of :mod:`bubbleflow.linalg.krylov`; the tests compare the two
-on the GPU.
+on the GPU.  :func:`engine_for` is the registry's ``fused`` device engine:
+this one on a 3-D grid, the 2-D :func:`~.engine.fused_engine_for` on a 2-D
+one.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...compute import cuda
-from .engine import PREC_GENERIC, PREC_IDENTITY, PREC_JACOBI, FusedEngine, fused_engine_for
+from .engine import fused_engine_for
+from .iteration import FusedIteration
+from .kernels import PREC_GENERIC, PREC_IDENTITY, PREC_JACOBI
+from .protocol import float64_on_device
 
 __all__ = ["FusedEngine3D", "engine_for"]
 
@@ -62,12 +67,9 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     """The fused engine of this solve (the registry's ``fused`` device
     engine): a :class:`FusedEngine3D` on a 3-D grid without deflation, the
     2-D :func:`~.engine.fused_engine_for` on a 2-D grid, else None."""
-    from ...compute.backend import backend_of
-    from ...compute.transfer import on_device
-
     if len(getattr(A, "grid_shape", ())) != 3:
         return fused_engine_for(A, prec_obj, prec_name, defl, variant, b, previous)
-    if not on_device(backend_of(b)) or b.dtype != np.float64 or defl is not None:
+    if not float64_on_device(b) or defl is not None:
         return None                        # (no deflation kernels in 3-D yet)
     if not (hasattr(A, "couplings") and hasattr(A, "backend")):
         return None
@@ -83,13 +85,13 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     return FusedEngine3D(A, prec_obj, prec_name, b)
 
 
-class FusedEngine3D(FusedEngine):
+class FusedEngine3D(FusedIteration):
     """Buffers, kernels and launch plan of the fused iteration on one 3-D grid."""
 
     def __init__(self, A, prec_obj, prec_name, b):
         import cupy as cp
 
-        self.cp = cp
+        super().__init__(cp)
         self.shape = tuple(int(v) for v in A.grid_shape)
         nz, ny, nx = self.shape
         self.nz, self.ny, self.nx, self.n = nz, ny, nx, nz * ny * nx
@@ -102,7 +104,7 @@ class FusedEngine3D(FusedEngine):
         kernels (any other)."""
         if prec_obj is None:
             return PREC_IDENTITY
-        code = FusedEngine._code_of(prec_obj, prec_name)
+        code = FusedIteration._code_of(prec_obj, prec_name)
         return PREC_JACOBI if code == PREC_JACOBI else PREC_GENERIC
 
     def fits(self, A, prec_obj, prec_name, defl, tile):
@@ -136,27 +138,22 @@ class FusedEngine3D(FusedEngine):
         if self.prec_code == PREC_JACOBI:
             self.s[...] = prec_obj.inv_diagonal.reshape(self.n)
 
-    def _entries(self, name, cur, pcur):
-        if name not in ("direction_spmv", "update"):
-            return super()._entries(name, cur, pcur)
-        key = (name, cur, pcur, self._starting)
-        if key not in self._table:
-            nz, ny, nx = (np.int32(v) for v in self.shape)
-            null = np.uint64(0)
-            if name == "direction_spmv":
-                grid, block, chunk = self.dir_launch
-                out = [(self.k_dirspmv, grid, block,
-                        (self.y, self.scal, self.pbuf[pcur], self.pbuf[1 - pcur], self.w,
-                         self.cx, self.cy, self.cz, self.part_pw, nx, ny, nz,
-                         np.int32(chunk)), 0)]
-            else:
-                write_y = np.int32(self.prec_code != PREC_GENERIC)
-                out = [(self.k_update, (self.ntiles,), (_THREADS,),
-                        (self.pbuf[pcur], self.w, self.r[cur], self.r[1 - cur], self.x, self.y,
-                         self.s if self.s is not None else null, self.scal, self.part_ry,
-                         self.part_rr, np.int32(self.n), write_y), 0)]
-            self._table[key] = out
-        return self._table[key]
+    def _grid_entries(self, name, cur, pcur):
+        """The launches of ``direction_spmv`` or ``update`` at parity
+        ``(cur, pcur)`` (see :meth:`~.stages.FusedStages._entries`)."""
+        nz, ny, nx = (np.int32(v) for v in self.shape)
+        null = np.uint64(0)
+        if name == "direction_spmv":
+            grid, block, chunk = self.dir_launch
+            return [(self.k_dirspmv, grid, block,
+                     (self.y, self.scal, self.pbuf[pcur], self.pbuf[1 - pcur], self.w,
+                      self.cx, self.cy, self.cz, self.part_pw, nx, ny, nz,
+                      np.int32(chunk)), 0)]
+        write_y = np.int32(self.prec_code != PREC_GENERIC)
+        return [(self.k_update, (self.ntiles,), (_THREADS,),
+                 (self.pbuf[pcur], self.w, self.r[cur], self.r[1 - cur], self.x, self.y,
+                  self.s if self.s is not None else null, self.scal, self.part_ry,
+                  self.part_rr, np.int32(self.n), write_y), 0)]
 
     def _count_bytes(self):
         """Bytes one iteration moves, each array read once and written once:

@@ -1,10 +1,11 @@
 """The fused preconditioned CG iteration on one rank's slab (CuPy, float64).
 
-:class:`~.engine.FusedEngine`'s protocol (:mod:`bubbleflow.linalg.krylov.device`:
-scalars on the device, buffers allocated once, CUDA graphs of whole
-iterations) for a :class:`~bubbleflow.operators.distributed.DistributedOperator`
-(2-D or 3-D, CG or Jacobi PCG, no deflation), its sums reduced over the
-ranks by the operator's communicator between the kernels (``ranks.cu``):
+:class:`~.protocol.DeviceEngine` (the protocol of
+:mod:`bubbleflow.linalg.krylov.device`: scalars on the device, buffers
+allocated once, CUDA graphs of runs of iterations) for a
+:class:`~bubbleflow.operators.distributed.DistributedOperator` (2-D or 3-D,
+CG or Jacobi PCG, no deflation), its sums reduced over the ranks by the
+operator's communicator between the kernels (``ranks.cu``):
 
 1. the halo swap of ``p``'s edge planes starts (NCCL on a stream of its own);
 2. ``spmv`` on the planes that do not touch a halo, then, once the halo has
@@ -31,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
+from .protocol import BAD, BETA, DONE, INV_BNORM, RZ, TOL_REL, DeviceEngine, float64_on_device
 
 __all__ = ["RankFusedEngine", "engine_for", "MAX_CELLS"]
 
@@ -39,8 +41,7 @@ _THREADS = 256
 _BLOCKS_PER_SM = 8
 #: 32-bit offsets in the kernels: a slab with its halo planes below this.
 MAX_CELLS = 2 ** 31 - 2 ** 26
-#: The scalars' indices (ranks.cu's S_*).
-_BETA, _RZ, _BAD, _DONE, _INV_BNORM, _TOL_REL = 1, 2, 3, 4, 5, 6
+#: The scalars' indices past the shared ones (ranks.cu's S_*).
 _PW_LOCAL, _PW, _SUMS_LOCAL, _SUMS = 7, 8, 9, 11
 _NSCAL = 13
 #: The communicators whose all-reduce and swap a CUDA graph can hold.
@@ -59,10 +60,7 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     distributed operator on CuPy, float64, CG or Jacobi, no deflation, a
     communicator that sums device arrays), else None.  ``previous``: an
     engine of an earlier solve, reused where it fits (:meth:`~RankFusedEngine.fits`)."""
-    from ...compute.backend import backend_of
-    from ...compute.transfer import on_device
-
-    if not on_device(backend_of(b)) or b.dtype != np.float64 or defl is not None:
+    if not float64_on_device(b) or defl is not None:
         return None
     if not hasattr(A, "slab") or getattr(A, "dtype", None) != np.float64:
         return None
@@ -80,24 +78,21 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     return RankFusedEngine(A, prec_obj, prec_name)
 
 
-class RankFusedEngine:
+class RankFusedEngine(DeviceEngine):
     """Buffers, kernels and CUDA graphs of the fused iteration on one
     rank's slab (see the module).  Built once per slab and preconditioner
     kind; :meth:`update` takes a new operator of the same slab (its
     couplings and diagonal copied into the engine's buffers, so that the
     graphs stay valid)."""
 
-    #: Replay runs of iterations from CUDA graphs (see :meth:`iterate`).
-    use_graphs = True
-    #: Iterations in the long graph.
-    graph_iterations = 8
     #: Blocks of the grid-stride kernels a multiprocessor.
     blocks_per_sm = _BLOCKS_PER_SM
 
     def __init__(self, A, prec_obj, prec_name):
         import cupy as cp
 
-        self.cp, self.comm = cp, A.comm
+        super().__init__(cp)
+        self.comm = A.comm
         slab = A.slab
         self.slab, self.prec_name = slab, prec_name
         self.jacobi = prec_name == "jacobi"
@@ -119,7 +114,7 @@ class RankFusedEngine:
         self.in_plane = [cp.zeros(c.size, dtype=f64) for c in A._inner[:self.ndim - 1]]
         self.dinv = cp.zeros(self.n if self.jacobi else 1, dtype=f64)
         self.scal = cp.zeros(_NSCAL, dtype=f64)
-        self.it = cp.zeros(1, dtype=cp.int32)
+        self.counter = cp.zeros(1, dtype=cp.int32)
         self.counters = cp.zeros(4, dtype=cp.uint32)
         self.status_buf = cp.zeros(3, dtype=f64)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -131,11 +126,6 @@ class RankFusedEngine:
         self.edge_blocks = max(1, min(wave, -(-(min(self.nloc, 2) * P) // _THREADS)))
         self.part = cp.zeros(max(self.inner_blocks + self.edge_blocks, 2 * self.blocks),
                              dtype=f64)
-        self._hist = None
-        self.hist = None
-        self._graphs, self._graph_hist = {}, None
-        self._capture_stream = None
-        self.capture_error = None
         k = lambda name: _kernel(name, self.ndim, self.jacobi)   # noqa: E731
         self.k_spmv, self.k_update = k("rk_spmv"), k("rk_update")
         self.k_direction, self.k_start, self.k_status = k("rk_direction"), k("rk_start"), \
@@ -168,28 +158,20 @@ class RankFusedEngine:
         return self
 
     # ------------------------------------------------------------- protocol
-    def history(self, size):
-        """A zeroed history buffer of ``size`` entries, the engine's (kept
-        from solve to solve: the graphs hold its address)."""
-        if self._hist is None or self._hist.size < size:
-            self._hist = self.cp.zeros(max(size, 2 * (self._hist.size if self._hist is not None
-                                                      else 0)), dtype=self.cp.float64)
-        hist = self._hist[:size]
-        hist.fill(0)
-        return hist
-
     def tolerance(self, bnorm, tol_rel):
-        self.scal[_INV_BNORM] = 1.0 / bnorm
-        self.scal[_TOL_REL] = tol_rel
+        """The solve's ``1 / ||b||`` and relative tolerance into the device
+        scalars."""
+        self.scal[INV_BNORM] = 1.0 / bnorm
+        self.scal[TOL_REL] = tol_rel
 
     def begin(self, x, r, hist, it, bnorm=None, tol_rel=0.0, own=False):
         """Start from ``x`` and its residual ``r``: ``y = M^-1 r``, ``rz =
         r . y`` over the ranks and ``p = y`` by the engine's kernels (the
         start's breakdown flag: ``rz`` not finite)."""
         self.scal.fill(0)
-        self.scal[_INV_BNORM] = 1.0 if bnorm is None else 1.0 / bnorm
-        self.scal[_TOL_REL] = 0.0 if bnorm is None else tol_rel
-        self.it[0] = it
+        self.scal[INV_BNORM] = 1.0 if bnorm is None else 1.0 / bnorm
+        self.scal[TOL_REL] = 0.0 if bnorm is None else tol_rel
+        self.counter[0] = it
         self.counters.fill(0)
         self._take(x, r)
         self.p_ext.fill(0)
@@ -206,12 +188,12 @@ class RankFusedEngine:
         """Take the Krylov loop's state after a restart."""
         self._take(x, r)
         self.p_view[...] = p.reshape(-1)
-        self.scal[_BETA] = 0
-        self.scal[_RZ] = rz
-        self.scal[_BAD] = bad
-        self.scal[_DONE] = 0
+        self.scal[BETA] = 0
+        self.scal[RZ] = rz
+        self.scal[BAD] = bad
+        self.scal[DONE] = 0
         self.hist = hist
-        self.it[0] = it
+        self.counter[0] = it
         self.tolerance(bnorm, tol_rel)
 
     def _take(self, x, r):
@@ -219,23 +201,6 @@ class RankFusedEngine:
             self.x[...] = x.reshape(-1)
         if r is not self.r:
             self.r[...] = r.reshape(-1)
-
-    def status(self):
-        """``(iteration, hist[iteration], broke)``: one launch, one transfer."""
-        self.k_status((1,), (1,), (self.it, self.hist, self.scal, self.status_buf))
-        it, h, bad = self.status_buf.get()
-        return int(it), float(h), bool(bad != 0.0)
-
-    def settle(self, it, count):
-        return self.status()
-
-    @property
-    def rz(self):
-        return self.scal[_RZ]
-
-    @property
-    def bad(self):
-        return self.scal[_BAD]
 
     @property
     def r_current(self):
@@ -257,10 +222,10 @@ class RankFusedEngine:
 
     def _direction(self, start=0):
         self.k_direction((self.blocks,), (_THREADS,),
-                         (self.p_view, self.r, self.dinv, self.counters[2:3], self.it, self.scal,
-                          self.hist, np.uint32(self.n), np.int32(start)))
+                         (self.p_view, self.r, self.dinv, self.counters[2:3], self.counter,
+                          self.scal, self.hist, np.uint32(self.n), np.int32(start)))
 
-    def _iteration(self):
+    def _launch_iteration(self):
         """One iteration's launches and the ranks' calls (see the module)."""
         nloc, P, s, comm, slab = self.nloc, self.plane, self.scal, self.comm, self.slab
         p = self.p_ext
@@ -290,46 +255,22 @@ class RankFusedEngine:
         if count <= 0:
             return
         graphs = self.use_graphs and self.comm.name in _CAPTURABLE
-        if graphs and self._graph_hist != self.hist.data.ptr:
-            self._graphs, self._graph_hist = {}, self.hist.data.ptr
-        for length in (int(self.graph_iterations), 1):
-            if count < length or length < 1:
-                continue
-            graph = self._graph(length) if graphs else None
-            if graph is None:
-                break
-            for _ in range(count // length):
-                graph.launch()
-            count %= length
-        for _ in range(count):
-            self._iteration()
+        lengths = []
+        if graphs:
+            self._new_signature(self.hist.data.ptr)
+            lengths = [length for length in (int(self.graph_iterations), 1) if length >= 1]
+        self._run(count, lengths, self._graph)
 
     def _graph(self, length):
         """The CUDA graph of ``length`` iterations (captured on first use),
         or None where capture fails here (direct launches from then on)."""
         if length in self._graphs:
             return self._graphs[length]
-        cp = self.cp
-        if self._capture_stream is None:
-            self._capture_stream = cp.cuda.Stream(non_blocking=True)
-        stream = self._capture_stream
         # Every rank captures (or fails) alike: the same launches, the same
         # library; a rank whose capture fails stops using graphs, and the
         # ranks agree on it before any replay (a graph's NCCL calls must
         # meet the other ranks' calls one for one).
-        graph = None
-        try:
-            cp.cuda.get_current_stream().synchronize()
-            with stream:
-                stream.begin_capture()
-                try:
-                    for _ in range(length):
-                        self._iteration()
-                finally:
-                    graph = stream.end_capture()
-        except Exception as exc:
-            graph = None
-            self.capture_error = repr(exc)
+        graph, _ = self._capture(lambda: self._direct(length), synchronize=True)
         if self.comm.sum_int(0 if graph is not None else 1):
             graph = None
         if graph is None:

@@ -1,7 +1,8 @@
 """The iteration protocol for an engine that runs whole iterations on the device.
 
-Such an engine (for instance :class:`bubbleflow.linalg.fused.engine.FusedEngine`,
-injected by the caller: this module imports none) provides
+Such an engine (the engines of :mod:`bubbleflow.linalg.fused`, whose shared
+part is :class:`bubbleflow.linalg.fused.protocol.DeviceEngine`; injected by
+the caller: this module imports none) provides
 
 ``begin(x, r, hist, it, bnorm, tol_rel, own)``   the start, by its own kernels
                         (``bnorm`` None: the tolerance comes later, by

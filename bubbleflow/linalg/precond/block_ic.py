@@ -23,6 +23,17 @@ recurrence ``d_i = c_i - w_i^2 / d_{i-1}`` along the columns with
 recurrence is an inclusive scan of maps (:func:`moebius_scan`), vectorised
 over all blocks: ``m`` scans, no loop over columns.  :func:`block_ic_pivots`
 (NumPy, a loop over columns and lines) is the reference it is tested against.
+
+On a rank's slab of a distributed operator (:func:`block_ic_on_slab`) the
+preconditioner is, rank by rank, the blocks of the rank's own rows, and
+applying it needs no communication: the blocks drop every coupling between
+them, in 3-D a block lies in one z-plane and any slab of planes holds whole
+blocks, and in 2-D the slabs' edges fall on multiples of ``block_lines``
+(:func:`slab_alignment`).  A rank factorises its own rows from its slab's
+couplings alone (widened by the halo planes, so that the centre entries
+hold the faces to the neighbours' planes): the global operator's rows of
+the slab, the same preconditioner as the one process's, and no rank holds
+the whole grid.
 """
 from __future__ import annotations
 
@@ -35,9 +46,11 @@ from ...compute import cuda
 from ...compute.backend import backend_of
 from ...compute.transfer import on_device
 from ...compute.twins import twin
+from ...operators.poisson import diagonals_from_couplings
 from .base import Preconditioner, require_grid_operator
 
-__all__ = ["BlockIC", "block_ic_pivots", "block_ic_pivots_scan", "moebius_scan"]
+__all__ = ["BlockIC", "block_ic_pivots", "block_ic_pivots_scan", "moebius_scan",
+           "block_ic_on_slab", "slab_alignment"]
 
 #: Maps composed sequentially per chunk in :func:`moebius_scan` (one launch each).
 SCAN_CHUNK = 8
@@ -281,3 +294,39 @@ def _line_entries(A, rows, nx):
     planes; the centre keeps their couplings)."""
     entries = A.entries()
     return tuple(d.reshape(rows, nx) for d in entries[A.ndim - 2:A.ndim + 3])
+
+
+class _SlabRows:
+    """The global operator's rows of a rank's slab as block IC reads an
+    operator (``entries``, ``grid_shape``, ``ndim``, ``backend``, ``dtype``;
+    ``coupled_outside``: the rows couple to a neighbour's planes)."""
+
+    def __init__(self, A_rank):
+        slab = A_rank.slab
+        self.grid_shape = tuple(slab.local_shape)
+        self.ndim, self.backend, self.dtype = A_rank.ndim, A_rank.backend, A_rank.dtype
+        self.coupled_outside = slab.lower is not None or slab.upper is not None
+        self._rank = A_rank
+
+    def entries(self):
+        A = self._rank
+        _, _, below, _ = A.slab.extended()
+        nloc = A.slab.hi - A.slab.lo
+        # The widened slab's diagonals: its own planes' are the global ones
+        # (every face of theirs is in the widened couplings).
+        widened = diagonals_from_couplings(A.couplings(), A.backend.xp)
+        return tuple(d[below:below + nloc] for d in widened)
+
+
+def block_ic_on_slab(A_rank, block_lines=2):
+    """The block IC of the global operator on the slab of ``A_rank`` (a
+    DistributedOperator whose slab holds whole blocks), from the rank's own
+    couplings."""
+    return BlockIC(_SlabRows(A_rank), block_lines)
+
+
+def slab_alignment(shape, ranks, block_lines=2, **options):
+    """What the ranks' slab edges of a grid of array ``shape`` (planes
+    first) must fall on a multiple of: the 2-D blocks' ``block_lines`` (a
+    3-D block lies in one plane: 1)."""
+    return int(block_lines) if len(shape) == 2 else 1

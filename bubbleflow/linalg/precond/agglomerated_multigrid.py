@@ -1,21 +1,25 @@
-"""The multigrid cycle on the ranks of a distributed operator.
+"""Multigrid on a rank's slab, its coarse levels agglomerated on every rank.
 
 The hierarchy is :class:`~.multigrid.Multigrid`'s (aggregates of 2 cells
-per axis, Galerkin couplings, the cycle's precision), built on the slabs:
-a level whose rank slabs start on an even plane (and end on one, but for
-the top rank) holds whole aggregates, so each rank coarsens its own
-couplings (:func:`~.multigrid.coarsen_axis`; the faces to its halo planes
-are its own rows' couplings), and is smoothed and restricted on the slabs
+per axis, Galerkin couplings, the cycle's precision), built on the slabs of
+a :class:`~bubbleflow.operators.distributed.DistributedOperator`: a level
+whose rank slabs start on an even plane (and end on one, but for the top
+rank) holds whole aggregates, so each rank coarsens its own couplings
+(:func:`~.multigrid.coarsen_axis`; the faces to its halo planes are its own
+rows' couplings), and is smoothed and restricted on the slabs
 (:func:`~.multigrid.chebyshev_smooth` with the level's distributed product,
 :func:`~.multigrid.restrict` on the slab's own aggregates).  From the first
-level where that no longer holds, the ranks gather that (small) level's
-couplings once, every rank builds the rest of the hierarchy on it
-(:meth:`~.multigrid.Multigrid.from_couplings`), and in each cycle they
-gather the restricted residual there and every rank runs the rest of the
-cycle on the whole coarse grid, keeping its slab of the result.  No rank
-holds the fine grid's whole operator.  The cycle is the one-process
-cycle's (its precision, its W levels): the same preconditioner, summed in
-another order.
+level where that no longer holds, the ranks agglomerate that (small)
+level: they gather its couplings once, every rank builds the rest of the
+hierarchy on it (:meth:`~.multigrid.Multigrid.from_couplings`), and in each
+cycle they gather the restricted residual there and every rank runs the
+rest of the cycle on the whole coarse grid, keeping its slab of the result.
+No rank holds the fine grid's whole operator.  The cycle is the
+one-process cycle's (its precision, its W levels): the same
+preconditioner, summed in another order.
+
+The slabs hold whole aggregates on as many levels as can be when their
+edges fall on multiples of :func:`slab_alignment`.
 """
 from __future__ import annotations
 
@@ -23,16 +27,17 @@ import numpy as np
 
 from ...compute.transfer import on_backend
 from ...mesh.grid import array_axis
-from ...mesh.ranks import RankSlab
+from ...mesh.ranks import RankSlab, coarsening_align
 from ...operators.distributed import DistributedOperator
 from ...operators.poisson import centre_from_couplings
+from .base import Preconditioner
 from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, coarsen_axis, level_shapes,
                         prolong_add, restrict)
 
-__all__ = ["DistributedMultigrid"]
+__all__ = ["DistributedMultigrid", "slab_alignment"]
 
 
-class DistributedMultigrid:
+class DistributedMultigrid(Preconditioner):
     """Multigrid for the rank's slab of ``A_rank`` (a DistributedOperator);
     the options are :class:`~.multigrid.Multigrid`'s, and so is the cycle
     (its precision, its W levels)."""
@@ -101,6 +106,13 @@ class DistributedMultigrid:
         s_in, s_out = self.whole.io_scale[0], self.whole.io_scale[1]
         b = (r * s_in).reshape(self._shape).astype(self.whole.dtype, copy=False)
         return (self._cycle(0, b).ravel() * s_out).astype(r.dtype, copy=False)
+
+
+def slab_alignment(shape, ranks, **options):
+    """What the ranks' slab edges of a grid of array ``shape`` (planes
+    first) fall on a multiple of: the aggregates of as many levels as can
+    be (:func:`~bubbleflow.mesh.ranks.coarsening_align`)."""
+    return coarsening_align(shape[0], ranks)
 
 
 def _local_aggregates(lo, hi, planes):

@@ -1,0 +1,291 @@
+"""The level set rebuilt from the volume fraction: the CLSVOF coupling.
+
+After each step the level set is made the signed distance to the PLIC
+interface of the advected volume fraction (after Sussman and Puckett,
+J. Comput. Phys. 162, 2000), in a band of cells round it: the level set
+then carries the volume fraction's conserved interface, and its own
+normals and curvature stay smooth.  The interface is the cells' PLIC
+patches, reconstructed with the level set's normals: in 2-D the segments
+of :mod:`.plic_segments`, in 3-D each cell's plane inside the cell.  The
+distance of a band cell is searched among the patches of the cells in a
+window round it, nearest offsets first (:mod:`.vof_limits`).
+
+Conventions (those of :mod:`.levelset`): arrays have the grid's shape
+(``(nz, ny, nx)`` in 3-D, x fastest); ``spacing`` is ``(hx, hy[, hz])``;
+``phi < 0`` in the gas, ``c = 1`` all gas.
+
+The 2-D CUDA kernels (:mod:`.vof_redistance_cuda`, two launches a call)
+are :func:`redistance`'s ``"cupy"`` variant; they follow this code's order
+of operations and give its bits.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ..compute.backend import array_module
+from ..compute.twins import twin
+from ..mesh.grid import array_axis
+from . import vof_redistance_cuda
+from .padding import along
+from .plic_reconstruction import interface_mask, reconstruct
+from .plic_segments import cell_segments, face_segments, segment_fields
+from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
+
+__all__ = ["redistance", "SEARCH_BATCH"]
+
+#: Entries (offset x band cell) the search handles per batch: larger
+#: batches mean fewer array operations and more memory per batch.
+SEARCH_BATCH = 1 << 22
+
+
+@twin
+def redistance(phi, c, spacing, band=3, reach=None, info=None):
+    """The level set rebuilt from the volume fraction.
+
+    The interface is the PLIC reconstruction of ``c`` with the normals of
+    the input ``phi`` (the choice of Sussman and Puckett 2000).  In the
+    *band*, the cells within ``band`` cells (Chebyshev distance) of an
+    interface cell, ``|phi|`` is the distance from the cell centre to the
+    nearest patch among the cells up to ``reach`` away: in 2-D the PLIC
+    segment, in 3-D the PLIC plane's part in its cell, its distance
+    approximated as :func:`_patch_distance` says (exact where the foot of
+    the perpendicular lies in some cell's patch: everywhere for a plane
+    interface).  An interface on a grid line (plane) leaves no interface
+    cell; a face between a full and an empty cell then counts as a patch,
+    and both its cells as interface cells.  Distance ties go to the nearer
+    cell offset, the own cell first.
+
+    Sign in the band: the cell's own data's.  A full cell
+    (``c >= 1 - CLIP_TOLERANCE``) is gas, an empty one liquid and an
+    interface cell takes the side of its own PLIC plane, so the sign always
+    agrees with ``c`` and with the reconstruction.  Band cells whose nearest
+    patch's plane puts them on the other side (near a patch's edge, where a
+    neighbouring plane extended past its cell is a poor guide) are counted
+    in ``info``.
+
+    Outside the band the interface is at least ``band + 1/2`` cells away,
+    so ``phi`` keeps its magnitude floored at ``band * min(spacing)``; its
+    sign is the sign of ``c`` (gas where ``c > 1/2``), which is the sign of
+    the input wherever the two agree (full and empty cells overrule ``phi``).
+
+    Parameters
+    ----------
+    phi : array
+        Level set (normals for the reconstruction, values outside the band).
+    c : array
+        Gas volume fraction; it defines the interface.
+    spacing : tuple of floats
+        Cell sizes in grid-axis order.
+    band : int, optional
+        Half-width of the rebuilt band, in cells.
+    reach : int, optional
+        Search radius in cells; by default the smallest one for which every
+        band cell of a plane interface finds the foot of its perpendicular
+        (:func:`.vof_limits.search_window`: 5 for ``band = 3`` on square
+        cells); at least ``band + 1``.  ``reach = band + 1`` is cheaper and
+        exact only within about ``(band + 1) * min(spacing)`` of a plane
+        interface.
+    info : dict, optional
+        Filled with ``"band_cells"`` and ``"sign_conflicts"`` (the band cells
+        whose nearest patch's side disagreed with their own data), ints.
+
+    Returns
+    -------
+    array
+        The new level set (``phi`` and ``c`` are not modified).
+    """
+    xp = array_module(phi, c)
+    band = int(band)
+    if band < 1:
+        raise ValueError(f"band={band!r}: expected an integer >= 1")
+    layers_of = _segment_layers if c.ndim == 2 else _plane_layers
+    mask, d, layers, faces = layers_of(c, spacing, phi, xp)
+    seed = mask.copy()
+    for k, held in faces:
+        seed |= held
+        seed[along(c.ndim, k, slice(1, None))] |= held[along(c.ndim, k, slice(None, -1))]
+    in_band = _dilate(seed, band, xp)
+    where = xp.nonzero(in_band)
+    dist2, side = _nearest_patch(layers, where, spacing, search_window(band, reach, spacing), xp)
+    own = _own_side(c, mask, d, xp)
+    dist = xp.zeros_like(phi)
+    dist[where] = xp.sqrt(dist2)
+    floor = band * min(spacing)
+    if info is not None:
+        mine = own[where]
+        info["band_cells"] = int(dist2.shape[0])
+        info["sign_conflicts"] = int(xp.sum((side != mine) & (side != 0.0)))
+    return xp.where(in_band, own * dist, own * xp.maximum(xp.abs(phi), floor))
+
+
+def _own_side(c, mask, d, xp):
+    """Each cell's own verdict on its centre: -1 gas, +1 liquid.
+
+    Full cells are gas and empty ones liquid; an interface cell's centre is
+    on the side of its own PLIC plane (``m . X = d``, ``X`` from the cell
+    centre), and a centre exactly on that plane goes by ``c > 1/2``.
+    """
+    full = c >= 1.0 - CLIP_TOLERANCE
+    empty = c <= CLIP_TOLERANCE
+    own = xp.where(full, -1.0, xp.where(empty, 1.0, xp.where(mask, xp.sign(-d), 0.0)))
+    return xp.where(own == 0.0, xp.where(c > 0.5, -1.0, 1.0), own)
+
+
+def _segment_layers(c, spacing, normal_from, xp):
+    """The patches of 2-D: ``(mask, d, layers, faces)``, the segments of the
+    interface cells and of the grid-line faces (:mod:`.plic_segments`), each
+    layer the nine fields of :func:`.plic_segments.segment_fields`."""
+    seg = cell_segments(c, spacing, normal_from)
+    faces = face_segments(c, spacing)
+    layers = [segment_fields(s) for s in [seg] + [f for _, f in faces]]
+    return seg[0], seg[3], layers, [(k, f[0]) for k, f in faces]
+
+
+def _plane_layers(c, spacing, normal_from, xp):
+    """The patches of 3-D: ``(mask, d, layers, faces)``.
+
+    A layer is a list of per-cell fields ``[mask, m_x, m_y, m_z, d]``: the
+    interface cells' PLIC planes ``m . X = d`` (``X`` from the cell centre),
+    then, where the interface lies on a grid plane, the faces between a full
+    and an empty cell (held by the lower cell; ``faces`` lists their array
+    axes and masks).  Values off the mask are zero."""
+    nd = c.ndim
+    mask = interface_mask(c)
+    m, alpha = reconstruct(c, spacing, normal_from)
+    d = alpha - 0.5 * sum(mi * h for mi, h in zip(m, spacing))
+    zero = xp.zeros_like(c)
+    layers = [[mask.astype(c.dtype)] + [xp.where(mask, mi, zero) for mi in m]
+              + [xp.where(mask, d, zero)]]
+    full = c >= 1.0 - CLIP_TOLERANCE
+    empty = c <= CLIP_TOLERANCE
+    faces = []
+    for a in range(nd):
+        k = array_axis(nd, a)
+        lo, hi = along(nd, k, slice(None, -1)), along(nd, k, slice(1, None))
+        # +1: gas below the face (normal along +axis), -1 the reverse.
+        sense = zero.copy()
+        sense[lo] = xp.where(full[lo] & empty[hi], 1.0, xp.where(empty[lo] & full[hi], -1.0, 0.0))
+        held = sense != 0.0
+        if not bool(xp.any(held)):
+            continue
+        layers.append([held.astype(c.dtype)] + [sense if b == a else zero for b in range(nd)]
+                      + [sense * (0.5 * spacing[a])])
+        faces.append((k, held))
+    return mask, d, layers, faces
+
+
+def _box_distance2(o, spacing):
+    """Squared distance from a cell centre to the box of the cell ``o``
+    (array-axis offsets) away: no patch of that cell is nearer."""
+    nd = len(o)
+    return sum(max(abs(o[array_axis(nd, a)]) - 0.5, 0.0) ** 2 * h * h
+               for a, h in enumerate(spacing))
+
+
+def _patch_distance(f, p, box2, spacing, xp):
+    """Squared distance from the points ``p`` (per grid axis, from the patch
+    cell's centre; ``box2`` their squared distance to its box) to the
+    patches of fields ``f``, and the side of the patch's plane they are on
+    (+1 liquid, -1 gas, 0 on it).
+
+    2-D: the exact distance to the segment.  3-D: the distance to the
+    plane's part in the cell is bounded below by ``sqrt(s^2 + e^2)``, ``s``
+    the distance to the plane and ``e`` that from the foot of the
+    perpendicular to the box, and by the distance to the box; the larger
+    bound is taken.  It is exact where the foot is in the cell (for a face
+    patch, everywhere); elsewhere a neighbouring cell's patch usually holds
+    the foot."""
+    if len(p) == 2:
+        px, py = p
+        rx, ry = px - f[4], py - f[5]
+        t = xp.clip((rx * f[6] + ry * f[7]) * f[8], 0.0, 1.0)
+        qx, qy = rx - t * f[6], ry - t * f[7]
+        dist2 = xp.where(f[0] > 0.0, qx * qx + qy * qy, float("inf"))
+        return dist2, xp.sign(f[1] * px + f[2] * py - f[3])
+    s = f[1] * p[0] + f[2] * p[1] + f[3] * p[2] - f[4]
+    dist2 = s * s
+    for a, h in enumerate(spacing):
+        e = xp.maximum(xp.abs(p[a] - s * f[1 + a]) - 0.5 * h, 0.0)
+        dist2 = dist2 + e * e
+    return xp.where(f[0] > 0.0, xp.maximum(dist2, box2), float("inf")), xp.sign(s)
+
+
+def _nearest_patch(layers, where, spacing, window, xp):
+    """Squared distance from the cells ``where`` (a tuple of index arrays)
+    to the nearest patch within ``window`` (offsets per array axis), and
+    that patch's side.
+
+    Offsets nearest first (:func:`.vof_limits.search_offsets`), layers in
+    order within an offset, ties to the first met.  The (offset, layer)
+    pairs go in batches gathered from one padded array, so the array
+    operations go by batch, not by offset; after each batch the cells that
+    no later offset can bring nearer (its box farther than their best) drop
+    out, so the cells near the interface stop early.
+    """
+    shape = layers[0][0].shape
+    nd = len(shape)
+    padded = tuple(n + 2 * r for n, r in zip(shape, window))
+    size = math.prod(padded)
+    strides = [math.prod(padded[k + 1:]) for k in range(nd)]
+    dtype = layers[0][1].dtype
+    stack = xp.zeros((len(layers[0]), len(layers)) + padded, dtype=dtype)
+    inner = tuple(slice(r, r + n) for r, n in zip(window, shape))
+    for l, fields in enumerate(layers):
+        stack[(slice(None), l) + inner] = xp.stack(fields)
+    flat = stack.reshape(len(layers[0]), -1)
+    pos = sum((i + r) * s for i, r, s in zip(where, window, strides))
+    entries = list(itertools.product(search_offsets(window, spacing), range(len(layers))))
+    box2 = [_box_distance2(o, spacing) for o, _ in entries]
+    later = box2 + [float("inf")]               # later[i]: the least box2 from entry i on
+    for i in range(len(entries) - 1, -1, -1):
+        later[i] = min(later[i], later[i + 1])
+    best = xp.full(pos.shape, float("inf"), dtype=dtype)
+    side = xp.zeros_like(best)
+    active = xp.arange(pos.shape[0])
+    start = 0
+    while start < len(entries) and active.shape[0] > 0:
+        chunk = entries[start:start + max(1, SEARCH_BATCH // int(active.shape[0]))]
+        shift = xp.asarray([l * size + sum(o[k] * strides[k] for k in range(nd))
+                            for o, l in chunk], dtype=pos.dtype)
+        index = shift[:, None] + pos[active][None, :]
+        # Only the pairs whose cell holds a patch are measured (a few in a hundred).
+        pair = xp.nonzero(flat[0][index] > 0.0)
+        entry = pair[0]
+        f = flat[:, index[pair]]
+        # The cell seen from the patch cell's centre, per grid axis.
+        p = [xp.asarray([-o[array_axis(nd, a)] * spacing[a] for o, _ in chunk], dtype=dtype)[entry]
+             for a in range(nd)]
+        bounds = xp.asarray(box2[start:start + len(chunk)], dtype=dtype)[entry]
+        measured, signs = _patch_distance(f, p, bounds, spacing, xp)
+        dist2 = xp.full(index.shape, float("inf"), dtype=dtype)
+        sd = xp.zeros(index.shape, dtype=dtype)
+        dist2[pair] = measured
+        sd[pair] = signs
+        j = xp.argmin(dist2, axis=0)[None, :]
+        bd = xp.take_along_axis(dist2, j, axis=0)[0]
+        mine = best[active]
+        nearer = bd < mine
+        best[active] = xp.where(nearer, bd, mine)
+        side[active] = xp.where(nearer, xp.take_along_axis(sd, j, axis=0)[0], side[active])
+        start += len(chunk)
+        active = active[best[active] > later[start]]
+    return best, side
+
+
+def _dilate(seed, band, xp):
+    """The cells within ``band`` cells (Chebyshev) of a ``seed`` cell."""
+    nd = seed.ndim
+    out = seed
+    for k in range(nd):
+        grown = out.copy()
+        for s in range(1, min(band, out.shape[k] - 1) + 1):
+            grown[along(nd, k, slice(s, None))] |= out[along(nd, k, slice(None, -s))]
+            grown[along(nd, k, slice(None, -s))] |= out[along(nd, k, slice(s, None))]
+        out = grown
+    return out
+
+
+# The 2-D kernels: two launches a call; NotImplemented (the array code runs)
+# for what they do not cover.
+redistance.register("cupy")(vof_redistance_cuda.redistance)

@@ -1,0 +1,117 @@
+"""`PressureSolver` on a rank's slab of a distributed operator: what runs
+there is read from the registry's ``slab`` builders (one rank here: the
+slab is the whole grid, so each answer is the one process's); what has no
+builder, float32 and a deflation space without the whole grid are refused
+before any set-up; :func:`slab_align` asks the preconditioner's entry."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bubbleflow import PressureSolver, bubbly_column
+from bubbleflow.case.problem import bubbly_column_3d
+from bubbleflow.compute.comm import SingleProcess
+from bubbleflow.linalg import registry
+from bubbleflow.linalg.solver import slab_align
+from bubbleflow.mesh.ranks import coarsening_align
+from bubbleflow.operators.distributed import DistributedOperator
+
+
+@pytest.fixture(scope="module")
+def column():
+    A, b, phi = bubbly_column(32, 10.0)
+    return A, np.asarray(b).ravel(), np.asarray(phi), \
+        DistributedOperator.from_operator(A, SingleProcess())
+
+
+def test_what_runs_on_slabs_is_what_has_a_slab_builder():
+    assert registry.on_slabs(registry.PRECONDITIONERS) == tuple(
+        name for name, entry in registry.PRECONDITIONERS.items() if entry.slab is not None)
+    assert set(registry.on_slabs(registry.PRECONDITIONERS)) == {
+        "none", "jacobi", "block_ic", "incomplete_poisson", "incomplete_poisson_scaled",
+        "multigrid"}
+    assert set(registry.on_slabs(registry.DEFLATIONS)) == set(registry.DEFLATIONS)
+    for table in (registry.PRECONDITIONERS, registry.DEFLATIONS):
+        for name in registry.on_slabs(table):
+            assert callable(registry.load(table[name].slab)), name
+
+
+@pytest.mark.parametrize("preconditioner", registry.on_slabs(registry.PRECONDITIONERS))
+@pytest.mark.parametrize("deflation", ["none", "levelset_subdomains"])
+def test_one_rank_gives_the_one_process_answer(column, preconditioner, deflation):
+    A, b, phi, D = column
+    kw = dict(preconditioner=preconditioner, deflation=deflation, rtol=1e-10,
+              subdomains=(4, 4) if deflation != "none" else None)
+    x1, rec1 = PressureSolver(A, phi=phi, **kw).solve(b)
+    solver = PressureSolver(D, phi=phi, grid=A.grid, **kw)
+    x, rec = solver.solve(D.scatter_local(b))
+    assert rec.converged and rec.preconditioner == preconditioner
+    assert rec.deflation == deflation and solver.rtol == 1e-10 and solver.setup_seconds > 0
+    # (the same method summed in another order: plain CG's count drifts)
+    assert abs(rec.iterations - rec1.iterations) <= max(2, rec1.iterations // 10)
+    assert np.abs(x - x1).max() <= 1e-7 * np.abs(x1).max()
+    # update, then a solve from a guess with this solve's tolerances
+    x2, rec2 = solver.update(D, phi=phi, check=False).solve(D.scatter_local(b), x0=x,
+                                                             rtol=0.0, atol=1e-6)
+    assert rec2.converged and rec2.iterations <= 2
+
+
+def test_from_config_takes_the_whole_grid(column):
+    from bubbleflow.case.config import load_case
+    from pathlib import Path
+
+    A, b, phi, D = column
+    case = load_case(Path(__file__).resolve().parents[2] / "cases" / "bubbly_column.yaml",
+                     ["solver.method=dpcg", "solver.deflation.type=stripes",
+                      "solver.preconditioner.type=jacobi", "solver.deflation.stripes=4"])
+    solver = PressureSolver.from_config(D, case.solver, phi=phi, grid=A.grid)
+    x, rec = solver.solve(D.scatter_local(b))
+    assert rec.converged and rec.deflation == "stripes" and rec.deflation_vectors == 4
+
+
+def test_what_does_not_run_on_slabs_is_refused_before_any_set_up(column, monkeypatch):
+    A, b, phi, D = column
+    entry = registry.PreconditionerEntry("damped", "bubbleflow.linalg.precond.jacobi:Jacobi")
+    monkeypatch.setitem(registry.PRECONDITIONERS, "damped", entry)
+    monkeypatch.setattr(PressureSolver, "update",
+                        lambda *a, **k: pytest.fail("the set-up started"))
+    with pytest.raises(ValueError, match="preconditioner 'damped' does not run on a rank's "
+                                         "slab; on ranks: none, jacobi"):
+        PressureSolver(D, method="pcg", preconditioner="damped")
+    with pytest.raises(ValueError, match="precision 'float32' runs on one process"):
+        PressureSolver(D, method="pcg", preconditioner="jacobi", precision="float32")
+    with pytest.raises(ValueError, match=r"needs the whole grid \(grid=\)"):
+        PressureSolver(D, method="dpcg", preconditioner="jacobi", deflation="stripes")
+
+
+def test_a_solver_keeps_its_partition(column):
+    A, b, phi, D = column
+    with pytest.raises(ValueError, match="built for a rank's slab"):
+        PressureSolver(D, method="pcg", preconditioner="jacobi").update(A)
+    with pytest.raises(ValueError, match="built for the whole grid"):
+        PressureSolver(A, method="pcg", preconditioner="jacobi").update(D)
+
+
+def test_slab_align_is_the_preconditioners_entrys():
+    def cfg(kind, **options):
+        pc = SimpleNamespace(type=kind, options=lambda: {"block_lines": 4, "degree": 2,
+                                                          **options})
+        return SimpleNamespace(preconditioner=pc)
+
+    flat, deep = SimpleNamespace(shape=(256, 64), ndim=2), SimpleNamespace(shape=(64, 8, 8),
+                                                                          ndim=3)
+    assert slab_align(cfg("multigrid"), flat, 4) == coarsening_align(256, 4) == 32
+    assert slab_align(cfg("block_ic"), flat, 4) == 4
+    assert slab_align(cfg("block_ic"), deep, 4) == 1
+    for kind in ("none", "jacobi", "incomplete_poisson_scaled"):
+        assert slab_align(cfg(kind), flat, 4) == 1
+
+
+def test_a_3d_slab_solves_with_the_agglomerated_multigrid():
+    A, b, phi = bubbly_column_3d(16, 10.0)
+    D = DistributedOperator.from_operator(A, SingleProcess())
+    solver = PressureSolver(D, method="pcg", preconditioner="multigrid", rtol=1e-9,
+                            preconditioner_options={"coarsest": 64, "min_side": 2})
+    x, rec = solver.solve(D.scatter_local(np.asarray(b).ravel()))
+    assert rec.converged and type(solver.M).__name__ == "DistributedMultigrid"
+    assert solver.M.n_levels > 1
