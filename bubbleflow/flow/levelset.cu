@@ -1,4 +1,4 @@
-// Level-set kernels of the flow (bubbleflow.flow.levelset_ops; twins:
+// Level-set kernels of the flow (bubbleflow.flow.levelset; twins:
 // advect, reinitialize, curvature, bubble_diagnostics).  "typedef double T;"
 // precedes this text.  Every formula is written in the array code's order of
 // operations (compiled without FMA contraction), so a kernel and its twin
@@ -218,7 +218,7 @@ extern "C" __global__ void bf_ls_curvature(
 }
 
 // smooth: one pass of the separable [1, 2, 1] / 4 filter, along x then y,
-// the indices clamped to the grid (levelset_ops.smooth's edge padding).
+// the indices clamped to the grid (levelset.smooth's edge padding).
 __device__ __forceinline__ T smooth_row(const T* __restrict__ row, int nx, int i)
 {
     const T w = row[i > 0 ? i - 1 : 0], e = row[i < nx - 1 ? i + 1 : nx - 1];

@@ -200,7 +200,7 @@ extern "C" __global__ void bf_mom_interface(
 // ------------------------------------------------------------ viscous stresses
 
 // mu at corner (J, I), 0 <= J <= ny, 0 <= I <= nx: the mean of the four
-// cells around it, edge-copied at the walls (viscosity.corner_viscosity).
+// cells around it, edge-copied at the walls (viscosity.edge_viscosity).
 __device__ __forceinline__ T corner_mu(const T* __restrict__ mu, int nx, int ny, int J, int I)
 {
     const long long j0 = J > 0 ? J - 1 : 0, j1 = J < ny ? J : ny - 1;

@@ -228,7 +228,7 @@ def cross_viscous_forces(velocity, mu, spacing):
     """The cross-derivative part of :func:`viscous_forces` on the interior
     faces of every component ``a``: ``sum_b d/dx_b (mu_e du_b/dx_a)`` over
     ``b != a``, what the implicit step keeps explicit (the rest,
-    :class:`.viscosity.ViscousSystemND`'s operator, is the component's
+    :class:`.viscosity.ViscousSystem`'s operator, is the component's
     own).  Only interior edges of the (a, b) plane are read: no ghosts."""
     xp = array_module(mu)
     nd = mu.ndim

@@ -16,9 +16,6 @@ launches tens of small kernels per call, these launch one or two:
 * :func:`step_scalars`: per-block maxima then one block (two launches);
 * :func:`norms`, :func:`correct_velocity`: per-block sums then one block, in
   a fixed order (the same input gives the same bits);
-* :func:`diagnostics_and_norms`: the diagnostics' two reduction kernels
-  (:func:`levelset_cuda.diagnostic_sums`) and one device-to-host transfer
-  of their six sums together with the norms.
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields have the twin's bits (on the GPU; NumPy's
@@ -30,17 +27,16 @@ CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ..compute import cuda
-from . import levelset_cuda, levelset
+from . import levelset
 
 __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
            "explicit_velocity_u", "explicit_velocity_v", "implicit_rhs_u", "implicit_rhs_v",
            "implicit_velocity_u", "implicit_velocity_v", "divergence", "pressure_rhs", "norms", "correct_velocity",
-           "diagnostics_and_norms", "fluid_properties_nd", "step_scalars_nd", "advection_terms_nd",
+           "fluid_properties_nd", "step_scalars_nd", "advection_terms_nd",
            "interface_coefficients_nd", "provisional_velocity_nd", "implicit_rhs_nd",
            "implicit_velocity_nd", "divergence_nd", "pressure_rhs_nd", "correct_velocity_nd"]
 
@@ -342,47 +338,6 @@ def correct_velocity(us, vs, p, rho_x, rho_y, div_star, dt, hx, hy):
         us, vs, p, rho_x, rho_y, div_star, u, v, partial, np.int32(nx), np.int32(ny),
         np.float64(dt), np.float64(hx), np.float64(hy)))
     return u, v, _final_norms(partial, blocks)
-
-
-def diagnostics_and_norms(phi, u, v, hx, hy, eps, norms):
-    """Twin of ``momentum.diagnostics_and_norms``: the diagnostics' six sums
-    (:func:`levelset_cuda.diagnostic_sums`, two launches) and ``norms`` in
-    one device-to-host transfer; the dict as ``levelset_cuda.bubble_diagnostics``
-    makes it."""
-    import cupy as cp
-
-    arrays = _float64(phi, v)
-    if arrays is None or not isinstance(norms, cp.ndarray) or norms.dtype != np.float64 \
-            or norms.ndim != 1 or not norms.flags.c_contiguous:
-        return NotImplemented
-    phi, v = arrays
-    ny, nx = phi.shape
-    if min(nx, ny) < 2 or v.shape != (ny + 1, nx) or getattr(u, "shape", None) != (ny, nx + 1):
-        return NotImplemented
-    hx, hy, eps = float(hx), float(hy), float(eps)
-    sums = levelset_cuda.diagnostic_sums(phi, v, hx, hy, eps)
-    # Side by side in one buffer (two device-to-device copies on the current
-    # stream: less host work than a concatenation), then one transfer.
-    both = cp.empty(sums.size + norms.size, dtype=cp.float64)
-    both.data.copy_from_device_async(sums.data, sums.nbytes)
-    (both.data + sums.nbytes).copy_from_device_async(norms.data, norms.nbytes)
-    host = both.get()
-    return _diagnostics(*(float(s) for s in host[:6]), hx, hy), tuple(float(n) for n in host[6:])
-
-
-def _diagnostics(mass, wx, wy, wv, length, gas, hx, hy):
-    """The benchmark dict from the six sums (as ``levelset_cuda.bubble_diagnostics``)."""
-    area = mass * hx * hy
-    enclosed = gas * hx * hy
-    nan = float("nan")
-    if mass <= 0.0:
-        return {"area": area, "centroid_x": nan, "centroid_y": nan,
-                "rise_velocity": nan, "interface_length": length, "contour_area": enclosed,
-                "circularity": nan}
-    circ = 2.0 * math.sqrt(math.pi * enclosed) / length if length > 0 and enclosed > 0 else nan
-    return {"area": area, "centroid_x": wx / mass, "centroid_y": wy / mass,
-            "rise_velocity": wv / mass, "interface_length": length, "contour_area": enclosed,
-            "circularity": circ}
 
 
 # -------------------------------------------------- variants of momentum

@@ -504,22 +504,21 @@ class FlowSolver:
         """The bubble quantities of the state (with a volume fraction its
         area or volume, centroid and rise velocity are the fraction's), and
         ``norms`` as host floats: one transfer."""
-        xp, part = self.xp, self.partition
+        padding = self.partition.padding
         sums = [bubble_measures.bubble_sums(state.phi, state.velocity, self.spacing, self.eps,
-                                        padding=part.padding)]
+                                            padding=padding)]
         if state.c is not None:
             sums.append(vof_diagnostics.gas_sums(state.c, state.velocity, self.spacing,
-                                        padding=part.padding))
+                                                 padding=padding))
         if norms is not None:
             sums.append(norms)
-        host = self.backend.to_host(xp.concatenate(sums))
-        n = len(sums[0])
-        d = bubble_measures.bubble_quantities(host[:n], self.spacing)
+        # One wait for the device, no packing kernel (Backend.to_host_many).
+        host = self.backend.to_host_many(sums)
+        d = bubble_measures.bubble_quantities(host[0], self.spacing)
         if state.c is not None:
-            m = len(sums[1])
-            d.update(vof_diagnostics.gas_quantities(host[n:n + m], self.spacing))
-            n += m
-        return d, tuple(float(x) for x in host[n:])
+            d.update(vof_diagnostics.gas_quantities(host[1], self.spacing))
+        rest = host[2 if state.c is not None else 1:]
+        return d, tuple(float(x) for x in (rest[0] if rest else ()))
 
     def diagnostics(self, state):
         """Benchmark quantities of the gas (host floats): Hysing et al.

@@ -1,11 +1,11 @@
 // PLIC geometry shared by the volume-of-fluid kernels (vof.cu and
 // vof_redistance.cu): the unit normal, the level set's normal and the line
-// constant of a cell, in the array code's order of operations (bubbleflow.flow.vof).
+// constant of a cell, in the array code's order of operations (bubbleflow.flow.plic, plic_reconstruction).
 // "typedef double T;" and common.cuh precede this text.
 #ifndef BUBBLEFLOW_PLIC_CUH
 #define BUBBLEFLOW_PLIC_CUH
 
-// vof._unit: (mx, my) normalised; a zero vector becomes (0, -1).
+// plic_reconstruction's unit normal: (mx, my) normalised; a zero vector becomes (0, -1).
 __device__ __forceinline__ void vof_unit(T gx, T gy, T* mx, T* my)
 {
     const T norm = sqrt(gx * gx + gy * gy);
@@ -15,7 +15,7 @@ __device__ __forceinline__ void vof_unit(T gx, T gy, T* mx, T* my)
     *my = zero ? -1.0 : gy * inv;
 }
 
-// vof.interface_normal with normal_from = phi: vof._phi_gradient (central
+// plic_reconstruction.interface_normal with normal_from = phi: plic_reconstruction.cell_gradient (central
 // differences, one-sided at the walls; at least 2 cells per axis), normalised.
 __device__ __forceinline__ void vof_phi_normal(const T* __restrict__ phi, int nx, int ny, int j,
                                                int i, T hx, T hy, T* mx, T* my)
@@ -31,7 +31,7 @@ __device__ __forceinline__ void vof_phi_normal(const T* __restrict__ phi, int nx
     vof_unit(gx, gy, mx, my);
 }
 
-// vof._unit_square_line's scaled normal: lo, hi and the scale s.
+// plic's unit-square line's scaled normal: lo, hi and the scale s.
 __device__ __forceinline__ void vof_scaled(T mx, T my, T lx, T ly, T* lo, T* hi, T* s, T* inv)
 {
     T m1 = fabs(mx) * lx;
@@ -44,7 +44,7 @@ __device__ __forceinline__ void vof_scaled(T mx, T my, T lx, T ly, T* lo, T* hi,
     *hi = np_max(m1, m2);
 }
 
-// vof.line_constant: alpha such that mx x + my y <= alpha covers the
+// plic.plane_constant of a line: alpha such that mx x + my y <= alpha covers the
 // fraction c of [0, lx] x [0, ly].
 __device__ __forceinline__ T vof_line_constant(T mx, T my, T c, T lx, T ly)
 {

@@ -140,7 +140,7 @@ extern "C" __global__ void bf_visc_scalars_final(
 }
 
 // mu at corner (J, I) of the (ny+1) x (nx+1) corners: the mean of the four
-// cells around it, edge-copied at the walls (viscosity.corner_viscosity).
+// cells around it, edge-copied at the walls (viscosity.edge_viscosity).
 __device__ __forceinline__ T visc_corner_mu(const T* __restrict__ mu, int nx, int ny, int J, int I)
 {
     const int jm = J - 1 < 0 ? 0 : J - 1, jp = J > ny - 1 ? ny - 1 : J;

@@ -78,7 +78,7 @@ def viscous_residual(S, rhs, x):
 def _system_arrays(S, *work):
     """The kernels' arrays of ``S`` and ``work``, or None if one is not
     contiguous float64, or ``S`` not the 2-D layout (an n-D system,
-    :class:`.viscosity.ViscousSystemND`: its array code runs)."""
+    :class:`.viscosity.ViscousSystem`: its array code runs)."""
     if getattr(S, "k_plus", None) is None:
         return None
     arrays = (S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, S.inv_diagonal, *work)

@@ -1,4 +1,4 @@
-// Volume-of-fluid advection (bubbleflow.flow.vof; twin: advect).
+// Volume-of-fluid advection (bubbleflow.flow.vof_advection; twin: advect).
 // "typedef double T;" precedes this text.  Every formula is written in the
 // array code's order of operations (compiled without FMA contraction), the
 // array code's xp.where selections as ternaries and its xp.minimum,
@@ -15,7 +15,7 @@
 #include "plic.cuh"
 
 // Cell (j + dj, i + di) of f with the indices clamped to the grid: the
-// ghost layer of vof._pad_edge (a copy of the wall cell).
+// ghost layer of plic_reconstruction's edge padding (a copy of the wall cell).
 __device__ __forceinline__ T vof_edge(const T* __restrict__ f, int nx, int ny, int j, int i)
 {
     j = j < 0 ? 0 : (j >= ny ? ny - 1 : j);
@@ -23,7 +23,7 @@ __device__ __forceinline__ T vof_edge(const T* __restrict__ f, int nx, int ny, i
     return f[(long long)j * nx + i];
 }
 
-// vof.interface_normal without normal_from: Youngs' -grad c from the 3x3
+// plic_reconstruction.interface_normal without normal_from: Youngs' -grad c from the 3x3
 // neighbourhood, normalised.
 __device__ __forceinline__ void vof_youngs(const T* __restrict__ c, int nx, int ny, int j, int i,
                                            T hx, T hy, T* mx, T* my)
@@ -39,7 +39,7 @@ __device__ __forceinline__ void vof_youngs(const T* __restrict__ c, int nx, int 
     vof_unit(-(col_r - col_l) / (8.0 * hx), -(row_t - row_b) / (8.0 * hy), mx, my);
 }
 
-// vof.cut_fraction: the fraction of [0, lx] x [0, ly] where mx x + my y <= alpha.
+// plic.cut_fraction: the fraction of [0, lx] x [0, ly] where mx x + my y <= alpha.
 __device__ __forceinline__ T vof_cut_fraction(T mx, T my, T alpha, T lx, T ly)
 {
     const T shifted = alpha - np_min(mx, 0.0) * lx - np_min(my, 0.0) * ly;
@@ -56,9 +56,9 @@ __device__ __forceinline__ T vof_cut_fraction(T mx, T my, T alpha, T lx, T ly)
 }
 
 // The gas volume through one interior face in dt, in units of the cell
-// volume (vof._sweep's `inner`): w the face velocity, (dj, di) the donor
+// volume (vof_advection's sweep's `inner`): w the face velocity, (dj, di) the donor
 // cell (the upwind one), cd its fraction.  The donor's PLIC line
-// (vof.reconstruct) is computed only for a donor that is neither full nor
+// (plic_reconstruction.reconstruct) is computed only for a donor that is neither full nor
 // empty (the array code overrides the fraction of those).
 __device__ __forceinline__ T vof_face_flux(
     const T* __restrict__ c, const T* __restrict__ phi, int use_phi, int along_x, int nx, int ny,
@@ -84,11 +84,11 @@ __device__ __forceinline__ T vof_face_flux(
     return w * dt_over_h * frac;
 }
 
-// One sweep of vof._sweep along x (along_x = 1: vel = u, (ny, nx + 1)) or y
+// One sweep of vof_advection's sweep along x (along_x = 1: vel = u, (ny, nx + 1)) or y
 // (along_x = 0: vel = v, (ny + 1, nx)) of the field c; c0: the fraction at
 // the start of the step (the indicator c0 > 1/2); phi: the level set of the
 // normals where use_phi (else unused).  last: clip the excursions within
-// tol of [0, 1] as vof.advect does, and where keep_raw also write the
+// tol of [0, 1] as vof_advection.advect does, and where keep_raw also write the
 // unclipped values to raw (for the info sums).  dt_over_h = dt / h_along.
 extern "C" __global__ void bf_vof_sweep(
     const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ phi,

@@ -1,4 +1,4 @@
-// The level set rebuilt from the volume fraction (bubbleflow.flow.vof.redistance;
+// The level set rebuilt from the volume fraction (bubbleflow.flow.vof_redistance.redistance;
 // twin: vof_redistance_cuda.redistance).  "typedef double T;" precedes this
 // text.  Every formula is written in the array code's order of operations
 // (compiled without FMA contraction), so the kernels give its bits.
@@ -6,12 +6,12 @@
 // Cells (j, i) are stored row after row, p = j * nx + i.  Two kernels:
 //   bf_vof_rd_segments: per cell, the flags (an interface cell, the interface
 //     faces it holds, the band seed) and, for an interface cell, the eight
-//     numbers of its PLIC segment that the search reads (vof.cell_segments with
-//     the normals of phi, vof.search_fields);
+//     numbers of its PLIC segment that the search reads (plic_segments.cell_segments with
+//     the normals of phi, plic_segments.segment_fields);
 //   bf_vof_rd_search: per cell, the band (a seed within `band` cells), for a
 //     band cell the nearest segment among the cells in reach (the offsets in
 //     the array code's order, its layers in its order, the first met winning
-//     a tie), and the new level set with vof.own_side's sign.
+//     a tie), and the new level set with vof_redistance's own-side sign.
 #include "common.cuh"
 #include "plic.cuh"
 
@@ -20,7 +20,7 @@
 #define BF_RD_FX_NEG 4   //   ... with the gas on the right (sense -1)
 #define BF_RD_FY 8       // its top face lies between a full and an empty cell
 #define BF_RD_FY_NEG 16  //   ... with the gas above (sense -1)
-#define BF_RD_SEED 32    // a cell the band grows from (vof._band_seed)
+#define BF_RD_SEED 32    // a cell the band grows from (vof_redistance's band seed)
 #define BF_RD_NSEG 8     // per interface cell: mx, my, d, x0, y0, ex, ey, inv_len2
 
 // numpy.sign: +1, -1, 0 for a zero, NaN for a NaN.
@@ -29,7 +29,7 @@ __device__ __forceinline__ T np_sign(T x)
     return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : (x == 0.0 ? 0.0 : x));
 }
 
-// vof.face_segments' sense of the face between cells lo (left or below) and
+// plic_segments.face_segments' sense of the face between cells lo (left or below) and
 // hi: +1 gas below/left (lo full, hi empty), -1 the reverse, else 0.
 __device__ __forceinline__ int face_sense(T lo, T hi, T tol, T one_tol)
 {
@@ -38,7 +38,7 @@ __device__ __forceinline__ int face_sense(T lo, T hi, T tol, T one_tol)
     return 0;
 }
 
-// vof.cell_segments' bounds: the clip of the line p + s t to |p + s t| <= half.
+// plic_segments.cell_segments' bounds: the clip of the line p + s t to |p + s t| <= half.
 __device__ __forceinline__ void bounds(T p, T t, T half, T big, T* lo, T* hi)
 {
     const bool moving = t != 0.0;
@@ -58,7 +58,7 @@ extern "C" __global__ void bf_vof_rd_segments(
     BF_CELLS(nx, ny) {
         const long long p = (long long)j * nx + i;
         const T cc = c[p];
-        const bool mask = cc > tol && cc < one_tol;               // vof.interface_mask
+        const bool mask = cc > tol && cc < one_tol;               // plic_reconstruction.interface_mask
         const int sx = i < nx - 1 ? face_sense(cc, c[p + 1], tol, one_tol) : 0;
         const int sy = j < ny - 1 ? face_sense(cc, c[p + nx], tol, one_tol) : 0;
         const bool wx = i > 0 && face_sense(c[p - 1], cc, tol, one_tol) != 0;
@@ -71,7 +71,7 @@ extern "C" __global__ void bf_vof_rd_segments(
             T mx, my;
             vof_phi_normal(phi, nx, ny, j, i, hx, hy, &mx, &my);
             const T alpha = vof_line_constant(mx, my, cc, hx, hy);
-            // vof.cell_segments: the line from the centre, clipped to the cell.
+            // plic_segments.cell_segments: the line from the centre, clipped to the cell.
             const T d = alpha - 0.5 * (mx * hx + my * hy);
             const T px = d * mx, py = d * my;
             const T tx = -my, ty = mx;
@@ -86,7 +86,7 @@ extern "C" __global__ void bf_vof_rd_segments(
             shi = crossed ? shi : mid;
             const T x0 = px + slo * tx, y0 = py + slo * ty;
             const T x1 = px + shi * tx, y1 = py + shi * ty;
-            // vof.search_fields.
+            // plic_segments.segment_fields.
             const T ex = x1 - x0, ey = y1 - y0;
             const T length2 = ex * ex + ey * ey;
             const T inv_len2 = length2 > 0.0 ? 1.0 / (length2 > 0.0 ? length2 : 1.0) : 0.0;
@@ -103,7 +103,7 @@ extern "C" __global__ void bf_vof_rd_segments(
     }
 }
 
-// One segment of vof._nearest_segment seen from the centre (px, py) relative
+// One segment of vof_redistance's nearest-segment search seen from the centre (px, py) relative
 // to the segment's cell centre: keep it if strictly nearer than *best.
 __device__ __forceinline__ void visit(T px, T py, T mx, T my, T d, T x0, T y0, T ex, T ey,
                                       T inv_len2, T* best, T* side)
@@ -119,7 +119,7 @@ __device__ __forceinline__ void visit(T px, T py, T mx, T my, T d, T x0, T y0, T
 }
 
 // The new level set.  offsets: n_offsets pairs (dj, di), nearest first as
-// vof._nearest_segment sorts them; band <= both reaches.  floor_ = band *
+// vof_redistance's nearest-segment search sorts them; band <= both reaches.  floor_ = band *
 // min(hx, hy).  counts[0], counts[1] (when count): the band cells and the
 // sign conflicts, added atomically (integers: the same totals in any order).
 extern "C" __global__ void bf_vof_rd_search(
@@ -129,7 +129,7 @@ extern "C" __global__ void bf_vof_rd_search(
     const int nx, const int ny, const T hx, const T hy, const int band, const T floor_,
     const T tol, const T one_tol)
 {
-    // The face segments' fields (vof.face_segments, vof.search_fields): the
+    // The face segments' fields (plic_segments.face_segments, plic_segments.segment_fields): the
     // same for every face of a direction, up to the sense.
     const T half_x = 0.5 * hx, half_y = 0.5 * hy;
     const T fx_ey = half_y - (-half_y);
@@ -142,7 +142,7 @@ extern "C" __global__ void bf_vof_rd_search(
         const long long p = (long long)j * nx + i;
         const int fl = flags[p];
         const T cc = c[p];
-        // vof.own_side.
+        // vof_redistance's own-side sign.
         T own = cc >= one_tol ? -1.0
               : (cc <= tol ? 1.0 : ((fl & BF_RD_MASK) ? np_sign(-seg[p * BF_RD_NSEG + 2]) : 0.0));
         if (own == 0.0) own = cc > 0.5 ? -1.0 : 1.0;
