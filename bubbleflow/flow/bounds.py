@@ -41,18 +41,19 @@ __all__ = ["FlowBounds", "field_figures", "FIGURES", "FRACTION_TOLERANCE", "CFL_
 #: clips rounding below 1e-12 (:data:`.vof_limits.CLIP_TOLERANCE`) and is
 #: bounded for ``|u| dt <= h / 2`` along each axis; what is left past that is
 #: a step too long for the scheme.  Well above rounding and well below the
-#: overshoot of such a step (1e-3 to 1 in the first step from rest of the
-#: 2-D and 3-D columns with CLSVOF, whose length only the capillary or
-#: gravity time limits).
+#: overshoot of such a step (1e-3 to 1 in a first step from rest of the
+#: 2-D and 3-D columns with CLSVOF as long as the capillary or gravity time
+#: allows, which the stepper shortens).
 FRACTION_TOLERANCE = 1e-6
 #: The largest advective CFL number ``|u| dt / h`` (along one axis, of the
 #: velocity a step starts from) a step can take: the volume fraction's flux
 #: through a face is the gas of its upwind cell within ``|u| dt``, which is
 #: that cell's only while ``|u| dt <= h``, and the level set's upwind
 #: stencils assume the same reach.  Adaptive steps take ``time.cfl <= 1``.
-#: (The velocity a step ends with is not bounded here: from rest the first
-#: step, limited by the capillary or gravity time alone, ends above 1 on
-#: coarse grids; the volume fraction's bound sees what that does.)
+#: (The velocity a step ends with is the stepper's to bound: an adaptive
+#: step it would carry more than half a cell is done again, shorter,
+#: :data:`.navier_stokes.TRANSPORT_CFL`; with a fixed ``time.dt`` the
+#: volume fraction's bound sees what such a step does.)
 CFL_LIMIT = 1.0
 #: How far from the previous interface, in cells, new gas may appear (the
 #: previous level set's value there).  A step moves the interface at most

@@ -57,7 +57,7 @@ from .partition import RankSlabs, WholeGrid, slab_alignment
 from .state import FlowState
 
 __all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step",
-           "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "WALL_NAMES", "WINDOW", "CLSVOF_WINDOW",
+           "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "TRANSPORT_CFL", "MAX_SHORTENED_STEPS", "WALL_NAMES", "WINDOW", "CLSVOF_WINDOW",
            "momentum_window", "thickest_window"]
 
 #: Passes of :func:`.levelset.smooth` over the level set of CLSVOF (the
@@ -72,6 +72,14 @@ CLSVOF_CURVATURE_PASSES = 4
 #: bend the curvature and slowed Hysing's case-1 bubble under refinement
 #: (docs/interface_study.md).
 CLSVOF_BAND = 3 + CLSVOF_CURVATURE_PASSES
+#: The most cells the new velocity of a step may carry the interface along
+#: an axis: the volume fraction's split advection stays within [0, 1] for
+#: ``|u| dt <= h / 2`` (Weymouth and Yue 2010), and the level set's
+#: upwind stencils reach as far.  A longer step is done again, shorter.
+TRANSPORT_CFL = 0.5
+#: How often one step may be done again, shorter (each time the velocity
+#: it ends with is smaller: two suffice from rest in the shipped cases).
+MAX_SHORTENED_STEPS = 4
 #: Planes of each neighbour a rank's slab is widened by for the momentum
 #: phase: the reach of its stencils (face density, advection, stress,
 #: interface force) from a face at the slab's end; the smoothing passes
@@ -111,6 +119,7 @@ class StepReport:
     diagnostics: dict
     phases: dict = None     # seconds per phase, when the solver's phase clock is on
     bounds: dict = None     # the state's figures against its physical bounds (.bounds)
+    shortened: int = 0      # times the step was done again, shorter (TRANSPORT_CFL)
 
 
 class PhaseClock:
@@ -432,23 +441,20 @@ class FlowSolver:
             A = part.operator(rho_faces, self.dtype, self.case.operator.storage, w)
             solver = self.pressure_solver(A, phi_w, check=not part.overlap_setup)
         clock.mark("pressure set-up")
-        provisional_w = self.provisional_velocity(phi_w, self.widened_velocity(state.velocity, w),
-                                                  dt, H, rho, mu, rho_faces)
-        div_star, b = momentum.pressure_rhs(self.cropped_velocity(provisional_w, w),
-                                               self.spacing, dt)
-        clock.mark("momentum")
-        setup.join()
-        p, record = self.solve_pressure(solver, A, b, state.p)
-        # The record's set-up: the solve's own and this step's (operator and
-        # update, timed on their stream), in place of the update's host time.
-        record.setup_seconds += setup.seconds - solver.setup_seconds
-        clock.mark("pressure solve")
-        velocity_w, norms = momentum.correct_velocity(
-            provisional_w, part.widened(p, w), rho_faces, part.whole_only(div_star), dt,
-            self.spacing)
-        velocity = self.cropped_velocity(velocity_w, w)
-        norms = part.divergence_norms(norms, div_star, velocity, self.spacing)
-        clock.mark("correction")
+        fields = (phi_w, H, rho, mu, rho_faces)
+        velocity, p, record, norms = self._project(state, dt, fields, A, solver, setup)
+        # A step whose new velocity would carry the interface too far is done
+        # again, shorter: from rest the first step's length is set by the
+        # capillary or gravity time alone, and the flow it starts can cross
+        # several cells in it (the set-up, which depends on the densities
+        # alone, is kept).
+        redone = 0
+        while redone < MAX_SHORTENED_STEPS:
+            shorter = self._transport_step(velocity, dt)
+            if shorter is None:
+                break
+            dt, redone = shorter, redone + 1
+            velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
         step = state.step + 1
         phi, c = self.move_interface(state, velocity, dt, step)
         new = FlowState(phi=phi, velocity=velocity, p=p, time=state.time + dt, step=step, c=c)
@@ -461,8 +467,55 @@ class FlowSolver:
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
                             setup_seconds=setup.seconds, divergence=nu / nd if nd > 0 else 0.0,
                             diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds)
+                            phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds,
+                            shortened=redone)
         return new, report
+
+    def _project(self, state, dt, fields, A, solver, setup):
+        """The momentum phase, the pressure solve and the correction of a
+        step of length ``dt``: ``(velocity, p, record, norms)`` (``norms``
+        the device array of ``[||div u*||, ||div u||]``).  ``setup``: the
+        pressure set-up's side work, joined before the solve (None: done)."""
+        clock, part, w = self.clock, self.partition, self.width
+        phi_w, H, rho, mu, rho_faces = fields
+        provisional_w = self.provisional_velocity(phi_w, self.widened_velocity(state.velocity, w),
+                                                  dt, H, rho, mu, rho_faces)
+        div_star, b = momentum.pressure_rhs(self.cropped_velocity(provisional_w, w),
+                                            self.spacing, dt)
+        clock.mark("momentum")
+        if setup is not None:
+            setup.join()
+        p, record = self.solve_pressure(solver, A, b, state.p)
+        if setup is not None:
+            # The record's set-up: the solve's own and this step's (operator
+            # and update, timed on their stream), in place of the update's
+            # host time.
+            record.setup_seconds += setup.seconds - solver.setup_seconds
+        clock.mark("pressure solve")
+        velocity_w, norms = momentum.correct_velocity(
+            provisional_w, part.widened(p, w), rho_faces, part.whole_only(div_star), dt,
+            self.spacing)
+        velocity = self.cropped_velocity(velocity_w, w)
+        norms = part.divergence_norms(norms, div_star, velocity, self.spacing)
+        clock.mark("correction")
+        return velocity, p, record, norms
+
+    def _transport_step(self, velocity, dt):
+        """None where the new ``velocity`` carries the interface at most
+        :data:`TRANSPORT_CFL` cells along any axis in ``dt``; else the
+        shorter step that carries it ``min(time.cfl, TRANSPORT_CFL)`` cells
+        (adaptive steps only: a fixed ``time.dt`` is the user's, and the
+        physical bounds report what it does).  One small transfer."""
+        if self.case.time.dt is not None:
+            return None
+        xp = self.xp
+        speeds = self.partition.maxima(self.backend.to_host(
+            xp.stack([xp.abs(f).max() for f in velocity])))
+        reach = max(float(s) * dt / h for s, h in zip(speeds, self.spacing))
+        if reach <= TRANSPORT_CFL or not math.isfinite(reach):
+            return None
+        cfl = min(self.case.time.cfl, TRANSPORT_CFL)
+        return min(cfl * h / float(s) for s, h in zip(speeds, self.spacing) if s > 0)
 
     def move_interface(self, state, velocity, dt, step):
         """The interface carried by the new velocity: ``(phi, c)`` at step

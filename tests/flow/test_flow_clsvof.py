@@ -123,3 +123,46 @@ def test_restart_of_a_levelset_run_as_clsvof_is_one_line(tmp_path):
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "levelset.method" in lines[0] and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("path,sets", [
+    ("cases/bubbly_column_flow.yaml", ["grid.nx=16", "grid.ny=32"]),
+    ("cases/bubbly_column_3d_flow.yaml", ["grid.nx=8", "grid.ny=8", "grid.nz=16"]),
+])
+def test_a_step_too_long_for_its_new_velocity_is_done_again_shorter(backend, path, sets):
+    """From rest the columns' first step is set by the capillary or gravity
+    time alone, and the velocity it ends with would carry the interface
+    more than half a cell (the volume fraction then overshoots [0, 1]): the
+    step is done again, shorter, and every step then keeps the gas volume
+    and the fraction's bounds."""
+    from bubbleflow.flow.navier_stokes import TRANSPORT_CFL
+
+    case = load_case(os.path.join(ROOT, path), [*sets, "levelset.method=clsvof", "time.end=0.1"])
+    solver = FlowSolver(case, backend)
+    state = solver.initial_state()
+    size = "area" if case.grid.ndim == 2 else "volume"
+    v0 = solver.diagnostics(state)[size]
+    shortened = []
+    while state.time < case.time.end:
+        old = state
+        state, rep = solver.step(state)
+        shortened.append(rep.shortened)
+        assert not solver.bounds.broken(rep, rep.diagnostics[size])
+        c = backend.to_host(state.c)
+        assert c.min() >= 0.0 and c.max() <= 1.0
+        assert abs(rep.diagnostics[size] - v0) <= 1e-10 * v0
+        # What the step's own velocity carries the interface: at most TRANSPORT_CFL cells.
+        reach = max(float(abs(backend.to_host(f)).max()) * rep.dt / h
+                    for f, h in zip(state.velocity, solver.spacing))
+        assert reach <= TRANSPORT_CFL * (1 + 1e-12) or rep.shortened == 4, (rep.step, reach)
+        assert old.step + 1 == state.step
+    assert shortened[0] >= 1
+
+
+def test_a_fixed_step_is_not_shortened(backend):
+    case = load_case(os.path.join(ROOT, "cases/bubbly_column_flow.yaml"),
+                     ["grid.nx=16", "grid.ny=32", "levelset.method=clsvof", "time.dt=0.01",
+                      "time.end=0.02"])
+    solver = FlowSolver(case, backend)
+    _, rep = solver.step(solver.initial_state())
+    assert rep.shortened == 0 and rep.dt == 0.01
