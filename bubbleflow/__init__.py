@@ -6,6 +6,11 @@ The solver pieces can be used from your own code::
 
 ``cg`` and ``dpcg`` take SciPy's arguments (``x0, rtol, atol, maxiter, M,
 callback``) and also accept SciPy or CuPy sparse matrices.
+
+A result file opens as labelled arrays (with the ``xarray`` extra)::
+
+    from bubbleflow import open_result
+    ds = open_result("outputs/bubbly_column.h5")     # an xarray.Dataset
 """
 __version__ = "0.1.0"
 
@@ -20,10 +25,11 @@ from .operators.poisson import PoissonOperator, assemble_pressure_operator, grav
 from .linalg.precond import make_preconditioner
 from .case.problem import bubbly_column
 from .linalg.solver import PressureSolver
+from .io.xarray_view import open_result
 
 __all__ = [
     "__version__", "Backend", "BackendUnavailable", "get_backend", "Grid", "PoissonOperator",
     "assemble_pressure_operator", "gravity_rhs", "make_preconditioner", "Deflation",
     "make_deflation", "cg", "pcg", "dpcg", "bicgstab", "jacobi", "gauss_seidel", "SolveRecord",
-    "SolveInfo", "PressureSolver", "bubbly_column",
+    "SolveInfo", "PressureSolver", "bubbly_column", "open_result",
 ]

@@ -30,7 +30,7 @@ from ..compute.host_memory import keep_freed_memory
 from ..case.config import BACKENDS, CaseError, load_case
 from ..version import installed_version
 
-__all__ = ["main", "build_parser", "cmd_run"]
+__all__ = ["main", "build_parser", "cmd_run", "restart_command"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1       # the case ran but did not succeed (e.g. no convergence)
@@ -43,7 +43,8 @@ def cmd_run(args):
     Parameters
     ----------
     args : argparse.Namespace
-        ``case``, ``output``, ``backend``, ``set``, ``quiet``.
+        ``case``, ``output``, ``backend``, ``set``, ``quiet``, ``restart``,
+        ``overwrite``, ``no_progress``.
 
     Returns
     -------
@@ -88,9 +89,40 @@ def cmd_run(args):
         from .ranks import run_case_ranks
 
         return run_case_ranks(case, backend, comm, quiet=args.quiet, restart=args.restart,
-                              overwrite=args.overwrite, progress=not args.no_progress)
+                              overwrite=args.overwrite, progress=not args.no_progress,
+                              command=restart_command(args))
     return run_case(case, backend, quiet=args.quiet, restart=args.restart,
-                    progress=not args.no_progress, overwrite=args.overwrite)
+                    progress=not args.no_progress, overwrite=args.overwrite,
+                    command=restart_command(args))
+
+
+def restart_command(args):
+    """The ``bubbleflow run`` words of ``args`` that decide the result: the
+    case, ``-o``, ``--backend`` and every ``--set`` as typed.
+
+    A run that stops prints them with ``--restart PATH``
+    (:func:`bubbleflow.apps.run.restart_hint`): typed as shown, in the same
+    folder, that continues the same case into the same output.
+    ``--overwrite`` is left out (a restart in place needs none), as are
+    ``--quiet`` and ``--no-progress`` (they change only what is printed).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Those of ``bubbleflow run`` (:func:`cmd_run`).
+
+    Returns
+    -------
+    list of str
+    """
+    words = ["bubbleflow", "run", args.case]
+    if args.output is not None:
+        words += ["-o", args.output]
+    if args.backend is not None:
+        words += ["--backend", args.backend]
+    for item in args.set or ():
+        words += ["--set", item]
+    return words
 
 
 def build_parser():

@@ -18,10 +18,14 @@ Run file ``<stem>.h5``:
 * ``<stem>_convergence.png``: relative residual per iteration (log scale);
   pressure runs: the solve, its true-residual checks and ``rtol``; flow runs:
   the first and last solve and the one with the most iterations.
-* flow runs only: ``<stem>_benchmark.png`` (rise velocity, circularity and
-  centroid height against time, with the published curves of Hysing et al.
-  (2009) overlaid for test case 1) and ``<stem>_iterations.png`` (pressure
-  iterations per step; solve and set-up time per step).
+* flow runs only: ``<stem>_benchmark.png`` (the whole gas phase's rise
+  velocity, circularity and centroid height against time, with the
+  published curves of Hysing et al. (2009) overlaid for test case 1),
+  ``<stem>_iterations.png`` (pressure iterations per step; solve and set-up
+  time per step) and, where the run tracked its bubbles,
+  ``<stem>_bubbles.png`` (each bubble's trajectory, rise velocity and size;
+  for a swarm also the void fraction profile, the mean rise velocity and
+  the number of bubbles against time: :mod:`.plots_bubbles`).
 
 Trouble is marked, not hidden:
 
@@ -80,6 +84,7 @@ import numpy as np
 
 from ..case.config import CaseError
 from . import plots_3d
+from .plots_bubbles import bubble_table, bubbles_figure
 from .plots_figure import (BANNER_COLOUR, DPI, LOG_DECADES, RUN_EXPECTED, grid_text, is_hdf5,
                            no_data_note, output_folder, resolve_input, run_figure, save_figure,
                            solver_text, spans_decades, write_all)
@@ -164,7 +169,8 @@ def plot_run(path, outdir=None):
     -------
     list of str
         ``<stem>_fields.png``, ``<stem>_convergence.png`` and, for flow runs,
-        ``<stem>_benchmark.png``, ``<stem>_iterations.png`` (a figure whose
+        ``<stem>_benchmark.png``, ``<stem>_iterations.png``,
+        ``<stem>_bubbles.png`` (a figure whose
         data the file does not hold yet, e.g. a flow run killed before its
         first snapshot, is left out).
 
@@ -221,6 +227,11 @@ def _run_figures(path):
             figs[f"{stem}_iterations.png"] = iterations_figure(run)
         else:
             notes.append(f"{stem}_iterations.png not written: no pressure solve yet")
+        why = bubble_table(run)[1]
+        if why is None:
+            figs[f"{stem}_bubbles.png"] = bubbles_figure(run)
+        else:
+            notes.append(f"{stem}_bubbles.png not written: {why}")
     if not figs:
         raise CaseError(path, None, "holds nothing to plot (no field snapshot, no solve)",
                         "a run file with at least one snapshot or pressure solve")
@@ -265,6 +276,7 @@ def _read_run_file(path):
         "diagnostics": diagnostics, "rtol": _rtol(raw), "solver": _solver_description(raw),
         "backend": _text(raw["attrs"].get("backend")),
         "status": _text(raw["attrs"].get("run_status")),
+        "bubbles": raw["bubbles"], "bubble_events": raw["bubble_events"],
     }
     run["warnings"] = run_warnings(run)
     return run

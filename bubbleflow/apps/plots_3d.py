@@ -150,4 +150,7 @@ def benchmark_figure(run, run_figure):
     if benchmark:
         title += " vs the codes of Adelsberger et al. (2014), test case 1 (markers: their extremes)"
     body.suptitle(title, fontsize=11)
+    from .plots_figure import mark_gas_volume
+
+    mark_gas_volume(body, run)
     return fig

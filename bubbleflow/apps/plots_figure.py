@@ -2,7 +2,9 @@
 
 Figures are :class:`matplotlib.figure.Figure` objects on the Agg canvas (no
 pyplot, no global state); :func:`save_figure` writes one atomically.  A run's
-figures carry its warnings as a red banner (:func:`run_figure`).  The input
+figures carry its warnings as a red banner (:func:`run_figure`), and the
+figures of a flow's diagnostics a red note when its gas volume drifted
+(:func:`mark_gas_volume`).  The input
 checks shared by run files and tables (:func:`resolve_input`,
 :func:`is_hdf5`, :func:`output_folder`) live here too.
 """
@@ -17,7 +19,7 @@ from ..case.config import CaseError
 __all__ = ["DPI", "BANNER_COLOUR", "LOG_DECADES", "RUN_EXPECTED", "STUDY_EXPECTED",
            "resolve_input", "is_hdf5", "output_folder", "save_figure", "write_all",
            "new_figure", "run_figure", "solver_text", "grid_text", "spans_decades",
-           "no_data_note"]
+           "no_data_note", "gas_volume_note", "mark_gas_volume"]
 
 
 #: Resolution of the written PNGs.
@@ -174,3 +176,32 @@ def no_data_note(ax, text):
     quantity the output does not hold is left empty with this note)."""
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9,
             color="0.35", wrap=True)
+
+
+def gas_volume_note(run):
+    """``gas volume changed by X % (levelset.method M)`` when a flow run's gas
+    area (2-D) or volume (3-D) changed by more than
+    :data:`~bubbleflow.io.flow_output.GAS_VOLUME_TOLERANCE` (relative) from
+    its first diagnostics row to its last; None otherwise (also without gas
+    or diagnostics).  The file's ``/diagnostics`` attribute states the same
+    change."""
+    from ..io.flow_output import GAS_VOLUME_TOLERANCE, gas_volume_change
+    from ..io.layout import text
+
+    diagnostics = {k: v for k, v in (run.get("diagnostics") or {}).items() if v is not None}
+    change = gas_volume_change(diagnostics)
+    if not np.isfinite(change) or abs(change) <= GAS_VOLUME_TOLERANCE:
+        return None
+    levelset = (run.get("case") or {}).get("levelset")
+    method = text(levelset.get("method")) if isinstance(levelset, dict) else None
+    return (f"gas volume changed by {100.0 * change:+.3g} % from the first row to the last"
+            + (f" (levelset.method {method})" if method else ""))
+
+
+def mark_gas_volume(fig, run):
+    """Put :func:`gas_volume_note` under ``fig`` (a figure or subfigure) in
+    red; returns the note (None: nothing to say, nothing drawn)."""
+    note = gas_volume_note(run)
+    if note is not None:
+        fig.supxlabel(note, color=BANNER_COLOUR, fontsize=10, fontweight="bold")
+    return note

@@ -1,5 +1,7 @@
 """The figures of a flow run over time: benchmark quantities and pressure
 iterations per step (``<stem>_benchmark.png``, ``<stem>_iterations.png``).
+The benchmark figure says in red when the gas volume drifted
+(:func:`.plots_figure.mark_gas_volume`).
 
 A quantity the run does not have (the rise velocity of a flow without gas,
 the solve times of a run killed before its first solve) leaves its panel
@@ -9,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plots_figure import (BANNER_COLOUR, grid_text, no_data_note, run_figure, solver_text,
-                           spans_decades)
+from .plots_figure import (BANNER_COLOUR, grid_text, mark_gas_volume, no_data_note, run_figure,
+                           solver_text, spans_decades)
 from .validation import nested as _nested
 
 __all__ = ["gas_components", "is_hysing_case1", "benchmark_figure", "iterations_figure",
@@ -164,6 +166,7 @@ def benchmark_figure(run):
                  "length" + (" (free surface included)" if gas["layer"] else "") + "\n"
                  "no reference curves: Hysing et al. (2009) is one bubble")
     body.suptitle(title, fontsize=11)
+    mark_gas_volume(body, run)
     return fig
 
 

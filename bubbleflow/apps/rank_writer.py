@@ -25,6 +25,11 @@ class RankWriter:
     def last_snapshot_step(self):
         return self._last
 
+    @property
+    def gas_volume_change(self):
+        """Rank 0's writer's (every row is there); None on the other ranks."""
+        return None if self.writer is None else self.writer.gas_volume_change
+
     def write_step(self, report, initial=False):
         if self.writer is not None:
             self.writer.write_step(report, initial=initial)
@@ -35,9 +40,16 @@ class RankWriter:
             if not values:
                 values.append(row[name])
 
-    def write_regions(self, step, time, regions):
+    @property
+    def bubbles(self):
+        """Rank 0's writer's bubble rows (empty on the other ranks)."""
+        return () if self.writer is None else self.writer.bubbles
+
+    def write_bubbles(self, rows, events):
+        """Rank 0's tracker's rows and events to its writer (the tracker is
+        there only)."""
         if self.writer is not None:
-            self.writer.write_regions(step, time, regions)
+            self.writer.write_bubbles(rows, events)
 
     def set_attrs(self, **attrs):
         if self.writer is not None:
@@ -57,7 +69,7 @@ class RankWriter:
         if error is not None:
             raise SnapshotWriteError(error)
 
-    def write_snapshot(self, state, rho, to_host, extra=None):
+    def write_snapshot(self, state, rho, to_host, extra=None, tracker=None):
         import numpy as np
 
         from ..flow.partition import whole_state
@@ -70,7 +82,8 @@ class RankWriter:
         self._last = state.step
         rho = gathered.pop("rho")
         self._together(lambda: self.writer.write_snapshot(whole, rho, np.asarray,
-                                                          extra=gathered or None))
+                                                          extra=gathered or None,
+                                                          tracker=tracker))
 
     def wait(self, raise_error=True):
         """Rank 0's writer waited for (not collective: the run is ending on an error)."""

@@ -56,7 +56,7 @@ def _refusal(case, backend, restart, ranks):
 
 
 def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
-                   overwrite=False, progress=True):
+                   overwrite=False, progress=True, command=None):
     """Run ``case`` on the ranks of ``comm``; every rank returns the exit code."""
     from ..case.config import CaseError
     from ..io.outdir import RunOutput
@@ -91,7 +91,7 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
 
             code = run_flow(case, backend, quiet=quiet or comm.rank != 0, out=out,
                             outdir=outdir, restart=restart, progress=progress and comm.rank == 0,
-                            comm=comm)
+                            comm=comm, command=command)
         else:
             code = _solve(case, backend, comm, quiet, out)
     except BaseException as exc:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
 
-__all__ = ["open_restart", "check_checkpoint_arrays", "RESTART_FREE"]
+__all__ = ["open_restart", "restart_tracker", "check_checkpoint_arrays", "RESTART_FREE"]
 
 
 # Keys that may differ between a run and the file it restarts from.
@@ -52,6 +52,31 @@ def open_restart(case, restart, backend, solver):
                      velocity=tuple(xp.asarray(ck[name], dtype=dt)
                                     for name in VELOCITY_COMPONENTS[:case.grid.ndim]),
                      p=xp.asarray(pressure, dtype=dt), time=ck["time"], step=ck["step"], c=c)
+
+
+def restart_tracker(restart):
+    """The bubble tracker stored with the last checkpoint of ``restart``
+    (:class:`~bubbleflow.flow.bubble_tracking.BubbleTracker`), or None where
+    it holds none (a run that tracked nothing).  Read after
+    :func:`open_restart` accepted the file.
+
+    Raises
+    ------
+    CaseError
+        The stored state is not a tracker's (one line naming the file).
+    """
+    from ..case.config import CaseError
+    from ..flow.bubble_tracking import BubbleTracker
+    from ..io.layout import read_checkpoint_tracker
+
+    state = read_checkpoint_tracker(restart)
+    if state is None:
+        return None
+    try:
+        return BubbleTracker.from_state(state)
+    except (ValueError, TypeError) as exc:
+        raise CaseError(restart, None, f"its checkpoint's bubble tracker cannot be read ({exc})",
+                        "a file written by a bubbleflow flow run") from None
 
 
 def _shape_text(shape):

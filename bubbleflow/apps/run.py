@@ -3,24 +3,35 @@
 ``mode: pressure``: build the geometry, assemble the operator, set up the
 solver, solve once, write ``OUTDIR/<name>.h5``.  A solve that fails still
 writes its file (``/solver/converged`` false), says why, and returns 1.
+
+``mode: flow``: step to ``time.end``, writing snapshots and the index
+(:mod:`bubbleflow.io.flow_output`) and tracking the bubbles every
+``output.bubbles_every`` steps (:mod:`.bubble_sampling`).  Its last lines are what the file
+holds: the final quantities with their units and the gas volume change;
+and a run that stops says the whole command that continues it.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
+import shlex
 import sys
 
 from .. import __version__
 from ..case.config import viscosity_scheme
 from ..case.problem import build_pressure_problem
-from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
+from ..io.flow_output import GAS_VOLUME_TOLERANCE
+from ..io.layout import DYNAMIC_PRESSURE, SERIES_UNITS, VOLUME_FRACTION
 from ..io.xdmf import pressure_sidecar
 from ..linalg.solver import PressureSolver
-from .restart import open_restart
+from .bubble_sampling import BubbleSampling
+from .restart import open_restart, restart_tracker
 from .stop_signals import StopSignals
 
-__all__ = ["run_case", "run_pressure", "write_pressure_files", "write_run_snapshot"]
+__all__ = ["run_case", "run_pressure", "write_pressure_files", "write_run_snapshot",
+           "restart_hint"]
 
 
 def _say(quiet, *parts, file=None):
@@ -29,12 +40,15 @@ def _say(quiet, *parts, file=None):
 
 
 def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=True,
-             overwrite=False):
+             overwrite=False, command=None):
     """Run a validated case on ``backend`` in this process; return the
     process exit code (several ranks: :func:`.ranks.run_case_ranks`).
 
     The output location is checked, locked and protected (see
-    :mod:`bubbleflow.io.outdir`) before any work starts.
+    :mod:`bubbleflow.io.outdir`) before any work starts.  ``command``: the
+    ``bubbleflow run`` words that started the run, without ``--restart``
+    (see :func:`restart_hint`), so that a flow run that stops can say what
+    to type to continue it.
     """
     from ..case.config import CaseError
     from ..io.outdir import RunOutput
@@ -47,7 +61,7 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
                    flow=case.mode == "flow") as out:
         if case.mode == "flow":
             return run_flow(case, backend, quiet=quiet, out=out, restart=restart,
-                            progress=progress)
+                            progress=progress, command=command)
         return run_pressure(case, backend, quiet=quiet, out=out, progress=progress)
 
 
@@ -168,17 +182,43 @@ class _SolveProgress:
 
 
 def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, progress=True,
-             comm=None):
+             comm=None, command=None):
     """Time-dependent run; returns 0, 1 if a pressure solve failed or the flow
     blew up, 128 + signal number when stopped by SIGTERM / SIGINT.  With
     ``comm`` of several ranks each steps its slab (every rank calls this;
-    ``out`` is rank 0's, which writes the output)."""
+    ``out`` is rank 0's, which writes the output).  ``command``: as
+    :func:`run_case`'s.
+
+    Its last lines state the relative change of the gas volume from the
+    initial state (a warning on stderr beyond
+    :data:`~bubbleflow.io.flow_output.GAS_VOLUME_TOLERANCE`), as its file does."""
     path = out.path if out is not None else os.path.join(outdir or case.output.directory,
                                                          f"{case.name}.h5")
+    hint = restart_hint(command, path)
     # From the start: a SIGTERM while the first kernels compile must not kill
     # the run before its first snapshot is written.
     with StopSignals(comm) as stop:
-        return _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm)
+        return _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hint)
+
+
+def restart_hint(command, path):
+    """What to type to continue a flow run from its index ``path``.
+
+    Parameters
+    ----------
+    command : sequence of str or None
+        The words that started the run, ``--restart`` left out (e.g.
+        ``["bubbleflow", "run", "case.yaml", "-o", "out", "--set",
+        "grid.nx=80"]``); None when they are not known.
+
+    Returns
+    -------
+    str
+        ``command`` with ``--restart PATH``, quoted for a POSIX shell; only
+        ``--restart PATH`` without ``command``.
+    """
+    words = [*(command or ()), "--restart", os.fspath(path)]
+    return shlex.join(words)
 
 
 def _flow_solver(case, backend, comm, restart):
@@ -198,15 +238,36 @@ def _flow_solver(case, backend, comm, restart):
     return solver, slab_state(whole, solver.slab, backend.xp)
 
 
-def _flow_writer(comm, restart, path, attrs, grid):
-    """The run's writer: new or resumed; on several ranks rank 0's behind
-    the gathering :class:`.rank_writer.RankWriter`."""
-    from ..io.flow_output import FlowWriter
+def _restart_tracker(case, comm, restart):
+    """The bubble tracker a restart continues (rank 0's; None for a new run,
+    without tracking, or where the checkpoint holds none)."""
+    if restart is None or case.output.bubbles_every == 0 or (comm is not None and comm.rank):
+        return None
+    return restart_tracker(restart)
 
+
+def _flow_writer(case, backend, comm, restart, path, grid):
+    """The run's writer, with the file's header: new or resumed; on several
+    ranks rank 0's behind the gathering :class:`.rank_writer.RankWriter`."""
+    from ..io.flow_output import FlowWriter
+    from ..io.layout import header_attrs
+
+    ranks = comm.size if comm is not None else 1
+    device = backend.device_name if ranks == 1 else f"{ranks} ranks, {backend.device_name}"
+    # (The writer adds mode, run status and run id.)
+    attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
+                         device=device, precision=case.precision,
+                         face_density=case.operator.face_density)
     writer = None
+    s = case.solver
+    # /solver described as a pressure result's is (io/layout.py, SOLVER_ATTRS).
+    described = dict(levelset_method=case.levelset.method, solver_attrs={
+        "method": s.method, "variant": s.variant if s.method == "dpcg" else "",
+        "preconditioner": s.preconditioner.type, "deflation": s.deflation.type,
+        "rtol": float(s.rtol)})
     if comm is None or comm.rank == 0:
-        writer = (FlowWriter.resume(path, restart, attrs, grid) if restart is not None
-                  else FlowWriter.create(path, attrs, grid))
+        writer = (FlowWriter.resume(path, restart, attrs, grid, **described)
+                  if restart is not None else FlowWriter.create(path, attrs, grid, **described))
     if comm is None or comm.size == 1:
         return writer
     from .rank_writer import RankWriter
@@ -214,30 +275,28 @@ def _flow_writer(comm, restart, path, attrs, grid):
     return RankWriter(comm, writer)
 
 
-def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
+def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hint):
     import signal
     import time as _time
 
     import numpy as np
 
     from ..io.flow_output import SnapshotWriteError
-    from ..io.layout import WALL_SECONDS, header_attrs
+    from ..io.layout import WALL_SECONDS
 
     ranks = comm.size if comm is not None else 1
     loud = comm is None or comm.rank == 0           # one rank reports
-    device = backend.device_name if ranks == 1 else f"{ranks} ranks, {backend.device_name}"
-    # (The writer adds mode, run status and run id.)
-    attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
-                         device=device, precision=case.precision,
-                         face_density=case.operator.face_density)
     # The solver and the checkpoint before anything is moved aside: a bad
     # restart leaves the previous result where it was.
     solver, state = _flow_solver(case, backend, comm, restart)
+    tracker = _restart_tracker(case, comm, restart)
     aside = out.set_aside() if out is not None else None
     if aside:
         _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run finishes")
-    writer = _flow_writer(comm, restart, path, attrs, solver.grid)
+    writer = _flow_writer(case, backend, comm, restart, path, solver.grid)
     state, previous_wall = _first_state(case, solver, state, writer, restart, quiet)
+    bubbles = BubbleSampling(case.output.bubbles_every, solver, writer, lead=loud,
+                             tracker=tracker)
     g = solver.grid
     size = writer.diag["area" if "area" in writer.diag else "volume"]
     gas = size[0] > 0 if size else True
@@ -249,7 +308,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
     rep, reported = None, False
     try:
         if restart is None:
-            write_run_snapshot(writer, solver, state, backend)
+            bubbles.sample(state)
+            write_run_snapshot(writer, solver, state, backend, bubbles.state())
         while state.time < case.time.end and stop.poll() is None:
             try:
                 # Overflow on the way to a blow-up is detected and reported
@@ -284,9 +344,10 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
                 failures += 1
                 blown = True
                 break
+            bubbles.sample(state)
             on_snapshot = interval is not None and abs(rep.time / interval - round(rep.time / interval)) < 1e-9
             if on_snapshot or state.time >= case.time.end:
-                write_run_snapshot(writer, solver, state, backend)
+                write_run_snapshot(writer, solver, state, backend, bubbles.state())
             if bar is not None:
                 bar.set_postfix_str(f"step {rep.step} dt {rep.dt:.2e} it {rec.iterations}", refresh=False)
                 bar.update(rep.dt)
@@ -297,9 +358,9 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
         else:
             status = "stopped"
             if writer.last_snapshot_step != state.step:
-                write_run_snapshot(writer, solver, state, backend)
+                write_run_snapshot(writer, solver, state, backend, bubbles.state())
     except SnapshotWriteError as exc:
-        reported = _write_failed(case.name, exc, path, loud)
+        reported = _write_failed(case.name, exc, path, hint, loud)
         failures, status = failures + 1, "failed"
     finally:
         if bar is not None:
@@ -312,23 +373,61 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm):
         # on disk left as it is: it ends at the last snapshot, where a
         # restart goes on.
         if status != "running":
-            status, failures = _close_writer(writer, status, case.name, path,
+            status, failures = _close_writer(writer, status, case.name, path, hint,
                                               reported or not loud, failures)
         else:
             writer.wait(raise_error=False)
     if status == "finished" and out is not None:
         out.finished()
+    gas_line = _gas_volume_line(case.name, case.levelset.method, g.ndim, gas, state.time,
+                                writer.gas_volume_change, judged=failures == 0)
     if status == "stopped":
+        _say_gas_volume(quiet, gas_line)
         _err(loud, f"{case.name}: stopped by {stop.received} at t = {state.time:.6g} (step {state.step}); "
-              f"state written; continue with --restart {path}")
+              f"state written; continue with: {hint}")
         return 128 + int(getattr(signal, stop.received))
-    d = rep.diagnostics if iters and failures == 0 and gas else {}
     _say(quiet, f"{state.step} steps to t = {state.time:g} s in {wall:.1f} s; pressure iterations "
                 f"mean {sum(iters) / max(len(iters), 1):.1f}, max {max(iters, default=0)}; "
                 f"worst true residual {worst:.2e}; wrote {path}")
-    if d:
-        _say(quiet, "final: " + ", ".join(f"{k} {v:.6g}" for k, v in d.items()))
+    if iters and failures == 0 and gas:
+        _say(quiet, _final_line(rep.diagnostics))
+    _say_gas_volume(quiet, gas_line)
     return 1 if failures else 0
+
+
+def _final_line(diagnostics):
+    """``final: area 0.19 m^2, ..., circularity 0.98 (-)``: the last
+    diagnostics, each with its unit (``(-)``: dimensionless)."""
+    def unit(name):
+        u = SERIES_UNITS.get(name, "")
+        return " (-)" if u == "1" else f" {u}" if u else ""
+    return "final: " + ", ".join(f"{k} {v:.6g}{unit(k)}" for k, v in diagnostics.items())
+
+
+def _gas_volume_line(name, method, ndim, gas, time, change, judged=True):
+    """``(text, warn)`` stating the gas volume ``change`` (None where the
+    writer has no rows: on the ranks but 0).  ``warn`` beyond the tolerance,
+    unless ``judged`` is False: a failed run's error line is what matters,
+    this one is then information."""
+    if change is None:
+        return None
+    what = "gas volume" if ndim == 3 else "gas volume (area in 2-D)"
+    if not gas:
+        return f"{what}: none (the flow has no gas)", False
+    if not math.isfinite(change):
+        return f"{what} change: not finite at t = {time:.6g} s", False
+    text = (f"{what} changed by {100.0 * change:+.3g} % (relative change {change:+.2e}) from the "
+            f"initial state to t = {time:.6g} s with levelset.method {method}")
+    if abs(change) > GAS_VOLUME_TOLERANCE and judged:
+        return f"warning: {name}: {text}, beyond {GAS_VOLUME_TOLERANCE:g}", True
+    return f"{text} (tolerance {GAS_VOLUME_TOLERANCE:g})", False
+
+
+def _say_gas_volume(quiet, line):
+    """The gas volume line: on stdout, or on stderr as a warning."""
+    if line is not None:
+        text, warn = line
+        _say(quiet, text, file=sys.stderr if warn else None)
 
 
 def _first_state(case, solver, state, writer, restart, quiet):
@@ -373,30 +472,28 @@ def _opening_line(case, g, backend, gas, slab=None):
                if slab is not None else ""))
 
 
-def write_run_snapshot(writer, solver, state, backend):
+def write_run_snapshot(writer, solver, state, backend, tracker=None):
     """Hand the state to the writer: its fields are copied now and written in the background.
 
     ``p`` in the file is the whole pressure; with reduced gravity the
     dynamic pressure the solver carries is stored beside it, ``p_dynamic``,
     and a CLSVOF run's volume fraction ``c``: a restart reads both back (bit
-    for bit).  A CLSVOF run's per-region diagnostics are taken here, at the
-    snapshots."""
-    regions = solver.regions(state)
-    if regions is not None:
-        writer.write_regions(state.step, state.time, regions)
+    for bit), as it reads the bubble tracker's state ``tracker``
+    (:meth:`.bubble_sampling.BubbleSampling.state`; None: none)."""
     rho = solver.properties(state.phi)[1]
     total = solver.total_pressure(state.p, rho)
     extra = {} if state.c is None else {VOLUME_FRACTION: state.c}
     if total is not state.p:
         extra[DYNAMIC_PRESSURE] = state.p
         state = dataclasses.replace(state, p=total)
-    writer.write_snapshot(state, rho, backend.to_host, extra=extra or None)
+    writer.write_snapshot(state, rho, backend.to_host, extra=extra or None, tracker=tracker)
 
 
-def _write_failed(name, exc, path, loud=True):
-    """One line for a failed write of the output (the run then ends as failed); True."""
-    hint = f"; --restart {path} continues from its last checkpoint" if os.path.exists(path) else ""
-    _err(loud, f"error: {name}: {exc}{hint}")
+def _write_failed(name, exc, path, hint, loud=True):
+    """One line for a failed write of the output (the run then ends as failed),
+    with the command that continues it from its last checkpoint; True."""
+    more = f"; continue from its last checkpoint with: {hint}" if os.path.exists(path) else ""
+    _err(loud, f"error: {name}: {exc}{more}")
     return True
 
 
@@ -405,7 +502,7 @@ def _err(loud, text):
         print(text, file=sys.stderr, flush=True)
 
 
-def _close_writer(writer, status, name, path, reported, failures):
+def _close_writer(writer, status, name, path, hint, reported, failures):
     """Wait for the writer, then commit the index with the final status.
 
     A write error (of the last snapshot, or of this commit) is reported in
@@ -421,5 +518,5 @@ def _close_writer(writer, status, name, path, reported, failures):
             return final, failures + (final != status)
         except SnapshotWriteError as exc:
             if not reported:
-                reported = _write_failed(name, exc, path)
+                reported = _write_failed(name, exc, path, hint)
     return "failed", failures + (status != "failed")

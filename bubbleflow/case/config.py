@@ -27,6 +27,8 @@ a module of its own:
 * :mod:`.schema`: the ``*Config`` dataclasses, :class:`Case`, the enums;
 * :mod:`.loading`: :func:`load_case`, :func:`case_from_dict`, the overrides;
 * :mod:`.checks`, :mod:`.geometry_checks`: the cross-field checks;
+* :mod:`.relevance`: which keys a case reads given its other values, and
+  the one-line warning for a ``--set`` that changes nothing;
 * :mod:`.time_step`: the time-step limits, shared with the flow solvers;
 * :mod:`.yaml_reader`: the one reader of every YAML text that enters.
 """

@@ -15,6 +15,7 @@ from .errors import CaseError, show_kind, show_value
 from .field_specs import SectionSpec
 from .key_paths import dotted, split_dotted
 from .provenance import CheckContext, Where
+from .relevance import warn_ineffective
 from .schema import Case
 from .yaml_reader import MAX_OPTION_CHARS, YamlError, load_yaml, read_text, shorten
 
@@ -165,7 +166,7 @@ def _apply_overrides(data, overrides, file):
     return data, origins
 
 
-def _build(data, file, lines, overrides):
+def _build(data, file, lines, overrides, warn):
     if data is None:
         raise CaseError(file, None, "empty case file",
                         "a mapping of case sections (name, grid, fluids, ...)")
@@ -187,10 +188,13 @@ def _build(data, file, lines, overrides):
         # Sources such as "<dict>" or "<study>" are not files: no stem.
         stem = os.path.splitext(os.path.basename(file))[0]
         name = "case" if file.startswith("<") or not stem else stem
-    return dataclasses.replace(case, name=name, source=file, _where=where)
+    case = dataclasses.replace(case, name=name, source=file, _where=where)
+    if warn:
+        warn_ineffective(case)
+    return case
 
 
-def load_case(path, overrides=()):
+def load_case(path, overrides=(), *, warn=True):
     """Read, override, validate and complete a YAML case file.
 
     Parameters
@@ -201,6 +205,11 @@ def load_case(path, overrides=()):
         ``"key.path=value"`` items (the CLI's ``--set``), applied in order;
         ``value`` is parsed as YAML (``256``, ``1e-8``, ``[8, 8]``, ``null``).
         Tuples ``(key_path, value[, label])`` set ``value`` unparsed.
+    warn : bool
+        Say on stderr, in one line each, the ``--set`` items that change
+        nothing given the rest of the case (``solver.deflation.subdomains``
+        without deflation...; :mod:`.relevance`); the case is returned
+        all the same.
 
     Returns
     -------
@@ -214,10 +223,10 @@ def load_case(path, overrides=()):
     """
     file = os.fspath(path)
     data, lines = read_yaml_file(file)
-    return _build(data, file, lines, overrides)
+    return _build(data, file, lines, overrides, warn)
 
 
-def case_from_dict(data, source="<dict>", overrides=()):
+def case_from_dict(data, source="<dict>", overrides=(), *, warn=True):
     """Validate and complete a case given as a (nested) dict.
 
     Same checks and messages as :func:`load_case`, without line numbers;
@@ -230,6 +239,8 @@ def case_from_dict(data, source="<dict>", overrides=()):
         Named in error messages and kept as ``case.source``.
     overrides : sequence of str
         As for :func:`load_case`.
+    warn : bool
+        As for :func:`load_case`.
 
     Returns
     -------
@@ -240,4 +251,4 @@ def case_from_dict(data, source="<dict>", overrides=()):
     if not isinstance(data, Mapping):
         raise CaseError(source, None, f"top level is {show_kind(data)}",
                         "a mapping of case sections (name, grid, fluids, ...)", value=data)
-    return _build(data, str(source), None, overrides)
+    return _build(data, str(source), None, overrides, warn)

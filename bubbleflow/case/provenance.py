@@ -6,11 +6,15 @@ from .errors import NO_VALUE, CaseError, show_value
 from .key_paths import dotted
 
 class Where:
-    """Maps key paths to their file line or to the override that set them."""
+    """Maps key paths to their file line or to the override that set them,
+    and keeps which paths the case gave (:attr:`explicit`, filled by the
+    validation) so that what an override changes can be told afterwards
+    (:mod:`.relevance`)."""
 
     def __init__(self, lines=None, origins=None):
         self.lines = dict(lines or {})       # path tuple -> 1-based line
         self.origins = dict(origins or {})   # path tuple -> "--set a.b=c"
+        self.explicit = set()                # key paths present in the file or an override
 
     def locate(self, path, missing=False):
         """``(line, origin)`` for ``path``; at most one of them is not None.
@@ -39,7 +43,7 @@ class CheckContext:
     def __init__(self, file, where):
         self.file = file
         self.where = where
-        self.explicit = set()    # key paths present in the file or set by an override
+        self.explicit = where.explicit    # key paths present in the file or set by an override
 
     def fail(self, path, problem, expected=None, value=NO_VALUE, text=None, missing=False):
         line, origin = self.where.locate(path, missing=missing)

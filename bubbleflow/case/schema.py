@@ -308,10 +308,16 @@ class OutputConfig(_Node):
 
     ``interval``: simulated time (s) between field snapshots in ``mode: flow``
     (each snapshot is also a restart checkpoint); null: start and end only.
+    ``bubbles_every``: steps between the samples of the bubble tracking
+    (``mode: flow``; :mod:`bubbleflow.flow.bubble_tracking`), 0: none.
     """
 
     directory: str = checked_field(StrSpec("a non-empty directory path"), "outputs")
     interval: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None)
+    bubbles_every: int = checked_field(
+        IntSpec(min=0, max=MAX_STEPS, why="the most steps of a flow"), 1,
+        doc="steps between the bubble tracker's samples (every gas region labelled, "
+            "identified and measured); 0: no tracking")
 
 
 @dataclass(frozen=True)
@@ -353,9 +359,10 @@ class LevelSetConfig(_Node):
     """``levelset`` (mode flow): the interface method and the reinitialisation schedule."""
 
     method: str = checked_field(
-        EnumSpec(INTERFACE_METHODS), "levelset",
-        doc="levelset, or clsvof: a volume fraction advected beside the level set "
-            "conserves the gas volume, the level set is rebuilt from it every step")
+        EnumSpec(INTERFACE_METHODS), "clsvof",
+        doc="clsvof: a volume fraction advected beside the level set conserves the gas "
+            "volume, the level set rebuilt from it every step; or levelset: the level set "
+            "alone (cheaper; its gas volume drifts)")
     reinit_every: int = checked_field(
         IntSpec(min=0, max=MAX_STEPS, why="the most steps of a flow"), 5,
         doc="steps between reinitialisations; 0: never (levelset; clsvof rebuilds every step)")

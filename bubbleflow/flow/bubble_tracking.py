@@ -32,18 +32,21 @@ surface.  Ids are positive integers, never reused; -1 means none.
 Tables.  :meth:`BubbleTracker.rows` are the bubble table's rows, one per
 bubble per sample (:func:`bubble_columns`), :meth:`BubbleTracker.events` the
 events table's (:data:`EVENT_COLUMNS`), both since the tracker was made or
-restored; :data:`COLUMN_UNITS` names every column's units for the writer.
+restored; :meth:`BubbleTracker.drain` hands them over to a writer that
+keeps them (the tracker then forgets them: a long run's rows live in one
+place).  :data:`COLUMN_UNITS` names every column's units for the writer.
 
 Restart.  :meth:`BubbleTracker.state` is the tracker as a dict of NumPy
 arrays (the previous sample's label field among them: the next overlap
 needs it) and :meth:`BubbleTracker.from_state` makes it again; the restored
 tracker links the next samples as the original would.
 
-Wiring (a sketch for the run loop): at every ``interval`` steps,
-``regions = state_regions(partition.gathered(state), spacing)`` on rank 0,
-``tracker.update(state.step, state.time, regions)``, the rows and events
-past those already written appended to ``/bubbles/table`` and
-``/bubbles/events``, and ``tracker.state()`` stored with each checkpoint.
+In a flow run (:mod:`bubbleflow.apps.bubble_sampling`): every
+``output.bubbles_every`` steps the stepper's :meth:`.navier_stokes.FlowSolver.regions`
+(the whole grid's, on rank 0 of the ranks) go to :meth:`BubbleTracker.update`,
+the drained rows and events to the index's ``/bubbles`` tables, and
+:meth:`BubbleTracker.state` into every snapshot, from which ``--restart``
+restores the tracker.
 """
 from __future__ import annotations
 
@@ -263,15 +266,25 @@ class BubbleTracker:
 
     # -------------------------------------------------------------- tables
     def rows(self):
-        """The bubble table's rows since the tracker was made or restored:
-        tuples in :func:`bubble_columns` order, by sample then id."""
+        """The bubble table's rows since the tracker was made or restored
+        (less those :meth:`drain` handed over): tuples in
+        :func:`bubble_columns` order, by sample then id."""
         return list(self._rows)
 
     def events(self):
-        """The events table's rows since the tracker was made or restored:
-        tuples ``(step, time, kind, id, other)`` (:data:`EVENT_COLUMNS`,
-        ``kind`` a position in :data:`EVENT_KINDS`), by sample then kind."""
+        """The events table's rows since the tracker was made or restored
+        (less those :meth:`drain` handed over): tuples ``(step, time, kind,
+        id, other)`` (:data:`EVENT_COLUMNS`, ``kind`` a position in
+        :data:`EVENT_KINDS`), by sample then kind."""
         return list(self._events)
+
+    def drain(self):
+        """``(rows, events)``: those of :meth:`rows` and :meth:`events` not
+        handed over yet, in their order; the tracker forgets them (the
+        caller keeps them)."""
+        rows, events = self._rows, self._events
+        self._rows, self._events = [], []
+        return rows, events
 
     # ------------------------------------------------------------- restart
     def state(self):

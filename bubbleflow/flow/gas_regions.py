@@ -35,9 +35,8 @@ a bubble that has reached the lid and spread under it.  Layers are measured
 like any region and flagged; the tracker gives them no identity.
 
 Ranks.  The functions take whole-grid arrays: on ranks the stepper gathers
-the state on rank 0 at the sampling interval
-(:meth:`.partition.WholeGrid.gathered`), as it does for
-:func:`.vof_diagnostics.region_diagnostics`.  Labelling on the slabs would
+the state on rank 0 at each sample (:meth:`.navier_stokes.FlowSolver.regions`,
+through :meth:`.partition.WholeGrid.gathered`).  Labelling on the slabs would
 go: each rank labels its slab's cores; an exclusive scan of the counts makes
 the numbers global; each rank sends its first core plane's labels to the
 rank below, which pairs them with its last plane's (a pair per face-adjacent
@@ -142,8 +141,8 @@ def _nearest_labels_cupy(labels, spacing):
 
 def interface_measure(c, spacing, normal_from=None):
     """The PLIC interface's measure in every cell: the segment's length in
-    2-D (:func:`.plic_segments.interface_segments`, the perimeter
-    :func:`.vof_diagnostics.region_diagnostics` sums), the polygon's area in
+    2-D (:func:`.plic_segments.interface_segments`: summed over a region,
+    its perimeter), the polygon's area in
     3-D; zero outside the interface cells.
 
     The polygon's area is the derivative of the cell's gas volume with

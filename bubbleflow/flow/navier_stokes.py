@@ -580,17 +580,15 @@ class FlowSolver:
         return self._diagnostics(state)[0]
 
     def regions(self, state):
-        """Per gas region (2-D CLSVOF): :func:`.vof_diagnostics.region_diagnostics`
-        of the whole grid's state (on ranks: on rank 0, None elsewhere);
-        None for the level set alone.  (The run asks for them at its
-        snapshots: labelling the regions costs more than a step.)"""
-        if state.c is None or self.ndim != 2:
-            return None
+        """The connected gas regions of the state
+        (:func:`.gas_regions.state_regions` of the whole grid: the bubbles a
+        :class:`.bubble_tracking.BubbleTracker` follows), in any dimension
+        and with either interface method.  On ranks every rank calls it (the
+        state is gathered) and rank 0 gets the regions, None elsewhere."""
+        from .gas_regions import state_regions
+
         whole = self.partition.gathered(state)
-        if whole is None:
-            return None
-        return vof_diagnostics.region_diagnostics(whole.c, whole.velocity, self.spacing,
-                                         normal_from=whole.phi)
+        return None if whole is None else state_regions(whole, self.spacing)
 
 
 def rank_refusal(case, ranks):

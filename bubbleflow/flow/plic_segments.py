@@ -4,7 +4,7 @@ In 2-D a cell's PLIC line (:func:`.plic_reconstruction.reconstruct`)
 clipped to the cell is a segment; the segments of all interface cells are
 the interface, which the level set is rebuilt from
 (:func:`.vof_redistance.redistance`) and whose length is a gas region's
-perimeter (:func:`.vof_diagnostics.region_diagnostics`).  An interface lying
+perimeter (:func:`.gas_regions.interface_measure`).  An interface lying
 on a grid line leaves no cell with ``0 < c < 1``: the faces between a full
 and an empty cell then carry it (:func:`face_segments`).
 

@@ -1,12 +1,12 @@
-"""The gas's quantities from the volume fraction: a CLSVOF flow's benchmark
-diagnostics, and in 2-D those of every gas region.
+"""The whole gas phase's quantities from the volume fraction: a CLSVOF
+flow's benchmark diagnostics, one row per step.
 
 The gas volume, centroid and rise velocity are moments of ``c`` (``c = 1``
-all gas): sums over the cells, which on a rank's slab are the slab's sums
-totalled over the ranks (``padding.total``), then read to the host in one
-transfer.  In 2-D the connected gas regions (bubbles, fragments) are
-labelled and measured one by one, their perimeters the PLIC segments'
-lengths (:mod:`.plic_segments`).
+all gas) over every cell, whatever the number of bubbles: sums over the
+cells, which on a rank's slab are the slab's sums totalled over the ranks
+(``padding.total``), then read to the host in one transfer.  Each bubble
+on its own (the connected gas regions, labelled and measured, and followed
+from sample to sample) is :mod:`.gas_regions` and :mod:`.bubble_tracking`.
 
 Conventions (those of :mod:`.levelset`): arrays have the grid's shape
 (``(nz, ny, nx)`` in 3-D, x fastest); ``spacing`` is ``(hx, hy[, hz])``;
@@ -15,20 +15,12 @@ vertical.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..compute.backend import array_module, backend_of
-from ..compute.regions import label_regions
 from ..mesh.grid import array_axis
 from .padding import WALLS, along
-from .plic_segments import interface_segments
-from .vof_limits import CLIP_TOLERANCE, times_cell_volume
+from .vof_limits import times_cell_volume
 
-__all__ = ["gas_volume", "gas_sums", "gas_quantities", "gas_diagnostics",
-           "region_diagnostics", "REGION_COLUMNS"]
-
-#: The per-region quantities of :func:`region_diagnostics`, in order.
-REGION_COLUMNS = ("area", "centroid_x", "centroid_y", "rise_velocity", "circularity")
+__all__ = ["gas_volume", "gas_sums", "gas_quantities", "gas_diagnostics"]
 
 
 def gas_volume(c, spacing):
@@ -142,63 +134,3 @@ def gas_diagnostics(c, velocity, spacing, padding=WALLS):
     """
     host = backend_of(c, *velocity).to_host(gas_sums(c, velocity, spacing, padding))
     return gas_quantities(host, spacing)
-
-
-def region_diagnostics(c, velocity, spacing, normal_from=None):
-    """The gas quantities of every connected gas region of a 2-D volume
-    fraction (host arrays, one transfer).
-
-    Regions are the 4-connected sets of cells holding gas (``c`` above
-    :data:`.vof_limits.CLIP_TOLERANCE`): a bubble, a fragment pinched off a
-    filament, the gas above a free surface.  Per region: its area ``sum(c)
-    hx hy``, its centroid and mean vertical velocity (weighted by ``c``, the
-    cell-centre ``v``), and its circularity ``2 sqrt(pi area) / perimeter``,
-    the perimeter being the summed length of its cells' PLIC segments
-    (:func:`.plic_segments.interface_segments`, normals from ``normal_from``
-    when given).  A region cut by a wall counts only its segments inside the
-    domain.
-
-    Parameters
-    ----------
-    c : array (ny, nx)
-        Gas volume fraction.
-    velocity : tuple of arrays
-        MAC face velocities ``(u, v)``.
-    spacing : tuple of two floats
-        ``(hx, hy)``.
-    normal_from : array (ny, nx), optional
-        Level set for the segments' normals.
-
-    Returns
-    -------
-    dict
-        :data:`REGION_COLUMNS` -> float64 array, one entry per region, the
-        regions ordered by centroid (y, then x): the same order on every
-        backend, whatever the labelling's numbers.
-    """
-    if c.ndim != 2:
-        raise ValueError(f"region diagnostics of a {c.ndim}-D volume fraction: "
-                         "the gas regions are measured in 2-D only")
-    xp = array_module(c)
-    hx, hy = spacing
-    v = velocity[1]
-    ny, nx = c.shape
-    labels, count = label_regions(c > CLIP_TOLERANCE)
-    if count == 0:
-        return {name: np.zeros(0) for name in REGION_COLUMNS}
-    mask, x0, y0, x1, y1 = interface_segments(c, spacing, normal_from)
-    length = xp.where(mask, xp.sqrt((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)), 0.0)
-    x = (xp.arange(nx, dtype=c.dtype) + 0.5) * hx
-    y = (xp.arange(ny, dtype=c.dtype) + 0.5) * hy
-    vc = 0.5 * (v[:-1, :] + v[1:, :])
-    flat = labels.ravel()
-    sums = [xp.bincount(flat, weights=w.ravel(), minlength=count + 1)[1:]
-            for w in (c, c * x[None, :], c * y[:, None], c * vc, length)]
-    mass, wx, wy, wv, perimeter = backend_of(c).to_host_many(sums)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = {"area": mass * hx * hy, "centroid_x": wx / mass, "centroid_y": wy / mass,
-               "rise_velocity": wv / mass}
-        out["circularity"] = np.where(perimeter > 0,
-                                      2.0 * np.sqrt(np.pi * out["area"]) / perimeter, np.nan)
-    order = np.lexsort((out["centroid_x"], out["centroid_y"]))
-    return {name: np.ascontiguousarray(out[name][order]) for name in REGION_COLUMNS}

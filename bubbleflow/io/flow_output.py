@@ -3,14 +3,18 @@
 A flow run ``<name>`` in ``OUTDIR`` writes three things:
 
 * ``OUTDIR/<name>.snapshots/<run id>/step_<step>.h5``: one small HDF5 file per
-  snapshot (``phi, rho, p, u, v`` and a cell-centred ``velocity`` for
-  viewers), each written once, atomically (a temporary file renamed into
-  place).  A snapshot is also the restart checkpoint.
-* ``OUTDIR/<name>.h5``: the index.  Header, grid, every per-step series and,
+  snapshot (``phi, rho, p, u, v``, a cell-centred ``velocity`` for
+  viewers and the bubble tracker's state), each written once, atomically
+  (a temporary file renamed into place).  A snapshot is also the restart
+  checkpoint.
+* ``OUTDIR/<name>.h5``: the index.  Header, grid, every per-step series,
+  the bubble tables (one row per bubble per sample, and the events) and,
   as HDF5 virtual datasets, ``/fields/{phi, rho, p, u, v}`` of shape
   ``(snapshots, ...)`` that read through to the snapshot files.  It is
   never modified in place: after each snapshot (and when the run ends) it is
-  written anew to a temporary file and renamed over the old one.
+  written anew to a temporary file and renamed over the old one.  Its
+  ``/diagnostics`` states how much gas the run lost or gained
+  (:func:`gas_volume_change`), so that a file never hides a drift.
 * ``OUTDIR/<name>.xdmf``: the same snapshots for ParaView / VisIt / VTK.
 
 Why this shape: HDF5 does not survive a process killed while it is writing
@@ -54,11 +58,46 @@ from ..case.config import CaseError
 from ..compute.backend import Backend, HostCopy
 from . import layout
 from .atomic import WriteFailure, link_or_copy
+from .bubble_tables import TRACKER
 from .layout import DIAGNOSTICS, read_checkpoint, run_folder
 from .xdmf import write_xdmf
 
 __all__ = ["FlowWriter", "SnapshotWriteError", "DIAGNOSTICS", "read_checkpoint",
-           "snapshot_folder", "run_folder", "check_snapshot_folders"]
+           "snapshot_folder", "run_folder", "check_snapshot_folders", "gas_volume_change",
+           "GAS_VOLUME_TOLERANCE"]
+
+#: A relative change of the gas volume beyond which a run warns: CLSVOF
+#: holds its volume to round-off, the level set alone does not.
+GAS_VOLUME_TOLERANCE = 1e-6
+
+
+def gas_volume_change(diagnostics):
+    """Relative change of the gas area (2-D) or volume (3-D) from the first
+    diagnostics row to the last: ``(last - first) / first``.
+
+    The first row is the run's initial state, also after restarts (a
+    restart keeps the rows before its checkpoint).  A CLSVOF run's size is
+    its volume fraction's, a level-set run's the smoothed Heaviside's.
+
+    Parameters
+    ----------
+    diagnostics : mapping
+        Series by name (``area`` or ``volume`` among them), one entry per row.
+
+    Returns
+    -------
+    float
+        Dimensionless; NaN without rows, without gas in the first row, or
+        where a size is not finite.
+    """
+    size = diagnostics.get("area")
+    size = diagnostics.get("volume") if size is None else size
+    if size is None or len(size) == 0:
+        return float("nan")
+    first, last = float(size[0]), float(size[-1])
+    if not first > 0.0:
+        return float("nan")
+    return (last - first) / first
 
 
 def snapshot_folder(path):
@@ -108,10 +147,11 @@ def _new_run_id():
 class _Job:
     """One snapshot to write: its clock, file, fields under way, and the index to commit."""
 
-    def __init__(self, step, time, name, names, copy, view):
+    def __init__(self, step, time, name, names, copy, view, tracker=None):
         self.step, self.time, self.name = step, time, name
         self.names = names          # field names, in the order of the copy's arrays
         self.copy = copy            # HostCopy (None: a commit without a snapshot)
+        self.tracker = tracker      # the bubble tracker's state (host arrays) or None
         self.view = view            # what the index lists (FlowWriter._view)
         self.written = False        # the snapshot file is in place
         self.stage = ""             # what is being written (for the error message)
@@ -130,15 +170,24 @@ class FlowWriter:
     :meth:`resume`; the class attribute is the default): False writes each
     snapshot, its index and sidecar before :meth:`write_snapshot` returns,
     in the calling thread (for comparisons).
+
+    ``solver_attrs`` (the attributes of ``/solver``: :data:`layout.SOLVER_ATTRS`)
+    and ``levelset_method`` (named beside the gas volume change on
+    ``/diagnostics``) describe the run; keywords of the constructor,
+    :meth:`create` and :meth:`resume`.
     """
 
     #: Write snapshots in a background thread by default.
     background = True
 
-    def __init__(self, path, attrs, grid, run_id, series=None, snapshots=None, background=None):
+    def __init__(self, path, attrs, grid, run_id, series=None, snapshots=None, background=None,
+                 solver_attrs=None, levelset_method=None):
         self.path = os.fspath(path)
         self.attrs = dict(attrs)
         self.grid = grid
+        # /solver's description and the interface method named beside the gas volume.
+        self.solver_attrs = dict(solver_attrs or {})
+        self.levelset_method = levelset_method
         # The id names the snapshot folder: only the writer's own shape of id.
         self.run_id = layout.checked_run_id(run_id)
         self.folder = os.path.join(snapshot_folder(self.path), self.run_id)
@@ -147,7 +196,8 @@ class FlowWriter:
         self.solver = {name: [] for name in list(layout.SOLVER_DTYPES) + ["reason"]}
         self.history = []           # one float64 array per solve
         self.checks = []            # (step, iteration, residual)
-        self.regions = []           # (step, time, area, ...): layout.REGION_COLUMNS
+        # The bubble tables' rows (flow.bubble_tracking: bubble_columns, EVENT_COLUMNS).
+        self.bubbles, self.bubble_events = [], []
         self.snapshots = []         # (step, time, file name in self.folder)
         if series is not None:
             for name in self.diag:
@@ -156,7 +206,8 @@ class FlowWriter:
                 self.solver[name] = list(series["solver"][name])
             self.history = list(series["history"])
             self.checks = list(series["checks"])
-            self.regions = list(series.get("regions", []))
+            self.bubbles = list(series.get("bubbles", []))
+            self.bubble_events = list(series.get("bubble_events", []))
         if snapshots is not None:
             self.snapshots = list(snapshots)
         self.status = "running"
@@ -169,23 +220,26 @@ class FlowWriter:
 
     # -------------------------------------------------------------- opening
     @classmethod
-    def create(cls, path, attrs, grid, background=None):
+    def create(cls, path, attrs, grid, background=None, **described):
         """A new run and its snapshot folder.  The index appears with the first
-        snapshot: an index without one could not be restarted."""
+        snapshot: an index without one could not be restarted.  ``described``:
+        ``solver_attrs``, ``levelset_method`` (see the class)."""
         run_id = _new_run_id()
         attrs = dict(attrs)
         attrs.setdefault(layout.CREATED, layout.created_stamp())
-        self = cls(path, attrs, grid, run_id, background=background)
+        self = cls(path, attrs, grid, run_id, background=background, **described)
         check_snapshot_folders(self.path, self.run_id)
         os.makedirs(self.folder, exist_ok=True)
         return self
 
     @classmethod
-    def resume(cls, path, restart_path, attrs, grid, background=None):
+    def resume(cls, path, restart_path, attrs, grid, background=None, **described):
         """Continue in ``path`` from the last snapshot of the index ``restart_path``.
 
         Rows after that snapshot (a run that failed between snapshots leaves
-        some) are dropped: the continued run computes them again.  When
+        some) are dropped: the continued run computes them again; those
+        before it stay, so the gas volume change is still counted from the
+        run's first state.  When
         ``path`` is another file, the snapshots up to the checkpoint are
         linked (or copied) into its own folder and ``restart_path`` is only
         read.
@@ -208,12 +262,13 @@ class FlowWriter:
             series["solver"][name] = series["solver"][name][:keep_s]
         series["history"] = series["history"][:keep_s]
         series["checks"] = [c for c in series["checks"] if c[0] <= last]
-        series["regions"] = [r for r in series.get("regions", []) if r[0] <= last]
+        for table in ("bubbles", "bubble_events"):
+            series[table] = [r for r in series.get(table, []) if r[0] <= last]
         run_id = layout.text(old_attrs[layout.RUN_ID])
         merged = dict(old_attrs)
         merged.update(attrs)
         self = cls(path, merged, grid, run_id, series=series, snapshots=snaps,
-                   background=background)
+                   background=background, **described)
         source = os.path.join(snapshot_folder(restart_path), self.run_id)
         check_snapshot_folders(self.path, self.run_id)
         os.makedirs(self.folder, exist_ok=True)
@@ -249,20 +304,26 @@ class FlowWriter:
         for it, res in rec.true_residual_checks:
             self.checks.append((report.step, it, res))
 
-    def write_regions(self, step, time, regions):
-        """The rows of the gas regions at ``step`` (a dict of
-        :data:`layout.REGION_COLUMNS` after ``step, time`` -> arrays), written
-        with the next index."""
-        columns = [regions[name] for name in layout.REGION_COLUMNS[2:]]
-        for values in zip(*columns):
-            self.regions.append((step, time, *(float(x) for x in values)))
+    def write_bubbles(self, rows, events):
+        """Rows of the bubble table and of its events (tuples in
+        :func:`~bubbleflow.flow.bubble_tracking.bubble_columns` and
+        :data:`~bubbleflow.flow.bubble_tracking.EVENT_COLUMNS` order, as
+        :meth:`~bubbleflow.flow.bubble_tracking.BubbleTracker.drain` gives
+        them), written with the next index."""
+        self.bubbles.extend(rows)
+        self.bubble_events.extend(events)
+
+    @property
+    def gas_volume_change(self):
+        """:func:`gas_volume_change` of every row so far (what the index will state)."""
+        return gas_volume_change(self.diag)
 
     @property
     def last_snapshot_step(self):
         """Step of the last snapshot written or being written (None before the first)."""
         return self.snapshots[-1][0] if self.snapshots else None
 
-    def write_snapshot(self, state, rho, to_host, extra=None):
+    def write_snapshot(self, state, rho, to_host, extra=None, tracker=None):
         """The fields of ``state`` to their own file, then the index that lists it.
 
         Returns once the fields are copied (on a GPU: once their copy is
@@ -283,6 +344,11 @@ class FlowWriter:
             More fields, name -> grid-shaped array ``(ny, nx)``, ``(ny, nx+1)``
             or ``(ny+1, nx)`` (device or host), written into the snapshot file
             beside the usual ones (the index does not list them).
+        tracker : dict, optional
+            The bubble tracker's state after the samples up to this step
+            (:meth:`~bubbleflow.flow.bubble_tracking.BubbleTracker.state`,
+            host arrays, not copied): stored in the snapshot, where a
+            restart reads it back.
 
         Raises
         ------
@@ -301,7 +367,7 @@ class FlowWriter:
         self._copy = _start_copy(to_host, arrays, self._copy)
         name = layout.snapshot_name(state.step)
         self.snapshots.append((state.step, state.time, name))
-        job = _Job(state.step, state.time, name, names, self._copy, self._view())
+        job = _Job(state.step, state.time, name, names, self._copy, self._view(), tracker)
         if not self.background:
             self._run(job)
             return
@@ -365,7 +431,7 @@ class FlowWriter:
                 "diagnostics": {k: len(v) for k, v in self.diag.items()},
                 "solver": {k: len(v) for k, v in self.solver.items()},
                 "history": len(self.history), "checks": len(self.checks),
-                "regions": len(self.regions)}
+                "bubbles": len(self.bubbles), "bubble_events": len(self.bubble_events)}
 
     def _run(self, job):
         """Write ``job`` in this thread; its error as :class:`SnapshotWriteError`."""
@@ -380,6 +446,8 @@ class FlowWriter:
             path = os.path.join(self.folder, job.name)
             job.stage = f"the snapshot file {path}"
             fields = dict(zip(job.names, job.copy.wait()))
+            if job.tracker is not None:
+                fields[TRACKER] = job.tracker
             os.makedirs(self.folder, exist_ok=True)
             layout.write_snapshot(path, job.step, job.time, fields)
             job.written = True
@@ -388,16 +456,27 @@ class FlowWriter:
         optional = _optional_fields(self.folder, v["snapshots"])
         # Slices of the append-only lists: the rows as they were at the view.
         job.stage = f"the index {self.path}"
+        diagnostics = {k: self.diag[k][:n] for k, n in v["diagnostics"].items()}
         layout.write_flow_index(
             self.path, attrs=v["attrs"], status=v["status"], run_id=self.run_id,
-            snapshot_dir=rel, grid=self.grid,
-            diagnostics={k: self.diag[k][:n] for k, n in v["diagnostics"].items()},
+            snapshot_dir=rel, grid=self.grid, diagnostics=diagnostics,
             solver={k: self.solver[k][:n] for k, n in v["solver"].items()},
             history=self.history[:v["history"]], checks=self.checks[:v["checks"]],
-            snapshots=v["snapshots"], regions=self.regions[:v["regions"]],
-            cell_fields=optional)
+            snapshots=v["snapshots"], bubbles=self.bubbles[:v["bubbles"]],
+            bubble_events=self.bubble_events[:v["bubble_events"]],
+            cell_fields=optional, solver_attrs=self.solver_attrs,
+            diagnostics_attrs=self._conservation_attrs(diagnostics))
         job.stage = f"the XDMF sidecar {os.path.splitext(self.path)[0]}.xdmf"
         _write_sidecar(self.path, self.folder, self.grid, v["snapshots"], optional)
+
+    def _conservation_attrs(self, diagnostics):
+        """``/diagnostics``' attributes: the gas volume change of these rows,
+        its units and the interface method (where the run named it)."""
+        out = {layout.GAS_VOLUME_CHANGE: gas_volume_change(diagnostics),
+               layout.GAS_VOLUME_CHANGE + "_" + layout.UNITS_ATTR: "1"}
+        if self.levelset_method is not None:
+            out[layout.LEVELSET_METHOD] = self.levelset_method
+        return out
 
     def _failed(self, job, exc):
         """The error of ``job`` as one line; a snapshot file not written leaves the list."""
@@ -423,12 +502,12 @@ def _start_copy(to_host, arrays, reuse):
 def _check_extra(extra, grid):
     """``extra`` fields must not shadow the file's own datasets and must be grid-shaped."""
     shapes = set(layout.field_shapes(grid).values())
-    own = layout.flow_fields(grid.ndim)
+    own = layout.flow_fields(grid.ndim) + ("velocity", TRACKER)
     for name, arr in extra.items():
-        if name in own or name == "velocity" or not isinstance(name, str) \
+        if name in own or not isinstance(name, str) \
                 or not name or "/" in name or name.startswith("."):
             raise ValueError(f"extra snapshot field {name!r}: expected a new dataset name "
-                             f"(not one of {', '.join(own)}, velocity)")
+                             f"(not one of {', '.join(own)})")
         if tuple(getattr(arr, "shape", ())) not in shapes:
             raise ValueError(f"extra snapshot field {name!r} has shape {getattr(arr, 'shape', None)}"
                              f"; expected one of {sorted(shapes)}")

@@ -1,7 +1,9 @@
 """The HDF5 layout of bubbleflow's files, written and read here only.
 
 Every group, dataset and attribute name of the files is a constant of this
-module; the apps and the flow writer call its writers and readers.  Writing
+module (those of the bubble tables and the tracker's state of
+:mod:`.bubble_tables`, which it calls); the apps and the flow writer call
+its writers and readers.  Writing
 goes through :mod:`bubbleflow.io.atomic` (a temporary file renamed into
 place, the umask's permissions, flushed to disk).
 
@@ -18,7 +20,11 @@ A pressure result ``OUTDIR/<case name>.h5`` (see README, "Output")::
                          mode "pressure"): iterations, residual (final true
                          relative residual), converged, reason, setup_seconds,
                          solve_seconds; residual_history (relative recursive
-                         residual per iteration of the solve)
+                         residual per iteration of the solve); attrs
+                         SOLVER_ATTRS (method, variant, preconditioner, ...)
+
+Every dataset of both kinds of file carries ``units`` (SI, "1" for
+dimensionless: :data:`UNITS`, :data:`SERIES_UNITS`).
 
 A flow run's index ``OUTDIR/<name>.h5`` has the same root attributes and, in
 addition (see :mod:`bubbleflow.io.flow_output` for why it is shaped so)::
@@ -29,12 +35,13 @@ addition (see :mod:`bubbleflow.io.flow_output` for why it is shaped so)::
            created
     /grid/{x, y}                        cell centres (m)
     /diagnostics/{step, time, dt, area, centroid_y, rise_velocity,
-                  circularity, divergence}            one row per step (+ t = 0)
-    /diagnostics/regions                (rows, 7): step, time, area, centroid_x,
-             centroid_y, rise_velocity, circularity of every gas region at
-             every snapshot (CLSVOF runs; empty for the level set alone)
+                  circularity, divergence}            one row per step (+ t = 0):
+             the whole gas phase's quantities, however many bubbles
+    /diagnostics attrs: gas_volume_change (relative, first row to last;
+             NaN without gas), gas_volume_change_units ("1"), levelset_method
     /solver/{step, time, iterations, residual, converged, reason,
-             setup_seconds, solve_seconds}            one row per pressure solve
+             setup_seconds, solve_seconds}            one row per pressure solve;
+             attrs method, variant, preconditioner, deflation, rtol (the case's)
     /solver/residual_history, /solver/history_offsets  recursive residuals of
              solve k: residual_history[history_offsets[k]:history_offsets[k+1]]
     /solver/true_residual_checks        (checks, 3): step, iteration, residual
@@ -43,10 +50,14 @@ addition (see :mod:`bubbleflow.io.flow_output` for why it is shaped so)::
     /fields/u  (snapshots, ny, nx+1), /fields/v  (snapshots, ny+1, nx)
     /fields/{c, p_dynamic}              (snapshots, ny, nx)       virtual, where
              the snapshots hold them (CLSVOF; reduced gravity)
+    /bubbles/{step, time, id, area, centroid_x, ...}  one row per tracked
+             bubble per sample; /bubbles/events/{step, time, kind, id, other}
+             (:mod:`.bubble_tables`)
 
 Its snapshots ``<snapshot_dir>/step_<step>.h5`` hold ``phi, rho, p, u, v``,
-a cell-centred ``velocity`` (for viewers) and the attributes ``step``,
-``time``.  A study's ``summary.h5`` holds ``/summary/<column>`` and the
+a cell-centred ``velocity`` (for viewers), the bubble tracker's state
+(``/bubble_tracker``, where the run tracks bubbles) and the attributes
+``step``, ``time``.  A study's ``summary.h5`` holds ``/summary/<column>`` and the
 attributes ``study`` (its study.yaml) and ``runs``.
 """
 from __future__ import annotations
@@ -61,6 +72,8 @@ import yaml
 
 from ..case.yaml_reader import load_yaml
 from .atomic import atomic_h5
+from .bubble_tables import (TRACKER, read_bubble_rows, read_bubble_tables, read_tracker_state,
+                            write_bubble_tables, write_tracker_state)
 
 __all__ = [
     "attach_dimension_scales", "write_pressure_result", "header_attrs",
@@ -68,8 +81,9 @@ __all__ = [
     "created_stamp", "read_attrs", "read_run", "read_index", "read_checkpoint", "run_folder",
     "snapshots_root", "checked_run_id", "StoredNameError", "RUN_ID_PATTERN",
     "snapshot_name", "text", "SOLVER_SERIES", "SOLVER_DTYPES", "DIAGNOSTICS", "UNITS",
+    "SERIES_UNITS", "SOLVER_ATTRS", "GAS_VOLUME_CHANGE", "LEVELSET_METHOD",
     "DIAGNOSTICS_3D", "flow_fields", "diagnostics_names", "field_shapes",
-    "REGIONS", "REGION_COLUMNS",
+    "read_checkpoint_tracker",
 ]
 
 # ------------------------------------------------------------------ names
@@ -123,23 +137,35 @@ def field_shapes(grid):
         shape[grid.ndim - 1 - a] += 1
         shapes[name] = tuple(shape)
     return shapes
-#: ``/diagnostics/regions``: one row per gas region at every snapshot
-#: (CLSVOF runs: :func:`bubbleflow.flow.vof_diagnostics.region_diagnostics`), the regions
-#: of a snapshot ordered by centroid (y, then x).
-REGIONS = "regions"
-REGION_COLUMNS = ("step", "time", "area", "centroid_x", "centroid_y", "rise_velocity",
-                  "circularity")
 
-#: Units of the datasets under ``/fields`` (and of snapshot files); "1": dimensionless.
 #: The dynamic pressure ``p - rho g.(x - x0)`` a flow with reduced gravity
 #: solves for, stored in its snapshots beside the whole pressure ``p``.
 DYNAMIC_PRESSURE = "p_dynamic"
 #: The gas volume fraction of a CLSVOF flow (``levelset.method: clsvof``),
 #: stored in its snapshots beside ``phi``; a restart reads it back.
 VOLUME_FRACTION = "c"
+#: Units of the datasets under ``/fields`` (and of snapshot files); "1": dimensionless.
 UNITS = {"phi": "m", "rho": "kg/m^3", "p": "Pa", "u": "m/s", "v": "m/s", "w": "m/s",
          "velocity": "m/s",
          "time": "s", "step": "1", DYNAMIC_PRESSURE: "Pa", VOLUME_FRACTION: "1"}
+#: Units of the series under ``/diagnostics`` and ``/solver`` (SI; "1":
+#: dimensionless, also for counts, flags and the text ``reason``).
+#: ``divergence`` is ``||div u|| / ||div u*||``; residuals are relative.
+SERIES_UNITS = {
+    "step": "1", "time": "s", "dt": "s", "area": "m^2", "volume": "m^3", "surface": "m^2",
+    "centroid_x": "m", "centroid_y": "m", "centroid_z": "m", "rise_velocity": "m/s",
+    "circularity": "1", "sphericity": "1", "divergence": "1", "interface_length": "m",
+    "contour_area": "m^2",
+    "iterations": "1", "residual": "1", "converged": "1", "reason": "1",
+    "setup_seconds": "s", "solve_seconds": "s",
+    HISTORY: "1", HISTORY_OFFSETS: "1", TRUE_CHECKS: "1"}
+#: The attributes of ``/solver`` describing the pressure solver (a flow
+#: index has them but ``deflation_vectors``, which may change every step).
+SOLVER_ATTRS = ("method", "variant", "preconditioner", "deflation", "deflation_vectors", "rtol")
+#: Attributes of a flow index's ``/diagnostics``: the relative change of the
+#: gas area (2-D) or volume (3-D) from the run's first row to its last, its
+#: units, and the interface method (``levelset.method``) that gave it.
+GAS_VOLUME_CHANGE, LEVELSET_METHOD = "gas_volume_change", "levelset_method"
 
 _OLDER = "it was written by an older bubbleflow (no run_id); start a new run"
 
@@ -203,8 +229,7 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
             ds.attrs[LAYOUT_ATTR] = ("(ny, nx), row j is y, column i is x" if grid.ndim == 2
                                      else "(nz, ny, nx), x fastest")
         s = fh.create_group(SOLVER)
-        for key in ("method", "variant", "preconditioner", "deflation", "deflation_vectors",
-                    "rtol"):
+        for key in SOLVER_ATTRS:
             s.attrs[key] = getattr(record, key)
         _series(s, "iterations", [record.iterations], np.int64)
         _series(s, "residual", [record.residual], np.float64)
@@ -217,6 +242,7 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
         checks = np.asarray(record.true_residual_checks, dtype=np.float64).reshape(-1, 2)
         s.create_dataset(TRUE_CHECKS, data=checks).attrs[COLUMNS_ATTR] = \
             "iteration, relative true residual"
+        _label_series(s)
         attach_dimension_scales(fh)
 
 
@@ -224,12 +250,17 @@ def write_snapshot(path, step, time, fields):
     """One flow snapshot file, atomically: ``fields`` maps :data:`FLOW_FIELDS` to host arrays.
 
     Other entries of ``fields`` (grid-shaped) are written beside them, the
-    same way (with ``units`` when :data:`UNITS` knows the name).
+    same way (with ``units`` when :data:`UNITS` knows the name); the entry
+    :data:`.bubble_tables.TRACKER`, the bubble tracker's state (a dict of
+    host arrays), becomes its group (:func:`.bubble_tables.write_tracker_state`).
     """
     with atomic_h5(path) as fh:
         fh.attrs["step"] = step
         fh.attrs["time"] = time
         for key in list(FLOW_FIELDS) + [k for k in fields if k not in FLOW_FIELDS]:
+            if key == TRACKER:
+                write_tracker_state(fh, fields[key], fields["p"].ndim)
+                continue
             ds = fh.create_dataset(key, data=np.asarray(fields[key], dtype=np.float64),
                                    compression="gzip", compression_opts=1)
             if key in UNITS:
@@ -246,7 +277,8 @@ def write_snapshot(path, step, time, fields):
 
 
 def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnostics, solver,
-                     history, checks, snapshots, regions=(), cell_fields=()):
+                     history, checks, snapshots, bubbles=(), bubble_events=(), cell_fields=(),
+                     solver_attrs=None, diagnostics_attrs=None):
     """A flow run's index, written anew and atomically.
 
     Parameters
@@ -264,13 +296,18 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
         Recursive residuals of each solve.
     checks : list of (step, iteration, residual)
     snapshots : list of (step, time, file name in the snapshot folder)
-    regions : list of tuples
-        The per-region rows (:data:`REGION_COLUMNS`), every gas region at
-        every snapshot of a CLSVOF run; none for the level set alone.
+    bubbles, bubble_events : lists of tuples
+        The bubble table's and the events' rows
+        (:func:`.bubble_tables.write_bubble_tables`).
     cell_fields : sequence of str
         Cell fields the snapshots hold besides :data:`FLOW_FIELDS`
         (:data:`VOLUME_FRACTION`, :data:`DYNAMIC_PRESSURE`): listed under
         ``/fields`` as well.
+    solver_attrs : dict, optional
+        Attributes of ``/solver`` (:data:`SOLVER_ATTRS`: the solver the case asks for).
+    diagnostics_attrs : dict, optional
+        Attributes of ``/diagnostics`` (:data:`GAS_VOLUME_CHANGE` and its
+        units, :data:`LEVELSET_METHOD`).
     """
     with atomic_h5(path) as fh:
         for k, val in attrs.items():
@@ -284,12 +321,15 @@ def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnos
         for name in diagnostics_names(grid.ndim):
             d.create_dataset(name, data=np.asarray(diagnostics[name],
                              dtype=np.int64 if name == "step" else np.float64))
-        rg = d.create_dataset(REGIONS, data=np.asarray(regions, dtype=np.float64).reshape(
-            -1, len(REGION_COLUMNS)))
-        rg.attrs[COLUMNS_ATTR] = ", ".join(REGION_COLUMNS)
-        _write_solver_series(fh.create_group(SOLVER), solver, history, checks)
+        d.attrs.update(diagnostics_attrs or {})
+        _label_series(d)
+        s = fh.create_group(SOLVER)
+        s.attrs.update(solver_attrs or {})
+        _write_solver_series(s, solver, history, checks)
+        _label_series(s)
         _write_snapshot_fields(fh.create_group(FIELDS), grid, snapshot_dir, snapshots,
                                cell_fields)
+        write_bubble_tables(fh, grid.ndim, bubbles, bubble_events)
         attach_dimension_scales(fh)
 
 
@@ -304,6 +344,14 @@ def _write_solver_series(s, solver, history, checks):
                      data=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
     ck = s.create_dataset(TRUE_CHECKS, data=np.asarray(checks, dtype=np.float64).reshape(-1, 3))
     ck.attrs[COLUMNS_ATTR] = "step, iteration, relative true residual"
+
+
+def _label_series(group):
+    """Every dataset of ``group`` (``/diagnostics``, ``/solver``) gets its
+    :data:`SERIES_UNITS` as ``units`` (a name without one is a KeyError: the
+    table must know every series written)."""
+    for name, ds in group.items():
+        ds.attrs[UNITS_ATTR] = SERIES_UNITS[name]
 
 
 def _write_snapshot_fields(f, grid, rel, snapshots, cell_fields=()):
@@ -530,7 +578,8 @@ def read_index(path):
     """``(series, snapshots, attrs)`` of a flow index, as :func:`write_flow_index` takes them.
 
     ``series``: ``diagnostics``, ``solver`` (dicts of lists), ``history``
-    (one array per solve), ``checks``; ``snapshots``: ``(step, time, file
+    (one array per solve), ``checks``, ``bubbles`` and ``bubble_events``
+    (lists of row tuples); ``snapshots``: ``(step, time, file
     name)``, every file checked to exist; ``attrs``: the root attributes but
     ``run_status``, ``mode`` and ``snapshot_dir``.
 
@@ -553,17 +602,35 @@ def read_index(path):
         s = fh[SOLVER]
         offsets = s[HISTORY_OFFSETS][()]
         hist = s[HISTORY][()]
-        names = diagnostics_names(3 if "z" in fh[GRID] else 2)
+        ndim = 3 if "z" in fh[GRID] else 2
+        names = diagnostics_names(ndim)
         series = {
             "diagnostics": {name: d[name][()].tolist() for name in names},
             "solver": {name: s[name][()].tolist() for name in SOLVER_DTYPES},
             "history": [hist[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)],
             "checks": [tuple(row) for row in s[TRUE_CHECKS][()].tolist()],
-            "regions": [tuple(row) for row in d[REGIONS][()].tolist()] if REGIONS in d else [],
         }
+        series["bubbles"], series["bubble_events"] = read_bubble_rows(fh, ndim)
         series["solver"]["reason"] = [text(r) for r in s["reason"][()]]
     attrs = {k: v for k, v in attrs.items() if k not in (RUN_STATUS, MODE, SNAPSHOT_DIR)}
     return series, snaps, attrs
+
+
+def read_checkpoint_tracker(path):
+    """The bubble tracker's state stored with the last snapshot of the flow
+    index ``path`` (a dict of host arrays), or None where that snapshot
+    holds none.
+
+    Raises
+    ------
+    StoredNameError, ValueError
+        As :func:`read_checkpoint`.
+    """
+    with h5py.File(path, "r") as fh:
+        steps, _ = _snapshot_clock(fh)
+        folder = _stored_run_folder(path, fh.attrs)
+    with h5py.File(os.path.join(folder, snapshot_name(int(steps[-1]))), "r") as fh:
+        return read_tracker_state(fh)
 
 
 def read_checkpoint(path):
@@ -617,7 +684,9 @@ def read_run(path, fields=True):
         of recursive residuals), ``checks`` (pressure: ``(k, 2)`` iteration,
         residual), ``step_checks`` (flow: ``(k, 3)`` step, iteration,
         residual); ``diagnostics`` (every series, float64; None without the
-        group).
+        group); ``bubbles``, ``bubble_events`` (the bubble tables, column
+        name -> array: :func:`.bubble_tables.read_bubble_tables`; empty
+        dicts without them).
     """
     with h5py.File(path, "r") as fh:
         attrs = {k: fh.attrs[k] for k in fh.attrs}
@@ -635,6 +704,7 @@ def read_run(path, fields=True):
         d = fh.get(DIAGNOSTICS_GROUP)
         run["diagnostics"] = (None if d is None else
                               {n: np.asarray(d[n][()], dtype=np.float64).ravel() for n in d})
+        run["bubbles"], run["bubble_events"] = read_bubble_tables(fh)
     return run
 
 
@@ -656,9 +726,10 @@ def _read_fields(f, mode, ndim=2):
     """``p``, ``rho``, ``phi`` as ``ndim``-D float64 arrays, or None (some absent, no snapshot).
 
     A flow run gives its last snapshot, with ``phi_first`` (the first
-    snapshot's level set), ``time_first``, ``time``, ``step`` and
-    ``snapshots`` (how many); None also when its fields are not
-    ``(snapshots, [nz,] ny, nx)``.
+    snapshot's level set), ``time_first``, ``time``, ``step``,
+    ``snapshots`` (how many) and, where the snapshots hold it, the volume
+    fraction ``c``; None also when its fields are not ``(snapshots, [nz,]
+    ny, nx)``.
     """
     if f is None or any(n not in f for n in CELL_FIELDS):
         return None
@@ -675,6 +746,8 @@ def _read_fields(f, mode, ndim=2):
     out["time"] = float(f["time"][k]) if "time" in f and f["time"].shape[0] > k else None
     out["step"] = int(f["step"][k]) if "step" in f and f["step"].shape[0] > k else None
     out["snapshots"] = int(f["p"].shape[0])
+    if VOLUME_FRACTION in f and f[VOLUME_FRACTION].shape == f["p"].shape:
+        out[VOLUME_FRACTION] = np.asarray(f[VOLUME_FRACTION][k], dtype=np.float64)
     return out
 
 

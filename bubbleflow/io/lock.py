@@ -2,8 +2,16 @@
 
 A run locks ``OUTDIR/.<name>.lock``, a study ``OUTDIR/.<study>.study.lock``.
 ``flock`` is released by the kernel when the process dies, so a killed
-process leaves no stale lock; the file itself stays (removing it would let
-a third process lock a new file while a second still holds the old one).
+process leaves no stale lock (only its file, which the next holder reuses
+and removes).
+
+The holder removes the file when it lets the lock go, so a finished run or
+study leaves nothing behind.  It unlinks the file while it still holds the
+``flock``, and every acquirer, once its ``flock`` is granted, checks that
+the path still names the file it locked (``fstat`` of its descriptor
+against ``lstat`` of the path) and starts again if not: a process that
+opened the file just before it was removed would otherwise hold a lock on a
+file nobody else can see, while a third creates and locks a new one.
 
 The file is opened with ``O_NOFOLLOW`` and must be a regular file of one
 link: a symbolic or hard link placed there by someone else is refused, never
@@ -11,6 +19,7 @@ truncated, so holding a lock cannot write to another file.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -19,6 +28,9 @@ import stat
 __all__ = ["FolderLock", "LockBusy", "LockRefused"]
 
 _HOLDER_BYTES = 200
+#: Attempts at a lock whose file is removed by its holders between our open
+#: and our ``flock`` each time: only a storm of holders coming and going.
+_ATTEMPTS = 100
 
 
 class LockBusy(Exception):
@@ -90,6 +102,16 @@ def _open_no_follow(path):
     return fd
 
 
+def _names(path, fd):
+    """Whether ``path`` is (not a link to) the file open as ``fd``."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
 class FolderLock:
     """The lock file ``folder/name``; a context manager holding it.
 
@@ -104,6 +126,7 @@ class FolderLock:
     def __init__(self, folder, name):
         self.path = os.path.join(os.fspath(folder), name)
         self._fd = None
+        self._pid = None        # the process that took it (a fork's copy does not remove it)
 
     @property
     def held(self):
@@ -122,27 +145,48 @@ class FolderLock:
         """
         if self._fd is not None:
             return self
-        fd = _open_no_follow(self.path)
-        if not _flock(fd):
-            try:
-                holder = os.pread(fd, _HOLDER_BYTES, 0).decode(errors="replace").strip()
-            finally:
-                os.close(fd)
-            raise LockBusy(self.path, " ".join(holder.split()))
+        for _ in range(_ATTEMPTS):
+            fd = _open_no_follow(self.path)
+            if not _flock(fd):
+                try:
+                    holder = os.pread(fd, _HOLDER_BYTES, 0).decode(errors="replace").strip()
+                finally:
+                    os.close(fd)
+                raise LockBusy(self.path, " ".join(holder.split()))
+            if _names(self.path, fd):
+                break
+            os.close(fd)        # its holder removed it after our open: lock the path's file
+        else:
+            raise LockBusy(self.path, "processes taking and letting it go")
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
         except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)        # still ours: checked above, flock held
             os.close(fd)
             raise
-        self._fd = fd
+        self._fd, self._pid = fd, os.getpid()
         return self
 
     def release(self):
-        """Let the lock go (closing the file releases the ``flock``)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Remove the lock file and let the lock go.
+
+        The file is unlinked while the ``flock`` is held (closing the file
+        releases it), and only when the path still names the file this
+        object locked: a file someone put in its place is left alone.  A
+        copy of this object in a forked child only closes its descriptor.
+        """
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            # A file that cannot be removed (a folder made read-only) only stays.
+            with contextlib.suppress(OSError):
+                if self._pid == os.getpid() and _names(self.path, fd):
+                    os.unlink(self.path)
+        finally:
+            os.close(fd)
 
     def __enter__(self):
         return self.acquire()

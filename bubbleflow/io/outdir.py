@@ -9,8 +9,9 @@ A run named ``<name>`` writing to ``OUTDIR`` owns ``OUTDIR/<name>.h5``, its
   regular file, is not writable, lies under a file, or a name that is too
   long is one line at the start, not a traceback at the end;
 * a lock (``OUTDIR/.<name>.lock``, :mod:`bubbleflow.io.lock`: released by
-  the kernel when the process dies, never followed through a link) stops
-  two runs from writing one result;
+  the kernel when the process dies, never followed through a link, its
+  file removed when the run lets it go) stops two runs from writing one
+  result;
 * an existing ``<name>.h5`` is refused unless ``overwrite``; then it is
   renamed to ``<name>.previous.h5`` (with its sidecar; the snapshot files it
   reads stay where they are) and removed only when the new run has

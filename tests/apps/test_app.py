@@ -71,7 +71,7 @@ def test_column_without_bubbles_is_hydrostatic(tmp_path):
 
 def test_failed_solve_still_writes_and_exits_1(tmp_path):
     res = run_cli("run", "cases/bubbly_column.yaml", "-o", str(tmp_path), "--backend", "numpy",
-                  "--set", "grid.nx=32", "--set", "grid.ny=32", "--set", "solver.deflation.subdomains=[4,4]",
+                  "--set", "grid.nx=32", "--set", "grid.ny=32",
                   "--set", "solver.maxiter=3", "--set", "solver.check_every=1")
     assert res.returncode == 1
     err = res.stderr.strip().splitlines()

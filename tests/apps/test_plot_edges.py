@@ -75,12 +75,12 @@ def _plot(path, outdir, capsys):
 
 @pytest.mark.parametrize("label, figures", [
     ("no_gas", ("fields", "convergence", "benchmark", "iterations")),
-    ("unconverged", ("fields", "convergence", "benchmark", "iterations")),
-    ("stopped", ("fields", "convergence", "benchmark", "iterations")),
-    ("failed", ("fields", "convergence", "benchmark", "iterations")),
-    ("one_snapshot", ("fields", "benchmark")),
+    ("unconverged", ("fields", "convergence", "benchmark", "iterations", "bubbles")),
+    ("stopped", ("fields", "convergence", "benchmark", "iterations", "bubbles")),
+    ("failed", ("fields", "convergence", "benchmark", "iterations", "bubbles")),
+    ("one_snapshot", ("fields", "benchmark", "bubbles")),
     ("one_snapshot_no_gas", ("fields", "benchmark")),
-    ("3d", ("fields", "convergence", "benchmark", "iterations")),
+    ("3d", ("fields", "convergence", "benchmark", "iterations", "bubbles")),
     ("3d_no_gas", ("fields", "convergence", "benchmark", "iterations")),
     ("pressure_no_gas", ("fields", "convergence")),
 ])
@@ -98,7 +98,9 @@ def test_a_flow_without_gas_says_which_quantities_it_left_out(outputs, tmp_path,
     _, _, notes = _plot(outputs["no_gas"], tmp_path, capsys)
     assert notes == ["note: two_phase_benchmark.png: no rise_velocity, circularity, centroid_y "
                      "(no finite value in the diagnostics: a flow without gas has none); their "
-                     "panels are empty"]
+                     "panels are empty",
+                     "note: two_phase_bubbles.png not written: the bubble table is empty (no "
+                     "bubble was sampled)"]
 
 
 def _summary(path, rows, flow=False):

@@ -128,7 +128,7 @@ def test_flow_run_with_hysing_overlay(runs, tmp_path):
     paths = plot_run(os.path.join(runs, "two_phase.h5"), str(tmp_path))
     names = [os.path.basename(p) for p in paths]
     assert names == [f"two_phase_{k}.png" for k in ("fields", "convergence", "benchmark",
-                                                    "iterations")]
+                                                    "iterations", "bubbles")]
     for path in paths:
         assert_not_blank(path)
     only_pngs(str(tmp_path))
@@ -171,7 +171,8 @@ def test_flow_run_killed_before_first_snapshot(runs, tmp_path, capsys):
     assert main(["plot", path]) == 0
     out, err = capsys.readouterr()
     assert [os.path.basename(p) for p in out.split()] == [
-        "killed_convergence.png", "killed_benchmark.png", "killed_iterations.png"]
+        "killed_convergence.png", "killed_benchmark.png", "killed_iterations.png",
+        "killed_bubbles.png"]
     assert "killed_fields.png not written" in err
     assert not os.path.exists(tmp_path / "killed_fields.png")
     for fig in run_figures(path).values():

@@ -22,7 +22,7 @@ from bubbleflow.apps.sweep import (Parameter, expand, parse_range, parse_values,
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLUMN = os.path.join(ROOT, "cases", "bubbly_column.yaml")
-SMALL = ["--set", "grid.nx=32", "--set", "grid.ny=32", "--set", "solver.deflation.subdomains=[4,4]",
+SMALL = ["--set", "grid.nx=32", "--set", "grid.ny=32",
          "--set", "solver.rtol=1e-6", "--backend", "numpy", "--no-progress"]
 
 

@@ -77,7 +77,8 @@ def test_the_fixed_step_blow_up_ends_the_run_failed_in_one_line(capsys, tmp_path
 
 
 def test_a_level_set_blow_up_names_the_cfl_number_and_its_limit(capsys, tmp_path):
-    rc, _, err = _run(capsys, tmp_path, COLUMN, FIXED_DT[:2] + FIXED_DT[3:])
+    rc, _, err = _run(capsys, tmp_path, COLUMN,
+                      FIXED_DT[:2] + ["levelset.method=levelset"] + FIXED_DT[3:])
     assert rc == 1
     assert err.strip() == ("error: bubbly_column_flow: the flow left its physical bounds at "
                            "step 2 (t = 0.1): advective CFL number max|u| dt / h = 1.32 "

@@ -15,7 +15,7 @@ from bubbleflow.flow.gas_regions import (gas_regions, interface_measure, nearest
                                          state_regions)
 from bubbleflow.flow.navier_stokes import FlowSolver
 from bubbleflow.flow.state import FlowState
-from bubbleflow.flow.vof_diagnostics import gas_volume, region_diagnostics
+from bubbleflow.flow.vof_diagnostics import gas_volume
 from bubbleflow.flow.vof_fraction import volume_fraction
 from helpers.cli import ROOT
 
@@ -64,8 +64,8 @@ def kinds(tracker, step=None):
 # ---------------------------------------------------------------- measures
 def test_two_circles_are_two_regions_with_their_measures(backend):
     """Per region: area, centroid, mean velocity, equivalent diameter and
-    circularity; the same areas, centroids and circularities as
-    region_diagnostics for separate bubbles; numbered by centroid y."""
+    circularity (near 1 for a circle, below for two overlapping ones);
+    numbered by centroid y."""
     xp = backend.xp
     phi = balls(N, [((0.7, 0.65), 0.15), ((0.3, 0.3), 0.1)])
     c = volume_fraction(xp.asarray(phi), (H, H))
@@ -80,10 +80,9 @@ def test_two_circles_are_two_regions_with_their_measures(backend):
     np.testing.assert_allclose(r.velocity[:, 0], 0.0)
     np.testing.assert_allclose(r.diameter, [0.2, 0.3], rtol=2e-3)
     np.testing.assert_allclose(r.shape_factor, 1.0, atol=1e-2)
-    old = region_diagnostics(c, velocity, (H, H), normal_from=xp.asarray(phi))
-    np.testing.assert_allclose(r.volume, old["area"], rtol=1e-12)
-    np.testing.assert_allclose(r.centroid[:, 1], old["centroid_y"], rtol=1e-12)
-    np.testing.assert_allclose(r.shape_factor, old["circularity"], rtol=1e-12)
+    pair = balls(N, [((0.4, 0.5), 0.15), ((0.6, 0.5), 0.15)])
+    merged = gas_regions(volume_fraction(xp.asarray(pair), (H, H)), velocity, (H, H))
+    assert merged.count == 1 and merged.shape_factor[0] < 0.95
     labels = backend.to_host(r.labels)
     assert labels[int(0.3 * N), int(0.3 * N)] == 1 and labels[int(0.65 * N), int(0.7 * N)] == 2
 

@@ -155,8 +155,14 @@ def test_sphere_carried_by_a_uniform_flow_keeps_its_shape():
     assert d["rise_velocity"] == pytest.approx(1.0)
 
 
-def test_3d_bubble_rises_symmetric_divergence_free(backend):
-    case = load_case(RISING_3D, SMALL_3D + ["time.end=0.4"])
+@pytest.mark.parametrize("method,asymmetry", [("levelset", 1e-10), ("clsvof", 5e-2)])
+def test_3d_bubble_rises_symmetric_divergence_free(backend, method, asymmetry):
+    """The case is symmetric in x <-> y: the level set keeps it to rounding;
+    CLSVOF's split advection sweeps the axes one after the other (the order
+    rotating with the step), which breaks the swap by a few per cent of the
+    velocity at 12 x 12 x 24, while the mirror symmetries about the centre
+    planes (the centroid) hold to rounding."""
+    case = load_case(RISING_3D, SMALL_3D + ["time.end=0.4", f"levelset.method={method}"])
     solver = flow_solver(case, backend)
     assert isinstance(solver, FlowSolver)
     state = solver.initial_state()
@@ -168,9 +174,8 @@ def test_3d_bubble_rises_symmetric_divergence_free(backend):
     assert d["rise_velocity"] > 0.1 and d["centroid_z"] > 0.52
     assert (d["centroid_x"], d["centroid_y"]) == pytest.approx((0.5, 0.5), abs=1e-9)
     assert d["volume"] == pytest.approx(v0, rel=0.03)
-    # The x and y components mirror each other (the case is symmetric in x <-> y).
     u, v = (backend.to_host(f) for f in (state.u, state.v))
-    np.testing.assert_allclose(np.swapaxes(u, 1, 2), v, atol=1e-10 * np.abs(v).max())
+    np.testing.assert_allclose(np.swapaxes(u, 1, 2), v, atol=asymmetry * np.abs(v).max())
 
 
 def test_3d_case_keys_and_what_3d_refuses(tmp_path):
@@ -342,14 +347,16 @@ class _Ranks:
     rank, size = 0, 2
 
 
-@pytest.mark.parametrize("path,sets", [("cases/two_phase.yaml", ["grid.nx=20", "grid.ny=40"]),
-                                       ("cases/rising_bubble_3d.yaml", SMALL_3D)])
+@pytest.mark.parametrize("path,sets", [
+    ("cases/two_phase.yaml", ["grid.nx=20", "grid.ny=40", "levelset.method=levelset"]),
+    ("cases/rising_bubble_3d.yaml", SMALL_3D + ["levelset.method=levelset"])])
 def test_one_stepper_class_for_every_dimension_and_rank_count(path, sets):
     case = load_case(os.path.join(ROOT, path), sets)
     from bubbleflow.compute.backend import get_backend
 
     backend = get_backend("numpy")
     steppers = [flow_solver(case, backend, comm) for comm in (None, _Ranks())]
+    assert case.levelset.method == "levelset"        # (CLSVOF needs thicker slabs on 2 ranks)
     assert {type(s) for s in steppers} == {FlowSolver}
     assert [type(s.partition).__name__ for s in steppers] == ["WholeGrid", "RankSlabs"]
     assert steppers[0].slab is None and steppers[1].slab.lo == 0

@@ -1,6 +1,6 @@
 """Volume of fluid in 2-D: PLIC geometry of lines, fractions from a level
 set, conservative advection (Weymouth and Yue 2010), the level set rebuilt
-from the PLIC segments, the gas regions."""
+from the PLIC segments."""
 import math
 
 import numpy as np
@@ -11,7 +11,7 @@ from bubbleflow.flow.plic import cut_fraction, plane_constant
 from bubbleflow.flow.plic_reconstruction import reconstruct
 from bubbleflow.flow.plic_segments import interface_segments
 from bubbleflow.flow.vof_advection import advect
-from bubbleflow.flow.vof_diagnostics import REGION_COLUMNS, gas_volume, region_diagnostics
+from bubbleflow.flow.vof_diagnostics import gas_volume
 from bubbleflow.flow.vof_fraction import volume_fraction
 from bubbleflow.flow.vof_limits import CLIP_TOLERANCE
 from bubbleflow.flow.vof_redistance import redistance
@@ -376,33 +376,3 @@ def test_clsvof_single_vortex(backend):
     assert float(np.abs(c_h - backend.to_host(c0)).sum()) * h * h < 8e-4
     assert np.abs(phi_h - exact)[band_mask(c_h)].max() < 5e-3
     assert (phi_h[c_h >= 1.0] < 0).all() and (phi_h[c_h <= 0.0] > 0).all()
-
-
-def test_region_diagnostics_separate_and_merged_bubbles(backend):
-    """Two bubbles are two regions (ordered by centroid y), each with its own
-    area, centroid, velocity and a circularity near 1; overlapping circles
-    are one region; the regions' areas add up to the total."""
-    xp = backend.xp
-    n = 64
-    h = 1.0 / n
-    x = (np.arange(n) + 0.5) * h
-    X, Y = np.meshgrid(x, x)
-    u, v = np.zeros((n, n + 1)), np.zeros((n + 1, n))
-    v[: n // 2 + 1] = 0.25                       # the lower half rises faster
-    velocity = (xp.asarray(u), xp.asarray(v))
-    phi = np.minimum(np.hypot(X - 0.7, Y - 0.65) - 0.15, np.hypot(X - 0.3, Y - 0.3) - 0.1)
-    c = volume_fraction(xp.asarray(phi), (h, h))
-    r = region_diagnostics(c, velocity, (h, h), normal_from=xp.asarray(phi))
-    assert list(r) == list(REGION_COLUMNS) and r["area"].size == 2
-    np.testing.assert_allclose(r["area"], [np.pi * 0.1 ** 2, np.pi * 0.15 ** 2], rtol=3e-3)
-    np.testing.assert_allclose(r["centroid_x"], [0.3, 0.7], atol=1e-3)
-    np.testing.assert_allclose(r["centroid_y"], [0.3, 0.65], atol=1e-3)
-    assert r["rise_velocity"][0] == pytest.approx(0.25) and abs(r["rise_velocity"][1]) < 0.25
-    np.testing.assert_allclose(r["circularity"], 1.0, atol=1e-2)
-    assert float(np.sum(r["area"])) == pytest.approx(gas_volume(c, (h, h)), rel=1e-12)
-    merged = np.minimum(np.hypot(X - 0.4, Y - 0.5) - 0.15, np.hypot(X - 0.6, Y - 0.5) - 0.15)
-    cm = volume_fraction(xp.asarray(merged), (h, h))
-    rm = region_diagnostics(cm, velocity, (h, h))
-    assert rm["area"].size == 1 and rm["circularity"][0] < 0.95
-    empty = region_diagnostics(xp.zeros((n, n)), velocity, (h, h))
-    assert all(a.size == 0 for a in empty.values())

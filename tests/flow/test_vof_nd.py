@@ -19,8 +19,7 @@ from bubbleflow.flow import levelset
 from bubbleflow.flow.padding import WALLS
 from bubbleflow.flow.plic import cut_fraction, plane_constant
 from bubbleflow.flow.vof_advection import advect
-from bubbleflow.flow.vof_diagnostics import (gas_diagnostics, gas_quantities, gas_sums, gas_volume,
-                                            region_diagnostics)
+from bubbleflow.flow.vof_diagnostics import gas_diagnostics, gas_quantities, gas_sums, gas_volume
 from bubbleflow.flow.vof_fraction import volume_fraction
 from bubbleflow.flow.vof_redistance import redistance
 from bubbleflow.flow.navier_stokes import FlowSolver
@@ -253,14 +252,6 @@ def test_gas_diagnostics_of_slabs_add_up_to_the_whole_grid(ndim, backend):
         assert slabs[key] == pytest.approx(value, rel=1e-13, abs=1e-15)
     empty = gas_diagnostics(xp.zeros_like(c), velocity, spacing)
     assert empty[size] == 0.0 and all(math.isnan(empty[k]) for k in empty if k != size)
-
-
-def test_region_diagnostics_are_two_dimensional(backend):
-    phi, spacing, _ = _sphere(8)
-    c = volume_fraction(backend.xp.asarray(phi), spacing)
-    velocity = tuple(backend.xp.zeros(s) for s in _face_shapes(8))
-    with pytest.raises(ValueError, match="2-D only"):
-        region_diagnostics(c, velocity, spacing)
 
 
 def test_3d_clsvof_flow_steps_keep_the_gas_volume(backend):

@@ -19,8 +19,9 @@ from bubbleflow.flow import flow_solver
 from bubbleflow.flow.partition import whole_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SMALL_2D = ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "momentum.viscosity=explicit"]
-SMALL_3D = ["grid.nx=8", "grid.ny=8", "grid.nz=24", "solver.rtol=1e-12"]
+SMALL_2D = ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "momentum.viscosity=explicit",
+            "levelset.method=levelset"]
+SMALL_3D = ["grid.nx=8", "grid.ny=8", "grid.nz=24", "solver.rtol=1e-12", "levelset.method=levelset"]
 #: (name, case file, overrides, steps): the main job's DPCG with scaled IP and
 #: level-set subdomains (reinitialised at step 5), multigrid, 3-D with
 #: reduced gravity and multigrid.
@@ -33,7 +34,8 @@ CASES = [
     # Hysing's case 2: the implicit viscous solves (auto), DPCG.
     ("2-D implicit viscosity", "cases/hysing_case2.yaml",
      ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "solver.deflation.subdomains=[2,5]",
-      "momentum.viscous_rtol=1e-12", "momentum.viscosity=implicit"], 3),
+      "momentum.viscous_rtol=1e-12", "momentum.viscosity=implicit", "levelset.method=levelset"],
+     3),
     ("3-D implicit viscosity", "cases/rising_bubble_3d.yaml",
      SMALL_3D + ["momentum.viscosity=implicit", "momentum.viscous_rtol=1e-12"], 2),
     # CLSVOF: slabs of at least 13 planes on 4 ranks.

@@ -38,8 +38,8 @@ def read_all(index):
     folder = layout.run_folder(index)
     for name in sorted(os.listdir(folder)):
         with h5py.File(os.path.join(folder, name), "r") as fh:
-            for key in fh:
-                out[f"{name}/{key}"] = fh[key][()]
+            fh.visititems(lambda n, o, name=name: out.__setitem__(f"{name}/{n}", o[()])
+                          if isinstance(o, h5py.Dataset) else None)
     return out
 
 

@@ -7,8 +7,7 @@ import pytest
 
 from bubbleflow.apps.cli import main
 
-SMALL = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=32", "--set", "grid.ny=32",
-         "--set", "solver.deflation.subdomains=[4,4]"]
+SMALL = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=32", "--set", "grid.ny=32"]
 
 
 def run(capsys, *args):

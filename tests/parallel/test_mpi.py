@@ -225,7 +225,8 @@ def test_a_flow_slab_too_thin_for_the_stencils_is_refused():
     from bubbleflow.case.config import load_case
     from bubbleflow.flow.navier_stokes import rank_refusal
 
-    case = load_case(HERE.parents[1] / "cases" / "two_phase.yaml", ["grid.ny=16"])
+    case = load_case(HERE.parents[1] / "cases" / "two_phase.yaml",
+                     ["grid.ny=16", "levelset.method=levelset"])
     assert rank_refusal(case, 4) == ("grid.ny", 16, "a count whose slabs have 5 planes a rank "
                                                     "for the neighbours' stencils, such as 20")
     assert rank_refusal(case, 3) is None

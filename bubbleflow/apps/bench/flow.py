@@ -123,7 +123,7 @@ def _writer(case, backend, flow, folder):
 
 def _snapshot(flow, writer, state, backend):
     """One snapshot as a run writes it (:func:`..run.write_run_snapshot`: the
-    density, a CLSVOF run's regions, the fields to the host, file, index, sidecar).
+    density, the fields to the host, file, index, sidecar).
 
     Returns ``(loop seconds, seconds until written)``: the time the call holds
     up the step loop, and until the snapshot is on disk (the same for a

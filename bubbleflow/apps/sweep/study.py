@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import yaml
 
 from ...case.config import CaseError, case_from_dict, load_case, read_yaml_file
+from ...case.relevance import warn_ineffective
 from ...case.yaml_reader import shorten
 from ..tables import plain
 from .summary import summary_columns
@@ -200,9 +201,9 @@ def prepare_study(case_path, params=(), values=(), overrides=(), output=None, na
     if backend is not None:
         base_overrides.append(("backend", backend, f"--backend {backend}"))
     if not has_block:
-        base = load_case(file, base_overrides)        # with line numbers in its errors
+        base = load_case(file, base_overrides, warn=False)    # with line numbers in its errors
     else:
-        base = case_from_dict(data, source=file, overrides=base_overrides)
+        base = case_from_dict(data, source=file, overrides=base_overrides, warn=False)
 
     block_name, parameters = _block_parameters(block, file, lines)
     _add_command_line_parameters(parameters, params, values, base, file)
@@ -284,12 +285,13 @@ def _check_runs(parameters, file):
 
 def _points(file, data, base_overrides, parameters, study_name, directory):
     """One validated point (what :func:`run_point` takes) per combination of values."""
-    points = []
+    points, cases = [], []
     assignments = expand(parameters)
     width = max(4, len(str(len(assignments) - 1)))
     for i, assignment in enumerate(assignments):
         run = f"run_{i:0{width}d}"
         case = _point_case(file, data, base_overrides, assignment, run, directory)
+        cases.append(case)
         points.append({
             "index": i,
             "run": run,
@@ -299,6 +301,7 @@ def _points(file, data, base_overrides, parameters, study_name, directory):
             "path": os.path.join(directory, f"{run}.h5"),
             "mode": case.mode,
         })
+    warn_ineffective(cases)      # a --set that changes nothing in any point
     return points
 
 
@@ -312,7 +315,7 @@ def _point_case(file, data, base_overrides, assignment, run, directory):
         else:
             overrides.append((p.key, v, p.origin))
     overrides += [("name", run, "--name"), ("output.directory", directory, "-o")]
-    case = case_from_dict(data, source=file, overrides=overrides)
+    case = case_from_dict(data, source=file, overrides=overrides, warn=False)
     if contrast is not None:
         p, v = contrast
         x = None
@@ -326,5 +329,5 @@ def _point_case(file, data, base_overrides, assignment, run, directory):
                             "a number > 0 (liquid density / gas density)", value=v,
                             origin=p.origin)
         overrides.append(("fluids.gas.density", case.fluids.liquid.density / x, p.origin))
-        case = case_from_dict(data, source=file, overrides=overrides)
+        case = case_from_dict(data, source=file, overrides=overrides, warn=False)
     return case

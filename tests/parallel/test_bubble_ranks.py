@@ -1,0 +1,53 @@
+"""``mpiexec -n 2 bubbleflow run``: the ranks' bubble tables (the tracker on
+rank 0, fed the gathered state) are one process's: the same samples, ids
+and events, the measures to rounding; a run of the ranks restarted from a
+checkpoint before the merge ends with the same tables."""
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from helpers.launcher import ROOT, child_env, mpiexec
+
+MERGE = ["--backend", "numpy", "--no-progress", "-q", "--set", "grid.nx=20",
+         "--set", "grid.ny=40", "--set", "solver.deflation.subdomains=[4,4]",
+         "--set", "output.interval=0.1",
+         "--set", "geometry.bubbles=[{center: [0.5, 0.45], radius: 0.2}, "
+                  "{center: [0.5, 0.92], radius: 0.2}]"]
+EXACT = ("step", "id", "events/step", "events/kind", "events/id", "events/other")
+
+
+def run(ranks, folder, end, *more):
+    cmd = [sys.executable, "-m", "bubbleflow", "run", str(ROOT / "cases" / "two_phase.yaml"),
+           *MERGE, "--set", f"time.end={end}", "-o", str(folder), *more]
+    if ranks > 1:
+        cmd = [mpiexec(), "-n", str(ranks)] + cmd
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=child_env(),
+                          cwd=folder.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = {}
+    with h5py.File(folder / "two_phase.h5", "r") as fh:
+        fh["bubbles"].visititems(lambda name, obj: out.__setitem__(name, obj[()])
+                                 if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def test_the_ranks_track_the_bubbles_of_one_process(tmp_path):
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    one = run(1, tmp_path / "one", 0.5)
+    two = run(2, tmp_path / "two", 0.5)
+    run(2, tmp_path / "half", 0.3)
+    cont = run(2, tmp_path / "half", 0.5, "--restart", str(tmp_path / "half" / "two_phase.h5"))
+    assert one["events/kind"].tolist() == [0, 0, 1]          # created twice, merged once
+    for got in (two, cont):
+        assert sorted(got) == sorted(one)
+        for name, values in one.items():
+            if name in EXACT:
+                np.testing.assert_array_equal(got[name], values, err_msg=name)
+            else:
+                np.testing.assert_allclose(got[name], values, rtol=1e-9, atol=1e-12,
+                                           err_msg=name)
