@@ -240,7 +240,8 @@ def _run_figures(path):
 
 def _read_run_file(path):
     """Everything the figures need, as host arrays; CaseError when it is no run file."""
-    from ..io.layout import read_run, text as _text
+    from ..io.layout import text as _text
+    from ..io.result_reader import read_run
 
     if not os.access(path, os.R_OK):
         raise CaseError(path, None, "cannot be read (permission denied)",
@@ -283,7 +284,7 @@ def _read_run_file(path):
 
 
 def _check_run_file(path, raw):
-    """CaseError unless ``raw`` (:func:`bubbleflow.io.layout.read_run`) is a run with fields."""
+    """CaseError unless ``raw`` (:func:`bubbleflow.io.result_reader.read_run`) is a run with fields."""
     attrs, mode, shapes = raw["attrs"], raw["mode"], raw["field_shapes"]
     if "summary" in raw["groups"] and "study" in attrs:
         csv_path = os.path.join(os.path.dirname(path) or ".", "summary.csv")

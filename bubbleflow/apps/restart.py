@@ -20,7 +20,8 @@ def open_restart(case, restart, backend, solver):
     from ..case.config import CaseError, first_difference
     from ..case.yaml_reader import load_yaml
     from ..flow.state import FlowState
-    from ..io.layout import VELOCITY_COMPONENTS, read_checkpoint
+    from ..io.checkpoint_reader import read_checkpoint
+    from ..io.layout import VELOCITY_COMPONENTS
 
     if not os.path.isfile(restart):
         raise CaseError(restart, None, "restart file not found", "an HDF5 file written by a flow run")
@@ -67,7 +68,7 @@ def restart_tracker(restart):
     """
     from ..case.config import CaseError
     from ..flow.bubble_tracking import BubbleTracker
-    from ..io.layout import read_checkpoint_tracker
+    from ..io.checkpoint_reader import read_checkpoint_tracker
 
     state = read_checkpoint_tracker(restart)
     if state is None:
@@ -96,7 +97,7 @@ def check_checkpoint_arrays(path, checkpoint, case, clsvof=False):
     path : str
         The index file restarted from (named in the error).
     checkpoint : dict
-        What :func:`bubbleflow.io.layout.read_checkpoint` returns.
+        What :func:`bubbleflow.io.checkpoint_reader.read_checkpoint` returns.
     case : Case
         The case that restarts.
     clsvof : bool

@@ -23,7 +23,8 @@ from .. import __version__
 from ..case.config import viscosity_scheme
 from ..case.problem import build_pressure_problem
 from ..io.flow_output import GAS_VOLUME_TOLERANCE
-from ..io.layout import DYNAMIC_PRESSURE, SERIES_UNITS, VOLUME_FRACTION
+from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
+from ..io.result_units import SERIES_UNITS
 from ..io.xdmf import pressure_sidecar
 from ..linalg.solver import PressureSolver
 from .bubble_sampling import BubbleSampling
@@ -124,9 +125,9 @@ def write_pressure_files(name, path, *, grid, **result):
         The result file.
     grid : Grid
     **result
-        The other arguments of :func:`bubbleflow.io.layout.write_pressure_result`.
+        The other arguments of :func:`bubbleflow.io.result_writer.write_pressure_result`.
     """
-    from ..io.layout import write_pressure_result
+    from ..io.result_writer import write_pressure_result
 
     written = False
     try:
@@ -250,7 +251,7 @@ def _flow_writer(case, backend, comm, restart, path, grid):
     """The run's writer, with the file's header: new or resumed; on several
     ranks rank 0's behind the gathering :class:`.rank_writer.RankWriter`."""
     from ..io.flow_output import FlowWriter
-    from ..io.layout import header_attrs
+    from ..io.result_header import header_attrs
 
     ranks = comm.size if comm is not None else 1
     device = backend.device_name if ranks == 1 else f"{ranks} ranks, {backend.device_name}"

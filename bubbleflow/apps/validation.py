@@ -388,13 +388,13 @@ def read_run(path):
         solve and setup time, ``pressure_share`` = that total / wall_seconds,
         None without wall_seconds).
     """
-    from ..io.layout import read_run as read_run_file
+    from ..io.result_reader import read_run as read_run_file
 
     return summarise_run(read_run_file(path, fields=False), path)
 
 
 def summarise_run(raw, path):
-    """:func:`read_run`'s result from what :func:`bubbleflow.io.layout.read_run` read."""
+    """:func:`read_run`'s result from what :func:`bubbleflow.io.result_reader.read_run` read."""
     from ..io.layout import text
 
     attrs, case = raw["attrs"], raw["case"]

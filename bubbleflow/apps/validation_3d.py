@@ -70,8 +70,9 @@ def reference_spread():
 def read_run(path):
     """A 3-D flow run's diagnostics series (``time``, ``rise_velocity``,
     ``sphericity``, ``centroid_z``, ``volume``), its grid's cells and wall
-    time (through :func:`bubbleflow.io.layout.read_run`, the file layout's owner)."""
-    from ..io.layout import WALL_SECONDS, read_run as read_run_file
+    time (through :func:`bubbleflow.io.result_reader.read_run`, the file reader)."""
+    from ..io.layout import WALL_SECONDS
+    from ..io.result_reader import read_run as read_run_file
 
     raw = read_run_file(path, fields=False)
     d = raw["diagnostics"] or {}

@@ -40,7 +40,8 @@ an error of the writer (a full disk, a permission) is raised in the calling
 thread there, as :class:`SnapshotWriteError`.  Every file on disk is still
 complete at every instant, whatever thread is writing when the process dies.
 
-The layout of the index and of the snapshot files: :mod:`bubbleflow.io.layout`.
+The layout of the index and of the snapshot files: :mod:`bubbleflow.io.layout`; their
+writers: :mod:`bubbleflow.io.result_writer`.
 """
 from __future__ import annotations
 
@@ -56,10 +57,13 @@ import numpy as np
 
 from ..case.config import CaseError
 from ..compute.backend import Backend, HostCopy
-from . import layout
+from . import layout, result_writer, run_paths
 from .atomic import WriteFailure, link_or_copy
 from .bubble_tables import TRACKER
-from .layout import DIAGNOSTICS, read_checkpoint, run_folder
+from .checkpoint_reader import read_checkpoint, read_index
+from .layout import DIAGNOSTICS
+from .result_header import created_stamp
+from .run_paths import run_folder
 from .xdmf import write_xdmf
 
 __all__ = ["FlowWriter", "SnapshotWriteError", "DIAGNOSTICS", "read_checkpoint",
@@ -102,7 +106,7 @@ def gas_volume_change(diagnostics):
 
 def snapshot_folder(path):
     """``OUTDIR/<name>.snapshots`` for the index ``OUTDIR/<name>.h5``."""
-    return layout.snapshots_root(path)
+    return run_paths.snapshots_root(path)
 
 
 def check_snapshot_folders(path, run_id=None):
@@ -138,7 +142,7 @@ class SnapshotWriteError(WriteFailure, RuntimeError):
 
 
 def _new_run_id():
-    """A new run's id, of :data:`layout.RUN_ID_PATTERN`: the UTC second and six hex digits."""
+    """A new run's id, of :data:`run_paths.RUN_ID_PATTERN`: the UTC second and six hex digits."""
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{now}-{uuid.uuid4().hex[:6]}"
 
@@ -189,7 +193,7 @@ class FlowWriter:
         self.solver_attrs = dict(solver_attrs or {})
         self.levelset_method = levelset_method
         # The id names the snapshot folder: only the writer's own shape of id.
-        self.run_id = layout.checked_run_id(run_id)
+        self.run_id = run_paths.checked_run_id(run_id)
         self.folder = os.path.join(snapshot_folder(self.path), self.run_id)
         # Append-only while the writer lives: a view of the index is their lengths.
         self.diag = {name: [] for name in layout.diagnostics_names(grid.ndim)}
@@ -226,7 +230,7 @@ class FlowWriter:
         ``solver_attrs``, ``levelset_method`` (see the class)."""
         run_id = _new_run_id()
         attrs = dict(attrs)
-        attrs.setdefault(layout.CREATED, layout.created_stamp())
+        attrs.setdefault(layout.CREATED, created_stamp())
         self = cls(path, attrs, grid, run_id, background=background, **described)
         check_snapshot_folders(self.path, self.run_id)
         os.makedirs(self.folder, exist_ok=True)
@@ -246,13 +250,13 @@ class FlowWriter:
 
         Raises
         ------
-        layout.StoredNameError
+        run_paths.StoredNameError
             The run id or snapshot folder stored in ``restart_path`` is not
             what the writer makes (nothing is created).
         CaseError
             This run's snapshot folder is a link or not a folder.
         """
-        series, snaps, old_attrs = layout.read_index(restart_path)
+        series, snaps, old_attrs = read_index(restart_path)
         last = snaps[-1][0]
         keep_d = int(np.searchsorted(np.asarray(series["diagnostics"]["step"]), last, side="right"))
         keep_s = int(np.searchsorted(np.asarray(series["solver"]["step"]), last, side="right"))
@@ -365,7 +369,7 @@ class FlowWriter:
         arrays = ([state.phi, rho, state.p] + [getattr(state, c) for c in components]
                   + list(extra.values()))
         self._copy = _start_copy(to_host, arrays, self._copy)
-        name = layout.snapshot_name(state.step)
+        name = run_paths.snapshot_name(state.step)
         self.snapshots.append((state.step, state.time, name))
         job = _Job(state.step, state.time, name, names, self._copy, self._view(), tracker)
         if not self.background:
@@ -449,7 +453,7 @@ class FlowWriter:
             if job.tracker is not None:
                 fields[TRACKER] = job.tracker
             os.makedirs(self.folder, exist_ok=True)
-            layout.write_snapshot(path, job.step, job.time, fields)
+            result_writer.write_snapshot(path, job.step, job.time, fields)
             job.written = True
         v = job.view
         rel = os.path.relpath(self.folder, os.path.dirname(os.path.abspath(self.path)))
@@ -457,7 +461,7 @@ class FlowWriter:
         # Slices of the append-only lists: the rows as they were at the view.
         job.stage = f"the index {self.path}"
         diagnostics = {k: self.diag[k][:n] for k, n in v["diagnostics"].items()}
-        layout.write_flow_index(
+        result_writer.write_flow_index(
             self.path, attrs=v["attrs"], status=v["status"], run_id=self.run_id,
             snapshot_dir=rel, grid=self.grid, diagnostics=diagnostics,
             solver={k: self.solver[k][:n] for k, n in v["solver"].items()},

@@ -18,7 +18,7 @@ A run named ``<name>`` writing to ``OUTDIR`` owns ``OUTDIR/<name>.h5``, its
   finished, so a killed new run never costs the old result.
 
 No path is taken from inside a file: a restart index's snapshot folder is
-derived from its checked run id (see :func:`bubbleflow.io.layout.run_folder`)
+derived from its checked run id (see :func:`bubbleflow.io.run_paths.run_folder`)
 before anything is created, and the only folder ever removed is the replaced
 run's ``<name>.snapshots/<run id>``, a real folder, never the new run's.
 """
@@ -33,8 +33,9 @@ import uuid
 
 from ..case.config import CaseError
 from .atomic import probe_writable
-from .layout import (MODE, RUN_ID, RUN_STATUS, StoredNameError, checked_run_id, read_attrs,
-                     run_folder, snapshots_root, text as _text)
+from .layout import MODE, RUN_ID, RUN_STATUS, text as _text
+from .result_header import read_attrs
+from .run_paths import StoredNameError, checked_run_id, run_folder, snapshots_root
 from .lock import FolderLock, LockBusy, LockRefused
 
 __all__ = ["RunOutput", "check_name"]

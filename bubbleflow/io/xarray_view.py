@@ -22,7 +22,17 @@ The dimensions:
   time reached as the coordinate ``step_time``;
 * ``solve``: one entry per pressure solve of ``/solver`` (``solver_*``
   variables; a flow's with the coordinates ``solve_step``, ``solve_time``);
-* ``iteration`` (pressure): the solve's ``residual_history``.
+* ``iteration`` (pressure): the solve's ``residual_history``;
+* ``bubble_row`` (flow): one entry per tracked bubble per sample of
+  ``/bubbles`` (``bubble_*`` variables, the sample's step and time as the
+  coordinates ``bubble_step``, ``bubble_time``);
+* ``event`` (flow): one entry per bubble event of ``/bubbles/events``
+  (``event_kind``, ``event_id``, ``event_other``; coordinates
+  ``event_step``, ``event_time``).
+
+The bubble tables' variables are prefixed because their columns share names
+with the whole gas phase's diagnostics (``area``, ``centroid_y``...), which
+they are not.
 
 The fields are read into memory (a flow's every snapshot): for a large 3-D
 run, select what you need from the HDF5 file itself.
@@ -62,6 +72,23 @@ LONG_NAMES = {
     "converged": "converged", "reason": "why the solve stopped",
     "setup_seconds": "solver setup wall time", "solve_seconds": "solve wall time",
     "residual_history": "relative recursive residual per iteration",
+    "bubble_step": "time step of the bubble sample",
+    "bubble_time": "simulated time of the bubble sample",
+    "bubble_id": "bubble identity (kept from sample to sample)",
+    "bubble_area": "bubble area", "bubble_volume": "bubble volume",
+    "bubble_centroid_x": "bubble centroid x", "bubble_centroid_y": "bubble centroid y",
+    "bubble_centroid_z": "bubble centroid z",
+    "bubble_velocity_x": "bubble mean velocity x", "bubble_velocity_y": "bubble mean velocity y",
+    "bubble_velocity_z": "bubble mean velocity z",
+    "bubble_diameter": "bubble equivalent diameter",
+    "bubble_circularity": "bubble circularity (perimeter of the equal-area circle / perimeter)",
+    "bubble_sphericity": "bubble sphericity (surface of the equal-volume sphere / surface)",
+    "event_step": "time step of the bubble event",
+    "event_time": "simulated time of the bubble event",
+    "event_kind": "bubble event kind (a code: flag_meanings names them in order)",
+    "event_id": "bubble the event is about (merged: the survivor; split: the parent)",
+    "event_other": "second bubble of the event (merged: the one that ended in it; split: "
+                   "the piece), -1 for none",
 }
 #: Units where the file states none (an older file).
 _UNITS = {"x": "m", "y": "m", "z": "m", "time": "s", "step_time": "s", "dt": "s",
@@ -225,6 +252,53 @@ def _solver(s, flow):
     return series, coords
 
 
+def _table(group, dim, prefix):
+    """The 1-D datasets of ``group`` as long as its ``step`` as variables
+    ``prefix + name`` on ``dim``, ``step`` and ``time`` as coordinates; long
+    names the prefixed ones (a table's ``area`` is one bubble's, not the gas
+    phase's)."""
+    import h5py
+
+    if "step" not in group:
+        return {}, {}
+    n = group["step"].shape[0]
+    names = [k for k, ds in group.items()
+             if isinstance(ds, h5py.Dataset) and ds.ndim == 1 and ds.shape[0] == n]
+    variables = {}
+    for name, (dims, data, attrs) in _series(group, names, dim).items():
+        attrs = {k: v for k, v in attrs.items() if k != "long_name"}
+        if prefix + name in LONG_NAMES:
+            attrs["long_name"] = LONG_NAMES[prefix + name]
+        variables[prefix + name] = (dims, data, attrs)
+    coords = {prefix + k: variables.pop(prefix + k) for k in ("step", "time")
+              if prefix + k in variables}
+    return variables, coords
+
+
+def _bubbles(b):
+    """``/bubbles``: one row per tracked bubble per sample on ``bubble_row``,
+    and ``/bubbles/events`` on ``event``, ``event_kind`` carrying the names
+    of its codes (the file's ``kinds``, and as CF's ``flag_values``,
+    ``flag_meanings``)."""
+    import numpy as np
+
+    from .bubble_tables import EVENTS, KINDS_ATTR
+
+    variables, coords = _table(b, "bubble_row", "bubble_")
+    events = b.get(EVENTS)
+    if events is None:
+        return variables, coords
+    more, more_coords = _table(events, "event", "event_")
+    if "event_kind" in more and KINDS_ATTR in events["kind"].attrs:
+        kinds = _text(events["kind"].attrs[KINDS_ATTR])
+        names = [k.strip() for k in kinds.split(",")]
+        more["event_kind"][2].update({KINDS_ATTR: kinds, "flag_meanings": " ".join(names),
+                                      "flag_values": np.arange(len(names), dtype=np.int64)})
+    variables.update(more)
+    coords.update(more_coords)
+    return variables, coords
+
+
 def _open_hdf5(path):
     import h5py
 
@@ -252,10 +326,13 @@ def open_result(path):
         x)`` in 3-D), the ``solver_*`` series on ``solve`` and
         ``residual_history`` on ``iteration``.  Flow: every field of the
         snapshots on ``(time, [z,] y, x)`` (velocity components on their
-        faces' dimension), the diagnostics on ``step`` and the ``solver_*``
-        series on ``solve``.  Every variable and coordinate carries
-        ``units`` and ``long_name``; the file's root attributes (``case``,
-        ``mode``, ``bubbleflow_version``...) are the dataset's, with those of
+        faces' dimension), the diagnostics on ``step``, the ``solver_*``
+        series on ``solve``, the bubble table's ``bubble_*`` columns on
+        ``bubble_row`` and its events' ``event_*`` on ``event``
+        (``event_kind`` a code, its names in the attributes ``kinds`` and
+        ``flag_meanings``).  Every variable and coordinate carries ``units``
+        and ``long_name``; the file's root attributes (``case``, ``mode``,
+        ``bubbleflow_version``...) are the dataset's, with those of
         ``/solver`` as ``solver_<name>`` and those of ``/diagnostics`` as
         ``diagnostics_<name>``.  The file is closed on return.
 
@@ -275,6 +352,7 @@ def open_result(path):
     >>> ds.phi.isel(time=-1).plot.contour(levels=[0.0])      # doctest: +SKIP
     """
     xr = _xarray()
+    from .bubble_tables import BUBBLES
     from .layout import DIAGNOSTICS_GROUP, FIELDS, GRID, MODE, SOLVER, text
 
     path = os.fspath(path)
@@ -297,7 +375,8 @@ def open_result(path):
                                                _attrs("snapshot_step", units="1"))
         attrs = {k: _text(v) for k, v in fh.attrs.items()}
         for group, read in ((fh.get(DIAGNOSTICS_GROUP), _diagnostics),
-                            (fh.get(SOLVER), lambda g: _solver(g, flow))):
+                            (fh.get(SOLVER), lambda g: _solver(g, flow)),
+                            (fh.get(BUBBLES), _bubbles)):
             if group is None:
                 continue
             more, more_coords = read(group)

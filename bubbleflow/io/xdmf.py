@@ -28,7 +28,7 @@ import posixpath
 from xml.sax.saxutils import escape, quoteattr
 
 from .atomic import atomic_path, atomic_text
-from .layout import UNITS
+from .result_units import UNITS
 
 __all__ = ["write_xdmf", "write_pressure_sidecar", "pressure_sidecar", "CELL_FIELDS"]
 

@@ -17,7 +17,7 @@ from scipy import ndimage
 from bubbleflow.apps.cli import main
 from bubbleflow.apps.plots import run_figures
 from bubbleflow.flow.bubble_tracking import COLUMN_UNITS, EVENT_KINDS, bubble_columns
-from bubbleflow.io.layout import run_folder
+from bubbleflow.io.run_paths import run_folder
 from helpers.cli import ROOT
 from helpers.launcher import child_env
 

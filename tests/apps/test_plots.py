@@ -281,7 +281,7 @@ def _phi(x, y, circles, surface=None):
 
 
 def write_pressure_file(path, converged=True):
-    """A pressure run file as bubbleflow.io.layout writes it (fields, one solve)."""
+    """A pressure run file as bubbleflow.io.result_writer writes it (fields, one solve)."""
     import h5py
     import yaml
 

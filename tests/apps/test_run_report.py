@@ -149,10 +149,10 @@ def test_the_command_printed_after_a_failed_write_continues_the_run(tmp_path, ba
     command that continues it from its last checkpoint; typed, it does."""
     import errno
 
-    from bubbleflow.io import layout
+    from bubbleflow.io import result_writer
     from bubbleflow.io.flow_output import FlowWriter
 
-    write = layout.write_snapshot
+    write = result_writer.write_snapshot
 
     def full_after_the_first(path, step, time, fields):
         if step > 0:
@@ -160,7 +160,7 @@ def test_the_command_printed_after_a_failed_write_continues_the_run(tmp_path, ba
         return write(path, step, time, fields)
 
     monkeypatch.setattr(FlowWriter, "background", False)
-    monkeypatch.setattr(layout, "write_snapshot", full_after_the_first)
+    monkeypatch.setattr(result_writer, "write_snapshot", full_after_the_first)
     assert run(tmp_path, backend, "clsvof") == 1
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if "continue from its last checkpoint with: " in line]
@@ -168,7 +168,7 @@ def test_the_command_printed_after_a_failed_write_continues_the_run(tmp_path, ba
     words = shlex.split(said[0].split(" with: ", 1)[1])
     index = tmp_path / "two_phase.h5"
     assert words[-2:] == ["--restart", str(index)] and words[:2] == ["bubbleflow", "run"]
-    monkeypatch.setattr(layout, "write_snapshot", write)
+    monkeypatch.setattr(result_writer, "write_snapshot", write)
     assert main(words[1:]) == 0
     with h5py.File(index, "r") as fh:
         assert fh.attrs["run_status"] == "finished"

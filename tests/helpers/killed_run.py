@@ -27,7 +27,7 @@ import threading
 import h5py
 
 from bubbleflow.apps import cli
-from bubbleflow.io import flow_output, layout
+from bubbleflow.io import flow_output, result_writer
 from bubbleflow.linalg.solver import PressureSolver
 
 where, target = sys.argv[1], int(sys.argv[2])
@@ -75,7 +75,7 @@ if where in ("solve", "writing"):
     PressureSolver.solve = killing_solve
 
 if where in ("writing", "before-index"):
-    write = layout.write_snapshot
+    write = result_writer.write_snapshot
 
     def hooked_write(*a, **kw):
         if where == "writing" and tick():
@@ -85,7 +85,7 @@ if where in ("writing", "before-index"):
         if where == "before-index" and tick():
             die()
 
-    layout.write_snapshot = hooked_write
+    result_writer.write_snapshot = hooked_write
 
 if where in ("snapshot", "index"):
     create = h5py.Group.create_dataset

@@ -13,7 +13,7 @@ import pytest
 
 from bubbleflow.apps.cli import main
 from bubbleflow.compute.backend import get_backend
-from bubbleflow.io import flow_output, layout
+from bubbleflow.io import flow_output, result_writer, run_paths
 from bubbleflow.io.flow_output import FlowWriter, SnapshotWriteError
 from bubbleflow.mesh.grid import Grid
 
@@ -35,7 +35,7 @@ def read_all(index):
         fh.visititems(lambda n, o: out.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset)
                       else None)
         out["@run_status"] = fh.attrs["run_status"]
-    folder = layout.run_folder(index)
+    folder = run_paths.run_folder(index)
     for name in sorted(os.listdir(folder)):
         with h5py.File(os.path.join(folder, name), "r") as fh:
             fh.visititems(lambda n, o, name=name: out.__setitem__(f"{name}/{n}", o[()])
@@ -64,7 +64,7 @@ def reference(tmp_path_factory, backend):
 
 
 def test_slow_writer_gives_the_same_files(tmp_path, backend, reference, monkeypatch):
-    real = layout.write_snapshot
+    real = result_writer.write_snapshot
     threads = set()
 
     def slow(*a, **kw):
@@ -72,7 +72,7 @@ def test_slow_writer_gives_the_same_files(tmp_path, backend, reference, monkeypa
         time.sleep(0.15)
         real(*a, **kw)
 
-    monkeypatch.setattr(layout, "write_snapshot", slow)
+    monkeypatch.setattr(result_writer, "write_snapshot", slow)
     assert run(tmp_path, backend) == 0
     assert threads and all(t.startswith("bubbleflow-writer") for t in threads)
     assert_same(reference, read_all(tmp_path / "two_phase.h5"))
@@ -81,7 +81,7 @@ def test_slow_writer_gives_the_same_files(tmp_path, backend, reference, monkeypa
 
 def test_the_loop_steps_while_a_snapshot_is_written(tmp_path, backend, reference, monkeypatch):
     """The writer is held in its second snapshot until the main loop has done a step."""
-    real_write, real_step = layout.write_snapshot, FlowWriter.write_step
+    real_write, real_step = result_writer.write_snapshot, FlowWriter.write_step
     held, released, seen = threading.Event(), threading.Event(), {"steps": 0, "calls": 0}
 
     def holding_write(*a, **kw):
@@ -97,7 +97,7 @@ def test_the_loop_steps_while_a_snapshot_is_written(tmp_path, backend, reference
             seen["steps"] += 1
             released.set()
 
-    monkeypatch.setattr(layout, "write_snapshot", holding_write)
+    monkeypatch.setattr(result_writer, "write_snapshot", holding_write)
     monkeypatch.setattr(FlowWriter, "write_step", counting_step)
     assert run(tmp_path, backend) == 0
     assert seen["steps"] == 1
@@ -110,7 +110,7 @@ def test_write_error_fails_the_run_in_one_line(tmp_path, backend, reference, mon
                                                capsys, where, background):
     """A full disk in the writer: one line, exit 1, an index that restarts to the same run."""
     monkeypatch.setattr(FlowWriter, "background", background)
-    real_snap, real_index = layout.write_snapshot, layout.write_flow_index
+    real_snap, real_index = result_writer.write_snapshot, result_writer.write_flow_index
     calls = {"snapshot": 0, "index": 0}
 
     def full(path):
@@ -129,8 +129,8 @@ def test_write_error_fails_the_run_in_one_line(tmp_path, backend, reference, mon
             full(path)
         real_index(path, **kw)
 
-    monkeypatch.setattr(layout, "write_snapshot", snap)
-    monkeypatch.setattr(layout, "write_flow_index", index)
+    monkeypatch.setattr(result_writer, "write_snapshot", snap)
+    monkeypatch.setattr(result_writer, "write_flow_index", index)
     rc = run(tmp_path, backend)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1
@@ -171,14 +171,14 @@ def _state(grid, step, xp=np):
 def test_a_commit_lists_exactly_the_rows_and_snapshots_up_to_it(tmp_path, monkeypatch):
     backend = get_backend("numpy")
     grid = Grid(4, 6)
-    real = layout.write_snapshot
+    real = result_writer.write_snapshot
     go = threading.Event()
 
     def held(*a, **kw):
         assert go.wait(60)
         real(*a, **kw)
 
-    monkeypatch.setattr(layout, "write_snapshot", held)
+    monkeypatch.setattr(result_writer, "write_snapshot", held)
     w = FlowWriter.create(tmp_path / "run.h5", {"case": "x"}, grid)
     w.write_step(_report(0), initial=True)
     state = _state(grid, 0)
@@ -255,7 +255,7 @@ def test_extra_fields_go_into_the_snapshot_file(tmp_path, backend):
         assert fh["fields/step"].shape == (1,) and "u_host" not in fh["fields"]
         assert (fh["fields/p_dynamic"][0] == 7.0).all()
         assert fh["fields/p_dynamic"].attrs["units"] == "Pa"
-    with h5py.File(os.path.join(w.folder, layout.snapshot_name(0)), "r") as fh:
+    with h5py.File(os.path.join(w.folder, run_paths.snapshot_name(0)), "r") as fh:
         assert (fh["p_dynamic"][()] == 7.0).all() and fh["p_dynamic"].dtype == np.float64
         assert (fh["u_host"][()] == 1.0).all() and "units" not in fh["u_host"].attrs
         assert fh["p_dynamic"].attrs["units"] == "Pa"          # a field the layout knows
@@ -270,7 +270,7 @@ def test_error_of_a_background_write_is_raised_at_the_next_snapshot_and_at_close
     def refuse(path, *a, **kw):
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(layout, "write_snapshot", refuse)
+    monkeypatch.setattr(result_writer, "write_snapshot", refuse)
     w = FlowWriter.create(tmp_path / "run.h5", {"case": "x"}, grid)
     w.write_step(_report(0), initial=True)
     w.write_snapshot(_state(grid, 0), np.zeros((6, 4)), backend.to_host)    # returns at once

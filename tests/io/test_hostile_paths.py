@@ -17,7 +17,7 @@ import h5py
 import pytest
 
 from bubbleflow.apps.cli import main
-from bubbleflow.io import layout
+from bubbleflow.io import checkpoint_reader, layout, run_paths
 from bubbleflow.io.flow_output import FlowWriter, _new_run_id
 from bubbleflow.io.lock import FolderLock, LockBusy, LockRefused
 from helpers.cli import ROOT, run_cli
@@ -112,7 +112,7 @@ def assert_complete(out):
     """The new result in ``out``: readable through its own snapshot folder, the
     user's file beside it kept, nothing set aside left."""
     index = out / f"{NAME}.h5"
-    folder = layout.run_folder(index)
+    folder = run_paths.run_folder(index)
     assert os.path.isdir(folder) and os.listdir(folder)
     with h5py.File(index, "r") as fh:
         assert fh.attrs["run_status"] == "finished"
@@ -155,10 +155,10 @@ def test_restart_from_a_foreign_snapshot_dir_is_refused(root, stored, in_place):
 def test_reading_a_foreign_snapshot_dir_is_refused(root):
     index = root / "out" / f"{NAME}.h5"
     set_attr(index, "snapshot_dir", "../victim")
-    with pytest.raises(layout.StoredNameError, match="snapshot_dir"):
-        layout.read_checkpoint(index)
-    with pytest.raises(layout.StoredNameError, match="snapshot_dir"):
-        layout.read_index(index)
+    with pytest.raises(run_paths.StoredNameError, match="snapshot_dir"):
+        checkpoint_reader.read_checkpoint(index)
+    with pytest.raises(run_paths.StoredNameError, match="snapshot_dir"):
+        checkpoint_reader.read_index(index)
 
 
 # -------------------------------------------------------------------- run_id
@@ -200,10 +200,10 @@ def test_overwrite_of_a_foreign_run_id_removes_no_folder(root, stored):
 
 
 def test_the_writer_takes_only_its_own_shape_of_run_id(tmp_path):
-    assert layout.RUN_ID_PATTERN.fullmatch(_new_run_id())
+    assert run_paths.RUN_ID_PATTERN.fullmatch(_new_run_id())
     for bad in ("../../x", "/tmp/x", "..", "", "20261128T085031-1a2b3c/..",
                 "20261128T085031-1A2B3C"):
-        with pytest.raises(layout.StoredNameError):
+        with pytest.raises(run_paths.StoredNameError):
             FlowWriter(tmp_path / "r.h5", {}, None, bad)
     assert not os.listdir(tmp_path)
 

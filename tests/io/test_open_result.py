@@ -8,6 +8,7 @@ import pytest
 
 import bubbleflow
 from bubbleflow.apps.cli import main
+from bubbleflow.flow.bubble_tracking import EVENT_KINDS
 from bubbleflow.io import xarray_view
 
 xr = pytest.importorskip("xarray")
@@ -100,6 +101,46 @@ def test_a_flow_run_has_snapshots_in_time_and_diagnostics_per_step(flow_file):
     # The last snapshot by time label.
     last = ds.phi.sel(time=0.02, method="nearest")
     np.testing.assert_array_equal(last.values, ds.phi.isel(time=-1).values)
+
+
+def test_a_flow_run_has_its_bubble_tables_by_row_and_event(flow_file):
+    ds = bubbleflow.open_result(flow_file)
+    with h5py.File(flow_file, "r") as fh:
+        b, e = fh["bubbles"], fh["bubbles/events"]
+        columns = [k for k in b if k != "events"]
+        assert {"id", "area", "centroid_y", "diameter"} <= set(columns)
+        for name in columns:
+            var = ds["bubble_" + name]
+            assert var.dims == ("bubble_row",)
+            np.testing.assert_array_equal(var.values, b[name][()])
+            assert var.attrs["units"] == b[name].attrs["units"]
+        for name in e:
+            var = ds["event_" + name]
+            assert var.dims == ("event",)
+            np.testing.assert_array_equal(var.values, e[name][()])
+            assert var.attrs["units"] == e[name].attrs["units"]
+        kinds = e["kind"].attrs["kinds"]
+        kinds = kinds.decode() if isinstance(kinds, bytes) else kinds
+    assert ds.sizes["bubble_row"] > 0 and ds.sizes["event"] > 0
+    # The sample's step and time label the rows, as a solve's label the solves.
+    assert {"bubble_step", "bubble_time", "event_step", "event_time"} <= set(ds.coords)
+    assert ds.bubble_time.attrs["units"] == "s" and ds.bubble_area.attrs["units"] == "m^2"
+    # One bubble's area is not the gas phase's: its own variable and long name.
+    assert ds.area.dims == ("step",)
+    assert ds.bubble_area.attrs["long_name"] != ds.area.attrs["long_name"]
+    on_tables = [v for v in ds.variables
+                 if set(ds[v].dims) & {"bubble_row", "event"}]
+    assert all("long_name" in ds[v].attrs and "units" in ds[v].attrs for v in on_tables)
+    # The kind codes' names: the file's attribute and CF's flags.
+    kind = ds.event_kind
+    assert kind.attrs["kinds"] == kinds
+    meanings = kind.attrs["flag_meanings"].split()
+    assert meanings == list(EVENT_KINDS) == [k.strip() for k in kinds.split(",")]
+    assert kind.attrs["flag_values"].tolist() == list(range(len(EVENT_KINDS)))
+    assert meanings[int(kind.values[0])] == "created"
+    # One bubble's rows by its id: one per sample, in step order.
+    steps = ds.bubble_step.where(ds.bubble_id == ds.bubble_id[0], drop=True)
+    assert steps.size > 1 and np.all(np.diff(steps.values) > 0)
 
 
 def test_a_file_that_is_not_a_result_is_one_line(tmp_path):

@@ -9,9 +9,10 @@ import pytest
 
 from bubbleflow.apps.plots import save_figure
 from bubbleflow.io import atomic
-from bubbleflow.io import layout as output
 from bubbleflow.io.atomic import atomic_h5, atomic_path, atomic_text
-from bubbleflow.io.layout import attach_dimension_scales, write_pressure_result
+from bubbleflow.io.dimension_scales import attach_dimension_scales
+from bubbleflow.io.result_units import UNITS
+from bubbleflow.io.result_writer import write_pressure_result
 from bubbleflow.mesh.grid import Grid
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
@@ -208,7 +209,7 @@ def test_flow_layout_scales_on_virtual_datasets(tmp_path):
                   "u": ("y", "x_faces"), "v": ("y_faces", "x")}
         for name, (ys, xs) in expect.items():
             ds = f[name]
-            assert ds.is_virtual and ds.attrs["units"] == output.UNITS[name]
+            assert ds.is_virtual and ds.attrs["units"] == UNITS[name]
             assert [s.name for s in ds.dims[0].values()] == ["/fields/time", "/fields/step"]
             assert [s.name for s in ds.dims[1].values()] == [f"/grid/{ys}"]
             assert [s.name for s in ds.dims[2].values()] == [f"/grid/{xs}"]

@@ -7,6 +7,8 @@ import pytest
 
 from bubbleflow.apps.cli import main
 from bubbleflow.io import layout
+from bubbleflow.io.result_units import SERIES_UNITS
+from bubbleflow.io.run_paths import run_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -53,14 +55,14 @@ def test_every_dataset_of_a_flow_output_has_units(case, tmp_path, backend):
     index = run_case(case, FLOWS[case], tmp_path, backend)
     units = assert_all_labelled(index)
     for name in layout.diagnostics_names(3 if "3d" in case else 2):
-        assert units[f"diagnostics/{name}"] == layout.SERIES_UNITS[name]
+        assert units[f"diagnostics/{name}"] == SERIES_UNITS[name]
     assert units["solver/solve_seconds"] == "s" and units["fields/p"] == "Pa"
     size = "volume" if "3d" in case else "area"
     assert units[f"diagnostics/{size}"] == ("m^3" if size == "volume" else "m^2")
     with h5py.File(index, "r") as fh:
         assert fh["bubbles/centroid_x"].attrs["units"] == "m"
         assert fh["diagnostics"].attrs["gas_volume_change_units"] == "1"
-    folder = layout.run_folder(index)
+    folder = run_folder(index)
     for name in os.listdir(folder):
         assert_all_labelled(os.path.join(folder, name))
     if case == "two_phase":
@@ -91,4 +93,4 @@ def test_a_flow_describes_its_solver_as_a_pressure_result_does(tmp_path, backend
 def test_every_series_a_run_can_write_has_a_unit():
     names = (set(layout.diagnostics_names(2)) | set(layout.diagnostics_names(3))
              | set(layout.SOLVER_DTYPES) | {"reason"})
-    assert names <= set(layout.SERIES_UNITS)
+    assert names <= set(SERIES_UNITS)

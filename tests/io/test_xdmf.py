@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bubbleflow.mesh.grid import Grid
-from bubbleflow.io.layout import write_pressure_result
+from bubbleflow.io.result_writer import write_pressure_result
 from bubbleflow.io.xdmf import write_xdmf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -113,7 +113,7 @@ def _writer(case, backend, flow, folder):
     """A :class:`FlowWriter` in ``folder`` with the run's header, as ``bubbleflow run`` makes it."""
     from ... import __version__
     from ...io.flow_output import FlowWriter
-    from ...io.layout import header_attrs
+    from ...io.result_header import header_attrs
 
     attrs = header_attrs(version=__version__, case_yaml=case.to_yaml(), backend=backend.name,
                          device=backend.device_name, precision=case.precision,

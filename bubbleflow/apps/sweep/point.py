@@ -72,10 +72,10 @@ def run_point(point):
 
 
 def _read_results(path, mode):
-    """The result columns of one run's file (:func:`bubbleflow.io.layout.read_run`)."""
+    """The result columns of one run's file (:func:`bubbleflow.io.result_reader.read_run`)."""
     import numpy as np
 
-    from ...io.layout import read_run
+    from ...io.result_reader import read_run
     from ..validation import benchmark_quantities, summarise_run
 
     raw = read_run(path, fields=False)

@@ -60,7 +60,7 @@ def _h5_column(values):
 def write_summary(directory, columns, rows, study_text=""):
     """Write ``summary.csv`` and ``summary.h5`` (each atomically) in ``directory``."""
     from ...io.atomic import atomic_text
-    from ...io.layout import write_summary_h5
+    from ...io.result_writer import write_summary_h5
 
     atomic_text(os.path.join(directory, SUMMARY_CSV), csv_text(columns, rows))
     write_summary_h5(os.path.join(directory, SUMMARY_H5), study_text, len(rows), columns,
