@@ -450,7 +450,7 @@ class FlowSolver:
         # alone, is kept).
         redone = 0
         while redone < MAX_SHORTENED_STEPS:
-            shorter = self._transport_step(velocity, dt)
+            shorter = self._transport_step(state, velocity, dt)
             if shorter is None:
                 break
             dt, redone = shorter, redone + 1
@@ -500,17 +500,20 @@ class FlowSolver:
         clock.mark("correction")
         return velocity, p, record, norms
 
-    def _transport_step(self, velocity, dt):
+    def _transport_step(self, state, velocity, dt):
         """None where the new ``velocity`` carries the interface at most
         :data:`TRANSPORT_CFL` cells along any axis in ``dt``; else the
         shorter step that carries it ``min(time.cfl, TRANSPORT_CFL)`` cells
         (adaptive steps only: a fixed ``time.dt`` is the user's, and the
-        physical bounds report what it does).  One small transfer."""
+        physical bounds report what it does).  One small transfer: the
+        maxima of the step's scalars (:func:`.momentum.step_scalars`, one
+        kernel pass in 2-D on a GPU), over the ranks."""
         if self.case.time.dt is not None:
             return None
-        xp = self.xp
-        speeds = self.partition.maxima(self.backend.to_host(
-            xp.stack([xp.abs(f).max() for f in velocity])))
+        # (rho and mu are not read without the viscous maximum: phi stands in.)
+        scalars = self.backend.to_host(momentum.step_scalars(
+            velocity, state.phi, state.phi, state.phi, True, False))
+        speeds = self.partition.maxima(np.asarray(scalars[1:1 + self.ndim], dtype=np.float64))
         reach = max(float(s) * dt / h for s, h in zip(speeds, self.spacing))
         if reach <= TRANSPORT_CFL or not math.isfinite(reach):
             return None
