@@ -128,9 +128,10 @@ def _check_restart(case, backend, restart):
     """The checkpoint read and checked against ``case`` (rank 0, before any
     work: its one line then comes once)."""
     from ..flow import flow_solver
-    from .restart import open_restart
+    from .restart import open_restart, restart_tracker
 
     open_restart(case, restart, backend, flow_solver(case, backend))
+    restart_tracker(restart)            # (a bad tracker state: the same one line, once)
 
 
 def _solve(case, backend, comm, quiet, out):

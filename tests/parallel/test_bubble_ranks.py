@@ -51,3 +51,25 @@ def test_the_ranks_track_the_bubbles_of_one_process(tmp_path):
             else:
                 np.testing.assert_allclose(got[name], values, rtol=1e-9, atol=1e-12,
                                            err_msg=name)
+
+
+def test_a_trackers_state_that_cannot_be_read_is_one_line_on_the_ranks(tmp_path):
+    """Checked on rank 0 before the ranks start: one line, said once."""
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    folder = tmp_path / "run"
+    run(1, folder, 0.05)
+    index = folder / "two_phase.h5"
+    snapshots = sorted(folder.glob("two_phase.snapshots/*/*.h5"))
+    assert snapshots, list(folder.rglob("*"))
+    with h5py.File(snapshots[-1], "a") as fh:
+        del fh["bubble_tracker/ids"]
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "run",
+           str(ROOT / "cases" / "two_phase.yaml"), *MERGE, "--set", "time.end=0.1",
+           "-o", str(folder), "--restart", str(index)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=child_env(),
+                          cwd=folder.parent)
+    err = [line for line in proc.stderr.strip().splitlines() if "bubble tracker" in line]
+    assert proc.returncode == 2 and len(err) == 1, proc.stdout + proc.stderr
+    assert "'ids' missing" in err[0] and "Traceback" not in proc.stderr
