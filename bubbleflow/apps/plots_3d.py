@@ -3,7 +3,9 @@ benchmark's quantities (``bubbleflow plot`` on a run with ``grid.nz``).
 
 The fields figure shows, at the last snapshot, the pressure and the density
 on the vertical mid-plane ``y = ly/2`` (with the interface), the density on
-the horizontal plane through the gas centroid, and the gas projected along
+the horizontal plane that cuts the most bubble cells (:func:`slice_plane`:
+not the whole gas's centroid, which above a free surface lies in the air),
+and the gas projected along
 y: the gas thickness along each line of sight, in cells, with the outline
 of its shadow (what an isosurface rendering shows of the bubble's shape,
 without one).  The benchmark figure plots rise velocity, sphericity, the
@@ -18,7 +20,12 @@ import numpy as np
 
 from .validation import nested
 
-__all__ = ["fields_figure", "benchmark_figure", "is_rising_bubble_3d", "interface_style"]
+__all__ = ["fields_figure", "benchmark_figure", "is_rising_bubble_3d", "interface_style",
+           "slice_plane", "PANEL_PAD"]
+
+
+#: Padding (inches) around each panel and colour bar of the fields figure.
+PANEL_PAD = 0.1
 
 
 def interface_style():
@@ -29,6 +36,50 @@ def interface_style():
     return dict(colors="white", linewidths=1.6,
                 path_effects=[patheffects.Stroke(linewidth=3.0, foreground="black"),
                               patheffects.Normal()])
+
+
+def slice_plane(phi):
+    """``(k, why)``: the horizontal plane ``phi[k]`` that shows the bubbles.
+
+    Bubbles are the connected gas regions (``phi < 0``, 6-connected) that do
+    not reach the top layer of cells; those that do are the gas above a free
+    surface, whose centroid would put the plane in the air and show none of
+    the bubbles.  The plane is the one cutting the most bubble cells (ties:
+    the one nearest the bubbles' centroid), so it holds gas even when the
+    bubbles sit at different heights.  Without bubbles it goes through the
+    centroid of the gas, and without gas through the middle.
+
+    Parameters
+    ----------
+    phi : ndarray, shape (nz, ny, nx)
+        Level set at the cell centres (negative in the gas).
+
+    Returns
+    -------
+    k : int
+        Index of the plane along z.
+    why : str
+        What the plane is, for the panel's title.
+    """
+    from scipy import ndimage
+
+    gas = np.asarray(phi) < 0.0
+    nz = gas.shape[0]
+    if not gas.any():
+        return nz // 2, "mid-height: no gas"
+    labels, n = ndimage.label(gas)
+    layer = np.setdiff1d(np.unique(labels[-1]), [0])
+    bubbles = gas & ~np.isin(labels, layer)
+    cells = bubbles.sum(axis=(1, 2))
+    if not cells.any():
+        k = int(round(float(np.average(np.arange(nz), weights=gas.sum(axis=(1, 2))))))
+        return k, "through the gas centroid: no bubble"
+    centre = float(np.average(np.arange(nz), weights=cells))
+    widest = np.flatnonzero(cells == cells.max())
+    k = int(widest[np.argmin(np.abs(widest - centre))])
+    count = n - len(layer)
+    why = f"most cells of {count} bubble{'s' if count != 1 else ''}"
+    return k, why + ("; gas layer not counted" if len(layer) else "")
 
 
 def _extent(a, b):
@@ -45,7 +96,9 @@ def _panel(fig, ax, data, coords, labels, cmap, norm, title, unit, phi=None):
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])
     ax.set_title(title, fontsize=10)
-    cb = fig.colorbar(im, cax=ax.inset_axes([1.04, 0.0, 0.05, 1.0]))
+    # Attached with ``ax=`` (not an inset axes): constrained layout then
+    # reserves room for the bar and its label before the next panel.
+    cb = fig.colorbar(im, ax=ax, fraction=0.08, pad=0.03, aspect=25)
     cb.set_label(unit)
 
 
@@ -68,13 +121,13 @@ def fields_figure(run, run_figure):
     p, rho, phi = f["p"], f["rho"], f["phi"]
     j = len(y) // 2                                   # the vertical mid-plane y = ly / 2
     gas = phi < 0.0
-    if gas.any():
-        k = int(round(float(np.average(np.arange(len(z)), weights=gas.sum(axis=(1, 2))))))
-    else:
-        k = len(z) // 2
+    k, why = slice_plane(phi)
     aspect = (z[-1] - z[0] + 1e-300) / (x[-1] - x[0] + 1e-300)
     img_w = min(3.0, 6.0 / max(aspect, 1e-3))
     fig, body = run_figure(run, 4 * (img_w + 1.9), img_w * max(aspect, 1.0) + 1.6)
+    # A clear margin between one panel's colour-bar label and the next
+    # panel's axis label (the default pad leaves them touching).
+    fig.get_layout_engine().set(w_pad=PANEL_PAD)
     axes = body.subplots(1, 4)
     finite = p[np.isfinite(p)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -85,7 +138,7 @@ def fields_figure(run, run_figure):
     _panel(body, axes[1], rho[:, j, :], xz, ("x (m)", "z (m)"), "Blues", _density_norm(rho),
            f"density, plane y = {y[j]:.3g} m", "$\\rho$ (kg/m$^3$)", phi[:, j, :])
     _panel(body, axes[2], rho[k], (x, y), ("x (m)", "y (m)"), "Blues", _density_norm(rho),
-           f"density, plane z = {z[k]:.3g} m\n(through the gas centroid)", "$\\rho$ (kg/m$^3$)",
+           f"density, plane z = {z[k]:.3g} m\n({why})", "$\\rho$ (kg/m$^3$)",
            phi[k])
     thickness = gas.sum(axis=1).astype(np.float64)    # cells of gas along each line of sight
     _panel(body, axes[3], thickness, xz, ("x (m)", "z (m)"), "magma",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import textwrap
 
 import numpy as np
 
@@ -391,6 +392,12 @@ def study_figures(csv_path):
 _BENCH_COLUMNS = ("size", "contrast", "kind", "solver", "config", "solve_ms", "converged")
 
 
+# Widths of one character (inches, upper bounds for DejaVu Sans) of the
+# bench figure's legend (8 pt) and title (12 pt), to size the figure.
+_BENCH_LEGEND_CHAR_IN = 0.065
+_BENCH_TITLE_CHAR_IN = 0.11
+
+
 def is_bench_csv(path):
     try:
         with open(path, newline="", encoding="utf-8") as fh:
@@ -419,8 +426,15 @@ def bench_figures(csv_path):
     contrasts = sorted({float(r["contrast"]) for r in rows})
     solvers = list(dict.fromkeys(r["solver"] for r in rows))
     device = rows[0].get("device") or rows[0].get("backend") or ""
-    fig = new_figure(4.2 * len(contrasts) + 1.0, 5.2)
-    axes = np.atleast_1d(fig.subplots(1, len(contrasts), sharey=True))
+    # The legend has a strip of its own right of the panels, as wide as its
+    # longest solver name (they run to 50 characters) and as tall as its
+    # rows, so that neither it nor the title above the panels is pushed off
+    # the canvas or over the other.
+    legend_w = 0.6 + _BENCH_LEGEND_CHAR_IN * max(len(str(name)) for name in solvers)
+    panels_w = 4.2 * len(contrasts) + 1.0
+    fig = new_figure(panels_w + legend_w, max(5.2, 1.0 + 0.2 * len(solvers)))
+    plots, side = fig.subfigures(1, 2, width_ratios=[panels_w, legend_w])
+    axes = np.atleast_1d(plots.subplots(1, len(contrasts), sharey=True))
     colours = {name: f"C{i % 10}" for i, name in enumerate(solvers)}
     for ax, contrast in zip(axes, contrasts):
         for name in solvers:
@@ -443,7 +457,12 @@ def bench_figures(csv_path):
         more = ax.get_legend_handles_labels()
         handles += [h for h, name in zip(*more) if name not in labels]
         labels += [name for name in more[1] if name not in labels]
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8)
-    fig.suptitle(f"bubbleflow bench: time to solution, {device} (open: not converged)")
+    side.legend(handles, labels, loc="center left", fontsize=8, title="solver",
+                title_fontsize=8)
+    # Wrapped to the panels' width: one narrow panel cannot hold the title
+    # on one line.
+    title = f"bubbleflow bench: time to solution, {device} (open: not converged)"
+    most = max(20, int(panels_w / _BENCH_TITLE_CHAR_IN))
+    plots.suptitle("\n".join(textwrap.wrap(title, width=most)))
     stem = os.path.splitext(os.path.basename(csv_path))[0]
     return {f"{stem}_time.png": fig}
