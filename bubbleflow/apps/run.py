@@ -195,6 +195,10 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
     :data:`~bubbleflow.io.flow_output.GAS_VOLUME_TOLERANCE`), as its file does."""
     path = out.path if out is not None else os.path.join(outdir or case.output.directory,
                                                          f"{case.name}.h5")
+    ranks = comm.size if comm is not None else 1
+    if command is not None and ranks > 1:
+        # The ranks' run goes on with as many ranks (the slabs are theirs).
+        command = ["mpiexec", "-n", str(ranks), *command]
     hint = restart_hint(command, path)
     # From the start: a SIGTERM while the first kernels compile must not kill
     # the run before its first snapshot is written.

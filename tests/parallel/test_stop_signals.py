@@ -260,6 +260,8 @@ def _check_stop(folder, rank, sent, code, err, reference, what):
         assert all(name is None for p in polls for _, name in p[:-1]), where
         assert last == len(polls[0]) - 1 and len(after) <= 2, where
         assert "stopped by SIGTERM" in err and "--restart" in err, where
+        # The command to type goes on with as many ranks.
+        assert "continue with: mpiexec -n 2 bubbleflow run " in err, where
     else:
         assert status == "finished", where
         assert last == reference["steps"] == len(polls[0]), where
