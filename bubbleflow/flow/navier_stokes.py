@@ -290,13 +290,18 @@ class FlowSolver:
         return self._dt_limits(self._step_scalars(state, rho, mu))
 
     def _step_scalars(self, state, rho, mu):
-        """``[finite, max |u_a| per axis, max mu/rho]`` on the host (one
-        transfer), maximised over the ranks (the finite flag as its
-        minimum): every rank takes the same step."""
+        """``[finite, max |u_a| per axis, max mu/rho]`` of the state's start
+        (:meth:`_host_scalars`)."""
         maxima = self.case.time.dt is None
+        return self._host_scalars(state.velocity, state.phi, rho, mu, maxima,
+                                  maxima and not self.implicit_viscosity)
+
+    def _host_scalars(self, velocity, phi, rho, mu, maxima, viscous):
+        """:func:`.momentum.step_scalars` on the host (one transfer),
+        maximised over the ranks (the finite flag as its minimum): every rank
+        takes the same step."""
         local = np.array(self.backend.to_host(momentum.step_scalars(
-            state.velocity, state.phi, rho, mu, maxima,
-            maxima and not self.implicit_viscosity)), dtype=np.float64)
+            velocity, phi, rho, mu, maxima, viscous)), dtype=np.float64)
         local[0] = 1.0 - local[0]
         out = self.partition.maxima(local)
         out[0] = 1.0 - out[0]
@@ -405,9 +410,6 @@ class FlowSolver:
             return p
         return p - self.gravity * rho * (self.cell_heights - self.y0)
 
-    def divergence(self, velocity):
-        return momentum.divergence(velocity, self.spacing)
-
     # ------------------------------------------------------------------- step
     def step(self, state):
         """Advance one step (on ranks: every rank its slab, at once);
@@ -511,9 +513,8 @@ class FlowSolver:
         if self.case.time.dt is not None:
             return None
         # (rho and mu are not read without the viscous maximum: phi stands in.)
-        scalars = self.backend.to_host(momentum.step_scalars(
-            velocity, state.phi, state.phi, state.phi, True, False))
-        speeds = self.partition.maxima(np.asarray(scalars[1:1 + self.ndim], dtype=np.float64))
+        speeds = self._host_scalars(velocity, state.phi, state.phi, state.phi, True,
+                                    False)[1:1 + self.ndim]
         reach = max(float(s) * dt / h for s, h in zip(speeds, self.spacing))
         if reach <= TRANSPORT_CFL or not math.isfinite(reach):
             return None
