@@ -243,12 +243,17 @@ def _flow_solver(case, backend, comm, restart):
     return solver, slab_state(whole, solver.slab, backend.xp)
 
 
-def _restart_tracker(case, comm, restart):
-    """The bubble tracker a restart continues (rank 0's; None for a new run,
-    without tracking, or where the checkpoint holds none)."""
-    if restart is None or case.output.bubbles_every == 0 or (comm is not None and comm.rank):
-        return None
-    return restart_tracker(restart)
+def _tracking(case, backend, comm, restart):
+    """``(every, tracker)``: the steps between the bubble tracker's samples
+    (:func:`~bubbleflow.flow.bubble_tracking.sample_interval`) and the
+    tracker a restart continues (rank 0's; None for a new run, without
+    tracking, or where the checkpoint holds none)."""
+    from ..flow.bubble_tracking import sample_interval
+
+    every = sample_interval(case.output.bubbles_every, backend)
+    if restart is None or not every or (comm is not None and comm.rank):
+        return every, None
+    return every, restart_tracker(restart)
 
 
 def _flow_writer(case, backend, comm, restart, path, grid):
@@ -294,14 +299,13 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hi
     # The solver and the checkpoint before anything is moved aside: a bad
     # restart leaves the previous result where it was.
     solver, state = _flow_solver(case, backend, comm, restart)
-    tracker = _restart_tracker(case, comm, restart)
+    every, tracker = _tracking(case, backend, comm, restart)
     aside = out.set_aside() if out is not None else None
     if aside:
         _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run finishes")
     writer = _flow_writer(case, backend, comm, restart, path, solver.grid)
     state, previous_wall = _first_state(case, solver, state, writer, restart, quiet)
-    bubbles = BubbleSampling(case.output.bubbles_every, solver, writer, lead=loud,
-                             tracker=tracker)
+    bubbles = BubbleSampling(every, solver, writer, lead=loud, tracker=tracker)
     g = solver.grid
     size = writer.diag["area" if "area" in writer.diag else "volume"]
     gas = size[0] > 0 if size else True

@@ -309,15 +309,17 @@ class OutputConfig(_Node):
     ``interval``: simulated time (s) between field snapshots in ``mode: flow``
     (each snapshot is also a restart checkpoint); null: start and end only.
     ``bubbles_every``: steps between the samples of the bubble tracking
-    (``mode: flow``; :mod:`bubbleflow.flow.bubble_tracking`), 0: none.
+    (``mode: flow``; :mod:`bubbleflow.flow.bubble_tracking`), 0: none;
+    ``auto``: :func:`bubbleflow.flow.bubble_tracking.sample_interval`.
     """
 
     directory: str = checked_field(StrSpec("a non-empty directory path"), "outputs")
     interval: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None)
-    bubbles_every: int = checked_field(
-        IntSpec(min=0, max=MAX_STEPS, why="the most steps of a flow"), 1,
+    bubbles_every: object = checked_field(
+        IntSpec(min=0, max=MAX_STEPS, also=("auto",), why="the most steps of a flow"), "auto",
         doc="steps between the bubble tracker's samples (every gas region labelled, "
-            "identified and measured); 0: no tracking")
+            "identified and measured); 0: no tracking; auto: every step on the CPU, every "
+            "10 steps on a GPU (where a sample costs about half a step)")
 
 
 @dataclass(frozen=True)

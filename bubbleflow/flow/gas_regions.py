@@ -7,8 +7,10 @@ with a volume fraction (CLSVOF), ``phi < 0`` with the level set alone.  Their
 face-connected sets (:func:`bubbleflow.compute.regions.label_regions`, SciPy's or CuPy's
 labelling, which connects by faces in any dimension) are the regions,
 numbered ``1 .. count`` in the order of their centroids (the vertical
-coordinate first, then the others from the last grid axis down), so that
-the numbers do not depend on the backend's labelling.  Cores rather than
+coordinate first, then the others from the last grid axis down, each to a
+millionth of a cell), so that the numbers do not depend on the backend's
+labelling nor on rounding.  The sums over a region come out the same on
+every run (:func:`bubbleflow.compute.regions.region_sums`).  Cores rather than
 every cell holding gas: two bubbles a cell apart share cells of small
 ``c`` (their interface cells touch) and would otherwise be one region.
 
@@ -43,7 +45,7 @@ rank below, which pairs them with its last plane's (a pair per face-adjacent
 core cell on both sides); the pairs, few, are gathered on every rank and
 joined by union-find into one relabelling map.  The nearest-core assignment
 needs the neighbours' cores within the interface's width (one or two planes
-of ghosts), the per-region sums are ``bincount`` on the slab totalled over
+of ghosts), the per-region sums are :func:`.region_sums` on the slab totalled over
 the ranks, and the tracker's overlap counts likewise.  Until that is worth
 its collectives, gathering is the path (a snapshot's cost, once per sample).
 
@@ -60,9 +62,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compute.backend import array_module, backend_of
-from ..compute.regions import label_regions
+from ..compute.regions import label_regions, region_sums
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
+from . import vof_redistance_cuda
 from .face_velocity import cell_velocity, check_velocity
 from .plic import cut_fraction
 from .plic_reconstruction import interface_mask, reconstruct
@@ -139,6 +142,7 @@ def _nearest_labels_cupy(labels, spacing):
     return labels[tuple(index)]
 
 
+@twin
 def interface_measure(c, spacing, normal_from=None):
     """The PLIC interface's measure in every cell: the segment's length in
     2-D (:func:`.plic_segments.interface_segments`: summed over a region,
@@ -288,24 +292,24 @@ def gas_regions(c, velocity, spacing, core=None, normal_from=None):
         weights.append(c * ((xp.arange(c.shape[k], dtype=c.dtype) + 0.5) * h).reshape(shape))
     weights += [c * u for u in cell_velocity(velocity)]
     weights.append(interface_measure(c, spacing, normal_from))
-    flat = owner.ravel()
-    sums = [xp.bincount(flat, weights=w.ravel(), minlength=count + 1)[1:] for w in weights]
+    sums = region_sums(owner, weights, count)
     top = xp.zeros(count + 1, dtype=bool)
     top[labels[-1].ravel()] = True
-    sums.append(top[1:])
-    host = backend.to_host_many(sums)
-    mass = np.asarray(host[0], dtype=np.float64)
-    centroid = np.stack([np.asarray(w) / mass for w in host[1:1 + nd]], axis=1)
-    mean_velocity = np.stack([np.asarray(w) / mass for w in host[1 + nd:1 + 2 * nd]], axis=1)
-    # Number the regions by centroid: the vertical first (np.lexsort's last key).
-    order = np.lexsort(tuple(centroid[:, a] for a in range(nd)))
+    layer = np.asarray(backend.to_host(top[1:]), dtype=bool)
+    mass = sums[0]
+    centroid = np.stack([w / mass for w in sums[1:1 + nd]], axis=1)
+    mean_velocity = np.stack([w / mass for w in sums[1 + nd:1 + 2 * nd]], axis=1)
+    # Number the regions by centroid, the vertical first (np.lexsort's last
+    # key), on a grid of a millionth of a cell: centroids the same to
+    # rounding go by the next coordinate, not by their last bits.
+    grain = [1e-6 * h for h in spacing]
+    order = np.lexsort(tuple(np.rint(centroid[:, a] / grain[a]) for a in range(nd)))
     number = np.zeros(count + 1, dtype=np.int32)
     number[order + 1] = np.arange(1, count + 1, dtype=np.int32)
     return GasRegions(labels=xp.asarray(number)[labels], spacing=tuple(spacing),
                       volume=times_cell_volume(mass, spacing)[order],
                       centroid=centroid[order], velocity=mean_velocity[order],
-                      interface=np.asarray(host[-2], dtype=np.float64)[order],
-                      layer=np.asarray(host[-1], dtype=bool)[order])
+                      interface=sums[-1][order], layer=layer[order])
 
 
 def state_regions(state, spacing):
@@ -329,3 +333,8 @@ def state_regions(state, spacing):
         return gas_regions(state.c, state.velocity, spacing, normal_from=state.phi)
     c = volume_fraction(state.phi, spacing)
     return gas_regions(c, state.velocity, spacing, core=state.phi < 0.0, normal_from=state.phi)
+
+
+# 2-D with the level set's normals, on a GPU: the segments kernel of the
+# level set's rebuild, the lengths taken from it (vof_redistance_cuda.py).
+interface_measure.register("cupy")(vof_redistance_cuda.segment_lengths)

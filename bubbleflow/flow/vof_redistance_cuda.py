@@ -20,6 +20,10 @@ loops in Python over the ~121 neighbour offsets of the search (``reach =
   segment, the right face, the top face); then the array code's sign rules
   and the new level set.
 
+:func:`segment_lengths` (the ``"cupy"`` variant of
+:func:`.gas_regions.interface_measure` in 2-D) launches the first kernel
+alone and takes each interface cell's segment length from it.
+
 With ``info`` the search also counts the band cells and the sign conflicts
 (atomic integer adds: the same totals in any order), and one device-to-host
 read fills ``info``.  So a call is two launches, three with ``info`` (the
@@ -44,7 +48,7 @@ import numpy as np
 from ..compute import cuda
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
 
-__all__ = ["redistance", "redistance_2d"]
+__all__ = ["redistance", "redistance_2d", "segment_lengths"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -123,3 +127,48 @@ def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
         info["band_cells"] = band_cells
         info["sign_conflicts"] = conflicts
     return out
+
+
+def segment_lengths(c, spacing, normal_from=None):
+    """The PLIC segment's length in every interface cell, zero elsewhere
+    (twin: :func:`.gas_regions.interface_measure` in 2-D with the level
+    set's normals): ``bf_vof_rd_segments`` and one element-wise pass.  The
+    length is that of the segment's vector from its cell's centre, where the
+    array code subtracts its ends in the grid's coordinates: equal to
+    rounding.  Youngs' normals (no ``normal_from``), another dimension or a
+    call the kernel does not cover: ``NotImplemented``."""
+    import cupy as cp
+
+    if normal_from is None or len(spacing) != 2:
+        return NotImplemented
+    hx, hy = spacing
+    arrays = cuda.float64_2d(normal_from, c)
+    if arrays is None or not (_cell_size(hx) and _cell_size(hy)):
+        return NotImplemented
+    phi, c = arrays
+    ny, nx = c.shape
+    if phi.shape != c.shape or min(nx, ny) < _MIN_CELLS:
+        return NotImplemented
+    grid, block = cuda.grid_2d(nx, ny, _BLOCK)
+    flags = cp.empty((ny, nx), dtype=cp.uint8)
+    seg = cp.empty((ny, nx, _NSEG), dtype=cp.float64)
+    _kernel("bf_vof_rd_segments")(grid, block, (
+        phi, c, flags, seg, np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy),
+        np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)))
+    return _masked_length(flags, seg[..., 5], seg[..., 6])
+
+
+@cuda.kernel_cache
+def _length_kernel():
+    import cupy as cp
+
+    return cp.ElementwiseKernel(
+        "uint8 flags, float64 ex, float64 ey", "float64 length",
+        "length = (flags & 1) ? sqrt(ex * ex + ey * ey) : 0.0", "bf_segment_length")
+
+
+def _masked_length(flags, ex, ey):
+    """``sqrt(ex^2 + ey^2)`` where the interface-cell flag (bit 1 of
+    ``bf_vof_rd_segments``' flags) is set, else 0 (the segment array is
+    not written outside those cells)."""
+    return _length_kernel()(flags, ex, ey)

@@ -153,6 +153,29 @@ def test_plic_polygon_area_in_3d(backend):
     assert area == pytest.approx(4 * math.pi * 0.25 ** 2, rel=1e-3)
 
 
+
+@pytest.mark.parametrize("normals", ["level set", "youngs"])
+def test_plic_segment_lengths_in_2d(backend, normals):
+    """A tilted line's PLIC segments add up to its length in the box (to
+    rounding with the level set's normals), a circle's to its perimeter
+    within 2 % at R = 10 cells; the
+    backend's lengths are the array code's to rounding, cell by cell."""
+    xp = backend.xp
+    n = 40
+    h = 1.0 / n
+    X = centres(n, 2)
+    phi = (X[1] - 0.4 - 0.2 * X[0]) / math.sqrt(1.04)
+    for phi, length, rel in ((phi, math.sqrt(1.04), 1e-12),
+                             (balls(n, [((0.5, 0.5), 0.25)]), 2 * math.pi * 0.25, 2e-2)):
+        c = volume_fraction(xp.asarray(phi), (h, h))
+        normal_from = xp.asarray(phi) if normals == "level set" else None
+        got = interface_measure(c, (h, h), normal_from=normal_from)
+        assert float(xp.sum(got)) == pytest.approx(length, rel=rel if normals == "level set"
+                                                    else max(rel, 1e-2))
+        want = interface_measure.reference(c, (h, h), normal_from=normal_from)
+        np.testing.assert_allclose(backend.to_host(got), backend.to_host(want), rtol=0,
+                                   atol=1e-15)
+
 # ---------------------------------------------------------------- tracking
 def test_approaching_bubbles_merge_into_the_larger_ones_id(backend):
     xp = backend.xp
@@ -324,3 +347,15 @@ def test_two_bubbles_of_a_clsvof_flow_keep_their_ids(backend):
     assert kinds(tracker) == [("created", 1, -1), ("created", 2, -1)]
     first, last = tracker.rows()[0], tracker.rows()[-2]
     assert last[2] == 1 and last[0] == 6 and last[5] != first[5]
+
+
+def test_auto_sampling_is_every_step_on_the_cpu_and_every_tenth_on_a_gpu(backend):
+    """``output.bubbles_every: auto`` (the default) resolves per backend; a
+    number is taken as it is."""
+    from bubbleflow.flow.bubble_tracking import AUTO_SAMPLE_EVERY, sample_interval
+
+    case = load_case(os.path.join(ROOT, "cases", "two_phase.yaml"))
+    assert case.output.bubbles_every == "auto"
+    assert sample_interval("auto", backend) == (10 if backend.name == "cupy" else 1)
+    assert AUTO_SAMPLE_EVERY == {"numpy": 1, "cupy": 10}
+    assert sample_interval(3, backend) == 3 and sample_interval(0, backend) == 0
