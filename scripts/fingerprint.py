@@ -47,6 +47,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -176,8 +177,10 @@ def child_env(root):
 
 
 def mpiexec():
-    """The ``mpiexec`` beside this Python (the test extras' MPICH)."""
-    return os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    """The ``mpiexec`` beside this Python (the test extras' MPICH), else the
+    one on ``PATH``."""
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return beside if os.path.exists(beside) else shutil.which("mpiexec") or beside
 
 
 def run_flow(root, backend, case_file, settings, ranks, out_dir):
@@ -305,6 +308,10 @@ def main():
     parser.add_argument("root", metavar="PKGROOT", nargs="?", default=".",
                         help="the checkout to fingerprint (default .)")
     parser.add_argument("--quick", action="store_true", help="a subset: 1-3 minutes on 2 cores")
+    parser.add_argument("--ranks", type=int, nargs="*", metavar="N",
+                        help="the mpiexec launches of the coarse flows (default 1 2 4, "
+                             "--quick 2 4; none given: one process only, as on one GPU, "
+                             "where every rank needs its own)")
     args = parser.parse_args()
     root = os.path.abspath(args.root)
     bf = import_checkout(root)
@@ -314,7 +321,10 @@ def main():
     records = solve_records(bf, args.backend, problems)
     records.update(function_records(bf, args.backend))
     records["flow"] = legacy_flow_record(root, args.backend)
-    records.update(flow_records(root, args.backend, QUICK_LAUNCHES if args.quick else LAUNCHES))
+    launches = QUICK_LAUNCHES if args.quick else LAUNCHES
+    if args.ranks is not None:
+        launches = (None, *args.ranks)
+    records.update(flow_records(root, args.backend, launches))
     with open(args.out, "w") as f:
         json.dump(records, f, indent=1, sort_keys=True)
     failed = sorted(k for k, v in records.items() if isinstance(v, dict) and "error" in v)

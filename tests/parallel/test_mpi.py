@@ -569,7 +569,8 @@ def test_the_scaling_options_are_checked_in_one_line(tmp_path):
                       (["--scaling", "2", "--dim", "4"], "--dim"),
                       (["--scaling", "2", "--sizes", "16", "--csv", str(tmp_path)], "--csv")):
         proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", *args],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env=child_env())
         assert proc.returncode == 2 and key in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
