@@ -1,9 +1,11 @@
 """A flow run tracks its bubbles: ``/bubbles`` and ``/bubbles/events`` in the
 index, the tracker's state in every snapshot.  Two bubbles one above the
 other merge once, at the sample where their gas first makes one region (the
-snapshots' own volume fraction says when); a run killed before the merge
-and restarted writes the uninterrupted run's tables; ``bubbleflow plot``
-draws them."""
+snapshots' own volume fraction says when); Hysing's case 2 sheds two
+satellites from its skirt, recorded as split off the bubble at the sample
+where the gas first makes three regions; a run killed before the merge and
+restarted writes the uninterrupted run's tables; ``bubbleflow plot`` draws
+them.  The runs take the suite's backend (``pytest --backend``)."""
 import os
 import signal
 import subprocess
@@ -28,10 +30,16 @@ CASE = os.path.join(ROOT, "cases", "two_phase.yaml")
 #: upper one's wake, catches it up at t = 0.40 s on this grid.
 MERGE = ["--backend", "numpy", "--no-progress", "-q", "--set", "grid.nx=20",
          "--set", "grid.ny=40", "--set", "solver.deflation.subdomains=[4,4]",
-         "--set", "output.interval=0.05",
+         "--set", "output.interval=0.05", "--set", "output.bubbles_every=1",
          "--set", "geometry.bubbles=[{center: [0.5, 0.45], radius: 0.2}, "
                   "{center: [0.5, 0.92], radius: 0.2}]"]
 MERGED = EVENT_KINDS.index("merged")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def on_the_suites_backend(backend):
+    """The module's runs on the suite's backend."""
+    MERGE[1] = backend.name
 
 
 def run(folder, end, *extra):
@@ -82,6 +90,50 @@ def test_two_bubbles_merge_once_when_their_gas_joins(merged_run):
     with h5py.File(os.path.join(folder, sorted(os.listdir(folder))[-1]), "r") as fh:
         assert fh["bubble_tracker/ids"][()].tolist() == [survivor]
         assert int(fh["bubble_tracker/next_id"][()]) == 3
+
+
+def snapshot_regions(index):
+    """``(steps, regions)``: every snapshot's step and its number of regions
+    of ``c > 0.5`` (face-connected, SciPy's labelling on the host)."""
+    with h5py.File(index, "r") as fh:
+        return (fh["fields/step"][()].tolist(),
+                [ndimage.label(c > 0.5)[1] for c in fh["fields/c"][()]])
+
+
+def test_hysing_case2_sheds_two_satellites_split_off_the_bubble(tmp_path, backend):
+    """Hysing's case 2 at h = 1/40 (the shipped case) to t = 2.4 s: its skirt
+    pinches off two satellites, one each side.  The bubble keeps id 1
+    throughout; both satellites are split off it at one sample, the first
+    whose gas makes three regions, which the snapshots' volume fraction
+    confirms; they mirror each other, and the pieces' areas add up to the
+    gas area."""
+    case2 = os.path.join(ROOT, "cases", "hysing_case2.yaml")
+    assert main(["run", case2, "-o", str(tmp_path), "--backend", backend.name, "-q",
+                 "--no-progress", "--set", "time.end=2.4", "--set", "output.interval=0.05",
+                 "--set", "output.bubbles_every=1"]) == 0
+    index = tmp_path / "hysing_case2.h5"
+    t = tables(index)
+    kinds = [EVENT_KINDS[k] for k in t["events/kind"]]
+    assert kinds == ["created", "split", "split"], kinds
+    split_step = int(t["events/step"][1])
+    assert t["events/step"][2] == split_step and 2.0 < t["events/time"][1] < 2.4
+    assert t["events/id"].tolist() == [1, 1, 1] and t["events/other"].tolist() == [-1, 2, 3]
+    step, ids, area = t["step"], t["id"], t["area"]
+    np.testing.assert_array_equal(np.unique(step), np.arange(step.max() + 1))
+    for s in np.unique(step):
+        assert sorted(ids[step == s]) == ([1] if s < split_step else [1, 2, 3]), s
+    after = step == split_step
+    x = dict(zip(ids[after], t["centroid_x"][after]))
+    assert x[2] + x[3] == pytest.approx(1.0, abs=1e-9) and abs(x[2] - x[3]) > 0.1
+    pieces = dict(zip(ids[after], area[after]))
+    assert pieces[2] == pytest.approx(pieces[3], rel=1e-9) and pieces[1] > 10 * pieces[2]
+    with h5py.File(index, "r") as fh:
+        total = fh["diagnostics/area"][()]
+    np.testing.assert_allclose([area[step == s].sum() for s in np.unique(step)], total,
+                               rtol=1e-9)
+    snaps, regions = snapshot_regions(index)
+    assert min(snaps) < split_step <= max(snaps)
+    assert regions == [1 if s < split_step else 3 for s in snaps]
 
 
 def test_a_run_killed_before_the_merge_restarts_to_the_same_tables(tmp_path, merged_run):
