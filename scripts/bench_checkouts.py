@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 #: The CSV columns that identify a row, and those compared.
-KEYS = ("case", "nx", "ny", "phase", "size", "contrast", "config")
+KEYS = ("case", "nx", "ny", "nz", "phase", "size", "contrast", "config")
 TIMES = ("median_ms", "solve_ms", "total_ms")
 
 

@@ -377,6 +377,12 @@ class FlowSolver:
         return [x for x, _ in solved]
 
     # ---------------------------------------------------------------- pressure
+    @property
+    def pressure(self):
+        """The run's pressure solver (:meth:`pressure_solver`'s, kept and
+        updated from step to step); None before the first step."""
+        return self._pressure
+
     def pressure_solver(self, A, phi, check=True):
         """The run's pressure solver, set up for the operator ``A`` of this
         step and its interface ``phi`` (the widened slab's): built at the

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from bubbleflow.apps import bench as bench_mod
-from bubbleflow.apps.bench import flow as flow_mod
+from bubbleflow.apps.bench import flow_floors
 from bubbleflow.apps.bench.flow_cases import (NAMED_CASES, build_configs, named_case_data,
                                               nearest_divisor)
 from bubbleflow.apps.cli import main
@@ -22,7 +22,7 @@ from bubbleflow.case.config import case_from_dict, load_case
 from bubbleflow.flow import navier_stokes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODELLED = set(flow_mod.PHASE_FIELDS) | {"pressure set-up", "pressure solve", flow_mod.OUTPUT}
+MODELLED = set(flow_floors.PHASE_FIELDS) | {flow_floors.SOLVE, flow_floors.OUTPUT}
 
 
 def read_rows(path):
@@ -86,7 +86,9 @@ def test_runs_and_prints_every_phase_beside_its_floor(small_run):
             name, cells = line[:18].strip(), line[18:].split()
             assert len(cells) == 5, line
             if name in MODELLED or name == "step":
-                assert all(c != "-" for c in cells), line        # a floor and a ratio
+                assert all(c != "-" for c in cells[:4]), line     # a floor
+                # and a ratio to it, unless the phase moves nothing on the device
+                assert (cells[4] == "-") == (float(cells[3]) == 0), line
     # Progress: a line as each configuration starts (with the subdomains it
     # uses) and as it finishes.
     err = small_run["err"].splitlines()
@@ -115,9 +117,9 @@ def test_csv_columns_and_consistent_numbers(small_run):
         assert float(step["step_ms"]) == pytest.approx(sum(means), rel=1e-9)
         assert sum(float(r["share"]) for r in these[:-1]) == pytest.approx(1.0, rel=1e-9)
         for r in these:
-            assert (r["status"], r["steps"], r["skip"], r["nx"], r["ny"]) == ("ok", "3", "1",
-                                                                              "20", "40")
-            if r["floor_ms"]:
+            assert (r["status"], r["steps"], r["skip"], r["nx"], r["ny"], r["nz"], r["cells"]) == (
+                "ok", "3", "1", "20", "40", "", "800")
+            if r["floor_ms"] and float(r["floor_ms"]) > 0:
                 assert float(r["ratio_to_floor"]) == pytest.approx(
                     float(r["mean_ms"]) / float(r["floor_ms"]), rel=1e-9)
         assert float(step["floor_ms"]) == pytest.approx(
@@ -257,10 +259,10 @@ def test_sizes_and_subdomains(tmp_path):
     assert "method: pcg" in text and "deflation: {type: none}" in text
     path.write_text(text.replace("method: pcg", "method: dpcg").replace(
         "deflation: {type: none}", "deflation: {type: subdomains, subdomains: [8, 16]}"))
-    (one,) = build_configs([str(path)], [(96, 200, "96x200")], [], on_device=False)
+    (one,) = build_configs([str(path)], [((96, 200), "96x200")], [], on_device=False)
     assert tuple(one.case.solver.deflation.subdomains) == (8, 20)
     assert "subdomains 8 x 20 (the case's 8 x 16 do not divide 96 x 200" in one.subdomains_note
-    (kept,) = build_configs([str(path)], [(32, None, "32")], [], on_device=False)
+    (kept,) = build_configs([str(path)], [((32,), "32")], [], on_device=False)
     assert (kept.case.grid.ny, kept.subdomains_note) == (64, "deflation subdomains 8 x 16 "
                                                               "(the case's)")
     (fixed,) = build_configs([os.path.join(ROOT, "cases", "two_phase.yaml")], None,

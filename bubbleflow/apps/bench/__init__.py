@@ -8,7 +8,8 @@
                      [--check-every N] [--repeat K] [--peers NAME ...] [--no-peer]
                      [--peer-maxiter N] [--peer-repeat K] [--peer-max-size N]
                      [--copy-mib M] [--csv FILE] [--no-progress]
-    bubbleflow bench --flow [--cases hysing,column,CASE.yaml] [--sizes NX|NXxNY ...]
+    bubbleflow bench --flow [--cases hysing,column,rising3d,column3d,CASE.yaml]
+                            [--sizes NX|NXxNY|NXxNYxNZ ...]
                             [--steps N] [--skip K] [--set KEY=VALUE ...] [--backend B]
                             [--copy-mib M] [--csv FILE|FOLDER] [--no-progress]
 
@@ -82,8 +83,8 @@ solver on one problem), :mod:`.measure` (copy bandwidth, device, true
 residual, memory peak), :mod:`.model3d` (the 3-D bytes and memory
 estimates), :mod:`.report` (CSV and table), :mod:`.runner` (the run); for
 ``--flow``: :mod:`.flow_cases` (the benchmark cases at each size),
-:mod:`.flow_options`, :mod:`.flow` (the measurement and the run) and
-:mod:`.flow_report`.
+:mod:`.flow_options`, :mod:`.flow` (the measurement and the run),
+:mod:`.flow_floors` (each phase's bytes and floor) and :mod:`.flow_report`.
 """
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ from ...case.config import CaseError
 from ...linalg.registry import model_bytes_per_iteration
 from .flow import run_flow_bench
 from .flow_options import parse_flow_args, refuse_flow_only
+from .flow_cases import CASES_HELP, SIZES_HELP
 from .flow_report import FLOW_COLUMNS
 from .measure import copy_bandwidth
 from .model3d import bytes_per_iteration_3d
@@ -292,9 +294,7 @@ def add_subparser(subparsers):
                         "default configurations " + " ".join(DEFAULT_CONFIGS_3D) + ")")
     p.add_argument("--sizes", nargs="+", metavar="N",
                    help="cells per side (default 1024 2048 4096 on the GPU, 256 512 on the CPU); "
-                        "with --flow: nx, ny from the case's aspect (or NXxNY; default: hysing "
-                        "80 160 320, column 512 1024 2048 on the GPU; 40 80 and 64 128 on the "
-                        "CPU; a case file's own grid)")
+                        + SIZES_HELP)
     p.add_argument("--contrasts", nargs="+", metavar="C",
                    help="density contrasts rho_liquid / rho_gas (default 1 1e3 1e6)")
     p.add_argument("--backend", choices=("auto", "numpy", "cupy"), default="auto",
@@ -366,9 +366,7 @@ def add_subparser(subparsers):
     flow.add_argument("--flow", action="store_true",
                       help="run the flow benchmark instead of the pressure-solve one")
     flow.add_argument("--cases", nargs="+", metavar="CASE",
-                      help="hysing (Hysing case 1, cases/two_phase.yaml), column (the bubbly "
-                           "column flow, cases/bubbly_column_flow.yaml) or paths of mode: flow "
-                           "case files, comma- or space-separated (default hysing,column)")
+                      help=CASES_HELP)
     flow.add_argument("--steps", metavar="N", help="measured steps per configuration "
                       "(default 50)")
     flow.add_argument("--skip", metavar="K", help="warm-up steps before them, not measured "

@@ -2,14 +2,17 @@
 
 ::
 
-    bubbleflow bench --flow [--cases hysing,column,CASE.yaml] [--sizes NX|NXxNY ...]
-                            [--steps N] [--skip K] [--set KEY=VALUE ...]
-                            [--backend auto|numpy|cupy] [--copy-mib M] [--csv FILE|FOLDER]
-                            [--no-progress]
+    bubbleflow bench --flow [--cases hysing,column,rising3d,column3d,CASE.yaml]
+                            [--sizes NX|NXxNY|NXxNYxNZ ...] [--steps N] [--skip K]
+                            [--set KEY=VALUE ...] [--backend auto|numpy|cupy] [--copy-mib M]
+                            [--csv FILE|FOLDER] [--no-progress]
 
-Each configuration (a case at a size: by default Hysing case 1 at nx = 80,
-160, 320 and the bubbly-column flow at nx = 512, 1024, 2048, ny = 2 nx, on
-the GPU; smaller on the CPU) runs ``K + N`` steps of its
+Each configuration is a case at a size, 2-D or 3-D: a named case of
+:data:`.flow_cases.NAMED_CASES` at its default sizes (on the GPU Hysing case
+1 at nx = 80, 160, 320, the bubbly-column flow at nx = 512, 1024, 2048, the
+3-D rising bubble and 3-D bubbly column at nx = 128, 256, 512; the other
+axes from the case's aspect; smaller on the CPU) or at ``--sizes``, or a
+case file's path.  Each runs ``K + N`` steps of its
 :class:`~bubbleflow.flow.navier_stokes.FlowSolver` with the phase clock on
 (every phase ends with a device synchronisation, so each is charged with its
 own device work; the step is a little slower than an unprofiled one).  The
@@ -21,14 +24,15 @@ and written, as a run does), amortised per step by the case's
 ``output.interval`` over the mean time step, plus the per-step row each
 step adds to the writer.
 
-Each phase is set beside its bandwidth floor: the bytes it must move (each
-of its input fields read once and each output field written once, a face
-field counted as a cell field: :data:`PHASE_FIELDS`; the pressure solve: its
-iterations times the solver's bytes per iteration; the output: the snapshot's
-fields written once on the host) over the copy bandwidth measured in the same
-run (the device's; the host's for the output).  The pressure set-up's count
-leaves out the preconditioner's and the deflation's own arrays (a lower
-bound); a phase without a model (one added to the flow since) gets no floor.
+Each phase is set beside its bandwidth floor (:mod:`.flow_floors`): the
+bytes it must move over the copy bandwidth measured in the same run (the
+device's; the host's for the output).  A phase moves whole-grid fields (all
+the grid's cells, 2-D or 3-D), each input read once and each output written
+once, their count per phase from the case (a component per axis for a
+velocity, CLSVOF's volume fraction where the case uses it); the pressure
+solve moves its iterations times the solver's bytes per iteration; the
+output, the snapshot's fields written once on the host.  A phase the flow
+reports that :data:`.flow_floors.PHASE_FIELDS` does not list gets no floor.
 
 Exit codes: 0 when every configuration ran, 1 when one failed (it is
 recorded and the others go on), 2 for bad arguments (one ``error:`` line,
@@ -37,6 +41,7 @@ nothing run).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import tempfile
@@ -44,69 +49,16 @@ import time
 
 import numpy as np
 
-from ...linalg import registry
 from ..run import write_run_snapshot
 from .flow_cases import subdomain_counts, uses_subdomains
+from .flow_floors import OUTPUT, SOLVE, phase_floors, solve_bytes_per_iteration
 from .flow_report import FLOW_COLUMNS, format_flow_table, write_flow_csv
 from .measure import copy_bandwidth, device_info, machine_lines, release
 
-__all__ = ["run_flow_bench", "measure_config", "phase_floors", "PHASE_FIELDS", "SETUP_FIELDS",
-           "OUTPUT_FIELDS", "OUTPUT"]
+__all__ = ["run_flow_bench", "measure_config", "SNAPSHOT_REPEAT"]
 
-#: Fields each phase must read and write, once each (in cell fields).
-PHASE_FIELDS = {
-    "finite check": 3,        # u, v, phi read
-    "properties": 6,          # phi -> H, rho, mu, rho_x, rho_y
-    "time step": 4,           # u, v, rho, mu
-    "momentum": 11,           # u, v, phi, H, rho, mu, rho_x, rho_y -> u*, v*, div u*
-    "correction": 8,          # u*, v*, p, rho_x, rho_y, div u* -> u, v
-    "advection": 4,           # phi, u, v -> phi
-    "reinitialisation": 2,    # phi -> phi (every reinit_every-th step)
-    "diagnostics": 3,         # phi, u, v
-}
-#: The set-up: face densities and phi in, the operator (by storage) and one label field out.
-SETUP_FIELDS = {"diagonals": 3 + 5 + 1, "matrix_free": 3 + 2 + 1}
-#: A snapshot's fields written once: phi, rho, p, u, v and the 3-component cell velocity.
-OUTPUT_FIELDS = 8
-#: The name of the output phase.
-OUTPUT = "output"
 #: Snapshots timed after the measured steps (the median is used).
 SNAPSHOT_REPEAT = 3
-
-
-def phase_floors(case, names, solve_bytes, copy_bw, host_bw):
-    """``{phase: (bytes per step, floor ms per step)}`` for the phases with a model.
-
-    ``solve_bytes``: mean bytes of one step's pressure solve (iterations x
-    bytes per iteration).  The output's bytes are per snapshot (the caller
-    amortises them).
-    """
-    g = case.grid
-    cell_field = 8 * g.nx * g.ny
-    fields = dict(PHASE_FIELDS, **{"pressure set-up": SETUP_FIELDS.get(case.operator.storage,
-                                                                        SETUP_FIELDS["diagonals"])})
-    out = {}
-    for name in names:
-        if name == "pressure solve":
-            moved = solve_bytes
-        elif name in fields:
-            moved = fields[name] * cell_field
-            if name == "reinitialisation":
-                moved /= max(case.levelset.reinit_every or 1, 1)
-        else:
-            continue
-        out[name] = (moved, 1e3 * moved / copy_bw)
-    out[OUTPUT] = (OUTPUT_FIELDS * cell_field, 1e3 * OUTPUT_FIELDS * cell_field / host_bw)
-    return out
-
-
-def _solve_bytes(case, record):
-    """Bytes of one solve: its iterations times the solver's bytes per iteration (or the model)."""
-    g = case.grid
-    per_it = getattr(record, "bytes_per_iteration", None) or registry.model_bytes_per_iteration(
-        g.nx * g.ny, case.solver.preconditioner.type, case.solver.deflation.type,
-        case.operator.storage)
-    return per_it, per_it * int(record.iterations)
 
 
 def _writer(case, backend, flow, folder):
@@ -158,9 +110,10 @@ def _run_steps(flow, state, writer, bench, say):
         if k == bench.skip - 1:
             say(f"{bench.skip} warm-up steps done")
         if k >= bench.skip:
-            per_it, moved = _solve_bytes(flow.case, report.record)
+            per_it = solve_bytes_per_iteration(flow.case, report.record, flow.pressure)
+            its = int(report.record.iterations)
             steps.append(dict(phases=dict(report.phases), dt=report.dt, row_s=row_s,
-                              iterations=int(report.record.iterations), solve_bytes=moved,
+                              iterations=its, solve_bytes=per_it * its,
                               per_it=per_it, converged=bool(report.record.converged)))
         # The run's check (flow/bounds.py): a flow outside its physical bounds
         # is no flow to time.
@@ -220,7 +173,7 @@ def _summarise(case, steps, snaps, loop_s, snapshot_bytes):
     rows_ms = 1e3 * np.array([s["row_s"] for s in steps])
     ms[OUTPUT] = rows_ms + rate * float(snap_ms.mean())
     its = np.array([s["iterations"] for s in steps])
-    solve_ms = ms.get("pressure solve")
+    solve_ms = ms.get(SOLVE)
     summary = dict(
         steps=len(steps), dt_mean=mean_dt, snapshot_ms=float(np.median(snap_ms)),
         snapshot_written_ms=float(np.median(written_ms)),
@@ -307,9 +260,11 @@ def _base_row(config, bench):
     g = case.grid
     d = case.solver.deflation
     return dict(
-        case=config.label, name=case.name, nx=g.nx, ny=g.ny, h=min(g.lx / g.nx, g.ly / g.ny),
-        deflation=d.type,
-        subdomains=("{}x{}".format(*subdomain_counts(case)) if uses_subdomains(case) else None),
+        case=config.label, name=case.name, nx=g.nx, ny=g.ny, nz=g.nz, cells=math.prod(g.cells),
+        h=min(length / n for length, n in zip(g.lengths, g.cells)),
+        interface=case.levelset.method, deflation=d.type,
+        subdomains=("x".join(map(str, subdomain_counts(case))) if uses_subdomains(case)
+                    else None),
         backend=bench.backend.name, device=bench.device, copy_gb_s=bench.copy_bw / 1e9,
         host_copy_gb_s=bench.host_bw / 1e9, skip=bench.skip, time_end=case.time.end,
         output_interval=case.output.interval)
@@ -338,7 +293,8 @@ def _rows(config, bench, names, ms, summary):
         unconverged_solves=summary["unconverged"], snapshot_ms=summary["snapshot_ms"],
         snapshot_written_ms=summary["snapshot_written_ms"],
         snapshots_per_step=rate, snapshot_bytes=summary["snapshot_bytes"],
-        step_ms=total_mean, wall_s_per_sim_s=wall_per_sim,
+        step_ms=total_mean, ns_per_cell=1e6 * total_mean / base["cells"],
+        wall_s_per_sim_s=wall_per_sim,
         projected_wall_s=wall_per_sim * case.time.end, status="ok")
     rows, floor_sum = [], 0.0
     for name in names:

@@ -1,11 +1,16 @@
-"""The cases of ``bubbleflow bench --flow``: the two shipped flow cases, by name, at each size.
+"""The named cases of ``bubbleflow bench --flow``, 2-D and 3-D, and the sizes they run at.
 
 The case files live in the source tree's ``cases/`` folder, which an
-installed package does not carry, so the two benchmark cases are written
-here as the text of those files (``tests/apps/test_bench_flow.py`` checks
-that they still resolve to the same cases as ``cases/two_phase.yaml`` and
-``cases/bubbly_column_flow.yaml``).  Any other ``mode: flow`` case file can
-be named by its path instead.
+installed package does not carry, so the benchmark's named cases are
+written here as the text of those files (``tests/apps/test_bench_flow.py``
+checks that they still resolve to the same cases as the files named in
+:data:`NAMED_CASES`: ``cases/two_phase.yaml``, ``cases/bubbly_column_flow.yaml``,
+``cases/rising_bubble_3d.yaml`` and ``cases/bubbly_column_3d_flow.yaml``).
+Any other ``mode: flow`` case file can be named by its path instead.
+
+A size is the cells of every axis of the case's grid: ``NX`` (the other
+axes from the case's aspect), or one number per axis (``NXxNY`` in 2-D,
+``NXxNYxNZ`` in 3-D).
 """
 from __future__ import annotations
 
@@ -14,9 +19,16 @@ from dataclasses import dataclass
 
 from ...case.config import CaseError, case_from_dict, load_case
 from ...linalg import registry
+from .options import PROG
 
-__all__ = ["NAMED_CASES", "FlowConfig", "named_case_data", "parse_size", "build_configs",
-           "nearest_divisor", "subdomain_counts", "uses_subdomains"]
+__all__ = ["NAMED_CASES", "FlowConfig", "named_case_data", "parse_size", "size_cells",
+           "build_configs", "nearest_divisor", "subdomain_counts", "uses_subdomains",
+           "CASES_HELP", "SIZES_HELP", "DEFAULT_LABELS"]
+
+#: The size of each grid axis, as ``--sizes`` writes it (x first).
+AXES = ("NX", "NY", "NZ")
+#: The grid keys a size sets, x first.
+GRID_AXIS_KEYS = ("grid.nx", "grid.ny", "grid.nz")
 
 #: ``cases/two_phase.yaml``: Hysing et al. (2009) rising bubble, test case 1.
 HYSING_TEXT = """
@@ -78,6 +90,63 @@ output: {directory: outputs, interval: 0.1}
 """
 
 
+
+#: ``cases/rising_bubble_3d.yaml``: the 3-D rising bubble of Adelsberger et al. (2014), case 1.
+RISING3D_TEXT = """
+name: rising_bubble_3d
+mode: flow
+backend: auto
+precision: float64
+grid: {nx: 32, ny: 32, nz: 64, lx: 1.0, ly: 1.0, lz: 2.0}
+fluids:
+  liquid: {density: 1000.0, viscosity: 10.0}
+  gas:    {density: 100.0,  viscosity: 1.0}
+physics: {gravity: 0.98, surface_tension: 24.5}
+geometry:
+  bubbles:
+    - {center: [0.5, 0.5, 0.5], radius: 0.25}
+boundaries: {left: no_slip, right: no_slip, front: no_slip, back: no_slip,
+             bottom: no_slip, top: no_slip}
+operator: {face_density: levelset}
+solver:
+  method: pcg
+  preconditioner: {type: multigrid}
+  deflation: {type: none}
+  rtol: 1.0e-9
+time: {end: 3.0, cfl: 0.25}
+levelset: {reinit_every: 5, reinit_iterations: 4}
+momentum: {gravity: reduced, viscosity: explicit}
+output: {directory: outputs, interval: 0.5}
+"""
+
+#: ``cases/bubbly_column_3d_flow.yaml``: six air bubbles rising in water under a free surface, 3-D.
+COLUMN3D_TEXT = """
+name: bubbly_column_3d_flow
+mode: flow
+backend: auto
+precision: float64
+grid: {nx: 48, ny: 48, nz: 96, lx: 0.5, ly: 0.5, lz: 1.0}
+fluids:
+  liquid: {density: 1000.0, viscosity: 1.0e-3}
+  gas:    {density: 1.0,    viscosity: 1.8e-5}
+physics: {gravity: 9.81, surface_tension: 0.0728}
+geometry:
+  free_surface: 0.8
+  random_bubbles: {count: 6, radius: 0.06, seed: 7, min_gap: 0.02,
+                   region: [0.0, 0.5, 0.0, 0.5, 0.05, 0.6]}
+boundaries: {left: free_slip, right: free_slip, front: free_slip, back: free_slip,
+             bottom: no_slip, top: no_slip}
+operator: {face_density: levelset}
+solver:
+  method: pcg
+  preconditioner: {type: multigrid}
+  deflation: {type: none}
+  rtol: 1.0e-9
+time: {end: 0.5, cfl: 0.25}
+levelset: {reinit_every: 5, reinit_iterations: 4}
+output: {directory: outputs, interval: 0.1}
+"""
+
 @dataclass(frozen=True)
 class NamedCase:
     """A benchmark case by name: its case text, the case file it copies, default nx."""
@@ -90,16 +159,33 @@ class NamedCase:
     what: str
 
 
-#: The named cases of ``--cases``; default sizes are nx (ny = 2 nx).
+#: The named cases of ``--cases``; default sizes are nx (the other axes from
+#: the case's aspect), on the GPU and on the CPU (small: seconds a size).
 NAMED_CASES = {
     "hysing": NamedCase("hysing", HYSING_TEXT, "cases/two_phase.yaml", (80, 160, 320),
                         (40, 80), "Hysing case 1"),
     "column": NamedCase("column", COLUMN_TEXT, "cases/bubbly_column_flow.yaml",
-                        (512, 1024, 2048), (64, 128), "bubbly column flow"),
+                        (512, 1024, 2048), (64, 128), "the bubbly column flow"),
+    "rising3d": NamedCase("rising3d", RISING3D_TEXT, "cases/rising_bubble_3d.yaml",
+                          (128, 256, 512), (16, 24), "the 3-D rising bubble"),
+    "column3d": NamedCase("column3d", COLUMN3D_TEXT, "cases/bubbly_column_3d_flow.yaml",
+                          (128, 256, 512), (16, 24), "the 3-D bubbly column flow"),
 }
+#: ``--cases`` when none is given.
+DEFAULT_LABELS = ("hysing", "column")
+
+#: The ``--cases`` help of the CLI.
+CASES_HELP = ("; ".join(f"{c.name} ({c.what}, {c.file})" for c in NAMED_CASES.values())
+              + "; or paths of mode: flow case files; comma- or space-separated (default "
+              + ",".join(DEFAULT_LABELS) + ")")
+#: The ``--sizes`` help of the CLI with ``--flow``.
+SIZES_HELP = ("with --flow: NX (the other axes from the case's aspect), NXxNY (a 2-D case) or "
+              "NXxNYxNZ (a 3-D case); default nx on the GPU (on the CPU): " + ", ".join(
+                  f"{c.name} {' '.join(map(str, c.gpu_sizes))} ({' '.join(map(str, c.cpu_sizes))})"
+                  for c in NAMED_CASES.values()) + "; a case file's own grid")
 
 #: Override keys that fix the grid: they exclude ``--sizes``.
-GRID_KEYS = ("grid", "grid.nx", "grid.ny")
+GRID_KEYS = ("grid",) + GRID_AXIS_KEYS
 SUBDOMAIN_KEYS = ("solver", "solver.deflation", "solver.deflation.subdomains",
                   "solver.deflation.cells_per_subdomain")
 
@@ -108,14 +194,14 @@ SUBDOMAIN_KEYS = ("solver", "solver.deflation", "solver.deflation.subdomains",
 class FlowConfig:
     """One configuration of the flow benchmark: a validated case and how it was made."""
 
-    label: str             # "hysing", "column", or the case file's path
+    label: str             # a name of NAMED_CASES, or the case file's path
     case: object           # the validated Case, at its size
     subdomains_note: str   # which deflation subdomains, and why
 
     @property
     def title(self):
-        g = self.case.grid
-        return f"{self.label} {g.nx} x {g.ny}"
+        """The label and every axis' cells: ``"rising3d 16 x 16 x 32"``."""
+        return f"{self.label} {' x '.join(map(str, self.case.grid.cells))}"
 
 
 def named_case_data(name):
@@ -125,18 +211,51 @@ def named_case_data(name):
     return yaml.safe_load(NAMED_CASES[name].text)
 
 
+def _size_forms(ndim):
+    """``"NX (NY, NZ from the case's aspect) or NXxNYxNZ"`` for ``ndim`` axes."""
+    return (f"NX ({', '.join(a.lower() for a in AXES[1:ndim])} from the case's aspect) or "
+            + "x".join(AXES[:ndim]))
+
+
 def parse_size(token, option="--sizes"):
-    """``"80"`` -> ``(80, None)`` (ny from the case's aspect), ``"512x1024"`` -> ``(512, 1024)``."""
-    text = str(token).strip().lower()
-    parts = text.split("x")
+    """The cells given per axis, x first: ``"80"`` -> ``(80,)``, ``"512x1024"`` ->
+    ``(512, 1024)``, ``"32x32x64"`` -> ``(32, 32, 64)`` (each >= 4).
+
+    Raises
+    ------
+    CaseError
+        Not one to three integers >= 4 joined by ``x``.
+    """
+    parts = str(token).strip().lower().split("x")
     try:
-        values = [int(p) for p in parts]
+        values = tuple(int(p) for p in parts)
     except ValueError:
-        values = []
-    if len(values) not in (1, 2) or min(values) < 4:
-        raise CaseError("bubbleflow bench", option, f"got {token!r}",
-                        "NX (cells in x, >= 4; ny from the case's aspect) or NXxNY")
-    return values[0], (values[1] if len(values) == 2 else None)
+        values = ()
+    if not 1 <= len(values) <= len(AXES) or min(values) < 4:
+        raise CaseError(PROG, option, f"got {token!r}",
+                        "NX, NXxNY or NXxNYxNZ (cells per axis, each >= 4; NX alone: the other "
+                        "axes from the case's aspect)")
+    return values
+
+
+def size_cells(values, grid, label, token, option="--sizes"):
+    """The cells per axis of a case whose grid is ``grid`` at the size ``values``
+    (:func:`parse_size`): one number per axis as given, or ``nx`` alone with
+    the other axes in the grid's aspect.
+
+    Raises
+    ------
+    CaseError
+        As many numbers as neither one nor the grid's axes.
+    """
+    nd = grid.ndim
+    if len(values) == nd:
+        return tuple(values)
+    if len(values) != 1:
+        raise CaseError(PROG, option, f"got {token!r} for {label}, a {nd}-D case",
+                        _size_forms(nd))
+    nx = values[0]
+    return (nx,) + tuple(max(4, round(nx * n / grid.nx)) for n in grid.cells[1:])
 
 
 def nearest_divisor(n, count):
@@ -156,7 +275,7 @@ def _keys(overrides):
 
 
 def _loader(label):
-    """``(load(overrides) -> Case, default sizes or None)`` for a ``--cases`` token."""
+    """``load(overrides) -> Case`` for a ``--cases`` token."""
     if label in NAMED_CASES:
         data = named_case_data(label)
         source = f"bubbleflow bench --flow ({label}: {NAMED_CASES[label].file})"
@@ -170,19 +289,23 @@ def uses_subdomains(case):
 
 
 def subdomain_counts(case):
-    """``(px, py)``: the deflation subdomains of ``case`` at its grid (as written, or
-    from their width in cells where the case gives that instead)."""
+    """``(px, py[, pz])``: the deflation subdomains of ``case`` at its grid (as
+    written, or from their width in cells where the case gives that instead)."""
     d, g = case.solver.deflation, case.grid
     counts = getattr(d, "subdomain_counts", None)
-    return tuple(counts(g.nx, g.ny)) if counts is not None else tuple(d.subdomains)
+    return tuple(counts(*g.cells)) if counts is not None else tuple(d.subdomains)
+
+
+def _by(values):
+    return " x ".join(map(str, values))
 
 
 def _note(case, overrides):
     """Which deflation subdomains a configuration uses, and where they come from."""
-    d = case.solver.deflation
+    d, g = case.solver.deflation, case.grid
     if not uses_subdomains(case):
         return f"deflation {d.type}"
-    px, py = subdomain_counts(case)
+    counts = subdomain_counts(case)
     if _keys(overrides) & set(SUBDOMAIN_KEYS):
         where = "--set"
     elif getattr(d, "subdomains", None) is None:
@@ -191,64 +314,68 @@ def _note(case, overrides):
             where = f"blocks of about {width} cells, the case's"
         else:
             # The default width, or wider where the count would pass its maximum.
-            actual = round(math.sqrt(case.grid.nx * case.grid.ny / (px * py)))
+            actual = round((math.prod(g.cells) / math.prod(counts)) ** (1 / g.ndim))
+            default = registry.DEFAULT_CELLS_BY_DIMENSION.get(
+                g.ndim, registry.DEFAULT_CELLS_PER_SUBDOMAIN)
             where = (f"the default for the grid: blocks of about {actual} cells; "
-                     f"{registry.DEFAULT_CELLS_PER_SUBDOMAIN} unless that makes more than "
+                     f"{default} unless that makes more than "
                      f"{registry.DEFAULT_MAX_SUBDOMAINS} subdomains")
     else:
         where = "the case's"
-    return f"deflation subdomains {px} x {py} ({where})"
+    return f"deflation subdomains {_by(counts)} ({where})"
 
 
-def _at_size(load, label, overrides, nx, ny, size_token):
-    """The case at ``nx x ny``; subdomains that do not divide it replaced by the nearest ones."""
-    grid = [("grid.nx", nx, f"--sizes {size_token}"), ("grid.ny", ny, f"--sizes {size_token}")]
+def _at_size(load, overrides, cells, size_token):
+    """The case at ``cells``; subdomains that do not divide it replaced by the nearest ones."""
+    grid = [(key, n, f"--sizes {size_token}") for key, n in zip(GRID_AXIS_KEYS, cells)]
     try:
         case = load(list(overrides) + grid)
         return case, _note(case, overrides)
     except CaseError as exc:
         if exc.key != "solver.deflation.subdomains" or _keys(overrides) & set(SUBDOMAIN_KEYS):
             raise
-        px, py = exc.value
-    fit = (nearest_divisor(nx, px), nearest_divisor(ny, py))
+        counts = tuple(exc.value)
+    fit = tuple(nearest_divisor(n, p) for n, p in zip(cells, counts))
     case = load(list(overrides) + grid
                 + [("solver.deflation.subdomains", list(fit), "bench: subdomains for the grid")])
-    return case, (f"deflation subdomains {fit[0]} x {fit[1]} (the case's {px} x {py} do not "
-                  f"divide {nx} x {ny}: the nearest divisors)")
+    return case, (f"deflation subdomains {_by(fit)} (the case's {_by(counts)} do not divide "
+                  f"{_by(cells)}: the nearest divisors)")
+
+
+def _sizes_of(label, base, sizes, fixed, on_device):
+    """``[(values, token), ...]``: ``--sizes``, else the named case's defaults
+    for the device, else the case's own grid."""
+    if sizes is not None:
+        return sizes
+    named = NAMED_CASES.get(label)
+    if named is None or fixed:
+        return [(base.grid.cells, "(the case's)")]
+    return [((n,), str(n)) for n in (named.gpu_sizes if on_device else named.cpu_sizes)]
 
 
 def build_configs(labels, sizes, overrides, on_device):
     """Every configuration, validated (CaseError on the first that cannot be run).
 
-    ``sizes``: ``[(nx, ny or None, token), ...]`` or None for the defaults
-    (the named case's sizes for the device, a case file's own grid).
+    ``sizes``: ``[(values, token), ...]`` (``values`` of :func:`parse_size`)
+    or None for the defaults (the named case's sizes for the device, a case
+    file's own grid).
     """
     configs = []
     fixed = _keys(overrides) & set(GRID_KEYS)
     if fixed and sizes:
-        raise CaseError("bubbleflow bench", "--set",
-                        f"got {sorted(fixed)[0]} together with --sizes",
-                        "one of the two (--sizes sets grid.nx and grid.ny)")
+        raise CaseError(PROG, "--set", f"got {sorted(fixed)[0]} together with --sizes",
+                        "one of the two (--sizes sets the grid's cells: grid.nx, grid.ny and, "
+                        "in 3-D, grid.nz)")
     for label in labels:
         load = _loader(label)
         base = load(list(overrides))
         if base.mode != "flow":
-            raise CaseError("bubbleflow bench", "--cases", f"got {label!r}, a case of mode "
-                            f"{base.mode!r}", "a mode: flow case (or hysing, column)")
-        these = sizes
-        if these is None:
-            named = NAMED_CASES.get(label)
-            if named is None or fixed:
-                these = [(base.grid.nx, base.grid.ny, "(the case's)")]
-            else:
-                these = [(n, None, str(n)) for n in (named.gpu_sizes if on_device
-                                                    else named.cpu_sizes)]
-        for nx, ny, token in these:
-            if ny is None:
-                ny = max(4, round(nx * base.grid.ny / base.grid.nx))
-            if (nx, ny) == (base.grid.nx, base.grid.ny):
+            raise CaseError(PROG, "--cases", f"got {label!r}, a case of mode {base.mode!r}",
+                            f"a mode: flow case (or {', '.join(NAMED_CASES)})")
+        for values, token in _sizes_of(label, base, sizes, fixed, on_device):
+            cells = size_cells(values, base.grid, label, token)
+            if cells == tuple(base.grid.cells):
                 configs.append(FlowConfig(label, base, _note(base, overrides)))
             else:
-                configs.append(FlowConfig(label, *_at_size(load, label, overrides, nx, ny,
-                                                           token)))
+                configs.append(FlowConfig(label, *_at_size(load, overrides, cells, token)))
     return configs

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass, field
 
 from ...case.config import CaseError
-from .flow_cases import NAMED_CASES, build_configs, parse_size
+from .flow_cases import DEFAULT_LABELS, NAMED_CASES, build_configs, parse_size
 from .options import PROG, check_copy_fits, check_csv_writable, count_option
 
 __all__ = ["FlowBench", "parse_flow_args", "SOLVER_ONLY", "FLOW_ONLY", "CSV_NAME"]
@@ -52,9 +52,9 @@ def _given(args, name):
 
 
 def _labels(tokens):
-    """``--cases hysing,column other.yaml`` -> ``["hysing", "column", "other.yaml"]``."""
+    """``--cases hysing,rising3d other.yaml`` -> ``["hysing", "rising3d", "other.yaml"]``."""
     labels = []
-    for token in tokens or ["hysing,column"]:
+    for token in tokens or [",".join(DEFAULT_LABELS)]:
         for label in str(token).split(","):
             label = label.strip()
             if not label:
@@ -76,8 +76,7 @@ def _check_fits(configs, backend):
         try:
             check_memory(config.case, backend)
         except CaseError as exc:
-            g = config.case.grid
-            raise CaseError(PROG, "--sizes", f"got {g.nx} ({config.label} {g.nx} x {g.ny}), "
+            raise CaseError(PROG, "--sizes", f"got {config.case.grid.nx} ({config.title}), "
                             f"which does not fit: {exc.problem}",
                             exc.expected) from None
 
@@ -117,7 +116,7 @@ def parse_flow_args(args):
     labels = _labels(args.cases)
     sizes = None
     if args.sizes:
-        sizes = [(*parse_size(s), str(s)) for s in args.sizes]
+        sizes = [(parse_size(s), str(s)) for s in args.sizes]
     steps = count_option("--steps", args.steps) if args.steps is not None else DEFAULT_STEPS
     skip = count_option("--skip", args.skip) if args.skip is not None else DEFAULT_SKIP
     copy_mib = count_option("--copy-mib", args.copy_mib) if args.copy_mib is not None else 0

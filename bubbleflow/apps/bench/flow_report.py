@@ -7,14 +7,16 @@ __all__ = ["FLOW_COLUMNS", "format_flow_table", "write_flow_csv", "h_text"]
 
 #: Every CSV column, in order: one row per configuration and phase (then its
 #: ``step`` row: every phase, output included); the configuration's figures
-#: are repeated on each of its rows.
+#: are repeated on each of its rows (``nz`` empty for a 2-D grid; ``cells``
+#: the whole grid's; ``ns_per_cell`` the step's mean time over them).
 FLOW_COLUMNS = (
-    "case", "name", "nx", "ny", "h", "deflation", "subdomains", "phase",
-    "median_ms", "mean_ms", "share", "bytes_per_step", "floor_ms", "ratio_to_floor",
+    "case", "name", "nx", "ny", "nz", "cells", "h", "interface", "deflation", "subdomains",
+    "phase", "median_ms", "mean_ms", "share", "bytes_per_step", "floor_ms", "ratio_to_floor",
     "iterations_mean", "iterations_max", "ms_per_iteration", "bytes_per_iteration",
-    "unconverged_solves", "steps", "skip", "dt_mean", "step_ms", "wall_s_per_sim_s",
-    "time_end", "projected_wall_s", "output_interval", "snapshot_ms", "snapshot_written_ms", "snapshots_per_step",
-    "snapshot_bytes", "backend", "device", "copy_gb_s", "host_copy_gb_s", "status",
+    "unconverged_solves", "steps", "skip", "dt_mean", "step_ms", "ns_per_cell",
+    "wall_s_per_sim_s", "time_end", "projected_wall_s", "output_interval", "snapshot_ms",
+    "snapshot_written_ms", "snapshots_per_step", "snapshot_bytes", "backend", "device",
+    "copy_gb_s", "host_copy_gb_s", "status",
 )
 
 
@@ -50,12 +52,19 @@ def _duration(seconds):
     return f"{seconds / 60:.3g} min" if seconds >= 120 else f"{seconds:.3g} s"
 
 
+def _per_cell(ns):
+    """A time per cell in the unit that keeps it readable: 0.37 -> '0.37 ns', 17668 -> '17.7 us'."""
+    scale, unit = next(((s, u) for s, u in ((1e6, "ms"), (1e3, "us")) if ns >= s), (1.0, "ns"))
+    return f"{ns / scale:.3g} {unit}"
+
+
 def format_flow_table(config, bench, rows):
     """The table of one configuration's rows (phases, then ``step``) and its summary lines."""
     case = config.case
     last = rows[-1]
-    lines = [f"# {config.title} ({case.name}, h = {h_text(last['h'])}): {config.subdomains_note}; "
-             f"{last['steps']} steps after {bench.skip}, mean dt {last['dt_mean']:.3g} s",
+    lines = [f"# {config.title} ({case.name}, h = {h_text(last['h'])}, {last['interface']}): "
+             f"{config.subdomains_note}; {last['steps']} steps after {bench.skip}, mean dt "
+             f"{last['dt_mean']:.3g} s",
              f"{'phase':<18} {'median ms':>10} {'mean ms':>10} {'share':>7} {'floor ms':>10} "
              f"{'x floor':>8}"]
     for r in rows:
@@ -72,7 +81,8 @@ def format_flow_table(config, bench, rows):
     steps_to_end = case.time.end / last["dt_mean"]
     interval = case.output.interval
     lines.append(
-        f"# {last['step_ms']:.3f} ms per step; {last['wall_s_per_sim_s']:.3g} s wall per "
+        f"# {last['step_ms']:.3f} ms per step ({_per_cell(last['ns_per_cell'])} per cell of "
+        f"{last['cells']:,}); {last['wall_s_per_sim_s']:.3g} s wall per "
         f"simulated s; the whole case to t = {case.time.end:g} s: about "
         f"{_duration(last['projected_wall_s'])} ({steps_to_end:.0f} steps at the mean dt)")
     background = last["snapshot_written_ms"] > 1.5 * last["snapshot_ms"]
