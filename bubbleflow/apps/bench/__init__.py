@@ -84,7 +84,8 @@ residual, memory peak), :mod:`.model3d` (the 3-D bytes and memory
 estimates), :mod:`.report` (CSV and table), :mod:`.runner` (the run); for
 ``--flow``: :mod:`.flow_cases` (the benchmark cases at each size),
 :mod:`.flow_options`, :mod:`.flow` (the measurement and the run),
-:mod:`.flow_floors` (each phase's bytes and floor) and :mod:`.flow_report`.
+:mod:`.flow_floors` (each phase's bytes and floor), :mod:`.flow_report` and,
+under ``mpiexec``, :mod:`.ranks_flow` (the step on the ranks beside its model).
 """
 from __future__ import annotations
 
@@ -183,9 +184,6 @@ def _ranks_bench(comm, args):
     from .ranks_model import run_ranks_bench
 
     dim = dim_option(args.dim)
-    if args.flow:
-        raise CaseError(PROG, "--flow", "got --flow with several ranks",
-                        "the pressure benchmark on several ranks")
     try:
         backend = get_backend("cupy" if args.backend == "cupy" else "numpy")
     except BackendUnavailable as exc:
@@ -195,6 +193,12 @@ def _ranks_bench(comm, args):
         # The device communicator where every rank has a GPU, else MPI.
         comm = communicator("auto", backend)
         comm.use_device(backend)
+    if args.flow:
+        from .ranks_flow import run_ranks_flow_bench
+
+        args.backend = backend.name                 # (as checked above, for every rank alike)
+        run_ranks_flow_bench(comm, parse_flow_args(args))
+        return 0
     sizes, weak = _ranks_size_lists(args, dim, comm.size)
     rows = run_ranks_bench(comm, dim, sizes, backend=backend, weak_sizes=weak,
                            engine=args.ranks_engine)
@@ -239,7 +243,8 @@ def _scaling(args):
     dim = dim_option(args.dim)
     if args.flow:
         raise CaseError(PROG, "--flow", "got --flow with --scaling",
-                        "the pressure benchmark's scaling")
+                        "the pressure benchmark's scaling (a flow on ranks: mpiexec -n N "
+                        "bubbleflow bench --flow)")
     sizes, weak = _ranks_size_lists(args, dim, max(counts))
     if args.csv:
         check_csv_writable(args.csv)

@@ -31,7 +31,8 @@ from ...mesh.ranks import RankSlab, coarsening_align
 from ...operators.distributed import DistributedOperator
 from ...operators.poisson import centre_from_couplings
 from .base import Preconditioner
-from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, coarsen_axis, level_shapes,
+from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, coarsen_axis, cycle_bytes,
+                        level_shapes,
                         prolong_add, restrict)
 
 __all__ = ["DistributedMultigrid", "slab_alignment"]
@@ -96,6 +97,17 @@ class DistributedMultigrid(Preconditioner):
             xc = xc + self._cycle(k + 1, bc - self.ranked[k + 1][0].matvec(xc))
         return chebyshev_smooth(op.matvec, inv, b, prolong_add(x, xc, self.scale), self.degree,
                                 self.ratio)
+
+    def bytes_per_apply(self, io_itemsize=8):
+        """Bytes one cycle moves on this rank, by the model of
+        :meth:`Multigrid.bytes_per_apply`: the slab's levels down to the
+        gathered one, then the whole coarse cycle every rank runs (the
+        gather itself not counted)."""
+        item = self.dtype.itemsize
+        cells = [int(np.prod(op.grid_shape)) for op, _, _ in self.ranked]
+        couplings = [sum(int(c.size) for c in op.couplings()) * item for op, _, _ in self.ranked]
+        return cycle_bytes(cells, couplings, item, io_itemsize, self.w_levels, self.n_levels,
+                           lambda io: self.whole.bytes_per_apply(io_itemsize=io))
 
     def prepare(self, b):
         """:meth:`Multigrid.prepare` with the largest ``|b|`` over the ranks."""

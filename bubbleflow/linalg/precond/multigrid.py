@@ -63,7 +63,7 @@ W_AUTO_CELLS = 2 ** 18
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes",
            "auto_w_levels", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
-           "cycle_runner", "chebyshev_coefficients"]
+           "cycle_runner", "chebyshev_coefficients", "cycle_bytes"]
 
 def _pair_sum(a, axis, xp):
     """Sums of consecutive pairs along array axis ``axis`` (zero-padded to even)."""
@@ -229,6 +229,33 @@ def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_sc
     (``Multigrid._cycle``, the twins above level by level); on CuPy in 2-D a
     :class:`.multigrid_cuda.GraphCycle` (buffers once, one CUDA graph)."""
     return None
+
+
+def cycle_bytes(cells, couplings, item, io_itemsize, w_levels, n_levels, bottom):
+    """Bytes of one cycle by the model of
+    :meth:`Multigrid.bytes_per_apply`, over levels ``0 .. len(cells) - 1``
+    of a hierarchy of ``n_levels`` (``cells[k]`` cells, ``couplings[k]``
+    bytes of face couplings), the last of them costing ``bottom(io)`` bytes
+    (``io`` its input's and output's item size): the coarsest solve, or the
+    rest of the cycle where it goes on elsewhere (the ranks' gathered
+    levels).  ``item``: the cycle's item size; ``io_itemsize``: the finest
+    level's ``b`` and result."""
+    last = len(cells) - 1
+
+    def visit(k, io):
+        n = cells[k]
+        if k == last:
+            return bottom(io)
+        nc = cells[k + 1]
+        down = couplings[k] + n * io + n * item + nc * item
+        up = couplings[k] + n * io + n * item + nc * item + n * io
+        below = visit(k + 1, item)
+        if k < w_levels and k + 1 < n_levels - 1:
+            # copy (2), residual (couplings, x, b read, b written), add (3)
+            below = 2 * below + (2 + 3 + 3) * nc * item + couplings[k + 1]
+        return down + up + below
+
+    return visit(0, io_itemsize)
 
 
 def _coarse_solve_bytes(inverse):
@@ -417,24 +444,11 @@ class Multigrid(Preconditioner):
         level: its dense inverse (or the host's sparse factors) and its
         input and output."""
         item = self.dtype.itemsize
-        last = len(self.levels) - 1
         cells = [int(np.prod(lv.shape)) for lv in self.levels]
         couplings = [sum(int(c.size) for c in lv.couplings) * item for lv in self.levels]
-
-        def visit(k, io):
-            n = cells[k]
-            if k == last:
-                return _coarse_solve_bytes(self.coarse_inverse) + 2 * n * io
-            nc = cells[k + 1]
-            down = couplings[k] + n * io + n * item + nc * item
-            up = couplings[k] + n * io + n * item + nc * item + n * io
-            below = visit(k + 1, item)
-            if k < self.w_levels and k + 1 < last:
-                # copy (2), residual (couplings, x, b read, b written), add (3)
-                below = 2 * below + (2 + 3 + 3) * nc * item + couplings[k + 1]
-            return down + up + below
-
-        return visit(0, io_itemsize)
+        return cycle_bytes(cells, couplings, item, io_itemsize, self.w_levels, len(self.levels),
+                           lambda io: _coarse_solve_bytes(self.coarse_inverse)
+                           + 2 * cells[-1] * io)
 
     def device_launches(self, src, dst, stop=None):
         """The raw kernel launches of ``dst = M^-1 src`` on a Krylov engine's

@@ -1,0 +1,77 @@
+"""``mpiexec -n N bubbleflow bench --flow``: the step on the ranks phase by
+phase, the messages counted per phase, the model of a step beside it."""
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bubbleflow.apps.bench.ranks_flow import CountingComm, model_rows
+from bubbleflow.apps.bench.ranks_model import Link
+from bubbleflow.case.config import load_case
+from bubbleflow.compute.comm import SingleProcess
+from helpers.launcher import ROOT, child_env, mpiexec, said
+
+
+class Quiet(SingleProcess):
+    """One process whose swaps go nowhere (a counting test needs no neighbours)."""
+
+    def exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
+        return None
+
+
+def test_the_counting_communicator_counts_calls_and_bytes_by_kind():
+    comm = CountingComm(Quiet())
+    assert (comm.size, comm.rank) == (1, 0)                 # everything else passes through
+    plane = np.zeros((4, 5))
+    comm.exchange(None, 1, plane, plane, plane.copy(), plane.copy())   # an edge slab: one side
+    comm.exchange(0, 1, plane, plane, plane.copy(), plane.copy())
+    assert float(comm.allreduce_sum(np.ones(3)).sum()) == 3.0
+    comm.allreduce_max(2.0)
+    comm.gather(np.zeros(7))
+    assert comm.take() == {"halo": (2, 3 * plane.nbytes), "reduce": (2, 3 * 8 + 8),
+                           "collective": (1, 7 * 8)}
+    assert comm.take() == {}
+
+
+def test_the_model_adds_a_phases_bytes_and_messages():
+    case = load_case(f"{ROOT}/cases/two_phase.yaml", [("grid.nx", 20), ("grid.ny", 40)])
+    link = Link(copy_bandwidth=1e10, latency=1e-5, bandwidth=1e9, allreduce=2e-5)
+    names = ["correction", "pressure solve"]
+    ms = {"correction": np.array([1.0, 3.0, 2.0]), "pressure solve": np.array([5.0, 5.0, 6.0])}
+    messages = {"correction": {"halo": (2.0, 4000.0), "reduce": (1.0, 8.0)},
+                "pressure solve": {"halo": (30.0, 1e5), "reduce": (60.0, 480.0)}}
+    rows = model_rows(case, 2, names, ms, messages, dict(solve_bytes=2e7), link)
+    correction, solve, step = rows
+    assert correction["memory_ms"] > 0 and correction["rank_bytes"] > 0
+    assert correction["message_ms"] == pytest.approx(1e3 * (2 * 1e-5 + 4000 / 1e9 + 1 * 2e-5))
+    assert solve["memory_ms"] == pytest.approx(1e3 * 2e7 / 1e10)
+    assert solve["message_ms"] == pytest.approx(1e3 * (30 * 1e-5 + 1e5 / 1e9 + 60 * 2e-5))
+    assert correction["median_ms"] == 2.0 and solve["median_ms"] == 5.0
+    assert step["model_ms"] == pytest.approx(correction["model_ms"] + solve["model_ms"])
+    assert step["median_ms"] == 8.0 and step["halo_swaps"] == 32 and step["reductions"] == 61
+    assert solve["ratio_to_model"] == pytest.approx(5.0 / solve["model_ms"])
+
+
+def test_mpiexec_bench_flow_prints_the_ranks_table_and_writes_its_csv(tmp_path):
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    out = tmp_path / "ranks.csv"
+    proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench",
+                           "--flow", "--cases", "hysing", "--sizes", "20", "--steps", "2",
+                           "--skip", "1", "--backend", "numpy", "--no-progress", "--csv",
+                           str(out)], capture_output=True, text=True, timeout=600,
+                          env=child_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not said(proc.stderr), proc.stderr
+    assert "hysing 20 x 40 on 2 ranks" in proc.stdout and "x model" in proc.stdout
+    assert proc.stdout.count("on 2 ranks") == 1                    # rank 0 alone prints
+    rows = {r["phase"]: r for r in csv.DictReader(out.open())}
+    solve, step = rows["pressure solve"], rows["step"]
+    assert solve["ranks"] == "2" and solve["comm"] == "mpi"
+    # A solve swaps halos and sums over the ranks every iteration.
+    assert float(solve["halo_swaps"]) > 0 and float(solve["reductions"]) > 0
+    assert float(solve["model_ms"]) > 0 and float(step["model_ms"]) >= float(solve["model_ms"])
+    assert float(step["median_ms"]) > 0 and "output" not in rows
