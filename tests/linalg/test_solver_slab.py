@@ -115,3 +115,18 @@ def test_a_3d_slab_solves_with_the_agglomerated_multigrid():
     x, rec = solver.solve(D.scatter_local(np.asarray(b).ravel()))
     assert rec.converged and type(solver.M).__name__ == "DistributedMultigrid"
     assert solver.M.n_levels > 1
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_one_slab_multigrid_moves_the_bytes_of_the_whole_grids(dims):
+    """The slab multigrid's byte model on one rank is the whole grid's
+    multigrid's, level for level (both :func:`multigrid.cycle_bytes`)."""
+    from bubbleflow.linalg.precond.agglomerated_multigrid import DistributedMultigrid
+    from bubbleflow.linalg.precond.multigrid import Multigrid
+
+    A = bubbly_column(64)[0] if dims == 2 else bubbly_column_3d(16)[0]
+    slab = DistributedMultigrid(DistributedOperator.from_operator(A, SingleProcess()))
+    whole = Multigrid(A)
+    assert slab.n_levels == len(whole.levels) and slab.bytes_per_apply() > 0
+    assert slab.bytes_per_apply() == whole.bytes_per_apply()
+    assert slab.bytes_per_apply(io_itemsize=4) == whole.bytes_per_apply(io_itemsize=4)
