@@ -75,3 +75,51 @@ def test_mpiexec_bench_flow_prints_the_ranks_table_and_writes_its_csv(tmp_path):
     assert float(solve["halo_swaps"]) > 0 and float(solve["reductions"]) > 0
     assert float(solve["model_ms"]) > 0 and float(step["model_ms"]) >= float(solve["model_ms"])
     assert float(step["median_ms"]) > 0 and "output" not in rows
+
+
+def test_flow_scaling_rows_share_the_one_ranks_step_and_add_the_messages():
+    from bubbleflow.apps.bench.ranks_flow_scaling import flow_scaling_rows
+
+    base = dict(case="hysing", nx=20, ny=40, nz=None, comm="mpi", backend="numpy")
+    rows = [dict(base, phase="momentum", ranks=1, median_ms=1.0, message_ms=0.0),
+            dict(base, phase="step", ranks=1, median_ms=10.0, message_ms=0.0),
+            dict(base, phase="step", ranks=4, median_ms=4.0, message_ms=1.5),
+            dict(base, phase="step", ranks=2, median_ms=6.0, message_ms=0.5)]
+    one, two, four = flow_scaling_rows(rows)
+    assert [r["ranks"] for r in (one, two, four)] == [1, 2, 4]
+    assert one["efficiency"] == 1.0 and one["model_ms"] == 10.0
+    assert two["model_ms"] == pytest.approx(10.0 / 2 + 0.5)
+    assert four["model_ms"] == pytest.approx(10.0 / 4 + 1.5)
+    assert four["efficiency"] == pytest.approx(10.0 / (4 * 4.0))
+    assert four["model_efficiency"] == pytest.approx(10.0 / (4 * 4.0))
+    assert two["model_error"] == pytest.approx((5.5 - 6.0) / 6.0)
+    alone = flow_scaling_rows(rows[2:3])                    # no one-rank run: no model
+    assert alone[0]["model_ms"] is None and alone[0]["efficiency"] is None
+
+
+def test_bench_flow_scaling_launches_each_count_and_prints_one_table(tmp_path):
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    out = tmp_path / "scaling.csv"
+    proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--flow", "--scaling",
+                           "2", "--cases", "hysing", "--sizes", "20", "--steps", "2", "--skip",
+                           "1", "--backend", "numpy", "--csv", str(out)],
+                          capture_output=True, text=True, timeout=600, env=child_env(),
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "model eff." in proc.stdout
+    rows = list(csv.DictReader(out.open()))
+    assert [r["ranks"] for r in rows] == ["1", "2"]
+    assert float(rows[0]["efficiency"]) == 1.0 and float(rows[1]["message_ms"]) > 0
+    assert float(rows[1]["model_ms"]) == pytest.approx(
+        float(rows[0]["step_ms"]) / 2 + float(rows[1]["message_ms"]))
+
+
+def test_bench_flow_scaling_refuses_bad_options_before_any_launch(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--flow", "--scaling",
+                           "2", "--cases", "nowhere.yaml"], capture_output=True, text=True,
+                          timeout=120, env=child_env(), cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "nowhere.yaml" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr

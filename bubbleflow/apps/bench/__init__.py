@@ -197,18 +197,24 @@ def _ranks_bench(comm, args):
         from .ranks_flow import run_ranks_flow_bench
 
         args.backend = backend.name                 # (as checked above, for every rank alike)
-        run_ranks_flow_bench(comm, parse_flow_args(args))
+        rows, _ = run_ranks_flow_bench(comm, parse_flow_args(args))
+        _write_rows(args.rows, comm, rows)
         return 0
     sizes, weak = _ranks_size_lists(args, dim, comm.size)
     rows = run_ranks_bench(comm, dim, sizes, backend=backend, weak_sizes=weak,
                            engine=args.ranks_engine)
-    if args.rows and comm.rank == 0:
+    _write_rows(args.rows, comm, rows)
+    return 0
+
+
+def _write_rows(path, comm, rows):
+    """``--rows FILE``: rank 0 writes the rows there (JSON lines, for ``--scaling``)."""
+    if path and comm.rank == 0:
         import json
 
         from ...io.atomic import atomic_text
 
-        atomic_text(args.rows, "".join(json.dumps(r) + "\n" for r in rows))
-    return 0
+        atomic_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def _ranks_size_lists(args, dim, ranks):
@@ -237,18 +243,26 @@ def _scaling(args):
     """``bench --scaling R [R ...]``: the ranks' benchmark under ``mpiexec
     -n R`` for each count (and one rank), strong scaling at ``--sizes`` and
     weak at ``--weak-sizes``; one table (:mod:`.ranks_scaling`)."""
-    from .ranks_scaling import find_mpiexec, run_scaling
+    from .ranks_scaling import run_scaling
 
     counts = [count_option("--scaling", token) for token in args.scaling]
     dim = dim_option(args.dim)
     if args.flow:
-        raise CaseError(PROG, "--flow", "got --flow with --scaling",
-                        "the pressure benchmark's scaling (a flow on ranks: mpiexec -n N "
-                        "bubbleflow bench --flow)")
+        return _flow_scaling(args, counts)
     sizes, weak = _ranks_size_lists(args, dim, max(counts))
     if args.csv:
         check_csv_writable(args.csv)
     backend = _scaling_backend(args.backend)
+    _, failed = run_scaling(counts, dim, sizes, weak, backend=backend, csv=args.csv,
+                            mpiexec=_launcher(), engine=args.ranks_engine)
+    return 1 if failed else 0
+
+
+def _launcher():
+    """The ``mpiexec`` of ``--scaling``, with mpi4py beside it; refused in
+    one line before any launch where either is missing."""
+    from .ranks_scaling import find_mpiexec
+
     try:
         import mpi4py  # noqa: F401
     except ImportError:
@@ -258,8 +272,32 @@ def _scaling(args):
     if mpiexec is None:
         raise CaseError(PROG, "--scaling", "no mpiexec found",
                         "an MPI launcher (pip install -e '.[mpi]' brings mpi4py and mpich)")
-    _, failed = run_scaling(counts, dim, sizes, weak, backend=backend, csv=args.csv,
-                            mpiexec=mpiexec, engine=args.ranks_engine)
+    return mpiexec
+
+
+def _flow_scaling(args, counts):
+    """``bench --flow --scaling R [R ...]``: the flow benchmark under
+    ``mpiexec -n R`` for each count (and one rank), one table of strong
+    scaling with the model (:mod:`.ranks_flow_scaling`).  The options are
+    checked here, before any launch."""
+    from .ranks_flow_scaling import run_flow_scaling
+
+    backend = _scaling_backend(args.backend)
+    csv, args.csv = args.csv, None              # (the table's, not the workers')
+    if csv:
+        check_csv_writable(csv)
+    parse_flow_args(args)
+    flow_args = []
+    for flag, values in (("--cases", args.cases), ("--sizes", args.sizes)):
+        if values:
+            flow_args += [flag, *values]
+    for flag, value in (("--steps", args.steps), ("--skip", args.skip)):
+        if value is not None:
+            flow_args += [flag, str(value)]
+    for item in args.set or ():
+        flow_args += ["--set", item]
+    _, failed = run_flow_scaling(counts, flow_args, backend=backend, csv=csv,
+                                 mpiexec=_launcher())
     return 1 if failed else 0
 
 

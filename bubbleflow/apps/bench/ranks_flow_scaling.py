@@ -1,0 +1,120 @@
+"""``bubbleflow bench --flow --scaling 1 2 4``: a flow step's strong scaling,
+each count of ranks started by ``mpiexec -n N`` (:mod:`.ranks_flow` on
+every rank), one table with the model beside each measurement.
+
+For each configuration (a case at a size) and count ``N``: the step's
+median ms (the slowest rank's, the output left out), the efficiency
+``T_1 / (N T_N)`` against the one-rank run of the same launcher, and the
+model's step ``T_1 / N + M_N``: the one rank's step shared out, plus the
+messages ``M_N`` the N ranks' step sends at the measured link's latency and
+bandwidth (:func:`.ranks_flow.model_rows`, its ``step`` row).  Where the
+measured time stays above the model, the ranks wait on the host (launches,
+Python, synchronisations) or on each other rather than on bytes or
+messages.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["FLOW_SCALING_COLUMNS", "flow_scaling_rows", "format_flow_scaling",
+           "run_flow_scaling"]
+
+#: The table's columns (also the CSV's).
+FLOW_SCALING_COLUMNS = ("case", "nx", "ny", "nz", "ranks", "comm", "backend", "step_ms",
+                        "message_ms", "model_ms", "model_error", "efficiency",
+                        "model_efficiency")
+
+
+def _key(row):
+    return (row["case"], row["nx"], row["ny"], row.get("nz"))
+
+
+def flow_scaling_rows(rows):
+    """The table's rows from the ``step`` rows of every count's run (one
+    rank's among them): per configuration its counts in order, the
+    efficiencies and the model against the one-rank row (None without it)."""
+    steps = [r for r in rows if r["phase"] == "step"]
+    out = []
+    for key in dict.fromkeys(_key(r) for r in steps):
+        group = sorted((r for r in steps if _key(r) == key), key=lambda r: r["ranks"])
+        one = group[0] if group[0]["ranks"] == 1 else None
+        for r in group:
+            n = r["ranks"]
+            model = eff = model_eff = None
+            if one is not None:
+                model = one["median_ms"] / n + r["message_ms"]
+                eff = one["median_ms"] / (n * r["median_ms"])
+                model_eff = one["median_ms"] / (n * model)
+            out.append(dict(case=key[0], nx=key[1], ny=key[2], nz=key[3], ranks=n,
+                            comm=r["comm"], backend=r["backend"], step_ms=r["median_ms"],
+                            message_ms=r["message_ms"], model_ms=model,
+                            model_error=(None if model is None
+                                         else (model - r["median_ms"]) / r["median_ms"]),
+                            efficiency=eff, model_efficiency=model_eff))
+    return out
+
+
+def format_flow_scaling(table):
+    """The rows of :func:`flow_scaling_rows` as an aligned text table."""
+    head = ("case", "size", "ranks", "comm", "step ms", "messages ms", "model ms",
+            "model error", "efficiency", "model eff.")
+    pct = (lambda v, sign="": "-" if v is None else f"{100 * v:{sign}.1f} %")
+    lines = []
+    for t in table:
+        size = " x ".join(str(v) for v in (t["nx"], t["ny"], t["nz"]) if v is not None)
+        lines.append((t["case"], size, str(t["ranks"]), t["comm"], f"{t['step_ms']:.3f}",
+                      f"{t['message_ms']:.3f}",
+                      "-" if t["model_ms"] is None else f"{t['model_ms']:.3f}",
+                      pct(t["model_error"], "+"), pct(t["efficiency"]),
+                      pct(t["model_efficiency"])))
+    widths = [max([len(h)] + [len(row[i]) for row in lines]) for i, h in enumerate(head)]
+    fmt = lambda row: "  ".join(c.rjust(w) for c, w in zip(row, widths))   # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
+
+
+def _worker_command(mpiexec, ranks, flow_args, backend, rows_path):
+    return ([mpiexec, "-n", str(ranks), sys.executable, "-m", "bubbleflow", "bench", "--flow",
+             "--backend", backend, "--rows", str(rows_path), "--no-progress"] + list(flow_args))
+
+
+def run_flow_scaling(counts, flow_args, backend="numpy", csv=None, out=print, err=None,
+                     mpiexec=None):
+    """The flow benchmark on each of ``counts`` ranks (1 added: the
+    baseline), ``flow_args`` the ``--cases``/``--sizes``/``--steps``/
+    ``--skip``/``--set`` options as given; prints the table, writes it to
+    ``csv`` (after each count, atomically); returns ``(table, failed counts)``."""
+    from ...io.atomic import atomic_text
+    from ..tables import csv_text
+    from .ranks_scaling import find_mpiexec
+
+    err = err or (lambda text: print(text, file=sys.stderr, flush=True))
+    mpiexec = mpiexec or find_mpiexec()
+    rows, failed = [], []
+    with tempfile.TemporaryDirectory(prefix="bubbleflow-flow-scaling-") as tmp:
+        for ranks in sorted(set(counts) | {1}):
+            path = Path(tmp) / f"rows{ranks}.jsonl"
+            cmd = _worker_command(mpiexec, ranks, flow_args, backend, path)
+            code = subprocess.run(cmd, env=dict(os.environ)).returncode
+            if code != 0 or not path.exists():
+                err(f"error: bench --flow --scaling: {' '.join(cmd[:3])} ... failed "
+                    f"(exit code {code})")
+                failed.append(ranks)
+                continue
+            got = [json.loads(line) for line in path.read_text().splitlines() if line]
+            if any(r["ranks"] != ranks for r in got):
+                err(f"error: bench --flow --scaling: {' '.join(cmd[:3])} started processes "
+                    f"that ran as {sorted({r['ranks'] for r in got})} rank(s), not {ranks}: "
+                    f"is {mpiexec} the launcher of the MPI mpi4py uses?")
+                failed.append(ranks)
+                continue
+            rows += got
+            if csv:
+                atomic_text(csv, csv_text(FLOW_SCALING_COLUMNS, flow_scaling_rows(rows)))
+    table = flow_scaling_rows(rows)
+    out(format_flow_scaling(table))
+    return table, failed
