@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 
+from ..io.compression import Compression
 from ..linalg.registry import DEFLATIONS, PRECONDITIONERS, on_slabs
 
 __all__ = ["run_case_ranks"]
@@ -172,7 +173,8 @@ def _solve(case, backend, comm, quiet, out):
             case.name, out.path, case_yaml=case.to_yaml(), version=__version__,
             backend=backend.name, device=f"{comm.size} ranks, {backend.device_name}",
             precision=case.precision, face_density=case.operator.face_density, grid=g,
-            phi=prob.phi, rho=prob.phases.rho, p=p.reshape(g.shape), record=record):
+            phi=prob.phi, rho=prob.phases.rho, p=p.reshape(g.shape), record=record,
+            compression=Compression.for_output(case.output, "pressure")):
         return 1
     if record.converged:
         _say(quiet, record.summary())

@@ -22,6 +22,7 @@ import sys
 from .. import __version__
 from ..case.config import viscosity_scheme
 from ..case.problem import build_pressure_problem
+from ..io.compression import Compression
 from ..io.flow_output import GAS_VOLUME_TOLERANCE
 from ..io.layout import DYNAMIC_PRESSURE, VOLUME_FRACTION
 from ..io.result_units import SERIES_UNITS
@@ -96,7 +97,8 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
             case.name, path, case_yaml=case.to_yaml(), version=__version__,
             backend=backend.name, device=backend.device_name, precision=case.precision,
             face_density=case.operator.face_density, grid=g, phi=prob.phi,
-            rho=prob.phases.rho, p=backend.to_host(p), record=record):
+            rho=prob.phases.rho, p=backend.to_host(p), record=record,
+            compression=Compression.for_output(case.output, "pressure")):
         return 1
     if record.converged:
         _say(quiet, f"{record.summary()}")
@@ -271,7 +273,8 @@ def _flow_writer(case, backend, comm, restart, path, grid):
     writer = None
     s = case.solver
     # /solver described as a pressure result's is (io/layout.py, SOLVER_ATTRS).
-    described = dict(levelset_method=case.levelset.method, solver_attrs={
+    described = dict(levelset_method=case.levelset.method,
+                     compression=Compression.for_output(case.output, "flow"), solver_attrs={
         "method": s.method, "variant": s.variant if s.method == "dpcg" else "",
         "preconditioner": s.preconditioner.type, "deflation": s.deflation.type,
         "rtol": float(s.rtol)})

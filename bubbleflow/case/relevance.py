@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
+from ..io.compression import Compression
 from ..linalg import registry as _registry
 from .errors import show_value
 from .geometry_checks import has_gas
@@ -131,6 +132,11 @@ APPLIES_ONLY_WHEN = (
     AppliesWhen((("levelset", "reinit_iterations"),),
                 holds=lambda case: case.levelset.reinit_every > 0,
                 unless=lambda case: "levelset.reinit_every is 0 (never reinitialised)"),
+    AppliesWhen((("output", "compression_level"),),
+                holds=lambda case: Compression.for_output(case.output, case.mode).method == "gzip",
+                unless=lambda case: f"output.compression {case.output.compression!r} stores "
+                                    f"the fields uncompressed for mode {case.mode!r}; only gzip "
+                                    "reads it"),
     AppliesWhen((("momentum", "viscous_rtol"),),
                 holds=lambda case: viscosity_scheme(case) == "implicit",
                 unless=_viscosity_unless),

@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 
 import yaml
 
+from ..io.compression import COMPRESSIONS
 from ..linalg import registry as _registry
 from ..mesh.grid import Grid as _Grid
 from .bounds import (MAX_AXIS_CELLS, MAX_CIRCLES, MAX_COARSEST_CELLS, MAX_DEGREE, MAX_ITERATIONS,
@@ -308,6 +309,8 @@ class OutputConfig(_Node):
 
     ``interval``: simulated time (s) between field snapshots in ``mode: flow``
     (each snapshot is also a restart checkpoint); null: start and end only.
+    ``compression`` and ``compression_level``: how the fields are stored
+    (:mod:`bubbleflow.io.compression`, chosen by measurement).
     ``bubbles_every``: steps between the samples of the bubble tracking
     (``mode: flow``; :mod:`bubbleflow.flow.bubble_tracking`), 0: none;
     ``auto``: :func:`bubbleflow.flow.bubble_tracking.sample_interval`.
@@ -315,6 +318,14 @@ class OutputConfig(_Node):
 
     directory: str = checked_field(StrSpec("a non-empty directory path"), "outputs")
     interval: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None)
+    compression: str = checked_field(
+        EnumSpec(COMPRESSIONS), "auto",
+        doc="how the fields are stored: none, gzip, or auto (none for a pressure case, whose "
+            "one write ends the command; gzip for a flow's snapshots, written in the "
+            "background)")
+    compression_level: int = checked_field(
+        IntSpec(min=1, max=9, why="gzip's levels"), 1,
+        doc="gzip's level (1 fastest, 9 smallest)")
     bubbles_every: object = checked_field(
         IntSpec(min=0, max=MAX_STEPS, also=("auto",), why="the most steps of a flow"), "auto",
         doc="steps between the bubble tracker's samples (every gas region labelled, "

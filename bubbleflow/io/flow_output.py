@@ -185,13 +185,15 @@ class FlowWriter:
     background = True
 
     def __init__(self, path, attrs, grid, run_id, series=None, snapshots=None, background=None,
-                 solver_attrs=None, levelset_method=None):
+                 solver_attrs=None, levelset_method=None, compression=None):
         self.path = os.fspath(path)
         self.attrs = dict(attrs)
         self.grid = grid
         # /solver's description and the interface method named beside the gas volume.
         self.solver_attrs = dict(solver_attrs or {})
         self.levelset_method = levelset_method
+        # How the snapshots' fields are stored (None: io.compression's default for flows).
+        self.compression = compression
         # The id names the snapshot folder: only the writer's own shape of id.
         self.run_id = run_paths.checked_run_id(run_id)
         self.folder = os.path.join(snapshot_folder(self.path), self.run_id)
@@ -227,7 +229,7 @@ class FlowWriter:
     def create(cls, path, attrs, grid, background=None, **described):
         """A new run and its snapshot folder.  The index appears with the first
         snapshot: an index without one could not be restarted.  ``described``:
-        ``solver_attrs``, ``levelset_method`` (see the class)."""
+        ``solver_attrs``, ``levelset_method``, ``compression`` (see the class)."""
         run_id = _new_run_id()
         attrs = dict(attrs)
         attrs.setdefault(layout.CREATED, created_stamp())
@@ -453,7 +455,7 @@ class FlowWriter:
             if job.tracker is not None:
                 fields[TRACKER] = job.tracker
             os.makedirs(self.folder, exist_ok=True)
-            result_writer.write_snapshot(path, job.step, job.time, fields)
+            result_writer.write_snapshot(path, job.step, job.time, fields, self.compression)
             job.written = True
         v = job.view
         rel = os.path.relpath(self.folder, os.path.dirname(os.path.abspath(self.path)))

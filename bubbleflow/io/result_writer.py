@@ -17,6 +17,7 @@ import numpy as np
 
 from .atomic import atomic_h5
 from .bubble_tables import TRACKER, write_bubble_tables, write_tracker_state
+from .compression import Compression
 from .dimension_scales import attach_dimension_scales
 from .layout import (BACKEND, CASE, COLUMNS_ATTR, CREATED, DEVICE, DIAGNOSTICS_GROUP,
                      FACE_DENSITY, FIELDS, FLOW_FIELDS, GRID, HISTORY, HISTORY_OFFSETS,
@@ -43,8 +44,11 @@ def _write_grid(fh, grid):
 
 
 def write_pressure_result(path, *, case_yaml, version, backend, device, precision, face_density,
-                          grid, phi, rho, p, record, mode="pressure"):
-    """Write one pressure solve (host arrays) to ``path`` atomically."""
+                          grid, phi, rho, p, record, mode="pressure", compression=None):
+    """Write one pressure solve (host arrays) to ``path`` atomically, the
+    fields stored as ``compression`` says (a :class:`.compression.Compression`;
+    default: uncompressed, a pressure case's ``auto``)."""
+    compression = compression or Compression("none")
     with atomic_h5(path) as fh:
         fh.attrs[VERSION] = version
         fh.attrs[CASE] = case_yaml
@@ -57,7 +61,8 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
         _write_grid(fh, grid)
         f = fh.create_group(FIELDS)
         for name, data in (("phi", phi), ("rho", rho), ("p", p)):
-            ds = f.create_dataset(name, data=np.asarray(data), compression="gzip", compression_opts=4)
+            data = np.asarray(data)
+            ds = f.create_dataset(name, data=data, **compression.options(data.shape))
             ds.attrs[UNITS_ATTR] = UNITS[name]
             ds.attrs[LAYOUT_ATTR] = ("(ny, nx), row j is y, column i is x" if grid.ndim == 2
                                      else "(nz, ny, nx), x fastest")
@@ -79,9 +84,11 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
         attach_dimension_scales(fh)
 
 
-def write_snapshot(path, step, time, fields):
+def write_snapshot(path, step, time, fields, compression=None):
     """One flow snapshot file, atomically: ``fields`` maps
-    :data:`.layout.FLOW_FIELDS` to host arrays.
+    :data:`.layout.FLOW_FIELDS` to host arrays, stored as ``compression``
+    says (a :class:`.compression.Compression`; default gzip level 1, a flow's
+    ``auto``).
 
     Other entries of ``fields`` (grid-shaped) are written beside them, the
     same way (with ``units`` when :data:`.result_units.UNITS` knows the
@@ -89,6 +96,7 @@ def write_snapshot(path, step, time, fields):
     :data:`.bubble_tables.TRACKER`, the bubble tracker's state (a dict of
     host arrays), becomes its group (:func:`.bubble_tables.write_tracker_state`).
     """
+    compression = compression or Compression()
     with atomic_h5(path) as fh:
         fh.attrs["step"] = step
         fh.attrs["time"] = time
@@ -96,8 +104,8 @@ def write_snapshot(path, step, time, fields):
             if key == TRACKER:
                 write_tracker_state(fh, fields[key], fields["p"].ndim)
                 continue
-            ds = fh.create_dataset(key, data=np.asarray(fields[key], dtype=np.float64),
-                                   compression="gzip", compression_opts=1)
+            data = np.asarray(fields[key], dtype=np.float64)
+            ds = fh.create_dataset(key, data=data, **compression.options(data.shape))
             if key in UNITS:
                 ds.attrs[UNITS_ATTR] = UNITS[key]
         # Cell-centred velocity (w = 0 in 2-D) for viewers, which have no face data.
@@ -107,8 +115,8 @@ def write_snapshot(path, step, time, fields):
             f, k = np.asarray(fields[name]), ndim - 1 - a
             vel[..., a] = 0.5 * (np.take(f, range(1, f.shape[k]), axis=k)
                                  + np.take(f, range(f.shape[k] - 1), axis=k))
-        fh.create_dataset("velocity", data=vel, compression="gzip",
-                          compression_opts=1).attrs[UNITS_ATTR] = UNITS["velocity"]
+        fh.create_dataset("velocity", data=vel, **compression.options(vel.shape)
+                          ).attrs[UNITS_ATTR] = UNITS["velocity"]
 
 
 def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnostics, solver,

@@ -154,10 +154,10 @@ def test_the_command_printed_after_a_failed_write_continues_the_run(tmp_path, ba
 
     write = result_writer.write_snapshot
 
-    def full_after_the_first(path, step, time, fields):
+    def full_after_the_first(path, step, time, fields, compression=None):
         if step > 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
-        return write(path, step, time, fields)
+        return write(path, step, time, fields, compression)
 
     monkeypatch.setattr(FlowWriter, "background", False)
     monkeypatch.setattr(result_writer, "write_snapshot", full_after_the_first)

@@ -116,12 +116,12 @@ def test_write_error_fails_the_run_in_one_line(tmp_path, backend, reference, mon
     def full(path):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    def snap(path, step, t, fields):
+    def snap(path, step, t, fields, compression=None):
         calls["snapshot"] += 1
         if (where == "snapshot" and calls["snapshot"] == 3) or \
                 (where == "last snapshot" and t >= 0.3 - 1e-12):
             full(path)
-        real_snap(path, step, t, fields)
+        real_snap(path, step, t, fields, compression)
 
     def index(path, **kw):
         calls["index"] += 1

@@ -1,0 +1,62 @@
+"""How a result's fields are stored: compressed or not, in what chunks.
+
+Chosen by measurement (``scripts/compression_study.py``; figures in
+``docs/performance.md``, "Writing the fields"): on the machines measured the
+disk takes a field an order of magnitude or more faster than a single
+thread can gzip it, so
+
+* a pressure case, whose one write comes after the solve and before the
+  command ends, writes its fields uncompressed (``none``: at the disk's
+  speed, two to three times the bytes);
+* a flow run, whose snapshots are written in a background thread while the
+  next steps go on, compresses them with gzip at level 1 (a third of the
+  bytes, written in the time of the steps between two snapshots).
+
+``output.compression: auto`` (the default) is that choice by mode;
+``none`` or ``gzip`` (``output.compression_level`` 1-9) set it.  Gzip's
+chunks are blocks of whole rows of about :data:`CHUNK_BYTES` (faster to
+write than h5py's automatic chunks, and a better ratio, as measured); byte
+shuffling is left out (it wrote slower for a small gain).  Only gzip is
+offered: stock HDF5 and ParaView read it without a plugin, which LZF or
+Blosc would need.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Compression", "COMPRESSIONS", "AUTO_COMPRESSION", "CHUNK_BYTES"]
+
+#: ``output.compression``'s values.
+COMPRESSIONS = ("auto", "none", "gzip")
+#: What ``auto`` is for each mode of case.
+AUTO_COMPRESSION = {"pressure": "none", "flow": "gzip"}
+#: The bytes of one gzip chunk (whole rows along the first axis).
+CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Compression:
+    """How to store a field: ``method`` ``none`` or ``gzip``, gzip's
+    ``level``."""
+
+    method: str = "gzip"
+    level: int = 1
+
+    @classmethod
+    def for_output(cls, output, mode):
+        """The storage an ``output`` section (its ``compression`` and
+        ``compression_level``) sets for a case of ``mode``."""
+        method = output.compression
+        if method == "auto":
+            method = AUTO_COMPRESSION[mode]
+        return cls(method, int(output.compression_level))
+
+    def options(self, shape, itemsize=8):
+        """``h5py.Group.create_dataset`` keywords for a dataset of ``shape``."""
+        if self.method == "none" or not shape or math.prod(shape) == 0:
+            return {}
+        row = itemsize * math.prod(shape[1:])
+        rows = max(1, min(int(shape[0]), CHUNK_BYTES // max(row, 1)))
+        return dict(compression="gzip", compression_opts=self.level,
+                    chunks=(rows,) + tuple(shape[1:]))

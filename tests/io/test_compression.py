@@ -1,0 +1,68 @@
+"""How the fields are stored (output.compression): the options of each
+setting, the defaults by mode, and runs that write what they say."""
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from bubbleflow.case.config import load_case
+from bubbleflow.io.compression import AUTO_COMPRESSION, CHUNK_BYTES, Compression
+from helpers.cli import ROOT, run_cli
+
+
+def test_gzip_chunks_whole_rows_of_about_a_mebibyte():
+    gz = Compression("gzip", 4)
+    options = gz.options((4096, 4096))
+    assert options == dict(compression="gzip", compression_opts=4, chunks=(32, 4096))
+    assert 32 * 4096 * 8 == CHUNK_BYTES
+    assert gz.options((10, 20))["chunks"] == (10, 20)               # smaller than a chunk
+    assert gz.options((64, 128, 128))["chunks"] == (8, 128, 128)    # 3-D: whole planes
+    assert gz.options((3, 300000))["chunks"] == (1, 300000)         # a row above a chunk
+    assert gz.options((0, 5)) == {} and Compression("none").options((64, 64)) == {}
+
+
+def test_auto_is_none_for_a_pressure_case_and_gzip_1_for_a_flow():
+    assert AUTO_COMPRESSION == {"pressure": "none", "flow": "gzip"}
+    for case_file, mode in (("bubbly_column.yaml", "pressure"), ("two_phase.yaml", "flow")):
+        case = load_case(os.path.join(ROOT, "cases", case_file))
+        assert case.output.compression == "auto" and case.mode == mode
+        assert Compression.for_output(case.output, mode) == Compression(
+            AUTO_COMPRESSION[mode], 1)
+
+
+def fields_of(path):
+    with h5py.File(path, "r") as fh:
+        return {name: (ds.compression, ds.compression_opts, ds.chunks, ds[()])
+                for name, ds in fh["fields"].items() if isinstance(ds, h5py.Dataset)}
+
+
+def test_a_pressure_case_writes_uncompressed_or_gzip_as_set(tmp_path):
+    common = ["run", "cases/bubbly_column.yaml", "--backend", "numpy", "-q",
+              "--set", "grid.nx=64", "--set", "grid.ny=64"]
+    plain = run_cli(*common, "-o", str(tmp_path / "plain"))
+    packed = run_cli(*common, "-o", str(tmp_path / "packed"), "--set", "output.compression=gzip",
+                     "--set", "output.compression_level=4")
+    assert plain.returncode == 0 and packed.returncode == 0, plain.stderr + packed.stderr
+    a = fields_of(tmp_path / "plain" / "bubbly_column.h5")
+    b = fields_of(tmp_path / "packed" / "bubbly_column.h5")
+    assert {name: f[:3] for name, f in a.items()} == {n: (None, None, None) for n in a}
+    assert {name: f[:3] for name, f in b.items()} == {n: ("gzip", 4, (64, 64)) for n in b}
+    for name in a:                                      # the same bits either way
+        assert np.array_equal(a[name][3], b[name][3])
+    assert os.path.getsize(tmp_path / "packed" / "bubbly_column.h5") < \
+        os.path.getsize(tmp_path / "plain" / "bubbly_column.h5")
+
+
+@pytest.mark.parametrize("setting,expected", [(None, ("gzip", 1)), ("none", (None, None))])
+def test_a_flows_snapshots_are_gzip_1_unless_set(tmp_path, setting, expected):
+    extra = ["--set", f"output.compression={setting}"] if setting else []
+    res = run_cli("run", "cases/two_phase.yaml", "--backend", "numpy", "-q", "--set",
+                  "grid.nx=16", "--set", "grid.ny=32", "--set", "time.end=0.05",
+                  "--set", "solver.deflation.subdomains=[4,4]", "-o", str(tmp_path), *extra)
+    assert res.returncode == 0, res.stderr
+    folder = next(p for p in (tmp_path / "two_phase.snapshots").rglob("*.h5"))
+    with h5py.File(folder, "r") as fh:
+        stored = {name: (fh[name].compression, fh[name].compression_opts)
+                  for name in ("phi", "p", "velocity")}
+    assert set(stored.values()) == {expected}
