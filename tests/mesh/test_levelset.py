@@ -54,3 +54,37 @@ def test_heaviside_and_face_density_rules():
     assert a == pytest.approx(500.5) and h == pytest.approx(2000 / 1001)
     with pytest.raises(ValueError):
         phase_fields(g, phi, 1000.0, 1.0, 1e-3, 1e-5, "geometric")
+
+
+def _swarm(rng, count, nd):
+    """Bubbles and droplets at random, some overlapping, some past the walls."""
+    return [Circle(float(rng.uniform(-0.1, 1.1)), float(rng.uniform(-0.1, 1.1)),
+                   float(rng.uniform(0.01, 0.15)), gas=bool(rng.random() < 0.7),
+                   z=float(rng.uniform(-0.1, 1.9)) if nd == 3 else None) for _ in range(count)]
+
+
+@pytest.mark.parametrize("grid", [Grid(97, 131, 1.0, 1.4), Grid.regular((23, 19, 41), (1.0, 0.9, 1.8))])
+@pytest.mark.parametrize("surface", [1.2, None])
+def test_the_blocked_build_has_the_bits_of_the_whole_grid_passes(grid, surface, monkeypatch):
+    """On the host the level set is filled a few planes at a time, shapes
+    too far from a block skipped there: the same bits as the passes over
+    the whole grid, one shape at a time (a last block shorter than the
+    others included)."""
+    from bubbleflow.mesh import levelset
+
+    monkeypatch.setattr(levelset, "BUILD_PLANES", 6)
+    circles = _swarm(np.random.default_rng(7), 40, grid.ndim)
+    got = build_levelset(grid, surface, circles)
+    want = levelset._build.reference(grid, surface, tuple(circles), None)
+    assert got.shape == grid.shape and np.array_equal(got, want)
+    # Gas and liquid both there.
+    assert (got < 0).any() and (got > 0).any()
+
+
+def test_the_level_set_is_built_on_the_backend(backend):
+    grid = Grid(64, 96, 1.0, 1.5)
+    circles = _swarm(np.random.default_rng(3), 12, 2)
+    phi = build_levelset(grid, 1.1, circles, backend=backend)
+    assert type(phi) is type(backend.xp.zeros(1))
+    np.testing.assert_allclose(backend.to_host(phi), build_levelset(grid, 1.1, circles),
+                               rtol=0, atol=1e-15)
