@@ -12,7 +12,12 @@ A result file opens as labelled arrays (with the ``xarray`` extra)::
     from bubbleflow import open_result
     ds = open_result("outputs/bubbly_column.h5")     # an xarray.Dataset
 """
+import time as _time
+
 __version__ = "0.1.0"
+#: ``time.perf_counter()`` when the package was first imported: where
+#: ``bubbleflow run --profile`` starts the start-up's clock.
+IMPORTED = _time.perf_counter()
 
 from .compute.backend import Backend, BackendUnavailable, get_backend
 from .linalg.deflation.space import Deflation, make_deflation

@@ -88,12 +88,17 @@ def cmd_run(args):
     if comm.size > 1:                        # started by mpiexec -n N
         from .ranks import run_case_ranks
 
+        if args.profile:
+            raise CaseError(args.case, None, f"got --profile with {comm.size} ranks",
+                            "one process (the ranks' step phase by phase: mpiexec -n N "
+                            "bubbleflow bench --flow)")
+
         return run_case_ranks(case, backend, comm, quiet=args.quiet, restart=args.restart,
                               overwrite=args.overwrite, progress=not args.no_progress,
                               command=restart_command(args))
     return run_case(case, backend, quiet=args.quiet, restart=args.restart,
                     progress=not args.no_progress, overwrite=args.overwrite,
-                    command=restart_command(args))
+                    command=restart_command(args), profile=args.profile)
 
 
 def restart_command(args):
@@ -149,6 +154,10 @@ def build_parser():
     run.add_argument("--overwrite", action="store_true",
                      help="replace an existing result in OUTDIR once this run has finished "
                           "(until then it is kept, as NAME.previous.h5 for flow runs)")
+    run.add_argument("--profile", action="store_true",
+                     help="say at the end where the run's time went: start-up, case build, "
+                          "set-up, solve or the steps phase by phase, output, each beside "
+                          "its floor (a flow's phases synchronise the device: a little slower)")
     run.add_argument("--no-progress", action="store_true",
                      help="no progress bar (it is also off when stderr is not a terminal)")
     run.set_defaults(func=cmd_run)

@@ -30,6 +30,7 @@ from ..io.xdmf import pressure_sidecar
 from ..linalg.solver import PressureSolver
 from .bubble_sampling import BubbleSampling
 from .restart import open_restart, restart_tracker
+from .run_profile import RunProfile, TimedCalls, pressure_floors
 from .stop_signals import StopSignals
 
 __all__ = ["run_case", "run_pressure", "write_pressure_files", "write_run_snapshot",
@@ -42,7 +43,7 @@ def _say(quiet, *parts, file=None):
 
 
 def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=True,
-             overwrite=False, command=None):
+             overwrite=False, command=None, profile=False):
     """Run a validated case on ``backend`` in this process; return the
     process exit code (several ranks: :func:`.ranks.run_case_ranks`).
 
@@ -50,7 +51,8 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     :mod:`bubbleflow.io.outdir`) before any work starts.  ``command``: the
     ``bubbleflow run`` words that started the run, without ``--restart``
     (see :func:`restart_hint`), so that a flow run that stops can say what
-    to type to continue it.
+    to type to continue it.  ``profile``: say at the end where the run's
+    time went (:mod:`.run_profile`).
     """
     from ..case.config import CaseError
     from ..io.outdir import RunOutput
@@ -61,20 +63,29 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     outdir = outdir or case.output.directory
     with RunOutput(case, outdir, overwrite=overwrite, restart=restart,
                    flow=case.mode == "flow") as out:
+        prof = RunProfile(backend) if profile else None
         if case.mode == "flow":
             return run_flow(case, backend, quiet=quiet, out=out, restart=restart,
-                            progress=progress, command=command)
-        return run_pressure(case, backend, quiet=quiet, out=out, progress=progress)
+                            progress=progress, command=command, profile=prof)
+        return run_pressure(case, backend, quiet=quiet, out=out, progress=progress, profile=prof)
 
 
-def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=True, **_):
-    """One pressure solve of the first projection step; returns 0 or 1."""
+def _part(profile, name):
+    """``profile``'s part ``name`` (:meth:`.run_profile.RunProfile.part`), or nothing."""
+    return profile.part(name) if profile is not None else contextlib.nullcontext()
+
+
+def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=True, profile=None,
+                 **_):
+    """One pressure solve of the first projection step; returns 0 or 1.
+    ``profile``: a :class:`.run_profile.RunProfile` the parts go to."""
     from ..case.config import CaseError
 
     path = out.path if out is not None else os.path.join(outdir or case.output.directory,
                                                          f"{case.name}.h5")
     try:
-        prob = build_pressure_problem(case, backend)
+        with _part(profile, "case build"):
+            prob = build_pressure_problem(case, backend)
     except ValueError as exc:          # random bubbles that do not fit their region
         raise CaseError.from_runtime(
             case, "geometry.random_bubbles", str(exc),
@@ -85,20 +96,27 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
     _say(quiet, f"{case.name}: {' x '.join(map(str, g.cells))} cells, {len(prob.circles)} "
                 f"{'circles' if g.ndim == 2 else 'spheres'}, "
                 f"density contrast {contrast:g}, face density {case.operator.face_density}")
-    solver = PressureSolver.from_config(prob.A, s, phi=prob.phi, precision=case.precision)
+    with _part(profile, "pressure set-up"):
+        solver = PressureSolver.from_config(prob.A, s, phi=prob.phi, precision=case.precision)
     ndefl = solver.deflation.k if solver.deflation is not None else 0
     variant = f" ({s.variant})" if s.method == "dpcg" else ""
     _say(quiet, f"solver: {s.method}{variant}, preconditioner {s.preconditioner.type}, "
                 f"deflation {s.deflation.type} ({ndefl} vectors), rtol {s.rtol:g}; "
                 f"backend {backend.name} on {backend.device_name}")
-    with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol) as shown:
+    with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol) as shown, \
+            _part(profile, "pressure solve"):
         p, record = solver.solve(prob.rhs, progress=shown if shown.enabled else None)
-    if not write_pressure_files(
+    with _part(profile, "output"):
+        written = write_pressure_files(
             case.name, path, case_yaml=case.to_yaml(), version=__version__,
             backend=backend.name, device=backend.device_name, precision=case.precision,
             face_density=case.operator.face_density, grid=g, phi=prob.phi,
             rho=prob.phases.rho, p=backend.to_host(p), record=record,
-            compression=Compression.for_output(case.output, "pressure")):
+            compression=Compression.for_output(case.output, "pressure"))
+    if profile is not None:
+        pressure_floors(profile, case, prob, solver, record)
+        print(profile.table(), flush=True)
+    if not written:
         return 1
     if record.converged:
         _say(quiet, f"{record.summary()}")
@@ -185,7 +203,7 @@ class _SolveProgress:
 
 
 def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, progress=True,
-             comm=None, command=None):
+             comm=None, command=None, profile=None):
     """Time-dependent run; returns 0, 1 if a pressure solve failed or the flow
     blew up, 128 + signal number when stopped by SIGTERM / SIGINT.  With
     ``comm`` of several ranks each steps its slab (every rank calls this;
@@ -194,7 +212,9 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
 
     Its last lines state the relative change of the gas volume from the
     initial state (a warning on stderr beyond
-    :data:`~bubbleflow.io.flow_output.GAS_VOLUME_TOLERANCE`), as its file does."""
+    :data:`~bubbleflow.io.flow_output.GAS_VOLUME_TOLERANCE`), as its file does.
+    ``profile``: a :class:`.run_profile.RunProfile` the parts go to (one
+    process)."""
     path = out.path if out is not None else os.path.join(outdir or case.output.directory,
                                                          f"{case.name}.h5")
     ranks = comm.size if comm is not None else 1
@@ -205,7 +225,8 @@ def run_flow(case, backend, quiet=False, outdir=None, out=None, restart=None, pr
     # From the start: a SIGTERM while the first kernels compile must not kill
     # the run before its first snapshot is written.
     with StopSignals(comm) as stop:
-        return _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hint)
+        return _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hint,
+                         profile)
 
 
 def restart_hint(command, path):
@@ -288,7 +309,8 @@ def _flow_writer(case, backend, comm, restart, path, grid):
     return RankWriter(comm, writer)
 
 
-def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hint):
+def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hint,
+              profile=None):
     import signal
     import time as _time
 
@@ -301,14 +323,16 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hi
     loud = comm is None or comm.rank == 0           # one rank reports
     # The solver and the checkpoint before anything is moved aside: a bad
     # restart leaves the previous result where it was.
-    solver, state = _flow_solver(case, backend, comm, restart)
+    with _part(profile, "case build"):
+        solver, state = _flow_solver(case, backend, comm, restart)
     every, tracker = _tracking(case, backend, comm, restart)
     aside = out.set_aside() if out is not None else None
     if aside:
         _say(quiet, f"{case.name}: the previous result is kept as {aside} until this run finishes")
-    writer = _flow_writer(case, backend, comm, restart, path, solver.grid)
-    state, previous_wall = _first_state(case, solver, state, writer, restart, quiet)
-    bubbles = BubbleSampling(every, solver, writer, lead=loud, tracker=tracker)
+    writer = _profiled(profile, solver, _flow_writer(case, backend, comm, restart, path, solver.grid))
+    with _part(profile, "case build"):
+        state, previous_wall = _first_state(case, solver, state, writer, restart, quiet)
+    bubbles = _sampling(profile, every, solver, writer, loud, tracker)
     g = solver.grid
     size = writer.diag["area" if "area" in writer.diag else "volume"]
     gas = size[0] > 0 if size else True
@@ -339,6 +363,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hi
                 blown = True
                 break
             writer.write_step(rep)
+            if profile is not None:
+                profile.add_step(rep, case, solver)
             rec = rep.record
             iters.append(rec.iterations)
             worst = max(worst, rec.residual)
@@ -391,6 +417,8 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hi
             writer.wait(raise_error=False)
     if status == "finished" and out is not None:
         out.finished()
+    if profile is not None:
+        print(profile.table(), flush=True)
     gas_line = _gas_volume_line(case.name, case.levelset.method, g.ndim, gas, state.time,
                                 writer.gas_volume_change, judged=failures == 0)
     if status == "stopped":
@@ -398,13 +426,41 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hi
         _err(loud, f"{case.name}: stopped by {stop.received} at t = {state.time:.6g} (step {state.step}); "
               f"state written; continue with: {hint}")
         return 128 + int(getattr(signal, stop.received))
+    _say_summary(quiet, state, wall, iters, worst, path, rep if failures == 0 and gas else None)
+    _say_gas_volume(quiet, gas_line)
+    return 1 if failures else 0
+
+
+def _say_summary(quiet, state, wall, iters, worst, path, last):
+    """The run's summary line, then the last report's diagnostics (``last``;
+    None: none to say)."""
     _say(quiet, f"{state.step} steps to t = {state.time:g} s in {wall:.1f} s; pressure iterations "
                 f"mean {sum(iters) / max(len(iters), 1):.1f}, max {max(iters, default=0)}; "
                 f"worst true residual {worst:.2e}; wrote {path}")
-    if iters and failures == 0 and gas:
-        _say(quiet, _final_line(rep.diagnostics))
-    _say_gas_volume(quiet, gas_line)
-    return 1 if failures else 0
+    if iters and last is not None:
+        _say(quiet, _final_line(last.diagnostics))
+
+
+def _profiled(profile, solver, writer):
+    """With a profile: the stepper's phase clock on, and the writer's calls
+    timed as the output."""
+    if profile is not None:
+        solver.clock.enabled = True
+    return _timed(profile, "output", writer, "write_step", "write_snapshot", "write_bubbles",
+                  "close", "wait", "commit")
+
+
+def _sampling(profile, every, solver, writer, lead, tracker):
+    """The run's :class:`.bubble_sampling.BubbleSampling`, its samples timed
+    as the profile's bubble tracking."""
+    return _timed(profile, "bubble tracking",
+                  BubbleSampling(every, solver, writer, lead=lead, tracker=tracker), "sample")
+
+
+def _timed(profile, part, obj, *methods):
+    """``obj`` with its ``methods`` timed as ``profile``'s ``part``
+    (:class:`.run_profile.TimedCalls`); ``obj`` itself without a profile."""
+    return obj if profile is None else TimedCalls(obj, profile, part, methods)
 
 
 def _final_line(diagnostics):
