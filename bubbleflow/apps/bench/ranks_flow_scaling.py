@@ -14,12 +14,7 @@ messages.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 __all__ = ["FLOW_SCALING_COLUMNS", "flow_scaling_rows", "format_flow_scaling",
            "run_flow_scaling"]
@@ -88,33 +83,13 @@ def run_flow_scaling(counts, flow_args, backend="numpy", csv=None, out=print, er
     baseline), ``flow_args`` the ``--cases``/``--sizes``/``--steps``/
     ``--skip``/``--set`` options as given; prints the table, writes it to
     ``csv`` (after each count, atomically); returns ``(table, failed counts)``."""
-    from ...io.atomic import atomic_text
-    from ..tables import csv_text
-    from .ranks_scaling import find_mpiexec
+    from .ranks_scaling import run_counts
 
-    err = err or (lambda text: print(text, file=sys.stderr, flush=True))
-    mpiexec = mpiexec or find_mpiexec()
-    rows, failed = [], []
-    with tempfile.TemporaryDirectory(prefix="bubbleflow-flow-scaling-") as tmp:
-        for ranks in sorted(set(counts) | {1}):
-            path = Path(tmp) / f"rows{ranks}.jsonl"
-            cmd = _worker_command(mpiexec, ranks, flow_args, backend, path)
-            code = subprocess.run(cmd, env=dict(os.environ)).returncode
-            if code != 0 or not path.exists():
-                err(f"error: bench --flow --scaling: {' '.join(cmd[:3])} ... failed "
-                    f"(exit code {code})")
-                failed.append(ranks)
-                continue
-            got = [json.loads(line) for line in path.read_text().splitlines() if line]
-            if any(r["ranks"] != ranks for r in got):
-                err(f"error: bench --flow --scaling: {' '.join(cmd[:3])} started processes "
-                    f"that ran as {sorted({r['ranks'] for r in got})} rank(s), not {ranks}: "
-                    f"is {mpiexec} the launcher of the MPI mpi4py uses?")
-                failed.append(ranks)
-                continue
-            rows += got
-            if csv:
-                atomic_text(csv, csv_text(FLOW_SCALING_COLUMNS, flow_scaling_rows(rows)))
+    def command(ranks, path, launcher):
+        return _worker_command(launcher, ranks, flow_args, backend, path)
+
+    rows, failed = run_counts(counts, command, FLOW_SCALING_COLUMNS, flow_scaling_rows, csv,
+                              err, mpiexec, "bench --flow --scaling")
     table = flow_scaling_rows(rows)
     out(format_flow_scaling(table))
     return table, failed

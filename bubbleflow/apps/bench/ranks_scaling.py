@@ -24,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["SCALING_COLUMNS", "find_mpiexec", "scaling_rows", "format_scaling", "run_scaling"]
+__all__ = ["SCALING_COLUMNS", "find_mpiexec", "scaling_rows", "format_scaling", "run_scaling",
+           "run_counts"]
 
 #: The scaling table's columns (also the CSV's).
 SCALING_COLUMNS = ("dim", "scaling", "n", "ranks", "cells", "cells_per_rank", "comm", "backend",
@@ -103,6 +104,26 @@ def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=p
     each count, atomically);
     returns ``(table, failed counts)``.  The workers print their own lines
     as they go; a count that fails is named and the rest still run."""
+    def command(ranks, path, launcher):
+        return _worker_command(launcher, ranks, dim, sizes, weak_sizes, backend, path, engine)
+
+    def table(rows):
+        return scaling_rows(rows, sizes, weak_sizes)
+
+    rows, failed = run_counts(counts, command, SCALING_COLUMNS, table, csv, err, mpiexec,
+                              "bench --scaling")
+    out(format_scaling(table(rows)))
+    return table(rows), failed
+
+
+def run_counts(counts, command, columns, table, csv=None, err=None, mpiexec=None,
+               what="bench --scaling"):
+    """Launch ``command(ranks, rows_path, mpiexec)`` for each of ``counts``
+    (1 added: the baseline), each writing its rows to ``rows_path`` (JSON
+    lines); after each count ``table(rows)`` goes to ``csv`` (``columns``,
+    atomically).  Returns ``(rows, failed counts)``: a count that fails, or
+    whose processes did not join one MPI world, is named on ``err`` and the
+    rest still run."""
     from ...io.atomic import atomic_text
     from ..tables import csv_text
 
@@ -112,24 +133,22 @@ def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=p
     with tempfile.TemporaryDirectory(prefix="bubbleflow-scaling-") as tmp:
         for ranks in sorted(set(counts) | {1}):
             path = Path(tmp) / f"rows{ranks}.jsonl"
-            cmd = _worker_command(mpiexec, ranks, dim, sizes, weak_sizes, backend, path, engine)
+            cmd = command(ranks, path, mpiexec)
             code = subprocess.run(cmd, env=dict(os.environ)).returncode
             if code != 0 or not path.exists():
-                err(f"error: bench --scaling: {' '.join(cmd[:3])} ... failed (exit code {code})")
+                err(f"error: {what}: {' '.join(cmd[:3])} ... failed (exit code {code})")
                 failed.append(ranks)
                 continue
             got = [json.loads(line) for line in path.read_text().splitlines() if line]
             if any(r["ranks"] != ranks for r in got):
                 # Processes that did not join one MPI world (another MPI's
                 # launcher, or no mpi4py) each ran alone: no N-rank figure.
-                err(f"error: bench --scaling: {' '.join(cmd[:3])} started processes that ran "
+                err(f"error: {what}: {' '.join(cmd[:3])} started processes that ran "
                     f"as {sorted({r['ranks'] for r in got})} rank(s), not {ranks}: is {mpiexec} "
                     "the launcher of the MPI mpi4py uses?")
                 failed.append(ranks)
                 continue
             rows += got
             if csv:             # after every count: a later one's failure keeps these
-                atomic_text(csv, csv_text(SCALING_COLUMNS, scaling_rows(rows, sizes, weak_sizes)))
-    table = scaling_rows(rows, sizes, weak_sizes)
-    out(format_scaling(table))
-    return table, failed
+                atomic_text(csv, csv_text(columns, table(rows)))
+    return rows, failed
