@@ -23,8 +23,8 @@ class PressureProblem:
     """
 
     grid: Grid
-    phi: np.ndarray          # (ny, nx), host
-    phases: PhaseFields      # host
+    phi: object              # (ny, nx), on the backend
+    phases: PhaseFields      # on the backend
     A: PoissonOperator       # on the backend, float64
     rhs: object              # (ny, nx), on the backend, float64
     circles: list
@@ -32,10 +32,11 @@ class PressureProblem:
 
 
 def build_pressure_problem(case, backend):
-    """Assemble the pressure problem of a validated case on ``backend``."""
+    """Assemble the pressure problem of a validated case on ``backend``:
+    the level set, the phases and the operator built where the solve runs."""
     grid = Grid.from_config(case.grid)
     circles = geometry_circles(case.geometry, grid)
-    phi = build_levelset(grid, case.geometry.free_surface, circles)
+    phi = build_levelset(grid, case.geometry.free_surface, circles, backend=backend)
     fl = case.fluids
     phases = phase_fields(grid, phi, fl.liquid.density, fl.gas.density, fl.liquid.viscosity,
                           fl.gas.viscosity, rule=case.operator.face_density)

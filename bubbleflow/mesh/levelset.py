@@ -206,7 +206,7 @@ def heaviside(phi, eps, xp=np):
 
 @dataclass
 class PhaseFields:
-    """Cell and face densities of a two-phase configuration (NumPy arrays).
+    """Cell and face densities of a two-phase configuration (arrays of one backend).
 
     ``rho`` has shape ``(ny, nx)``; ``rho_x`` (ny, nx-1) holds the densities on
     the interior vertical faces between cells ``(j, i)`` and ``(j, i+1)``;
@@ -235,9 +235,12 @@ def phase_fields(grid, phi, rho_liquid, rho_gas, mu_liquid, mu_gas, rule="arithm
     ``harmonic``:   rho_f = 2 rho_i rho_j / (rho_i + rho_j).
     ``levelset``:   rho_f from the smoothed Heaviside of phi at the face
                     (mean of the two cells), epsilon = 1.5 h; cells likewise.
+
+    The fields are on ``phi``'s backend.
     """
     eps = 1.5 * max(grid.spacing)
     nd = phi.ndim
+    xp = array_module(phi)
 
     def pairs(a, k):
         """The two cells of the faces normal to array axis ``k``."""
@@ -247,15 +250,16 @@ def phase_fields(grid, phi, rho_liquid, rho_gas, mu_liquid, mu_gas, rule="arithm
         return a[tuple(hi)], a[tuple(lo)]
 
     if rule == "levelset":
-        H = heaviside(phi, eps)
+        H = heaviside(phi, eps, xp)
         rho = rho_gas + (rho_liquid - rho_gas) * H
         mu = mu_gas + (mu_liquid - mu_gas) * H
-        faces = [rho_gas + (rho_liquid - rho_gas) * heaviside(0.5 * sum(pairs(phi, nd - 1 - a)), eps)
+        faces = [rho_gas + (rho_liquid - rho_gas) * heaviside(0.5 * sum(pairs(phi, nd - 1 - a)),
+                                                              eps, xp)
                  for a in range(nd)]
     elif rule in ("arithmetic", "harmonic"):
         liquid = phi >= 0
-        rho = np.where(liquid, rho_liquid, rho_gas).astype(float)
-        mu = np.where(liquid, mu_liquid, mu_gas).astype(float)
+        rho = xp.where(liquid, rho_liquid, rho_gas).astype(float)
+        mu = xp.where(liquid, mu_liquid, mu_gas).astype(float)
         faces = []
         for a in range(nd):
             hi, lo = pairs(rho, nd - 1 - a)
