@@ -138,24 +138,26 @@ def _check_restart(case, backend, restart):
 def _solve(case, backend, comm, quiet, out):
     from .. import __version__
     from ..case.problem import build_pressure_problem
-    from ..compute.backend import get_backend
     from ..linalg.solver import PressureSolver, slab_align
+    from ..mesh.grid import Grid
+    from ..mesh.ranks import rank_slab
     from ..operators.distributed import DistributedOperator
     from .run import write_pressure_files
 
-    # The whole grid's problem on the host; a rank's device gets its slab
-    # alone (a grid too large for one GPU's memory can be shared by several).
-    prob = build_pressure_problem(case, get_backend("numpy"))
+    # Each rank builds its widened slab alone, on its own device: no host
+    # holds the whole problem (a grid too large for one GPU is shared).
     s = case.solver
+    grid = Grid.from_config(case.grid)
+    slab = rank_slab(grid.shape, comm.rank, comm.size, slab_align(s, grid, comm.size))
+    lo, hi, _, _ = slab.extended()
+    prob = build_pressure_problem(case, backend, planes=(lo, hi))
     quiet = quiet or comm.rank != 0
     cells = " x ".join(map(str, prob.grid.cells))
-    A = DistributedOperator.from_operator(prob.A, comm, align=slab_align(s, prob.grid, comm.size),
-                                          backend=backend)
+    A = DistributedOperator.from_couplings(prob.A.couplings(), slab, comm, backend, first=lo)
     _say(quiet, f"{case.name}: {cells} cells on {comm.size} ranks (slabs of "
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
-    lo, hi, _, _ = A.slab.extended()
-    solver = PressureSolver.from_config(A, s, phi=prob.phi[lo:hi], grid=prob.grid)
+    solver = PressureSolver.from_config(A, s, phi=prob.phi, grid=prob.grid)
     if s.preconditioner.type == "multigrid":
         M, o = solver.M, s.preconditioner
         _say(quiet, f"multigrid: {M.n_levels} levels, {M.gathered} on the slabs, "
@@ -163,8 +165,10 @@ def _solve(case, backend, comm, quiet, out):
     if solver.deflation is not None:
         _say(quiet, f"deflation {s.deflation.type}: {solver.deflation.n_vectors} vectors, "
                     f"{s.variant}")
-    x, record = solver.solve(A.scatter_local(prob.rhs))
+    own = slice(slab.lo - lo, slab.hi - lo)          # the slab's planes among the widened ones
+    x, record = solver.solve(prob.rhs[own].ravel())
     p = A.gather(x)
+    phi, rho = A.gather(prob.phi[own]), A.gather(prob.phases.rho[own])
     if comm.rank != 0:
         return 0 if record.converged else 1
     g = prob.grid
@@ -173,7 +177,8 @@ def _solve(case, backend, comm, quiet, out):
             case.name, out.path, case_yaml=case.to_yaml(), version=__version__,
             backend=backend.name, device=f"{comm.size} ranks, {backend.device_name}",
             precision=case.precision, face_density=case.operator.face_density, grid=g,
-            phi=prob.phi, rho=prob.phases.rho, p=p.reshape(g.shape), record=record,
+            phi=phi.reshape(g.shape), rho=rho.reshape(g.shape), p=p.reshape(g.shape),
+            record=record,
             compression=Compression.for_output(case.output, "pressure")):
         return 1
     if record.converged:

@@ -29,24 +29,34 @@ class PressureProblem:
     rhs: object              # (ny, nx), on the backend, float64
     circles: list
     precision: str = "float64"   # the case's: pass it to PressureSolver
+    planes: tuple = None         # (lo, hi): only these planes of grid were built
 
 
-def build_pressure_problem(case, backend):
+def build_pressure_problem(case, backend, planes=None):
     """Assemble the pressure problem of a validated case on ``backend``:
-    the level set, the phases and the operator built where the solve runs."""
+    the level set, the phases and the operator built where the solve runs.
+
+    ``planes=(lo, hi)``: only those planes of the vertical axis (array axis
+    0; a rank's widened slab), whose host never holds the rest: ``phi``,
+    the phases and ``rhs`` the whole problem's on those planes, ``A`` the
+    operator of the planes' grid (the couplings of their faces, those of
+    the whole operator); ``grid`` stays the whole grid."""
     grid = Grid.from_config(case.grid)
     circles = geometry_circles(case.geometry, grid)
-    phi = build_levelset(grid, case.geometry.free_surface, circles, backend=backend)
+    phi = build_levelset(grid, case.geometry.free_surface, circles, backend=backend,
+                         planes=planes)
     fl = case.fluids
     phases = phase_fields(grid, phi, fl.liquid.density, fl.gas.density, fl.liquid.viscosity,
                           fl.gas.viscosity, rule=case.operator.face_density)
     # float64: a float32 system would solve another problem (the rounded
     # entries) and could not hold the answer to rtol; see PressureSolver.
-    A = assemble_pressure_operator(grid, phases, backend=backend, dtype=np.float64,
+    lo, hi = planes if planes is not None else (0, grid.shape[0])
+    A = assemble_pressure_operator(grid if planes is None else grid.planes(lo, hi), phases,
+                                   backend=backend, dtype=np.float64,
                                    storage=case.operator.storage)
-    rhs = backend.xp.asarray(gravity_rhs(grid, case.physics.gravity), dtype=np.float64)
+    rhs = backend.xp.asarray(gravity_rhs(grid, case.physics.gravity)[lo:hi], dtype=np.float64)
     return PressureProblem(grid=grid, phi=phi, phases=phases, A=A, rhs=rhs, circles=circles,
-                           precision=case.precision)
+                           precision=case.precision, planes=planes)
 
 
 def _column_geometry(dim, stack, below=0.0):

@@ -101,7 +101,7 @@ def _circle(spec, gas):
 BUILD_PLANES = 32
 
 
-def build_levelset(grid, free_surface=None, circles=(), backend=None):
+def build_levelset(grid, free_surface=None, circles=(), backend=None, planes=None):
     """Signed distance ``phi`` (the grid's shape) of the liquid region.
 
     Parameters
@@ -115,6 +115,9 @@ def build_levelset(grid, free_surface=None, circles=(), backend=None):
         (spheres in 3-D).
     backend : Backend, optional
         Where ``phi`` is built and returned (default: NumPy, on the host).
+    planes : (int, int), optional
+        Only the planes ``lo:hi`` of the vertical axis (array axis 0: a
+        rank's slab), their values those of the whole grid's.
 
     Notes
     -----
@@ -128,7 +131,10 @@ def build_levelset(grid, free_surface=None, circles=(), backend=None):
     large grid.  On a GPU those passes run on the device (its ``hypot`` may
     round differently in the last bit).
     """
-    return _build(grid, free_surface, tuple(circles), backend)
+    lo, hi = planes if planes is not None else (0, grid.shape[0])
+    if not 0 <= lo < hi <= grid.shape[0]:
+        raise ValueError(f"planes {lo}:{hi} of a grid of {grid.shape[0]} planes")
+    return _build(grid, free_surface, tuple(circles), backend, lo, hi)
 
 
 def _terms(coords, circle):
@@ -175,24 +181,25 @@ def _fill(grid, free_surface, circles, coords, shape, xp, bound=None):
 
 
 @twin
-def _build(grid, free_surface, circles, backend):
-    """The passes over the whole grid, one shape at a time, on ``backend``."""
+def _build(grid, free_surface, circles, backend, first, stop):
+    """The passes over planes ``first:stop``, one shape at a time, on ``backend``."""
     xp = backend.xp if backend is not None else np
-    return _fill(grid, free_surface, circles, _axes(grid, xp), grid.shape, xp)
+    return _fill(grid, free_surface, circles, _axes(grid, xp, slice(first, stop)),
+                 (stop - first,) + grid.shape[1:], xp)
 
 
 @_build.register("numpy")
-def _build_by_blocks(grid, free_surface, circles, backend):
+def _build_by_blocks(grid, free_surface, circles, backend, first, stop):
     centres = np.asarray(grid.centres[-1], dtype=np.float64)
-    phi = np.empty(grid.shape)
-    for lo in range(0, grid.shape[0], BUILD_PLANES):
-        hi = min(lo + BUILD_PLANES, grid.shape[0])
+    phi = np.empty((stop - first,) + grid.shape[1:])
+    for lo in range(first, stop, BUILD_PLANES):
+        hi = min(lo + BUILD_PLANES, stop)
         near = (centres[lo], centres[hi - 1])
         # The vertical distance to the block's planes bounds the distance to them.
         bound = (lambda c, near=near: max(near[0] - c.centre[-1], c.centre[-1] - near[1], 0.0))
-        phi[lo:hi] = _fill(grid, free_surface, sorted(circles, key=bound),
-                           _axes(grid, np, slice(lo, hi)), (hi - lo,) + grid.shape[1:], np,
-                           bound)
+        phi[lo - first:hi - first] = _fill(
+            grid, free_surface, sorted(circles, key=bound), _axes(grid, np, slice(lo, hi)),
+            (hi - lo,) + grid.shape[1:], np, bound)
     return phi
 
 

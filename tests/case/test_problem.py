@@ -23,3 +23,27 @@ def test_a_pressure_case_is_built_on_its_backend(backend):
     x = np.random.default_rng(0).standard_normal(48 * 40)
     np.testing.assert_allclose(backend.to_host(here.A @ backend.xp.asarray(x)), host.A @ x,
                                rtol=1e-12, atol=1e-9)
+
+
+def test_a_slab_of_planes_is_the_whole_problems_bit_for_bit():
+    """A rank's widened slab built alone (2-D with both storages and the
+    level-set face density, 3-D): its level set, densities, right-hand side
+    and operator couplings are those of the whole problem's planes."""
+    numpy = get_backend("numpy")
+    for name, sets in (("bubbly_column.yaml", [("grid.nx", 48), ("grid.ny", 40)]),
+                       ("bubbly_column.yaml", [("grid.nx", 48), ("grid.ny", 40),
+                                               ("operator.face_density", "levelset"),
+                                               ("operator.storage", "matrix_free")]),
+                       ("bubbly_column_3d.yaml", [("grid.nx", 12), ("grid.ny", 12),
+                                                  ("grid.nz", 30)])):
+        case = load_case(os.path.join(ROOT, "cases", name), sets)
+        whole = build_pressure_problem(case, numpy)
+        lo, hi = 7, 23
+        part = build_pressure_problem(case, numpy, planes=(lo, hi))
+        assert part.planes == (lo, hi) and part.grid.shape == whole.grid.shape
+        assert np.array_equal(part.phi, whole.phi[lo:hi])
+        assert np.array_equal(part.phases.rho, whole.phases.rho[lo:hi])
+        assert np.array_equal(part.rhs, whole.rhs[lo:hi])
+        nd = whole.grid.ndim
+        for a, (p, w) in enumerate(zip(part.A.couplings(), whole.A.couplings())):
+            assert np.array_equal(p, w[lo:hi - 1 if a == nd - 1 else hi]), (name, a)

@@ -75,7 +75,7 @@ def test_the_blocked_build_has_the_bits_of_the_whole_grid_passes(grid, surface, 
     monkeypatch.setattr(levelset, "BUILD_PLANES", 6)
     circles = _swarm(np.random.default_rng(7), 40, grid.ndim)
     got = build_levelset(grid, surface, circles)
-    want = levelset._build.reference(grid, surface, tuple(circles), None)
+    want = levelset._build.reference(grid, surface, tuple(circles), None, 0, grid.shape[0])
     assert got.shape == grid.shape and np.array_equal(got, want)
     # Gas and liquid both there.
     assert (got < 0).any() and (got > 0).any()
@@ -88,3 +88,20 @@ def test_the_level_set_is_built_on_the_backend(backend):
     assert type(phi) is type(backend.xp.zeros(1))
     np.testing.assert_allclose(backend.to_host(phi), build_levelset(grid, 1.1, circles),
                                rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("grid", [Grid(40, 57, 1.0, 1.4), Grid.regular((11, 9, 30), (1.0, 0.9, 1.8))])
+def test_a_slab_of_planes_has_the_whole_grids_bits(grid, monkeypatch):
+    """A rank's planes built alone: those rows of the whole grid's level
+    set, bit for bit, on the host's builder and on the whole-grid passes."""
+    from bubbleflow.mesh import levelset
+
+    monkeypatch.setattr(levelset, "BUILD_PLANES", 4)
+    circles = _swarm(np.random.default_rng(11), 15, grid.ndim)
+    whole = build_levelset(grid, 1.1, circles)
+    for lo, hi in ((0, 7), (5, 19), (grid.shape[0] - 3, grid.shape[0])):
+        assert np.array_equal(build_levelset(grid, 1.1, circles, planes=(lo, hi)), whole[lo:hi])
+        assert np.array_equal(levelset._build.reference(grid, 1.1, tuple(circles), None, lo, hi),
+                              whole[lo:hi])
+    with pytest.raises(ValueError, match="planes 3:2"):
+        build_levelset(grid, 1.1, circles, planes=(3, 2))
