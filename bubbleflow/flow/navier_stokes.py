@@ -258,19 +258,22 @@ class FlowSolver:
     # ------------------------------------------------------------------ state
     def initial_state(self):
         """Fluid at rest, the interface from the case geometry (on ranks:
-        built on the host for the whole grid, the slab's part on the backend)."""
+        built on the host for the slab and a plane of each neighbour, the
+        slab's part on the backend)."""
         g, xp, part = self.grid, self.xp, self.partition
+        first, stop = part.initial_planes()
         phi = part.whole_field(build_levelset(g, self.case.geometry.free_surface,
-                                              geometry_circles(self.case.geometry, g)), self.dtype)
+                                              geometry_circles(self.case.geometry, g),
+                                              planes=(first, stop)), self.dtype)
         c = self._initial_fraction(phi) if self.clsvof else None
         velocity = []
         for a in range(g.ndim):
             shape = list(part.local_shape)
             shape[g.ndim - 1 - a] += 1
             velocity.append(xp.zeros(tuple(shape), dtype=self.dtype))
-        return FlowState(phi=part.own(phi), velocity=tuple(velocity),
+        return FlowState(phi=part.own(phi, first), velocity=tuple(velocity),
                          p=xp.zeros(part.local_shape, dtype=self.dtype),
-                         c=None if c is None else part.own(c))
+                         c=None if c is None else part.own(c, first))
 
     def _initial_fraction(self, phi):
         """The gas fraction of the initial level set: in 2-D one cut per

@@ -91,12 +91,19 @@ class WholeGrid:
         """The slab's part of a field of the widened slab: all of it here."""
         return f
 
+    def initial_planes(self):
+        """``(first, stop)``: the planes (array axis 0) the initial state is
+        built on: here the whole grid."""
+        return 0, self.grid.shape[0]
+
     def whole_field(self, host, dtype):
-        """A whole-grid host field where the initial state is built: here on the backend."""
+        """A host field of the :meth:`initial_planes` where the initial
+        state is built: here on the backend."""
         return self.backend.xp.asarray(host, dtype=dtype)
 
-    def own(self, f):
-        """The slab's part of a whole-grid field of :meth:`whole_field`, on the backend."""
+    def own(self, f, first=0):
+        """The slab's part, on the backend, of a field of :meth:`whole_field`
+        on the planes from ``first`` on."""
         return f
 
     def owned_planes(self, ndim, width):
@@ -184,12 +191,19 @@ class RankSlabs(WholeGrid):
         start = self.lo - self.window(width)[0]
         return f[start:start + self.hi - self.lo + (1 if faces else 0)]
 
+    def initial_planes(self):
+        # The slab and a plane of each neighbour: the initial fraction's
+        # differences reach one plane, so the slab's cells get the whole
+        # grid's values, and no host holds the whole grid.
+        return max(self.lo - 1, 0), min(self.hi + 1, self.grid.shape[0])
+
     def whole_field(self, host, dtype):
-        # The whole grid stays on the host: a rank's device holds its slab.
+        # The planes stay on the host, as one process's whole grid would:
+        # a rank's device holds its slab.
         return np.asarray(host, dtype=dtype)
 
-    def own(self, f):
-        return self.backend.xp.array(f[self.lo:self.hi])
+    def own(self, f, first=0):
+        return self.backend.xp.array(f[self.lo - first:self.hi - first])
 
     def owned_planes(self, ndim, width):
         # A component's unknowns are its interior faces: the slab's cells'
