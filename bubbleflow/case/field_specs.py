@@ -257,6 +257,25 @@ class SectionSpec(Spec):
         return self.cls(**kwargs)
 
 
-def checked_field(spec, default=dataclasses.MISSING, factory=dataclasses.MISSING, doc=""):
-    """A dataclass field that carries its checker."""
-    return field(default=default, default_factory=factory, metadata={"spec": spec, "doc": doc})
+def checked_field(spec, default=dataclasses.MISSING, factory=dataclasses.MISSING, doc="",
+                  default_text=""):
+    """A dataclass field that carries its checker and its documentation.
+
+    Parameters
+    ----------
+    spec : Spec
+        Checks and converts the key's value (``metadata["spec"]``).
+    default, factory
+        As for :func:`dataclasses.field`; neither: a required key.
+    doc : str
+        What the key means, for the key reference
+        (:mod:`~.key_reference`, the README's table): one line, units
+        included, without the allowed values or the default (both are
+        generated).
+    default_text : str
+        The default in words, where the dataclass default is a placeholder
+        that the loader resolves from other values (the name from the file,
+        the preconditioner from the method); empty: the default itself.
+    """
+    return field(default=default, default_factory=factory,
+                 metadata={"spec": spec, "doc": doc, "default_text": default_text})

@@ -4,7 +4,9 @@
 Each field carries its checker (``metadata["spec"]``,
 :func:`~.field_specs.checked_field`) next to its default, so adding a key
 or an enum value is a one-line change.  The validation is hand-written on
-purpose (no schema library): the messages are the product.
+purpose (no schema library): the messages are the product.  Each field's
+``doc`` is the one text of what its key means: the README's key table is
+generated from these fields (:mod:`.key_reference`).
 """
 from __future__ import annotations
 
@@ -43,6 +45,21 @@ DEFAULT_PRECONDITIONER = {m.name: m.default_preconditioner for m in _registry.ME
 DEFAULT_CELLS_PER_SUBDOMAIN = _registry.DEFAULT_CELLS_PER_SUBDOMAIN
 #: ``solver.deflation.type`` when the case does not give one.
 DEFAULT_DEFLATION = {m.name: m.default_deflation for m in _registry.METHODS.values()}
+
+
+def _choices(table):
+    """The entries of a solver registry table in words, ``"`name`: doc; ..."``,
+    so the key reference lists what the solver offers."""
+    return "; ".join(f"`{name}`: {entry.doc}" for name, entry in table.items())
+
+
+def _by_method(defaults):
+    """A default that depends on ``solver.method`` in words, ``"`none` (cg,
+    pcg), `levelset_subdomains` (dpcg)"``."""
+    methods = {}
+    for method, value in defaults.items():
+        methods.setdefault(value, []).append(method)
+    return ", ".join(f"`{value}` ({', '.join(names)})" for value, names in methods.items())
 
 
 class _Precision(EnumSpec):
@@ -90,15 +107,17 @@ def _plain(obj):
 class GridConfig(_Node):
     """``grid``: cells and domain size (m)."""
 
-    nx: int = checked_field(_AXIS, 128)
-    ny: int = checked_field(_AXIS, 128)
-    lx: float = checked_field(FloatSpec(gt=0), 1.0)
-    ly: float = checked_field(FloatSpec(gt=0), 1.0)
+    nx: int = checked_field(_AXIS, 128, doc="cells along x")
+    ny: int = checked_field(_AXIS, 128, doc="cells along y (up in 2-D)")
+    lx: float = checked_field(FloatSpec(gt=0), 1.0, doc="domain size along x (m)")
+    ly: float = checked_field(FloatSpec(gt=0), 1.0,
+                              doc="domain size along y (m): the height in 2-D, the depth in 3-D")
     nz: Optional[int] = checked_field(
         OptionalSpec(_AXIS), None,
-        doc="cells in z: a 3-D grid (z vertical); null: 2-D (y vertical)")
+        doc="cells along z: a 3-D grid with z up (gravity along -z, the free surface a height "
+            "in z, centres `[x, y, z]`; README, \"3-D\"); null: a 2-D grid with y up")
     lz: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None,
-                                        doc="domain height in 3-D (null: 1.0)")
+                                        doc="domain height along z in 3-D (m); null: 1.0")
 
     @property
     def ndim(self):
@@ -121,8 +140,8 @@ class GridConfig(_Node):
 class FluidConfig(_Node):
     """One fluid: density (kg/m^3) and dynamic viscosity (Pa s)."""
 
-    density: float = checked_field(FloatSpec(gt=0), 1000.0)
-    viscosity: float = checked_field(FloatSpec(gt=0), 1.0e-3)
+    density: float = checked_field(FloatSpec(gt=0), 1000.0, doc="density (kg/m^3)")
+    viscosity: float = checked_field(FloatSpec(gt=0), 1.0e-3, doc="dynamic viscosity (Pa s)")
 
 
 _GAS = {"density": 1.0, "viscosity": 1.8e-5}
@@ -141,9 +160,10 @@ class FluidsConfig(_Node):
 class PhysicsConfig(_Node):
     """``physics``: gravity (m/s^2), acting along -y."""
 
-    gravity: float = checked_field(FloatSpec(ge=0), 9.81)
-    surface_tension: float = checked_field(FloatSpec(ge=0), 0.0,
-                                           doc="N/m, between liquid and gas (flow)")
+    gravity: float = checked_field(FloatSpec(ge=0), 9.81,
+                                   doc="gravitational acceleration (m/s^2), along -y (-z in 3-D)")
+    surface_tension: float = checked_field(
+        FloatSpec(ge=0), 0.0, doc="flow: surface tension between liquid and gas (N/m)")
 
 
 @dataclass(frozen=True)
@@ -151,8 +171,9 @@ class CircleConfig(_Node):
     """A bubble (gas) or droplet (liquid): centre ``(x, y)`` (``(x, y, z)``
     in 3-D) and radius (m)."""
 
-    center: Tuple[float, ...] = checked_field(_POINT)
-    radius: float = checked_field(FloatSpec(gt=0))
+    center: Tuple[float, ...] = checked_field(_POINT,
+                                              doc="centre (m): `[x, y]`, `[x, y, z]` in 3-D")
+    radius: float = checked_field(FloatSpec(gt=0), doc="radius (m)")
 
 
 @dataclass(frozen=True)
@@ -164,17 +185,21 @@ class LatticeConfig(_Node):
     ``z_range``; ends included); see :func:`~.geometry_checks.lattice_centres`.
     """
 
-    columns: int = checked_field(_CIRCLES)
-    rows: int = checked_field(_CIRCLES)
-    radius: float = checked_field(FloatSpec(gt=0))
+    columns: int = checked_field(_CIRCLES, doc="bubbles along x")
+    rows: int = checked_field(_CIRCLES, doc="bubbles along y")
+    radius: float = checked_field(FloatSpec(gt=0), doc="radius of every bubble (m)")
     x_range: Tuple[float, float] = checked_field(
-        TupleSpec(FloatSpec(), 2, "two numbers [x0, x1] with x0 <= x1"))
+        TupleSpec(FloatSpec(), 2, "two numbers [x0, x1] with x0 <= x1"),
+        doc="x of the first and the last column's centres (m); one column: the midpoint")
     y_range: Tuple[float, float] = checked_field(
-        TupleSpec(FloatSpec(), 2, "two numbers [y0, y1] with y0 <= y1"))
-    layers: Optional[int] = checked_field(OptionalSpec(_CIRCLES), None, doc="3-D: spheres along z")
+        TupleSpec(FloatSpec(), 2, "two numbers [y0, y1] with y0 <= y1"),
+        doc="y of the first and the last row's centres (m); one row: the midpoint")
+    layers: Optional[int] = checked_field(OptionalSpec(_CIRCLES), None,
+                                          doc="3-D (required there): spheres along z")
     z_range: Optional[Tuple[float, float]] = checked_field(
         OptionalSpec(TupleSpec(FloatSpec(), 2, "two numbers [z0, z1] with z0 <= z1")), None,
-        doc="3-D: the heights the layers spread over")
+        doc="3-D (required there): z of the bottom and the top layer's centres (m); "
+            "one layer: the midpoint")
 
 
 @dataclass(frozen=True)
@@ -183,14 +208,21 @@ class RandomBubblesConfig(_Node):
     from ``seed``, in ``region = [x0, x1, y0, y1]`` (``[x0, x1, y0, y1, z0,
     z1]`` in 3-D; None: the whole domain)."""
 
-    count: int = checked_field(_CIRCLES)
-    radius: float = checked_field(FloatSpec(gt=0))
-    seed: int = checked_field(IntSpec(min=0, max=MAX_SEED, why="a signed 64-bit integer"), 0)
-    min_gap: float = checked_field(FloatSpec(ge=0), 0.0)
+    count: int = checked_field(_CIRCLES, doc="number of bubbles")
+    radius: float = checked_field(FloatSpec(gt=0), doc="radius of every bubble (m)")
+    seed: int = checked_field(IntSpec(min=0, max=MAX_SEED, why="a signed 64-bit integer"), 0,
+                              doc="seed of the random draw: a seed places the same bubbles "
+                                  "on every run")
+    min_gap: float = checked_field(
+        FloatSpec(ge=0), 0.0,
+        doc="least distance (m) between a bubble's surface and any other bubble's, those of "
+            "`bubbles` and `bubble_lattice` included")
     region: Optional[Tuple[float, ...]] = checked_field(
         OptionalSpec(TupleSpec(FloatSpec(), (4, 6),
-                               "null or four numbers [x0, x1, y0, y1] (six in 3-D, "
-                               "[x0, x1, y0, y1, z0, z1])")), None)
+                               "four numbers [x0, x1, y0, y1] (six in 3-D, "
+                               "[x0, x1, y0, y1, z0, z1])")), None,
+        doc="the box (m) the bubbles lie in, each whole: `[x0, x1, y0, y1]`, "
+            "`[x0, x1, y0, y1, z0, z1]` in 3-D; null: the whole domain")
 
 
 @dataclass(frozen=True)
@@ -198,56 +230,81 @@ class GeometryConfig(_Node):
     """``geometry``: where the liquid and the gas are at the start."""
 
     free_surface: Optional[float] = checked_field(
-        OptionalSpec(FloatSpec()), None, doc="liquid below this height; None: liquid everywhere")
+        OptionalSpec(FloatSpec()), None,
+        doc="height (m) of a flat liquid surface, liquid below and gas above (a height in z in "
+            "3-D); null: a domain full of liquid")
     bubbles: Tuple[CircleConfig, ...] = checked_field(
-        ListSpec(SectionSpec(CircleConfig), "a list of {center: [x, y], radius: r}"), ())
+        ListSpec(SectionSpec(CircleConfig), "a list of {center: [x, y], radius: r}"), (),
+        doc="gas circles (spheres in 3-D) in the liquid")
     droplets: Tuple[CircleConfig, ...] = checked_field(
-        ListSpec(SectionSpec(CircleConfig), "a list of {center: [x, y], radius: r}"), ())
+        ListSpec(SectionSpec(CircleConfig), "a list of {center: [x, y], radius: r}"), (),
+        doc="liquid circles (spheres in 3-D) in the gas: above the free surface or inside "
+            "a bubble")
     bubble_lattice: Optional[LatticeConfig] = checked_field(
-        OptionalSpec(SectionSpec(LatticeConfig)), None)
+        OptionalSpec(SectionSpec(LatticeConfig)), None,
+        doc="equal bubbles evenly spaced, `columns x rows` (`x layers` spheres in 3-D); "
+            "null: none")
     random_bubbles: Optional[RandomBubblesConfig] = checked_field(
-        OptionalSpec(SectionSpec(RandomBubblesConfig)), None)
+        OptionalSpec(SectionSpec(RandomBubblesConfig)), None,
+        doc="`count` equal bubbles at reproducible random places, apart from each other; "
+            "null: none")
 
 
 @dataclass(frozen=True)
 class OperatorConfig(_Node):
     """``operator``: face-density rule and how the 5-point operator is stored."""
 
-    face_density: str = checked_field(EnumSpec(FACE_DENSITIES), "arithmetic")
-    storage: str = checked_field(EnumSpec(STORAGES), "diagonals")
+    face_density: str = checked_field(
+        EnumSpec(FACE_DENSITIES), "arithmetic",
+        doc="the density on a cell face: `arithmetic` (the mean of the two cells'), `harmonic` "
+            "(their harmonic mean), `levelset` (from the smoothed Heaviside of phi at the "
+            "face, epsilon = 1.5 h)")
+    storage: str = checked_field(
+        EnumSpec(STORAGES), "diagonals",
+        doc="how the pressure operator is stored: `diagonals` (five diagonals, seven in 3-D) or "
+            "`matrix_free` (the face couplings only); the same matrix either way",
+        default_text="`diagonals` in 2-D, `matrix_free` in 3-D")
 
 
 @dataclass(frozen=True)
 class PreconditionerConfig(_Node):
     """``solver.preconditioner``.  ``type``'s default depends on the method."""
 
-    type: str = checked_field(EnumSpec(PRECONDITIONERS), DEFAULT_PRECONDITIONER["pcg"])
-    block_lines: int = checked_field(IntSpec(min=2, **_AXIS_PART), 2,
-                                     doc="block_ic: grid lines per IC block")
+    type: str = checked_field(EnumSpec(PRECONDITIONERS), DEFAULT_PRECONDITIONER["pcg"],
+                              doc="the preconditioner: " + _choices(_registry.PRECONDITIONERS),
+                              default_text=_by_method(DEFAULT_PRECONDITIONER))
+    block_lines: int = checked_field(
+        IntSpec(min=2, **_AXIS_PART), 2,
+        doc="`block_ic`: grid lines per incomplete-Cholesky block, a divisor of ny below ny "
+            "(3-D: x-lines of one z-plane, a divisor of ny; ny: whole planes)")
     degree: int = checked_field(
         IntSpec(min=1, max=MAX_DEGREE,
                 why="smoothing steps per visit; more cost more than they gain"), 2,
-        doc="multigrid: Chebyshev smoothing steps per visit")
+        doc="`multigrid`: Chebyshev smoothing steps per visit of a level")
     ratio: float = checked_field(
         FloatSpec(gt=1), 4.0,
-        doc="multigrid: the smoother targets D^-1 A's eigenvalues in [2/ratio, 2]")
-    scale: float = checked_field(FloatSpec(gt=0, lt=2), 1.8,
-                                 doc="multigrid: over-correction of the coarse-grid correction")
+        doc="`multigrid`: the smoother targets the eigenvalues of D^-1 A in `[2/ratio, 2]`")
+    scale: float = checked_field(
+        FloatSpec(gt=0, lt=2), 1.8,
+        doc="`multigrid`: over-correction of the coarse-grid correction")
     coarsest: int = checked_field(
         IntSpec(min=1, max=MAX_COARSEST_CELLS,
                 why="the coarsest level is solved through a dense inverse"), 512,
-        doc="multigrid: cells of the coarsest level at most (solved directly)")
+        doc="`multigrid`: cells of the coarsest level at most (it is solved directly)")
     min_side: int = checked_field(
         IntSpec(min=1, max=MAX_MIN_SIDE,
                 why="it holds back levels of at most that many cells only"), 16,
-        doc="multigrid: no level narrower than this (levels of up to 1024 cells)")
+        doc="`multigrid`: no level narrower than this many cells, among levels of up to "
+            "1024 cells (the coarsening stops before one)")
     cycle_precision: str = checked_field(
         EnumSpec(("float64", "float32")), "float32",
-        doc="multigrid: the cycle's arithmetic (float32 halves its bytes)")
+        doc="`multigrid`: the cycle's arithmetic (`float32` halves its bytes); the Krylov "
+            "method keeps its own")
     w_levels: object = checked_field(
         IntSpec(min=0, max=MAX_W_LEVELS, also=("auto",), why="more levels than any grid has"),
-        "auto", doc="multigrid: top levels that visit their coarse level twice (W); "
-                    "0: a V-cycle; auto: those whose coarse level has at least 2^18 cells")
+        "auto", doc="`multigrid`: top levels that visit their coarse level twice (a W-cycle "
+                    "there); 0: a V-cycle; `auto`: those whose coarse level has at least "
+                    "2^18 cells")
 
     def options(self):
         """Every preconditioner option of the section (the solver passes on
@@ -259,17 +316,25 @@ class PreconditionerConfig(_Node):
 class DeflationConfig(_Node):
     """``solver.deflation``.  ``type``'s default depends on the method."""
 
-    type: str = checked_field(EnumSpec(DEFLATIONS), DEFAULT_DEFLATION["pcg"])
+    type: str = checked_field(EnumSpec(DEFLATIONS), DEFAULT_DEFLATION["pcg"],
+                              doc="the deflation space (dpcg): " + _choices(_registry.DEFLATIONS),
+                              default_text=_by_method(DEFAULT_DEFLATION))
     subdomains: Optional[Tuple[int, int]] = checked_field(
         OptionalSpec(TupleSpec(IntSpec(min=1, **_AXIS_PART), (2, 3),
                                "two integers [px, py] >= 1 (three in 3-D)")), None,
-        doc="subdomain counts [px, py] ([px, py, pz] in 3-D); null: from cells_per_subdomain")
+        doc="`subdomains`, `levelset_subdomains`: block counts `[px, py]` (`[px, py, pz]` in "
+            "3-D) dividing the grid's cells, instead of `cells_per_subdomain` (an override of "
+            "either replaces the other); null: from `cells_per_subdomain`")
     cells_per_subdomain: Optional[int] = checked_field(
         OptionalSpec(IntSpec(min=1, **_AXIS_PART)), None,
-        doc=f"subdomain width in cells (null: {DEFAULT_CELLS_PER_SUBDOMAIN}, 8 in 3-D, wider past "
-            f"{_registry.DEFAULT_MAX_SUBDOMAINS} subdomains); the default way, so refining "
-            "the grid refines the deflation")
-    stripes: int = checked_field(IntSpec(min=1, **_AXIS_PART), 16)
+        doc="`subdomains`, `levelset_subdomains`: subdomain width in cells, so refining the "
+            f"grid refines the deflation; null: {DEFAULT_CELLS_PER_SUBDOMAIN} "
+            f"({_registry.DEFAULT_CELLS_BY_DIMENSION[3]} in 3-D), wider where that would give "
+            f"more than {_registry.DEFAULT_MAX_SUBDOMAINS} subdomains")
+    stripes: int = checked_field(
+        IntSpec(min=1, **_AXIS_PART), 16,
+        doc="`stripes`: number of horizontal stripes, a divisor of ny (3-D: layers along z, "
+            "a divisor of nz)")
 
     def subdomain_counts(self, nx, ny, nz=None):
         """``(px, py[, pz])``: as written, or blocks about
@@ -290,17 +355,34 @@ _ITERATIONS = IntSpec(min=1, max=MAX_ITERATIONS, why="the residual history is an
 class SolverConfig(_Node):
     """``solver``: Krylov method, preconditioner, deflation, stopping."""
 
-    method: str = checked_field(EnumSpec(METHODS), "pcg")
-    variant: str = checked_field(EnumSpec(VARIANTS), "adef2", doc="deflation variant (dpcg only)")
+    method: str = checked_field(
+        EnumSpec(METHODS), "pcg",
+        doc="the Krylov method: " + "; ".join(f"`{m.name}`: {m.doc}"
+                                              for m in _registry.METHODS.values()),
+        default_text="`pcg`; `dpcg` where a deflation type other than `none` (or a deflation "
+                     "option) is written, `cg` where the preconditioner `none` is")
+    variant: str = checked_field(
+        EnumSpec(VARIANTS), "adef2",
+        doc="dpcg's deflation variant: `adef2` (robust; the preconditioner P^T M^-1 + Q) or "
+            "`def1` (CG on P A x^ = P b, then x = Q b + P^T x^)")
     preconditioner: PreconditionerConfig = checked_field(SectionSpec(PreconditionerConfig),
                                                          factory=PreconditionerConfig)
     deflation: DeflationConfig = checked_field(SectionSpec(DeflationConfig),
                                                factory=DeflationConfig)
-    rtol: float = checked_field(FloatSpec(gt=0, lt=1), 1.0e-8)
-    atol: float = checked_field(FloatSpec(ge=0), 0.0)
-    maxiter: int = checked_field(_ITERATIONS, 10000)
-    check_every: int = checked_field(_ITERATIONS, 10,
-                                     doc="iterations between host-side convergence checks")
+    rtol: float = checked_field(
+        FloatSpec(gt=0, lt=1), 1.0e-8,
+        doc="relative tolerance: the solve stops when the true residual "
+            "`‖b - A x‖ <= max(rtol ‖b‖, atol)`")
+    atol: float = checked_field(FloatSpec(ge=0), 0.0,
+                                doc="absolute tolerance of that stop (`solver.rtol`)")
+    maxiter: int = checked_field(_ITERATIONS, 10000,
+                                 doc="iteration limit of a solve; one that reaches it unconverged "
+                                     "fails")
+    check_every: int = checked_field(
+        _ITERATIONS, 10,
+        doc="iterations between host-side convergence checks; the fused GPU engine tests the "
+            "tolerance on the device every iteration and spaces its host checks out to up to "
+            "16x this while the residual falls steadily")
 
 
 @dataclass(frozen=True)
@@ -316,21 +398,29 @@ class OutputConfig(_Node):
     ``auto``: :func:`bubbleflow.flow.bubble_tracking.sample_interval`.
     """
 
-    directory: str = checked_field(StrSpec("a non-empty directory path"), "outputs")
-    interval: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None)
+    directory: str = checked_field(
+        StrSpec("a non-empty directory path"), "outputs",
+        doc="the folder `<name>.h5` is written to (the command line's `-o` overrides it)")
+    interval: Optional[float] = checked_field(
+        OptionalSpec(FloatSpec(gt=0)), None,
+        doc="flow: simulated time (s) between field snapshots, each also a restart "
+            "checkpoint; null: start and end only")
     compression: str = checked_field(
         EnumSpec(COMPRESSIONS), "auto",
-        doc="how the fields are stored: none, gzip, or auto (none for a pressure case, whose "
-            "one write ends the command; gzip for a flow's snapshots, written in the "
-            "background)")
+        doc="how the fields are stored: `none`, `gzip` (stock HDF5 and ParaView read both), or "
+            "`auto`: `none` for a pressure case (its one write ends the command, and the disk "
+            "takes the fields far faster than gzip makes them), `gzip` for a flow's snapshots "
+            "(written in the background while the steps go on)")
     compression_level: int = checked_field(
         IntSpec(min=1, max=9, why="gzip's levels"), 1,
-        doc="gzip's level (1 fastest, 9 smallest)")
+        doc="gzip's level, 1 (fastest) to 9 (smallest); chunks of whole rows of about 1 MiB")
     bubbles_every: object = checked_field(
         IntSpec(min=0, max=MAX_STEPS, also=("auto",), why="the most steps of a flow"), "auto",
-        doc="steps between the bubble tracker's samples (every gas region labelled, "
-            "identified and measured); 0: no tracking; auto: every step on the CPU, every "
-            "10 steps on a GPU (where a sample costs about half a step)")
+        doc="flow: steps between the samples of the bubble tracking (the steps that are "
+            "multiples of it, step 0 included): every connected gas region labelled, measured "
+            "and given an identity that it keeps from sample to sample, written to `/bubbles`; "
+            "0: no tracking; `auto`: every step on the CPU, every 10 steps on a GPU, where a "
+            "sample costs about half a step")
 
 
 @dataclass(frozen=True)
@@ -341,11 +431,17 @@ class TimeConfig(_Node):
     and gravity limits and ``dt_max``; ``dt`` fixes it instead.
     """
 
-    end: float = checked_field(FloatSpec(gt=0), 1.0)
-    cfl: float = checked_field(FloatSpec(gt=0, le=1), 0.25)
-    dt: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None,
-                                        doc="fixed time step (s)")
-    dt_max: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None)
+    end: float = checked_field(FloatSpec(gt=0), 1.0, doc="flow: end time (s)")
+    cfl: float = checked_field(
+        FloatSpec(gt=0, le=1), 0.25,
+        doc="flow: convective CFL number, the step at most `cfl h / umax`; the viscous, "
+            "capillary and gravity limits and `dt_max` bound it too")
+    dt: Optional[float] = checked_field(
+        OptionalSpec(FloatSpec(gt=0)), None,
+        doc="flow: a fixed time step (s), at most the stability limit at t = 0; `cfl` and "
+            "`dt_max` are then not read; null: the step from the limits, every step")
+    dt_max: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None,
+                                            doc="flow: upper bound of the step (s); null: none")
 
 
 @dataclass(frozen=True)
@@ -353,12 +449,18 @@ class BoundariesConfig(_Node):
     """``boundaries`` (mode flow): wall condition of each side (x: left,
     right; y: bottom, top in 2-D, front, back in 3-D; z: bottom, top)."""
 
-    left: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
-    right: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
-    bottom: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
-    top: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip")
-    front: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip", doc="3-D: the wall at y = 0")
-    back: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip", doc="3-D: the wall at y = ly")
+    left: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip",
+                              doc="flow: the wall at x = 0")
+    right: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip",
+                               doc="flow: the wall at x = lx")
+    bottom: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip",
+                                doc="flow: the wall at y = 0 (z = 0 in 3-D)")
+    top: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip",
+                             doc="flow: the wall at y = ly (z = lz in 3-D)")
+    front: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip",
+                               doc="flow, 3-D: the wall at y = 0")
+    back: str = checked_field(EnumSpec(WALL_CONDITIONS), "no_slip",
+                              doc="flow, 3-D: the wall at y = ly")
 
 
 #: How the interface is carried (mode flow): the level set alone, or coupled
@@ -373,16 +475,21 @@ class LevelSetConfig(_Node):
 
     method: str = checked_field(
         EnumSpec(INTERFACE_METHODS), "clsvof",
-        doc="clsvof: a volume fraction advected beside the level set conserves the gas "
-            "volume, the level set rebuilt from it every step; or levelset: the level set "
-            "alone (cheaper; its gas volume drifts)")
+        doc="flow: `clsvof`: a gas volume fraction advected beside the level set by geometric "
+            "PLIC fluxes (Weymouth-Yue split sweeps) keeps the gas volume to round-off, and the "
+            "level set is rebuilt every step as the distance to the PLIC interface (the level "
+            "set still gives the curvature, the densities and the deflation); its snapshots "
+            "also hold `c`; or `levelset`: the level set alone, cheaper, its gas volume drifts "
+            "(docs/interface_study.md)")
     reinit_every: int = checked_field(
         IntSpec(min=0, max=MAX_STEPS, why="the most steps of a flow"), 5,
-        doc="steps between reinitialisations; 0: never (levelset; clsvof rebuilds every step)")
+        doc="flow, `method: levelset`: steps between reinitialisations of the level set; "
+            "0: never (`clsvof` rebuilds it every step)")
     reinit_iterations: int = checked_field(
         IntSpec(min=1, max=MAX_REINIT_ITERATIONS,
                 why="each is a pass over the grid; the flow reads the distance a few cells out"),
-        4)
+        4, doc="flow, `method: levelset`: pseudo-time steps of each reinitialisation (each "
+               "carries the distance about 0.3 cells out from the interface)")
 
 
 #: How gravity enters the momentum equation (mode flow).
@@ -409,10 +516,22 @@ class MomentumConfig(_Node):
     limit is smaller anyway (:func:`~.time_step.viscosity_scheme`).
     """
 
-    gravity: str = checked_field(EnumSpec(GRAVITY_FORMS), "reduced")
-    viscosity: str = checked_field(EnumSpec(VISCOSITY_SCHEMES), "auto")
-    viscous_rtol: float = checked_field(FloatSpec(gt=0, lt=1), 1.0e-10,
-                                        doc="relative tolerance of the implicit viscous solves")
+    gravity: str = checked_field(
+        EnumSpec(GRAVITY_FORMS), "reduced",
+        doc="flow: `reduced`: gravity acts at the interface, `(rho_l - rho_g) g.(x - x0) grad H` "
+            "on the faces like the surface tension, the pressure solved for the dynamic part "
+            "(`x0` on the free surface, else on the bottom; `p` in the output is the whole "
+            "pressure); or `volumetric`: `rho g` on every face")
+    viscosity: str = checked_field(
+        EnumSpec(VISCOSITY_SCHEMES), "auto",
+        doc="flow: `implicit`: the viscous stress backward Euler, one solve per velocity "
+            "component by Jacobi-preconditioned Chebyshev, cross terms lagged, no viscous step "
+            "limit; `explicit`: the step kept to `dt <= 0.4 / ndim h^2 / nu`; or `auto`: "
+            "implicit where that limit would set the step at t = 0, explicit where another "
+            "limit is smaller anyway")
+    viscous_rtol: float = checked_field(
+        FloatSpec(gt=0, lt=1), 1.0e-10,
+        doc="flow: relative tolerance of the implicit viscous solves")
 
 
 @dataclass(frozen=True)
@@ -436,10 +555,22 @@ class Case(_Node):
     # `name` names the output file, so no path separators.
     name: str = checked_field(
         StrSpec("a non-empty name without '/' or '\\' (it names the output file)",
-                forbid="/\\\0"), "")
-    mode: str = checked_field(EnumSpec(MODES), "pressure")
-    backend: str = checked_field(EnumSpec(BACKENDS), "auto")
-    precision: str = checked_field(_Precision(PRECISIONS), "float64")
+                forbid="/\\\0"), "",
+        doc="the run's name; it names the output file `<name>.h5`",
+        default_text="the case file's name without its extension")
+    mode: str = checked_field(
+        EnumSpec(MODES), "pressure",
+        doc="`pressure`: build the geometry, assemble the operator, solve once, write "
+            "`<name>.h5`; `flow`: a time-dependent two-phase flow up to `time.end` "
+            "(README, \"Flow runs\")")
+    backend: str = checked_field(EnumSpec(BACKENDS), "auto",
+                                 doc="`auto`: CuPy where a GPU is usable, else NumPy; `numpy`; "
+                                     "`cupy`")
+    precision: str = checked_field(
+        _Precision(PRECISIONS), "float64",
+        doc="the solve's arithmetic; `float32` is refused: its refinement cannot reach the "
+            "tolerance at bubbly-flow contrasts (the Python API keeps it for moderate "
+            "problems, see `PressureSolver`)")
     grid: GridConfig = checked_field(SectionSpec(GridConfig), factory=GridConfig)
     fluids: FluidsConfig = checked_field(SectionSpec(FluidsConfig), factory=FluidsConfig)
     physics: PhysicsConfig = checked_field(SectionSpec(PhysicsConfig), factory=PhysicsConfig)
