@@ -497,6 +497,8 @@ GRAVITY_FORMS = ("reduced", "volumetric")
 #: How the viscous stress is advanced (mode flow); ``auto`` resolves per case
 #: (:func:`~.time_step.viscosity_scheme`).
 VISCOSITY_SCHEMES = ("auto", "implicit", "explicit")
+#: How the viscosity varies across the interface's width (mode flow).
+VISCOSITY_MEANS = ("arithmetic", "harmonic")
 
 
 @dataclass(frozen=True)
@@ -529,6 +531,12 @@ class MomentumConfig(_Node):
             "limit; `explicit`: the step kept to `dt <= 0.4 / ndim h^2 / nu`; or `auto`: "
             "implicit where that limit would set the step at t = 0, explicit where another "
             "limit is smaller anyway")
+    viscosity_mean: str = checked_field(
+        EnumSpec(VISCOSITY_MEANS), "arithmetic",
+        doc="flow: the viscosity across the interface's width: `arithmetic`, linear in the "
+            "smoothed Heaviside H (`mu_g + (mu_l - mu_g) H`); `harmonic`, its inverse linear "
+            "in H (`1 / ((1 - H) / mu_g + H / mu_l)`), the gas's viscosity holding further "
+            "into the band")
     viscous_rtol: float = checked_field(
         FloatSpec(gt=0, lt=1), 1.0e-10,
         doc="flow: relative tolerance of the implicit viscous solves")

@@ -79,11 +79,12 @@ def _mean_of_four(f, inner, outer):
 # ------------------------------------------------------------------ properties
 
 @twin
-def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
+def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule, viscosity_mean="arithmetic"):
     """Cell Heaviside, density and viscosity, and the interior face densities.
 
     ``H = H_eps(phi)`` (:func:`bubbleflow.mesh.levelset.heaviside`), ``rho``
-    and ``mu`` linear in ``H``; on the faces by ``rule``: ``"levelset"`` the
+    linear in ``H``, ``mu`` too (``viscosity_mean="arithmetic"``) or its
+    inverse (``"harmonic"``); on the faces by ``rule``: ``"levelset"`` the
     density of the Heaviside of the faces' mean ``phi``, ``"harmonic"`` the
     harmonic mean of the two cells, anything else the arithmetic mean.
 
@@ -97,7 +98,8 @@ def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
     nd = phi.ndim
     H = heaviside(phi, eps, xp)
     rho = rho_g + (rho_l - rho_g) * H
-    mu = mu_g + (mu_l - mu_g) * H
+    mu = (mu_g + (mu_l - mu_g) * H if viscosity_mean == "arithmetic"
+          else 1.0 / ((1.0 - H) / mu_g + H / mu_l))
     faces = []
     for a in range(nd):
         k = array_axis(nd, a)

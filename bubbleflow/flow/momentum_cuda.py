@@ -354,9 +354,11 @@ def _plane_call(*tuples):
     return all(isinstance(t, (tuple, list)) and len(t) == 2 for t in tuples)
 
 
-def fluid_properties_nd(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
-    """Variant of ``momentum.fluid_properties``: :func:`fluid_properties`."""
-    if getattr(phi, "ndim", None) != 2:
+def fluid_properties_nd(phi, eps, rho_l, rho_g, mu_l, mu_g, rule, viscosity_mean="arithmetic"):
+    """Variant of ``momentum.fluid_properties``: :func:`fluid_properties`
+    (the kernel's viscosity is the arithmetic mean: the harmonic one runs
+    as array code)."""
+    if getattr(phi, "ndim", None) != 2 or viscosity_mean != "arithmetic":
         return NotImplemented
     out = fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule)
     if out is NotImplemented:

@@ -287,7 +287,8 @@ class FlowSolver:
     def properties(self, phi):
         """``(H, rho, mu, rho_faces)`` (:func:`.momentum.fluid_properties`)."""
         return momentum.fluid_properties(phi, self.eps, self.rho_l, self.rho_g, self.mu_l,
-                                            self.mu_g, self.case.operator.face_density)
+                                            self.mu_g, self.case.operator.face_density,
+                                            self.case.momentum.viscosity_mean)
 
     # --------------------------------------------------------------- time step
     def stable_dt(self, state):
