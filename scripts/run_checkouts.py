@@ -21,27 +21,26 @@ error line.
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bubbleflow.apps.bench.ranks_scaling import find_mpiexec  # noqa: E402
 
 #: The step loop's time in a flow run's summary line; the solve's in a pressure run's.
 LOOP = re.compile(r"steps to t = [0-9.eE+-]+ s in ([0-9.]+) s")
 SOLVE = re.compile(r"solve ([0-9.]+) s")
 
 
-def mpiexec():
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.path.exists(beside) else shutil.which("mpiexec") or beside
-
-
 def run(root, args, ranks, out):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(root))
     cmd = [sys.executable, "-m", "bubbleflow", "run", *args, "-o", out, "--no-progress"]
     if ranks > 1:
-        cmd = [mpiexec(), "-n", str(ranks)] + cmd
+        cmd = [find_mpiexec() or "mpiexec", "-n", str(ranks)] + cmd
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0

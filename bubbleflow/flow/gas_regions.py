@@ -292,10 +292,13 @@ def gas_regions(c, velocity, spacing, core=None, normal_from=None):
         weights.append(c * ((xp.arange(c.shape[k], dtype=c.dtype) + 0.5) * h).reshape(shape))
     weights += [c * u for u in cell_velocity(velocity)]
     weights.append(interface_measure(c, spacing, normal_from))
+    # The core cells of the top plane, counted per region with the sums (a
+    # core cell is its own owner): a region with one is a layer.
+    top = xp.zeros(c.shape, dtype=c.dtype)
+    top[-1] = labels[-1] > 0
+    weights.append(top)
     sums = region_sums(owner, weights, count)
-    top = xp.zeros(count + 1, dtype=bool)
-    top[labels[-1].ravel()] = True
-    layer = np.asarray(backend.to_host(top[1:]), dtype=bool)
+    layer = sums[-1] > 0.0
     mass = sums[0]
     centroid = np.stack([w / mass for w in sums[1:1 + nd]], axis=1)
     mean_velocity = np.stack([w / mass for w in sums[1 + nd:1 + 2 * nd]], axis=1)
@@ -309,7 +312,7 @@ def gas_regions(c, velocity, spacing, core=None, normal_from=None):
     return GasRegions(labels=xp.asarray(number)[labels], spacing=tuple(spacing),
                       volume=times_cell_volume(mass, spacing)[order],
                       centroid=centroid[order], velocity=mean_velocity[order],
-                      interface=sums[-1][order], layer=layer[order])
+                      interface=sums[-2][order], layer=layer[order])
 
 
 def state_regions(state, spacing):

@@ -17,7 +17,7 @@ import numpy as np
 
 from .atomic import atomic_h5
 from .bubble_tables import TRACKER, write_bubble_tables, write_tracker_state
-from .compression import Compression
+from .compression import AUTO_COMPRESSION, Compression
 from .dimension_scales import attach_dimension_scales
 from .layout import (BACKEND, CASE, COLUMNS_ATTR, CREATED, DEVICE, DIAGNOSTICS_GROUP,
                      FACE_DENSITY, FIELDS, FLOW_FIELDS, GRID, HISTORY, HISTORY_OFFSETS,
@@ -48,7 +48,7 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
     """Write one pressure solve (host arrays) to ``path`` atomically, the
     fields stored as ``compression`` says (a :class:`.compression.Compression`;
     default: uncompressed, a pressure case's ``auto``)."""
-    compression = compression or Compression("none")
+    compression = compression or Compression(AUTO_COMPRESSION["pressure"])
     with atomic_h5(path) as fh:
         fh.attrs[VERSION] = version
         fh.attrs[CASE] = case_yaml
@@ -96,7 +96,7 @@ def write_snapshot(path, step, time, fields, compression=None):
     :data:`.bubble_tables.TRACKER`, the bubble tracker's state (a dict of
     host arrays), becomes its group (:func:`.bubble_tables.write_tracker_state`).
     """
-    compression = compression or Compression()
+    compression = compression or Compression(AUTO_COMPRESSION["flow"])
     with atomic_h5(path) as fh:
         fh.attrs["step"] = step
         fh.attrs["time"] = time
