@@ -6,9 +6,9 @@ sitting: a table of wall times and their ratio.
 
 Runs ``python3 -m bubbleflow run CASE RUN ARGS -o TMP`` with each checkout
 first on ``PYTHONPATH`` (a git worktree or an exported tree of the base),
-one process and under ``mpiexec -n N`` for each ``--ranks N``, the two
-checkouts alternating for ``--rounds`` rounds (default 2) so that a drift
-of the machine shows in both.  ``--head-set`` settings go to the head's
+under ``mpiexec -n N`` for each ``--ranks N`` (1: one process, the
+default), the two checkouts alternating for ``--rounds`` rounds (default
+2) so that a drift of the machine shows in both.  ``--head-set`` settings go to the head's
 runs only: keys the base does not know, set to what the base does (for
 example ``output.bubbles_every=0``).  Each run's figures: the whole
 command's wall time, and the step loop's (the ``N steps to t = T s in X s``
@@ -58,15 +58,17 @@ def main():
     p.add_argument("base")
     p.add_argument("head")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--ranks", type=int, nargs="*", default=[],
-                   help="also under mpiexec -n N (one process always)")
+    p.add_argument("--ranks", type=int, nargs="+", default=[1],
+                   help="launches: 1 is one process, N > 1 mpiexec -n N (default 1)")
     p.add_argument("--head-set", action="append", default=[], metavar="KEY=VALUE")
     opts = p.parse_args(argv[:split])
     args = argv[split + 1:]
     if not args:
         p.error("give the case and its run arguments after --")
     head_args = args + [a for kv in opts.head_set for a in ("--set", kv)]
-    launches = [1] + [n for n in opts.ranks if n > 1]
+    launches = sorted(set(opts.ranks))
+    if launches[0] < 1:
+        p.error(f"--ranks: {launches[0]} is not a rank count (expected 1 or more)")
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(opts.rounds):

@@ -27,6 +27,11 @@ communicator offers:
                                  (None elsewhere)
 ``broadcast(obj, root)``         ``root``'s Python object on every rank
 ``allgather(a)``                 every rank's array, in rank order, on every rank
+``allgather_into(send, recv)``   every rank's ``send`` (one size on every rank)
+                                 into ``recv`` (``size`` times as long), in
+                                 rank order: no allocation, and on NCCL
+                                 queued on the compute stream (a CUDA graph
+                                 may hold it)
 
 Chosen by name through :data:`COMMUNICATORS` (:func:`communicator`):
 
@@ -101,6 +106,9 @@ class SingleProcess:
 
     def allgather(self, a):
         return [a]
+
+    def allgather_into(self, send, recv):
+        self.allreduce_into(send, recv)
 
     def use_device(self, backend):
         """Nothing to choose: the backend's current device."""
@@ -197,6 +205,12 @@ class MPIHost:
     def allgather(self, a):
         return self.comm.allgather(np.asarray(to_host(a, backend_of(a))))
 
+    def allgather_into(self, send, recv):
+        backend = backend_of(send)
+        out = np.empty(recv.size, dtype=recv.dtype)
+        self.comm.Allgather(np.ascontiguousarray(to_host(send, backend)).reshape(-1), out)
+        recv[...] = on_backend(out.reshape(recv.shape), backend)
+
     def use_device(self, backend):
         """On a device backend, make the node's ``local_rank``-th GPU (modulo
         their number) this rank's: ranks share GPUs only when there are
@@ -282,6 +296,19 @@ class NCCLDevice(MPIHost):
                              "one size")
         self.nccl_comm.allReduce(send.data.ptr, out.data.ptr, send.size,
                                  self._types[np.dtype(send.dtype)], self.nccl.NCCL_SUM,
+                                 self.cp.cuda.get_current_stream().ptr)
+
+    def allgather_into(self, send, recv):
+        if not on_device(backend_of(send)):
+            return super().allgather_into(send, recv)
+        if send.dtype != recv.dtype or recv.size != self.size * send.size or \
+                np.dtype(send.dtype) not in self._types or \
+                not (send.flags.c_contiguous and recv.flags.c_contiguous):
+            raise ValueError(f"nccl all-gather: {send.dtype} {send.shape} into {recv.dtype} "
+                             f"{recv.shape}: expected contiguous float64 or float32 arrays, "
+                             f"the second {self.size} times the first's size")
+        self.nccl_comm.allGather(send.data.ptr, recv.data.ptr, send.size,
+                                 self._types[np.dtype(send.dtype)],
                                  self.cp.cuda.get_current_stream().ptr)
 
     def start_exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):

@@ -133,7 +133,11 @@ class _Slab(_WholeGrid):
         return build(name, A, self.grid, phi=phi, **options)
 
     def preconditioner(self, name, A, options, previous):
-        return registry.load(registry.preconditioner(name).slab)(A, **options)
+        """Refreshed in place where it can (a slab multigrid keeps its
+        buffers and CUDA graph), else built anew by the entry's slab builder."""
+        if previous is None or not previous.refresh(A):
+            return registry.load(registry.preconditioner(name).slab)(A, **options)
+        return previous
 
 
 def _on_slab(A):

@@ -32,7 +32,8 @@ from bubbleflow.operators.distributed import DistributedOperator
 CASES = [("2d", 48, None), ("2d", 48, "jacobi"), ("3d", 16, None), ("3d", 16, "jacobi"),
          ("2d", 48, "jacobi+lsd"), ("3d", 16, "jacobi+lsd"), ("3d", 16, "jacobi+lsd/def1"),
          ("2d", 64, "multigrid"), ("3d", 32, "multigrid"), ("2d", 64, "multigrid32w"),
-         ("3d", 32, "multigrid32w"), ("2d", 48, "ips"), ("3d", 16, "ips"), ("2d", 48, "ips+lsd"),
+         ("3d", 32, "multigrid32w"), ("2d", 64, "multigrid_slabs"), ("3d", 32, "multigrid_slabs"),
+         ("2d", 48, "ips"), ("3d", 16, "ips"), ("2d", 48, "ips+lsd"),
          ("3d", 16, "ips+lsd"), ("2d", 48, "ip"), ("3d", 16, "ip"), ("2d", 48, "bic"),
          ("3d", 16, "bic"), ("2d", 48, "bic+lsd"), ("2d", 48, "solver:ips+lsd"),
          ("3d", 32, "solver:multigrid+stripes"), ("2d", 48, "solver:bic")]
@@ -101,11 +102,13 @@ def main(out, backend_name="numpy", comm_name="auto"):
             M_one = BlockIC(A, 2)
         if M is not None and isinstance(M, str) and M.startswith("multigrid"):
             # The slabs' cycle and the same cycle in one process: float64 and
-            # a V-cycle, or float32 with one W level.
+            # a V-cycle, or float32 with one W level; on CuPy, _slabs keeps
+            # every level it can on the slabs (gathering none early).
             opts = dict(coarsest=64, min_side=2, cycle_precision="float64", w_levels=0)
-            if M == "multigrid32w":
+            if M in ("multigrid32w", "multigrid_slabs"):
                 opts.update(cycle_precision="float32", w_levels=1)
-            M = DistributedMultigrid(Ad, **opts)
+            gather = dict(gather_cells=0) if M == "multigrid_slabs" else {}
+            M = DistributedMultigrid(Ad, **opts, **gather)
             M_one = Multigrid(A, **opts)
         variant = deflated.partition("/")[2] or "adef2"
         if deflated:

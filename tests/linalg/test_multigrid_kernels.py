@@ -250,7 +250,7 @@ def test_3d_levels_past_32_bit_offsets_run_the_array_code():
 
     def covered(n):
         faces = (Shaped(n, n, n - 1), Shaped(n, n - 1, n), Shaped(n - 1, n, n))
-        return multigrid_cuda._covered(faces, (Shaped(n, n, n),), 2)
+        return multigrid_cuda.covered(faces, (Shaped(n, n, n),), 2)
 
     # 1289^3 + 3 planes fits; 1290^3 fits alone, not with its read-ahead.
     assert 1289 ** 3 + 3 * 1289 ** 2 < 2 ** 31 - 1 < 1290 ** 3 + 3 * 1290 ** 2

@@ -130,3 +130,71 @@ def test_one_slab_multigrid_moves_the_bytes_of_the_whole_grids(dims):
     assert slab.n_levels == len(whole.levels) and slab.bytes_per_apply() > 0
     assert slab.bytes_per_apply() == whole.bytes_per_apply()
     assert slab.bytes_per_apply(io_itemsize=4) == whole.bytes_per_apply(io_itemsize=4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("precision, w_levels, gather_cells",
+                         [("float64", 0, 0), ("float32", 1, 0), ("float32", "auto", None)])
+def test_the_slab_cycle_kernels_are_the_one_gpu_cycle(cupy_backend, dims, precision, w_levels,
+                                                      gather_cells):
+    """On CuPy the slab multigrid's cycle is the one-GPU kernels on widened
+    slabs, replayed from a CUDA graph: on one rank it is the whole grid's
+    kernel cycle (the same kernels on the same levels) to rounding, every
+    level kept on the slab (0) or the small ones gathered (None); in
+    float64 it is the array cycle to the rounding the contrast amplifies."""
+    from bubbleflow.linalg.precond.agglomerated_multigrid import DistributedMultigrid
+    from bubbleflow.linalg.precond.multigrid import Multigrid
+    from bubbleflow.linalg.precond.slab_cycle_cuda import SlabGraphCycle
+
+    A = bubbly_column(128, 1000.0, backend="cupy")[0] if dims == 2 else \
+        bubbly_column_3d(32, 1000.0, backend="cupy")[0]
+    D = DistributedOperator.from_operator(A, SingleProcess())
+    options = dict(coarsest=64, min_side=2, cycle_precision=precision, w_levels=w_levels)
+    mg = DistributedMultigrid(D, **options, gather_cells=gather_cells)
+    assert isinstance(mg.runner, SlabGraphCycle)
+    assert (mg.runner.gathered == mg.gathered) == (gather_cells == 0)
+    cp = cupy_backend.xp
+    r = cp.asarray(np.random.default_rng(3).standard_normal(D.shape[0]))
+    r -= r.mean()
+    one = Multigrid(A, **options)
+    for m in (mg, one):
+        m.prepare(r)
+    got = mg.apply(r)
+    assert mg.runner.graph is not None, mg.runner.capture_error
+    again = mg.apply(r)
+    assert bool((again == got).all()) and again.data.ptr != got.data.ptr
+    want = one.apply(r)
+    scale = float(cp.abs(want).max())
+    err = float(cp.abs(got - want).max()) / scale
+    print(f"slab kernels against the whole grid's: {err:.2e}")
+    assert err <= (1e-12 if precision == "float64" else 1e-5)
+    if precision == "float64":
+        runner, mg.runner = mg.runner, None
+        array = mg.apply(r)
+        mg.runner = runner
+        assert float(cp.abs(got - array).max()) <= 1e-8 * scale
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_a_refreshed_slab_multigrid_is_a_new_one(backend, dims):
+    """``refresh`` takes the next operator of the same slab in place (a
+    flow's step: the CUDA cycle's graph stays valid) and gives a new
+    hierarchy's cycle bit for bit; another slab is refused."""
+    from bubbleflow.linalg.precond.agglomerated_multigrid import DistributedMultigrid
+
+    make = (lambda c: bubbly_column(64, c, backend=backend.name)[0]) if dims == 2 else \
+        (lambda c: bubbly_column_3d(16, c, backend=backend.name)[0])
+    comm = SingleProcess()
+    first, second = (DistributedOperator.from_operator(make(c), comm) for c in (10.0, 1000.0))
+    options = dict(coarsest=64, min_side=2, w_levels=1)
+    mg = DistributedMultigrid(first, **options)
+    r = backend.xp.asarray(np.random.default_rng(5).standard_normal(first.shape[0]))
+    assert mg.refresh(second)
+    fresh = DistributedMultigrid(second, **options)
+    for m in (mg, fresh):
+        m.prepare(r)
+    assert bool((mg.apply(r) == fresh.apply(r)).all())
+    other = DistributedOperator.from_operator(bubbly_column(32)[0] if dims == 2 else
+                                              bubbly_column_3d(8)[0], comm)
+    assert not mg.refresh(other)

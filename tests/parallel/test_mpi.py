@@ -715,3 +715,23 @@ def test_the_fused_engine_on_a_slab_says_what_it_needs():
         pcg(D, np.asarray(b).ravel(), M="jacobi", engine="fused")
     _, info = pcg(D, np.asarray(b).ravel(), M="jacobi", engine="auto", rtol=1e-8)
     assert info.engine == "generic" and info.converged
+
+
+def test_the_ranks_pressure_profile_times_each_part(tmp_path):
+    """``scripts/ranks_pressure_profile.py`` on one process and two ranks:
+    each part timed, the solve converged, rank 0's profile printed."""
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    script = str(HERE.parents[1] / "scripts" / "ranks_pressure_profile.py")
+    env = dict(child_env(), BUBBLEFLOW_BACKEND="numpy")
+    for launch in ([], [mpiexec(), "-n", "2"]):
+        proc = subprocess.run(launch + [sys.executable, script, "32", "64"], capture_output=True,
+                              text=True, timeout=300, env=env, cwd=HERE.parents[1])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        ranks = 2 if launch else 1
+        assert f"on {ranks} ranks" in proc.stdout
+        for part in ("allreduce_into", "matvec", "preconditioner apply", "solve"):
+            assert proc.stdout.count(part) >= 1, (part, proc.stdout)
+        assert ("swap (one plane)" in proc.stdout) == bool(launch)
+        assert "converged" in proc.stdout and "function calls" in proc.stdout

@@ -20,37 +20,50 @@ preconditioner, summed in another order.
 
 The slabs hold whole aggregates on as many levels as can be when their
 edges fall on multiples of :func:`slab_alignment`.
+
+:func:`slab_cycle_runner` is what runs the cycle on a backend: the array
+cycle above, or on CuPy the one-GPU kernels on widened slabs replayed from
+a CUDA graph (:mod:`.slab_cycle_cuda`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...compute.transfer import on_backend
+from ...compute.twins import twin
 from ...mesh.grid import array_axis
 from ...mesh.ranks import RankSlab, coarsening_align
 from ...operators.distributed import DistributedOperator
 from ...operators.poisson import centre_from_couplings
+from . import slab_cycle_cuda
 from .base import Preconditioner
 from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, coarsen_axis, cycle_bytes,
                         level_shapes,
                         prolong_add, restrict)
 
-__all__ = ["DistributedMultigrid", "slab_alignment"]
+__all__ = ["DistributedMultigrid", "slab_alignment", "slab_cycle_runner", "gather_couplings"]
 
 
 class DistributedMultigrid(Preconditioner):
     """Multigrid for the rank's slab of ``A_rank`` (a DistributedOperator);
     the options are :class:`~.multigrid.Multigrid`'s, and so is the cycle
-    (its precision, its W levels)."""
+    (its precision, its W levels).  ``gather_cells``: the whole-level size
+    at or below which the CUDA cycle gathers a level on every rank (None:
+    :data:`.slab_cycle_cuda.GATHER_CELLS`; 0: only where a slab is thinner
+    than its halo); the arithmetic is the same either way."""
 
     name = "multigrid"
 
     def __init__(self, A_rank, degree=2, ratio=4.0, scale=1.8, coarsest=512, min_side=16,
-                 cycle_precision="float32", w_levels="auto"):
+                 cycle_precision="float32", w_levels="auto", gather_cells=None):
         options = dict(degree=degree, ratio=ratio, scale=scale, coarsest=coarsest,
                        min_side=min_side, cycle_precision=cycle_precision)
         self.comm, self.backend, self.xp = A_rank.comm, A_rank.backend, A_rank.backend.xp
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
+        self.coarsest, self.min_side = int(coarsest), int(min_side)
+        # Where a cycle runner may gather earlier than the array cycle (None:
+        # its own choice; 0: only where it must).
+        self.gather_cells = gather_cells
         self.dtype = np.dtype(cycle_precision)
         shapes = level_shapes(A_rank.slab.shape, int(coarsest), int(min_side))
         self.n_levels = len(shapes)
@@ -66,22 +79,62 @@ class DistributedMultigrid(Preconditioner):
         self.gathered = -int(self.comm.allreduce_max(-own))
         # The slabbed levels' products and inverse diagonals, and the gathered
         # level's product (a W level above it forms a residual there).
-        couplings = tuple(c.astype(np.float64, copy=False) for c in A_rank.couplings())
-        self.ranked = []
-        for k in range(self.gathered + 1):
-            slab = RankSlab(shapes[k], A_rank.slab.rank, A_rank.slab.size, *slabs[k])
-            if k:
-                couplings = _coarsen_slab(couplings, self.ranked[-1][0].slab, self.xp)
-            op = DistributedOperator(tuple(c.astype(self.dtype, copy=False) for c in couplings),
-                                     slab, self.comm, self.backend)
-            self.ranked.append((op, _inverse_diagonal(couplings, slab, self.xp, self.dtype),
-                                slabs[k]))
+        self._slabs, self._shapes = slabs, shapes
+        self.slab = A_rank.slab
+        levels = self._levels(A_rank)
+        self._rank_levels(levels)
         # The rest of the hierarchy, on the gathered level's couplings.
         self.whole = Multigrid.from_couplings(
-            _gather_couplings(couplings, self.ranked[-1][0].slab, self.comm, self.backend),
+            self.gathered_couplings(*levels[-1]),
             shapes[self.gathered], w_levels=max(int(self.w_levels) - self.gathered, 0),
             **options)
         self._shape = (A_rank.slab.hi - A_rank.slab.lo,) + tuple(shapes[0][1:])
+        self.runner = slab_cycle_runner(self, levels)
+
+    def _levels(self, A_rank):
+        """Each slabbed level's float64 couplings (on its slab widened by
+        one plane) and slab, down to the gathered level."""
+        couplings = tuple(c.astype(np.float64, copy=False) for c in A_rank.couplings())
+        levels = []
+        for k in range(self.gathered + 1):
+            slab = RankSlab(self._shapes[k], A_rank.slab.rank, A_rank.slab.size,
+                            *self._slabs[k])
+            if k:
+                couplings = _coarsen_slab(couplings, levels[-1][1], self.xp)
+            levels.append((couplings, slab))
+        return levels
+
+    def _rank_levels(self, levels):
+        """The array cycle's slabbed levels: products and inverse diagonals
+        (new arrays: a float64 cycle's finest product is the caller's)."""
+        self.ranked = []
+        for k, (couplings, slab) in enumerate(levels):
+            op = DistributedOperator(tuple(c.astype(self.dtype, copy=False) for c in couplings),
+                                     slab, self.comm, self.backend)
+            self.ranked.append((op, _inverse_diagonal(couplings, slab, self.xp, self.dtype),
+                                self._slabs[k]))
+
+    def gathered_couplings(self, couplings, slab):
+        """The whole level's couplings on every rank from each rank's
+        ``couplings`` of ``slab`` (:func:`gather_couplings`; collective)."""
+        return gather_couplings(couplings, slab, self.comm, self.backend)
+
+    def refresh(self, A_rank):
+        """Take a new operator of the same slab in place: every level's
+        arrays are overwritten, so the cycle's launches and its CUDA graph
+        stay valid.  False (nothing done) where ``A_rank`` does not fit
+        (another slab, communicator or backend); every rank answers alike
+        in a flow, whose partition does not change."""
+        fits = (getattr(A_rank, "slab", None) == self.slab and A_rank.comm is self.comm
+                and A_rank.backend.xp is self.xp)
+        if not fits:
+            return False
+        levels = self._levels(A_rank)
+        self._rank_levels(levels)               # (the array cycle holds no graph)
+        self.whole.refresh_couplings(self.gathered_couplings(*levels[-1]))
+        if self.runner is not None:
+            self.runner.refresh(levels)
+        return True
 
     def _cycle(self, k, b):
         if k == self.gathered:
@@ -115,9 +168,20 @@ class DistributedMultigrid(Preconditioner):
         self.whole.prepare(self.xp.asarray([peak]))
 
     def apply(self, r):
+        if self.runner is not None:
+            return self.runner.apply(r)
         s_in, s_out = self.whole.io_scale[0], self.whole.io_scale[1]
         b = (r * s_in).reshape(self._shape).astype(self.whole.dtype, copy=False)
         return (self._cycle(0, b).ravel() * s_out).astype(r.dtype, copy=False)
+
+
+@twin
+def slab_cycle_runner(mg, levels):
+    """What runs ``mg``'s cycle (a :class:`DistributedMultigrid`) on its
+    backend, given its slabbed levels' float64 ``(couplings, slab)``: None
+    for the array cycle (:meth:`DistributedMultigrid._cycle`); on CuPy a
+    :class:`.slab_cycle_cuda.SlabGraphCycle`."""
+    return None
 
 
 def slab_alignment(shape, ranks, **options):
@@ -164,7 +228,7 @@ def _inverse_diagonal(couplings, slab, xp, dtype):
     return inv.astype(dtype, copy=False)
 
 
-def _gather_couplings(couplings, slab, comm, backend):
+def gather_couplings(couplings, slab, comm, backend):
     """The whole level's couplings from every rank's widened slab: each
     its own planes' faces, and of the faces between planes those above its
     cells (but the top wall)."""
@@ -177,3 +241,8 @@ def _gather_couplings(couplings, slab, comm, backend):
         parts = comm.allgather(backend.to_host(c[below:stop]))
         whole.append(on_backend(np.concatenate(parts, axis=0), backend))
     return tuple(whole)
+
+
+# The CUDA variant: the one-GPU kernels on widened slabs, one CUDA graph
+# (NotImplemented, the array cycle, where they or the communicator do not cover it).
+slab_cycle_runner.register("cupy")(slab_cycle_cuda.slab_cycle_runner)

@@ -420,7 +420,12 @@ class Multigrid(Preconditioner):
         fits = tuple(A.grid_shape) == self.levels[0].shape and A.backend.xp is self.xp
         if not fits:
             return False
-        levels, inverse = self._hierarchy(A.couplings(), tuple(A.grid_shape))
+        return self.refresh_couplings(A.couplings())
+
+    def refresh_couplings(self, couplings):
+        """:meth:`refresh` from the face ``couplings`` of an operator on
+        this hierarchy's grid and backend (a gathered coarse level's)."""
+        levels, inverse = self._hierarchy(couplings, self.levels[0].shape)
         for old, new in zip(self.levels, levels):
             for dst, src in zip(old.couplings, new.couplings):
                 dst[...] = src

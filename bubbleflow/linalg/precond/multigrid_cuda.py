@@ -37,7 +37,9 @@ import numpy as np
 from ...compute import cuda
 from .chebyshev import chebyshev_coefficients
 
-__all__ = ["smooth_restrict", "prolong_smooth", "cycle_runner", "GraphCycle"]
+__all__ = ["smooth_restrict", "prolong_smooth", "cycle_runner", "GraphCycle", "level_kernel",
+           "chebyshev_coef", "covered", "down_launch", "up_launch", "residual_launch",
+           "run_launch"]
 
 _OPTIONS = ("--fmad=false",)
 #: Cells per tile (MG_TX, MG_TY in multigrid.cu) and threads per 2-D block.
@@ -60,7 +62,7 @@ _MIN_CHUNK = 4
 
 
 @cuda.kernel_cache
-def _kernel(dtype, io_dtype, degree, kernel_name, tile=None):
+def level_kernel(dtype, io_dtype, degree, kernel_name, tile=None):
     head = (f"typedef {cuda.CTYPE[dtype]} T;\ntypedef {cuda.CTYPE[io_dtype]} TI;\n"
             f"#define MG_H {int(degree)}\n")
     source = "multigrid.cu"
@@ -103,13 +105,13 @@ def _tiles_3d(shape, degree):
     return (*tiles, -(-nz // chunk)), (threads,), chunk
 
 
-def _coefficients(degree, ratio):
+def chebyshev_coef(degree, ratio):
     """The kernels' ``coef``: ``[1 / theta, a_1, c_1, a_2, c_2, ...]``."""
     inv_theta, steps = chebyshev_coefficients(degree, ratio)
     return [inv_theta] + [v for step in steps for v in step]
 
 
-def _covered(couplings, arrays, degree):
+def covered(couplings, arrays, degree):
     """The dtype name if the kernels take these couplings and arrays (one
     dtype, 2-D or 3-D, the grid of the couplings, a degree whose tile fits),
     else None."""
@@ -142,56 +144,56 @@ def _contiguous(*arrays):
     return [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]
 
 
-def _down(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree, stop):
+def down_launch(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree, stop):
     """The launch tuple of ``bf_mg_down`` (``bf_mg3_down``) on one level."""
     shared = _shared_bytes(dtype, degree, b.ndim)
     if b.ndim == 3:
         nz, ny, nx = b.shape
         grid, block, chunk = _tiles_3d(b.shape, degree)
         # (Static shared memory: none dynamic.)
-        return (_kernel(dtype, io_dtype, degree, "bf_mg3_down", _TILE_3D), grid, block,
+        return (level_kernel(dtype, io_dtype, degree, "bf_mg3_down", _TILE_3D), grid, block,
                 (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(nz),
                  np.int32(bc.shape[2]), np.int32(bc.shape[1]), np.int32(chunk), stop), 0)
     ny, nx = b.shape
     ncy, ncx = bc.shape
     grid, block = _tiles(b.shape)
-    return (_kernel(dtype, io_dtype, degree, "bf_mg_down"), grid, block,
+    return (level_kernel(dtype, io_dtype, degree, "bf_mg_down"), grid, block,
             (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(ncx),
              np.int32(ncy), stop), shared)
 
 
-def _up(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, stop):
+def up_launch(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, stop):
     """The launch tuple of ``bf_mg_up`` (``bf_mg3_up``) on one level."""
     value = np.dtype(dtype).type(scale)
     if b.ndim == 3:
         nz, ny, nx = b.shape
         grid, block, chunk = _tiles_3d(b.shape, degree)
-        return (_kernel(dtype, io_dtype, degree, "bf_mg3_up", _TILE_3D), grid, block,
+        return (level_kernel(dtype, io_dtype, degree, "bf_mg3_up", _TILE_3D), grid, block,
                 (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
                  np.int32(nz), np.int32(xc.shape[2]), np.int32(xc.shape[1]), np.int32(chunk),
                  value, stop), 0)
     ny, nx = b.shape
     grid, block = _tiles(b.shape)
-    return (_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
+    return (level_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
             (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
              np.int32(xc.shape[1]), value, stop), _shared_bytes(dtype, degree))
 
 
-def _residual(dtype, degree, couplings, x, b):
+def residual_launch(dtype, degree, couplings, x, b):
     """The launch tuple of ``b -= A x`` on one level (a W level's second visit)."""
     if b.ndim == 3:
         nz, ny, nx = b.shape
         n = nx * ny * nz
-        return (_kernel(dtype, dtype, degree, "bf_mg3_residual_inplace", _TILE_3D),
+        return (level_kernel(dtype, dtype, degree, "bf_mg3_residual_inplace", _TILE_3D),
                 (max(1, min(-(-n // 256), 65535)),), (256,),
                 (*couplings, x, b, np.int32(nx), np.int32(ny), np.int32(nz)), 0)
     ny, nx = b.shape
     grid, block = cuda.grid_2d(nx, ny, (32, 8))
-    return (_kernel(dtype, dtype, degree, "bf_mg_residual_inplace"), grid, block,
+    return (level_kernel(dtype, dtype, degree, "bf_mg_residual_inplace"), grid, block,
             (*couplings, x, b, np.int32(nx), np.int32(ny)), 0)
 
 
-def _run(launch):
+def run_launch(launch):
     kernel, grid, block, args, shared = launch
     kernel(grid, block, args, shared_mem=shared)
 
@@ -206,15 +208,15 @@ def smooth_restrict(couplings, inv_diagonal, b, degree, ratio):
     the couplings (``inv_diagonal`` is the array code's)."""
     import cupy as cp
 
-    dtype = _covered(couplings, (b,), degree)
+    dtype = covered(couplings, (b,), degree)
     if dtype is None:
         return NotImplemented
     faces = _contiguous(*couplings)
     (b,) = _contiguous(b)
     x = cp.empty_like(b)
     bc = cp.empty(_coarse_shape(b.shape), dtype=b.dtype)
-    coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
-    _run(_down(dtype, dtype, faces, b, cp.ones(2), coef, x, bc, degree, cp.zeros(1)))
+    coef = cp.asarray(chebyshev_coef(degree, ratio), dtype=dtype)
+    run_launch(down_launch(dtype, dtype, faces, b, cp.ones(2), coef, x, bc, degree, cp.zeros(1)))
     return x, bc
 
 
@@ -223,14 +225,14 @@ def prolong_smooth(couplings, inv_diagonal, b, x, xc, scale, degree, ratio):
     one launch."""
     import cupy as cp
 
-    dtype = _covered(couplings, (b, x), degree)
+    dtype = covered(couplings, (b, x), degree)
     if dtype is None or str(xc.dtype) != dtype or xc.shape != _coarse_shape(b.shape):
         return NotImplemented
     faces = _contiguous(*couplings)
     b, x, xc = _contiguous(b, x, xc)
     out = cp.empty_like(b)
-    coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
-    _run(_up(dtype, dtype, faces, b, cp.ones(2), x, xc, coef, out, scale, degree,
+    coef = cp.asarray(chebyshev_coef(degree, ratio), dtype=dtype)
+    run_launch(up_launch(dtype, dtype, faces, b, cp.ones(2), x, xc, coef, out, scale, degree,
              cp.zeros(1)))
     return out
 
@@ -240,7 +242,7 @@ def cycle_runner(levels, coarse_inverse, degree, ratio, scale, w_levels=0, io_sc
     or NotImplemented where the kernels do not cover it."""
     first = levels[0]
     dtype = str(first.inv_diagonal.dtype)
-    if len(levels) > 1 and _covered(first.couplings, (first.inv_diagonal,), degree) is None:
+    if len(levels) > 1 and covered(first.couplings, (first.inv_diagonal,), degree) is None:
         return NotImplemented
     if dtype not in cuda.CTYPE or len(first.shape) not in (2, 3):
         return NotImplemented
@@ -267,7 +269,7 @@ class GraphCycle:
         self.levels, self.degree, self.scale = levels, int(degree), float(scale)
         self.dtype = dtype = str(levels[0].inv_diagonal.dtype)
         self.shape = tuple(levels[0].shape)
-        self.coef = cp.asarray(_coefficients(degree, ratio), dtype=dtype)
+        self.coef = cp.asarray(chebyshev_coef(degree, ratio), dtype=dtype)
         self.w_levels = min(int(w_levels), len(levels) - 2)
         # Each level's right-hand side and result; the finest level's are the
         # caller's (cycle_launches), but for a one-level hierarchy of another
@@ -311,7 +313,7 @@ class GraphCycle:
 
         def visit(k, b, x):
             io = io0 if k == 0 else dtype
-            kernel = lambda name, of=dtype: _kernel(dtype, of, self.degree, name)   # noqa: E731
+            kernel = lambda name, of=dtype: level_kernel(dtype, of, self.degree, name)   # noqa: E731
             if k == last:
                 grid, block, cells = flat(k)
                 if io != dtype:         # a one-level hierarchy of another type
@@ -328,19 +330,19 @@ class GraphCycle:
                 return
             faces = levels[k].couplings
             io_scale = self.io_scale if k == 0 else self.unit_scale
-            launches.append(_down(dtype, io, faces, b, io_scale, self.coef, self.xs[k],
+            launches.append(down_launch(dtype, io, faces, b, io_scale, self.coef, self.xs[k],
                                   self.b[k + 1], self.degree, stop))
             visit(k + 1, self.b[k + 1], self.x[k + 1])
             if k + 1 in self.acc:
                 grid, block, n = flat(k + 1)
                 launches.append((kernel("bf_mg_copy"), grid, block,
                                  (self.x[k + 1], self.acc[k + 1], n), 0))
-                launches.append(_residual(dtype, self.degree, levels[k + 1].couplings,
+                launches.append(residual_launch(dtype, self.degree, levels[k + 1].couplings,
                                           self.x[k + 1], self.b[k + 1]))
                 visit(k + 1, self.b[k + 1], self.x[k + 1])
                 launches.append((kernel("bf_mg_add"), grid, block,
                                  (self.x[k + 1], self.acc[k + 1], self.x[k + 1], n), 0))
-            launches.append(_up(dtype, io, faces, b, io_scale, self.xs[k], self.x[k + 1],
+            launches.append(up_launch(dtype, io, faces, b, io_scale, self.xs[k], self.x[k + 1],
                                 self.coef, x, self.scale, self.degree, stop))
 
         visit(0, b0, x0)
@@ -365,7 +367,7 @@ class GraphCycle:
                 stream.begin_capture()
                 try:
                     for launch in self.launches:
-                        _run(launch)
+                        run_launch(launch)
                 finally:
                     graph = stream.end_capture()
             self.graph = graph
@@ -388,5 +390,5 @@ class GraphCycle:
             self.graph.launch()
         else:
             for launch in self.launches:
-                _run(launch)
+                run_launch(launch)
         return self._dst.astype(r.dtype, copy=True).reshape(r.shape)

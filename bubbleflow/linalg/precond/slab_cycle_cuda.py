@@ -1,0 +1,350 @@
+"""The ranks' multigrid cycle from the one-GPU kernels (CuPy, 2-D and 3-D).
+
+CUDA twin of :class:`~.agglomerated_multigrid.DistributedMultigrid`'s array
+cycle (registered on :func:`~.agglomerated_multigrid.slab_cycle_runner`;
+the tests compare the two on the GPU, one rank and several).
+
+Each rank keeps every slabbed level on its slab widened by
+:func:`halo_planes` planes towards each neighbour, and runs the one-GPU
+tile kernels (:mod:`.multigrid_cuda`: ``bf_mg_down`` and ``bf_mg_up``, or
+their 3-D pipelines) on the widened array as if it were a grid of its
+own.  Its edges towards a neighbour are false walls: a kernel's smoothing
+is wrong next to them, by one more plane per Chebyshev step, and the halo
+is wide enough that the slab's own planes are exact.  So a level needs
+two halo swaps a visit, not one a matrix product: the restricted residual
+(the coarse level's right-hand side) on the way down, and the coarse
+level's result on the way up.  The halo is even, so the widened array's
+aggregates of two planes are the grid's.
+
+Below :data:`GATHER_CELLS` cells (or where a slab has fewer planes than
+the halo), the ranks gather the level's right-hand side on every rank (one
+all-gather on the device) and each runs the rest of the cycle on the
+whole coarse grid with :class:`~.multigrid_cuda.GraphCycle`'s kernels
+(both visits of a W level), keeping its widened slab of the result.
+
+The launches and the communicator's calls (NCCL's swaps and all-gather on
+the compute stream) are captured into one CUDA graph and replayed: a cycle
+is one launch from the host, no host synchronisation.  The arithmetic is
+the array cycle's, summed in another order (the kernels'), so results agree
+to rounding.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...compute import cuda
+from .multigrid import Multigrid
+from .multigrid_cuda import (GraphCycle, chebyshev_coef, covered, down_launch, level_kernel,
+                             residual_launch, run_launch, up_launch)
+
+__all__ = ["SlabGraphCycle", "slab_cycle_runner", "halo_planes", "GATHER_CELLS"]
+
+#: Levels of at most this many cells (the whole grid's) are gathered on
+#: every rank: below it a level's two swaps cost more than its kernels.
+GATHER_CELLS = 2 ** 16
+#: The communicators whose swaps and all-gather a CUDA graph can hold.
+_CAPTURABLE = ("single", "nccl")
+
+
+def halo_planes(degree):
+    """Halo planes of a widened level: the up kernel's result is wrong
+    ``2 degree`` planes from a false wall (the pre-smoothed ``x`` it starts
+    from ``degree``, its own steps ``degree`` more); even, so that the
+    widened array's aggregates are the grid's."""
+    h = 2 * int(degree)
+    return h + h % 2
+
+
+def slab_cycle_runner(mg, levels):
+    """A :class:`SlabGraphCycle` for ``mg`` (a DistributedMultigrid on
+    CuPy) and its slabbed levels' float64 ``(couplings, slab)``, or
+    NotImplemented (the array cycle runs) where the kernels or the
+    communicator do not cover it; every rank answers alike."""
+    dtype = str(mg.dtype)
+    ndim = len(levels[0][1].shape)
+    ok = (getattr(mg.comm, "name", None) in _CAPTURABLE and dtype in cuda.CTYPE
+          and ndim in (2, 3))
+    if ok:
+        shape = (8,) * ndim
+        faces = tuple(np.empty(shape[:ndim - 1 - a] + (7,) + shape[ndim - a:], dtype=dtype)
+                      for a in range(ndim))
+        ok = covered(faces, (np.empty(shape, dtype=dtype),), mg.degree) is not None
+    if mg.comm.sum_int(0 if ok else 1):
+        return NotImplemented
+    return SlabGraphCycle(mg, levels)
+
+
+class _Level:
+    """A slabbed level on the rank: its slab, the halo planes below and
+    above, the widened couplings (the cycle's dtype) and buffers."""
+
+    def __init__(self, slab, halo, faces, cp, dtype, io_dtype):
+        self.slab = slab
+        self.nloc = slab.hi - slab.lo
+        self.below = halo if slab.lower is not None else 0
+        self.above = halo if slab.upper is not None else 0
+        self.shape = (self.below + self.nloc + self.above,) + tuple(slab.shape[1:])
+        self.faces = faces
+        self.b = cp.zeros(self.shape, dtype=io_dtype)
+        self.x = cp.zeros(self.shape, dtype=io_dtype)
+        self.xs = cp.zeros(self.shape, dtype=dtype)
+        self.own = slice(self.below, self.below + self.nloc)
+
+    def coarse_view(self, coarse):
+        """The planes ``first:stop`` of the ``coarse`` level's buffers that
+        this widened array's aggregates make (the kernels' coarse layout):
+        its halo is the coarse level's, and aggregates halve it."""
+        first = coarse.below - self.below // 2
+        return first, first + -(-self.shape[0] // 2)
+
+
+class SlabGraphCycle:
+    """The cycle of a DistributedMultigrid on this rank (see the module):
+    buffers and launches built once, replayed from one CUDA graph."""
+
+    def __init__(self, mg, levels):
+        import cupy as cp
+
+        self.cp, self.comm = cp, mg.comm
+        self.degree, self.scale = mg.degree, mg.scale
+        self.dtype = dtype = str(mg.dtype)
+        self.halo = halo = halo_planes(mg.degree)
+        self.coef = cp.asarray(chebyshev_coef(mg.degree, mg.ratio), dtype=dtype)
+        self.io_scale = mg.whole.io_scale           # written by DistributedMultigrid.prepare
+        self.never = cp.zeros(1)
+        self.n_levels, self.w_levels = mg.n_levels, int(mg.w_levels)
+        self.gather_cells = mg.gather_cells
+        self.gathered = self._gather_level(levels)
+        self.levels = []
+        for k in range(self.gathered + 1):
+            couplings, slab = levels[k]
+            faces = None
+            if k < self.gathered:
+                faces = _widened_faces(couplings, slab, halo, self.comm, cp, dtype)
+            io = "float64" if k == 0 else dtype
+            self.levels.append(_Level(slab, halo, faces, cp, dtype, io))
+        self.acc = {k + 1: cp.zeros(self.levels[k + 1].shape, dtype=dtype)
+                    for k in range(min(self.w_levels, self.gathered - 1))}
+        self._whole_part(mg, levels)
+        self.steps = []
+        if self.gathered:
+            self._swap(self.levels[0], self.levels[0].b)
+        self._visit(0)
+        self.graph = None
+        self._captured = False
+        self.capture_error = None
+
+    # ------------------------------------------------------------ set-up
+    def _gather_level(self, levels):
+        """The first level every rank gathers: the array cycle's, or an
+        earlier one of at most GATHER_CELLS cells or whose slabs are
+        thinner than the halo on some rank (the same on every rank)."""
+        limit = GATHER_CELLS if self.gather_cells is None else int(self.gather_cells)
+        for k, (_, slab) in enumerate(levels):
+            thin = (slab.hi - slab.lo) < self.halo
+            small = int(np.prod(slab.shape)) <= limit
+            if k == len(levels) - 1 or self.comm.sum_int(1 if thin or small else 0):
+                return k
+        return len(levels) - 1
+
+    def _whole_part(self, mg, levels):
+        """The gathered level's buffers and the whole coarse hierarchy from
+        it, as a GraphCycle on unit scales (or the solve's on level 0)."""
+        cp, k = self.cp, self.gathered
+        level = self.levels[k]
+        self._gather = mg.gathered_couplings
+        if k == mg.gathered:
+            whole = mg.whole
+        else:
+            couplings, slab = levels[k]
+            whole = Multigrid.from_couplings(
+                self._gather(couplings, slab), slab.shape,
+                w_levels=max(self.w_levels - k, 0), degree=mg.degree, ratio=mg.ratio,
+                scale=mg.scale, coarsest=mg.coarsest, min_side=mg.min_side,
+                cycle_precision=self.dtype)
+        self.whole, self.mg_whole = whole, mg.whole
+        io_scale = self.io_scale if k == 0 else cp.ones(2)
+        self.whole_cycle = GraphCycle(whole.levels, whole.coarse_inverse, mg.degree, mg.ratio,
+                                      mg.scale, whole.w_levels, io_scale)
+        plane = tuple(level.slab.shape[1:])
+        spans = self.comm.allgather(np.array([level.slab.lo, level.slab.hi]))
+        self.spans = [(int(lo), int(hi)) for lo, hi in spans]
+        most = max(hi - lo for lo, hi in self.spans)
+        io = level.b.dtype
+        self.send = cp.zeros((most,) + plane, dtype=io)
+        self.recv = cp.zeros((self.comm.size, most) + plane, dtype=io)
+        self.wb = cp.zeros(level.slab.shape, dtype=io)
+        self.wx = cp.zeros(level.slab.shape, dtype=io)
+        self.wacc = cp.zeros(level.slab.shape, dtype=io)
+
+    # ------------------------------------------------------------ launches
+    def _launch(self, launch):
+        self.steps.append(lambda: run_launch(launch))
+
+    def _copy(self, dst, src):
+        self.steps.append(lambda: self.cp.copyto(dst, src))
+
+    def _swap(self, level, buf):
+        """Fill ``buf``'s halo planes from the neighbours' own planes."""
+        slab, h, comm = level.slab, self.halo, self.comm
+        if slab.lower is None and slab.upper is None:
+            return
+        lo, hi = level.below, level.below + level.nloc
+
+        def swap():
+            comm.wait(comm.start_exchange(slab.lower, slab.upper, buf[lo:lo + h],
+                                          buf[hi - h:hi], buf[:lo], buf[hi:]))
+        self.steps.append(swap)
+
+    def _flat(self, name, args, n):
+        kernel = level_kernel(self.dtype, self.dtype, self.degree, name)
+        self._launch((kernel, (max(1, min(-(-n // 256), 65535)),), (256,), (*args, np.int64(n)),
+                      0))
+
+    def _visit(self, k):
+        """Level ``k``'s launches: its right-hand side ``b`` valid on the
+        slab and its halo (the gathered level: on the slab); its result
+        ``x`` left valid on both (level 0: on the slab)."""
+        level = self.levels[k]
+        if k == self.gathered:
+            self._gathered_visit(level, twice=0 < k <= self.w_levels
+                                 and k < self.n_levels - 1)
+            return
+        coarse = self.levels[k + 1]
+        first, stop = level.coarse_view(coarse)
+        io = str(level.b.dtype)
+        io_scale = self.io_scale if k == 0 else self.whole_cycle.unit_scale
+        self._launch(down_launch(self.dtype, io, level.faces, level.b, io_scale, self.coef,
+                                 level.xs, coarse.b[first:stop], self.degree, self.never))
+        self._coarse_visit(k + 1)
+        self._launch(up_launch(self.dtype, io, level.faces, level.b, io_scale, level.xs,
+                               coarse.x[first:stop], self.coef, level.x, self.scale,
+                               self.degree, self.never))
+        if k:
+            self._swap(level, level.x)
+
+    def _coarse_visit(self, k):
+        """Level ``k`` visited from above: once, or twice on a W level
+        (``x + V(b - A x)``) while it is slabbed."""
+        level = self.levels[k]
+        if k < self.gathered:
+            self._swap(level, level.b)
+        self._visit(k)
+        if k < self.gathered and k - 1 < self.w_levels and k < self.n_levels - 1:
+            n = int(np.prod(level.shape))
+            self._flat("bf_mg_copy", (level.x, self.acc[k]), n)
+            self._launch(residual_launch(self.dtype, self.degree, level.faces, level.x,
+                                         level.b))
+            self._swap(level, level.b)
+            self._visit(k)
+            self._flat("bf_mg_add", (level.x, self.acc[k], level.x), n)
+
+    def _gathered_visit(self, level, twice):
+        """Every rank's slab of ``b`` gathered into the whole level, the
+        whole coarse cycle (twice on a W level) and this rank's widened
+        slab of its result."""
+        nloc = level.nloc
+        self._copy(self.send[:nloc], level.b[level.own])
+        comm = self.comm
+        self.steps.append(lambda: comm.allgather_into(self.send, self.recv))
+        for r, (lo, hi) in enumerate(self.spans):
+            self._copy(self.wb[lo:hi], self.recv[r, :hi - lo])
+        launches = self.whole_cycle.cycle_launches(self.wb, self.wx)
+        for launch in launches:
+            self._launch(launch)
+        if twice:
+            n = int(np.prod(self.wb.shape))
+            self._flat("bf_mg_copy", (self.wx, self.wacc), n)
+            self._launch(residual_launch(self.dtype, self.degree, self.whole.levels[0].couplings,
+                                         self.wx, self.wb))
+            for launch in launches:
+                self._launch(launch)
+            self._flat("bf_mg_add", (self.wx, self.wacc, self.wx), n)
+        lo = level.slab.lo - level.below
+        self._copy(level.x, self.wx[lo:lo + level.shape[0]])
+
+    def refresh(self, levels):
+        """New couplings of the same levels (DistributedMultigrid.refresh):
+        written into the widened faces and the gathered hierarchy in place,
+        so the launches and the graph stay valid."""
+        for k, level in enumerate(self.levels[:self.gathered]):
+            couplings, slab = levels[k]
+            for dst, src in zip(level.faces, _widened_faces(couplings, slab, self.halo,
+                                                              self.comm, self.cp, self.dtype)):
+                dst[...] = src
+        if self.whole is not self.mg_whole:
+            self.whole.refresh_couplings(self._gather(*levels[self.gathered]))
+
+    # ------------------------------------------------------------ running
+    def _capture(self):
+        """One CUDA graph of the steps; every rank agrees to use graphs
+        (their NCCL calls must meet one for one) or none."""
+        cp = self.cp
+        self._captured = True
+        graph = None
+        # One cycle launched directly first: NCCL sets up its connections at
+        # a collective's first call, which a capture cannot hold.
+        for step in self.steps:
+            step()
+        cp.cuda.get_current_stream().synchronize()
+        stream = cp.cuda.Stream(non_blocking=True)
+        try:
+            with stream:
+                stream.begin_capture()
+                try:
+                    for step in self.steps:
+                        step()
+                finally:
+                    graph = stream.end_capture()
+            stream.synchronize()
+        except Exception as exc:               # capture unsupported here: direct launches
+            graph, self.capture_error = None, repr(exc)
+        if self.comm.sum_int(0 if graph is not None else 1):
+            graph = None
+        self.graph = graph
+
+    def apply(self, r):
+        """``M^-1 r`` on this rank's slab (flat; ``r``'s dtype): ``r`` into
+        the finest level's buffer, the cycle (one graph launch), the slab of
+        its result copied out."""
+        top = self.levels[0]
+        self.cp.copyto(top.b[top.own], r.reshape(top.slab.local_shape), casting="unsafe")
+        if not self._captured:
+            self._capture()
+        if self.graph is not None:
+            self.graph.launch()
+        else:
+            for step in self.steps:
+                step()
+        return top.x[top.own].astype(r.dtype, copy=True).reshape(r.shape)
+
+
+def _widened_faces(couplings, slab, halo, comm, cp, dtype):
+    """A slabbed level's couplings on the slab widened by ``halo`` planes
+    towards each neighbour, from its float64 couplings on the slab widened
+    by one (:class:`~bubbleflow.operators.distributed.DistributedOperator`'s
+    layout): each axis's faces as a field of the slab's cells (along the
+    planes' axis the face below each plane, zero at the bottom wall), the
+    neighbours' planes of it swapped in, then back to faces."""
+    _, _, below, _ = slab.extended()
+    nloc = slab.hi - slab.lo
+    slow = len(couplings) - 1
+    h_lo = halo if slab.lower is not None else 0
+    h_hi = halo if slab.upper is not None else 0
+    faces = []
+    for axis, c in enumerate(couplings):
+        if axis != slow:
+            own = c[below:below + nloc]
+        elif below:
+            own = c[:nloc]
+        else:
+            own = cp.concatenate([cp.zeros_like(c[:1]), c[:nloc - 1]])
+        wide = cp.zeros((h_lo + nloc + h_hi,) + own.shape[1:], dtype=own.dtype)
+        wide[h_lo:h_lo + nloc] = own
+        if h_lo or h_hi:
+            comm.exchange(slab.lower, slab.upper, wide[h_lo:h_lo + halo],
+                          wide[h_lo + nloc - halo:h_lo + nloc], wide[:h_lo], wide[h_lo + nloc:])
+        if axis == slow:
+            wide = wide[1:]
+        faces.append(cp.ascontiguousarray(wide.astype(dtype)))
+    return tuple(faces)
