@@ -35,6 +35,21 @@ def test_the_counting_communicator_counts_calls_and_bytes_by_kind():
     assert comm.take() == {}
 
 
+def test_a_graphs_captured_calls_count_at_each_replay_not_at_its_capture():
+    """A solver that captures its messages into a CUDA graph counts them
+    with ``counted_during`` (kept apart) and ``replayed`` (once a replay)."""
+    comm = CountingComm(Quiet())
+    plane = np.zeros((2, 3))
+    comm.allreduce_max(1.0)
+    made = comm.counted_during(lambda: (comm.exchange(0, 1, plane, plane, plane, plane),
+                                        comm.allgather_into(np.ones(4), np.empty(4))))
+    assert made == {"halo": (1, 2 * plane.nbytes), "collective": (1, 4 * 8)}
+    assert comm.take() == {"reduce": (1, 8)}             # the capture sent nothing
+    comm.replayed(made)
+    comm.replayed(made)
+    assert comm.take() == {"halo": (2, 4 * plane.nbytes), "collective": (2, 8 * 8)}
+
+
 def test_the_model_adds_a_phases_bytes_and_messages():
     case = load_case(f"{ROOT}/cases/two_phase.yaml", [("grid.nx", 20), ("grid.ny", 40)])
     link = Link(copy_bandwidth=1e10, latency=1e-5, bandwidth=1e9, allreduce=2e-5)

@@ -57,6 +57,7 @@ MESSAGE_KINDS = {
     "allreduce_sum": "reduce", "allreduce_into": "reduce", "allreduce_max": "reduce",
     "sum_int": "reduce",
     "gather": "collective", "broadcast": "collective", "allgather": "collective",
+    "allgather_into": "collective",
 }
 
 
@@ -84,7 +85,10 @@ class CountingComm:
 
     Every attribute is the wrapped communicator's; the methods of
     :data:`MESSAGE_KINDS` are counted (calls and bytes, by kind) before
-    they run.  :meth:`take` returns the counts since the last take.
+    they run.  :meth:`take` returns the counts since the last take.  A
+    solver that replays its messages from a CUDA graph counts its capture
+    with :meth:`counted_during` and each replay with :meth:`replayed` (both
+    looked up on the communicator, so a plain one needs neither).
     """
 
     def __init__(self, comm):
@@ -107,6 +111,22 @@ class CountingComm:
         """``{kind: (calls, bytes)}`` since the previous take."""
         out, self._counts = self._counts, {}
         return out
+
+    def counted_during(self, run):
+        """Call ``run()`` and return the counts of the calls it made, kept
+        out of the running counts: a CUDA graph's capture, whose calls send
+        nothing then but at each replay (:meth:`replayed`)."""
+        saved, self._counts = self._counts, {}
+        try:
+            run()
+        finally:
+            made, self._counts = self._counts, saved
+        return made
+
+    def replayed(self, made):
+        """Count ``made`` (from :meth:`counted_during`) once more: the
+        messages of one replay of the graph captured then."""
+        _add(self._counts, made)
 
 
 def measure_config_ranks(config, bench, comm, say):

@@ -288,12 +288,18 @@ class SlabGraphCycle:
             step()
         cp.cuda.get_current_stream().synchronize()
         stream = cp.cuda.Stream(non_blocking=True)
+        # A counting communicator (the ranks' bench) counts the captured
+        # calls apart and again at each replay; a plain one has no hook.
+        counted = getattr(self.comm, "counted_during", lambda run: run())
+
+        def steps():
+            for step in self.steps:
+                step()
         try:
             with stream:
                 stream.begin_capture()
                 try:
-                    for step in self.steps:
-                        step()
+                    self._replay_counts = counted(steps)
                 finally:
                     graph = stream.end_capture()
             stream.synchronize()
@@ -313,6 +319,9 @@ class SlabGraphCycle:
             self._capture()
         if self.graph is not None:
             self.graph.launch()
+            replayed = getattr(self.comm, "replayed", None)
+            if replayed is not None:
+                replayed(self._replay_counts)
         else:
             for step in self.steps:
                 step()
