@@ -6,7 +6,7 @@ it); this script passes its arguments on::
     python3 scripts/bench_solver.py --sizes 1024 2048 --contrasts 1e3 [--backend cupy] [--csv FILE]
 
 is ``bubbleflow bench --sizes 1024 2048 --contrasts 1e3 ...``.  See
-``bubbleflow bench --help`` and docs/performance.md.
+``bubbleflow bench --help`` and docs/performance_records.md.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Where the ranks' fused iteration spends its time beyond one GPU's
-(docs/performance.md, "Several GPUs"): ``mpiexec -n R python3
+(docs/performance_records.md, "Several GPUs"): ``mpiexec -n R python3
 scripts/ranks_fused_profile.py N [N ...]`` times Jacobi-PCG iterations of
 the bubbly column, ``N^2`` cells a rank (weak scaling), replayed from CUDA
 graphs, with parts of the ranks' traffic taken out (timings only: the

@@ -10,7 +10,7 @@ iterations and true-residual checks, and at each host check the iteration,
 the relative residual shown there and the milliseconds since the solve began
 (from the ``progress`` hook, which adds no synchronisation).  Where the
 no-op iterations after convergence and the restarts of a failed confirmation
-cost time shows in the gaps between checks (docs/performance.md, under
+cost time shows in the gaps between checks (docs/performance_records.md, under
 ``device_chunk``).
 """
 import argparse

@@ -3,7 +3,7 @@
 Floors: apps/ on top and imported by nothing below; no import cycle, lazy
 imports included; the Krylov loop never imports an engine; no function over
 120 lines; backend dispatch only in compute/; no measured figures in code
-comments (they belong in docs/performance.md); CUDA only in source files; no
+comments (they belong in docs/performance_records.md); CUDA only in source files; no
 private name imported from another module; code and test names say why, not
 when (no issue or session numbers); no source file over 800 lines; no module
 of the flow or the linear algebra in a dimension's or the ranks' variant of

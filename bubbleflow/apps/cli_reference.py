@@ -1,5 +1,5 @@
 """The reference of ``bubbleflow``'s commands, generated from the CLI's own
-parser: ``docs/cli.md``.
+parser: ``docs/reference/cli.md`` (:data:`PAGE`).
 
 Each command's usage, description and options (with their help text) are
 written once, where :func:`bubbleflow.apps.cli.build_parser` declares them;
@@ -10,7 +10,9 @@ source tree is stale or an option has no help text.
 ::
 
     python3 -m bubbleflow.apps.cli_reference               # print the page
-    python3 -m bubbleflow.apps.cli_reference --write docs/cli.md
+    python3 -m bubbleflow.apps.cli_reference --write docs/reference/cli.md
+
+(``--write`` without a file writes :data:`PAGE`.)
 """
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ import sys
 
 from .cli import build_parser
 
-__all__ = ["commands", "markdown", "main"]
+__all__ = ["commands", "markdown", "main", "PAGE"]
 
+#: The page, relative to the repository's root.
+PAGE = "docs/reference/cli.md"
 #: What the page says above the commands.
 PREAMBLE = ("# `bubbleflow` commands\n\n"
             "Generated from the program's own parser by `python3 -m "
-            "bubbleflow.apps.cli_reference --write docs/cli.md`; do not edit.\n")
+            f"bubbleflow.apps.cli_reference --write {PAGE}`; do not edit.\n")
 
 
 def commands(parser=None):
@@ -72,7 +76,8 @@ def markdown(parser=None):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", metavar="FILE", help="write the page there instead of printing it")
+    ap.add_argument("--write", metavar="FILE", nargs="?", const=PAGE,
+                    help=f"write the page there instead of printing it (default {PAGE})")
     args = ap.parse_args(argv)
     text = markdown()
     if args.write is None:

@@ -269,7 +269,7 @@ def checked_field(spec, default=dataclasses.MISSING, factory=dataclasses.MISSING
         As for :func:`dataclasses.field`; neither: a required key.
     doc : str
         What the key means, for the key reference
-        (:mod:`~.key_reference`, the README's table): one line, units
+        (:mod:`~.key_reference`, docs/reference/case_keys.md): one line, units
         included, without the allowed values or the default (both are
         generated).
     default_text : str

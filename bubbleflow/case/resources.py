@@ -22,14 +22,14 @@ __all__ = ["estimate_memory", "available_memory", "check_memory",
 #: diagonals, preconditioner, Krylov vectors and their temporaries; in a flow
 #: also the velocities, level set, properties and the momentum and WENO
 #: temporaries).  The largest slope measured, rounded up (the slopes:
-#: docs/performance.md, "Figures behind code choices").
+#: docs/performance_records.md, "Figures behind code choices").
 ARRAYS_PER_CELL = {"pressure": 30, "flow": 60}
 #: Fixed cost: interpreter-side buffers, the deflation bookkeeping, HDF5
-#: output chunks (above the measured intercept: docs/performance.md).
+#: output chunks (above the measured intercept: docs/performance_records.md).
 FIXED_BYTES = 8 * 2 ** 20
 #: Refuse when the estimate exceeds this fraction of the free memory: the
 #: estimate is approximate (its error against the measured peak:
-#: docs/performance.md), and the rest of the machine needs some memory too.
+#: docs/performance_records.md), and the rest of the machine needs some memory too.
 SAFETY = 0.8
 
 _GIB = 2 ** 30

@@ -5,8 +5,8 @@ Each field carries its checker (``metadata["spec"]``,
 :func:`~.field_specs.checked_field`) next to its default, so adding a key
 or an enum value is a one-line change.  The validation is hand-written on
 purpose (no schema library): the messages are the product.  Each field's
-``doc`` is the one text of what its key means: the README's key table is
-generated from these fields (:mod:`.key_reference`).
+``doc`` is the one text of what its key means: the key reference
+(docs/reference/case_keys.md) is generated from these fields (:mod:`.key_reference`).
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ class GridConfig(_Node):
     nz: Optional[int] = checked_field(
         OptionalSpec(_AXIS), None,
         doc="cells along z: a 3-D grid with z up (gravity along -z, the free surface a height "
-            "in z, centres `[x, y, z]`; README, \"3-D\"); null: a 2-D grid with y up")
+            "in z, centres `[x, y, z]`); null: a 2-D grid with y up")
     lz: Optional[float] = checked_field(OptionalSpec(FloatSpec(gt=0)), None,
                                         doc="domain height along z in 3-D (m); null: 1.0")
 
@@ -569,8 +569,7 @@ class Case(_Node):
     mode: str = checked_field(
         EnumSpec(MODES), "pressure",
         doc="`pressure`: build the geometry, assemble the operator, solve once, write "
-            "`<name>.h5`; `flow`: a time-dependent two-phase flow up to `time.end` "
-            "(README, \"Flow runs\")")
+            "`<name>.h5`; `flow`: a time-dependent two-phase flow up to `time.end`")
     backend: str = checked_field(EnumSpec(BACKENDS), "auto",
                                  doc="`auto`: CuPy where a GPU is usable, else NumPy; `numpy`; "
                                      "`cupy`")

@@ -28,7 +28,7 @@ __all__ = ["load_yaml", "read_text", "shorten", "YamlError", "MAX_FILE_BYTES",
 
 # Case files are a few KiB; PyYAML (pure Python) composes slowly, so the limit
 # (some 12,000 explicit bubbles) is what still parses in a few seconds on a
-# busy small CPU (measured rate: docs/performance.md), and anything larger is
+# busy small CPU (measured rate: docs/performance_records.md), and anything larger is
 # refused unread.
 MAX_FILE_BYTES = 512 * 1024
 # A text that comes from elsewhere than a file (the resolved case stored in a

@@ -5,7 +5,7 @@ unknowns over every core.  On a small machine that is busy with the rest of
 the step (two cores: the flow's array work, a snapshot being written) the
 threads wait for each other, and a small factorisation inside a flow step
 took a hundred times what it takes alone, its threads then slowing the
-phases after it (docs/performance.md, the flow step on the 2-core CPU).
+phases after it (docs/performance_records.md, the flow step on the 2-core CPU).
 :func:`single_threaded` runs a block on one BLAS thread and restores the
 count afterwards.
 

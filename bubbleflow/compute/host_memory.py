@@ -6,7 +6,7 @@ returns the heap's free top to the system past its trim threshold.  A NumPy
 time step allocates and frees arrays of a few hundred KiB by the hundred, so
 every step took their pages afresh from the kernel: about 2,600 page faults
 per step for Hysing at h = 1/80, which made advection and diagnostics inside
-the step twice as slow as alone (docs/performance.md, "Host memory").
+the step twice as slow as alone (docs/performance_records.md, "Host memory").
 :func:`keep_freed_memory` raises both thresholds, once per process: freed
 memory is reused, as CuPy's memory pool does on the GPU.
 

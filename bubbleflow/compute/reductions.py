@@ -5,7 +5,7 @@
 
 * float64 on NumPy: ``einsum``'s single-threaded loop.  A threaded BLAS
   ``dot`` wakes sleeping threads for every call and can cost milliseconds per
-  reduction on a loaded machine (docs/performance.md); ``einsum`` costs
+  reduction on a loaded machine (docs/performance_records.md); ``einsum`` costs
   microseconds.
 * float64 on CuPy: cuBLAS (``cupy.dot``).
 * float32, either backend: the products are accumulated in float64 (the

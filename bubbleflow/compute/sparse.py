@@ -26,7 +26,7 @@ def csr_matvec(A, x):
     """``A @ x`` for a CuPy CSR matrix, bit for bit the same in every run.
 
     CuPy's own product adds in an order that varies from run to run (seen
-    with ``(A Z)^T``: docs/performance.md), which made restarted solves
+    with ``(A Z)^T``: docs/performance_records.md), which made restarted solves
     irreproducible.  One thread per row,
     or one block per row where rows average :data:`CSR_BLOCK_ROW_NNZ`
     entries or more.  Its twin is ``A @ x`` (SciPy or CuPy).

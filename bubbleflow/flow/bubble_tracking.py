@@ -51,7 +51,7 @@ every step where a sample is cheap beside a step (NumPy: about 5 % at
 80 x 160), every :data:`AUTO_SAMPLE_EVERY` ``["cupy"]`` steps on a GPU,
 where labelling and measuring take a few host round trips and many small
 launches: about 40 % of a step at h = 1/160 and 50 % at 2048 x 4096 on an
-H200, so 4-5 % sampling every 10 steps (``docs/performance.md``).
+H200, so 4-5 % sampling every 10 steps (``docs/performance_records.md``).
 """
 from __future__ import annotations
 

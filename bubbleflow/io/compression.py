@@ -1,7 +1,7 @@
 """How a result's fields are stored: compressed or not, in what chunks.
 
 Chosen by measurement (``scripts/compression_study.py``; figures in
-``docs/performance.md``, "Writing the fields"): on the machines measured the
+``docs/performance_records.md``, "Writing the fields"): on the machines measured the
 disk takes a field an order of magnitude or more faster than a single
 thread can gzip it, so
 

@@ -9,7 +9,7 @@ here: :mod:`.result_writer` (the writers), :mod:`.result_reader`
 :mod:`.result_header` (the root attributes), :mod:`.result_units` (the
 units tables) and :mod:`.dimension_scales`.
 
-A pressure result ``OUTDIR/<case name>.h5`` (see README, "Output")::
+A pressure result ``OUTDIR/<case name>.h5`` (docs/howto/output_file.md)::
 
     /                    attrs: bubbleflow_version, case (resolved YAML), mode,
                                 backend, device, precision, face_density, created

@@ -27,8 +27,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
 
     Parameters
     ----------
-    A : PoissonOperator, sparse matrix or LinearOperator (n x n), symmetric
-        positive (semi-)definite.
+    A : PoissonOperator, sparse matrix or LinearOperator (n x n)
+        Symmetric positive (semi-)definite.
     b : array (n,)
         Right-hand side (NumPy or CuPy: the solve runs on its backend).
     x0 : array or "Mb", optional
@@ -71,8 +71,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
 
     Notes
     -----
-    Differences from SciPy's ``cg`` are deliberate and listed in the
-    README ("Using the solvers from Python"): the stop is confirmed on the
+    Differences from SciPy's ``cg`` are deliberate and listed in
+    docs/howto/python_api.md: the stop is confirmed on the
     true residual; an unconverged solve returns its best iterate; complex
     input is refused; a singular operator's incompatible ``b`` is projected
     with a warning.

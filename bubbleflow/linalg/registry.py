@@ -239,7 +239,7 @@ DEFLATIONS: Dict[str, DeflationEntry] = {d.name: d for d in (
 #: Default width of a deflation subdomain, in cells (per axis): the
 #: subdomain counts follow the grid (:meth:`Grid.blocks_of_about`), so a
 #: refined case keeps its deflation as fine.  Chosen by measurement
-#: (docs/performance.md, "Deflation subdomain size").
+#: (docs/performance_records.md, "Deflation subdomain size").
 DEFAULT_CELLS_PER_SUBDOMAIN = 16
 #: ... per grid dimension: 16 in 2-D, 8 in 3-D (boxes of 256 and 512 cells;
 #: 16-cell cubes left a 32^3 column with 8 boxes, each holding two bubbles).

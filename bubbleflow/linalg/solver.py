@@ -168,7 +168,7 @@ class PressureSolver:
     preconditioner : str, optional
         A name from :data:`bubbleflow.linalg.registry.PRECONDITIONERS`.
         Default: the method's (``multigrid`` for ``pcg``,
-        ``incomplete_poisson_scaled`` for ``dpcg``; docs/performance.md
+        ``incomplete_poisson_scaled`` for ``dpcg``; docs/performance_records.md
         says where each wins).
     deflation : str, optional
         ``none``, ``subdomains``, ``stripes`` or ``levelset_subdomains``.
@@ -228,7 +228,7 @@ class PressureSolver:
     inner_rtol : float
         Relative tolerance of each float32 correction.  The float32 floor
         above makes tighter ones cost iterations for little gain (iteration
-        counts: docs/performance.md, "Figures behind code choices").
+        counts: docs/performance_records.md, "Figures behind code choices").
     grid : Grid, optional
         The whole grid, for a deflation space on a rank's slab (its boxes
         are the whole grid's); a grid operator carries its own.

@@ -1,10 +1,10 @@
-"""docs/cli.md is the CLI's own parser rendered: every command and option
+"""docs/reference/cli.md is the CLI's own parser rendered: every command and option
 there, each option with its help text."""
 import argparse
 from pathlib import Path
 
 from bubbleflow.apps.cli import build_parser
-from bubbleflow.apps.cli_reference import commands, markdown
+from bubbleflow.apps.cli_reference import PAGE, commands, markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,5 +29,6 @@ def test_the_page_holds_every_command_and_option():
 
 
 def test_docs_cli_is_up_to_date():
-    assert (ROOT / "docs" / "cli.md").read_text() == markdown(), (
-        "docs/cli.md is stale: python3 -m bubbleflow.apps.cli_reference --write docs/cli.md")
+    assert PAGE == "docs/reference/cli.md"
+    assert (ROOT / PAGE).read_text() == markdown(), (
+        f"{PAGE} is stale: python3 -m bubbleflow.apps.cli_reference --write {PAGE}")

@@ -1,18 +1,19 @@
 """The key reference generated from the schema: every key documented, the
-shipped case files' keys all in it, and the README's table up to date."""
+shipped case files' keys all in it, and the documentation's table
+(docs/reference/case_keys.md) up to date."""
 import doctest
 import pathlib
 
 import pytest
 
 from bubbleflow.case import key_reference
-from bubbleflow.case.key_reference import (BEGIN, END, case_keys, markdown_table, readme_block,
-                                           replace_block)
+from bubbleflow.case.key_reference import (BEGIN, END, PAGE, case_keys, generated_block,
+                                           markdown_table, replace_block)
 from bubbleflow.case.loading import case_from_dict, read_yaml_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CASES = sorted((ROOT / "cases").glob("*.yaml"))
-REGENERATE = "python3 -m bubbleflow.case.key_reference --write README.md"
+REGENERATE = f"python3 -m bubbleflow.case.key_reference --write {PAGE}"
 
 
 def leaves(node, prefix=""):
@@ -43,7 +44,7 @@ def test_keys_are_unique_and_allowed_values_and_defaults_are_given():
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.name)
 def test_shipped_case_keys_are_in_the_reference(path):
     data, _ = read_yaml_file(path)
-    data.pop("sweep", None)             # a study file's own block (README, "Parameter studies")
+    data.pop("sweep", None)             # a study file's own block (bubbleflow sweep)
     known = {row.key for row in case_keys()}
     assert leaves(data) <= known, f"{path.name}: keys missing from case_keys()"
 
@@ -59,10 +60,11 @@ def test_reference_keys_are_those_of_a_resolved_case():
     assert inside
 
 
-def test_readme_table_is_generated_from_the_schema():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme_block(text) == markdown_table(), (
-        f"README.md's case key table differs from the schema's; run: {REGENERATE}")
+def test_docs_table_is_generated_from_the_schema():
+    assert PAGE == "docs/reference/case_keys.md"
+    text = (ROOT / PAGE).read_text(encoding="utf-8")
+    assert generated_block(text) == markdown_table(), (
+        f"{PAGE}'s case key table differs from the schema's; run: {REGENERATE}")
 
 
 def test_known_rows():
@@ -85,6 +87,6 @@ def test_replace_block_keeps_the_text_around_it():
     text = f"intro\n\n{BEGIN}\nold table\n{END}\n\noutro\n"
     new = replace_block(text, "| a |\n")
     assert new == f"intro\n\n{BEGIN}\n\n| a |\n\n{END}\n\noutro\n"
-    assert readme_block(new) == "| a |\n"
+    assert generated_block(new) == "| a |\n"
     with pytest.raises(ValueError):
         replace_block("no markers here")

@@ -50,7 +50,7 @@ Right-hand sides (``--rhs``): ``gravity``, the first pressure solve of a
 fluid at rest (:func:`bubbleflow.operators.poisson.gravity_rhs`); ``random``, seeded
 uniform values, made zero-mean (at the largest sizes the gravity right-hand
 side has an attainable-accuracy floor above rtol 1e-8 in float64:
-docs/performance.md, "Figures behind code choices").
+docs/performance_records.md, "Figures behind code choices").
 
 Timing: each configuration is warmed up once per size (set-up and solve, for
 kernel compilation and library handles), then built once with its set-up
@@ -70,7 +70,7 @@ solver's own count, ``SolveRecord.bytes_per_iteration``, else the model of
 (bytes / copy bandwidth measured in the same run by a large device-to-device
 copy, counting bytes read plus written), ratio to the floor, speedup over the
 peer (solve only, and set-up plus solve), peak GPU memory (CuPy memory pool)
-in bytes and in float64 grid arrays.  ``docs/performance.md`` defines each;
+in bytes and in float64 grid arrays.  ``docs/performance_records.md`` defines each;
 ``dim`` and the ``memory_*`` columns of ``--dim 3`` are defined above.
 
 Exit codes: 0 when every run completed (converged or not: see the
@@ -385,8 +385,8 @@ def add_subparser(subparsers):
         "several ranks (mpiexec -n N bubbleflow bench, or --scaling)",
         "Under mpiexec -n N the benchmark times Jacobi-PCG iterations of the bubbly column "
         "(contrast 1000) on the ranks' slabs beside the performance model of an iteration "
-        "(docs/performance.md); of the options above --dim, --sizes (cells per side in all) "
-        "and --backend apply.")
+        "(docs/performance_records.md); of the options above --dim, --sizes (cells per side "
+        "in all) and --backend apply.")
     ranks.add_argument("--scaling", nargs="+", metavar="R",
                        help="run it under mpiexec -n R for each R (and 1, the baseline) and "
                             "print strong scaling at --sizes and weak scaling at --weak-sizes: "

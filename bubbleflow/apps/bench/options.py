@@ -47,7 +47,7 @@ _SHORT = {"none": "none", "jacobi": "jac", "block_ic": "bic", "incomplete_poisso
           "levelset_subdomains": "lsd", "multigrid": "mg"}
 #: Default iteration limits, ours and the peer's: this many times n, enough
 #: for the peer's CG + Jacobi to converge on the bubbly column (its counts:
-#: docs/performance.md, "Figures behind code choices").
+#: docs/performance_records.md, "Figures behind code choices").
 DEFAULT_MAXITER_PER_N = 30
 
 

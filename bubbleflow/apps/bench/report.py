@@ -12,7 +12,7 @@ __all__ = ["COLUMNS", "LEGEND", "LEGEND_3D", "write_csv", "format_table", "contr
 PEER_SHORT = {"cupy_cg": "cupy cg+jac", "scipy_cg": "scipy cg+jac", "pyamg": "pyamg sa+cg",
               "pyamg_rs": "pyamg rs+cg"}
 
-#: Every CSV column, in order (``docs/performance.md`` says what each means).
+#: Every CSV column, in order (``docs/performance_records.md`` says what each means).
 COLUMNS = (
     "size", "dim", "cells", "contrast", "rhs", "rtol", "kind", "solver", "config",
     "iterations", "ms_per_iteration", "solve_ms", "setup_ms", "total_ms",

@@ -77,7 +77,7 @@ __all__ = ["CoarseSolver", "DENSE_LIMIT"]
 #: Largest ``n`` factorised densely (see the module docstring).  Below it the
 #: dense set-up costs a little more and saves time every iteration; well above
 #: it the dense set-up costs several times the condensed one for almost no
-#: gain per iteration (measured: docs/performance.md, "Figures behind code
+#: gain per iteration (measured: docs/performance_records.md, "Figures behind code
 #: choices").
 DENSE_LIMIT = 2048
 

@@ -23,7 +23,7 @@ class RawCondensedSolve:
 
     The backend path (``CoarseSolver._solve_condensed``, its twin, also
     what NumPy runs) takes about 15 library launches of tiny kernels, whose
-    cost shows in every fused iteration (measured: docs/performance.md).  Here:
+    cost shows in every fused iteration (measured: docs/performance_records.md).  Here:
     the mean of ``s`` (singular ``E``), the interior block products (a
     block per group), the separator (every block forms its right-hand side
     in shared memory, then a warp per row of ``Sc^-1``), the back

@@ -93,7 +93,7 @@ def condensed_host_arrays(nb, n, k):
                             "elocal"))
     # Every index and value array the device needs, built on the host
     # first and sent in one transfer (each separate small copy has a fixed
-    # cost; measured: docs/performance.md).
+    # cost; measured: docs/performance_records.md).
     host = {}
     if Gb:
         mii = ~rs & ~cs

@@ -74,7 +74,7 @@ def _unsymmetrised_inverse(backend, A):
 def _posv_inverse(backend, A):
     """cuSOLVER's ``posv`` with the identity (the factorisation and two
     triangular solves: faster than Cholesky, a triangular inverse and a
-    product; docs/performance.md); a failed factorisation raises."""
+    product; docs/performance_records.md); a failed factorisation raises."""
     import cupyx
     from cupyx import lapack
 

@@ -38,7 +38,7 @@ _THREADS = 256
 #: z chunks of the direction kernel: as many as make about this many blocks
 #: (each restarts one plane below), none shorter than _MIN_CHUNK planes.
 #: Chosen, not tuned: the kernel's ratio to its floor is in
-#: docs/performance.md (3-D on the GPU, the fused 3-D iteration).
+#: docs/performance_records.md (3-D on the GPU, the fused 3-D iteration).
 _DIR_BLOCKS = 1024
 _MIN_CHUNK = 8
 #: The kernels index with 32-bit offsets: a grid's cells, plus the plane a

@@ -187,7 +187,7 @@ extern "C" __global__ void bf_beta(const T* __restrict__ part_ry, const int nry,
 // shuffles.  Every value is read from memory once per cell (the halos of
 // neighbouring tiles and chunks are cache hits), with no shared memory.
 // Cell offsets of bf_direction_spmv: 32-bit where the grid allows (fewer
-// registers, more warps in flight: measured faster, docs/performance.md).
+// registers, more warps in flight: measured faster, docs/performance_records.md).
 #ifdef BF_IDX32
 typedef int idx_t;
 #else
@@ -270,7 +270,7 @@ __device__ __forceinline__ T dir_value(const T* __restrict__ y, const T* __restr
 // last of its segment (one-lane segments) reads its east halo separately.
 // (Halo loads by every lane, the earlier form, were measured slower here;
 // bf_update keeps them: there the predicated form was slower.  Figures:
-// docs/performance.md.)
+// docs/performance_records.md.)
 extern "C" __global__ void bf_direction_spmv(const T* __restrict__ y, const T* __restrict__ e,
         const int* __restrict__ labels, const T* __restrict__ scal,
         const T* __restrict__ p_old, T* __restrict__ p_new, T* __restrict__ w,

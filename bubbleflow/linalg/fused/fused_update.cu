@@ -43,7 +43,7 @@ extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restric
     // Halo column ih: z there on rows jj and jj + 1, loaded by every lane
     // (the first and the last lane of a segment use it).
     // (Kept out of Walk: with ih and both stored there, a measured run of
-    // this kernel was slower; docs/performance.md.)
+    // this kernel was slower; docs/performance_records.md.)
     const int ih = wk.first ? ii - 1 : ii + 1;
     const bool both = wk.first && wk.last;
     T rC = 0.0, sC = 0.0, zC = 0.0, zHC = 0.0;
@@ -150,7 +150,7 @@ extern "C" __global__ void bf_update(const T* __restrict__ p, const T* __restric
     // sum, every warp sums its lanes, then thread g adds the warps of tile g
     // in warp order.  (The four sums in one table of warps, or G a run-time
     // argument, took the kernel to more registers and made it slower;
-    // measured: docs/performance.md.)
+    // measured: docs/performance_records.md.)
     const int G = UPD_G, SBX = BX / G;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int ntxb = nx / BX;

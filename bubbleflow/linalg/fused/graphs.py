@@ -90,7 +90,7 @@ class IterationGraphs(DeviceEngine):
         (:meth:`_signature`) and replace about twenty launches per
         iteration; the kernels and their arguments are those of the direct
         launches: the results are the same, bit for bit (measured:
-        docs/performance.md, "Figures behind code choices").
+        docs/performance_records.md, "Figures behind code choices").
         """
         mode = self._graph_mode() if count >= 1 else None
         if mode is not None and self._new_signature(self._signature()):

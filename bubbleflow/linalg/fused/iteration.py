@@ -121,7 +121,7 @@ class FusedIteration(FusedStages, IterationGraphs):
             self._dense_K = self._own_dense(getattr(coarse, "dense_inverse", None))
         # The face couplings, (ny, nx - 1) and (ny - 1, nx).  Copied from the
         # east and north diagonals: read in place (row stride nx) both tile
-        # kernels were measurably slower (docs/performance.md), more than the
+        # kernels were measurably slower (docs/performance_records.md), more than the
         # copies cost once per operator.
         if not self._bind_grid(A, prec_obj, pieces):
             self._copy_grid(A, prec_obj, pieces)

@@ -20,7 +20,7 @@ __all__ = ["tile_shape", "tile_structure", "direction_plan", "update_plan"]
 # fastest measured for its kernel: _CHUNK_ROWS_WIDE for bf_direction_spmv,
 # _CHUNK_ROWS_IP for the scaled incomplete Poisson update (its walk starts a
 # row early), _CHUNK_ROWS for the other updates (measured:
-# docs/performance.md, "Figures behind code choices").
+# docs/performance_records.md, "Figures behind code choices").
 _CHUNK_ROWS = 16
 _CHUNK_ROWS_WIDE = 32
 _CHUNK_ROWS_IP = 64
@@ -30,7 +30,7 @@ _CHUNK_ROWS_IP = 64
 # resident blocks on the device (see :func:`_dir_bands`).  Where that does
 # not apply (rows not a multiple of 32 cells), the update's tiles.  One full
 # wave of bands beats tiles and other band counts: the last, partly filled
-# wave costs nearly as much as a full one (measured: docs/performance.md,
+# wave costs nearly as much as a full one (measured: docs/performance_records.md,
 # "Figures behind code choices").
 _DIR_BAND_COLS = 256
 _DIR_BAND_MIN_ROWS = 8
@@ -38,7 +38,7 @@ _DIR_BAND_MIN_ROWS = 8
 # tiles side by side as fit (tiles a whole number of warps wide), fewer halo
 # recomputations and longer rows: measured a little faster than one tile a
 # block.  (The Jacobi update was slower with wider blocks, so it keeps one
-# tile a block.  Figures: docs/performance.md, "Figures behind code choices".)
+# tile a block.  Figures: docs/performance_records.md, "Figures behind code choices".)
 _IP_BLOCK_COLS = 256
 _IDX32_LIMIT = 2 ** 31    # bf_direction_spmv uses 32-bit cell offsets below it
 _MAX_TILE_WIDTH = 1024    # one thread per column of a tile

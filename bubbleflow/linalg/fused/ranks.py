@@ -22,7 +22,7 @@ On NCCL (or one rank) nothing in an iteration allocates or waits on the
 host, so runs of iterations are captured once into CUDA graphs, the NCCL
 calls with the kernels, and replayed: the host issues one launch for
 :attr:`RankFusedEngine.graph_iterations` iterations instead of about
-forty operations each (what bounded four GPUs: docs/performance.md,
+forty operations each (what bounded four GPUs: docs/performance_records.md,
 "Several GPUs").  The twin is the generic loop of
 :mod:`bubbleflow.linalg.krylov` on the same operator; the tests compare the
 two on the GPU (iterations and answers).

@@ -231,7 +231,7 @@ def device_chunk(check_every, h, prev_check, it, tol_rel, steady, restarted=Fals
     (``restarted``, ``h`` its true residual) is planned the same way from
     the previous check: it is usually a step or two from the tolerance.
     Otherwise, or without a rate, ``check_every``.  Measured:
-    docs/performance.md, "Figures behind code choices", under
+    docs/performance_records.md, "Figures behind code choices", under
     ``device_chunk``.
 
     >>> device_chunk(10, 1e-3, (0, 1.0), 100, 1e-8, True)      # 1e-3 per 100: 167 to go

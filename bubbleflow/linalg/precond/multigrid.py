@@ -287,7 +287,7 @@ def level_shapes(shape, coarsest, min_side):
 def auto_w_levels(shapes):
     """``w_levels="auto"`` for a hierarchy of level ``shapes``: W where the
     coarse level is large enough for its second visit to cost bandwidth
-    rather than launches (docs/performance.md)."""
+    rather than launches (docs/performance_records.md)."""
     return sum(1 for s in shapes[1:-1] if np.prod(s) >= W_AUTO_CELLS)
 
 
@@ -327,7 +327,7 @@ class Multigrid(Preconditioner):
         of the unit column are two cells wide on a 12 x 12 level, whose
         piecewise-constant correction then fails: at 192^2 and 240^2,
         contrast 1e6, 40-73 iterations, 11-13 with the 24^2 and 30^2 levels
-        this keeps (docs/performance.md).
+        this keeps (docs/performance_records.md).
     w_levels : int or "auto"
         The top ``w_levels`` levels visit their coarse level twice (a
         W-cycle there, a V-cycle below): ``x_c + V_c (b_c - A_c x_c)`` with

@@ -24,7 +24,7 @@
 // MG3_TX, MG3_TY: the xy tile's columns (multigrid_cuda._TILE_3D), defined
 // by the includer.  Offsets are 32-bit (multigrid_cuda checks the level's
 // size) and move one plane up a step: 64-bit index products cost the
-// issue slots these kernels are short of (docs/performance.md).
+// issue slots these kernels are short of (docs/performance_records.md).
 #define MG3_RX (MG3_TX + 2 * MG_H)
 #define MG3_RY (MG3_TY + 2 * MG_H)
 #define MG3_CELLS (MG3_RX * MG3_RY)

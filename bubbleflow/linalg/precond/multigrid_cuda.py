@@ -56,7 +56,7 @@ _SHARED_LIMIT = 48 * 1024
 #: A 3-D level's z chunks: as many as make about this many blocks (its
 #: pipeline restarts 2 * degree planes below each chunk; chosen, not tuned),
 #: none shorter than _MIN_CHUNK planes (4 measured against 16:
-#: docs/performance.md).
+#: docs/performance_records.md).
 _BLOCKS_3D = 1024
 _MIN_CHUNK = 4
 
