@@ -72,3 +72,14 @@ def test_reference_and_gallery_pages_are_built(build):
         assert page.is_file(), stem
         assert f"sphx_glr_{stem}_001.png" in page.read_text(encoding="utf-8"), (
             f"examples/{stem}.py drew no figure")
+
+
+def test_every_public_name_is_in_the_api_reference():
+    """Each name ``bubbleflow`` exports (``__all__``) is documented on the
+    API page (an autodoc directive names it)."""
+    import bubbleflow
+
+    text = (DOCS / "reference" / "api.md").read_text(encoding="utf-8")
+    missing = [name for name in bubbleflow.__all__ if name != "__version__"
+               and f":: bubbleflow.{name}\n" not in text]
+    assert not missing, f"docs/reference/api.md documents none of: {', '.join(missing)}"

@@ -39,15 +39,15 @@ def face_sides(ndim, axis):
 class Grid:
     """A uniform cell-centred grid on the box ``[0, lx] x [0, ly] (x [0, lz])``.
 
+    ``Grid(nx, ny, lx, ly)`` is the 2-D shorthand; :meth:`regular` makes a
+    grid of any dimension: ``Grid.regular((nx, ny, nz), (lx, ly, lz))``.
+
     Parameters
     ----------
     nx, ny : int
-        Cells in x and y (the 2-D shorthand).
+        Cells in x and y.
     lx, ly : float
         Domain size in metres.
-
-    Use :meth:`regular` for any dimension: ``Grid.regular((nx, ny, nz),
-    (lx, ly, lz))``.
 
     Attributes
     ----------
