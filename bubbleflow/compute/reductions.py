@@ -28,7 +28,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["reductions", "DOTS", "BLOCK"]
+__all__ = ["reductions", "summed_dots", "DOTS", "BLOCK"]
 
 BLOCK = 256          # float32 terms summed before the float64 accumulation (NumPy)
 
@@ -100,3 +100,20 @@ def reductions(backend, dtype=np.float64, comm=None):
         return xp.sqrt(dot(a, a))
 
     return dot, norm
+
+
+def summed_dots(backend, dtype=np.float64, comm=None):
+    """``dots(*pairs)``: the inner products of several vector pairs, each
+    the value :func:`reductions`' ``dot`` gives (bit for bit), as a tuple;
+    on a rank's parts (``comm``) summed over the ranks in one all-reduce of
+    them all, where ``dot`` makes one a pair."""
+    kind = "float32" if np.dtype(dtype) == np.float32 else "float64"
+    dot = DOTS[backend.name, kind](backend)
+    xp = backend.xp
+
+    def dots(*pairs):
+        own = xp.stack([xp.asarray(dot(a, b), dtype=xp.float64) for a, b in pairs])
+        summed = own if comm is None else xp.asarray(comm.allreduce_sum(own))
+        return tuple(summed[i] for i in range(len(pairs)))
+
+    return dots

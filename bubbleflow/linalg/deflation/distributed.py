@@ -5,7 +5,8 @@ What the Krylov loop asks of a deflation space (``restrict``, ``prolong``,
 :class:`~bubbleflow.operators.distributed.DistributedOperator`:
 
 * ``restrict(r) = Z^T r``: the slab's sums per subdomain, then the sum over
-  the ranks (one all-reduce of ``k`` values);
+  the ranks (one all-reduce of ``k`` values); ``coarse_rhs(r, s) = Z^T r -
+  (A Z)^T s`` the same for both products in one all-reduce;
 * ``prolong(e) = Z e``: each of the slab's cells takes its subdomain's value;
 * ``AZ``: the slab's rows of ``A Z`` (a cell next to the slab's edge couples
   to a subdomain through a halo cell, whose label the rank knows), and
@@ -104,6 +105,16 @@ class DistributedDeflation:
 
     def prolong(self, e):
         return e[self.labels]
+
+    def coarse_rhs(self, r, s):
+        """``Z^T r - (A Z)^T s`` (A-DEF2's coarse right-hand side): both the
+        slab's sums, then one all-reduce of the two (each value summed over
+        the ranks as :meth:`restrict` and ``AZT`` sum it alone)."""
+        xp = self.backend.xp
+        own = xp.concatenate([scatter_add(self.labels, r.ravel(), self.k, xp),
+                              self.AZT.local @ s])
+        both = self.comm.allreduce_sum(own)
+        return both[:self.k].astype(r.dtype, copy=False) - both[self.k:]
 
     def __repr__(self):
         return f"<DistributedDeflation {self.kind}: {self.k} vectors, rank {self.comm.rank}>"

@@ -55,6 +55,7 @@ import scipy.sparse as sp
 
 from .. import registry
 from ...compute.backend import backend_of
+from ...compute.products import fixed_order_dot
 from ...compute.transfer import on_backend, on_device, to_host
 from .arrays import host_array
 from .boxes import block_layout, even_box_shape, tile_part_sums
@@ -356,6 +357,10 @@ class Deflation:
     @property
     def n_vectors(self):
         return self.k
+
+    def coarse_rhs(self, r, s):
+        """``Z^T r - (A Z)^T s``: A-DEF2's coarse right-hand side."""
+        return self.restrict(r) - fixed_order_dot(self.AZT, s)
 
     def restrict(self, r):
         """``Z^T r``: the sum of ``r`` over each subdomain.

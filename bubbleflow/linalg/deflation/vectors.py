@@ -14,6 +14,7 @@ import numpy as np
 
 from ...compute.backend import backend_of
 from ...compute.blas import single_threaded
+from ...compute.products import fixed_order_dot
 
 __all__ = ["VectorDeflation", "deflation_from_input"]
 
@@ -113,6 +114,10 @@ class VectorDeflation:
     def prolong(self, y):
         """``Z y``."""
         return self.Z @ y
+
+    def coarse_rhs(self, r, s):
+        """``Z^T r - (A Z)^T s``: A-DEF2's coarse right-hand side."""
+        return self.restrict(r) - fixed_order_dot(self.AZT, s)
 
     def Q(self, r):
         """``Q r = Z E^+ Z^T r``."""
