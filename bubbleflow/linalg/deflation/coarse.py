@@ -63,6 +63,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...compute.backend import backend_of
+from ...compute.blas import single_threaded
 from ...compute.cublas_gemm import dense_product
 from ...compute.transfer import on_device, to_host, upload
 from ...compute.twins import twin
@@ -308,7 +309,10 @@ class CoarseSolver:
 
         host, has_esi = condensed_host_arrays(nb, self.n, self.k)
         dev = _upload(self.backend, host)
-        stored = self._condensed_factors(dev, nS, Gb, m, smax)
+        # The groups' products and inverses are small dense work: on the
+        # host on one BLAS thread (compute/blas.py; ranks share the cores).
+        with single_threaded(max(m, smax)):
+            stored = self._condensed_factors(dev, nS, Gb, m, smax)
         xp = self._xp
         if has_esi:                              # the matrix itself is built on first use
             self._esi_parts = ((dev["esi_data"], dev["esi_indices"], dev["esi_indptr"]),

@@ -244,10 +244,13 @@ def batched_spd_inverse(backend, B, overwrite=False):
     """Inverses of the SPD batch ``B`` (G, m, m): a new array, or ``B``
     itself overwritten with ``overwrite`` (on the GPU path).
 
-    The library's batched inverse; on the GPU (:func:`_gauss_jordan_cuda`)
-    one thread block inverts one matrix in shared memory.
+    The library's batched inverse (on the host on one BLAS thread for
+    small orders: :func:`single_threaded`); on the GPU
+    (:func:`_gauss_jordan_cuda`) one thread block inverts one matrix in
+    shared memory.
     """
-    return backend.xp.linalg.inv(B)
+    with single_threaded(B.shape[-1]):
+        return backend.xp.linalg.inv(B)
 
 
 @batched_spd_inverse.register("cupy")
