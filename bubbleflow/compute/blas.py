@@ -7,7 +7,9 @@ threads wait for each other, and a small factorisation inside a flow step
 took a hundred times what it takes alone, its threads then slowing the
 phases after it (docs/performance_records.md, the flow step on the 2-core CPU).
 :func:`single_threaded` runs a block on one BLAS thread and restores the
-count afterwards.
+count afterwards.  Ranks of one run share the machine's cores
+(:func:`share_cores`, said by their communicator): then every such block
+runs on one thread, whatever its size.
 
 The OpenBLAS libraries are found among the loaded shared objects (Linux
 ``/proc/self/maps``) by their thread-count functions (plain OpenBLAS and the
@@ -21,7 +23,7 @@ import ctypes
 import sys
 import threading
 
-__all__ = ["single_threaded", "SMALL_DENSE"]
+__all__ = ["single_threaded", "share_cores", "SMALL_DENSE"]
 
 #: Dense problems up to this order run on one BLAS thread (order^3 / 3
 #: flops: well under a second on one core).
@@ -34,6 +36,15 @@ _NAMES = (("openblas_get_num_threads", "openblas_set_num_threads"),
 _HANDLES: dict = {}           # library path -> (get, set) or None
 _CACHE: dict = {}             # the last scan, and len(sys.modules) when it was made
 _LOCK = threading.Lock()
+#: Whether this process is one of several ranks sharing the cores.
+_SHARED = {"cores": False}
+
+
+def share_cores(shared=True):
+    """Say that this process is one of several ranks on the machine's
+    cores: :func:`single_threaded` blocks then take one BLAS thread at any
+    order (each rank's threads would wait for the others')."""
+    _SHARED["cores"] = bool(shared)
 
 
 def _loaded_openblas():
@@ -83,15 +94,16 @@ def _scan():
 @contextlib.contextmanager
 def single_threaded(order=0):
     """Run the block with the CPU BLAS on one thread when ``order`` (the
-    dense problem's size) is at most :data:`SMALL_DENSE`; larger problems
-    keep every thread.
+    dense problem's size) is at most :data:`SMALL_DENSE`, or at any order
+    on ranks that share the cores (:func:`share_cores`); larger problems of
+    one process keep every thread.
 
     >>> import numpy as np
     >>> with single_threaded(3):
     ...     float(np.linalg.cholesky(4.0 * np.eye(3))[0, 0])
     2.0
     """
-    if order > SMALL_DENSE:
+    if order > SMALL_DENSE and not _SHARED["cores"]:
         yield
         return
     with _LOCK:

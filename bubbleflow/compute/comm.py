@@ -53,6 +53,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backend import backend_of
+from .blas import share_cores
 from .transfer import on_backend, on_device, to_host
 
 __all__ = ["SingleProcess", "MPIHost", "NCCLDevice", "communicator", "launcher_rank",
@@ -133,6 +134,8 @@ class MPIHost:
         self.MPI = MPI
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        if self.size > 1:
+            share_cores()           # (the ranks' small dense work on one BLAS thread each)
 
     def allreduce_sum(self, a):
         backend = backend_of(a)

@@ -424,6 +424,13 @@ class CoarseSolver:
             out.fill(0)
             return out
         s64 = s if s.dtype == self._dtype else s.astype(self._dtype)
+        with single_threaded(self.block_size or self.k):   # (the host's BLAS; no-op on a GPU)
+            return self._solve_direct(s, s64, out)
+
+    def _solve_direct(self, s, s64, out):
+        """:meth:`solve` past its checks: the dense product or the
+        condensed solve."""
+        xp = self._xp
         direct = (out is not None and out.dtype == self._dtype and out.flags.c_contiguous
                   and not _may_share(xp, out, s))
         if self.mode == "dense":
