@@ -21,14 +21,11 @@ import time
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bubbleflow.apps.ranks import slab_problem  # noqa: E402
 from bubbleflow.case.loading import load_case  # noqa: E402
-from bubbleflow.case.problem import build_pressure_problem  # noqa: E402
 from bubbleflow.compute.backend import get_backend  # noqa: E402
 from bubbleflow.compute.comm import communicator  # noqa: E402
-from bubbleflow.linalg.solver import PressureSolver, slab_align  # noqa: E402
-from bubbleflow.mesh.grid import Grid  # noqa: E402
-from bubbleflow.mesh.ranks import rank_slab  # noqa: E402
-from bubbleflow.operators.distributed import DistributedOperator  # noqa: E402
+from bubbleflow.linalg.solver import PressureSolver  # noqa: E402
 
 
 def main(argv):
@@ -39,12 +36,9 @@ def main(argv):
     comm.use_device(backend)
     case = load_case(case_file, [f"grid.nx={nx}", f"grid.ny={ny}"] + list(argv[3:]), warn=False)
     s = case.solver
-    grid = Grid.from_config(case.grid)
-    slab = rank_slab(grid.shape, comm.rank, comm.size, slab_align(s, grid, comm.size))
-    lo, hi, _, _ = slab.extended()
-    prob = build_pressure_problem(case, backend, planes=(lo, hi))
-    A = DistributedOperator.from_couplings(prob.A.couplings(), slab, comm, backend, first=lo)
-    b = prob.rhs[slab.lo - lo:slab.hi - lo].ravel()
+    prob, A, own = slab_problem(case, backend, comm)
+    slab = A.slab
+    b = prob.rhs[own].ravel()
     xp = backend.xp
 
     def sync():

@@ -135,25 +135,34 @@ def _check_restart(case, backend, restart):
     restart_tracker(restart)            # (a bad tracker state: the same one line, once)
 
 
-def _solve(case, backend, comm, quiet, out):
-    from .. import __version__
+def slab_problem(case, backend, comm):
+    """This rank's part of a pressure case: ``(prob, A, own)``, the problem
+    built on the rank's widened slab alone, on its own device (no host holds
+    the whole problem: a grid too large for one GPU is shared), the slab's
+    distributed operator, and the slab's planes among the widened ones."""
     from ..case.problem import build_pressure_problem
-    from ..linalg.solver import PressureSolver, slab_align
+    from ..linalg.solver import slab_align
     from ..mesh.grid import Grid
     from ..mesh.ranks import rank_slab
     from ..operators.distributed import DistributedOperator
-    from .run import write_pressure_files
 
-    # Each rank builds its widened slab alone, on its own device: no host
-    # holds the whole problem (a grid too large for one GPU is shared).
-    s = case.solver
     grid = Grid.from_config(case.grid)
-    slab = rank_slab(grid.shape, comm.rank, comm.size, slab_align(s, grid, comm.size))
+    slab = rank_slab(grid.shape, comm.rank, comm.size, slab_align(case.solver, grid, comm.size))
     lo, hi, _, _ = slab.extended()
     prob = build_pressure_problem(case, backend, planes=(lo, hi))
+    A = DistributedOperator.from_couplings(prob.A.couplings(), slab, comm, backend, first=lo)
+    return prob, A, slice(slab.lo - lo, slab.hi - lo)
+
+
+def _solve(case, backend, comm, quiet, out):
+    from .. import __version__
+    from ..linalg.solver import PressureSolver
+    from .run import write_pressure_files
+
+    s = case.solver
+    prob, A, own = slab_problem(case, backend, comm)
     quiet = quiet or comm.rank != 0
     cells = " x ".join(map(str, prob.grid.cells))
-    A = DistributedOperator.from_couplings(prob.A.couplings(), slab, comm, backend, first=lo)
     _say(quiet, f"{case.name}: {cells} cells on {comm.size} ranks (slabs of "
                 f"{A.slab.hi - A.slab.lo} planes on rank 0); solver {s.method}, preconditioner "
                 f"{s.preconditioner.type}, rtol {s.rtol:g}")
@@ -165,7 +174,6 @@ def _solve(case, backend, comm, quiet, out):
     if solver.deflation is not None:
         _say(quiet, f"deflation {s.deflation.type}: {solver.deflation.n_vectors} vectors, "
                     f"{s.variant}")
-    own = slice(slab.lo - lo, slab.hi - lo)          # the slab's planes among the widened ones
     x, record = solver.solve(prob.rhs[own].ravel())
     p = A.gather(x)
     phi, rho = A.gather(prob.phi[own]), A.gather(prob.phases.rho[own])

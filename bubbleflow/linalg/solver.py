@@ -95,10 +95,14 @@ class _WholeGrid:
 
     def preconditioner(self, name, A, options, previous):
         """Refreshed in place where it can (its buffers, and the CUDA graphs
-        that hold them, stay valid), else built anew."""
+        that hold them, stay valid), else built anew (:meth:`build`)."""
         if previous is None or not previous.refresh(A):
-            return make_preconditioner(name, A, **options)
+            return self.build(name, A, options)
         return previous
+
+    def build(self, name, A, options):
+        """A new preconditioner ``name`` for ``A``."""
+        return make_preconditioner(name, A, **options)
 
 
 class _Slab(_WholeGrid):
@@ -132,12 +136,10 @@ class _Slab(_WholeGrid):
         build = registry.load(registry.deflation(name).slab)
         return build(name, A, self.grid, phi=phi, **options)
 
-    def preconditioner(self, name, A, options, previous):
-        """Refreshed in place where it can (a slab multigrid keeps its
-        buffers and CUDA graph), else built anew by the entry's slab builder."""
-        if previous is None or not previous.refresh(A):
-            return registry.load(registry.preconditioner(name).slab)(A, **options)
-        return previous
+    def build(self, name, A, options):
+        """A new preconditioner ``name`` for the slab's ``A``: its registry
+        entry's slab builder."""
+        return registry.load(registry.preconditioner(name).slab)(A, **options)
 
 
 def _on_slab(A):

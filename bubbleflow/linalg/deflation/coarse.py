@@ -424,7 +424,9 @@ class CoarseSolver:
             out.fill(0)
             return out
         s64 = s if s.dtype == self._dtype else s.astype(self._dtype)
-        with single_threaded(self.block_size or self.k):   # (the host's BLAS; no-op on a GPU)
+        if on_device(self.backend):
+            return self._solve_direct(s, s64, out)
+        with single_threaded(self.block_size or self.k):   # (the host's BLAS threads)
             return self._solve_direct(s, s64, out)
 
     def _solve_direct(self, s, s64, out):

@@ -107,8 +107,9 @@ class DistributedMultigrid(Preconditioner):
     def _rank_levels(self, levels):
         """The array cycle's slabbed levels: products and inverse diagonals
         (new arrays: a float64 cycle's finest product is the caller's).
-        Where a runner runs the cycle, :meth:`refresh` leaves them as they
-        were built (only their sizes are read then, by the byte model)."""
+        Where a runner runs the cycle, :meth:`refresh` leaves them and the
+        gathered hierarchy as they were built (only the levels' sizes are
+        read then, by the byte model) and refreshes the runner's arrays."""
         self.ranked = []
         for k, (couplings, slab) in enumerate(levels):
             op = DistributedOperator(tuple(c.astype(self.dtype, copy=False) for c in couplings),
@@ -132,11 +133,11 @@ class DistributedMultigrid(Preconditioner):
         if not fits:
             return False
         levels = self._levels(A_rank)
-        if self.runner is None:
-            self._rank_levels(levels)           # (the array cycle holds no graph)
-        self.whole.refresh_couplings(self.gathered_couplings(*levels[-1]))
         if self.runner is not None:
             self.runner.refresh(levels)
+            return True
+        self._rank_levels(levels)               # (the array cycle holds no graph)
+        self.whole.refresh_couplings(self.gathered_couplings(*levels[-1]))
         return True
 
     def _cycle(self, k, b):

@@ -162,7 +162,7 @@ class SlabGraphCycle:
                 w_levels=max(self.w_levels - k, 0), degree=mg.degree, ratio=mg.ratio,
                 scale=mg.scale, coarsest=mg.coarsest, min_side=mg.min_side,
                 cycle_precision=self.dtype)
-        self.whole, self.mg_whole = whole, mg.whole
+        self.whole = whole
         io_scale = self.io_scale if k == 0 else cp.ones(2)
         self.whole_cycle = GraphCycle(whole.levels, whole.coarse_inverse, mg.degree, mg.ratio,
                                       mg.scale, whole.w_levels, io_scale)
@@ -265,15 +265,15 @@ class SlabGraphCycle:
 
     def refresh(self, levels):
         """New couplings of the same levels (DistributedMultigrid.refresh):
-        written into the widened faces and the gathered hierarchy in place,
-        so the launches and the graph stay valid."""
+        written into the widened faces and the gathered hierarchy (the
+        multigrid's own where the array cycle gathers at the same level) in
+        place, so the launches and the graph stay valid."""
         for k, level in enumerate(self.levels[:self.gathered]):
             couplings, slab = levels[k]
             for dst, src in zip(level.faces, _widened_faces(couplings, slab, self.halo,
                                                               self.comm, self.cp, self.dtype)):
                 dst[...] = src
-        if self.whole is not self.mg_whole:
-            self.whole.refresh_couplings(self._gather(*levels[self.gathered]))
+        self.whole.refresh_couplings(self._gather(*levels[self.gathered]))
 
     # ------------------------------------------------------------ running
     def _capture(self):
