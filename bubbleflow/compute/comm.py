@@ -32,6 +32,10 @@ communicator offers:
                                  rank order: no allocation, and on NCCL
                                  queued on the compute stream (a CUDA graph
                                  may hold it)
+``hold_graph(graph)``            a CUDA graph that captured this
+                                 communicator's calls, as the handle to
+                                 keep and launch: NCCL releases it before
+                                 it ends (:class:`CapturedGraph`)
 
 Chosen by name through :data:`COMMUNICATORS` (:func:`communicator`):
 
@@ -50,14 +54,45 @@ communicators that use them.
 """
 from __future__ import annotations
 
+import atexit
+import gc
+import weakref
+
 import numpy as np
 
 from .backend import backend_of
 from .blas import share_cores
 from .transfer import on_backend, on_device, to_host
 
-__all__ = ["SingleProcess", "MPIHost", "NCCLDevice", "communicator", "launcher_rank",
-           "COMMUNICATORS"]
+__all__ = ["SingleProcess", "MPIHost", "NCCLDevice", "CapturedGraph", "communicator",
+           "launcher_rank", "COMMUNICATORS"]
+
+
+class CapturedGraph:
+    """A CUDA graph that holds NCCL calls, kept through this handle so that
+    its communicator can destroy it first when it ends.
+
+    NCCL's ``ncclCommDestroy`` waits until every graph that captured the
+    communicator's calls has been destroyed; a graph still referenced at
+    exit (by a solver, a preconditioner, a module) would hold the process
+    forever.  :meth:`NCCLDevice.close` releases every live handle, then
+    destroys the communicator.
+    """
+
+    __slots__ = ("graph", "__weakref__")
+
+    def __init__(self, graph):
+        self.graph = graph
+
+    def launch(self, *args):
+        if self.graph is None:
+            raise RuntimeError("a CUDA graph of an NCCL communicator that has ended: "
+                               "expected a launch before the communicator's close")
+        self.graph.launch(*args)
+
+    def release(self):
+        """Destroy the graph (drop the only reference to it)."""
+        self.graph = None
 
 
 class SingleProcess:
@@ -117,6 +152,10 @@ class SingleProcess:
     def abort(self, code=1):
         """End every rank (one process: nothing else to end)."""
 
+    def hold_graph(self, graph):
+        """No NCCL to end: the graph itself."""
+        return graph
+
 
 class MPIHost:
     """MPI between processes (``mpi4py``'s buffer calls) on host arrays;
@@ -155,6 +194,10 @@ class MPIHost:
         """End every rank: one rank's error would leave the others waiting
         in a collective."""
         self.comm.Abort(code)
+
+    def hold_graph(self, graph):
+        """No NCCL to end: the graph itself."""
+        return graph
 
     def sum_int(self, value):
         return int(self.comm.allreduce(int(value), op=self.MPI.SUM))
@@ -260,6 +303,37 @@ class NCCLDevice(MPIHost):
             raise RuntimeError(f"nccl: rank {rank} of {self.size} could not start NCCL ({why})")
         uid = self.comm.bcast(uid, root=0)
         self.nccl_comm = self.nccl.NcclCommunicator(self.size, uid, self.rank)
+        self._graphs = []
+        # Before the interpreter's teardown frees objects in no set order
+        # (and before mpi4py's MPI_Finalize, which runs after it).
+        atexit.register(self.close)
+
+    def hold_graph(self, graph):
+        """``graph`` as a :class:`CapturedGraph` this communicator releases
+        in :meth:`close` (None stays None)."""
+        if graph is None:
+            return None
+        handle = CapturedGraph(graph)
+        self._graphs = [ref for ref in self._graphs if ref() is not None]
+        self._graphs.append(weakref.ref(handle))
+        return handle
+
+    def close(self):
+        """End NCCL on this rank: the device's work finished, every graph
+        holding NCCL calls destroyed, then the communicator (which waits
+        for those graphs).  Every rank closes at its exit; later calls do
+        nothing."""
+        if getattr(self, "nccl_comm", None) is None:
+            return
+        self.cp.cuda.Device(self.device).synchronize()
+        for ref in self._graphs:
+            handle = ref()
+            if handle is not None:
+                handle.release()
+        self._graphs = []
+        gc.collect()
+        comm, self.nccl_comm = self.nccl_comm, None
+        comm.destroy()
 
     def _prepare(self, local):
         """This rank's part of NCCL's start: CuPy and NCCL imported, the

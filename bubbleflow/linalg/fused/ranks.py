@@ -275,5 +275,5 @@ class RankFusedEngine(DeviceEngine):
             graph = None
         if graph is None:
             self.use_graphs = False
-        self._graphs[length] = graph
+        self._graphs[length] = graph = self.comm.hold_graph(graph)
         return graph

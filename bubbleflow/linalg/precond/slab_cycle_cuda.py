@@ -260,8 +260,12 @@ class SlabGraphCycle:
             for launch in launches:
                 self._launch(launch)
             self._flat("bf_mg_add", (self.wx, self.wacc, self.wx), n)
+        # The widened slab may reach past the grid where a neighbour's slab
+        # is thinner than the halo: those planes are never read (the finer
+        # level's aggregates reach half the halo), so only the grid's are copied.
         lo = level.slab.lo - level.below
-        self._copy(level.x, self.wx[lo:lo + level.shape[0]])
+        first, stop = max(lo, 0), min(lo + level.shape[0], level.slab.shape[0])
+        self._copy(level.x[first - lo:stop - lo], self.wx[first:stop])
 
     def refresh(self, levels):
         """New couplings of the same levels (DistributedMultigrid.refresh):
@@ -307,7 +311,7 @@ class SlabGraphCycle:
             graph, self.capture_error = None, repr(exc)
         if self.comm.sum_int(0 if graph is not None else 1):
             graph = None
-        self.graph = graph
+        self.graph = self.comm.hold_graph(graph)
 
     def apply(self, r):
         """``M^-1 r`` on this rank's slab (flat; ``r``'s dtype): ``r`` into
