@@ -7,8 +7,6 @@ the process must then end at once (NCCL's destroy waits for every graph
 holding its calls, so the communicator releases them first)."""
 import sys
 
-import numpy as np
-
 from bubbleflow import pcg
 from bubbleflow.case.problem import bubbly_column
 from bubbleflow.compute.backend import get_backend
