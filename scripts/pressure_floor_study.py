@@ -8,7 +8,8 @@ of a fluid at rest, ``A p = f``, ``f`` from ``u* = -G dt`` on the interior
 vertical faces (:func:`bubbleflow.operators.poisson.gravity_rhs`): its answer
 is the whole pressure, hydrostatic included, and CG stops at the float64
 floor of ``A p`` before a tight tolerance on fine grids.  Reduced gravity
-(Basilisk's ``reduced.h``, as the flows' momentum step applies it) solves
+(Basilisk's ``reduced.h``, as the flows' momentum step applies it, and the
+pressure cases' default: :mod:`bubbleflow.flow.rest_projection`) solves
 for ``p_d = p + rho G (y - y0)`` instead, with the force on the faces
 
     F_f = G (y_f - y0) (rho_hi - rho_lo) / h_a  [+ G (rho_hat - rho_f) on vertical faces]
@@ -33,37 +34,13 @@ if __package__ in (None, ""):
 
 from bubbleflow.case.config import load_case  # noqa: E402
 from bubbleflow.case.problem import build_pressure_problem  # noqa: E402
+from bubbleflow.flow.rest_projection import hydrostatic_part, rest_rhs  # noqa: E402
 from bubbleflow.compute.backend import get_backend  # noqa: E402
 from bubbleflow.linalg.solver import PressureSolver  # noqa: E402
-from bubbleflow.mesh.grid import face_sides  # noqa: E402
 from bubbleflow.operators.poisson import gravity_rhs  # noqa: E402
 
 CASE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cases",
                     "bubbly_column.yaml")
-
-
-def heights(grid):
-    shape = [1] * grid.ndim
-    shape[0] = grid.shape[0]
-    return np.asarray(grid.centres[-1], dtype=np.float64).reshape(shape)
-
-
-def reduced_gravity_rhs(grid, rho, rho_faces, G, y0):
-    """``f_d = -div(F / rho_f)`` (the module docstring), the grid's shape."""
-    nd = grid.ndim
-    y = heights(grid)
-    f = np.zeros(grid.shape)
-    for a, (h, rho_f) in enumerate(zip(grid.spacing, rho_faces)):
-        lo, hi = face_sides(nd, a)
-        if a == nd - 1:
-            force = G * (y[:-1] + 0.5 * h - y0) * (rho[hi] - rho[lo]) / h
-            force = force + G * (0.5 * (rho[lo] + rho[hi]) - rho_f)
-        else:
-            force = G * (y - y0) * (rho[hi] - rho[lo]) / h
-        flux = force / rho_f
-        f[lo] -= flux / h           # the face's flux leaves the cell below it...
-        f[hi] += flux / h           # ...and enters the one above
-    return f
 
 
 def solve(prob, n, rhs, rtol, backend):
@@ -86,11 +63,13 @@ def main():
     for n in args.sizes:
         case = load_case(CASE, overrides=[f"grid.nx={n}", f"grid.ny={n}"])
         prob = build_pressure_problem(case, backend)
-        grid, G = prob.grid, case.physics.gravity
+        grid, G, fl = prob.grid, case.physics.gravity, case.fluids
         y0 = case.geometry.free_surface
         f = gravity_rhs(grid, G)
-        fd = reduced_gravity_rhs(grid, prob.phases.rho, prob.phases.faces, G, y0)
-        q = prob.phases.rho * G * (heights(grid) - y0)
+        rho_l, rho_g = fl.liquid.density, fl.gas.density
+        fd = backend.to_host(rest_rhs(grid, prob.phases, G, "reduced", rho_l, rho_g, y0))
+        q = -backend.to_host(hydrostatic_part(grid, prob.phases.rho, G, "reduced", rho_l, rho_g,
+                                              y0))
         ratio = np.linalg.norm(fd) / np.linalg.norm(f)
         runs = []
         for form, rhs, rtols, scale in (("whole", f, (1e-8, 1e-12), 1.0),

@@ -175,10 +175,11 @@ def _solve(case, backend, comm, quiet, out):
         _say(quiet, f"deflation {s.deflation.type}: {solver.deflation.n_vectors} vectors, "
                     f"{s.variant}")
     x, record = solver.solve(prob.rhs[own].ravel())
-    p = A.gather(x)
+    p = A.gather(prob.whole_pressure(x, own))
     phi, rho = A.gather(prob.phi[own]), A.gather(prob.phases.rho[own])
     if comm.rank != 0:
         return 0 if record.converged else 1
+    p = prob.gauged(p)
     g = prob.grid
     # The other ranks have returned: a failed write is rank 0's one line and exit code.
     if not write_pressure_files(

@@ -106,6 +106,7 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
     with _SolveProgress(enabled=progress and not quiet, rtol=s.rtol) as shown, \
             _part(profile, "pressure solve"):
         p, record = solver.solve(prob.rhs, progress=shown if shown.enabled else None)
+    p = prob.gauged(prob.whole_pressure(p))
     with _part(profile, "output"):
         written = write_pressure_files(
             case.name, path, case_yaml=case.to_yaml(), version=__version__,

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..mesh.grid import Grid
 from ..mesh.levelset import Circle, PhaseFields, build_levelset, geometry_circles, phase_fields
+from ..flow.rest_projection import hydrostatic_part, rest_rhs
 from ..operators.poisson import PoissonOperator, assemble_pressure_operator, gravity_rhs
 
 __all__ = ["PressureProblem", "build_pressure_problem", "bubbly_column", "bubbly_column_phases",
@@ -20,6 +21,9 @@ class PressureProblem:
     ``A`` and ``rhs`` are float64 whatever the case's ``precision``: that is
     the arithmetic of the solver (``PressureSolver(..., precision=...)``,
     which makes its own float32 copy), not a property of the system.
+    ``hydrostatic``: what the answer lacks of the whole pressure (reduced
+    gravity's ``-rho G (y - y0)``; None where the answer is the whole
+    pressure), see :meth:`whole_pressure`.
     """
 
     grid: Grid
@@ -30,6 +34,23 @@ class PressureProblem:
     circles: list
     precision: str = "float64"   # the case's: pass it to PressureSolver
     planes: tuple = None         # (lo, hi): only these planes of grid were built
+    hydrostatic: object = None   # (ny, nx), on the backend, or None
+
+    def whole_pressure(self, solution, cells=slice(None)):
+        """The whole pressure from the solve's ``solution`` (its shape kept):
+        the hydrostatic part added where the system is reduced gravity's;
+        ``cells``: the planes of this problem's that ``solution`` holds."""
+        if self.hydrostatic is None:
+            return solution
+        return solution + self.hydrostatic[cells].reshape(solution.shape)
+
+    def gauged(self, pressure):
+        """The whole grid's ``pressure`` from :meth:`whole_pressure` gauged
+        to zero mean, as the solve's own answers are (unchanged where it is
+        the solve's answer)."""
+        if self.hydrostatic is None:
+            return pressure
+        return pressure - pressure.mean()
 
 
 def build_pressure_problem(case, backend, planes=None):
@@ -54,9 +75,13 @@ def build_pressure_problem(case, backend, planes=None):
     A = assemble_pressure_operator(grid if planes is None else grid.planes(lo, hi), phases,
                                    backend=backend, dtype=np.float64,
                                    storage=case.operator.storage)
-    rhs = backend.xp.asarray(gravity_rhs(grid, case.physics.gravity)[lo:hi], dtype=np.float64)
+    # The first projection of the fluid at rest in the case's form of gravity.
+    form, G, fs = case.momentum.gravity, case.physics.gravity, case.geometry.free_surface
+    rhs = rest_rhs(grid, phases, G, form, fl.liquid.density, fl.gas.density, fs, planes)
     return PressureProblem(grid=grid, phi=phi, phases=phases, A=A, rhs=rhs, circles=circles,
-                           precision=case.precision, planes=planes)
+                           precision=case.precision, planes=planes,
+                           hydrostatic=hydrostatic_part(grid, phases.rho, G, form, fl.liquid.density,
+                                                       fl.gas.density, fs, planes))
 
 
 def _column_geometry(dim, stack, below=0.0):

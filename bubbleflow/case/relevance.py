@@ -105,7 +105,8 @@ def _viscosity_unless(case):
 #: The "applies only when" rules, checked in order: the first that does not
 #: hold for a key says why it changes nothing.
 APPLIES_ONLY_WHEN = (
-    AppliesWhen((("time",), ("boundaries",), ("levelset",), ("momentum",),
+    AppliesWhen((("time",), ("boundaries",), ("levelset",), ("momentum", "viscosity"),
+                 ("momentum", "viscosity_mean"), ("momentum", "viscous_rtol"),
                  ("output", "interval"), ("physics", "surface_tension")),
                 holds=lambda case: case.mode == "flow",
                 unless=lambda case: f"mode is {case.mode!r}; only mode 'flow' reads it"),

@@ -503,7 +503,8 @@ VISCOSITY_MEANS = ("arithmetic", "harmonic")
 
 @dataclass(frozen=True)
 class MomentumConfig(_Node):
-    """``momentum`` (mode flow): how gravity and viscosity enter the step.
+    """``momentum``: how gravity and viscosity enter the step (``gravity``
+    also a pressure case's system; the rest mode flow only).
 
     ``gravity: reduced`` writes ``-grad p + rho g`` as ``-grad p_d + (rho_l -
     rho_g) g.(x - x0) grad H``: the pressure solved for is the dynamic part
@@ -520,10 +521,13 @@ class MomentumConfig(_Node):
 
     gravity: str = checked_field(
         EnumSpec(GRAVITY_FORMS), "reduced",
-        doc="flow: `reduced`: gravity acts at the interface, `(rho_l - rho_g) g.(x - x0) grad H` "
+        doc="`reduced`: gravity acts at the interface, `(rho_l - rho_g) g.(x - x0) grad H` "
             "on the faces like the surface tension, the pressure solved for the dynamic part "
             "(`x0` on the free surface, else on the bottom; `p` in the output is the whole "
-            "pressure); or `volumetric`: `rho g` on every face")
+            "pressure); or `volumetric`: `rho g` on every face, the whole pressure solved for. "
+            "A pressure case solves its fluid at rest's first projection in this form: the "
+            "dynamic part reaches tolerances that the whole pressure's float64 rounding stops "
+            "above on fine grids and at high contrast")
     viscosity: str = checked_field(
         EnumSpec(VISCOSITY_SCHEMES), "auto",
         doc="flow: `implicit`: the viscous stress backward Euler, one solve per velocity "

@@ -330,11 +330,12 @@ def density_mismatch(H, rho_vertical, reduced):
     return gravity * (face_mean(rho, H.ndim - 1) - rho_vertical)
 
 
-def _add_interface_force(force, H, coefficients, a, h, rho_faces, reduced):
-    """``force`` (None: nothing yet) plus ``-c_a dH/dx_a`` (with
-    ``coefficients``), then plus :func:`density_mismatch` on the vertical
-    axis (with ``reduced``); None when nothing was there nor added.  One
-    term after the other: the order fixes the bits."""
+def add_interface_force(force, H, coefficients, a, h, rho_faces, reduced):
+    """``force`` on the interior faces of axis ``a`` (None: nothing yet)
+    plus ``-c_a dH/dx_a`` (with ``coefficients``), then plus
+    :func:`density_mismatch` on the vertical axis (with ``reduced``); None
+    when nothing was there nor added.  One term after the other: the order
+    fixes the bits."""
     nd = H.ndim
     k = array_axis(nd, a)
     if coefficients is not None:
@@ -369,7 +370,7 @@ def provisional_velocity(velocity, H, mu, rho_faces, coefficients, dt, spacing, 
     visc = viscous_forces(velocity, mu, spacing, signs)
     out = []
     for a, (ua, h) in enumerate(zip(velocity, spacing)):
-        force = _add_interface_force(visc[a], H, coefficients, a, h, rho_faces, reduced)
+        force = add_interface_force(visc[a], H, coefficients, a, h, rho_faces, reduced)
         new = ua.copy()
         inner = _interior(new, array_axis(nd, a))
         if a == nd - 1 and gravity:
@@ -413,7 +414,7 @@ def implicit_velocity(solutions, velocity, H, rho_faces, coefficients, dt, spaci
         new = ua.copy()
         inner = _interior(new, array_axis(nd, a))
         inner[...] = x.reshape(inner.shape)
-        force = _add_interface_force(None, H, coefficients, a, h, rho_faces, reduced)
+        force = add_interface_force(None, H, coefficients, a, h, rho_faces, reduced)
         if force is not None:
             inner += dt * (force / rho_faces[a])
         if a == nd - 1 and gravity:
