@@ -96,3 +96,17 @@ def test_the_dynamic_part_converges_where_the_whole_pressure_meets_its_floor(tmp
     assert not whole[0].converged and whole[0].reason == "stagnation", whole[0]
     assert reduced[0].converged and reduced[0].residual <= 1e-8, reduced[0]
     assert np.abs(reduced[1] - whole[1]).max() <= 1e-6 * np.abs(whole[1]).max()
+
+
+@pytest.mark.parametrize("name, grid", [
+    ("bubbly_column.yaml", ["grid.nx=48", "grid.ny=40"]),
+    ("bubbly_column_3d.yaml", ["grid.nx=12", "grid.ny=12", "grid.nz=16"])])
+def test_the_system_on_the_backend_under_test_is_numpys(backend, name, grid):
+    """The right-hand side and the hydrostatic part built on the backend
+    under test (CuPy's kernels where they apply) are NumPy's."""
+    case = load_case(os.path.join(ROOT, "cases", name), grid)
+    want = build_pressure_problem(case, get_backend("numpy"))
+    got = build_pressure_problem(case, backend)
+    for a, b in ((got.rhs, want.rhs), (got.hydrostatic, want.hydrostatic)):
+        a = backend.to_host(a)
+        assert np.allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
