@@ -48,7 +48,7 @@ import numpy as np
 
 from ..case.time_step import step_limits, viscosity_scheme
 from ..compute.backend import SideWork
-from ..mesh.grid import Grid
+from ..mesh.grid import Grid, vertical_heights
 from ..mesh.levelset import build_levelset, geometry_circles
 from . import (bubble_measures, levelset, momentum, viscosity, vof_advection,
                vof_diagnostics, vof_fraction, vof_redistance)
@@ -238,11 +238,8 @@ class FlowSolver:
     def _face_heights(self):
         """The heights of every axis' interior faces (broadcastable, the
         whole grid's): the cells' heights, along the vertical the faces' own."""
-        g, xp, nd = self.grid, self.xp, self.grid.ndim
-        shape = (-1,) + (1,) * (nd - 1)
-        cells = xp.asarray(g.centres[-1], dtype=self.dtype).reshape(shape)
-        faces = xp.asarray(np.arange(1, g.cells[-1]) * g.spacing[-1],
-                           dtype=self.dtype).reshape(shape)
+        nd = self.grid.ndim
+        cells, faces = vertical_heights(self.grid, self.xp)
         return tuple(faces if a == nd - 1 else cells for a in range(nd))
 
     @property

@@ -27,22 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute.backend import array_module
-from ..mesh.grid import array_axis
+from ..mesh.grid import array_axis, vertical_heights
 from ..operators.poisson import gravity_rhs
 from . import momentum
 
 __all__ = ["rest_rhs", "hydrostatic_part"]
-
-
-def _heights(grid, lo, hi, xp):
-    """``(cells, faces)``: the heights of the cells of planes ``lo:hi`` and
-    of the vertical faces between them, broadcastable along array axis 0."""
-    nd = grid.ndim
-    shape = (-1,) + (1,) * (nd - 1)
-    h = grid.spacing[-1]
-    cells = xp.asarray(np.asarray(grid.centres[-1], dtype=np.float64)[lo:hi]).reshape(shape)
-    faces = xp.asarray(np.arange(lo + 1, hi, dtype=np.float64) * h).reshape(shape)
-    return cells, faces
 
 
 def _reduced(form, gravity, rho_liquid, rho_gas):
@@ -71,7 +60,7 @@ def rest_rhs(grid, phases, gravity, form, rho_liquid, rho_gas, free_surface, pla
     nd = grid.ndim
     rho = phases.rho
     H = (rho - rho_gas) / (rho_liquid - rho_gas)
-    cells, faces = _heights(grid, lo, hi, xp)
+    cells, faces = vertical_heights(grid, xp, (lo, hi))
     heights = tuple(faces if a == nd - 1 else cells for a in range(nd))
     buoyancy = gravity * (rho_liquid - rho_gas)
     y0 = _origin(free_surface)
@@ -102,5 +91,5 @@ def hydrostatic_part(grid, rho, gravity, form, rho_liquid, rho_gas, free_surface
         return None
     lo, hi = planes if planes is not None else (0, grid.shape[0])
     xp = array_module(rho)
-    cells, _ = _heights(grid, lo, hi, xp)
+    cells, _ = vertical_heights(grid, xp, (lo, hi))
     return -gravity * rho * (cells - _origin(free_surface))

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-__all__ = ["Grid", "Partition", "AXES", "array_axis", "face_sides"]
+__all__ = ["Grid", "Partition", "AXES", "array_axis", "face_sides", "vertical_heights"]
 
 AXES = ("x", "y", "z")
 
@@ -34,6 +34,18 @@ def face_sides(ndim, axis):
     lower = tuple(slice(None, -1) if k == a else slice(None) for k in range(ndim))
     upper = tuple(slice(1, None) if k == a else slice(None) for k in range(ndim))
     return lower, upper
+
+
+def vertical_heights(grid, xp=np, planes=None):
+    """``(cells, faces)``: the heights of the cells of the planes ``planes =
+    (lo, hi)`` of the vertical axis (None: all) and of the interior vertical
+    faces between them, float64 on ``xp``, shaped to broadcast along array
+    axis 0."""
+    lo, hi = planes if planes is not None else (0, grid.shape[0])
+    shape = (-1,) + (1,) * (grid.ndim - 1)
+    cells = xp.asarray(np.asarray(grid.centres[-1], dtype=np.float64)[lo:hi]).reshape(shape)
+    faces = xp.asarray(np.arange(lo + 1, hi) * grid.spacing[-1], dtype=np.float64).reshape(shape)
+    return cells, faces
 
 
 class Grid:
