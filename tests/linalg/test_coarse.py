@@ -223,7 +223,7 @@ def test_single_unknown(backend):
 
 def test_attributes_and_bandwidth_model(backend):
     E = grid_laplacian(24, 24, seed=0)
-    d = CoarseSolver(E, True, backend)
+    d = CoarseSolver(E, True, backend, dense_limit=1000)
     assert d.mode == "dense" and d.dense and d.nbytes == 8 * 576 ** 2
     assert d.setup_seconds > 0
     c = CoarseSolver(E, True, backend, dense_limit=100, group_size=64)
@@ -234,6 +234,20 @@ def test_attributes_and_bandwidth_model(backend):
     assert c.nbytes < d.nbytes
     assert c.groups.shape == (c.n,)
     assert "condensed" in repr(c)
+
+
+def test_the_dense_limit_is_the_backends_unless_given(backend):
+    """Without ``dense_limit`` the backend's crossover decides: the host's
+    (NumPy) lies far below a GPU's, where the dense inverse's set-up is
+    cheap; a given limit overrides it."""
+    from bubbleflow.linalg.deflation.coarse import DENSE_LIMIT, DENSE_LIMITS, dense_limit_of
+
+    assert DENSE_LIMITS["numpy"] < DENSE_LIMIT
+    limit = dense_limit_of(backend)
+    assert limit == DENSE_LIMITS.get(backend.name, DENSE_LIMIT) and dense_limit_of(backend, 7) == 7
+    E = grid_laplacian(24, 24, seed=0)               # 575 grounded unknowns
+    mode = CoarseSolver(E, True, backend).mode
+    assert mode == ("dense" if 575 <= limit else "condensed")
 
 
 def test_errors(backend, monkeypatch):

@@ -58,7 +58,7 @@ def test_pieces_match_dense_definitions(kind, backend):
 
 def test_large_coarse_system_uses_sparse_factorisation():
     A, b, phi = bubbly_column(64, 1e3)
-    dense = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16))
+    dense = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16), dense_limit=2048)
     sparse = make_deflation("levelset_subdomains", A, phi=phi, subdomains=(16, 16), dense_limit=10)
     assert dense.coarse.dense and not sparse.coarse.dense
     s = np.random.default_rng(2).standard_normal(dense.k)

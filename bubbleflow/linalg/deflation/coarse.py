@@ -73,7 +73,7 @@ from .dense_inverses import (batched_spd_inverse, dense_pseudo_inverse, grounded
                              linalg_errors, not_spd, spd_inverse, spd_inverse_deferred)
 from .graph_partition import SEPARATORS
 
-__all__ = ["CoarseSolver", "DENSE_LIMIT"]
+__all__ = ["CoarseSolver", "DENSE_LIMIT", "DENSE_LIMITS", "dense_limit_of"]
 
 #: Largest ``n`` factorised densely (see the module docstring).  Below it the
 #: dense set-up costs a little more and saves time every iteration; well above
@@ -81,6 +81,19 @@ __all__ = ["CoarseSolver", "DENSE_LIMIT"]
 #: gain per iteration (measured: docs/performance_records.md, "Figures behind code
 #: choices").
 DENSE_LIMIT = 2048
+#: The same limit per backend where the crossover lies elsewhere: on the host
+#: (NumPy) the dense inverse's set-up grows as ``n^3`` on a core or two, and
+#: the condensed solve is cheaper a step (set-up and ~30 solves) from about
+#: n = 270 on (docs/howto/choosing_a_solver.md measures both from 85 to 3452).
+DENSE_LIMITS = {"numpy": 256}
+
+
+def dense_limit_of(backend, dense_limit=None):
+    """``dense_limit``, or the backend's default (:data:`DENSE_LIMITS`, else
+    :data:`DENSE_LIMIT`) where it is None."""
+    if dense_limit is not None:
+        return int(dense_limit)
+    return DENSE_LIMITS.get(backend.name, DENSE_LIMIT)
 
 
 class CoarseSolver:
@@ -97,10 +110,10 @@ class CoarseSolver:
         definite.  Otherwise ``E`` itself must be.
     backend : Backend
         The bubbleflow backend the vectors live on.
-    dense_limit : int, default :data:`DENSE_LIMIT`
+    dense_limit : int, optional
         Up to this many grounded unknowns ``n`` the inverse is stored densely
         (mode ``"dense"``); beyond it static condensation is used (mode
-        ``"condensed"``).
+        ``"condensed"``).  Default: the backend's (:func:`dense_limit_of`).
     groups : int array (k,) or (n,), optional
         Condensed mode: a group id per coarse unknown (any integers, e.g. a
         tile of subdomains).  Unknowns of one group share a dense block.  The
@@ -173,7 +186,7 @@ class CoarseSolver:
     #: Condensed mode warns when the separator is larger than this.
     separator_warn = 8000
 
-    def __init__(self, E, singular, backend, dense_limit=DENSE_LIMIT, groups=None,
+    def __init__(self, E, singular, backend, dense_limit=None, groups=None,
                  group_size=256, separator="one-sided", E_backend=None, symmetric=False,
                  sync=True, check=True):
         t0 = time.perf_counter()
@@ -186,7 +199,7 @@ class CoarseSolver:
         self.k = int(E.shape[0])
         self.singular = bool(singular)
         self.n = self.k - 1 if (self.singular and self.k > 0) else self.k
-        self.dense_limit = int(dense_limit)
+        self.dense_limit = dense_limit_of(backend, dense_limit)
         self.n_separator = self.n_groups = self.block_size = self.separator_width = 0
         self.groups = None
         self.raw_solve = None

@@ -59,7 +59,7 @@ from ...compute.products import fixed_order_dot
 from ...compute.transfer import on_backend, on_device, to_host
 from .arrays import host_array
 from .boxes import block_layout, even_box_shape, tile_part_sums
-from .coarse import DENSE_LIMIT, CoarseSolver
+from .coarse import CoarseSolver, dense_limit_of
 from .coarse_matrix import face_pieces, matrix_pieces
 from .labels import block_counts, box_partition, compact_labels, compact_present
 
@@ -81,8 +81,9 @@ class Deflation:
         ``c``-th smallest label present).
     kind : str
         A name for reports.
-    dense_limit : int
-        Passed to :class:`CoarseSolver`.
+    dense_limit : int, optional
+        Passed to :class:`CoarseSolver` (default: the backend's,
+        :func:`~.coarse.dense_limit_of`).
     factorise : bool, default True
         Build :attr:`coarse` now; False leaves it to :meth:`factorise`.
 
@@ -125,7 +126,7 @@ class Deflation:
         structure), kept here so that every solve with the space shares it.
     """
 
-    def __init__(self, A, labels, kind="custom", dense_limit=DENSE_LIMIT, *, factorise=True,
+    def __init__(self, A, labels, kind="custom", dense_limit=None, *, factorise=True,
                  _layout=None, _pieces=None):
         if hasattr(A, "backend"):
             self.backend = A.backend
@@ -172,7 +173,7 @@ class Deflation:
             self._set_layout(_layout, slot, original, _pieces)
             self._layout_original = (_layout, original)
         self._coarse_groups_host = self._original_host = None
-        self._singular, self._dense_limit = singular, dense_limit
+        self._singular, self._dense_limit = singular, dense_limit_of(self.backend, dense_limit)
         self.coarse = None
         if factorise:
             self.factorise()
@@ -270,7 +271,7 @@ class Deflation:
         return self
 
     @classmethod
-    def from_blocks(cls, A, *blocks, phi=None, kind=None, dense_limit=DENSE_LIMIT,
+    def from_blocks(cls, A, *blocks, phi=None, kind=None, dense_limit=None,
                     factorise=True):
         """The deflation space of the boxes of the grid operator ``A``:
         ``blocks[a]`` boxes along grid axis ``a`` (``px, py`` in 2-D, ``px,
@@ -393,7 +394,7 @@ class Deflation:
         return f"<Deflation {self.kind}: {self.k} vectors on {self.backend.name}>"
 
 
-def make_deflation(kind, A, phi=None, subdomains=None, stripes=16, dense_limit=DENSE_LIMIT,
+def make_deflation(kind, A, phi=None, subdomains=None, stripes=16, dense_limit=None,
                    factorise=True, cells_per_subdomain=None):
     """Build the deflation space ``kind`` for the grid operator ``A`` (2-D or 3-D).
 
