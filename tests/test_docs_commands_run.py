@@ -117,7 +117,7 @@ def shrunk(words, backend):
 def _inputs(argv):
     """The files ``argv`` reads that an earlier command writes."""
     if argv[0] == "plot":
-        return [w for w in argv[1:2]]
+        return argv[1:2]
     if "--restart" in argv:
         return [argv[argv.index("--restart") + 1]]
     return []

@@ -43,7 +43,7 @@ from .viscosity import edge_viscosity
 __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
            "provisional_velocity", "implicit_rhs", "implicit_velocity", "divergence",
            "pressure_rhs", "norms", "correct_velocity", "viscous_forces",
-           "cross_viscous_forces", "density_mismatch", "ReducedGravity",
+           "cross_viscous_forces", "density_mismatch", "ReducedGravity", "reduced_origin",
            "face_mean"]
 
 
@@ -296,6 +296,13 @@ def interface_coefficients(phi_kappa, spacing, sigma, heights, buoyancy, y0):
             c = xp.broadcast_to(-g, tuple(shape)) if c is None else c - g
         out.append(c)
     return tuple(out)
+
+
+def reduced_origin(free_surface):
+    """Reduced gravity's reference height ``y0`` (``p_d = p - rho g.(x -
+    x0)``): on the free surface when there is one (a flat surface at rest
+    then carries no force and ``p_d ~ 0`` in the liquid), else the bottom."""
+    return float(free_surface) if free_surface is not None else 0.0
 
 
 class ReducedGravity(NamedTuple):

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..case.time_step import step_limits, viscosity_scheme
 from ..compute.backend import SideWork
-from ..mesh.grid import Grid, vertical_heights
+from ..mesh.grid import Grid, interior_face_heights
 from ..mesh.levelset import build_levelset, geometry_circles
 from . import (bubble_measures, levelset, momentum, viscosity, vof_advection,
                vof_diagnostics, vof_fraction, vof_redistance)
@@ -198,11 +198,7 @@ class FlowSolver:
         self.dtype = np.dtype(np.float64)
         self.implicit_viscosity = viscosity_scheme(case) == "implicit"
         self.reduced_gravity = case.momentum.gravity == "reduced"
-        # Reduced gravity: p_d = p - rho g.(x - x0), with x0 on the free
-        # surface when there is one (a flat surface at rest then carries no
-        # force and p_d ~ 0 in the liquid), else on the bottom wall.
-        fs = case.geometry.free_surface
-        self.y0 = float(fs) if fs is not None else 0.0
+        self.y0 = momentum.reduced_origin(case.geometry.free_surface)
         # The interface coefficients' gravity part, (rho_l - rho_g) G: reduced
         # gravity only (0 otherwise).
         self.buoyancy = (self.gravity * (self.rho_l - self.rho_g)
@@ -238,9 +234,7 @@ class FlowSolver:
     def _face_heights(self):
         """The heights of every axis' interior faces (broadcastable, the
         whole grid's): the cells' heights, along the vertical the faces' own."""
-        nd = self.grid.ndim
-        cells, faces = vertical_heights(self.grid, self.xp)
-        return tuple(faces if a == nd - 1 else cells for a in range(nd))
+        return interior_face_heights(self.grid, self.xp)
 
     @property
     def clsvof(self):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute.backend import array_module
-from ..mesh.grid import array_axis, vertical_heights
+from ..mesh.grid import array_axis, interior_face_heights, vertical_heights
 from ..operators.poisson import gravity_rhs
 from . import momentum
 
@@ -37,11 +37,6 @@ __all__ = ["rest_rhs", "hydrostatic_part"]
 def _reduced(form, gravity, rho_liquid, rho_gas):
     """Is the system reduced gravity's (a force to put at an interface)?"""
     return form == "reduced" and gravity != 0 and rho_liquid != rho_gas
-
-
-def _origin(y0):
-    """The reduced pressure's reference height: the free surface, else the bottom."""
-    return float(y0) if y0 is not None else 0.0
 
 
 def rest_rhs(grid, phases, gravity, form, rho_liquid, rho_gas, free_surface, planes=None):
@@ -60,10 +55,9 @@ def rest_rhs(grid, phases, gravity, form, rho_liquid, rho_gas, free_surface, pla
     nd = grid.ndim
     rho = phases.rho
     H = (rho - rho_gas) / (rho_liquid - rho_gas)
-    cells, faces = vertical_heights(grid, xp, (lo, hi))
-    heights = tuple(faces if a == nd - 1 else cells for a in range(nd))
+    heights = interior_face_heights(grid, xp, (lo, hi))
     buoyancy = gravity * (rho_liquid - rho_gas)
-    y0 = _origin(free_surface)
+    y0 = momentum.reduced_origin(free_surface)
     coefficients = momentum.interface_coefficients(H, grid.spacing, 0.0, heights, buoyancy, y0)
     reduced = momentum.ReducedGravity(gravity, rho_gas, rho_liquid)
     rho_faces = phases.faces
@@ -92,4 +86,4 @@ def hydrostatic_part(grid, rho, gravity, form, rho_liquid, rho_gas, free_surface
     lo, hi = planes if planes is not None else (0, grid.shape[0])
     xp = array_module(rho)
     cells, _ = vertical_heights(grid, xp, (lo, hi))
-    return -gravity * rho * (cells - _origin(free_surface))
+    return -gravity * rho * (cells - momentum.reduced_origin(free_surface))

@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-__all__ = ["Grid", "Partition", "AXES", "array_axis", "face_sides", "vertical_heights"]
+__all__ = ["Grid", "Partition", "AXES", "array_axis", "face_sides", "vertical_heights",
+           "interior_face_heights"]
 
 AXES = ("x", "y", "z")
 
@@ -46,6 +47,14 @@ def vertical_heights(grid, xp=np, planes=None):
     cells = xp.asarray(np.asarray(grid.centres[-1], dtype=np.float64)[lo:hi]).reshape(shape)
     faces = xp.asarray(np.arange(lo + 1, hi) * grid.spacing[-1], dtype=np.float64).reshape(shape)
     return cells, faces
+
+
+def interior_face_heights(grid, xp=np, planes=None):
+    """The heights of every grid axis' interior faces on the planes
+    ``planes`` (:func:`vertical_heights`): the cells' heights, along the
+    vertical axis the faces' own."""
+    cells, faces = vertical_heights(grid, xp, planes)
+    return tuple(faces if a == grid.ndim - 1 else cells for a in range(grid.ndim))
 
 
 class Grid:

@@ -98,12 +98,14 @@ def test_the_dynamic_part_converges_where_the_whole_pressure_meets_its_floor(tmp
     assert np.abs(reduced[1] - whole[1]).max() <= 1e-6 * np.abs(whole[1]).max()
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("name, grid", [
     ("bubbly_column.yaml", ["grid.nx=48", "grid.ny=40"]),
     ("bubbly_column_3d.yaml", ["grid.nx=12", "grid.ny=12", "grid.nz=16"])])
-def test_the_system_on_the_backend_under_test_is_numpys(backend, name, grid):
-    """The right-hand side and the hydrostatic part built on the backend
-    under test (CuPy's kernels where they apply) are NumPy's."""
+def test_the_system_on_the_gpu_is_numpys(cupy_backend, name, grid):
+    """The right-hand side and the hydrostatic part built on CuPy (its
+    kernels where they apply) are NumPy's."""
+    backend = cupy_backend
     case = load_case(os.path.join(ROOT, "cases", name), grid)
     want = build_pressure_problem(case, get_backend("numpy"))
     got = build_pressure_problem(case, backend)
