@@ -263,6 +263,7 @@ class CupyBackend(Backend):
 
     def __init__(self):
         try:
+            use_precompiled_headers()
             import cupy
             import cupyx.scipy.sparse
             import cupyx.scipy.sparse.linalg
@@ -444,6 +445,20 @@ BACKENDS = {"numpy": NumpyBackend, "cupy": CupyBackend}
 @functools.lru_cache(maxsize=None)
 def _make(name: str) -> Backend:
     return BACKENDS[name]()
+
+
+def use_precompiled_headers() -> bool:
+    """Let NVRTC reuse the headers it parsed for an earlier kernel
+    (``CUPY_NVRTC_USE_PCH=1``) unless the user has set the variable; True where
+    it is on.
+
+    Most of a first run's compilation on a machine is CuPy's small kernels,
+    each parsing the same headers again (docs/performance.md).  CuPy reads the
+    variable once, when ``cupy`` is imported, and passes ``--pch`` only to an
+    NVRTC that has it (12.8 and later; ``cupy/cuda/compiler.py``), so this
+    runs before the import.
+    """
+    return os.environ.setdefault("CUPY_NVRTC_USE_PCH", "1") == "1"
 
 
 def get_backend(name: str = "auto") -> Backend:

@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from ..compute.backend import backend_of
+from ..compute.truth import all_finite
 from ..compute.twins import twin
 
 __all__ = ["FlowBounds", "field_figures", "FIGURES", "FRACTION_TOLERANCE", "CFL_LIMIT",
@@ -111,16 +112,16 @@ def field_figures(old_phi, old_velocity, phi, velocity, c, steps, gas_fraction):
         variant (:mod:`.bounds_cuda`, one kernel) gives these bits.
     """
     xp = backend_of(phi).xp
-    finite = xp.isfinite(phi).all()
+    finite = all_finite(phi)
     cfl = xp.zeros((), dtype=phi.dtype)
     for u, u_old, step in zip(velocity, old_velocity, steps):
-        finite = finite & xp.isfinite(u).all()
+        finite = finite & all_finite(u)
         cfl = xp.maximum(cfl, xp.abs(u_old).max() * step)
     if c is None:
         low, high = xp.zeros((), dtype=phi.dtype), xp.ones((), dtype=phi.dtype)
         gas = phi < 0.0
     else:
-        finite = finite & xp.isfinite(c).all()
+        finite = finite & all_finite(c)
         low, high = -c.min(), c.max()
         gas = c > gas_fraction
     far = xp.where(gas, old_phi, -xp.inf).max()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute.backend import array_module, backend_of
+from ..compute.truth import any_true
 
 __all__ = ["interface_length", "interface_segments", "contour_area", "contour_length_sum",
            "contour_area_sum", "plane_spacing"]
@@ -161,7 +162,7 @@ def contour_area_sum(phi, xp):
     saddle = cr[0] & cr[1] & cr[2] & cr[3]
     liquid_centre = (a + b + c + d) >= 0
     split = saddle & liquid_centre
-    if bool(xp.any(split)):
+    if bool(any_true(split)):
         gas = xp.where(split, 1.0 - polygon_area([la, lb, lc, ld]), gas)
     return xp.sum(gas)
 

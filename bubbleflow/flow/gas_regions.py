@@ -63,6 +63,7 @@ import numpy as np
 
 from ..compute.backend import array_module, backend_of
 from ..compute.regions import label_regions, region_sums
+from ..compute.truth import any_true
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from . import vof_redistance_cuda
@@ -283,7 +284,7 @@ def gas_regions(c, velocity, spacing, core=None, normal_from=None):
     labels, count = label_regions(c > 0.5 if core is None else core)
     if count == 0:
         return _empty(labels, spacing)
-    owner = nearest_labels(labels, spacing) if bool(xp.any(labels == 0)) else labels
+    owner = nearest_labels(labels, spacing) if bool(any_true(labels == 0)) else labels
     weights = [c]
     for a, h in enumerate(spacing):
         shape = [1] * nd

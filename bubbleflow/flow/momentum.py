@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..compute.backend import array_module
+from ..compute.truth import all_finite
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from ..mesh.levelset import heaviside
@@ -124,10 +125,10 @@ def step_scalars(velocity, phi, rho, mu, maxima, viscous):
     """
     xp = array_module(phi, *velocity)
     dtype = velocity[0].dtype
-    finite = xp.isfinite(velocity[0]).all()
+    finite = all_finite(velocity[0])
     for f in velocity[1:]:
-        finite = finite & xp.isfinite(f).all()
-    finite = finite & xp.isfinite(phi).all()
+        finite = finite & all_finite(f)
+    finite = finite & all_finite(phi)
     zero = xp.zeros((), dtype=dtype)
     speeds = [xp.abs(f).max() if maxima else zero for f in velocity]
     return xp.stack([finite.astype(dtype), *speeds, (mu / rho).max() if viscous else zero])

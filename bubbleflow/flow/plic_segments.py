@@ -13,6 +13,7 @@ Arrays have shape ``(ny, nx)``; ``spacing`` is ``(hx, hy)``.
 from __future__ import annotations
 
 from ..compute.backend import array_module
+from ..compute.truth import any_true
 from .plic_reconstruction import interface_mask, reconstruct
 from .vof_limits import CLIP_TOLERANCE
 
@@ -108,7 +109,7 @@ def face_segments(c, spacing):
         sense = zero.copy()
         sense[lo] = xp.where(full[lo] & empty[hi], 1.0, xp.where(empty[lo] & full[hi], -1.0, 0.0))
         mask = sense != 0.0
-        if not bool(xp.any(mask)):
+        if not bool(any_true(mask)):
             continue
         along = xp.where(mask, half, 0.0)
         ends = [along, xp.where(mask, -across, 0.0), along, xp.where(mask, across, 0.0)]

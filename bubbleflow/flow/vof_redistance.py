@@ -24,6 +24,7 @@ import itertools
 import math
 
 from ..compute.backend import array_module
+from ..compute.truth import any_true
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from . import vof_redistance_cuda
@@ -167,7 +168,7 @@ def _plane_layers(c, spacing, normal_from, xp):
         sense = zero.copy()
         sense[lo] = xp.where(full[lo] & empty[hi], 1.0, xp.where(empty[lo] & full[hi], -1.0, 0.0))
         held = sense != 0.0
-        if not bool(xp.any(held)):
+        if not bool(any_true(held)):
             continue
         layers.append([held.astype(c.dtype)] + [sense if b == a else zero for b in range(nd)]
                       + [sense * (0.5 * spacing[a])])

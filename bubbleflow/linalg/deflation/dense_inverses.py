@@ -20,6 +20,7 @@ import numpy as np
 
 from ...compute import cuda
 from ...compute.blas import single_threaded
+from ...compute.truth import all_finite
 from ...compute.twins import twin
 
 __all__ = ["spd_inverse", "spd_inverse_deferred", "dense_pseudo_inverse", "grounded_inverse",
@@ -95,7 +96,7 @@ def spd_inverse(backend, A):
     inv = _unsymmetrised_inverse(backend, A)
     inv += inv.T.copy()
     inv *= 0.5
-    if not bool(xp.isfinite(inv).all()):
+    if not bool(all_finite(inv)):
         raise np.linalg.LinAlgError(f"coarse matrix ({n} x {n}): the inverse is not finite")
     return inv
 

@@ -12,6 +12,7 @@ geometry; the constants below are the measured choices behind them.
 """
 from __future__ import annotations
 
+from ...compute.truth import any_true
 from .kernels import PREC_SCALED_IP, kernel
 
 __all__ = ["tile_shape", "tile_structure", "direction_plan", "update_plan"]
@@ -200,12 +201,12 @@ def tile_structure(labels, ny, nx, by, bx, k, xp):
     slots = xp.stack([lo.ravel(), xp.where(hi != lo, hi, -1).ravel()], axis=1)   # (ntiles, 2)
     used = slots.ravel()
     used = used[used >= 0]
-    if not bool(ok.all()) or int(used.size) != k:
+    if bool(any_true(~ok)) or int(used.size) != k:
         return None
     owner = xp.full(k, -1, dtype=xp.int32)
     idx = xp.nonzero(slots.ravel() >= 0)[0].astype(xp.int32)
     owner[used] = idx
-    if bool((owner < 0).any()):
+    if bool(any_true(owner < 0)):
         return None
     part = part.transpose(0, 1, 2, 3).reshape(ny, nx).astype(xp.int8)
     return part, owner

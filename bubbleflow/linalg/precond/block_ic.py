@@ -45,6 +45,7 @@ import numpy as np
 from ...compute import cuda
 from ...compute.backend import backend_of
 from ...compute.transfer import on_device
+from ...compute.truth import any_true
 from ...compute.twins import twin
 from ...operators.poisson import diagonals_from_couplings
 from .base import Preconditioner, require_grid_operator
@@ -253,7 +254,7 @@ class BlockIC(Preconditioner):
         d = block_ic_pivots_scan(C, W, S, m, xp=xp)          # float64
         if check_pivots is None:
             check_pivots = not on_device(A.backend)
-        if check_pivots and not bool((d > 0).all()):
+        if check_pivots and bool(any_true(d <= 0)):
             raise FloatingPointError("block_ic: non-positive pivot in the incomplete factorisation")
         self.pivots = d.astype(dtype, copy=False)
         self.inv_pivots = (1.0 / d).astype(dtype, copy=False)

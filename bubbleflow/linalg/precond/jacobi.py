@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute.backend import backend_of
+from ...compute.truth import any_true
 from .base import Preconditioner
 
 
@@ -28,7 +29,7 @@ class Jacobi(Preconditioner):
         d = xp.asarray(d).ravel()
         # check=False: the test of the diagonal (a host synchronisation on the
         # GPU) waits for :meth:`check`, so that the set-up can queue more work.
-        self._nonpositive = (d <= 0).any()
+        self._nonpositive = any_true(d <= 0)
         if check:
             self.check()
         with np.errstate(divide="ignore"):     # a zero is reported by check
