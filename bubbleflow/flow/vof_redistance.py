@@ -33,11 +33,23 @@ from .plic_reconstruction import interface_mask, reconstruct
 from .plic_segments import cell_segments, face_segments, segment_fields
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
 
-__all__ = ["redistance", "SEARCH_BATCH"]
+__all__ = ["redistance", "SEARCH_BATCH", "SEARCH_BATCHES", "search_batch"]
 
 #: Entries (offset x band cell) the search handles per batch: larger
-#: batches mean fewer array operations and more memory per batch.
+#: batches mean fewer array operations and more memory per batch; smaller
+#: ones let the cells near the interface, whose nearest patch is among the
+#: first offsets, drop out before the far offsets are measured.
 SEARCH_BATCH = 1 << 22
+#: The batch by array module and dimension where another measured faster
+#: (2-core CPU, the same distances: docs/performance.md); elsewhere
+#: :data:`SEARCH_BATCH` (CuPy's array code, bound by its launches).
+SEARCH_BATCHES = {("numpy", 2): 1 << 16, ("numpy", 3): 1 << 18}
+
+
+def search_batch(xp, ndim):
+    """The search's batch (:data:`SEARCH_BATCHES`) for array module ``xp``
+    and ``ndim`` dimensions."""
+    return SEARCH_BATCHES.get((xp.__name__, ndim), SEARCH_BATCH)
 
 
 @twin
@@ -245,8 +257,9 @@ def _nearest_patch(layers, where, spacing, window, xp):
     side = xp.zeros_like(best)
     active = xp.arange(pos.shape[0])
     start = 0
+    batch = search_batch(xp, nd)
     while start < len(entries) and active.shape[0] > 0:
-        chunk = entries[start:start + max(1, SEARCH_BATCH // int(active.shape[0]))]
+        chunk = entries[start:start + max(1, batch // int(active.shape[0]))]
         shift = xp.asarray([l * size + sum(o[k] * strides[k] for k in range(nd))
                             for o, l in chunk], dtype=pos.dtype)
         index = shift[:, None] + pos[active][None, :]
