@@ -33,23 +33,26 @@ from .plic_reconstruction import interface_mask, reconstruct
 from .plic_segments import cell_segments, face_segments, segment_fields
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
 
-__all__ = ["redistance", "SEARCH_BATCH", "SEARCH_BATCHES", "search_batch"]
+__all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "search_batch"]
 
 #: Entries (offset x band cell) the search handles per batch: larger
 #: batches mean fewer array operations and more memory per batch; smaller
 #: ones let the cells near the interface, whose nearest patch is among the
 #: first offsets, drop out before the far offsets are measured.
 SEARCH_BATCH = 1 << 22
-#: The batch by array module and dimension where another measured faster
-#: (2-core CPU, the same distances: docs/performance.md); elsewhere
-#: :data:`SEARCH_BATCH` (CuPy's array code, bound by its launches).
-SEARCH_BATCHES = {("numpy", 2): 1 << 16, ("numpy", 3): 1 << 18}
+#: By array module where it measured faster: the first batch's entries per
+#: band cell (the batch then grows as cells drop out).  On NumPy 16 was the
+#: fastest or within 5 % of it from 1154 to 110877 band cells, 2-D and 3-D
+#: (2-core CPU, the same distances: docs/performance.md); CuPy's array code,
+#: bound by its launches, keeps :data:`SEARCH_BATCH`.
+SEARCH_ENTRIES_PER_CELL = {"numpy": 16}
 
 
-def search_batch(xp, ndim):
-    """The search's batch (:data:`SEARCH_BATCHES`) for array module ``xp``
-    and ``ndim`` dimensions."""
-    return SEARCH_BATCHES.get((xp.__name__, ndim), SEARCH_BATCH)
+def search_batch(xp, cells):
+    """The search's batch of entries for ``cells`` band cells on array
+    module ``xp`` (:data:`SEARCH_ENTRIES_PER_CELL`, else :data:`SEARCH_BATCH`)."""
+    per_cell = SEARCH_ENTRIES_PER_CELL.get(xp.__name__)
+    return SEARCH_BATCH if per_cell is None else per_cell * max(int(cells), 1)
 
 
 @twin
@@ -257,7 +260,7 @@ def _nearest_patch(layers, where, spacing, window, xp):
     side = xp.zeros_like(best)
     active = xp.arange(pos.shape[0])
     start = 0
-    batch = search_batch(xp, nd)
+    batch = search_batch(xp, pos.shape[0])
     while start < len(entries) and active.shape[0] > 0:
         chunk = entries[start:start + max(1, batch // int(active.shape[0]))]
         shift = xp.asarray([l * size + sum(o[k] * strides[k] for k in range(nd))

@@ -236,7 +236,7 @@ def test_the_distances_do_not_depend_on_the_search_batch(monkeypatch, name):
     phi, c, hx, hy = case(name)
     runs = []
     for batch in (1 << 22, 1 << 14, 1 << 9):
-        monkeypatch.setattr(vof_redistance, "SEARCH_BATCHES", {})
+        monkeypatch.setattr(vof_redistance, "SEARCH_ENTRIES_PER_CELL", {})
         monkeypatch.setattr(vof_redistance, "SEARCH_BATCH", batch)
         runs.append(reference(phi, c, (hx, hy), band=CLSVOF_BAND))
     for got in runs[1:]:
@@ -254,12 +254,14 @@ def test_the_distances_do_not_depend_on_the_search_batch(monkeypatch, name):
     assert np.array_equal(runs[1], runs[0])
 
 
-def test_the_search_batch_is_chosen_by_module_and_dimension():
-    from bubbleflow.flow.vof_redistance import SEARCH_BATCH, SEARCH_BATCHES, search_batch
+def test_the_search_batch_follows_the_band_on_numpy_and_is_fixed_elsewhere():
+    from bubbleflow.flow.vof_redistance import (SEARCH_BATCH, SEARCH_ENTRIES_PER_CELL,
+                                                search_batch)
 
-    assert search_batch(np, 2) == SEARCH_BATCHES[("numpy", 2)] < SEARCH_BATCH
-    assert search_batch(np, 3) == SEARCH_BATCHES[("numpy", 3)]
+    per_cell = SEARCH_ENTRIES_PER_CELL["numpy"]
+    assert search_batch(np, 2378) == per_cell * 2378
+    assert search_batch(np, 0) == per_cell
 
     class Other:
         __name__ = "cupy"
-    assert search_batch(Other, 2) == SEARCH_BATCH
+    assert search_batch(Other, 2378) == SEARCH_BATCH
