@@ -20,8 +20,12 @@ of operations and give its bits.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+from typing import NamedTuple
+
+import numpy as np
 
 from ..compute.backend import array_module
 from ..compute.truth import any_true
@@ -227,6 +231,39 @@ def _patch_distance(f, p, box2, spacing, xp):
     return xp.where(f[0] > 0.0, xp.maximum(dist2, box2), float("inf")), xp.sign(s)
 
 
+class _SearchPlan(NamedTuple):
+    """The search's entries (offset, layer), nearest first, as arrays: each
+    one's shift in the padded stack, the searching cell seen from the patch
+    cell's centre per grid axis, its box's squared distance, and ``later[i]``
+    the least of those from entry ``i`` on (``inf`` past the last)."""
+
+    count: int
+    shifts: object
+    points: tuple
+    box2: object
+    later: list
+
+
+@functools.lru_cache(maxsize=64)
+def _search_plan(window, spacing, padded, n_layers):
+    """The :class:`_SearchPlan` of a search (the same for every call of a
+    grid and window: computed once, in the order and arithmetic of the
+    entries one by one)."""
+    nd = len(padded)
+    size = math.prod(padded)
+    strides = [math.prod(padded[k + 1:]) for k in range(nd)]
+    entries = list(itertools.product(search_offsets(window, spacing), range(n_layers)))
+    box2 = [_box_distance2(o, spacing) for o, _ in entries]
+    later = box2 + [float("inf")]
+    for i in range(len(entries) - 1, -1, -1):
+        later[i] = min(later[i], later[i + 1])
+    shifts = np.array([l * size + sum(o[k] * strides[k] for k in range(nd))
+                       for o, l in entries], dtype=np.int64)
+    points = tuple(np.array([-o[array_axis(nd, a)] * spacing[a] for o, _ in entries],
+                            dtype=np.float64) for a in range(nd))
+    return _SearchPlan(len(entries), shifts, points, np.array(box2, dtype=np.float64), later)
+
+
 def _nearest_patch(layers, where, spacing, window, xp):
     """Squared distance from the cells ``where`` (a tuple of index arrays)
     to the nearest patch within ``window`` (offsets per array axis), and
@@ -242,7 +279,6 @@ def _nearest_patch(layers, where, spacing, window, xp):
     shape = layers[0][0].shape
     nd = len(shape)
     padded = tuple(n + 2 * r for n, r in zip(shape, window))
-    size = math.prod(padded)
     strides = [math.prod(padded[k + 1:]) for k in range(nd)]
     dtype = layers[0][1].dtype
     stack = xp.zeros((len(layers[0]), len(layers)) + padded, dtype=dtype)
@@ -251,29 +287,24 @@ def _nearest_patch(layers, where, spacing, window, xp):
         stack[(slice(None), l) + inner] = xp.stack(fields)
     flat = stack.reshape(len(layers[0]), -1)
     pos = sum((i + r) * s for i, r, s in zip(where, window, strides))
-    entries = list(itertools.product(search_offsets(window, spacing), range(len(layers))))
-    box2 = [_box_distance2(o, spacing) for o, _ in entries]
-    later = box2 + [float("inf")]               # later[i]: the least box2 from entry i on
-    for i in range(len(entries) - 1, -1, -1):
-        later[i] = min(later[i], later[i + 1])
+    plan = _search_plan(tuple(window), tuple(spacing), padded, len(layers))
+    later = plan.later
     best = xp.full(pos.shape, float("inf"), dtype=dtype)
     side = xp.zeros_like(best)
     active = xp.arange(pos.shape[0])
     start = 0
     batch = search_batch(xp, pos.shape[0])
-    while start < len(entries) and active.shape[0] > 0:
-        chunk = entries[start:start + max(1, batch // int(active.shape[0]))]
-        shift = xp.asarray([l * size + sum(o[k] * strides[k] for k in range(nd))
-                            for o, l in chunk], dtype=pos.dtype)
+    while start < plan.count and active.shape[0] > 0:
+        chunk = slice(start, min(start + max(1, batch // int(active.shape[0])), plan.count))
+        shift = xp.asarray(plan.shifts[chunk], dtype=pos.dtype)
         index = shift[:, None] + pos[active][None, :]
         # Only the pairs whose cell holds a patch are measured (a few in a hundred).
         pair = xp.nonzero(flat[0][index] > 0.0)
         entry = pair[0]
         f = flat[:, index[pair]]
         # The cell seen from the patch cell's centre, per grid axis.
-        p = [xp.asarray([-o[array_axis(nd, a)] * spacing[a] for o, _ in chunk], dtype=dtype)[entry]
-             for a in range(nd)]
-        bounds = xp.asarray(box2[start:start + len(chunk)], dtype=dtype)[entry]
+        p = [xp.asarray(points[chunk], dtype=dtype)[entry] for points in plan.points]
+        bounds = xp.asarray(plan.box2[chunk], dtype=dtype)[entry]
         measured, signs = _patch_distance(f, p, bounds, spacing, xp)
         dist2 = xp.full(index.shape, float("inf"), dtype=dtype)
         sd = xp.zeros(index.shape, dtype=dtype)
@@ -285,7 +316,7 @@ def _nearest_patch(layers, where, spacing, window, xp):
         nearer = bd < mine
         best[active] = xp.where(nearer, bd, mine)
         side[active] = xp.where(nearer, xp.take_along_axis(sd, j, axis=0)[0], side[active])
-        start += len(chunk)
+        start = chunk.stop
         active = active[best[active] > later[start]]
     return best, side
 
