@@ -254,7 +254,7 @@ class BlockIC(Preconditioner):
         d = block_ic_pivots_scan(C, W, S, m, xp=xp)          # float64
         if check_pivots is None:
             check_pivots = not on_device(A.backend)
-        if check_pivots and bool(any_true(d <= 0)):
+        if check_pivots and bool(any_true(~(d > 0))):          # a NaN pivot fails too
             raise FloatingPointError("block_ic: non-positive pivot in the incomplete factorisation")
         self.pivots = d.astype(dtype, copy=False)
         self.inv_pivots = (1.0 / d).astype(dtype, copy=False)
