@@ -11,6 +11,14 @@
     for (int j = blockIdx.y * blockDim.y + threadIdx.y; j < (NY); j += gridDim.y * blockDim.y) \
         for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (NX); i += gridDim.x * blockDim.x)
 
+// Every cell (k, j, i) of an NZ x NY x NX grid: BF_CELLS over its NY * NZ rows
+// (launched as a 2-D grid over NX by NY * NZ points).
+#define BF_CELLS3(NX, NY, NZ)                                                              \
+    for (int r_ = blockIdx.y * blockDim.y + threadIdx.y; r_ < (NY) * (NZ);                 \
+         r_ += gridDim.y * blockDim.y)                                                     \
+        for (int k = r_ / (NY), j = r_ - k * (NY), i = blockIdx.x * blockDim.x + threadIdx.x; \
+             i < (NX); i += gridDim.x * blockDim.x)
+
 // (A x) at cell (j, i) for the flux form of the 5-point operator: the sum over
 // the cell's faces of c (x_p - x_q), with face couplings cx (ny, nx - 1)
 // between (j, i) and (j, i + 1) and cy (ny - 1, nx) between (j, i) and

@@ -34,7 +34,7 @@ import sys
 
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
            "reduction", "kernel_cache", "clear_cache", "launch_1d", "rows_grid", "grid_2d",
-           "float64_2d", "float64_kernels"]
+           "float64_nd", "float64_2d", "float64_3d", "float64_kernels"]
 
 #: C type of a NumPy dtype name, for the ``typedef ... T;`` of typed sources.
 CTYPE = {"float64": "double", "float32": "float"}
@@ -230,13 +230,24 @@ def grid_2d(nx, ny, block):
     return (max(1, -(-nx // bx)), max(1, min(-(-ny // by), 65535))), tuple(block)
 
 
-def float64_2d(*arrays):
-    """The arrays as C-contiguous 2-d float64 CuPy arrays (copied only where
-    not contiguous), or None where one is not a 2-d float64 array: the
-    CUDA twin then returns ``NotImplemented`` and the array code runs."""
+def float64_nd(ndim, *arrays):
+    """The arrays as C-contiguous ``ndim``-d float64 CuPy arrays (copied only
+    where not contiguous), or None where one is not an ``ndim``-d float64
+    array: the CUDA twin then returns ``NotImplemented`` and the array code
+    runs."""
     import cupy
 
-    if not all(getattr(a, "dtype", None) == "float64" and getattr(a, "ndim", 0) == 2
+    if not all(getattr(a, "dtype", None) == "float64" and getattr(a, "ndim", 0) == ndim
                for a in arrays):
         return None
     return [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]
+
+
+def float64_2d(*arrays):
+    """:func:`float64_nd` of 2-d arrays."""
+    return float64_nd(2, *arrays)
+
+
+def float64_3d(*arrays):
+    """:func:`float64_nd` of 3-d arrays."""
+    return float64_nd(3, *arrays)

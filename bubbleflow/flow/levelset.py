@@ -9,9 +9,9 @@ ghost layers on one process (:data:`.padding.WALLS`), the neighbours'
 planes on a rank's slab (:class:`.slabs.SlabPadding`), so one code gives
 one process's bits on the slabs too.  :func:`advect`, :func:`reinitialize`,
 :func:`curvature` and :func:`smooth` are twins (:mod:`bubbleflow.compute.twins`):
-this array code is the reference; on CuPy, in 2-D on one process, the CUDA
-kernels of :mod:`.levelset_cuda` run (a few launches a call instead of the
-array code's hundreds).
+this array code is the reference; on CuPy on one process the CUDA kernels
+of :mod:`.levelset_cuda` run (a few launches a call instead of the array
+code's hundreds): all four in 2-D, all but :func:`reinitialize` in 3-D.
 
 Conventions: arrays have the grid's shape (``(nz, ny, nx)`` in 3-D, x
 fastest); ``velocity`` is the tuple of MAC face components in grid-axis
@@ -341,8 +341,8 @@ def smooth(phi, passes=1, padding=WALLS):
     return phi
 
 
-# The CUDA variants (levelset_cuda.py, kernels in levelset.cu): 2-D, float64,
-# one process; NotImplemented (the array code runs) for what they do not cover.
+# The CUDA variants (levelset_cuda.py, kernels in levelset.cu): float64, one
+# process; NotImplemented (the array code runs) for what they do not cover.
 advect.register("cupy")(levelset_cuda.advect)
 reinitialize.register("cupy")(levelset_cuda.reinitialize)
 curvature.register("cupy")(levelset_cuda.curvature)

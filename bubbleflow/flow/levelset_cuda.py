@@ -1,17 +1,18 @@
-"""CUDA twins of the level-set operations of the flow (CuPy, float64, 2-D).
+"""CUDA twins of the level-set operations of the flow (CuPy, float64).
 
 Registered on the array-code references in :mod:`bubbleflow.flow.levelset`
 and :mod:`bubbleflow.flow.bubble_measures` (the tests compare the two on the
 GPU); the kernels are ``levelset.cu`` beside this file.  Where the array
 code launches hundreds of small kernels per call, these launch a few:
 
-* :func:`advect`: one kernel per TVD-RK3 stage (WENO5 upwind derivatives in x
-  and y with the linear ghost cells, the RK combination included): 3 launches;
+* :func:`advect`: one kernel per TVD-RK3 stage (WENO5 upwind derivatives
+  along every axis with the linear ghost cells, the RK combination
+  included): 3 launches, in 2-D and 3-D;
 * :func:`reinitialize`: one set-up kernel (S, the interface cells, the
   Russo-Smereka distance, the sign) and one kernel per RK stage:
   ``1 + 3 * iterations`` launches;
-* :func:`curvature`: one kernel;
-* :func:`smooth`: one kernel per pass;
+* :func:`curvature`: one kernel, in 2-D and 3-D;
+* :func:`smooth`: one kernel per pass, in 2-D and 3-D;
 * :func:`bubble_sums` (:func:`diagnostic_sums`): per-block sums then one
   block (two launches, fixed order, so the same input gives the same bits),
   left on the device.
@@ -19,7 +20,8 @@ code launches hundreds of small kernels per call, these launch a few:
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields agree with the twin to the last bits (the
 diagnostics' sums differ by their order).  Calls these kernels do not cover
--- another dimension than 2, a rank's slab (a padding other than the walls'),
+-- another dimension than 2 (than 2 or 3 for the transport, the curvature
+and the filter), a rank's slab (a padding other than the walls'),
 another dtype than float64, a grid of fewer than 3 cells along an axis (2
 for the diagnostics), mismatched shapes -- return ``NotImplemented`` and the
 array code runs.  CuPy is imported inside the functions only.
@@ -78,27 +80,35 @@ def _plane(phi, spacing, padding, velocity=None):
 
 def advect(phi, velocity, dt, spacing, padding=WALLS):
     """One TVD-RK3 step of ``phi_t + u . grad(phi) = 0`` (twin:
-    ``levelset.advect``): three launches of ``bf_ls_advect_stage``."""
+    ``levelset.advect``): three launches of ``bf_ls_advect_stage`` (2-D) or
+    ``bf_ls_advect_stage3`` (3-D)."""
     import cupy as cp
 
-    if not _plane(phi, spacing, padding, velocity):
+    if padding is not WALLS or len(velocity) not in (2, 3) \
+            or len(spacing) != len(velocity) or getattr(phi, "ndim", 0) != len(velocity):
         return NotImplemented
-    arrays = _float64(phi, *velocity)
+    arrays = cuda.float64_nd(len(velocity), phi, *velocity)
     if arrays is None:
         return NotImplemented
-    phi, u, v = arrays
-    hx, hy = spacing
-    ny, nx = phi.shape
-    if min(nx, ny) < _MIN_CELLS or u.shape != (ny, nx + 1) or v.shape != (ny + 1, nx):
+    phi, vel = arrays[0], arrays[1:]
+    shape = phi.shape
+    faces = [list(shape) for _ in vel]
+    for a, f in enumerate(faces):
+        f[len(shape) - 1 - a] += 1
+    if min(shape) < _MIN_CELLS or any(v.shape != tuple(f) for v, f in zip(vel, faces)):
         return NotImplemented
-    kernel = _kernel("bf_ls_advect_stage")
-    grid, block = _cells_grid(nx, ny)
-    scalars = (np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy), np.float64(dt),
-               _WENO_FLOOR)
+    sizes = tuple(np.int32(n) for n in reversed(shape))
+    if len(shape) == 2:
+        kernel = _kernel("bf_ls_advect_stage")
+        grid, block = _cells_grid(shape[1], shape[0])
+    else:
+        kernel = _kernel("bf_ls_advect_stage3")
+        grid, block = _cells_grid(shape[2], shape[1] * shape[0])
+    scalars = sizes + tuple(np.float64(h) for h in spacing) + (np.float64(dt), _WENO_FLOOR)
     p = phi
     for stage in (1, 2, 3):
         out = cp.empty_like(phi)
-        kernel(grid, block, (phi, p, u, v, out, *scalars, np.int32(stage)))
+        kernel(grid, block, (phi, p, *vel, out, *scalars, np.int32(stage)))
         p = out
     return p
 
@@ -141,44 +151,63 @@ def reinitialize(phi, spacing, iterations=20, cfl=0.3, padding=WALLS):
 
 def curvature(phi, spacing, padding=WALLS):
     """Mean curvature at cell centres (twin: ``levelset.curvature``):
-    one launch of ``bf_ls_curvature``."""
+    one launch of ``bf_ls_curvature`` (2-D) or ``bf_ls_curvature3`` (3-D)."""
     import cupy as cp
 
-    if not _plane(phi, spacing, padding):
+    if padding is not WALLS or getattr(phi, "ndim", 0) not in (2, 3) \
+            or len(spacing) != phi.ndim:
         return NotImplemented
-    phi = _field(phi)
-    if phi is None:
+    arrays = cuda.float64_nd(phi.ndim, phi)
+    if arrays is None or min(arrays[0].shape) < _MIN_CELLS:
         return NotImplemented
-    ny, nx = phi.shape
-    hx, hy = (float(h) for h in spacing)
+    phi = arrays[0]
+    h = tuple(float(x) for x in spacing)
     out = cp.empty_like(phi)
-    grid, block = _cells_grid(nx, ny)
-    _kernel("bf_ls_curvature")(grid, block, (
-        phi, out, np.int32(nx), np.int32(ny), np.float64(2.0 * hx), np.float64(2.0 * hy),
-        np.float64(hx * hx), np.float64(hy * hy), np.float64(4.0 * hx * hy),
-        np.float64(1.0 / min(hx, hy))))
+    if phi.ndim == 2:
+        ny, nx = phi.shape
+        hx, hy = h
+        grid, block = _cells_grid(nx, ny)
+        _kernel("bf_ls_curvature")(grid, block, (
+            phi, out, np.int32(nx), np.int32(ny), np.float64(2.0 * hx), np.float64(2.0 * hy),
+            np.float64(hx * hx), np.float64(hy * hy), np.float64(4.0 * hx * hy),
+            np.float64(1.0 / min(hx, hy))))
+        return out
+    nz, ny, nx = phi.shape
+    hx, hy, hz = h
+    grid, block = _cells_grid(nx, ny * nz)
+    _kernel("bf_ls_curvature3")(grid, block, (
+        phi, out, np.int32(nx), np.int32(ny), np.int32(nz), np.float64(2.0 * hx),
+        np.float64(2.0 * hy), np.float64(2.0 * hz), np.float64(hx * hx), np.float64(hy * hy),
+        np.float64(hz * hz), np.float64(4.0 * hx * hy), np.float64(4.0 * hx * hz),
+        np.float64(4.0 * hy * hz), np.float64(1.0 / min(h))))
     return out
 
 
 def smooth(phi, passes=1, padding=WALLS):
     """``passes`` passes of the ``[1, 2, 1] / 4`` filter (twin:
-    ``levelset.smooth``): one launch of ``bf_ls_smooth`` per pass."""
+    ``levelset.smooth``): one launch of ``bf_ls_smooth`` (2-D) or
+    ``bf_ls_smooth3`` (3-D) per pass."""
     import cupy as cp
 
-    if padding is not WALLS:
+    if padding is not WALLS or getattr(phi, "ndim", 0) not in (2, 3):
         return NotImplemented
-    arrays = _float64(phi)
+    arrays = cuda.float64_nd(phi.ndim, phi)
     if arrays is None:
         return NotImplemented
     phi = arrays[0]
     if passes == 0:
         return phi
-    ny, nx = phi.shape
-    grid, block = _cells_grid(nx, ny)
+    sizes = tuple(np.int32(n) for n in reversed(phi.shape))
+    if phi.ndim == 2:
+        kernel = _kernel("bf_ls_smooth")
+        grid, block = _cells_grid(phi.shape[1], phi.shape[0])
+    else:
+        kernel = _kernel("bf_ls_smooth3")
+        grid, block = _cells_grid(phi.shape[2], phi.shape[1] * phi.shape[0])
     src, out = phi, cp.empty_like(phi)
     spare = cp.empty_like(phi) if passes > 1 else None
     for k in range(passes):
-        _kernel("bf_ls_smooth")(grid, block, (src, out, np.int32(nx), np.int32(ny)))
+        kernel(grid, block, (src, out, *sizes))
         src, out = out, (spare if k == 0 else src)
     return src
 

@@ -1,33 +1,34 @@
-"""CUDA twin of the volume-of-fluid advection in 2-D (CuPy, float64).
+"""CUDA twin of the volume-of-fluid advection in 2-D and 3-D (CuPy, float64).
 
 :func:`advect` is the ``"cupy"`` variant of
 :func:`bubbleflow.flow.vof_advection.advect` (the tests compare the two on
-the GPU); :func:`advect_2d` is the same call with the face velocities and
-the cell sizes as separate arguments.  The kernel is ``vof.cu`` beside this
-file.  The array code launches hundreds of small kernels per step (the PLIC
-reconstruction, the slab cuts and the update, for each sweep); a call here
-launches one kernel per direction sweep, ``bf_vof_sweep``: a thread per cell
-reconstructs the donor cells' PLIC lines (Youngs' normal or the level set's,
-the line constant), cuts the slabs, and writes ``c - (F_out - F_in) +
-indicator * dilatation``; the second sweep also clips.  Two launches per step, plus a
-few CuPy reductions when ``info`` is asked for.
+the GPU); :func:`advect_2d` and :func:`advect_3d` are the calls of each
+dimension.  The kernels are ``vof.cu`` beside this file.  The array code
+launches hundreds of small kernels per step (the PLIC reconstruction, the
+slab cuts and the update, for each sweep); a call here launches one kernel
+per direction sweep (``bf_vof_sweep``, ``bf_vof_sweep3``): a thread per
+cell reconstructs the donor cells' PLIC lines or planes (Youngs' normal or
+the level set's, the plane constant), cuts the slabs, and writes ``c -
+(F_out - F_in) + indicator * dilatation``; the last sweep also clips.  Two
+launches a step in 2-D, three in 3-D, plus a few CuPy reductions when
+``info`` is asked for.
 
-The kernel is compiled without FMA contraction and follows the array code's
-order of operations: the result has the array code's bits (the ``info`` sums
-are the array code's own CuPy expressions).  Calls it does not cover --
-another dtype than float64, a grid of fewer than 3 cells along an axis,
-mismatched shapes, ``first_axis`` not 0 or 1 -- return ``NotImplemented``
-and the array code runs (and raises where it should); so do grids of
-another dimension.  CuPy is imported inside the functions only.
+The kernels are compiled without FMA contraction and follow the array
+code's order of operations (the ``info`` sums are the array code's own CuPy
+expressions).  Calls they do not cover -- another dtype than float64, a grid
+of fewer than 3 cells along an axis, mismatched shapes, ``first_axis`` not
+an array axis -- return ``NotImplemented`` and the array code runs (and
+raises where it should); so do grids of another dimension.  CuPy is
+imported inside the functions only.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..compute import cuda
-from .vof_limits import CLIP_TOLERANCE
+from .vof_limits import CLIP_TOLERANCE, times_cell_volume
 
-__all__ = ["advect", "advect_2d"]
+__all__ = ["advect", "advect_2d", "advect_3d"]
 
 #: No FMA contraction: the kernel rounds as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -61,6 +62,8 @@ def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     the same arguments and result): :func:`advect_2d` with ``velocity =
     (u, v)`` and ``spacing = (hx, hy)``; ``NotImplemented`` on a grid of
     another dimension."""
+    if len(velocity) == 3 and len(spacing) == 3:
+        return advect_3d(c, velocity, dt, spacing, first_axis, normal_from, info)
     if len(velocity) != 2 or len(spacing) != 2:
         return NotImplemented
     u, v = velocity
@@ -99,5 +102,50 @@ def advect_2d(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
         src, dst = mid, out
     if info is not None:
         info["clipped"] = float(cp.sum(out - raw)) * hx * hy
+        info["excursion"] = max(0.0, float(cp.max(cp.maximum(-out, out - 1.0))))
+    return out
+
+
+def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
+    """One step of ``c_t + div(c u) = 0`` on a 3-D grid: three launches of
+    ``bf_vof_sweep3``, one per direction in the array code's order; with
+    ``info``, its two numbers from CuPy reductions as the array code
+    computes them."""
+    import cupy as cp
+
+    fields = (c,) + tuple(velocity) + (() if normal_from is None else (normal_from,))
+    arrays = cuda.float64_3d(*fields)
+    if arrays is None or first_axis not in (0, 1, 2):
+        return NotImplemented
+    c, vel = arrays[0], arrays[1:4]
+    phi = arrays[4] if normal_from is not None else c
+    nz, ny, nx = c.shape
+    faces = ((nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx))
+    if min(nx, ny, nz) < _MIN_CELLS or phi.shape != c.shape \
+            or any(v.shape != f for v, f in zip(vel, faces)):
+        return NotImplemented
+    dt = float(dt)
+    hx, hy, hz = (float(h) for h in spacing)
+    h = (hx, hy, hz)
+    grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
+    kernel = _kernel("bf_vof_sweep3")
+    out = cp.empty_like(c)
+    raw = cp.empty_like(c) if info is not None else out
+    work = (cp.empty_like(c), cp.empty_like(c))
+    src = c
+    for k in range(3):
+        # Array axis (first_axis + k) % 3 is grid axis 2 - that.
+        axis = 2 - (first_axis + k) % 3
+        last = k == 2
+        dst = out if last else work[k]
+        kernel(grid, block, (
+            src, c, phi, vel[axis], dst, raw, np.int32(nx), np.int32(ny), np.int32(nz),
+            np.int32(axis), np.int32(normal_from is not None), np.int32(last),
+            np.int32(last and info is not None), np.float64(hx), np.float64(hy), np.float64(hz),
+            np.float64(dt), np.float64(dt / h[axis]), np.float64(CLIP_TOLERANCE),
+            np.float64(1.0 + CLIP_TOLERANCE)))
+        src = dst
+    if info is not None:
+        info["clipped"] = times_cell_volume(float(cp.sum(out - raw)), spacing)
         info["excursion"] = max(0.0, float(cp.max(cp.maximum(-out, out - 1.0))))
     return out

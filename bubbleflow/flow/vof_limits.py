@@ -11,7 +11,7 @@ import math
 from ..mesh.grid import array_axis
 
 __all__ = ["CLIP_TOLERANCE", "search_reach", "search_window", "search_offsets",
-           "times_cell_volume"]
+           "box_distance2", "times_cell_volume"]
 
 #: Excursions of c outside [0, 1] smaller than this are rounding and are
 #: clipped; larger ones are left in place (they mean a too-large time step).
@@ -92,6 +92,26 @@ def search_offsets(window, spacing):
     h = [spacing[array_axis(nd, k)] for k in range(nd)]
     return sorted(itertools.product(*(range(-r, r + 1) for r in window)),
                   key=lambda o: sum((o[k] * h[k]) ** 2 for k in range(nd)))
+
+
+def box_distance2(offset, spacing):
+    """Squared distance from a cell centre to the box of the cell ``offset``
+    (per array axis) away: no patch of that cell is nearer.
+
+    Parameters
+    ----------
+    offset : tuple of ints
+        Offset per array axis (:func:`search_offsets`).
+    spacing : tuple of floats
+        Cell sizes in grid-axis order.
+
+    Returns
+    -------
+    float
+    """
+    nd = len(offset)
+    return sum(max(abs(offset[array_axis(nd, a)]) - 0.5, 0.0) ** 2 * h * h
+               for a, h in enumerate(spacing))
 
 
 def times_cell_volume(value, spacing):

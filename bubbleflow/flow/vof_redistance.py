@@ -14,9 +14,9 @@ Conventions (those of :mod:`.levelset`): arrays have the grid's shape
 (``(nz, ny, nx)`` in 3-D, x fastest); ``spacing`` is ``(hx, hy[, hz])``;
 ``phi < 0`` in the gas, ``c = 1`` all gas.
 
-The 2-D CUDA kernels (:mod:`.vof_redistance_cuda`, two launches a call)
-are :func:`redistance`'s ``"cupy"`` variant; they follow this code's order
-of operations and give its bits.
+The CUDA kernels (:mod:`.vof_redistance_cuda`: two launches a call in
+2-D, five in 3-D) are :func:`redistance`'s ``"cupy"`` variant; they follow
+this code's order of operations.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from . import vof_redistance_cuda
 from .padding import along
 from .plic_reconstruction import interface_mask, reconstruct
 from .plic_segments import cell_segments, face_segments, segment_fields
-from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
+from .vof_limits import CLIP_TOLERANCE, box_distance2, search_offsets, search_window
 
 __all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "search_batch"]
 
@@ -195,14 +195,6 @@ def _plane_layers(c, spacing, normal_from, xp):
     return mask, d, layers, faces
 
 
-def _box_distance2(o, spacing):
-    """Squared distance from a cell centre to the box of the cell ``o``
-    (array-axis offsets) away: no patch of that cell is nearer."""
-    nd = len(o)
-    return sum(max(abs(o[array_axis(nd, a)]) - 0.5, 0.0) ** 2 * h * h
-               for a, h in enumerate(spacing))
-
-
 def _patch_distance(f, p, box2, spacing, xp):
     """Squared distance from the points ``p`` (per grid axis, from the patch
     cell's centre; ``box2`` their squared distance to its box) to the
@@ -245,15 +237,17 @@ class _SearchPlan(NamedTuple):
 
 
 @functools.lru_cache(maxsize=64)
-def _search_plan(window, spacing, padded, n_layers):
+def _search_plan(window, spacing, padded, n_layers, size_types):
     """The :class:`_SearchPlan` of a search (the same for every call of a
     grid and window: computed once, in the order and arithmetic of the
-    entries one by one)."""
+    entries one by one).  ``size_types`` (the cell sizes' types) is part of
+    the key: Python's ``sum`` adds floats with compensation and NumPy scalars
+    without, so the sort's ties can fall otherwise for equal values."""
     nd = len(padded)
     size = math.prod(padded)
     strides = [math.prod(padded[k + 1:]) for k in range(nd)]
     entries = list(itertools.product(search_offsets(window, spacing), range(n_layers)))
-    box2 = [_box_distance2(o, spacing) for o, _ in entries]
+    box2 = [box_distance2(o, spacing) for o, _ in entries]
     later = box2 + [float("inf")]
     for i in range(len(entries) - 1, -1, -1):
         later[i] = min(later[i], later[i + 1])
@@ -287,7 +281,8 @@ def _nearest_patch(layers, where, spacing, window, xp):
         stack[(slice(None), l) + inner] = xp.stack(fields)
     flat = stack.reshape(len(layers[0]), -1)
     pos = sum((i + r) * s for i, r, s in zip(where, window, strides))
-    plan = _search_plan(tuple(window), tuple(spacing), padded, len(layers))
+    plan = _search_plan(tuple(window), tuple(spacing), padded, len(layers),
+                        tuple(type(h) for h in spacing))
     later = plan.later
     best = xp.full(pos.shape, float("inf"), dtype=dtype)
     side = xp.zeros_like(best)
@@ -334,6 +329,6 @@ def _dilate(seed, band, xp):
     return out
 
 
-# The 2-D kernels: two launches a call; NotImplemented (the array code runs)
-# for what they do not cover.
+# The kernels: two launches a call in 2-D, five in 3-D; NotImplemented (the
+# array code runs) for what they do not cover.
 redistance.register("cupy")(vof_redistance_cuda.redistance)

@@ -46,9 +46,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
-from .vof_limits import CLIP_TOLERANCE, search_offsets, search_window
+from .vof_limits import CLIP_TOLERANCE, box_distance2, search_offsets, search_window
 
-__all__ = ["redistance", "redistance_2d", "segment_lengths"]
+__all__ = ["redistance", "redistance_2d", "redistance_3d", "segment_lengths"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -58,6 +58,10 @@ _BLOCK = (32, 8)
 _MIN_CELLS = 2
 #: Numbers per interface cell in the segment array (bf_vof_rd_segments).
 _NSEG = 8
+#: Numbers per interface cell in the 3-D plane array (bf_vof_rd3_planes).
+_NPLANE = 4
+#: The band seed's flag bit of bf_vof_rd3_planes.
+_SEED = 128
 
 
 _kernel = cuda.float64_kernels(__name__, "vof_redistance.cu", _OPTIONS)
@@ -85,12 +89,13 @@ def _cell_size(h):
 def redistance(phi, c, spacing, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction (twin:
     ``vof_redistance.redistance``, same arguments, same result bits and
-    ``info``): :func:`redistance_2d` with ``spacing = (hx, hy)``;
-    ``NotImplemented`` on a grid of another dimension."""
-    if len(spacing) != 2:
-        return NotImplemented
-    hx, hy = spacing
-    return redistance_2d(phi, c, hx, hy, band, reach, info)
+    ``info``): :func:`redistance_2d` with ``spacing = (hx, hy)``,
+    :func:`redistance_3d` with ``(hx, hy, hz)``."""
+    if len(spacing) == 2:
+        return redistance_2d(phi, c, *spacing, band, reach, info)
+    if len(spacing) == 3:
+        return redistance_3d(phi, c, spacing, band, reach, info)
+    return NotImplemented
 
 
 def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
@@ -122,6 +127,64 @@ def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
         phi, c, flags, seg, offs, np.int32(offs.size // 2), out, counts,
         np.int32(info is not None), np.int32(nx), np.int32(ny), fhx, fhy, np.int32(band),
         np.float64(band * min(hx, hy)), tol, one_tol))
+    if info is not None:
+        band_cells, conflicts = (int(n) for n in counts.get())
+        info["band_cells"] = band_cells
+        info["sign_conflicts"] = conflicts
+    return out
+
+
+@cuda.kernel_cache
+def _device_search_3d(window, spacing, spacing_types):
+    """The 3-D search's offsets (int32 triples, the array code's order), each
+    one's box distance squared and the least of those from it on, as device
+    arrays kept per device (keyed by the sizes' types, as
+    :func:`_device_offsets`)."""
+    import cupy as cp
+
+    offsets = search_offsets(window, spacing)
+    box2 = np.array([box_distance2(o, spacing) for o in offsets], dtype=np.float64)
+    later = np.minimum.accumulate(box2[::-1])[::-1]
+    return (cp.asarray(np.array(offsets, dtype=np.int32).reshape(-1)), cp.asarray(box2),
+            cp.asarray(later), len(offsets))
+
+
+def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
+    """The level set rebuilt from the volume fraction on a 3-D grid:
+    ``bf_vof_rd3_planes``, three launches of ``bf_vof_rd3_dilate`` (the band)
+    and ``bf_vof_rd3_search``."""
+    import cupy as cp
+
+    arrays = cuda.float64_3d(phi, c)
+    if arrays is None or not all(_cell_size(h) for h in spacing):
+        return NotImplemented
+    phi, c = arrays
+    nz, ny, nx = c.shape
+    band = int(band)
+    if phi.shape != c.shape or min(nx, ny, nz) < _MIN_CELLS or band < 1:
+        return NotImplemented
+    window = search_window(band, reach, tuple(spacing))
+    offs, box2, later, n_offsets = _device_search_3d(window, tuple(spacing),
+                                                     tuple(type(h) for h in spacing))
+    tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
+    hx, hy, hz = (np.float64(h) for h in spacing)
+    sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
+    grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
+    flags = cp.empty(c.shape, dtype=cp.uint8)
+    planes = cp.empty(c.shape + (_NPLANE,), dtype=cp.float64)
+    _kernel("bf_vof_rd3_planes")(grid, block, (phi, c, flags, planes, *sizes, hx, hy, hz,
+                                               tol, one_tol))
+    grown, spare = cp.empty_like(flags), cp.empty_like(flags)
+    dilate = _kernel("bf_vof_rd3_dilate")
+    dilate(grid, block, (flags, grown, np.int32(_SEED), np.int32(0), np.int32(band), *sizes))
+    dilate(grid, block, (grown, spare, np.int32(1), np.int32(1), np.int32(band), *sizes))
+    dilate(grid, block, (spare, grown, np.int32(1), np.int32(2), np.int32(band), *sizes))
+    counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
+    out = cp.empty_like(phi)
+    _kernel("bf_vof_rd3_search")(grid, block, (
+        phi, c, flags, grown, planes, offs, box2, later, np.int32(n_offsets), out, counts,
+        np.int32(info is not None), *sizes, hx, hy, hz,
+        np.float64(band * min(spacing)), tol, one_tol))
     if info is not None:
         band_cells, conflicts = (int(n) for n in counts.get())
         info["band_cells"] = band_cells

@@ -11,7 +11,8 @@ fields agree to 1e-12 relative (the kernels follow the array code's order of
 operations without FMA contraction); the diagnostics, sums in another
 order, to 1e-12 relative.  Every kernel gives the same bits on a second
 call, and declines (``NotImplemented``) what it does not cover: another
-dtype, grids under the stencils' reach, 3-D, a rank's slab.  Each
+dtype, grids under the stencils' reach, a rank's slab, the 3-D calls they
+do not cover (tests/flow/test_levelset_kernels_3d.py has the 3-D ones).  Each
 comparison prints its largest difference (``pytest -rP`` shows them).
 """
 import numpy as np
@@ -191,8 +192,9 @@ def test_bubble_sums_without_gas_or_contour(shift, cp):
 
 
 def test_fallbacks_run_the_reference(cp):
-    """float32, grids under the stencils' reach, 3-D, a slab's padding and
-    another measure: the variants decline."""
+    """float32, grids under the stencils' reach, a 3-D call the variants do
+    not cover (reinitialisation, diagnostics, mismatched dimensions, 4-D), a
+    slab's padding and another measure: the variants decline."""
     phi, u, v = fields(37, 53, 1 / 37, 1 / 53, "bubbles")
     h = (1 / 37, 1 / 53)
     f32 = [cp.asarray(a, dtype=cp.float32) for a in (phi, u, v)]
@@ -213,10 +215,11 @@ def test_fallbacks_run_the_reference(cp):
         is NotImplemented
     cube = cp.asarray(np.random.default_rng(0).standard_normal((5, 6, 7)))
     faces = tuple(cp.zeros(s) for s in ((5, 6, 8), (5, 7, 7), (6, 6, 7)))
-    assert variant(advect)(cube, faces, 0.01, (0.1,) * 3) is NotImplemented
+    assert variant(advect)(cube, faces[:2], 0.01, (0.1,) * 2) is NotImplemented
+    assert variant(advect)(cube, faces[::-1], 0.01, (0.1,) * 3) is NotImplemented
     assert variant(reinitialize)(cube, (0.1,) * 3, 2) is NotImplemented
-    assert variant(curvature)(cube, (0.1,) * 3) is NotImplemented
-    assert variant(smooth)(cube, 1) is NotImplemented
+    assert variant(curvature)(cube, (0.1,) * 2) is NotImplemented
+    assert variant(smooth)(cube[None], 1) is NotImplemented
     assert variant(bubble_sums)(cube, faces, (0.1,) * 3, 0.15) is NotImplemented
     phi, u, v = fields(2, 9, 0.5, 0.1, "circle")
     small = [cp.asarray(a) for a in (phi, u, v)]

@@ -173,8 +173,8 @@ def test_advect_leaves_its_input_and_takes_strided_arrays(cp):
 
 
 def test_fallbacks_run_the_reference(cp):
-    """float32, grids under 3 cells, mismatched shapes, a bad first_axis, a
-    3-D grid: the variant declines (and the array code raises where it
+    """float32, grids under 3 cells, mismatched shapes, a bad first_axis,
+    velocities of another dimension than c: the variant declines (and the array code raises where it
     should); the twin runs the variant on CuPy."""
     nx, ny, hx, hy = 37, 53, 1 / 37, 1.3 / 53
     c, phi = fields(nx, ny, hx, hy, "circle")
@@ -199,8 +199,8 @@ def test_fallbacks_run_the_reference(cp):
     n = 6
     c3 = cp.full((n, n, n), 0.5)
     velocity = tuple(cp.zeros(s) for s in ((n, n, n + 1), (n, n + 1, n), (n + 1, n, n)))
-    assert vof_cuda.advect(c3, velocity, 0.01, (0.1, 0.1, 0.1)) is NotImplemented
-    assert bool(cp.all(advect(c3, velocity, 0.01, (0.1, 0.1, 0.1)) == c3))
+    assert vof_cuda.advect(c3, velocity[:2], 0.01, (0.1, 0.1)) is NotImplemented
+    assert vof_cuda.advect(c3[0], velocity, 0.01, (0.1, 0.1, 0.1)) is NotImplemented
     assert advect.variants.get("cupy") is vof_cuda.advect
     equal("twin", advect(dc, (du, dv), 0.01, (hx, hy), normal_from=cp.asarray(phi)),
           reference(c, (u, v), 0.01, (hx, hy), normal_from=phi))

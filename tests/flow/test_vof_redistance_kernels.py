@@ -8,8 +8,8 @@ a circle off the grid lines (square and non-square cells), two nearby
 circles, a thin slanted filament, interfaces on grid lines (the face
 segments, both directions, alone and beside PLIC segments), a diagonal
 through the cell corners (segments shrunk to points, many distance ties) and
-a random fraction field (sign conflicts); several bands and reaches; a 3-D
-grid, which the variant declines.  Run with ``pytest --backend cupy`` on a
+a random fraction field (sign conflicts); several bands and reaches
+(tests/flow/test_vof_kernels_3d.py has the 3-D kernels).  Run with ``pytest --backend cupy`` on a
 GPU machine; the host tests check the search's order and window, which the
 kernels and the array code share.
 """
@@ -170,8 +170,8 @@ def test_redistance_kernel_is_deterministic(cp):
 
 @pytest.mark.gpu
 def test_redistance_fallbacks(cp):
-    """float32, mismatched shapes, a grid one cell wide, band < 1, a 3-D grid:
-    the variant declines (the array code runs, or raises)."""
+    """float32, mismatched shapes, a grid one cell wide, band < 1, spacing of
+    another dimension than the arrays: the variant declines (the array code runs, or raises)."""
     phi, c, hx, hy = case("circle")
     sp = (hx, hy)
     f32 = [cp.asarray(a, dtype=cp.float32) for a in (phi, c)]
@@ -187,7 +187,9 @@ def test_redistance_fallbacks(cp):
     z, y, x = np.meshgrid(g, g, g, indexing="ij")
     phi3 = np.sqrt((x - 0.5) ** 2 + (y - 0.5) ** 2 + (z - 0.5) ** 2) - 0.3
     c3 = volume_fraction(phi3, (1 / n,) * 3)
-    assert vof_redistance_cuda.redistance(cp.asarray(phi3), cp.asarray(c3), (1 / n,) * 3) \
+    assert vof_redistance_cuda.redistance(cp.asarray(phi3), cp.asarray(c3), (1 / n,) * 2) \
+        is NotImplemented
+    assert vof_redistance_cuda.redistance(cp.asarray(phi3[0]), cp.asarray(c3[0]), (1 / n,) * 3) \
         is NotImplemented
     # Registered: the twin runs it, and the declined calls get the array code.
     assert redistance.variants.get("cupy") is vof_redistance_cuda.redistance
