@@ -17,6 +17,12 @@ launches tens of small kernels per call, these launch one or two:
 * :func:`norms`, :func:`correct_velocity`: per-block sums then one block, in
   a fixed order (the same input gives the same bits);
 
+In 3-D, :func:`fluid_properties_3d`, :func:`provisional_velocity_3d` (one
+launch a component), :func:`divergence_3d` (the divergence and the
+pressure's right-hand side) and :func:`correct_velocity_3d` serve the
+``*_nd`` variants; the implicit path, the step's scalars and the interface
+coefficients run as array code there.
+
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields have the twin's bits (on the GPU; NumPy's
 ``sin`` may differ from CUDA's in the last bit, which reaches ``H`` and what
@@ -38,7 +44,9 @@ __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coe
            "implicit_velocity_u", "implicit_velocity_v", "divergence", "pressure_rhs", "norms", "correct_velocity",
            "fluid_properties_nd", "step_scalars_nd", "advection_terms_nd",
            "interface_coefficients_nd", "provisional_velocity_nd", "implicit_rhs_nd",
-           "implicit_velocity_nd", "divergence_nd", "pressure_rhs_nd", "correct_velocity_nd"]
+           "implicit_velocity_nd", "divergence_nd", "pressure_rhs_nd", "correct_velocity_nd",
+           "fluid_properties_3d", "provisional_velocity_3d", "divergence_3d",
+           "correct_velocity_3d"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -340,6 +348,143 @@ def correct_velocity(us, vs, p, rho_x, rho_y, div_star, dt, hx, hy):
     return u, v, _final_norms(partial, blocks)
 
 
+# ---------------------------------------------------------------- 3-D calls
+
+def _space_call(*tuples):
+    """Whether every one of ``tuples`` has three entries (a 3-D call)."""
+    return all(isinstance(t, (tuple, list)) and len(t) == 3 for t in tuples)
+
+
+def _faces_3d(cells, a, inner=False):
+    """The shape of grid axis ``a``'s faces (its interior ones with
+    ``inner``) on a grid of ``cells`` (array order)."""
+    shape = list(cells)
+    shape[2 - a] += -1 if inner else 1
+    return tuple(shape)
+
+
+def _space_arrays(cells, **arrays):
+    """``arrays`` as contiguous float64 3-d CuPy arrays, each of the shape its
+    key names (``c`` the cells, ``f0``..``f2`` an axis's faces, ``i0``..``i2``
+    its interior faces; the part after ``_`` free), at least
+    :data:`_MIN_CELLS` cells along each axis; else None."""
+    out = cuda.float64_3d(*arrays.values())
+    if out is None or min(cells) < _MIN_CELLS:
+        return None
+    for key, a in zip(arrays, out):
+        kind = key.split("_")[0]
+        expected = cells if kind == "c" else _faces_3d(cells, int(kind[1]), kind[0] == "i")
+        if a.shape != expected:
+            return None
+    return out
+
+
+def _space_grid(shape):
+    """Launch shape of a 3-D kernel over an array of ``shape``."""
+    nz, ny, nx = shape
+    return cuda.grid_2d(nx, ny * nz, _BLOCK)
+
+
+def fluid_properties_3d(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
+    """``momentum.fluid_properties`` on a 3-D grid (arithmetic viscosity):
+    one launch of ``bf_mom3_properties``."""
+    import cupy as cp
+
+    arrays = _space_arrays(getattr(phi, "shape", ()), c=phi)
+    if arrays is None:
+        return NotImplemented
+    (phi,) = arrays
+    H, rho, mu = cp.empty_like(phi), cp.empty_like(phi), cp.empty_like(phi)
+    faces = tuple(cp.empty(_faces_3d(phi.shape, a, True), dtype=phi.dtype) for a in range(3))
+    nz, ny, nx = phi.shape
+    _kernel("bf_mom3_properties")(*_space_grid(phi.shape), (
+        phi, H, rho, mu, *faces, np.int32(nx), np.int32(ny), np.int32(nz), np.float64(eps),
+        np.float64(rho_g), np.float64(rho_l - rho_g), np.float64(mu_g), np.float64(mu_l - mu_g),
+        np.int32(_RULES.get(rule, 2))))
+    return H, rho, mu, faces
+
+
+def provisional_velocity_3d(velocity, H, mu, rho_faces, coefficients, dt, spacing, signs,
+                            gravity, reduced=None):
+    """``momentum.provisional_velocity`` on a 3-D grid: one launch of
+    ``bf_mom3_explicit`` a component."""
+    import cupy as cp
+
+    cells = getattr(H, "shape", ())
+    forces = coefficients is not None
+    coef = coefficients if forces else rho_faces           # (not read without forces)
+    arrays = _space_arrays(cells, c_H=H, c_mu=mu, f0=velocity[0], f1=velocity[1],
+                           f2=velocity[2], i0=rho_faces[0], i1=rho_faces[1], i2=rho_faces[2],
+                           i0_c=coef[0], i1_c=coef[1], i2_c=coef[2])
+    if arrays is None:
+        return NotImplemented
+    H, mu, u, v, w, *rest = arrays
+    rho_f, coef = rest[:3], rest[3:]
+    nz, ny, nx = cells
+    wall_signs = tuple(np.float64(s) for pair in signs for s in pair)
+    red, rho_g, rho_l = _reduced_scalars(reduced)
+    kernel = _kernel("bf_mom3_explicit")
+    out = []
+    for a, f in enumerate((u, v, w)):
+        new = cp.empty_like(f)
+        kernel(*_space_grid(f.shape), (
+            u, v, w, mu, H, rho_f[a], coef[a], new, np.int32(nx), np.int32(ny), np.int32(nz),
+            np.int32(a), np.float64(dt), *(np.float64(h) for h in spacing), *wall_signs,
+            np.float64(gravity), np.int32(forces), np.float64(red), np.float64(rho_g),
+            np.float64(rho_l)))
+        out.append(new)
+    return tuple(out)
+
+
+def divergence_3d(velocity, spacing, dt=None):
+    """``div u`` on a 3-D grid, and ``-div u / dt`` with ``dt``: one launch
+    of ``bf_mom3_divergence``; ``(div, rhs or None)``."""
+    import cupy as cp
+
+    cells = _faces_3d(getattr(velocity[0], "shape", (0, 0, 1)), 0, True)
+    arrays = _space_arrays(cells, f0=velocity[0], f1=velocity[1], f2=velocity[2])
+    if arrays is None:
+        return NotImplemented
+    u, v, w = arrays
+    nz, ny, nx = cells
+    div = cp.empty(cells, dtype=u.dtype)
+    rhs = cp.empty_like(div) if dt is not None else div
+    _kernel("bf_mom3_divergence")(*_space_grid(cells), (
+        u, v, w, div, rhs, np.int32(nx), np.int32(ny), np.int32(nz),
+        *(np.float64(h) for h in spacing), np.float64(1.0 if dt is None else dt),
+        np.int32(dt is not None)))
+    return div, (rhs if dt is not None else None)
+
+
+def correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing):
+    """``momentum.correct_velocity`` on a 3-D grid: one launch of
+    ``bf_mom3_correct`` a component, then (with ``div_star``) the divergence's
+    kernel and :func:`norms`."""
+    import cupy as cp
+
+    cells = getattr(p, "shape", ())
+    arrays = _space_arrays(cells, c=p, f0=velocity[0], f1=velocity[1], f2=velocity[2],
+                           i0=rho_faces[0], i1=rho_faces[1], i2=rho_faces[2])
+    if arrays is None:
+        return NotImplemented
+    p, *rest = arrays
+    vel, rho_f = rest[:3], rest[3:]
+    nz, ny, nx = cells
+    kernel = _kernel("bf_mom3_correct")
+    out = []
+    for a, f in enumerate(vel):
+        new = cp.empty_like(f)
+        kernel(*_space_grid(f.shape), (f, p, rho_f[a], new, np.int32(nx), np.int32(ny),
+                                       np.int32(nz), np.int32(a), np.float64(dt),
+                                       np.float64(spacing[a])))
+        out.append(new)
+    out = tuple(out)
+    if div_star is None:
+        return out, None
+    div, _ = divergence_3d(out, spacing)
+    return out, norms(div_star, div)
+
+
 # -------------------------------------------------- variants of momentum
 
 # The n-D functions of :mod:`.momentum` take the velocity, the face
@@ -358,7 +503,11 @@ def fluid_properties_nd(phi, eps, rho_l, rho_g, mu_l, mu_g, rule, viscosity_mean
     """Variant of ``momentum.fluid_properties``: :func:`fluid_properties`
     (the kernel's viscosity is the arithmetic mean: the harmonic one runs
     as array code)."""
-    if getattr(phi, "ndim", None) != 2 or viscosity_mean != "arithmetic":
+    if viscosity_mean != "arithmetic":
+        return NotImplemented
+    if getattr(phi, "ndim", None) == 3:
+        return fluid_properties_3d(phi, eps, rho_l, rho_g, mu_l, mu_g, rule)
+    if getattr(phi, "ndim", None) != 2:
         return NotImplemented
     out = fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule)
     if out is NotImplemented:
@@ -418,7 +567,10 @@ def provisional_velocity_nd(velocity, H, mu, rho_faces, coefficients, dt, spacin
                             gravity, reduced=None):
     """Variant of ``momentum.provisional_velocity``: :func:`advection_terms`,
     then :func:`explicit_velocity_u` and :func:`explicit_velocity_v` (three
-    launches)."""
+    launches); in 3-D :func:`provisional_velocity_3d`."""
+    if _space_call(velocity, rho_faces, spacing, signs):
+        return provisional_velocity_3d(velocity, H, mu, rho_faces, coefficients, dt, spacing,
+                                       signs, gravity, reduced)
     if not _plane_call(velocity, rho_faces, spacing, signs):
         return NotImplemented
     u, v = velocity
@@ -471,14 +623,21 @@ def implicit_velocity_nd(solutions, velocity, H, rho_faces, coefficients, dt, sp
 
 
 def divergence_nd(velocity, spacing):
-    """Variant of ``momentum.divergence``: :func:`divergence`."""
+    """Variant of ``momentum.divergence``: :func:`divergence`; in 3-D
+    :func:`divergence_3d`."""
+    if _space_call(velocity, spacing):
+        out = divergence_3d(velocity, spacing)
+        return out if out is NotImplemented else out[0]
     if not _plane_call(velocity, spacing):
         return NotImplemented
     return divergence(*velocity, *spacing)
 
 
 def pressure_rhs_nd(velocity, spacing, dt):
-    """Variant of ``momentum.pressure_rhs``: :func:`pressure_rhs`."""
+    """Variant of ``momentum.pressure_rhs``: :func:`pressure_rhs`; in 3-D
+    :func:`divergence_3d`."""
+    if _space_call(velocity, spacing):
+        return divergence_3d(velocity, spacing, dt)
     if not _plane_call(velocity, spacing):
         return NotImplemented
     return pressure_rhs(*velocity, *spacing, dt)
@@ -487,7 +646,9 @@ def pressure_rhs_nd(velocity, spacing, dt):
 def correct_velocity_nd(velocity, p, rho_faces, div_star, dt, spacing):
     """Variant of ``momentum.correct_velocity``: :func:`correct_velocity`
     (without ``div_star`` the norms' sums read ``p`` in its place and are
-    dropped)."""
+    dropped); in 3-D :func:`correct_velocity_3d`."""
+    if _space_call(velocity, rho_faces, spacing):
+        return correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing)
     if not _plane_call(velocity, rho_faces, spacing):
         return NotImplemented
     out = correct_velocity(*velocity, p, *rho_faces, p if div_star is None else div_star, dt,

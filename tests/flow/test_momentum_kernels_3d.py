@@ -1,0 +1,152 @@
+"""The momentum phase's 3-D CUDA kernels (flow.momentum_cuda: properties,
+the explicit provisional velocity, the divergence and the pressure's
+right-hand side, the correction) against their array code (flow.momentum).
+
+Each variant is called directly (a silent fall-back to the array code cannot
+pass for it) on the state of a few NumPy steps of the 3-D rising bubble and
+the 3-D bubbly column at small non-cubic grids -- every face-density rule,
+no-slip and free-slip walls, reduced and volumetric gravity, with and
+without surface tension -- and compared with its reference on the same CuPy
+arrays (the same bits; the correction's norms are sums in another order:
+1e-12 relative) and on NumPy (1e-12 relative to the field's largest value:
+NumPy's ``sin`` may round otherwise than CUDA's).  Run with ``pytest
+--backend cupy`` on a GPU machine.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from bubbleflow.case.config import load_case
+from bubbleflow.compute.backend import get_backend
+from bubbleflow.flow import flow_solver, levelset, momentum
+
+pytestmark = pytest.mark.gpu
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RTOL = 1e-12
+
+RISING = ("rising_bubble_3d.yaml", "grid.nx=10", "grid.ny=12", "grid.nz=18")
+COLUMN = ("bubbly_column_3d_flow.yaml", "grid.nx=12", "grid.ny=10", "grid.nz=20")
+#: Case variants: face-density rules, wall types, gravity forms, surface tension.
+CONFIGS = {
+    "rising-reduced": RISING + ("momentum.gravity=reduced",),
+    "rising-volumetric-freeslip-harmonic": RISING + (
+        "momentum.gravity=volumetric", "boundaries.top=free_slip", "boundaries.front=free_slip",
+        "operator.face_density=harmonic"),
+    "column-reduced-arithmetic": COLUMN + ("operator.face_density=arithmetic",),
+    "column-no-surface-tension": COLUMN + ("physics.surface_tension=0",),
+}
+
+
+@pytest.fixture(scope="module")
+def cp(cupy_backend):
+    return cupy_backend.xp
+
+
+@pytest.fixture(scope="module")
+def flow_states():
+    """``{config: (flow, state, dt)}``: a few NumPy steps (explicit viscosity)."""
+    numpy = get_backend("numpy")
+    out = {}
+    for name, (file, *overrides) in CONFIGS.items():
+        c = load_case(os.path.join(ROOT, "cases", file),
+                      overrides + ["momentum.viscosity=explicit", "output.bubbles_every=0"])
+        flow = flow_solver(c, numpy)
+        state = flow.initial_state()
+        for _ in range(3):
+            state, rep = flow.step(state)
+        out[name] = (flow, state, rep.dt)
+    return out
+
+
+def calls(flow, state, dt):
+    """``[(label, twin, host args)]`` of the momentum phase on this state, as
+    the flow makes them (the inputs made by the references)."""
+    m = momentum
+    props = (state.phi, flow.eps, flow.rho_l, flow.rho_g, flow.mu_l, flow.mu_g,
+             flow.case.operator.face_density)
+    H, rho, mu, faces = m.fluid_properties.reference(*props)
+    coef = m.interface_coefficients.reference(
+        levelset.smooth.reference(state.phi, flow.curvature_passes), flow.spacing, flow.sigma,
+        flow.heights, flow.buoyancy, flow.y0)
+    coef = None if coef is None else tuple(np.ascontiguousarray(c) for c in coef)
+    reduced = (m.ReducedGravity(flow.gravity, flow.rho_g, flow.rho_l)
+               if flow.buoyancy != 0 else None)
+    gravity = 0.0 if flow.reduced_gravity else flow.gravity
+    explicit = (state.velocity, H, mu, faces, coef, dt, flow.spacing, flow.signs, gravity,
+                reduced)
+    provisional = m.provisional_velocity.reference(*explicit)
+    div_star, _ = m.pressure_rhs.reference(provisional, flow.spacing, dt)
+    return [
+        ("fluid_properties", m.fluid_properties, props),
+        ("provisional_velocity", m.provisional_velocity, explicit),
+        ("divergence", m.divergence, (provisional, flow.spacing)),
+        ("pressure_rhs", m.pressure_rhs, (provisional, flow.spacing, dt)),
+        ("correct_velocity", m.correct_velocity,
+         (provisional, state.p, faces, div_star, dt, flow.spacing)),
+        ("correct_velocity-slab", m.correct_velocity,
+         (provisional, state.p, faces, None, dt, flow.spacing)),
+    ]
+
+
+def on_device(x, cp):
+    if isinstance(x, np.ndarray):
+        return cp.asarray(x)
+    if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        return tuple(on_device(a, cp) for a in x)
+    return x
+
+
+def outputs(label, result):
+    if isinstance(result, tuple):
+        return [item for k, r in enumerate(result) for item in outputs(f"{label}[{k}]", r)]
+    if result is None:
+        return [(label, None)]
+    return [(label, np.asarray(result.get() if hasattr(result, "get") else result))]
+
+
+def relative(got, ref):
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-300)) if ref.size else 0.0
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_3d_momentum_kernels_match_their_reference(config, flow_states, cp):
+    flow, state, dt = flow_states[config]
+    assert flow.ndim == 3
+    for label, concept, args in calls(flow, state, dt):
+        dev = on_device(args, cp)
+        got = concept.variants["cupy"](*dev)
+        assert got is not NotImplemented, label
+        on_gpu = outputs(label, concept.reference(*dev))
+        on_cpu = outputs(label, concept.reference(*args))
+        assert len(outputs(label, got)) == len(on_gpu), label
+        for (name, g), (_, r), (_, h) in zip(outputs(label, got), on_gpu, on_cpu):
+            if r is None:
+                assert g is None, name
+                continue
+            bits, host = relative(g, r), relative(g, h)
+            equal = np.array_equal(g, r)
+            print(f"maxdiff {config} {name}: {bits:.2e} against CuPy (equal bits: {equal}), "
+                  f"{host:.2e} against NumPy")
+            if name == "correct_velocity[1]":
+                assert bits <= RTOL, name
+            else:
+                assert equal, name
+            assert host <= RTOL, name
+
+
+def test_3d_fallbacks(cp):
+    """The harmonic viscosity mean, float32 and grids of one cell along an
+    axis: the variants decline."""
+    m = momentum
+    phi = cp.linspace(-1, 1, 4 * 5 * 6, dtype=cp.float64).reshape(4, 5, 6)
+    args = (0.1, 1000.0, 1.0, 1.0, 0.1, "levelset")
+    assert m.fluid_properties.variants["cupy"](phi, *args, "harmonic") is NotImplemented
+    assert m.fluid_properties.variants["cupy"](phi.astype(cp.float32), *args) is NotImplemented
+    assert m.fluid_properties.variants["cupy"](phi[:, :, :1], *args) is NotImplemented
+    velocity = (cp.zeros((4, 5, 7)), cp.zeros((4, 6, 6)), cp.zeros((5, 5, 6)))
+    assert m.divergence.variants["cupy"](velocity[::-1], (0.1,) * 3) is NotImplemented
+    out = m.divergence.variants["cupy"](velocity, (0.1,) * 3)
+    assert out is not NotImplemented and out.shape == (4, 5, 6)
