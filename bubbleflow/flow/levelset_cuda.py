@@ -52,6 +52,8 @@ _TINY = np.float64(np.finfo(np.float64).tiny)
 
 
 _kernel = cuda.float64_kernels(__name__, "levelset.cu", _OPTIONS)
+#: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
+_kernel3 = cuda.float64_kernels(__name__, "levelset3.cu", _OPTIONS)
 
 
 _float64 = cuda.float64_2d
@@ -102,7 +104,7 @@ def advect(phi, velocity, dt, spacing, padding=WALLS):
         kernel = _kernel("bf_ls_advect_stage")
         grid, block = _cells_grid(shape[1], shape[0])
     else:
-        kernel = _kernel("bf_ls_advect_stage3")
+        kernel = _kernel3("bf_ls_advect_stage3")
         grid, block = _cells_grid(shape[2], shape[1] * shape[0])
     scalars = sizes + tuple(np.float64(h) for h in spacing) + (np.float64(dt), _WENO_FLOOR)
     p = phi
@@ -175,7 +177,7 @@ def curvature(phi, spacing, padding=WALLS):
     nz, ny, nx = phi.shape
     hx, hy, hz = h
     grid, block = _cells_grid(nx, ny * nz)
-    _kernel("bf_ls_curvature3")(grid, block, (
+    _kernel3("bf_ls_curvature3")(grid, block, (
         phi, out, np.int32(nx), np.int32(ny), np.int32(nz), np.float64(2.0 * hx),
         np.float64(2.0 * hy), np.float64(2.0 * hz), np.float64(hx * hx), np.float64(hy * hy),
         np.float64(hz * hz), np.float64(4.0 * hx * hy), np.float64(4.0 * hx * hz),
@@ -202,7 +204,7 @@ def smooth(phi, passes=1, padding=WALLS):
         kernel = _kernel("bf_ls_smooth")
         grid, block = _cells_grid(phi.shape[1], phi.shape[0])
     else:
-        kernel = _kernel("bf_ls_smooth3")
+        kernel = _kernel3("bf_ls_smooth3")
         grid, block = _cells_grid(phi.shape[2], phi.shape[1] * phi.shape[0])
     src, out = phi, cp.empty_like(phi)
     spare = cp.empty_like(phi) if passes > 1 else None

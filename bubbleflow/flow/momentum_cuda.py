@@ -62,6 +62,8 @@ _RULES = {"levelset": 0, "harmonic": 1}
 
 
 _kernel = cuda.float64_kernels(__name__, "momentum.cu", _OPTIONS)
+#: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
+_kernel3 = cuda.float64_kernels(__name__, "momentum3.cu", _OPTIONS)
 
 
 _float64 = cuda.float64_2d
@@ -397,7 +399,7 @@ def fluid_properties_3d(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
     H, rho, mu = cp.empty_like(phi), cp.empty_like(phi), cp.empty_like(phi)
     faces = tuple(cp.empty(_faces_3d(phi.shape, a, True), dtype=phi.dtype) for a in range(3))
     nz, ny, nx = phi.shape
-    _kernel("bf_mom3_properties")(*_space_grid(phi.shape), (
+    _kernel3("bf_mom3_properties")(*_space_grid(phi.shape), (
         phi, H, rho, mu, *faces, np.int32(nx), np.int32(ny), np.int32(nz), np.float64(eps),
         np.float64(rho_g), np.float64(rho_l - rho_g), np.float64(mu_g), np.float64(mu_l - mu_g),
         np.int32(_RULES.get(rule, 2))))
@@ -423,7 +425,7 @@ def provisional_velocity_3d(velocity, H, mu, rho_faces, coefficients, dt, spacin
     nz, ny, nx = cells
     wall_signs = tuple(np.float64(s) for pair in signs for s in pair)
     red, rho_g, rho_l = _reduced_scalars(reduced)
-    kernel = _kernel("bf_mom3_explicit")
+    kernel = _kernel3("bf_mom3_explicit")
     out = []
     for a, f in enumerate((u, v, w)):
         new = cp.empty_like(f)
@@ -449,7 +451,7 @@ def divergence_3d(velocity, spacing, dt=None):
     nz, ny, nx = cells
     div = cp.empty(cells, dtype=u.dtype)
     rhs = cp.empty_like(div) if dt is not None else div
-    _kernel("bf_mom3_divergence")(*_space_grid(cells), (
+    _kernel3("bf_mom3_divergence")(*_space_grid(cells), (
         u, v, w, div, rhs, np.int32(nx), np.int32(ny), np.int32(nz),
         *(np.float64(h) for h in spacing), np.float64(1.0 if dt is None else dt),
         np.int32(dt is not None)))
@@ -470,7 +472,7 @@ def correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing):
     p, *rest = arrays
     vel, rho_f = rest[:3], rest[3:]
     nz, ny, nx = cells
-    kernel = _kernel("bf_mom3_correct")
+    kernel = _kernel3("bf_mom3_correct")
     out = []
     for a, f in enumerate(vel):
         new = cp.empty_like(f)

@@ -39,6 +39,8 @@ _MIN_CELLS = 3
 
 
 _kernel = cuda.float64_kernels(__name__, "vof.cu", _OPTIONS)
+#: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
+_kernel3 = cuda.float64_kernels(__name__, "vof3.cu", _OPTIONS)
 
 
 def _arrays(c, u, v, normal_from):
@@ -128,7 +130,7 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
     hx, hy, hz = (float(h) for h in spacing)
     h = (hx, hy, hz)
     grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
-    kernel = _kernel("bf_vof_sweep3")
+    kernel = _kernel3("bf_vof_sweep3")
     out = cp.empty_like(c)
     raw = cp.empty_like(c) if info is not None else out
     work = (cp.empty_like(c), cp.empty_like(c))

@@ -65,6 +65,8 @@ _SEED = 128
 
 
 _kernel = cuda.float64_kernels(__name__, "vof_redistance.cu", _OPTIONS)
+#: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
+_kernel3 = cuda.float64_kernels(__name__, "vof_redistance3.cu", _OPTIONS)
 
 
 @cuda.kernel_cache
@@ -172,16 +174,16 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
     flags = cp.empty(c.shape, dtype=cp.uint8)
     planes = cp.empty(c.shape + (_NPLANE,), dtype=cp.float64)
-    _kernel("bf_vof_rd3_planes")(grid, block, (phi, c, flags, planes, *sizes, hx, hy, hz,
+    _kernel3("bf_vof_rd3_planes")(grid, block, (phi, c, flags, planes, *sizes, hx, hy, hz,
                                                tol, one_tol))
     grown, spare = cp.empty_like(flags), cp.empty_like(flags)
-    dilate = _kernel("bf_vof_rd3_dilate")
+    dilate = _kernel3("bf_vof_rd3_dilate")
     dilate(grid, block, (flags, grown, np.int32(_SEED), np.int32(0), np.int32(band), *sizes))
     dilate(grid, block, (grown, spare, np.int32(1), np.int32(1), np.int32(band), *sizes))
     dilate(grid, block, (spare, grown, np.int32(1), np.int32(2), np.int32(band), *sizes))
     counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
     out = cp.empty_like(phi)
-    _kernel("bf_vof_rd3_search")(grid, block, (
+    _kernel3("bf_vof_rd3_search")(grid, block, (
         phi, c, flags, grown, planes, offs, box2, later, np.int32(n_offsets), out, counts,
         np.int32(info is not None), *sizes, hx, hy, hz,
         np.float64(band * min(spacing)), tol, one_tol))

@@ -1,0 +1,109 @@
+// Level-set kernels of the flow in 3-D (bubbleflow.flow.levelset; twins:
+// advect, curvature, smooth): the 2-D kernels' file and the 3-D ones.  A file
+// of its own so that a 2-D run compiles none of it.
+#include "levelset.cu"
+
+// --------------------------------------------------------------------------
+// 3-D: cells (k, j, i) stored plane after plane, p = (k * ny + j) * nx + i.
+// --------------------------------------------------------------------------
+
+// advect in 3-D: as bf_ls_advect_stage with w (nz + 1, ny, nx) and the z sweep;
+// u (nz, ny, nx + 1), v (nz, ny + 1, nx).
+extern "C" __global__ void bf_ls_advect_stage3(
+    const T* __restrict__ base, const T* __restrict__ p, const T* __restrict__ u,
+    const T* __restrict__ v, const T* __restrict__ w, T* __restrict__ out, const int nx,
+    const int ny, const int nz, const T hx, const T hy, const T hz, const T dt, const T floor_,
+    const int stage)
+{
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const long long c = (long long)k * plane + (long long)j * nx + i;
+        const long long fu = ((long long)k * ny + j) * (nx + 1) + i;
+        const long long fv = ((long long)k * (ny + 1) + j) * nx + i;
+        const T uc = 0.5 * (u[fu] + u[fu + 1]);
+        const T vc = 0.5 * (v[fv] + v[fv + nx]);
+        const T wc = 0.5 * (w[c] + w[c + plane]);
+        T e[6];
+        differences(p + (c - i), 1, nx, i, hx, e);
+        const T px = uc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        differences(p + (long long)k * plane + i, nx, ny, j, hy, e);
+        const T py = vc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        differences(p + (long long)j * nx + i, plane, nz, k, hz, e);
+        const T pz = wc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        const T r = -(uc * px + vc * py + wc * pz);
+        out[c] = rk3_stage(stage, base[c], p[c], dt, r);
+    }
+}
+
+// The field with one ghost layer of quadratic extrapolation along x, then y,
+// then z (levelset.curvature's padding): cell (k, j, i), each index from -1 to n.
+__device__ __noinline__ T quad_xyz(const T* __restrict__ phi, int nx, int ny, int nz, int k,
+                                      int j, int i)
+{
+    const long long plane = (long long)nx * ny;
+    if (k < 0)
+        return 3.0 * quad_xy(phi, nx, ny, j, i) - 3.0 * quad_xy(phi + plane, nx, ny, j, i)
+               + quad_xy(phi + 2 * plane, nx, ny, j, i);
+    if (k >= nz)
+        return 3.0 * quad_xy(phi + (long long)(nz - 1) * plane, nx, ny, j, i)
+               - 3.0 * quad_xy(phi + (long long)(nz - 2) * plane, nx, ny, j, i)
+               + quad_xy(phi + (long long)(nz - 3) * plane, nx, ny, j, i);
+    return quad_xy(phi + (long long)k * plane, nx, ny, j, i);
+}
+
+// curvature in 3-D: levelset._numerator_any's sum over the axes, then the
+// cross terms of the pairs (x, y), (x, z), (y, z); two_h[a] = 2 h_a, h2[a] =
+// h_a h_a, four_hh = 4 hx hy, 4 hx hz, 4 hy hz.
+extern "C" __global__ void bf_ls_curvature3(
+    const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny, const int nz,
+    const T two_hx, const T two_hy, const T two_hz, const T hx2, const T hy2, const T hz2,
+    const T four_hxhy, const T four_hxhz, const T four_hyhz, const T kmax)
+{
+    BF_CELLS3(nx, ny, nz) {
+        const long long c = ((long long)k * ny + j) * nx + i;
+        const T cc = phi[c];
+#define Q(dk, dj, di) quad_xyz(phi, nx, ny, nz, k + (dk), j + (dj), i + (di))
+        const T xp = Q(0, 0, 1), xm = Q(0, 0, -1);
+        const T yp = Q(0, 1, 0), ym = Q(0, -1, 0);
+        const T zp = Q(1, 0, 0), zm = Q(-1, 0, 0);
+        const T px = (xp - xm) / two_hx, py = (yp - ym) / two_hy, pz = (zp - zm) / two_hz;
+        const T pxx = (xp - 2.0 * cc + xm) / hx2;
+        const T pyy = (yp - 2.0 * cc + ym) / hy2;
+        const T pzz = (zp - 2.0 * cc + zm) / hz2;
+        const T pxy = (Q(0, 1, 1) - Q(0, 1, -1) - Q(0, -1, 1) + Q(0, -1, -1)) / four_hxhy;
+        const T pxz = (Q(1, 0, 1) - Q(1, 0, -1) - Q(-1, 0, 1) + Q(-1, 0, -1)) / four_hxhz;
+        const T pyz = (Q(1, 1, 0) - Q(1, -1, 0) - Q(-1, 1, 0) + Q(-1, -1, 0)) / four_hyhz;
+#undef Q
+        T numerator = pxx * (py * py + pz * pz);
+        numerator = numerator + pyy * (px * px + pz * pz);
+        numerator = numerator + pzz * (px * px + py * py);
+        numerator = numerator - 2.0 * px * py * pxy;
+        numerator = numerator - 2.0 * px * pz * pxz;
+        numerator = numerator - 2.0 * py * pz * pyz;
+        const T g = np_max(sqrt(px * px + py * py + pz * pz), 1e-8);
+        out[c] = np_clip(numerator / (g * g * g), -kmax, kmax);
+    }
+}
+
+// smooth in 3-D: one pass along x, then y, then z, the indices clamped.
+__device__ __forceinline__ T smooth_plane(const T* __restrict__ plane, int nx, int ny, int j,
+                                          int i)
+{
+    const T s = smooth_row(plane + (long long)(j > 0 ? j - 1 : 0) * nx, nx, i);
+    const T m = smooth_row(plane + (long long)j * nx, nx, i);
+    const T n = smooth_row(plane + (long long)(j < ny - 1 ? j + 1 : ny - 1) * nx, nx, i);
+    return 0.25 * (s + 2.0 * m + n);
+}
+
+extern "C" __global__ void bf_ls_smooth3(
+    const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny, const int nz)
+{
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const T b = smooth_plane(phi + (long long)(k > 0 ? k - 1 : 0) * plane, nx, ny, j, i);
+        const T m = smooth_plane(phi + (long long)k * plane, nx, ny, j, i);
+        const T t = smooth_plane(phi + (long long)(k < nz - 1 ? k + 1 : nz - 1) * plane, nx, ny,
+                                 j, i);
+        out[(long long)k * plane + (long long)j * nx + i] = 0.25 * (b + 2.0 * m + t);
+    }
+}

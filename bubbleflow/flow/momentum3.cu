@@ -1,0 +1,216 @@
+// Momentum kernels of the flow step in 3-D (bubbleflow.flow.momentum;
+// twins: fluid_properties_3d, provisional_velocity_3d, divergence_3d,
+// correct_velocity_3d): the 2-D kernels' file and the 3-D ones.  A file of
+// its own so that a 2-D run compiles none of it.
+#include "momentum.cu"
+
+// ---------------------------------------------------------------------------
+// 3-D.  Cells (k, j, i) plane after plane; grid axis a (x, y, z) is array
+// axis 2 - a.  Component a's faces have one more entry along its axis (u
+// (nz, ny, nx + 1), v (nz, ny + 1, nx), w (nz + 1, ny, nx)), its interior
+// faces one fewer than the cells.  Indices per array axis: at[0] = k (z),
+// at[1] = j (y), at[2] = i (x).
+// ---------------------------------------------------------------------------
+
+// Entry at[] of an n[0] x n[1] x n[2] array.
+__device__ __forceinline__ T get3(const T* __restrict__ f, const int* n, const int* at)
+{
+    return f[((long long)at[0] * n[1] + at[1]) * n[2] + at[2]];
+}
+
+// at[] with at[k] replaced by x.
+__device__ __forceinline__ T get3_at(const T* __restrict__ f, const int* n, const int* at, int k,
+                                     int x)
+{
+    int q[3] = {at[0], at[1], at[2]};
+    q[k] = x;
+    return get3(f, n, q);
+}
+
+// at[] with at[k] = x and at[l] = y.
+__device__ __forceinline__ T get3_at2(const T* __restrict__ f, const int* n, const int* at, int k,
+                                      int x, int l, int y)
+{
+    int q[3] = {at[0], at[1], at[2]};
+    q[k] = x;
+    q[l] = y;
+    return get3(f, n, q);
+}
+
+// H, rho, mu at the cells and the interior face densities of the three axes
+// (bf_mom_properties in 3-D).
+extern "C" __global__ void bf_mom3_properties(
+    const T* __restrict__ phi, T* __restrict__ H, T* __restrict__ rho, T* __restrict__ mu,
+    T* __restrict__ rho_x, T* __restrict__ rho_y, T* __restrict__ rho_z, const int nx,
+    const int ny, const int nz, const T eps, const T rho_g, const T drho, const T mu_g,
+    const T dmu, const int rule)
+{
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const long long c = (long long)k * plane + (long long)j * nx + i;
+        const T q = phi[c];
+        const T h = heaviside(q, eps);
+        const T r = rho_g + drho * h;
+        H[c] = h;
+        rho[c] = r;
+        mu[c] = mu_g + dmu * h;
+        if (i < nx - 1)
+            rho_x[((long long)k * ny + j) * (nx - 1) + i] =
+                face_density(q, phi[c + 1], r, eps, rho_g, drho, rule);
+        if (j < ny - 1)
+            rho_y[((long long)k * (ny - 1) + j) * nx + i] =
+                face_density(q, phi[c + nx], r, eps, rho_g, drho, rule);
+        if (k < nz - 1)
+            rho_z[c] = face_density(q, phi[c + plane], r, eps, rho_g, drho, rule);
+    }
+}
+
+// u* of component `axis` on every one of its faces (explicit viscosity; the
+// wall faces copied): momentum.provisional_velocity in 3-D, the advection
+// (advection_terms), the viscous stress (viscous_forces: the normal stress,
+// then the shear of each other axis in order), the interface force (with
+// forces) and reduced gravity's density mismatch on the vertical axis (reduced
+// != 0), one after the other.  vel[b]: component b; rho_f, coef: the interior
+// faces of `axis`; signs[2 b], signs[2 b + 1]: the walls' ghost signs of axis
+// b, low and high; gravity 0 for reduced gravity.
+extern "C" __global__ void bf_mom3_explicit(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_f,
+    const T* __restrict__ coef, T* __restrict__ out, const int nx, const int ny, const int nz,
+    const int axis, const T dt, const T hx, const T hy, const T hz, const T s0, const T s1,
+    const T s2, const T s3, const T s4, const T s5, const T gravity, const int forces,
+    const T reduced, const T rho_g, const T rho_l)
+{
+    const T* vel[3] = {u, v, w};
+    const T h[3] = {hx, hy, hz};
+    const T signs[6] = {s0, s1, s2, s3, s4, s5};
+    const int ka = 2 - axis;
+    const int nc[3] = {nz, ny, nx};
+    int na[3] = {nz, ny, nx};            // the faces of `axis`
+    na[ka] += 1;
+    int ni[3] = {nz, ny, nx};            // its interior faces
+    ni[ka] -= 1;
+    const T* ua = vel[axis];
+    const T ha = h[axis];
+    BF_CELLS3(na[2], na[1], na[0]) {
+        const int at[3] = {k, j, i};
+        const long long f = ((long long)k * na[1] + j) * na[2] + i;
+        const int fa = at[ka];
+        if (fa == 0 || fa == nc[ka]) {
+            out[f] = ua[f];
+            continue;
+        }
+        int inner[3] = {k, j, i};
+        inner[ka] = fa - 1;
+        const T centre = ua[f];
+        const T mu_f = 0.5 * (get3_at(mu, nc, at, ka, fa) + get3_at(mu, nc, at, ka, fa - 1));
+        const T r = get3(rho_f, ni, inner);
+        // Advection: the axes in order, the own one with its faces' neighbours.
+        T adv = 0.0;
+        for (int b = 0; b < 3; ++b) {
+            T minus, plus, speed;
+            const int kb = 2 - b;
+            if (b == axis) {
+                speed = centre;
+                minus = get3_at(ua, na, at, ka, fa - 1);
+                plus = get3_at(ua, na, at, ka, fa + 1);
+            } else {
+                int nb[3] = {nz, ny, nx};
+                nb[kb] += 1;
+                const int cb = at[kb];
+                speed = 0.25 * (get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb)
+                                + get3_at2(vel[b], nb, at, ka, fa, kb, cb)
+                                + get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb + 1)
+                                + get3_at2(vel[b], nb, at, ka, fa, kb, cb + 1));
+                minus = cb > 0 ? get3_at(ua, na, at, kb, cb - 1) : signs[2 * b] * centre;
+                plus = cb < nc[kb] - 1 ? get3_at(ua, na, at, kb, cb + 1) : signs[2 * b + 1] * centre;
+            }
+            const T term = speed * hybrid(minus, centre, plus, speed, h[b], 2 * h[b], r, mu_f);
+            adv = b == 0 ? term : adv + term;
+        }
+        // The viscous stress.
+        const T txx_hi = 2 * get3_at(mu, nc, at, ka, fa)
+                         * (get3_at(ua, na, at, ka, fa + 1) - centre) / ha;
+        const T txx_lo = 2 * get3_at(mu, nc, at, ka, fa - 1)
+                         * (centre - get3_at(ua, na, at, ka, fa - 1)) / ha;
+        T force = (txx_hi - txx_lo) / ha;
+        for (int b = 0; b < 3; ++b) {
+            if (b == axis) continue;
+            const int kb = 2 - b;
+            int nb[3] = {nz, ny, nx};
+            nb[kb] += 1;
+            const int cb = at[kb];
+            T stress[2];
+            for (int s = 0; s < 2; ++s) {
+                const int e = cb + s;            // the edge below (s = 0) and above the face
+                const int elo = e - 1 < 0 ? 0 : e - 1, ehi = e > nc[kb] - 1 ? nc[kb] - 1 : e;
+                const T mu_e = 0.25 * (get3_at2(mu, nc, at, ka, fa - 1, kb, elo)
+                                       + get3_at2(mu, nc, at, ka, fa - 1, kb, ehi)
+                                       + get3_at2(mu, nc, at, ka, fa, kb, elo)
+                                       + get3_at2(mu, nc, at, ka, fa, kb, ehi));
+                const T u_hi = e < nc[kb] ? get3_at(ua, na, at, kb, e)
+                                          : signs[2 * b + 1] * get3_at(ua, na, at, kb, nc[kb] - 1);
+                const T u_lo = e > 0 ? get3_at(ua, na, at, kb, e - 1)
+                                     : signs[2 * b] * get3_at(ua, na, at, kb, 0);
+                const T dv = get3_at2(vel[b], nb, at, ka, fa, kb, e)
+                             - get3_at2(vel[b], nb, at, ka, fa - 1, kb, e);
+                stress[s] = mu_e * ((u_hi - u_lo) / h[b] + dv / ha);
+            }
+            force = force + (stress[1] - stress[0]) / h[b];
+        }
+        const T H_hi = get3_at(H, nc, at, ka, fa), H_lo = get3_at(H, nc, at, ka, fa - 1);
+        if (forces) force = force - get3(coef, ni, inner) * (H_hi - H_lo) / ha;
+        if (axis == 2 && reduced != 0) {
+            const T rho_hi = rho_g + (rho_l - rho_g) * H_hi;
+            const T rho_lo = rho_g + (rho_l - rho_g) * H_lo;
+            force = force + reduced * ((T)0.5 * (rho_hi + rho_lo) - r);
+        }
+        out[f] = axis == 2 && gravity != 0 ? centre + dt * (-adv + force / r - gravity)
+                                           : centre + dt * (-adv + force / r);
+    }
+}
+
+// div u at the cells; with with_rhs also -div / dt (bf_mom_divergence in 3-D).
+extern "C" __global__ void bf_mom3_divergence(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    T* __restrict__ div, T* __restrict__ rhs, const int nx, const int ny, const int nz,
+    const T hx, const T hy, const T hz, const T dt, const int with_rhs)
+{
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const long long c = (long long)k * plane + (long long)j * nx + i;
+        const long long U = ((long long)k * ny + j) * (nx + 1) + i;
+        const long long V = ((long long)k * (ny + 1) + j) * nx + i;
+        const T d = (u[U + 1] - u[U]) / hx + (v[V + nx] - v[V]) / hy + (w[c + plane] - w[c]) / hz;
+        div[c] = d;
+        if (with_rhs) rhs[c] = -d / dt;
+    }
+}
+
+// The correction of component `axis`: us - dt / rho_f dp/dx_a on its interior
+// faces, the wall faces copied.
+extern "C" __global__ void bf_mom3_correct(
+    const T* __restrict__ us, const T* __restrict__ p, const T* __restrict__ rho_f,
+    T* __restrict__ out, const int nx, const int ny, const int nz, const int axis, const T dt,
+    const T h)
+{
+    const int ka = 2 - axis;
+    const int nc[3] = {nz, ny, nx};
+    int na[3] = {nz, ny, nx};
+    na[ka] += 1;
+    int ni[3] = {nz, ny, nx};
+    ni[ka] -= 1;
+    BF_CELLS3(na[2], na[1], na[0]) {
+        const int at[3] = {k, j, i};
+        const long long f = ((long long)k * na[1] + j) * na[2] + i;
+        const int fa = at[ka];
+        if (fa == 0 || fa == nc[ka]) {
+            out[f] = us[f];
+            continue;
+        }
+        int inner[3] = {k, j, i};
+        inner[ka] = fa - 1;
+        out[f] = us[f] - dt / get3(rho_f, ni, inner)
+                         * (get3_at(p, nc, at, ka, fa) - get3_at(p, nc, at, ka, fa - 1)) / h;
+    }
+}

@@ -1,0 +1,144 @@
+// Volume-of-fluid advection in 3-D (bubbleflow.flow.vof_advection; twin:
+// advect_3d): the 2-D kernels' file and the 3-D sweep.  A file of its own so
+// that a 2-D run compiles none of it.
+#include "vof.cu"
+#include "plic3.cuh"
+
+// ---------------------------------------------------------------------------
+// 3-D.  Cells (k, j, i) stored plane after plane, p = (k * ny + j) * nx + i;
+// grid axis a (0 x, 1 y, 2 z) is array axis 2 - a.  The face velocity of
+// axis a has one more entry along it: u (nz, ny, nx + 1), v (nz, ny + 1, nx),
+// w (nz + 1, ny, nx).
+// ---------------------------------------------------------------------------
+
+// Cell d (array-axis offsets from (k, j, i)) of f with the indices clamped to
+// the grid: plic_reconstruction's edge padding.
+__device__ __forceinline__ T vof_edge3(const T* __restrict__ f, const int* n, const int* at,
+                                       const int* d)
+{
+    int q[3];
+    for (int b = 0; b < 3; ++b) {
+        const int x = at[b] + d[b];
+        q[b] = x < 0 ? 0 : (x >= n[b] ? n[b] - 1 : x);
+    }
+    return f[((long long)q[0] * n[1] + q[1]) * n[2] + q[2]];
+}
+
+// plic_reconstruction.interface_normal without normal_from in 3-D: for each grid axis the
+// central difference of the edge-padded c, smoothed [1, 2, 1] along the other
+// array axes in their order (the difference first, then the smoothing), over
+// -32 h; normalised.  at, n: the cell and the grid per array axis.
+__device__ __forceinline__ void vof_youngs3(const T* __restrict__ c, const int* n, const int* at,
+                                            T hx, T hy, T hz, T* m)
+{
+    const T h[3] = {hx, hy, hz};
+    T g[3];
+    for (int a = 0; a < 3; ++a) {
+        const int ka = 2 - a;
+        const int j1 = ka == 0 ? 1 : 0, j2 = ka == 2 ? 1 : 2;
+        T s2[3];
+        for (int o2 = -1; o2 <= 1; ++o2) {
+            T s1[3];
+            for (int o1 = -1; o1 <= 1; ++o1) {
+                int d[3];
+                d[j1] = o1;
+                d[j2] = o2;
+                d[ka] = 1;
+                const T up = vof_edge3(c, n, at, d);
+                d[ka] = -1;
+                s1[o1 + 1] = up - vof_edge3(c, n, at, d);
+            }
+            s2[o2 + 1] = s1[0] + 2.0 * s1[1] + s1[2];
+        }
+        const T diff = s2[0] + 2.0 * s2[1] + s2[2];
+        g[a] = -diff / (32.0 * h[a]);
+    }
+    vof_unit3(g[0], g[1], g[2], m);
+}
+
+// The gas volume through one interior face along grid axis a in dt, in units
+// of the cell volume (vof_advection's sweep's `inner` in 3-D): w the face velocity,
+// donor[] the upwind cell per array axis, cd its fraction.  The donor's plane
+// is reconstructed only where it is neither full nor empty.
+__device__ __forceinline__ T vof_face_flux3(
+    const T* __restrict__ c, const T* __restrict__ phi, int use_phi, int a, const int* n,
+    const int* donor, T cd, T w, T hx, T hy, T hz, T dt, T dt_over_h)
+{
+    const T h[3] = {hx, hy, hz};
+    const T width = fabs(w) * dt;
+    const bool right = w > 0.0;
+    T frac;
+    if (cd <= 0.0) {
+        frac = 0.0;
+    } else if (cd >= 1.0) {
+        frac = 1.0;
+    } else {
+        T m[3];
+        if (use_phi) vof_phi_normal3(phi, n[2], n[1], n[0], donor[0], donor[1], donor[2],
+                                     hx, hy, hz, m);
+        else         vof_youngs3(c, n, donor, hx, hy, hz, m);
+        const T alpha = vof_plane_constant(m, cd, hx, hy, hz);
+        const int b = a == 0 ? 1 : 0, e = a == 2 ? 1 : 2;     // the other grid axes, in order
+        const T shifted = right ? alpha - m[a] * (h[a] - width) : alpha;
+        frac = vof_cut_fraction3(m[a], m[b], m[e], shifted, width, h[b], h[e]);
+    }
+    return w * dt_over_h * frac;
+}
+
+// One sweep of vof_advection's sweep along grid axis `axis` of the field c
+// (vel: that axis's face velocity), as bf_vof_sweep.
+extern "C" __global__ void bf_vof_sweep3(
+    const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ phi,
+    const T* __restrict__ vel, T* out, T* raw, const int nx, const int ny, const int nz,
+    const int axis, const int use_phi, const int last, const int keep_raw, const T hx,
+    const T hy, const T hz, const T dt, const T dt_over_h, const T tol, const T one_plus_tol)
+{
+    const long long plane = (long long)nx * ny;
+    const int n[3] = {nz, ny, nx};
+    const int ka = 2 - axis;
+    const long long step = axis == 0 ? 1 : (axis == 1 ? (long long)nx : plane);
+    BF_CELLS3(nx, ny, nz) {
+        const long long p = (long long)k * plane + (long long)j * nx + i;
+        const int at[3] = {k, j, i};
+        long long f_in, f_out;
+        if (axis == 0) {
+            f_in = ((long long)k * ny + j) * (nx + 1) + i;
+            f_out = f_in + 1;
+        } else if (axis == 1) {
+            f_in = ((long long)k * (ny + 1) + j) * nx + i;
+            f_out = f_in + nx;
+        } else {
+            f_in = p;
+            f_out = p + plane;
+        }
+        const T w_in = vel[f_in], w_out = vel[f_out];
+        const T cc = c[p];
+        T flux_in = 0.0, flux_out = 0.0;         // no gas through walls
+        if (at[ka] > 0) {
+            const bool from_prev = w_in > 0.0;
+            int donor[3] = {k, j, i};
+            if (from_prev) donor[ka] -= 1;
+            flux_in = vof_face_flux3(c, phi, use_phi, axis, n, donor,
+                                     from_prev ? c[p - step] : cc, w_in, hx, hy, hz, dt, dt_over_h);
+        }
+        if (at[ka] < n[ka] - 1) {
+            const bool from_here = w_out > 0.0;
+            int donor[3] = {k, j, i};
+            if (!from_here) donor[ka] += 1;
+            flux_out = vof_face_flux3(c, phi, use_phi, axis, n, donor,
+                                      from_here ? cc : c[p + step], w_out, hx, hy, hz, dt,
+                                      dt_over_h);
+        }
+        const T dilatation = (w_out - w_in) * dt_over_h;
+        const T indicator = c0[p] > 0.5 ? 1.0 : 0.0;
+        const T value = cc - (flux_out - flux_in) + indicator * dilatation;
+        if (last) {
+            const bool low = value < 0.0 && value > -tol;
+            const bool high = value > 1.0 && value < one_plus_tol;
+            out[p] = low ? 0.0 : (high ? 1.0 : value);
+            if (keep_raw) raw[p] = value;
+        } else {
+            out[p] = value;
+        }
+    }
+}
