@@ -23,6 +23,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers.twins import on_device, outputs, relative
 
 from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
@@ -370,29 +371,6 @@ def twin_calls(s, state, dt):
     if coef is not None:                # (nothing acts: None, no kernel)
         calls.append(("interface_coefficients", m.interface_coefficients, coef_args))
     return calls
-
-
-def on_device(x, cp):
-    """``x`` with its NumPy arrays (in tuples too) on the device."""
-    if isinstance(x, np.ndarray):
-        return cp.asarray(x)
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
-        return tuple(on_device(a, cp) for a in x)
-    return x
-
-
-def outputs(label, result):
-    """``[(label, host array or None)]`` of one call's result."""
-    if isinstance(result, tuple):
-        return [item for k, r in enumerate(result) for item in outputs(f"{label}[{k}]", r)]
-    if result is None:
-        return [(label, None)]
-    return [(label, np.asarray(result.get() if hasattr(result, "get") else result))]
-
-
-def relative(got, ref):
-    assert got.shape == ref.shape and got.dtype == ref.dtype
-    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-300)) if ref.size else 0.0
 
 
 @pytest.mark.gpu

@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 import pytest
+from helpers.twins import on_device, outputs, relative
 
 from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
@@ -88,27 +89,6 @@ def calls(flow, state, dt):
         ("correct_velocity-slab", m.correct_velocity,
          (provisional, state.p, faces, None, dt, flow.spacing)),
     ]
-
-
-def on_device(x, cp):
-    if isinstance(x, np.ndarray):
-        return cp.asarray(x)
-    if isinstance(x, tuple) and not hasattr(x, "_fields"):
-        return tuple(on_device(a, cp) for a in x)
-    return x
-
-
-def outputs(label, result):
-    if isinstance(result, tuple):
-        return [item for k, r in enumerate(result) for item in outputs(f"{label}[{k}]", r)]
-    if result is None:
-        return [(label, None)]
-    return [(label, np.asarray(result.get() if hasattr(result, "get") else result))]
-
-
-def relative(got, ref):
-    assert got.shape == ref.shape and got.dtype == ref.dtype
-    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-300)) if ref.size else 0.0
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
