@@ -2,6 +2,7 @@
 time (to the disk: flushed and fsync'ed), read time and size.
 
     python3 scripts/compression_study.py [--n 4096] [--dir DIR] [--repeat 2]
+                                         [--threads 1 2 4 ...]
 
 The fields are those a pressure case writes (``phi``, ``rho``, ``p`` of the
 bubbly column at ``n x n``, float64), built as ``bubbleflow run`` builds
@@ -12,7 +13,11 @@ temporary folder on the disk that holds ``outputs/``), flushed and
 ``fsync``'ed before the clock stops, then reads them back; the best of
 ``--repeat`` rounds.  Settings: no compression, gzip levels 1 and 4, each
 with and without byte shuffle, LZF with and without shuffle, on h5py's
-automatic chunks and on 1 MiB row blocks.
+automatic chunks and on 1 MiB row blocks.  Then gzip 1 in row blocks as
+a run writes it (``bubbleflow.io.compression.write_field``: the chunks
+compressed by a pool of threads and written directly) for each count of
+``--threads`` (default 1 and every core), beside HDF5's own filter in the
+same run.
 """
 import argparse
 import os
@@ -66,6 +71,19 @@ def write(path, data, options, rows):
     return time.perf_counter() - t0
 
 
+def write_pooled(path, data, threads):
+    import bubbleflow.io.compression as compression
+
+    compression.compression_threads = lambda: threads
+    t0 = time.perf_counter()
+    with h5py.File(path, "w") as fh:
+        for name, a in data.items():
+            compression.write_field(fh, name, a, compression.Compression("gzip", 1))
+        fh.flush()
+        os.fsync(fh.id.get_vfd_handle())
+    return time.perf_counter() - t0
+
+
 def read(path, data):
     t0 = time.perf_counter()
     with h5py.File(path, "r") as fh:
@@ -79,6 +97,8 @@ def main():
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--threads", type=int, nargs="+", default=None,
+                    help="pool sizes of the pooled gzip 1 write (default 1 and every core)")
     args = ap.parse_args()
     data = fields(args.n)
     raw = sum(a.nbytes for a in data.values())
@@ -99,6 +119,16 @@ def main():
                 print(f"{name:18} {'rows' if rows else 'auto':8} {w:8.2f} {raw / w / 1e6:7.0f} "
                       f"{r:7.2f} {size / 2 ** 20:9.1f} {raw / size:6.2f}", flush=True)
                 os.unlink(path)
+        path = os.path.join(tmp, "f.h5")
+        filtered = min(write(path, data, SETTINGS["gzip 1"], True) for _ in range(args.repeat))
+        print(f"\n# gzip 1 in row blocks: HDF5's filter {filtered:.2f} s; the pooled write "
+              f"(io.compression.write_field) side by side")
+        print(f"{'threads':>7} {'write s':>8} {'MB/s':>7} {'x filter':>9}")
+        for threads in args.threads or sorted({1, os.cpu_count() or 1}):
+            w = min(write_pooled(path, data, threads) for _ in range(args.repeat))
+            read(path, data)                 # (it checks the values)
+            print(f"{threads:7d} {w:8.2f} {raw / w / 1e6:7.0f} {filtered / w:9.2f}", flush=True)
+        os.unlink(path)
 
 
 if __name__ == "__main__":

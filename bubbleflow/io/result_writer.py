@@ -17,7 +17,7 @@ import numpy as np
 
 from .atomic import atomic_h5
 from .bubble_tables import TRACKER, write_bubble_tables, write_tracker_state
-from .compression import AUTO_COMPRESSION, Compression
+from .compression import AUTO_COMPRESSION, Compression, write_field
 from .dimension_scales import attach_dimension_scales
 from .layout import (BACKEND, CASE, COLUMNS_ATTR, CREATED, DEVICE, DIAGNOSTICS_GROUP,
                      FACE_DENSITY, FIELDS, FLOW_FIELDS, GRID, HISTORY, HISTORY_OFFSETS,
@@ -62,7 +62,7 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
         f = fh.create_group(FIELDS)
         for name, data in (("phi", phi), ("rho", rho), ("p", p)):
             data = np.asarray(data)
-            ds = f.create_dataset(name, data=data, **compression.options(data.shape))
+            ds = write_field(f, name, data, compression)
             ds.attrs[UNITS_ATTR] = UNITS[name]
             ds.attrs[LAYOUT_ATTR] = ("(ny, nx), row j is y, column i is x" if grid.ndim == 2
                                      else "(nz, ny, nx), x fastest")
@@ -105,7 +105,7 @@ def write_snapshot(path, step, time, fields, compression=None):
                 write_tracker_state(fh, fields[key], fields["p"].ndim)
                 continue
             data = np.asarray(fields[key], dtype=np.float64)
-            ds = fh.create_dataset(key, data=data, **compression.options(data.shape))
+            ds = write_field(fh, key, data, compression)
             if key in UNITS:
                 ds.attrs[UNITS_ATTR] = UNITS[key]
         # Cell-centred velocity (w = 0 in 2-D) for viewers, which have no face data.
@@ -115,8 +115,7 @@ def write_snapshot(path, step, time, fields, compression=None):
             f, k = np.asarray(fields[name]), ndim - 1 - a
             vel[..., a] = 0.5 * (np.take(f, range(1, f.shape[k]), axis=k)
                                  + np.take(f, range(f.shape[k] - 1), axis=k))
-        fh.create_dataset("velocity", data=vel, **compression.options(vel.shape)
-                          ).attrs[UNITS_ATTR] = UNITS["velocity"]
+        write_field(fh, "velocity", vel, compression).attrs[UNITS_ATTR] = UNITS["velocity"]
 
 
 def write_flow_index(path, *, attrs, status, run_id, snapshot_dir, grid, diagnostics, solver,
