@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..compute.backend import array_module
+from ..compute.backend import array_module, backend_of
 from ..compute.truth import any_true
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
@@ -37,7 +37,8 @@ from .plic_reconstruction import interface_mask, reconstruct
 from .plic_segments import cell_segments, face_segments, segment_fields
 from .vof_limits import CLIP_TOLERANCE, box_distance2, search_offsets, search_window
 
-__all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "search_batch"]
+__all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "SKIP_MIN_ENTRIES",
+           "search_batch"]
 
 #: Entries (offset x band cell) the search handles per batch: larger
 #: batches mean fewer array operations and more memory per batch; smaller
@@ -50,6 +51,14 @@ SEARCH_BATCH = 1 << 22
 #: (2-core CPU, the same distances: docs/performance.md); CuPy's array code,
 #: bound by its launches, keeps :data:`SEARCH_BATCH`.
 SEARCH_ENTRIES_PER_CELL = {"numpy": 16}
+
+
+#: Searches of at least this many entries (offset x layer) let each band
+#: cell skip the entries nearer than its nearest patch cell: the groups this
+#: makes cost batches of their own, which the flow's 2-D windows (289
+#: offsets) did not repay and its 3-D ones (4913) did, as measured
+#: (docs/performance.md, "The level set's rebuild on the CPU").
+SKIP_MIN_ENTRIES = 2000
 
 
 def search_batch(xp, cells):
@@ -226,14 +235,17 @@ def _patch_distance(f, p, box2, spacing, xp):
 class _SearchPlan(NamedTuple):
     """The search's entries (offset, layer), nearest first, as arrays: each
     one's shift in the padded stack, the searching cell seen from the patch
-    cell's centre per grid axis, its box's squared distance, and ``later[i]``
-    the least of those from entry ``i`` on (``inf`` past the last)."""
+    cell's centre per grid axis, its box's squared distance, ``later[i]``
+    the least of those from entry ``i`` on (``inf`` past the last), and
+    ``lead[d]`` how many leading entries have offsets of fewer than ``d``
+    cells along every axis (``d`` up to the window's largest reach + 1)."""
 
     count: int
     shifts: object
     points: tuple
     box2: object
     later: list
+    lead: list
 
 
 @functools.lru_cache(maxsize=64)
@@ -255,7 +267,11 @@ def _search_plan(window, spacing, padded, n_layers, size_types):
                        for o, l in entries], dtype=np.int64)
     points = tuple(np.array([-o[array_axis(nd, a)] * spacing[a] for o, _ in entries],
                             dtype=np.float64) for a in range(nd))
-    return _SearchPlan(len(entries), shifts, points, np.array(box2, dtype=np.float64), later)
+    reach = [max(abs(x) for x in o) for o, _ in entries]
+    lead = [next((i for i, r in enumerate(reach) if r >= d), len(entries))
+            for d in range(max(window) + 2)]
+    return _SearchPlan(len(entries), shifts, points, np.array(box2, dtype=np.float64), later,
+                       lead)
 
 
 def _nearest_patch(layers, where, spacing, window, xp):
@@ -268,7 +284,11 @@ def _nearest_patch(layers, where, spacing, window, xp):
     pairs go in batches gathered from one padded array, so the array
     operations go by batch, not by offset; after each batch the cells that
     no later offset can bring nearer (its box farther than their best) drop
-    out, so the cells near the interface stop early.
+    out, so the cells near the interface stop early.  In a search of
+    :data:`SKIP_MIN_ENTRIES` entries or more, a cell ``d`` cells (Chebyshev)
+    from the nearest cell holding a patch starts past the entries whose
+    offsets are all shorter than ``d``: none holds a patch, so the result is
+    the same.
     """
     shape = layers[0][0].shape
     nd = len(shape)
@@ -283,11 +303,46 @@ def _nearest_patch(layers, where, spacing, window, xp):
     pos = sum((i + r) * s for i, r, s in zip(where, window, strides))
     plan = _search_plan(tuple(window), tuple(spacing), padded, len(layers),
                         tuple(type(h) for h in spacing))
+    if plan.count < SKIP_MIN_ENTRIES:
+        return _search(flat, pos, plan, 0, spacing, xp)
+    # A cell d cells (Chebyshev) from the nearest patch cell skips the
+    # leading entries whose offsets are all shorter: they hold no patch.
+    # The rest are visited as before, so the result is the same.
+    gap = _patch_gap(xp.any(stack[0] > 0.0, axis=0), len(plan.lead) - 1, xp).ravel()[pos]
+    starts = xp.asarray(np.asarray(plan.lead, dtype=np.int64))[gap]
+    best = xp.full(pos.shape, float("inf"), dtype=dtype)
+    side = xp.zeros_like(best)
+    for first in np.unique(backend_of(starts).to_host(starts)).tolist():
+        cells = xp.nonzero(starts == first)[0]
+        best[cells], side[cells] = _search(flat, pos[cells], plan, first, spacing, xp)
+    return best, side
+
+
+def _patch_gap(patch, cap, xp):
+    """Per cell of the padded grid, the Chebyshev distance in cells to the
+    nearest ``patch`` cell, at most ``cap``."""
+    nd = patch.ndim
+    gap = xp.full(patch.shape, cap, dtype=np.int64)
+    near = patch
+    for d in range(cap):
+        gap[near & (gap == cap)] = d
+        for k in range(nd):
+            grown = near.copy()
+            grown[along(nd, k, slice(1, None))] |= near[along(nd, k, slice(None, -1))]
+            grown[along(nd, k, slice(None, -1))] |= near[along(nd, k, slice(1, None))]
+            near = grown
+    return gap
+
+
+def _search(flat, pos, plan, start, spacing, xp):
+    """The nearest patch of the cells at ``pos`` (flat indices of the padded
+    stack ``flat``) over ``plan``'s entries from ``start`` on: ``(best
+    squared distance, side)``, in batches (:func:`_nearest_patch`)."""
+    dtype = flat.dtype
     later = plan.later
     best = xp.full(pos.shape, float("inf"), dtype=dtype)
     side = xp.zeros_like(best)
     active = xp.arange(pos.shape[0])
-    start = 0
     batch = search_batch(xp, pos.shape[0])
     while start < plan.count and active.shape[0] > 0:
         chunk = slice(start, min(start + max(1, batch // int(active.shape[0])), plan.count))

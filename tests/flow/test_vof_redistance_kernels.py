@@ -256,6 +256,48 @@ def test_the_distances_do_not_depend_on_the_search_batch(monkeypatch, name):
     assert np.array_equal(runs[1], runs[0])
 
 
+@pytest.mark.parametrize("name", ["circle", "two-circles", "box-and-circle", "noise"])
+def test_skipping_the_entries_nearer_than_the_nearest_patch_cell_gives_the_same_bits(
+        monkeypatch, name):
+    """A band cell d cells from the nearest cell holding a patch may start
+    past the entries shorter than d (none holds a patch): the search with
+    the skip everywhere, and with it nowhere, gives the same bits and
+    counts, in 2-D and 3-D (a sphere, two spheres nearly touching, a plane
+    on a grid plane, a random fraction)."""
+    from bubbleflow.flow import vof_redistance
+
+    def both(phi, c, spacing):
+        runs = []
+        for threshold in (0, 1 << 40):
+            monkeypatch.setattr(vof_redistance, "SKIP_MIN_ENTRIES", threshold)
+            info = {}
+            runs.append((reference(phi, c, spacing, band=CLSVOF_BAND, reach=CLSVOF_BAND + 1,
+                                   info=info), info))
+        (a, ia), (b, ib) = runs
+        assert np.array_equal(a.view(np.uint64), b.view(np.uint64)) and ia == ib
+
+    phi, c, hx, hy = case(name)
+    both(phi, c, (hx, hy))
+    n = 16
+    z = (np.arange(n) + 0.5) / n
+    Z, Y, X = np.meshgrid(z, z, z, indexing="ij")
+    shapes3 = {
+        "circle": np.sqrt((X - 0.47) ** 2 + (Y - 0.52) ** 2 + (Z - 0.45) ** 2) - 0.27,
+        "two-circles": np.minimum(
+            np.sqrt((X - 0.3) ** 2 + (Y - 0.5) ** 2 + (Z - 0.5) ** 2) - 0.17,
+            np.sqrt((X - 0.68) ** 2 + (Y - 0.52) ** 2 + (Z - 0.49) ** 2) - 0.16),
+        "box-and-circle": Z - 0.5,
+        "noise": np.sin(7.0 * X + 1.0) * np.cos(5.0 * Y) * np.cos(3.0 * Z) * 0.1,
+    }
+    phi3 = shapes3[name]
+    c3 = np.where(phi3 < 0, 1.0, 0.0) if name == "box-and-circle" else volume_fraction(
+        phi3, (1 / n,) * 3)
+    if name == "noise":
+        rng = np.random.default_rng(5)
+        c3 = np.where(rng.uniform(size=c3.shape) < 0.2, rng.uniform(size=c3.shape), c3)
+    both(phi3, c3, (1 / n,) * 3)
+
+
 def test_the_search_batch_follows_the_band_on_numpy_and_is_fixed_elsewhere():
     from bubbleflow.flow.vof_redistance import (SEARCH_BATCH, SEARCH_ENTRIES_PER_CELL,
                                                 search_batch)
