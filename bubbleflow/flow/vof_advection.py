@@ -49,15 +49,35 @@ def _sweep(c, indicator, vel, dt, spacing, normal, alpha, a, xp):
     # the plane's origin to the slab's lowest corner.
     shifted = xp.where(right, alpha[..., :-1] - comps[0][..., :-1] * (h - width), alpha[..., 1:])
     donor = xp.where(right, c[..., :-1], c[..., 1:])
-    frac = cut_fraction(tuple(ms), shifted, (width,) + tuple(spacing[b] for b in others))
-    # Full and empty donors give exact fluxes, free of the plane's rounding.
-    frac = xp.where(donor <= 0.0, 0.0, xp.where(donor >= 1.0, 1.0, frac))
+    # Full and empty donors give exact fluxes, free of the plane's rounding;
+    # the planes are cut for the others only.
+    frac = xp.where(donor >= 1.0, 1.0, 0.0)
+    cut = _mixed(donor)
+    frac[cut] = cut_fraction(tuple(m[cut] for m in ms), shifted[cut],
+                             (width[cut],) + tuple(spacing[b] for b in others))
     inner = w * (dt / h) * frac
     zero = xp.zeros_like(c[..., :1])
     flux = xp.concatenate([zero, inner, zero], axis=-1)  # no gas through walls
     dilatation = (vel[..., 1:] - vel[..., :-1]) * (dt / h)
     out = c - (flux[..., 1:] - flux[..., :-1]) + indicator * dilatation
     return xp.moveaxis(out, -1, k)
+
+
+def _mixed(c):
+    """Where ``c`` is neither empty (``<= 0``) nor full (``>= 1``): the cells
+    whose plane the fluxes read (NaN included, which then spreads as in the
+    whole-array arithmetic)."""
+    return ~(c <= 0.0) & ~(c >= 1.0)
+
+
+def _plane_constants(normal, c, spacing, xp):
+    """:func:`.plic.plane_constant` of the cells where ``c`` is mixed
+    (:func:`_mixed`), zero elsewhere (not read: full and empty donors'
+    fluxes are exact)."""
+    mixed = _mixed(c)
+    alpha = xp.zeros_like(c)
+    alpha[mixed] = plane_constant(tuple(m[mixed] for m in normal), c[mixed], spacing)
+    return alpha
 
 
 @twin
@@ -118,7 +138,7 @@ def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     for i in range(nd):
         a = array_axis(nd, (first_axis + i) % nd)
         m = fixed if fixed is not None else interface_normal(new, spacing)
-        alpha = plane_constant(m, new, spacing)
+        alpha = _plane_constants(m, new, spacing, xp)
         new = _sweep(new, indicator, velocity[a], dt, spacing, m, alpha, a, xp)
     new = xp.ascontiguousarray(new)
     low = (new < 0.0) & (new > -CLIP_TOLERANCE)
