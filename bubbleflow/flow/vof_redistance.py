@@ -33,7 +33,8 @@ from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from . import vof_redistance_cuda
 from .padding import along
-from .plic_reconstruction import interface_mask, reconstruct
+from .plic import plane_constant
+from .plic_reconstruction import interface_mask, interface_normal
 from .plic_segments import cell_segments, face_segments, segment_fields
 from .vof_limits import CLIP_TOLERANCE, box_distance2, search_offsets, search_window
 
@@ -181,7 +182,10 @@ def _plane_layers(c, spacing, normal_from, xp):
     axes and masks).  Values off the mask are zero."""
     nd = c.ndim
     mask = interface_mask(c)
-    m, alpha = reconstruct(c, spacing, normal_from)
+    m = interface_normal(c, spacing, normal_from)
+    # Only the interface cells' planes are read.
+    alpha = xp.zeros_like(c)
+    alpha[mask] = plane_constant(tuple(mi[mask] for mi in m), c[mask], spacing)
     d = alpha - 0.5 * sum(mi * h for mi, h in zip(m, spacing))
     zero = xp.zeros_like(c)
     layers = [[mask.astype(c.dtype)] + [xp.where(mask, mi, zero) for mi in m]
