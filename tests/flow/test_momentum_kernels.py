@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers.twins import on_device, outputs, relative
+from helpers.twins import check_variant, on_device, outputs, relative, same_bits
 
 from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
@@ -34,12 +34,6 @@ from bubbleflow.mesh.levelset import heaviside
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 RHO_L, RHO_G, MU_L, MU_G = 1000.0, 100.0, 10.0, 1.0
-
-
-def same_bits(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
-        np.ascontiguousarray(a).view(np.uint64), np.ascontiguousarray(b).view(np.uint64))
 
 
 # ---------------------------------------------------------------------------
@@ -380,26 +374,8 @@ def test_cuda_variants_match_their_reference(config, flow_states, cupy_backend):
     s, state, dt = flow_states[config]
     worst_bits, worst_host = 0.0, 0.0
     for label, concept, args in twin_calls(s, state, dt):
-        dev = on_device(args, cp)
-        got = concept.variants["cupy"](*dev)
-        assert got is not NotImplemented, label
-        on_gpu = outputs(label, concept.reference(*dev))
-        on_cpu = outputs(label, concept.reference(*args))
-        assert len(outputs(label, got)) == len(on_gpu), label
-        for (name, g), (_, r), (_, h) in zip(outputs(label, got), on_gpu, on_cpu):
-            if r is None:
-                assert g is None, name
-                continue
-            bits, host = relative(g, r), relative(g, h)
-            equal = same_bits(g, r)
-            print(f"maxdiff {config} {name}: {bits:.2e} against the reference on CuPy "
-                  f"(equal bits: {equal}), {host:.2e} against NumPy")
-            if name.split("-")[0] in SUMS or name in SUMS:
-                assert bits <= RTOL, name
-            else:
-                assert equal, name
-            assert host <= RTOL, name
-            worst_bits, worst_host = max(worst_bits, bits), max(worst_host, host)
+        bits, host = check_variant(config, label, concept, args, cp, SUMS, RTOL)
+        worst_bits, worst_host = max(worst_bits, bits), max(worst_host, host)
     print(f"maxdiff {config} all: {worst_bits:.2e} (CuPy reference), {worst_host:.2e} (NumPy)")
 
 
