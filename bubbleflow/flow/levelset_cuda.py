@@ -2,7 +2,8 @@
 
 Registered on the array-code references in :mod:`bubbleflow.flow.levelset`
 and :mod:`bubbleflow.flow.bubble_measures` (the tests compare the two on the
-GPU); the kernels are ``levelset.cu`` beside this file.  Where the array
+GPU); the kernels are ``levelset.cu`` beside this file (``levelset3.cu``
+in 3-D).  Where the array
 code launches hundreds of small kernels per call, these launch a few:
 
 * :func:`advect`: one kernel per TVD-RK3 stage (WENO5 upwind derivatives

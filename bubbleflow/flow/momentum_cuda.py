@@ -4,7 +4,7 @@ Registered on the references in :mod:`bubbleflow.flow.momentum` (2-D
 arguments one by one) and, through the ``*_nd`` variants at the end (which
 unpack a 2-D call of the n-D functions: tuples over the axes), on those of
 :mod:`bubbleflow.flow.momentum`; the tests compare them on the GPU.  The
-kernels are ``momentum.cu`` beside this file.  Where the array code
+kernels are ``momentum.cu`` beside this file (``momentum3.cu`` in 3-D).  Where the array code
 launches tens of small kernels per call, these launch one or two:
 
 * :func:`fluid_properties`, :func:`advection_terms`,

@@ -3,7 +3,8 @@
 :func:`advect` is the ``"cupy"`` variant of
 :func:`bubbleflow.flow.vof_advection.advect` (the tests compare the two on
 the GPU); :func:`advect_2d` and :func:`advect_3d` are the calls of each
-dimension.  The kernels are ``vof.cu`` beside this file.  The array code
+dimension.  The kernels are ``vof.cu`` beside this file (``vof3.cu`` in
+3-D).  The array code
 launches hundreds of small kernels per step (the PLIC reconstruction, the
 slab cuts and the update, for each sweep); a call here launches one kernel
 per direction sweep (``bf_vof_sweep``, ``bf_vof_sweep3``): a thread per

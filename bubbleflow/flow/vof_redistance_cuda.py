@@ -1,12 +1,14 @@
 """CUDA twin of the volume fraction's rebuilding of the level set in 2-D
-(CuPy, float64).
+and 3-D (CuPy, float64).
 
 :func:`redistance` is the ``"cupy"`` variant of
 :func:`bubbleflow.flow.vof_redistance.redistance`; :func:`redistance_2d` is
-the same call with the cell sizes as separate arguments.  The array code
-loops in Python over the ~121 neighbour offsets of the search (``reach =
-5``), several array operations each; here two kernels of
-``vof_redistance.cu`` beside this file do the whole call:
+the same call with the cell sizes as separate arguments, and
+:func:`redistance_3d` the 3-D call (the kernels of ``vof_redistance3.cu``:
+the cells' planes, the band's dilation one axis a launch, and a search like
+the 2-D one over the planes and faces).  The array code batches the search's
+(offset, layer) entries, several array operations a batch; here two
+kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
 
 * ``bf_vof_rd_segments``: per cell, the flags (an interface cell, the
   interface faces it holds and their sense, the band seed) and the PLIC
