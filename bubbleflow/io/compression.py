@@ -75,9 +75,11 @@ class Compression:
 
 
 def compression_threads():
-    """Threads that compress a field's chunks: every core but one (the
-    steps' own), at least one."""
-    return max(1, (os.cpu_count() or 1) - 1)
+    """Threads that compress a field's chunks: every core this process may
+    run on (its affinity, where the system tells it) but one (the steps'
+    own), at least one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) - 1)
 
 
 def write_field(group, name, data, compression):

@@ -116,3 +116,18 @@ def test_a_field_of_one_chunk_or_uncompressed_is_written_whole(tmp_path):
         assert small.chunks == (3, 4) and small.compression == "gzip"
         assert plain.chunks is None and plain.compression is None
         assert np.array_equal(small[()], data)
+
+
+def test_the_pool_leaves_one_of_the_cores_the_process_may_use(monkeypatch):
+    import bubbleflow.io.compression as compression
+
+    if hasattr(os, "sched_getaffinity"):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+        assert compression.compression_threads() == 3
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
+        assert compression.compression_threads() == 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert compression.compression_threads() == 15
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert compression.compression_threads() == 1
