@@ -20,7 +20,8 @@ from .padding import along
 from .plic import plane_constant
 from .vof_limits import CLIP_TOLERANCE
 
-__all__ = ["cell_gradient", "interface_normal", "reconstruct", "interface_mask"]
+__all__ = ["cell_gradient", "interface_normal", "reconstruct", "plane_constants_where",
+           "interface_mask"]
 
 
 def cell_gradient(phi, spacing):
@@ -150,6 +151,33 @@ def reconstruct(c, spacing, normal_from=None):
     """
     m = interface_normal(c, spacing, normal_from)
     return m, plane_constant(m, c, spacing)
+
+
+def plane_constants_where(normal, c, spacing, where):
+    """:func:`.plic.plane_constant` of the cells where ``where`` is true,
+    zero elsewhere: for callers that read the planes of some cells only (the
+    mixed or the interface ones), each of those cells with the bits the
+    whole array's call would give it.
+
+    Parameters
+    ----------
+    normal : tuple of arrays
+        Unit normals in grid-axis order (:func:`interface_normal`).
+    c : array
+        Gas volume fraction.
+    spacing : tuple of floats
+        Cell sizes in grid-axis order.
+    where : array of bool
+        The cells whose plane is wanted.
+
+    Returns
+    -------
+    array
+        ``alpha`` shaped like ``c``.
+    """
+    alpha = array_module(c).zeros_like(c)
+    alpha[where] = plane_constant(tuple(m[where] for m in normal), c[where], spacing)
+    return alpha
 
 
 def interface_mask(c):

@@ -22,8 +22,8 @@ from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from . import vof_cuda
 from .face_velocity import check_velocity
-from .plic import cut_fraction, plane_constant
-from .plic_reconstruction import interface_normal
+from .plic import cut_fraction
+from .plic_reconstruction import interface_normal, plane_constants_where
 from .vof_limits import CLIP_TOLERANCE, times_cell_volume
 
 __all__ = ["advect"]
@@ -68,16 +68,6 @@ def _mixed(c):
     whose plane the fluxes read (NaN included, which then spreads as in the
     whole-array arithmetic)."""
     return ~(c <= 0.0) & ~(c >= 1.0)
-
-
-def _plane_constants(normal, c, spacing, xp):
-    """:func:`.plic.plane_constant` of the cells where ``c`` is mixed
-    (:func:`_mixed`), zero elsewhere (not read: full and empty donors'
-    fluxes are exact)."""
-    mixed = _mixed(c)
-    alpha = xp.zeros_like(c)
-    alpha[mixed] = plane_constant(tuple(m[mixed] for m in normal), c[mixed], spacing)
-    return alpha
 
 
 @twin
@@ -138,7 +128,8 @@ def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     for i in range(nd):
         a = array_axis(nd, (first_axis + i) % nd)
         m = fixed if fixed is not None else interface_normal(new, spacing)
-        alpha = _plane_constants(m, new, spacing, xp)
+        # Full and empty donors' fluxes are exact: only mixed cells' planes are read.
+        alpha = plane_constants_where(m, new, spacing, _mixed(new))
         new = _sweep(new, indicator, velocity[a], dt, spacing, m, alpha, a, xp)
     new = xp.ascontiguousarray(new)
     low = (new < 0.0) & (new > -CLIP_TOLERANCE)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 from ..mesh.grid import array_axis
 
 __all__ = ["CLIP_TOLERANCE", "search_reach", "search_window", "search_offsets",
-           "box_distance2", "times_cell_volume"]
+           "box_distance2", "SearchOrder", "search_order", "times_cell_volume"]
 
 #: Excursions of c outside [0, 1] smaller than this are rounding and are
 #: clipped; larger ones are left in place (they mean a too-large time step).
@@ -112,6 +113,48 @@ def box_distance2(offset, spacing):
     nd = len(offset)
     return sum(max(abs(offset[array_axis(nd, a)]) - 0.5, 0.0) ** 2 * h * h
                for a, h in enumerate(spacing))
+
+
+class SearchOrder(NamedTuple):
+    """A search's offsets and what its stopping and skipping read, offset by
+    offset (:func:`search_order`)."""
+
+    #: Offsets per array axis, nearest first (:func:`search_offsets`).
+    offsets: list
+    #: Each offset's :func:`box_distance2`.
+    box2: list
+    #: ``later[i]``: the least ``box2`` from offset ``i`` on (``inf`` past the last).
+    later: list
+    #: ``lead[d]``: how many leading offsets are shorter than ``d`` cells
+    #: along every axis, ``d`` from 0 to the window's largest reach + 1.
+    lead: list
+
+
+def search_order(window, spacing):
+    """The :class:`SearchOrder` of the offsets within ``window``: what the
+    array code's search and the 3-D kernel's both visit, stop by and skip by.
+
+    Parameters
+    ----------
+    window : tuple of ints
+        Reach per array axis (:func:`search_window`).
+    spacing : tuple of floats
+        Cell sizes in grid-axis order (their type fixes the sort's ties:
+        :func:`search_offsets`).
+
+    Returns
+    -------
+    SearchOrder
+    """
+    offsets = search_offsets(window, spacing)
+    box2 = [box_distance2(o, spacing) for o in offsets]
+    later = box2 + [float("inf")]
+    for i in range(len(offsets) - 1, -1, -1):
+        later[i] = min(later[i], later[i + 1])
+    reach = [max(abs(x) for x in o) for o in offsets]
+    lead = [next((i for i, r in enumerate(reach) if r >= d), len(offsets))
+            for d in range(max(window) + 2)]
+    return SearchOrder(offsets, box2, later, lead)
 
 
 def times_cell_volume(value, spacing):

@@ -33,10 +33,9 @@ from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from . import vof_redistance_cuda
 from .padding import along
-from .plic import plane_constant
-from .plic_reconstruction import interface_mask, interface_normal
+from .plic_reconstruction import interface_mask, interface_normal, plane_constants_where
 from .plic_segments import cell_segments, face_segments, segment_fields
-from .vof_limits import CLIP_TOLERANCE, box_distance2, search_offsets, search_window
+from .vof_limits import CLIP_TOLERANCE, search_order, search_window
 
 __all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "SKIP_MIN_ENTRIES",
            "search_batch"]
@@ -183,9 +182,7 @@ def _plane_layers(c, spacing, normal_from, xp):
     nd = c.ndim
     mask = interface_mask(c)
     m = interface_normal(c, spacing, normal_from)
-    # Only the interface cells' planes are read.
-    alpha = xp.zeros_like(c)
-    alpha[mask] = plane_constant(tuple(mi[mask] for mi in m), c[mask], spacing)
+    alpha = plane_constants_where(m, c, spacing, mask)     # only these planes are read
     d = alpha - 0.5 * sum(mi * h for mi, h in zip(m, spacing))
     zero = xp.zeros_like(c)
     layers = [[mask.astype(c.dtype)] + [xp.where(mask, mi, zero) for mi in m]
@@ -262,18 +259,17 @@ def _search_plan(window, spacing, padded, n_layers, size_types):
     nd = len(padded)
     size = math.prod(padded)
     strides = [math.prod(padded[k + 1:]) for k in range(nd)]
-    entries = list(itertools.product(search_offsets(window, spacing), range(n_layers)))
-    box2 = [box_distance2(o, spacing) for o, _ in entries]
-    later = box2 + [float("inf")]
-    for i in range(len(entries) - 1, -1, -1):
-        later[i] = min(later[i], later[i + 1])
+    order = search_order(window, spacing)
+    entries = list(itertools.product(order.offsets, range(n_layers)))
+    # Entries run offset by offset, the layers within: an entry's box and
+    # what follows it are its offset's.
+    box2 = [b for b in order.box2 for _ in range(n_layers)]
+    later = [order.later[i // n_layers] for i in range(len(entries))] + [float("inf")]
+    lead = [n * n_layers for n in order.lead]
     shifts = np.array([l * size + sum(o[k] * strides[k] for k in range(nd))
                        for o, l in entries], dtype=np.int64)
     points = tuple(np.array([-o[array_axis(nd, a)] * spacing[a] for o, _ in entries],
                             dtype=np.float64) for a in range(nd))
-    reach = [max(abs(x) for x in o) for o, _ in entries]
-    lead = [next((i for i, r in enumerate(reach) if r >= d), len(entries))
-            for d in range(max(window) + 2)]
     return _SearchPlan(len(entries), shifts, points, np.array(box2, dtype=np.float64), later,
                        lead)
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
-from .vof_limits import CLIP_TOLERANCE, box_distance2, search_offsets, search_window
+from .vof_limits import CLIP_TOLERANCE, search_offsets, search_order, search_window
 
 __all__ = ["redistance", "redistance_2d", "redistance_3d", "segment_lengths"]
 
@@ -146,11 +146,11 @@ def _device_search_3d(window, spacing, spacing_types):
     :func:`_device_offsets`)."""
     import cupy as cp
 
-    offsets = search_offsets(window, spacing)
-    box2 = np.array([box_distance2(o, spacing) for o in offsets], dtype=np.float64)
-    later = np.minimum.accumulate(box2[::-1])[::-1]
-    return (cp.asarray(np.array(offsets, dtype=np.int32).reshape(-1)), cp.asarray(box2),
-            cp.asarray(later), len(offsets))
+    order = search_order(window, spacing)
+    n = len(order.offsets)
+    return (cp.asarray(np.array(order.offsets, dtype=np.int32).reshape(-1)),
+            cp.asarray(np.array(order.box2, dtype=np.float64)),
+            cp.asarray(np.array(order.later[:n], dtype=np.float64)), n)
 
 
 def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):

@@ -91,11 +91,11 @@ def write_field(group, name, data, compression):
     threads, and written in order with ``write_direct_chunk``: the bytes
     HDF5's deflate filter would store, the last chunk filled out with zeros
     past the array's end (as a reader never looks there)."""
-    data = np.ascontiguousarray(data)
     options = compression.options(data.shape, data.dtype.itemsize)
     chunks = options.get("chunks")
     if not options or chunks[0] >= data.shape[0]:
         return group.create_dataset(name, data=data, **options)
+    data = np.ascontiguousarray(data)              # (the chunks are read as raw bytes)
     ds = group.create_dataset(name, shape=data.shape, dtype=data.dtype, **options)
     rows, level = chunks[0], compression.level
     starts = range(0, data.shape[0], rows)
