@@ -82,6 +82,33 @@ extern "C" __global__ void bf_vof_rd3_dilate(
     }
 }
 
+// The Chebyshev distance in cells to the nearest cell holding a patch, at
+// most cap, one axis a launch (three make it): first (axis 0) from the
+// flags, then out[p] = min over |s| <= cap of max(|s|, in[p + s stride]).
+extern "C" __global__ void bf_vof_rd3_gap(
+    const unsigned char* __restrict__ flags, const unsigned char* __restrict__ in,
+    unsigned char* __restrict__ out, const int first, const int axis, const int cap,
+    const int nx, const int ny, const int nz)
+{
+    const long long plane = (long long)nx * ny;
+    const long long stride = axis == 0 ? 1 : (axis == 1 ? (long long)nx : plane);
+    BF_CELLS3(nx, ny, nz) {
+        const long long p = (long long)k * plane + (long long)j * nx + i;
+        const int at = axis == 0 ? i : (axis == 1 ? j : k);
+        const int n = axis == 0 ? nx : (axis == 1 ? ny : nz);
+        int best = cap;
+        for (int s = -cap; s <= cap; ++s) {
+            const int q = at + s;
+            if (q < 0 || q >= n) continue;
+            const long long r = p + (long long)s * stride;
+            const int d = first ? ((flags[r] & (BF_RD3_MASK | (7 * BF_RD3_FACE))) ? 0 : cap) : in[r];
+            const int e = (s < 0 ? -s : s) > d ? (s < 0 ? -s : s) : d;
+            if (e < best) best = e;
+        }
+        out[p] = (unsigned char)best;
+    }
+}
+
 // One patch of vof_redistance's search seen from X (from the patch cell's centre):
 // plane m . X = d; vof_redistance._patch_distance in 3-D with the box bound box2.  Keep it if
 // strictly nearer than *best.
@@ -111,7 +138,8 @@ extern "C" __global__ void bf_vof_rd3_search(
     const int* __restrict__ offsets, const T* __restrict__ box2, const T* __restrict__ later,
     const int n_offsets, T* __restrict__ out, unsigned long long* __restrict__ counts,
     const int count, const int nx, const int ny, const int nz, const T hx, const T hy,
-    const T hz, const T floor_, const T tol, const T one_tol)
+    const T hz, const T floor_, const T tol, const T one_tol,
+    const unsigned char* __restrict__ gap, const int* __restrict__ lead)
 {
     const long long plane = (long long)nx * ny;
     const T h[3] = {hx, hy, hz};
@@ -130,7 +158,9 @@ extern "C" __global__ void bf_vof_rd3_search(
         }
         T best = __longlong_as_double(0x7ff0000000000000LL);   // +inf
         T side = 0.0;
-        for (int o = 0; o < n_offsets; ++o) {
+        // The offsets shorter than the gap to the nearest cell holding a
+        // patch (every axis) hold none: the search starts past them.
+        for (int o = lead[gap[p]]; o < n_offsets; ++o) {
             if (best <= later[o]) break;          // no later patch can be strictly nearer
             const int dk = offsets[3 * o], dj = offsets[3 * o + 1], di = offsets[3 * o + 2];
             const int kk = k + dk, jj = j + dj, ii = i + di;

@@ -150,7 +150,8 @@ def _device_search_3d(window, spacing, spacing_types):
     n = len(order.offsets)
     return (cp.asarray(np.array(order.offsets, dtype=np.int32).reshape(-1)),
             cp.asarray(np.array(order.box2, dtype=np.float64)),
-            cp.asarray(np.array(order.later[:n], dtype=np.float64)), n)
+            cp.asarray(np.array(order.later[:n], dtype=np.float64)), n,
+            cp.asarray(np.array(order.lead, dtype=np.int32)))
 
 
 def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
@@ -168,8 +169,8 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     if phi.shape != c.shape or min(nx, ny, nz) < _MIN_CELLS or band < 1:
         return NotImplemented
     window = search_window(band, reach, tuple(spacing))
-    offs, box2, later, n_offsets = _device_search_3d(window, tuple(spacing),
-                                                     tuple(type(h) for h in spacing))
+    offs, box2, later, n_offsets, lead = _device_search_3d(window, tuple(spacing),
+                                                           tuple(type(h) for h in spacing))
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
     hx, hy, hz = (np.float64(h) for h in spacing)
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
@@ -183,12 +184,19 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     dilate(grid, block, (flags, grown, np.int32(_SEED), np.int32(0), np.int32(band), *sizes))
     dilate(grid, block, (grown, spare, np.int32(1), np.int32(1), np.int32(band), *sizes))
     dilate(grid, block, (spare, grown, np.int32(1), np.int32(2), np.int32(band), *sizes))
+    # Each cell's gap to the nearest cell holding a patch (three passes), capped past the window.
+    cap = np.int32(lead.size - 1)
+    gap_pass = _kernel3("bf_vof_rd3_gap")
+    gap = cp.empty_like(flags)
+    gap_pass(grid, block, (flags, flags, spare, np.int32(1), np.int32(0), cap, *sizes))
+    gap_pass(grid, block, (flags, spare, gap, np.int32(0), np.int32(1), cap, *sizes))
+    gap_pass(grid, block, (flags, gap, spare, np.int32(0), np.int32(2), cap, *sizes))
     counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
     out = cp.empty_like(phi)
     _kernel3("bf_vof_rd3_search")(grid, block, (
         phi, c, flags, grown, planes, offs, box2, later, np.int32(n_offsets), out, counts,
         np.int32(info is not None), *sizes, hx, hy, hz,
-        np.float64(band * min(spacing)), tol, one_tol))
+        np.float64(band * min(spacing)), tol, one_tol, spare, lead))
     if info is not None:
         band_cells, conflicts = (int(n) for n in counts.get())
         info["band_cells"] = band_cells
