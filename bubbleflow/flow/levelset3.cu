@@ -107,3 +107,58 @@ extern "C" __global__ void bf_ls_smooth3(
         out[(long long)k * plane + (long long)j * nx + i] = 0.25 * (b + 2.0 * m + t);
     }
 }
+
+// bubble_measures.VolumeMeasure's six sums in 3-D (sharp moments): per block,
+// then bf_ls_diagnostics_final.  w = (4 (1 - H_eps) - (1 - H_2eps)) / 3, the
+// co-area integrand delta_eps(phi) |grad phi| with the walls' linear ghosts,
+// the moments w x, w y, w z and w w_c (w_c the cell-centre vertical velocity).
+__device__ __forceinline__ T gas_weight(T q, T eps)
+{
+    const T t = np_clip(q / eps, -1.0, 1.0);
+    return 1.0 - np_clip(0.5 * (1.0 + t + sin(BF_PI * t) / BF_PI), 0.0, 1.0);
+}
+
+// The central difference along one axis at index i of n (n >= 2), the walls'
+// ghosts extrapolated linearly (padding.pad_linear).
+__device__ __forceinline__ T linear_central(const T* __restrict__ f, long long c, long long s,
+                                            int i, int n, T two_h)
+{
+    const T q = f[c];
+    const T lo = i > 0 ? f[c - s] : q - (f[c + s] - q) * 1.0;
+    const T hi = i < n - 1 ? f[c + s] : q + (q - f[c - s]) * 1.0;
+    return (hi - lo) / two_h;
+}
+
+extern "C" __global__ void bf_ls_diagnostics3_partial(
+    const T* __restrict__ phi, const T* __restrict__ w, T* __restrict__ partial,
+    const int nx, const int ny, const int nz, const T hx, const T hy, const T hz,
+    const T eps, const T eps2)
+{
+    __shared__ T shm[32];
+    T acc[BF_NQ] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    const long long plane = (long long)nx * ny;
+    const long long n = plane * nz;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n;
+         c += (long long)gridDim.x * blockDim.x) {
+        const int k = (int)(c / plane);
+        const long long r = c - (long long)k * plane;
+        const int j = (int)(r / nx), i = (int)(r - (long long)j * nx);
+        const T q = phi[c];
+        const T g = (4.0 * gas_weight(q, eps) - gas_weight(q, eps2)) / 3.0;
+        const T dx = linear_central(phi, c, 1, i, nx, 2.0 * hx);
+        const T dy = linear_central(phi, c, nx, j, ny, 2.0 * hy);
+        const T dz = linear_central(phi, c, plane, k, nz, 2.0 * hz);
+        const T grad2 = dx * dx + dy * dy + dz * dz;
+        const T t = q / eps;
+        const T delta = fabs(t) < 1.0 ? 0.5 / eps * (1.0 + cos(BF_PI * t)) : 0.0;
+        acc[0] += g;
+        acc[1] += delta * sqrt(grad2);
+        acc[2] += g * (((T)i + 0.5) * hx);
+        acc[3] += g * (((T)j + 0.5) * hy);
+        acc[4] += g * (((T)k + 0.5) * hz);
+        acc[5] += g * (0.5 * (w[c] + w[c + plane]));
+    }
+    block_sum<BF_NQ>(acc, shm);
+    if (threadIdx.x == 0)
+        for (int q = 0; q < BF_NQ; ++q) partial[(long long)q * gridDim.x + blockIdx.x] = acc[q];
+}

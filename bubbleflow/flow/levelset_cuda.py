@@ -234,11 +234,42 @@ def diagnostic_sums(phi, v, hx, hy, eps):
     return out
 
 
+def diagnostic_sums_3d(phi, w, spacing, eps):
+    """The 3-D measure's six sums as one device array (CuPy, float64): ``sum
+    g``, ``sum delta |grad phi|``, ``sum g x``, ``sum g y``, ``sum g z``,
+    ``sum g w_c`` (``g`` the sharp gas weight of
+    ``bubble_measures.VolumeMeasure``).  Two launches, fixed summation
+    order."""
+    import cupy as cp
+
+    nz, ny, nx = phi.shape
+    blocks = max(1, min(-(-phi.size // _REDUCE_THREADS), _REDUCE_BLOCKS))
+    partial = cp.empty(6 * blocks, dtype=cp.float64)
+    out = cp.empty(6, dtype=cp.float64)
+    _kernel3("bf_ls_diagnostics3_partial")((blocks,), (_REDUCE_THREADS,), (
+        phi, w, partial, np.int32(nx), np.int32(ny), np.int32(nz),
+        *(np.float64(h) for h in spacing), np.float64(eps), np.float64(2.0 * eps)))
+    _kernel3("bf_ls_diagnostics_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks), out))
+    return out
+
+
 def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
-    """The 2-D bubble measure's six sums on the device (twin:
-    ``bubble_measures.bubble_sums``, the default measure only):
-    :func:`diagnostic_sums`, no host transfer."""
-    if measure is not None or not _plane(phi, spacing, padding, velocity):
+    """The bubble measure's six sums on the device (twin:
+    ``bubble_measures.bubble_sums``, the default measure only, one process):
+    :func:`diagnostic_sums` in 2-D, :func:`diagnostic_sums_3d` in 3-D, no
+    host transfer."""
+    if measure is not None or padding is not WALLS:
+        return NotImplemented
+    if getattr(phi, "ndim", 0) == 3 and len(spacing) == 3 and len(velocity) == 3:
+        arrays = cuda.float64_nd(3, phi, velocity[2])
+        if arrays is None:
+            return NotImplemented
+        phi, w = arrays
+        nz, ny, nx = phi.shape
+        if min(nx, ny, nz) < 2 or w.shape != (nz + 1, ny, nx):
+            return NotImplemented
+        return diagnostic_sums_3d(phi, w, tuple(float(h) for h in spacing), float(eps))
+    if not _plane(phi, spacing, padding, velocity):
         return NotImplemented
     u, v = velocity
     arrays = _float64(phi, v)

@@ -73,11 +73,14 @@ extern "C" __global__ void bf_mom3_properties(
 // != 0), one after the other.  vel[b]: component b; rho_f, coef: the interior
 // faces of `axis`; signs[2 b], signs[2 b + 1]: the walls' ghost signs of axis
 // b, low and high; gravity 0 for reduced gravity.
-extern "C" __global__ void bf_mom3_explicit(
+// The axis is a template parameter so that every index array is indexed by
+// constants and stays in registers.
+template <int axis>
+__device__ __forceinline__ void mom3_explicit(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
     const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_f,
     const T* __restrict__ coef, T* __restrict__ out, const int nx, const int ny, const int nz,
-    const int axis, const T dt, const T hx, const T hy, const T hz, const T s0, const T s1,
+    const T dt, const T hx, const T hy, const T hz, const T s0, const T s1,
     const T s2, const T s3, const T s4, const T s5, const T gravity, const int forces,
     const T reduced, const T rho_g, const T rho_l)
 {
@@ -168,6 +171,25 @@ extern "C" __global__ void bf_mom3_explicit(
         out[f] = axis == 2 && gravity != 0 ? centre + dt * (-adv + force / r - gravity)
                                            : centre + dt * (-adv + force / r);
     }
+}
+
+// Registers capped for two blocks of momentum_cuda's 32 x 8 threads an SM:
+// the compiler's own choice fits one, too few warps to hide the loads'
+// latency (docs/performance.md has the timings).
+extern "C" __global__ void __launch_bounds__(256, 2) bf_mom3_explicit(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_f,
+    const T* __restrict__ coef, T* __restrict__ out, const int nx, const int ny, const int nz,
+    const int axis, const T dt, const T hx, const T hy, const T hz, const T s0, const T s1,
+    const T s2, const T s3, const T s4, const T s5, const T gravity, const int forces,
+    const T reduced, const T rho_g, const T rho_l)
+{
+#define BF_MOM3_EXPLICIT(A) mom3_explicit<A>(u, v, w, mu, H, rho_f, coef, out, nx, ny, nz, dt, \
+    hx, hy, hz, s0, s1, s2, s3, s4, s5, gravity, forces, reduced, rho_g, rho_l)
+    if (axis == 0) BF_MOM3_EXPLICIT(0);
+    else if (axis == 1) BF_MOM3_EXPLICIT(1);
+    else BF_MOM3_EXPLICIT(2);
+#undef BF_MOM3_EXPLICIT
 }
 
 // div u at the cells; with with_rhs also -div / dt (bf_mom_divergence in 3-D).

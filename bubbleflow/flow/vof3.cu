@@ -33,12 +33,15 @@ __device__ __forceinline__ void vof_youngs3(const T* __restrict__ c, const int* 
 {
     const T h[3] = {hx, hy, hz};
     T g[3];
+#pragma unroll
     for (int a = 0; a < 3; ++a) {
         const int ka = 2 - a;
         const int j1 = ka == 0 ? 1 : 0, j2 = ka == 2 ? 1 : 2;
         T s2[3];
+#pragma unroll
         for (int o2 = -1; o2 <= 1; ++o2) {
             T s1[3];
+#pragma unroll
             for (int o1 = -1; o1 <= 1; ++o1) {
                 int d[3];
                 d[j1] = o1;
@@ -86,11 +89,14 @@ __device__ __forceinline__ T vof_face_flux3(
 }
 
 // One sweep of vof_advection's sweep along grid axis `axis` of the field c
-// (vel: that axis's face velocity), as bf_vof_sweep.
-extern "C" __global__ void bf_vof_sweep3(
+// (vel: that axis's face velocity), as bf_vof_sweep.  The axis is a template
+// parameter so that every index array is indexed by constants and stays in
+// registers.
+template <int axis>
+__device__ __forceinline__ void vof_sweep3(
     const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ phi,
     const T* __restrict__ vel, T* out, T* raw, const int nx, const int ny, const int nz,
-    const int axis, const int use_phi, const int last, const int keep_raw, const T hx,
+    const int use_phi, const int last, const int keep_raw, const T hx,
     const T hy, const T hz, const T dt, const T dt_over_h, const T tol, const T one_plus_tol)
 {
     const long long plane = (long long)nx * ny;
@@ -141,4 +147,18 @@ extern "C" __global__ void bf_vof_sweep3(
             out[p] = value;
         }
     }
+}
+
+extern "C" __global__ void bf_vof_sweep3(
+    const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ phi,
+    const T* __restrict__ vel, T* out, T* raw, const int nx, const int ny, const int nz,
+    const int axis, const int use_phi, const int last, const int keep_raw, const T hx,
+    const T hy, const T hz, const T dt, const T dt_over_h, const T tol, const T one_plus_tol)
+{
+#define BF_VOF_SWEEP3(A) vof_sweep3<A>(c, c0, phi, vel, out, raw, nx, ny, nz, use_phi, last, \
+    keep_raw, hx, hy, hz, dt, dt_over_h, tol, one_plus_tol)
+    if (axis == 0) BF_VOF_SWEEP3(0);
+    else if (axis == 1) BF_VOF_SWEEP3(1);
+    else BF_VOF_SWEEP3(2);
+#undef BF_VOF_SWEEP3
 }

@@ -1,5 +1,6 @@
 """The 3-D CUDA level-set kernels (flow.levelset_cuda: transport, curvature,
-filter) against their array-code twins (flow.levelset).
+filter, the bubble measure's sums) against their array-code twins
+(flow.levelset, flow.bubble_measures).
 
 Each variant is called directly (a silent fall-back to the array code cannot
 pass for it) and compared with the reference on NumPy: a sphere's signed
@@ -7,14 +8,18 @@ distance, bubbles under a free surface and a random smooth field, on cubic
 and non-cubic cells and the smallest grid the stencils take, velocities of
 both signs.  The transport and the curvature agree to 1e-12 relative (the
 kernels follow the array code's order of operations without FMA
-contraction; the array code's squares are powers), the filter bit for bit.
+contraction; the array code's squares are powers), the filter bit for bit,
+the measure's sums to 1e-12 of the largest sum (summed per block, not in
+CuPy's order).
 Run with ``pytest --backend cupy`` on a GPU machine.
 """
 import numpy as np
 import pytest
 from helpers.twins import close as close_within
 
+from bubbleflow.flow.bubble_measures import VolumeMeasure, bubble_quantities, bubble_sums
 from bubbleflow.flow.levelset import advect, curvature, smooth
+from bubbleflow.flow.padding import WallPadding
 
 pytestmark = pytest.mark.gpu
 
@@ -136,3 +141,57 @@ def test_3d_strided_input_and_fallbacks(cp):
     assert variant(advect)(cp.asarray(small), tuple(cp.asarray(q) for q in svel), 0.01,
                            (0.5, 0.25, 0.25)) is NotImplemented
     assert variant(curvature)(cp.asarray(small), (0.5, 0.25, 0.25)) is NotImplemented
+
+
+def check_sums(name, got, phi, vel, spacing, eps):
+    """The kernel's sums against the reference's on NumPy: within 1e-12 of
+    the largest sum, the velocity's moment taken with |w| (it cancels)."""
+    ref = bubble_sums.reference(phi, vel, spacing, eps)
+    scale = bubble_sums.reference(phi, tuple(np.abs(q) for q in vel), spacing, eps)
+    np.testing.assert_allclose(got.get(), ref, rtol=0, atol=RTOL * np.max(np.abs(scale)),
+                               err_msg=name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("grid", GRIDS + [(2, 3, 2, 0.3, 0.25, 0.3)], ids=grid_id)
+def test_bubble_sums_3d_kernel(grid, kind, cp):
+    """The six sums of the 3-D measure (sharp moments, co-area surface) and
+    the quantities made of them; the same bits twice."""
+    phi, vel = fields(grid, kind)
+    spacing = grid[3:]
+    eps = 1.5 * max(spacing)
+    d_phi, d_vel = cp.asarray(phi), tuple(cp.asarray(q) for q in vel)
+    got = variant(bubble_sums)(d_phi, d_vel, spacing, eps)
+    assert got is not NotImplemented
+    check_sums(f"bubble_sums {grid_id(grid)} {kind}", got, phi, vel, spacing, eps)
+    again = bubble_sums(d_phi, d_vel, spacing, eps)
+    np.testing.assert_array_equal(again.get(), got.get())
+    q = bubble_quantities(got.get(), spacing)
+    ref = bubble_quantities(bubble_sums.reference(phi, vel, spacing, eps), spacing)
+    assert q.keys() == ref.keys()
+    for key in ("volume", "surface", "centroid_x", "centroid_y", "centroid_z", "sphericity"):
+        assert q[key] == pytest.approx(ref[key], rel=1e-11, nan_ok=True), key
+
+
+def test_bubble_sums_3d_without_gas_and_fallbacks(cp):
+    """All liquid gives NaN quotients as the reference does; another measure,
+    a slab's padding, float32 and an axis of one cell run the reference."""
+    g = GRIDS[1]
+    phi, vel = fields(g, "sphere")
+    liquid = np.abs(phi) + 0.2
+    d_vel = tuple(cp.asarray(q) for q in vel)
+    got = variant(bubble_sums)(cp.asarray(liquid), d_vel, g[3:], 0.1)
+    q = bubble_quantities(got.get(), g[3:])
+    assert q["volume"] == 0.0 and q["surface"] == 0.0
+    assert np.isnan(q["centroid_z"]) and np.isnan(q["sphericity"])
+    d_phi = cp.asarray(phi)
+    assert variant(bubble_sums)(d_phi, d_vel, g[3:], 0.1, measure=VolumeMeasure()) \
+        is NotImplemented
+    assert variant(bubble_sums)(d_phi, d_vel, g[3:], 0.1, WallPadding()) is NotImplemented
+    assert variant(bubble_sums)(d_phi.astype(cp.float32), d_vel, g[3:], 0.1) is NotImplemented
+    thin, tvel = fields((1, 5, 4, 0.2, 0.2, 0.2), "sphere")
+    assert variant(bubble_sums)(cp.asarray(thin), tuple(cp.asarray(q) for q in tvel),
+                                (0.2,) * 3, 0.3) is NotImplemented
+    check_sums("bubble_sums 1x5x4 fallback",
+               bubble_sums(cp.asarray(thin), tuple(cp.asarray(q) for q in tvel), (0.2,) * 3, 0.3),
+               thin, tvel, (0.2,) * 3, 0.3)
