@@ -7,18 +7,22 @@
 
 // ---------------------------------------------------------------------------
 // 3-D.  Cells (k, j, i) stored plane after plane, p = (k * ny + j) * nx + i.
-// Three kernels:
+// The kernels:
 //   bf_vof_rd3_planes: per cell, the flags (an interface cell, the interface
 //     faces it holds and their sense, the band seed) and, for an interface
 //     cell, its PLIC plane m . X = d, X from the cell centre (vof_redistance's
 //     plane layers, with the normals of phi);
 //   bf_vof_rd3_dilate: the band grown along one axis (three launches make
 //     vof_redistance's Chebyshev dilation);
-//   bf_vof_rd3_search: per band cell, the nearest patch among the cells in
-//     reach (the offsets in the array code's order, its layers in its order:
-//     the cell's plane, then the x, y and z faces; the first met winning a
-//     tie), stopping where no later offset's box can be nearer (as the array
-//     code's cells drop out); then the level set with the own-side sign.
+//   bf_vof_rd3_gap: each cell's Chebyshev gap to the nearest cell holding a
+//     patch, one axis a launch;
+//   bf_vof_rd3_outside: the level set outside the band;
+//   bf_vof_rd3_search: per band cell (a list), the nearest patch among the
+//     cells in reach (the offsets in the array code's order, its layers in
+//     its order: the cell's plane, then the x, y and z faces; the first met
+//     winning a tie), stopping where no later offset's box can be nearer (as
+//     the array code's cells drop out); then the level set with the own-side
+//     sign.
 // ---------------------------------------------------------------------------
 #define BF_RD3_MASK 1
 #define BF_RD3_FACE 2        // + 2 * axis: the face towards +axis is an interface face
@@ -128,38 +132,59 @@ __device__ __forceinline__ void visit3(const T* X, const T* m, T d, const T* hal
     }
 }
 
-// The new level set.  offsets: n_offsets triples (dk, dj, di), nearest first
-// as vof_redistance's search sorts them; box2[o] the squared distance to the
-// offset's cell's box, later[o] the least of box2[o..]; in_band: the dilated
-// seed.  floor_ = band * min(h).  counts as bf_vof_rd_search's.
-extern "C" __global__ void bf_vof_rd3_search(
+// vof_redistance's own-side sign of cell p.
+__device__ __forceinline__ T rd3_own(T cc, int fl, const T* __restrict__ planes, long long p,
+                                     T tol, T one_tol)
+{
+    T own = cc >= one_tol ? -1.0
+          : (cc <= tol ? 1.0 : ((fl & BF_RD3_MASK) ? np_sign(-planes[p * BF_RD3_NPLANE + 3]) : 0.0));
+    return own == 0.0 ? (cc > 0.5 ? -1.0 : 1.0) : own;
+}
+
+// The new level set outside the band: the old distance, at least floor_,
+// with the own-side sign.  floor_ = band * min(h).
+extern "C" __global__ void bf_vof_rd3_outside(
     const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
-    const unsigned char* __restrict__ in_band, const T* __restrict__ planes,
+    const unsigned char* __restrict__ in_band, const T* __restrict__ planes, T* __restrict__ out,
+    const int nx, const int ny, const int nz, const T floor_, const T tol, const T one_tol)
+{
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const long long p = (long long)k * plane + (long long)j * nx + i;
+        if (in_band[p]) continue;
+        out[p] = rd3_own(c[p], flags[p], planes, p, tol, one_tol) * np_max(fabs(phi[p]), floor_);
+    }
+}
+
+// The new level set in the band: per band cell of the list `cells` (flat
+// positions), the nearest patch.  offsets: n_offsets triples (dk, dj, di),
+// nearest first as vof_redistance's search sorts them; box2[o] the squared
+// distance to the offset's cell's box, later[o] the least of box2[o..].  A
+// cell starts at lead[gap[p]]: the offsets shorter than its gap to the
+// nearest cell holding a patch (every axis) hold none.  The list holds the
+// cells of one gap together, so a warp's threads start at one offset and
+// stop near each other.  counts as bf_vof_rd_search's.
+extern "C" __global__ void bf_vof_rd3_search(
+    const long long* __restrict__ cells, const long long n_cells, const T* __restrict__ c,
+    const unsigned char* __restrict__ flags, const T* __restrict__ planes,
     const int* __restrict__ offsets, const T* __restrict__ box2, const T* __restrict__ later,
     const int n_offsets, T* __restrict__ out, unsigned long long* __restrict__ counts,
     const int count, const int nx, const int ny, const int nz, const T hx, const T hy,
-    const T hz, const T floor_, const T tol, const T one_tol,
-    const unsigned char* __restrict__ gap, const int* __restrict__ lead)
+    const T hz, const T tol, const T one_tol, const unsigned char* __restrict__ gap,
+    const int* __restrict__ lead)
 {
     const long long plane = (long long)nx * ny;
     const T h[3] = {hx, hy, hz};
     const T half[3] = {0.5 * hx, 0.5 * hy, 0.5 * hz};
-    BF_CELLS3(nx, ny, nz) {
-        const long long p = (long long)k * plane + (long long)j * nx + i;
-        const int fl = flags[p];
-        const T cc = c[p];
-        // vof_redistance's own-side sign.
-        T own = cc >= one_tol ? -1.0
-              : (cc <= tol ? 1.0 : ((fl & BF_RD3_MASK) ? np_sign(-planes[p * BF_RD3_NPLANE + 3]) : 0.0));
-        if (own == 0.0) own = cc > 0.5 ? -1.0 : 1.0;
-        if (!in_band[p]) {
-            out[p] = own * np_max(fabs(phi[p]), floor_);
-            continue;
-        }
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n_cells;
+         t += (long long)gridDim.x * blockDim.x) {
+        const long long p = cells[t];
+        const int k = (int)(p / plane);
+        const long long r = p - (long long)k * plane;
+        const int j = (int)(r / nx), i = (int)(r - (long long)j * nx);
+        const T own = rd3_own(c[p], flags[p], planes, p, tol, one_tol);
         T best = __longlong_as_double(0x7ff0000000000000LL);   // +inf
         T side = 0.0;
-        // The offsets shorter than the gap to the nearest cell holding a
-        // patch (every axis) hold none: the search starts past them.
         for (int o = lead[gap[p]]; o < n_offsets; ++o) {
             if (best <= later[o]) break;          // no later patch can be strictly nearer
             const int dk = offsets[3 * o], dj = offsets[3 * o + 1], di = offsets[3 * o + 2];

@@ -156,8 +156,9 @@ def _device_search_3d(window, spacing, spacing_types):
 
 def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction on a 3-D grid:
-    ``bf_vof_rd3_planes``, three launches of ``bf_vof_rd3_dilate`` (the band)
-    and ``bf_vof_rd3_search``."""
+    ``bf_vof_rd3_planes``, three launches of ``bf_vof_rd3_dilate`` (the band),
+    three of ``bf_vof_rd3_gap``, ``bf_vof_rd3_outside`` and
+    ``bf_vof_rd3_search`` over the band's cells."""
     import cupy as cp
 
     arrays = cuda.float64_3d(phi, c)
@@ -191,12 +192,18 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     gap_pass(grid, block, (flags, flags, spare, np.int32(1), np.int32(0), cap, *sizes))
     gap_pass(grid, block, (flags, spare, gap, np.int32(0), np.int32(1), cap, *sizes))
     gap_pass(grid, block, (flags, gap, spare, np.int32(0), np.int32(2), cap, *sizes))
-    counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
     out = cp.empty_like(phi)
-    _kernel3("bf_vof_rd3_search")(grid, block, (
-        phi, c, flags, grown, planes, offs, box2, later, np.int32(n_offsets), out, counts,
-        np.int32(info is not None), *sizes, hx, hy, hz,
-        np.float64(band * min(spacing)), tol, one_tol, spare, lead))
+    _kernel3("bf_vof_rd3_outside")(grid, block, (
+        phi, c, flags, grown, planes, out, *sizes, np.float64(band * min(spacing)), tol, one_tol))
+    # The band cells listed by their gap: a warp's cells start their search
+    # at one offset and stop near each other (in raster order, a warp mixes
+    # gaps and waits for its farthest cell).
+    cells = cp.flatnonzero(grown)
+    cells = cells[cp.argsort(spare.ravel()[cells])]
+    counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
+    cuda.launch_1d(_kernel3("bf_vof_rd3_search"), cells.size, (
+        cells, np.int64(cells.size), c, flags, planes, offs, box2, later, np.int32(n_offsets),
+        out, counts, np.int32(info is not None), *sizes, hx, hy, hz, tol, one_tol, spare, lead))
     if info is not None:
         band_cells, conflicts = (int(n) for n in counts.get())
         info["band_cells"] = band_cells
