@@ -299,3 +299,31 @@ def test_non_power_of_two_grids_keep_wide_coarse_levels(n):
     assert min(M.levels[-1].shape) >= 16
     x, rec = PressureSolver(A, phi=phi, rtol=1e-6).solve(b)
     assert rec.converged and rec.iterations <= 20, rec.iterations
+
+
+def test_a_refreshed_3d_hierarchy_is_a_new_one(backend):
+    """In 3-D too, ``refresh_couplings`` leaves the levels' arrays where
+    they are and gives the bits a new hierarchy of the new couplings has."""
+    xp = backend.xp
+    rng = np.random.default_rng(5)
+    shape = (12, 10, 16)
+
+    def couplings():
+        out = []
+        for a in range(3):
+            s = list(shape)
+            s[2 - a] -= 1
+            out.append(xp.asarray(10.0 ** rng.uniform(-4, 0, size=s)))
+        return tuple(out)
+
+    first, second = couplings(), couplings()
+    M = Multigrid.from_couplings(first, shape, coarsest=32, min_side=1)
+    arrays = [id(c) for lv in M.levels for c in lv.couplings + (lv.inv_diagonal,)]
+    assert M.refresh_couplings(second)
+    assert [id(c) for lv in M.levels for c in lv.couplings + (lv.inv_diagonal,)] == arrays
+    fresh = Multigrid.from_couplings(second, shape, coarsest=32, min_side=1)
+    assert len(M.levels) == len(fresh.levels) > 2
+    for lv, fv in zip(M.levels, fresh.levels):
+        for a, b in zip(lv.couplings + (lv.inv_diagonal,), fv.couplings + (fv.inv_diagonal,)):
+            assert np.array_equal(backend.to_host(a), backend.to_host(b))
+    assert np.array_equal(backend.to_host(M.coarse_inverse), backend.to_host(fresh.coarse_inverse))

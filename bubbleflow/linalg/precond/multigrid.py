@@ -25,9 +25,11 @@ number of dimensions:
   Notay's aggregation AMG).  The correction is therefore scaled by ``scale``
   (over-correction), which keeps the cycle symmetric.
 
-The set-up is array code on the operator's backend (NumPy or CuPy) and
-makes no host round trip but to size the levels; :meth:`Multigrid.refresh`
-redoes it for a new operator on the same grid in place.  A cycle is two
+The set-up runs on the operator's backend (NumPy or CuPy) and makes no
+host round trip but to size the levels; :meth:`Multigrid.refresh` redoes
+it for a new operator on the same grid in place.  A level's set-up is two
+twins, :func:`coarsen_couplings` and :func:`level_arrays` (on CuPy one
+kernel an axis and one a level, :mod:`.multigrid_setup_cuda`).  A cycle is two
 twins per level, :func:`smooth_restrict` (down) and :func:`prolong_smooth`
 (up), and a dense product on the coarsest level: no host synchronisation.
 On CuPy in 2-D each twin is one kernel that smooths tiles in shared memory
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import multigrid_cuda
+from . import multigrid_cuda, multigrid_setup_cuda
 from .chebyshev import chebyshev_coefficients
 from ...compute.backend import backend_of
 from ...compute.blas import single_threaded
@@ -61,6 +63,7 @@ HOST_DENSE_CELLS = 256
 W_AUTO_CELLS = 2 ** 18
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes",
+           "level_arrays",
            "auto_w_levels", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
            "cycle_runner", "chebyshev_coefficients", "cycle_bytes"]
@@ -77,6 +80,7 @@ def _pair_sum(a, axis, xp):
     return a.reshape(shape).sum(axis=axis + 1)
 
 
+@twin
 def coarsen_couplings(couplings, xp):
     """Face couplings of ``P^T A P`` (2 cells per axis aggregated) from the
     fine ones, per axis (x, y[, z]; array axes reversed)."""
@@ -291,18 +295,30 @@ def auto_w_levels(shapes):
     return sum(1 for s in shapes[1:-1] if np.prod(s) >= W_AUTO_CELLS)
 
 
+@twin
+def level_arrays(couplings, out_couplings, out_inv_diagonal):
+    """A level's arrays in the cycle's precision from its float64 face
+    ``couplings`` (x first), written into ``out_couplings`` and
+    ``out_inv_diagonal`` (the precision theirs): the couplings rounded once,
+    and the inverse of the diagonal (:func:`.poisson.centre_from_couplings`).
+    A cell without couplings (possible only on a one-cell level) keeps its
+    value: its inverse diagonal is taken as zero."""
+    xp = backend_of(couplings[0]).xp
+    centre = centre_from_couplings(tuple(couplings), xp)
+    out_inv_diagonal[...] = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)
+    for dst, src in zip(out_couplings, couplings):
+        dst[...] = src
+
+
 class _Level:
-    """One level: its couplings, inverse diagonal and shape."""
+    """One level: its couplings and inverse diagonal in the cycle's
+    precision (arrays of its own, refreshed in place), and its shape."""
 
     def __init__(self, couplings, shape, xp, dtype):
         self.shape = tuple(shape)
-        centre = centre_from_couplings(tuple(couplings), xp)
-        # A cell without couplings (possible only on a one-cell level) keeps
-        # its value: its inverse diagonal is taken as zero.
-        inv = xp.where(centre > 0, 1.0 / xp.where(centre > 0, centre, 1.0), 0.0)
-        # Formed in float64, kept in the cycle's precision.
-        self.couplings = tuple(c.astype(dtype, copy=False) for c in couplings)
-        self.inv_diagonal = inv.astype(dtype, copy=False)
+        self.couplings = tuple(xp.empty(c.shape, dtype=dtype) for c in couplings)
+        self.inv_diagonal = xp.empty(self.shape, dtype=dtype)
+        level_arrays(tuple(couplings), self.couplings, self.inv_diagonal)
 
 
 class Multigrid(Preconditioner):
@@ -407,9 +423,15 @@ class Multigrid(Preconditioner):
         for shape in shapes[1:]:
             couplings = coarsen_couplings(couplings, xp)
             levels.append(_Level(couplings, shape, xp, self.dtype))
+        return levels, self._coarse_solve(couplings, shape)
+
+    def _coarse_solve(self, couplings, shape):
+        """The coarsest level's solve from its float64 ``couplings``: a dense
+        inverse in the cycle's precision, or on the host above
+        :data:`HOST_DENSE_CELLS` cells the sparse factors."""
         if not on_device(backend_of(couplings[0])) and int(np.prod(shape)) > HOST_DENSE_CELLS:
-            return levels, HostCoarseSolve(couplings, shape)
-        return levels, _dense_inverse(couplings, shape, xp).astype(self.dtype, copy=False)
+            return HostCoarseSolve(couplings, shape)
+        return _dense_inverse(couplings, shape, self.xp).astype(self.dtype, copy=False)
 
     def refresh(self, A):
         """Take a new operator on the same grid and backend in place: the
@@ -425,11 +447,12 @@ class Multigrid(Preconditioner):
     def refresh_couplings(self, couplings):
         """:meth:`refresh` from the face ``couplings`` of an operator on
         this hierarchy's grid and backend (a gathered coarse level's)."""
-        levels, inverse = self._hierarchy(couplings, self.levels[0].shape)
-        for old, new in zip(self.levels, levels):
-            for dst, src in zip(old.couplings, new.couplings):
-                dst[...] = src
-            old.inv_diagonal[...] = new.inv_diagonal
+        couplings = tuple(c.astype(np.float64, copy=False) for c in couplings)
+        for k, level in enumerate(self.levels):
+            if k:
+                couplings = coarsen_couplings(couplings, self.xp)
+            level_arrays(couplings, level.couplings, level.inv_diagonal)
+        inverse = self._coarse_solve(couplings, self.levels[-1].shape)
         if isinstance(inverse, HostCoarseSolve):
             self.coarse_inverse = inverse
         else:
@@ -504,3 +527,5 @@ class Multigrid(Preconditioner):
 smooth_restrict.register("cupy")(multigrid_cuda.smooth_restrict)
 prolong_smooth.register("cupy")(multigrid_cuda.prolong_smooth)
 cycle_runner.register("cupy")(multigrid_cuda.cycle_runner)
+coarsen_couplings.register("cupy")(multigrid_setup_cuda.coarsen_couplings)
+level_arrays.register("cupy")(multigrid_setup_cuda.level_arrays)

@@ -1,0 +1,104 @@
+// The multigrid hierarchy's set-up on the device (twins of
+// bubbleflow.linalg.precond.multigrid.coarsen_couplings and level_arrays):
+// "typedef double T;" precedes this text.  A 2-D grid is a 3-D one of a
+// single plane (n0 = 1, no couplings along array axis 0).  Sums in the array
+// code's order, so the same bits.
+
+#include "common.cuh"
+
+// Fine face value at (a0, a1, a2), 0 past the array (the array code's zero
+// padding of an odd count before its pair sums).
+__device__ __forceinline__ T mg_face(const T* __restrict__ f, int n0, int n1, int n2, int a0,
+                                     int a1, int a2)
+{
+    if (a0 >= n0 || a1 >= n1 || a2 >= n2) return 0.0;
+    return f[((long long)a0 * n1 + a1) * n2 + a2];
+}
+
+// The coarse couplings of the faces normal to array axis KA: the fine faces
+// between aggregates (odd along KA) summed over the aggregates' pairs along
+// the other axes, the lower array axis first (multigrid.coarsen_axis).
+template <int KA>
+__device__ __forceinline__ void mg_coarsen(const T* __restrict__ fine, T* __restrict__ coarse,
+                                           int n0, int n1, int n2, int c0, int c1, int c2)
+{
+    const long long count = (long long)c0 * c1 * c2;
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < count;
+         q += (long long)gridDim.x * blockDim.x) {
+        const int k2 = (int)(q % c2);
+        const long long r = q / c2;
+        const int k1 = (int)(r % c1), k0 = (int)(r / c1);
+        // Base index per array axis: 2 K + 1 along KA, 2 K along the others.
+        const int b0 = KA == 0 ? 2 * k0 + 1 : 2 * k0;
+        const int b1 = KA == 1 ? 2 * k1 + 1 : 2 * k1;
+        const int b2 = KA == 2 ? 2 * k2 + 1 : 2 * k2;
+        T s;
+        if (KA == 0) {          // pairs along axis 1, then axis 2
+            s = (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0, b1 + 1, b2))
+                + (mg_face(fine, n0, n1, n2, b0, b1, b2 + 1)
+                   + mg_face(fine, n0, n1, n2, b0, b1 + 1, b2 + 1));
+        } else if (KA == 1) {   // pairs along axis 0, then axis 2
+            s = (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2))
+                + (mg_face(fine, n0, n1, n2, b0, b1, b2 + 1)
+                   + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2 + 1));
+        } else {                // pairs along axis 0, then axis 1
+            s = (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2))
+                + (mg_face(fine, n0, n1, n2, b0, b1 + 1, b2)
+                   + mg_face(fine, n0, n1, n2, b0 + 1, b1 + 1, b2));
+        }
+        coarse[q] = s;
+    }
+}
+
+// n0, n1, n2: the fine face array's extents; c0, c1, c2: the coarse one's.
+extern "C" __global__ void bf_mg_coarsen(const T* __restrict__ fine, T* __restrict__ coarse,
+                                         const int n0, const int n1, const int n2, const int c0,
+                                         const int c1, const int c2, const int ka)
+{
+    if (ka == 0) mg_coarsen<0>(fine, coarse, n0, n1, n2, c0, c1, c2);
+    else if (ka == 1) mg_coarsen<1>(fine, coarse, n0, n1, n2, c0, c1, c2);
+    else mg_coarsen<2>(fine, coarse, n0, n1, n2, c0, c1, c2);
+}
+
+// A level's arrays in its precision S from its float64 couplings (x: (n0,
+// n1, n2 - 1), y: (n0, n1 - 1, n2), z: (n0 - 1, n1, n2), z absent in 2-D):
+// the couplings rounded to S and the inverse of the diagonal, the sum of a
+// cell's couplings in poisson.centre_from_couplings' order (lower faces from
+// the last grid axis down, then upper faces from the first up), 0 where it
+// is not positive.
+template <typename S>
+__device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __restrict__ cy,
+                                         const T* __restrict__ cz, S* __restrict__ ox,
+                                         S* __restrict__ oy, S* __restrict__ oz,
+                                         S* __restrict__ inv, int n0, int n1, int n2)
+{
+    const long long count = (long long)n0 * n1 * n2;
+    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < count;
+         p += (long long)gridDim.x * blockDim.x) {
+        const int i = (int)(p % n2);
+        const long long r = p / n2;
+        const int j = (int)(r % n1), k = (int)(r / n1);
+        const long long px = ((long long)k * n1 + j) * (n2 - 1) + i;
+        const long long py = ((long long)k * (n1 - 1) + j) * n2 + i;
+        T C = 0.0;
+        if (k > 0) C += cz[p - (long long)n1 * n2];
+        if (j > 0) C += cy[py - n2];
+        if (i > 0) C += cx[px - 1];
+        if (i < n2 - 1) { C += cx[px]; ox[px] = (S)cx[px]; }
+        if (j < n1 - 1) { C += cy[py]; oy[py] = (S)cy[py]; }
+        if (k < n0 - 1) { C += cz[p]; oz[p] = (S)cz[p]; }
+        inv[p] = (S)(C > 0.0 ? 1.0 / C : 0.0);
+    }
+}
+
+#define BF_MG_LEVEL(NAME, S)                                                                   \
+    extern "C" __global__ void NAME(const T* __restrict__ cx, const T* __restrict__ cy,        \
+                                    const T* __restrict__ cz, S* __restrict__ ox,              \
+                                    S* __restrict__ oy, S* __restrict__ oz,                    \
+                                    S* __restrict__ inv, const int n0, const int n1,           \
+                                    const int n2)                                              \
+    {                                                                                          \
+        mg_level<S>(cx, cy, cz, ox, oy, oz, inv, n0, n1, n2);                                  \
+    }
+BF_MG_LEVEL(bf_mg_level_f64, double)
+BF_MG_LEVEL(bf_mg_level_f32, float)

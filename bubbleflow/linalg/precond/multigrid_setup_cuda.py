@@ -1,0 +1,100 @@
+"""CUDA twins of the multigrid hierarchy's set-up (CuPy, float64 couplings;
+2-D and 3-D): registered on :func:`.multigrid.coarsen_couplings` and
+:func:`.multigrid.level_arrays`, the kernels in ``multigrid_setup.cu``
+beside this file.
+
+A time step of a flow refreshes the hierarchy for its new densities
+(:meth:`.multigrid.Multigrid.refresh`): the array code's pair sums, centre
+sums and casts are a few dozen launches a level, each costing more to
+launch than to run on the coarse levels.  Here a level is one launch per
+axis for its coarse couplings and one for its arrays in the cycle's
+precision, with the array code's order of sums: the same bits.  A 2-D grid
+runs as a 3-D grid of one plane.  Calls they do not cover (another
+dimension, other dtypes) return ``NotImplemented`` and the array code runs.
+CuPy is imported inside the functions only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...compute import cuda
+from ...mesh.grid import array_axis
+
+__all__ = ["coarsen_couplings", "level_arrays"]
+
+_kernel = cuda.float64_kernels(__name__, "multigrid_setup.cu")
+#: The level kernel by the cycle's precision.
+_LEVEL = {np.dtype(np.float64): "bf_mg_level_f64", np.dtype(np.float32): "bf_mg_level_f32"}
+
+
+def _as_3d(a):
+    """``a`` (2-d or 3-d) as a 3-d array: a 2-d one as a single plane."""
+    return a if a.ndim == 3 else a.reshape((1,) + a.shape)
+
+
+def _cells(couplings):
+    """The cells per array axis of the level whose face ``couplings`` (x
+    first) these are."""
+    nd = len(couplings)
+    shape = list(couplings[0].shape)
+    shape[array_axis(nd, 0)] += 1
+    return tuple(shape)
+
+
+def coarsen_couplings(couplings, xp):
+    """Twin of ``multigrid.coarsen_couplings``: one ``bf_mg_coarsen`` launch
+    per axis."""
+    import cupy as cp
+
+    nd = len(couplings)
+    if nd not in (2, 3):
+        return NotImplemented
+    arrays = cuda.float64_nd(nd, *couplings)
+    if arrays is None:
+        return NotImplemented
+    cells = _cells(arrays)
+    coarse = tuple((n + 1) // 2 for n in cells)
+    out = []
+    for a, c in enumerate(arrays):
+        k = array_axis(nd, a)
+        expected = list(cells)
+        expected[k] -= 1
+        if c.shape != tuple(expected):
+            return NotImplemented
+        shape = list(coarse)
+        shape[k] -= 1
+        o = cp.empty(tuple(shape), dtype=cp.float64)
+        if o.size:
+            f3, o3 = _as_3d(c), _as_3d(o)
+            cuda.launch_1d(_kernel("bf_mg_coarsen"), o.size, (
+                f3, o3, *(np.int32(n) for n in f3.shape), *(np.int32(n) for n in o3.shape),
+                np.int32(k + 3 - nd)))
+        out.append(o)
+    return out
+
+
+def level_arrays(couplings, out_couplings, out_inv_diagonal):
+    """Twin of ``multigrid.level_arrays``: one launch of ``bf_mg_level_f32``
+    (or ``_f64``) writes the level's couplings and inverse diagonal."""
+    nd = len(couplings)
+    if nd not in (2, 3) or len(out_couplings) != nd:
+        return NotImplemented
+    arrays = cuda.float64_nd(nd, *couplings)
+    dtype = out_inv_diagonal.dtype
+    if arrays is None or dtype not in _LEVEL:
+        return NotImplemented
+    cells = _cells(arrays)
+    outputs = (*out_couplings, out_inv_diagonal)
+    if out_inv_diagonal.shape != cells or any(
+            o.dtype != dtype or not o.flags.c_contiguous for o in outputs) \
+            or any(o.shape != c.shape for o, c in zip(out_couplings, arrays)):
+        return NotImplemented
+    ins = [_as_3d(c) for c in arrays]
+    outs = [_as_3d(o) for o in out_couplings]
+    if nd == 2:                            # no z couplings: any array stands in
+        ins.append(ins[0])
+        outs.append(outs[0])
+    inv = _as_3d(out_inv_diagonal)
+    cuda.launch_1d(_kernel(_LEVEL[dtype]), inv.size, (*ins, *outs, inv,
+                                                      *(np.int32(n) for n in inv.shape)))
+    return None

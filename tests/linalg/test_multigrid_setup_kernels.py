@@ -1,0 +1,102 @@
+"""The multigrid set-up's CUDA kernels (linalg.precond.multigrid_setup_cuda)
+against their array-code twins: the coarse couplings and a level's arrays
+in both cycle precisions, the same bits, in 2-D and 3-D, on even and odd
+grids, grids one cell wide and couplings spanning six decades (some zero).
+Each variant is called directly, so a silent fall-back to the array code
+cannot pass for it.  Run with ``pytest --backend cupy`` on a GPU machine.
+"""
+import numpy as np
+import pytest
+
+from bubbleflow.linalg.precond.multigrid import Multigrid, coarsen_couplings, level_arrays
+from bubbleflow.mesh.grid import array_axis
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(8, 8), (9, 13), (1, 7), (6, 1), (4, 6, 8), (5, 7, 9), (1, 3, 4), (3, 1, 5),
+          (2, 2, 1), (17, 10, 6)]
+
+
+@pytest.fixture(scope="module")
+def cp(cupy_backend):
+    return cupy_backend.xp
+
+
+def variant(concept):
+    return concept.variants["cupy"]
+
+
+def couplings(shape, seed=0):
+    """Face couplings per grid axis (x first) of a grid of ``shape`` cells
+    (array order): six decades, a few exact zeros."""
+    rng = np.random.default_rng(seed)
+    nd = len(shape)
+    out = []
+    for a in range(nd):
+        s = list(shape)
+        s[array_axis(nd, a)] -= 1
+        c = 10.0 ** rng.uniform(-6, 0, size=s)
+        c[rng.random(s) < 0.05] = 0.0
+        out.append(c)
+    return tuple(out)
+
+
+def same(got, ref):
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        g = g.get()
+        assert g.shape == r.shape and g.dtype == r.dtype
+        np.testing.assert_array_equal(g, r)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_coarsen_couplings_kernel(shape, cp):
+    c = couplings(shape)
+    got = variant(coarsen_couplings)(tuple(cp.asarray(x) for x in c), cp)
+    assert got is not NotImplemented
+    same(got, coarsen_couplings.reference(c, np))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_level_arrays_kernel(shape, dtype, cp):
+    c = couplings(shape, seed=1)
+    ref_c = tuple(np.empty(x.shape, dtype=dtype) for x in c)
+    ref_inv = np.empty(shape, dtype=dtype)
+    level_arrays.reference(c, ref_c, ref_inv)
+    out_c = tuple(cp.full(x.shape, np.nan, dtype=dtype) for x in c)
+    out_inv = cp.full(shape, np.nan, dtype=dtype)
+    assert variant(level_arrays)(tuple(cp.asarray(x) for x in c), out_c, out_inv) \
+        is not NotImplemented
+    same(out_c + (out_inv,), ref_c + (ref_inv,))
+
+
+def test_a_hierarchy_on_the_gpu_is_the_array_codes(cp):
+    """A 3-D hierarchy built and refreshed with the kernels holds the bits
+    NumPy's array code gives (every level, the coarsest inverse to rounding:
+    the libraries' inverses differ)."""
+    shape = (20, 12, 16)
+    first, second = couplings(shape, seed=2), couplings(shape, seed=3)
+    M = Multigrid.from_couplings(tuple(cp.asarray(x) for x in first), shape, coarsest=64,
+                                 min_side=1)
+    assert M.refresh_couplings(tuple(cp.asarray(x) for x in second))
+    ref = Multigrid.from_couplings(second, shape, coarsest=64, min_side=1)
+    assert len(M.levels) == len(ref.levels) > 2
+    for lv, rv in zip(M.levels, ref.levels):
+        same(lv.couplings + (lv.inv_diagonal,), rv.couplings + (rv.inv_diagonal,))
+    np.testing.assert_allclose(M.coarse_inverse.get(), ref.coarse_inverse, rtol=1e-4,
+                               atol=1e-4 * np.abs(ref.coarse_inverse).max())
+
+
+def test_calls_the_kernels_do_not_cover(cp):
+    c = couplings((4, 5, 6))
+    d = tuple(cp.asarray(x) for x in c)
+    assert variant(coarsen_couplings)(tuple(x.astype(cp.float32) for x in d), cp) \
+        is NotImplemented
+    assert variant(coarsen_couplings)(d[::-1], cp) is NotImplemented
+    out_c = tuple(cp.empty(x.shape, dtype=cp.float16) for x in c)
+    assert variant(level_arrays)(d, out_c, cp.empty((4, 5, 6), dtype=cp.float16)) \
+        is NotImplemented
+    out_c = tuple(cp.empty(x.shape, dtype=cp.float32) for x in c)
+    assert variant(level_arrays)(d, out_c, cp.empty((4, 5, 7), dtype=cp.float32)) \
+        is NotImplemented
