@@ -221,6 +221,10 @@ class Backend:
         """``{method: fn}``: calls that copy ``src`` into ``dst`` (for a bandwidth measurement)."""
         return {"memcpy": lambda: np.copyto(dst, src)}
 
+    def prepare_kernels(self, ndim):
+        """Start compiling, in the background, the kernels that runs of
+        ``ndim``-D grids use (nothing to compile on the host)."""
+
     def device_id(self):
         """Which device runs the arrays, whatever the numbering ("" on the host)."""
         return ""
@@ -403,6 +407,11 @@ class CupyBackend(Backend):
             dst.data.copy_from_device_async(src.data, src.nbytes)
 
         return {"kernel": kernel, "memcpy": memcpy}
+
+    def prepare_kernels(self, ndim):
+        from . import cuda
+
+        cuda.prefetch(ndim)
 
     def device_id(self):
         """The PCI bus id of the current GPU (``CUDA_VISIBLE_DEVICES`` if it cannot be read)."""

@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import functools
 import os
+import queue
 import re
 import sys
+import threading
+from concurrent.futures import Future
 
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
            "reduction", "kernel_cache", "clear_cache", "launch_1d", "rows_grid", "grid_2d",
-           "float64_nd", "float64_2d", "float64_3d", "float64_kernels"]
+           "float64_nd", "float64_2d", "float64_3d", "float64_kernels", "prefetch"]
 
 #: C type of a NumPy dtype name, for the ``typedef ... T;`` of typed sources.
 CTYPE = {"float64": "double", "float32": "float"}
@@ -42,8 +45,10 @@ CTYPE = {"float64": "double", "float32": "float"}
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[ \t]*$', re.MULTILINE)
 
-# The one compile cache: (kind, what was compiled, options, device id) -> object.
+# The one compile cache: (kind, what was compiled, options, device id) ->
+# object, or a Future while another thread builds it.
 _CACHE: dict = {}
+_LOCK = threading.Lock()
 
 
 def _directory(anchor: str) -> str:
@@ -104,11 +109,30 @@ def _device_id() -> int:
 
 
 def _cached(key, build):
+    """The cached object of ``key`` on the current device, built once: a
+    build under way in another thread (:func:`prefetch`) is waited for, not
+    repeated."""
     key = key + (_device_id(),)
-    obj = _CACHE.get(key)
-    if obj is None:
-        obj = _CACHE[key] = build()
-    return obj
+    with _LOCK:
+        obj = _CACHE.get(key)
+        owner = obj is None
+        if owner:
+            obj = _CACHE[key] = Future()
+    if not isinstance(obj, Future):
+        return obj
+    if not owner:
+        return obj.result()
+    try:
+        value = build()
+    except BaseException as exc:
+        with _LOCK:
+            _CACHE.pop(key, None)
+        obj.set_exception(exc)
+        raise
+    with _LOCK:
+        _CACHE[key] = value
+    obj.set_result(value)
+    return value
 
 
 def module(code: str, options=()):
@@ -118,7 +142,9 @@ def module(code: str, options=()):
     def build():
         import cupy
 
-        return cupy.RawModule(code=code, options=options)
+        mod = cupy.RawModule(code=code, options=options)
+        mod.compile()               # now, in the thread that builds it
+        return mod
 
     return _cached(("module", code, options), build)
 
@@ -194,20 +220,75 @@ _MEMOS: list = []
 
 def clear_cache():
     """Forget every compiled object (tests)."""
-    _CACHE.clear()
+    with _LOCK:
+        _CACHE.clear()
     for memo in _MEMOS:
         memo.clear()
 
 
-def float64_kernels(anchor: str, name: str, options=()):
+def float64_kernels(anchor: str, name: str, options=(), ndims=(2, 3)):
     """A getter ``get(kernel_name)`` of the kernels of the source ``name``
     beside ``anchor`` (:func:`source`), compiled with ``typedef double T;``
-    and ``options``: memoised on the kernel's name and the device."""
+    and ``options``: memoised on the kernel's name and the device.  The
+    source is listed for :func:`prefetch` by the grid dimensions ``ndims``
+    whose runs use it."""
+    options = tuple(options)
+    _SOURCES.append((anchor, name, options, tuple(ndims)))
+
     @kernel_cache
     def get(kernel_name):
         return function("typedef double T;\n" + source(anchor, name), kernel_name,
                         options=options)
     return get
+
+
+# The sources of float64_kernels getters: (anchor, name, options, ndims).
+_SOURCES: list = []
+
+
+def prefetch(ndim):
+    """Compile, in background threads, every :func:`float64_kernels` source
+    that runs of ``ndim``-D grids use and that is not compiled yet, while
+    the caller builds its case: the first call of a kernel then finds its
+    module compiled, or waits for the build under way.  The compiler runs
+    outside Python's lock, so the builds overlap each other and the caller
+    (CuPy's own kernels compile in the caller's thread).  The threads are
+    daemons: a process that ends first does not wait for them.  Returns
+    the number of sources queued (a compiled one is found at once)."""
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    jobs = [(a, n, o) for a, n, o, dims in _SOURCES if ndim in dims]
+    if not jobs:
+        return 0
+    work = queue.SimpleQueue()
+    for job in jobs:
+        work.put(job)
+
+    def worker():
+        with cupy.cuda.Device(device):
+            while True:
+                try:
+                    anchor, name, options = work.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    module("typedef double T;\n" + source(anchor, name), options)
+                except Exception:       # the caller's own call raises it again
+                    pass
+
+    for _ in range(min(len(jobs), _prefetch_threads())):
+        threading.Thread(target=worker, name="bubbleflow-prefetch", daemon=True).start()
+    return len(jobs)
+
+
+def _prefetch_threads():
+    """Every core the process may run on but one (at least one)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
 
 
 def launch_1d(kernel, n, args, threads=256):

@@ -52,9 +52,9 @@ _WENO_FLOOR = np.float64(10.0 * math.sqrt(float(np.finfo(np.float64).tiny)))
 _TINY = np.float64(np.finfo(np.float64).tiny)
 
 
-_kernel = cuda.float64_kernels(__name__, "levelset.cu", _OPTIONS)
+_kernel = cuda.float64_kernels(__name__, "levelset.cu", _OPTIONS, ndims=(2,))
 #: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
-_kernel3 = cuda.float64_kernels(__name__, "levelset3.cu", _OPTIONS)
+_kernel3 = cuda.float64_kernels(__name__, "levelset3.cu", _OPTIONS, ndims=(3,))
 
 
 _float64 = cuda.float64_2d

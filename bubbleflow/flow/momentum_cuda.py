@@ -63,7 +63,7 @@ _RULES = {"levelset": 0, "harmonic": 1}
 
 _kernel = cuda.float64_kernels(__name__, "momentum.cu", _OPTIONS)
 #: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
-_kernel3 = cuda.float64_kernels(__name__, "momentum3.cu", _OPTIONS)
+_kernel3 = cuda.float64_kernels(__name__, "momentum3.cu", _OPTIONS, ndims=(3,))
 
 
 _float64 = cuda.float64_2d

@@ -181,6 +181,8 @@ class FlowSolver:
         self.case, self.backend, self.xp = case, backend, backend.xp
         self.grid = g = Grid.from_config(case.grid)
         self.ndim, self.spacing = g.ndim, g.spacing
+        # The kernels compile while the case is built (on the host: nothing).
+        backend.prepare_kernels(self.ndim)
         self.h = min(g.spacing)
         self.eps = 1.5 * max(g.spacing)
         fl = case.fluids

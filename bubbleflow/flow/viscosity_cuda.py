@@ -31,7 +31,7 @@ _THREADS = 256
 _REDUCE_BLOCKS = 1024
 
 
-_kernel = cuda.float64_kernels(__name__, "viscosity.cu", _OPTIONS)
+_kernel = cuda.float64_kernels(__name__, "viscosity.cu", _OPTIONS, ndims=(2,))
 
 
 def _blocks(n):

@@ -39,9 +39,9 @@ _BLOCK = (32, 8)
 _MIN_CELLS = 3
 
 
-_kernel = cuda.float64_kernels(__name__, "vof.cu", _OPTIONS)
+_kernel = cuda.float64_kernels(__name__, "vof.cu", _OPTIONS, ndims=(2,))
 #: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
-_kernel3 = cuda.float64_kernels(__name__, "vof3.cu", _OPTIONS)
+_kernel3 = cuda.float64_kernels(__name__, "vof3.cu", _OPTIONS, ndims=(3,))
 
 
 def _arrays(c, u, v, normal_from):

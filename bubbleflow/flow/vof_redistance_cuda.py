@@ -66,9 +66,9 @@ _NPLANE = 4
 _SEED = 128
 
 
-_kernel = cuda.float64_kernels(__name__, "vof_redistance.cu", _OPTIONS)
+_kernel = cuda.float64_kernels(__name__, "vof_redistance.cu", _OPTIONS, ndims=(2,))
 #: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
-_kernel3 = cuda.float64_kernels(__name__, "vof_redistance3.cu", _OPTIONS)
+_kernel3 = cuda.float64_kernels(__name__, "vof_redistance3.cu", _OPTIONS, ndims=(3,))
 
 
 @cuda.kernel_cache
