@@ -50,3 +50,9 @@ def cupy_backend():
         return get_backend("cupy")
     except BackendUnavailable as exc:
         pytest.skip(f"cupy unavailable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def cp(cupy_backend):
+    """CuPy itself, for the kernel tests' device arrays (skips without it)."""
+    return cupy_backend.xp

@@ -39,6 +39,19 @@ __device__ __forceinline__ T face_density(T q, T qn, T r, T eps, T rho_g, T drho
     return 0.5 * (rn + r);
 }
 
+// H, rho and mu (arithmetic) of cell c from its level set q; returns rho.
+__device__ __forceinline__ T cell_properties(T q, long long c, T eps, T rho_g, T drho, T mu_g,
+                                             T dmu, T* __restrict__ H, T* __restrict__ rho,
+                                             T* __restrict__ mu)
+{
+    const T h = heaviside(q, eps);
+    const T r = rho_g + drho * h;
+    H[c] = h;
+    rho[c] = r;
+    mu[c] = mu_g + dmu * h;
+    return r;
+}
+
 extern "C" __global__ void bf_mom_properties(
     const T* __restrict__ phi, T* __restrict__ H, T* __restrict__ rho, T* __restrict__ mu,
     T* __restrict__ rho_x, T* __restrict__ rho_y, const int nx, const int ny, const T eps,
@@ -47,11 +60,7 @@ extern "C" __global__ void bf_mom_properties(
     BF_CELLS(nx, ny) {
         const long long c = (long long)j * nx + i;
         const T q = phi[c];
-        const T h = heaviside(q, eps);
-        const T r = rho_g + drho * h;
-        H[c] = h;
-        rho[c] = r;
-        mu[c] = mu_g + dmu * h;
+        const T r = cell_properties(q, c, eps, rho_g, drho, mu_g, dmu, H, rho, mu);
         if (i < nx - 1)
             rho_x[(long long)j * (nx - 1) + i] = face_density(q, phi[c + 1], r, eps, rho_g, drho, rule);
         if (j < ny - 1)

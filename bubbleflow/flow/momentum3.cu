@@ -49,11 +49,7 @@ extern "C" __global__ void bf_mom3_properties(
     BF_CELLS3(nx, ny, nz) {
         const long long c = (long long)k * plane + (long long)j * nx + i;
         const T q = phi[c];
-        const T h = heaviside(q, eps);
-        const T r = rho_g + drho * h;
-        H[c] = h;
-        rho[c] = r;
-        mu[c] = mu_g + dmu * h;
+        const T r = cell_properties(q, c, eps, rho_g, drho, mu_g, dmu, H, rho, mu);
         if (i < nx - 1)
             rho_x[((long long)k * ny + j) * (nx - 1) + i] =
                 face_density(q, phi[c + 1], r, eps, rho_g, drho, rule);

@@ -55,6 +55,17 @@ __device__ __forceinline__ T vof_cut_fraction(T mx, T my, T alpha, T lx, T ly)
     return s > 0.0 ? np_clip(f, 0.0, 1.0) : degenerate;
 }
 
+// w dt / h times the fraction of the swept slab of width |w| dt that holds
+// gas: 0 and 1 for an empty and a full donor, else mixed(width, w > 0), its
+// PLIC cut (computed only there: the array code overrides the pure donors').
+template <typename Mixed>
+__device__ __forceinline__ T vof_swept(T cd, T w, T dt, T dt_over_h, Mixed mixed)
+{
+    const T width = fabs(w) * dt;
+    const T frac = cd <= 0.0 ? 0.0 : (cd >= 1.0 ? 1.0 : mixed(width, w > 0.0));
+    return w * dt_over_h * frac;
+}
+
 // The gas volume through one interior face in dt, in units of the cell
 // volume (vof_advection's sweep's `inner`): w the face velocity, (dj, di) the donor
 // cell (the upwind one), cd its fraction.  The donor's PLIC line
@@ -65,23 +76,36 @@ __device__ __forceinline__ T vof_face_flux(
     int dj, int di, T cd, T w, T hx, T hy, T dt, T dt_over_h)
 {
     const T h_along = along_x ? hx : hy, h_across = along_x ? hy : hx;
-    const T width = fabs(w) * dt;
-    const bool right = w > 0.0;
-    T frac;
-    if (cd <= 0.0) {
-        frac = 0.0;
-    } else if (cd >= 1.0) {
-        frac = 1.0;
-    } else {
+    return vof_swept(cd, w, dt, dt_over_h, [&](T width, bool right) {
         T mx, my;
         if (use_phi) vof_phi_normal(phi, nx, ny, dj, di, hx, hy, &mx, &my);
         else         vof_youngs(c, nx, ny, dj, di, hx, hy, &mx, &my);
         const T alpha = vof_line_constant(mx, my, cd, hx, hy);
         const T m_along = along_x ? mx : my, m_across = along_x ? my : mx;
         const T a = right ? alpha - m_along * (h_along - width) : alpha;
-        frac = vof_cut_fraction(m_along, m_across, a, width, h_across);
+        return vof_cut_fraction(m_along, m_across, a, width, h_across);
+    });
+}
+
+// A sweep's new fraction of cell p (vof_advection's sweep): the old one less
+// the net flux, plus the dilatation times the indicator c0 > 1/2 of the
+// step's start; after the last sweep the excursions within tol of [0, 1]
+// clipped, the raw value kept in raw when asked.
+__device__ __forceinline__ void vof_store(T cc, T flux_in, T flux_out, T w_in, T w_out, T c0p,
+                                          T dt_over_h, int last, int keep_raw, T tol,
+                                          T one_plus_tol, T* out, T* raw, long long p)
+{
+    const T dilatation = (w_out - w_in) * dt_over_h;
+    const T indicator = c0p > 0.5 ? 1.0 : 0.0;
+    const T value = cc - (flux_out - flux_in) + indicator * dilatation;
+    if (last) {
+        const bool low = value < 0.0 && value > -tol;
+        const bool high = value > 1.0 && value < one_plus_tol;
+        out[p] = low ? 0.0 : (high ? 1.0 : value);
+        if (keep_raw) raw[p] = value;
+    } else {
+        out[p] = value;
     }
-    return w * dt_over_h * frac;
 }
 
 // One sweep of vof_advection's sweep along x (along_x = 1: vel = u, (ny, nx + 1)) or y
@@ -135,16 +159,7 @@ extern "C" __global__ void bf_vof_sweep(
                                      from_here ? i : i_next, from_here ? cc : c[p + step], w_out,
                                      hx, hy, dt, dt_over_h);
         }
-        const T dilatation = (w_out - w_in) * dt_over_h;
-        const T indicator = c0[p] > 0.5 ? 1.0 : 0.0;
-        const T value = cc - (flux_out - flux_in) + indicator * dilatation;
-        if (last) {
-            const bool low = value < 0.0 && value > -tol;
-            const bool high = value > 1.0 && value < one_plus_tol;
-            out[p] = low ? 0.0 : (high ? 1.0 : value);
-            if (keep_raw) raw[p] = value;
-        } else {
-            out[p] = value;
-        }
+        vof_store(cc, flux_in, flux_out, w_in, w_out, c0[p], dt_over_h, last, keep_raw, tol,
+                  one_plus_tol, out, raw, p);
     }
 }

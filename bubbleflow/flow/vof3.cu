@@ -68,14 +68,7 @@ __device__ __forceinline__ T vof_face_flux3(
     const int* donor, T cd, T w, T hx, T hy, T hz, T dt, T dt_over_h)
 {
     const T h[3] = {hx, hy, hz};
-    const T width = fabs(w) * dt;
-    const bool right = w > 0.0;
-    T frac;
-    if (cd <= 0.0) {
-        frac = 0.0;
-    } else if (cd >= 1.0) {
-        frac = 1.0;
-    } else {
+    return vof_swept(cd, w, dt, dt_over_h, [&](T width, bool right) {
         T m[3];
         if (use_phi) vof_phi_normal3(phi, n[2], n[1], n[0], donor[0], donor[1], donor[2],
                                      hx, hy, hz, m);
@@ -83,9 +76,8 @@ __device__ __forceinline__ T vof_face_flux3(
         const T alpha = vof_plane_constant(m, cd, hx, hy, hz);
         const int b = a == 0 ? 1 : 0, e = a == 2 ? 1 : 2;     // the other grid axes, in order
         const T shifted = right ? alpha - m[a] * (h[a] - width) : alpha;
-        frac = vof_cut_fraction3(m[a], m[b], m[e], shifted, width, h[b], h[e]);
-    }
-    return w * dt_over_h * frac;
+        return vof_cut_fraction3(m[a], m[b], m[e], shifted, width, h[b], h[e]);
+    });
 }
 
 // One sweep of vof_advection's sweep along grid axis `axis` of the field c
@@ -135,17 +127,8 @@ __device__ __forceinline__ void vof_sweep3(
                                       from_here ? cc : c[p + step], w_out, hx, hy, hz, dt,
                                       dt_over_h);
         }
-        const T dilatation = (w_out - w_in) * dt_over_h;
-        const T indicator = c0[p] > 0.5 ? 1.0 : 0.0;
-        const T value = cc - (flux_out - flux_in) + indicator * dilatation;
-        if (last) {
-            const bool low = value < 0.0 && value > -tol;
-            const bool high = value > 1.0 && value < one_plus_tol;
-            out[p] = low ? 0.0 : (high ? 1.0 : value);
-            if (keep_raw) raw[p] = value;
-        } else {
-            out[p] = value;
-        }
+        vof_store(cc, flux_in, flux_out, w_in, w_out, c0[p], dt_over_h, last, keep_raw, tol,
+                  one_plus_tol, out, raw, p);
     }
 }
 

@@ -67,21 +67,32 @@ extern "C" __global__ void bf_vof_rd3_planes(
 }
 
 // out = 1 where a cell within `band` cells along `axis` has (in & bit), else 0.
+// Cell (k, j, i)'s grid line along `axis` (0 x, 1 y, 2 z): its stride, the
+// cell's index on it and its length.
+struct Line3 {
+    long long stride;
+    int at, n;
+};
+
+__device__ __forceinline__ Line3 line3(int axis, int nx, int ny, int nz, int k, int j, int i)
+{
+    if (axis == 0) return Line3{1, i, nx};
+    if (axis == 1) return Line3{(long long)nx, j, ny};
+    return Line3{(long long)nx * ny, k, nz};
+}
+
 extern "C" __global__ void bf_vof_rd3_dilate(
     const unsigned char* __restrict__ in, unsigned char* __restrict__ out, const int bit,
     const int axis, const int band, const int nx, const int ny, const int nz)
 {
-    const long long plane = (long long)nx * ny;
-    const long long stride = axis == 0 ? 1 : (axis == 1 ? (long long)nx : plane);
     BF_CELLS3(nx, ny, nz) {
-        const long long p = (long long)k * plane + (long long)j * nx + i;
-        const int at = axis == 0 ? i : (axis == 1 ? j : k);
-        const int n = axis == 0 ? nx : (axis == 1 ? ny : nz);
-        const int lo = at - band < 0 ? 0 : at - band;
-        const int hi = at + band > n - 1 ? n - 1 : at + band;
+        const long long p = ((long long)k * ny + j) * nx + i;
+        const Line3 line = line3(axis, nx, ny, nz, k, j, i);
+        const int lo = line.at - band < 0 ? 0 : line.at - band;
+        const int hi = line.at + band > line.n - 1 ? line.n - 1 : line.at + band;
         unsigned char hit = 0;
         for (int s = lo; s <= hi && !hit; ++s)
-            hit = (in[p + (long long)(s - at) * stride] & bit) ? 1 : 0;
+            hit = (in[p + (long long)(s - line.at) * line.stride] & bit) ? 1 : 0;
         out[p] = hit;
     }
 }
@@ -94,17 +105,14 @@ extern "C" __global__ void bf_vof_rd3_gap(
     unsigned char* __restrict__ out, const int first, const int axis, const int cap,
     const int nx, const int ny, const int nz)
 {
-    const long long plane = (long long)nx * ny;
-    const long long stride = axis == 0 ? 1 : (axis == 1 ? (long long)nx : plane);
     BF_CELLS3(nx, ny, nz) {
-        const long long p = (long long)k * plane + (long long)j * nx + i;
-        const int at = axis == 0 ? i : (axis == 1 ? j : k);
-        const int n = axis == 0 ? nx : (axis == 1 ? ny : nz);
+        const long long p = ((long long)k * ny + j) * nx + i;
+        const Line3 line = line3(axis, nx, ny, nz, k, j, i);
         int best = cap;
         for (int s = -cap; s <= cap; ++s) {
-            const int q = at + s;
-            if (q < 0 || q >= n) continue;
-            const long long r = p + (long long)s * stride;
+            const int q = line.at + s;
+            if (q < 0 || q >= line.n) continue;
+            const long long r = p + (long long)s * line.stride;
             const int d = first ? ((flags[r] & (BF_RD3_MASK | (7 * BF_RD3_FACE))) ? 0 : cap) : in[r];
             const int e = (s < 0 ? -s : s) > d ? (s < 0 ? -s : s) : d;
             if (e < best) best = e;

@@ -17,7 +17,7 @@ comparison prints its largest difference (``pytest -rP`` shows them).
 """
 import numpy as np
 import pytest
-from helpers.twins import close as close_within
+from helpers.twins import close as close_within, variant
 
 from bubbleflow.flow.bubble_measures import (VolumeMeasure, bubble_diagnostics, bubble_quantities,
                                              bubble_sums)
@@ -37,11 +37,6 @@ def close(name, got, ref):
 GRIDS = [(64, 64, 1 / 64, 1 / 64), (37, 53, 1 / 37, 1.3 / 53), (48, 96, 0.02, 0.0125),
          (3, 4, 0.3, 0.2)]
 KINDS = ["circle", "bubbles", "random"]
-
-
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
 
 
 def fields(nx, ny, hx, hy, kind, seed=0):
@@ -84,10 +79,6 @@ def close_dict(name, got, ref):
         worst = max(worst, diff)
         assert diff <= RTOL, (k, g, r)
     print(f"maxdiff {name}: {worst:.3e}")
-
-
-def variant(concept):
-    return concept.variants["cupy"]
 
 
 def grid_id(g):

@@ -15,7 +15,7 @@ Run with ``pytest --backend cupy`` on a GPU machine.
 """
 import numpy as np
 import pytest
-from helpers.twins import close as close_within
+from helpers.twins import close as close_within, variant
 
 from bubbleflow.flow.bubble_measures import VolumeMeasure, bubble_quantities, bubble_sums
 from bubbleflow.flow.levelset import advect, curvature, smooth
@@ -36,17 +36,8 @@ GRIDS = [(20, 18, 22, 1 / 20, 1 / 20, 1 / 20), (16, 20, 12, 0.06, 0.05, 0.08),
 KINDS = ["sphere", "bubbles", "random"]
 
 
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
 def grid_id(g):
     return "x".join(str(n) for n in g[:3])
-
-
-def variant(concept):
-    return concept.variants["cupy"]
 
 
 def fields(g, kind, seed=0):

@@ -41,11 +41,6 @@ CONFIGS = {
 
 
 @pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
-@pytest.fixture(scope="module")
 def flow_states():
     """``{config: (flow, state, dt)}``: a few NumPy steps (explicit viscosity)."""
     numpy = get_backend("numpy")

@@ -27,11 +27,6 @@ pytestmark = pytest.mark.gpu
 SIGNS = [((-1.0, 1.0), (1.0, -1.0)), ((-1.0, -1.0), (-1.0, -1.0)), ((1.0, 1.0), (1.0, 1.0))]
 
 
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
 def _inputs(cells, rng, stiff=False):
     """Host cell viscosity and the interior face densities of every component."""
     nd = len(cells)

@@ -33,11 +33,6 @@ KINDS = ["circle", "filaments", "random"]
 STEPS = 6
 
 
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
 def grid_id(g):
     return f"{g[0]}x{g[1]}" + ("" if g[2] == g[3] else "-aniso")
 

@@ -37,11 +37,6 @@ SHAPES = ["sphere", "two-spheres", "sheet", "plane-x", "plane-y", "plane-z", "bo
 SEARCHES = [(3, None), (1, None), (2, 2), (CLSVOF_BAND, CLSVOF_BAND + 1)]
 
 
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
 def grid_id(g):
     return "x".join(str(n) for n in g[:3])
 

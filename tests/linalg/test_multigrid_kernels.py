@@ -11,6 +11,7 @@ bit for bit.
 """
 import numpy as np
 import pytest
+from helpers.twins import variant
 
 from bubbleflow.linalg.precond.multigrid import Multigrid, prolong_smooth, smooth_restrict
 from bubbleflow.linalg.solver import PressureSolver
@@ -21,15 +22,6 @@ pytestmark = pytest.mark.gpu
 
 RTOL = 1e-12
 SHAPES = [(8, 8), (9, 13), (1, 7), (6, 1), (33, 20), (70, 101)]
-
-
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
-def variant(concept):
-    return concept.variants["cupy"]
 
 
 def fields(shape, seed=0):

@@ -7,6 +7,7 @@ cannot pass for it.  Run with ``pytest --backend cupy`` on a GPU machine.
 """
 import numpy as np
 import pytest
+from helpers.twins import variant
 
 from bubbleflow.linalg.precond.multigrid import Multigrid, coarsen_couplings, level_arrays
 from bubbleflow.mesh.grid import array_axis
@@ -15,15 +16,6 @@ pytestmark = pytest.mark.gpu
 
 SHAPES = [(8, 8), (9, 13), (1, 7), (6, 1), (4, 6, 8), (5, 7, 9), (1, 3, 4), (3, 1, 5),
           (2, 2, 1), (17, 10, 6)]
-
-
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
-def variant(concept):
-    return concept.variants["cupy"]
 
 
 def couplings(shape, seed=0):

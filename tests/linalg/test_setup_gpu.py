@@ -18,11 +18,6 @@ from bubbleflow.linalg.precond.incomplete_poisson import ScaledIncompletePoisson
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def cp(cupy_backend):
-    return cupy_backend.xp
-
-
 def random_faces(nx, ny, seed):
     rng = np.random.default_rng(seed)
     return 10.0 ** rng.uniform(-3, 0, (ny, nx - 1)), 10.0 ** rng.uniform(-3, 0, (ny - 1, nx))

@@ -15,6 +15,17 @@ __device__ __forceinline__ T mg_face(const T* __restrict__ f, int n0, int n1, in
     return f[((long long)a0 * n1 + a1) * n2 + a2];
 }
 
+// The indices per array axis of flat position q of an array of extents
+// (., n1, n2).
+__device__ __forceinline__ void mg_unflatten(long long q, int n1, int n2, int* a0, int* a1,
+                                             int* a2)
+{
+    *a2 = (int)(q % n2);
+    const long long r = q / n2;
+    *a1 = (int)(r % n1);
+    *a0 = (int)(r / n1);
+}
+
 // The coarse couplings of the faces normal to array axis KA: the fine faces
 // between aggregates (odd along KA) summed over the aggregates' pairs along
 // the other axes, the lower array axis first (multigrid.coarsen_axis).
@@ -25,9 +36,8 @@ __device__ __forceinline__ void mg_coarsen(const T* __restrict__ fine, T* __rest
     const long long count = (long long)c0 * c1 * c2;
     for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < count;
          q += (long long)gridDim.x * blockDim.x) {
-        const int k2 = (int)(q % c2);
-        const long long r = q / c2;
-        const int k1 = (int)(r % c1), k0 = (int)(r / c1);
+        int k0, k1, k2;
+        mg_unflatten(q, c1, c2, &k0, &k1, &k2);
         // Base index per array axis: 2 K + 1 along KA, 2 K along the others.
         const int b0 = KA == 0 ? 2 * k0 + 1 : 2 * k0;
         const int b1 = KA == 1 ? 2 * k1 + 1 : 2 * k1;
@@ -75,9 +85,8 @@ __device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __re
     const long long count = (long long)n0 * n1 * n2;
     for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < count;
          p += (long long)gridDim.x * blockDim.x) {
-        const int i = (int)(p % n2);
-        const long long r = p / n2;
-        const int j = (int)(r % n1), k = (int)(r / n1);
+        int k, j, i;
+        mg_unflatten(p, n1, n2, &k, &j, &i);
         const long long px = ((long long)k * n1 + j) * (n2 - 1) + i;
         const long long py = ((long long)k * (n1 - 1) + j) * n2 + i;
         T C = 0.0;
