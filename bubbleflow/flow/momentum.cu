@@ -176,8 +176,22 @@ extern "C" __global__ void bf_mom_advection(
 
 // -------------------------------------------------------- interface coefficients
 
-// cx on the interior u faces, cy on the interior v faces: sigma times the
-// faces' mean curvature (with_sigma), less buoyancy (y - y0) (with_gravity).
+// One face's coefficient: sigma times the mean curvature of its two cells
+// (with_sigma), less buoyancy (height - y0) (with_gravity, reduced gravity).
+__device__ __forceinline__ T interface_coefficient(T kappa_hi, T kappa_lo, T height, T sigma,
+                                                   T buoyancy, T y0, int with_sigma,
+                                                   int with_gravity)
+{
+    T a = 0.0;
+    if (with_sigma) a = sigma * (0.5 * (kappa_hi + kappa_lo));
+    if (with_gravity) {
+        const T g = buoyancy * (height - y0);
+        a = with_sigma ? a - g : -g;
+    }
+    return a;
+}
+
+// cx on the interior u faces, cy on the interior v faces.
 extern "C" __global__ void bf_mom_interface(
     const T* __restrict__ kappa, const T* __restrict__ yc, const T* __restrict__ yf,
     T* __restrict__ cx, T* __restrict__ cy, const int nx, const int ny, const T sigma,
@@ -185,24 +199,12 @@ extern "C" __global__ void bf_mom_interface(
 {
     BF_CELLS(nx, ny) {
         const long long c = (long long)j * nx + i;
-        if (i < nx - 1) {
-            T a = 0.0;
-            if (with_sigma) a = sigma * (0.5 * (kappa[c + 1] + kappa[c]));
-            if (with_gravity) {
-                const T g = buoyancy * (yc[j] - y0);
-                a = with_sigma ? a - g : -g;
-            }
-            cx[(long long)j * (nx - 1) + i] = a;
-        }
-        if (j < ny - 1) {
-            T a = 0.0;
-            if (with_sigma) a = sigma * (0.5 * (kappa[c + nx] + kappa[c]));
-            if (with_gravity) {
-                const T g = buoyancy * (yf[j] - y0);
-                a = with_sigma ? a - g : -g;
-            }
-            cy[c] = a;
-        }
+        if (i < nx - 1)
+            cx[(long long)j * (nx - 1) + i] = interface_coefficient(
+                kappa[c + 1], kappa[c], yc[j], sigma, buoyancy, y0, with_sigma, with_gravity);
+        if (j < ny - 1)
+            cy[c] = interface_coefficient(kappa[c + nx], kappa[c], yf[j], sigma, buoyancy, y0,
+                                          with_sigma, with_gravity);
     }
 }
 

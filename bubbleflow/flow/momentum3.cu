@@ -188,6 +188,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) bf_mom3_explicit(
 #undef BF_MOM3_EXPLICIT
 }
 
+// The interface force's coefficients on the interior faces of the three
+// axes (bf_mom_interface in 3-D); zc the cells' heights (the x and y
+// faces'), zf the interior z faces'.
+extern "C" __global__ void bf_mom3_interface(
+    const T* __restrict__ kappa, const T* __restrict__ zc, const T* __restrict__ zf,
+    T* __restrict__ cx, T* __restrict__ cy, T* __restrict__ cz, const int nx, const int ny,
+    const int nz, const T sigma, const T buoyancy, const T y0, const int with_sigma,
+    const int with_gravity)
+{
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const long long c = (long long)k * plane + (long long)j * nx + i;
+        const T q = kappa[c];
+        if (i < nx - 1)
+            cx[((long long)k * ny + j) * (nx - 1) + i] = interface_coefficient(
+                kappa[c + 1], q, zc[k], sigma, buoyancy, y0, with_sigma, with_gravity);
+        if (j < ny - 1)
+            cy[((long long)k * (ny - 1) + j) * nx + i] = interface_coefficient(
+                kappa[c + nx], q, zc[k], sigma, buoyancy, y0, with_sigma, with_gravity);
+        if (k < nz - 1)
+            cz[c] = interface_coefficient(kappa[c + plane], q, zf[k], sigma, buoyancy, y0,
+                                          with_sigma, with_gravity);
+    }
+}
+
 // div u at the cells; with with_rhs also -div / dt (bf_mom_divergence in 3-D).
 extern "C" __global__ void bf_mom3_divergence(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,

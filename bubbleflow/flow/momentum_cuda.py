@@ -537,10 +537,15 @@ def advection_terms_nd(velocity, rho_faces, mu, spacing, signs):
 def interface_coefficients_nd(phi_kappa, spacing, sigma, heights, buoyancy, y0):
     """Variant of ``momentum.interface_coefficients``: the curvature
     (``levelset.curvature``, its own CUDA variant: one kernel) when
-    ``sigma > 0``, then one launch of ``bf_mom_interface``.  ``heights``:
-    the cells' ``(ny, 1)`` and the interior horizontal faces' ``(ny-1, 1)``."""
-    if not _plane_call(spacing) or (sigma <= 0 and buoyancy == 0):
+    ``sigma > 0``, then one launch of ``bf_mom_interface``
+    (:func:`interface_coefficients_3d` in 3-D).  ``heights``: the cells'
+    ``(ny, 1)`` and the interior horizontal faces' ``(ny-1, 1)``."""
+    if sigma <= 0 and buoyancy == 0:
         return NotImplemented           # (nothing acts: the array code's None, no work)
+    if len(spacing) == 3:
+        return interface_coefficients_3d(phi_kappa, spacing, sigma, heights, buoyancy, y0)
+    if not _plane_call(spacing):
+        return NotImplemented
     arrays = _float64(phi_kappa)
     if arrays is None or _cells(arrays[0]) is None:
         return NotImplemented
@@ -557,6 +562,37 @@ def interface_coefficients_nd(phi_kappa, spacing, sigma, heights, buoyancy, y0):
         yc = yf = phi                   # (not read without buoyancy)
     kappa = levelset.curvature(phi, spacing) if sigma > 0 else phi
     return _interface_kernel(kappa, yc, yf, sigma, buoyancy, y0)
+
+
+def interface_coefficients_3d(phi_kappa, spacing, sigma, heights, buoyancy, y0):
+    """``momentum.interface_coefficients`` on a 3-D grid: the curvature's
+    twin when ``sigma > 0``, then one launch of ``bf_mom3_interface``.
+    ``heights``: per grid axis, broadcastable along the vertical (the
+    cells' ``(nz, 1, 1)`` for x and y, the interior z faces' for z)."""
+    import cupy as cp
+
+    arrays = _space_arrays(getattr(phi_kappa, "shape", ()), c=phi_kappa)
+    if arrays is None:
+        return NotImplemented
+    (phi,) = arrays
+    nz, ny, nx = phi.shape
+    if buoyancy != 0:
+        if len(heights) != 3:
+            return NotImplemented
+        arrays = cuda.float64_3d(heights[0], heights[2])
+        if arrays is None or arrays[0].size != nz or arrays[1].size != nz - 1:
+            return NotImplemented
+        zc, zf = arrays
+    else:
+        zc = zf = phi                   # (not read without buoyancy)
+    kappa = levelset.curvature(phi, spacing) if sigma > 0 else phi
+    kappa = cp.ascontiguousarray(kappa, dtype=cp.float64)
+    faces = tuple(cp.empty(_faces_3d(phi.shape, a, inner=True), dtype=cp.float64)
+                  for a in range(3))
+    _kernel3("bf_mom3_interface")(*_space_grid(phi.shape), (
+        kappa, zc, zf, *faces, np.int32(nx), np.int32(ny), np.int32(nz), np.float64(sigma),
+        np.float64(buoyancy), np.float64(y0), np.int32(sigma > 0), np.int32(buoyancy != 0)))
+    return faces
 
 
 def _reduced_scalars(reduced):

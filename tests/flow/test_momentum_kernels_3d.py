@@ -1,5 +1,5 @@
 """The momentum phase's 3-D CUDA kernels (flow.momentum_cuda: properties,
-the explicit provisional velocity, the divergence and the pressure's
+the interface force's coefficients, the explicit provisional velocity, the divergence and the pressure's
 right-hand side, the correction) against their array code (flow.momentum).
 
 Each variant is called directly (a silent fall-back to the array code cannot
@@ -63,9 +63,9 @@ def calls(flow, state, dt):
     props = (state.phi, flow.eps, flow.rho_l, flow.rho_g, flow.mu_l, flow.mu_g,
              flow.case.operator.face_density)
     H, rho, mu, faces = m.fluid_properties.reference(*props)
-    coef = m.interface_coefficients.reference(
-        levelset.smooth.reference(state.phi, flow.curvature_passes), flow.spacing, flow.sigma,
-        flow.heights, flow.buoyancy, flow.y0)
+    forces = (levelset.smooth.reference(state.phi, flow.curvature_passes), flow.spacing,
+              flow.sigma, flow.heights, flow.buoyancy, flow.y0)
+    coef = m.interface_coefficients.reference(*forces)
     coef = None if coef is None else tuple(np.ascontiguousarray(c) for c in coef)
     reduced = (m.ReducedGravity(flow.gravity, flow.rho_g, flow.rho_l)
                if flow.buoyancy != 0 else None)
@@ -76,6 +76,7 @@ def calls(flow, state, dt):
     div_star, _ = m.pressure_rhs.reference(provisional, flow.spacing, dt)
     return [
         ("fluid_properties", m.fluid_properties, props),
+        ("interface_coefficients", m.interface_coefficients, forces),
         ("provisional_velocity", m.provisional_velocity, explicit),
         ("divergence", m.divergence, (provisional, flow.spacing)),
         ("pressure_rhs", m.pressure_rhs, (provisional, flow.spacing, dt)),
