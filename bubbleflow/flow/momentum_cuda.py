@@ -550,18 +550,27 @@ def interface_coefficients_nd(phi_kappa, spacing, sigma, heights, buoyancy, y0):
     if arrays is None or _cells(arrays[0]) is None:
         return NotImplemented
     (phi,) = arrays
-    ny = phi.shape[0]
-    if buoyancy != 0:
-        if not _plane_call(heights):
-            return NotImplemented
-        arrays = _float64(*heights)
-        if arrays is None or arrays[0].size != ny or arrays[1].size != ny - 1:
-            return NotImplemented
-        yc, yf = arrays
-    else:
-        yc = yf = phi                   # (not read without buoyancy)
+    vertical = _vertical_heights(heights, phi, buoyancy)
+    if vertical is None:
+        return NotImplemented
     kappa = levelset.curvature(phi, spacing) if sigma > 0 else phi
-    return _interface_kernel(kappa, yc, yf, sigma, buoyancy, y0)
+    return _interface_kernel(kappa, *vertical, sigma, buoyancy, y0)
+
+
+def _vertical_heights(heights, phi, buoyancy):
+    """The cells' and the interior vertical faces' heights (``heights``'
+    first and last entries) as contiguous float64 arrays of ``phi``'s
+    dimension, as many as ``phi`` has planes and one fewer; ``(phi, phi)``
+    without buoyancy (not read); None where they are not so."""
+    if buoyancy == 0:
+        return phi, phi
+    if not isinstance(heights, (tuple, list)) or len(heights) != phi.ndim:
+        return None
+    arrays = cuda.float64_nd(phi.ndim, heights[0], heights[-1])
+    n = phi.shape[0]
+    if arrays is None or arrays[0].size != n or arrays[1].size != n - 1:
+        return None
+    return arrays
 
 
 def interface_coefficients_3d(phi_kappa, spacing, sigma, heights, buoyancy, y0):
@@ -576,15 +585,10 @@ def interface_coefficients_3d(phi_kappa, spacing, sigma, heights, buoyancy, y0):
         return NotImplemented
     (phi,) = arrays
     nz, ny, nx = phi.shape
-    if buoyancy != 0:
-        if len(heights) != 3:
-            return NotImplemented
-        arrays = cuda.float64_3d(heights[0], heights[2])
-        if arrays is None or arrays[0].size != nz or arrays[1].size != nz - 1:
-            return NotImplemented
-        zc, zf = arrays
-    else:
-        zc = zf = phi                   # (not read without buoyancy)
+    vertical = _vertical_heights(heights, phi, buoyancy)
+    if vertical is None:
+        return NotImplemented
+    zc, zf = vertical
     kappa = levelset.curvature(phi, spacing) if sigma > 0 else phi
     kappa = cp.ascontiguousarray(kappa, dtype=cp.float64)
     faces = tuple(cp.empty(_faces_3d(phi.shape, a, inner=True), dtype=cp.float64)
