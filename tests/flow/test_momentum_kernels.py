@@ -410,9 +410,10 @@ def test_flow_steps_on_the_gpu_follow_numpy(config, cupy_backend):
 
 @pytest.mark.gpu
 def test_fallbacks_run_the_reference(cupy_backend):
-    """float32, grids under the kernels' reach and the 3-D calls they do not
-    cover (the interface coefficients): the variants decline and the array
-    code runs (tests/flow/test_momentum_kernels_3d.py has the 3-D kernels)."""
+    """float32, grids under the kernels' reach and 3-D calls they do not
+    cover (the interface coefficients without their heights): the variants
+    decline and the array code runs (tests/flow/test_momentum_kernels_3d.py
+    has the 3-D kernels)."""
     cp = cupy_backend.xp
     m = momentum
     phi = cp.linspace(-1, 1, 12, dtype=cp.float32).reshape(3, 4)
@@ -429,8 +430,10 @@ def test_fallbacks_run_the_reference(cupy_backend):
     velocity = (cp.zeros((4, 4, 5)), cp.zeros((4, 5, 4)), cp.zeros((5, 4, 4)))
     spacing = (0.25, 0.25, 0.25)
     assert m.divergence(velocity, spacing).shape == (4, 4, 4)
-    assert m.interface_coefficients.variants["cupy"](cube, spacing, 1.0, (None,) * 3, 0.0,
-                                                     0.0) is NotImplemented
+    interface = m.interface_coefficients.variants["cupy"]
+    assert interface(cube.astype(cp.float32), spacing, 1.0, (None,) * 3, 0.0, 0.0) \
+        is NotImplemented
+    assert interface(cube, spacing, 0.0, (None,) * 3, 2.0, 0.0) is NotImplemented
     assert m.interface_coefficients(cube, spacing, 0.0, (None,) * 3, 0.0, 0.0) is None
 
 
