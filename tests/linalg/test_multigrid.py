@@ -279,11 +279,11 @@ def test_a_float32_cycle_takes_any_scale_of_the_right_hand_side(backend):
 def test_host_coarse_solve_equals_the_dense_inverse():
     """The host's sparse coarsest solve (Sherman-Morrison-Woodbury on the
     grounded factorisation) is the dense inverse's operator."""
-    from bubbleflow.linalg.precond.multigrid import HostCoarseSolve, _dense_inverse
+    from bubbleflow.linalg.precond.coarsest_solve import HostCoarseSolve, dense_inverse
 
     A = bubbly_operator(24, 1e6, "numpy")
     couplings = tuple(c.astype(np.float64) for c in A.couplings())
-    dense = _dense_inverse(couplings, A.grid_shape, np)
+    dense = dense_inverse(couplings, A.grid_shape, np)
     host = HostCoarseSolve(couplings, A.grid_shape)
     b = np.random.default_rng(3).standard_normal(24 * 24)
     np.testing.assert_allclose(host @ b, dense @ b, rtol=1e-8, atol=1e-8 * np.abs(dense @ b).max())

@@ -43,21 +43,17 @@ import numpy as np
 
 from . import multigrid_cuda, multigrid_setup_cuda
 from .chebyshev import chebyshev_coefficients
+from .coarsest_solve import HostCoarseSolve, coarse_solve, coarse_solve_bytes
 from ...compute.backend import backend_of
-from ...compute.blas import single_threaded
-from ...compute.transfer import on_device
 from ...compute.twins import twin
-from ...mesh.grid import array_axis, face_sides
-from ...operators.poisson import apply_faces, centre_from_couplings, faces_to_scipy
+from ...mesh.grid import array_axis
+from ...operators.poisson import apply_faces, centre_from_couplings
 from .base import Preconditioner, require_grid_operator
 
 #: The precisions a cycle can run in (``cycle_precision``).
 CYCLE_PRECISIONS = ("float64", "float32")
 #: :attr:`Multigrid.min_side` applies to levels of at most this many cells.
 MIN_SIDE_CELLS = 1024
-#: On the host, coarsest levels larger than this are solved by a sparse
-#: factorisation (:class:`HostCoarseSolve`) rather than a dense inverse.
-HOST_DENSE_CELLS = 256
 #: ``w_levels="auto"``: a level visits its coarse level twice where that
 #: coarse level has at least this many cells.
 W_AUTO_CELLS = 2 ** 18
@@ -116,69 +112,6 @@ def prolong(x, shape, xp):
         if x.shape[axis] != n:
             x = x[(slice(None),) * axis + (slice(0, n),)]
     return x
-
-
-def _face_pairs(couplings, shape, xp):
-    """``(p, q, coupling)`` per axis: the flat indices of the two cells of
-    every interior face and the face's coupling."""
-    index = xp.arange(int(np.prod(shape))).reshape(shape)
-    for axis, c in enumerate(couplings):
-        lower, upper = face_sides(len(shape), axis)
-        yield index[lower].ravel(), index[upper].ravel(), c.ravel()
-
-
-def _coarsest_matrix(couplings, shape, xp):
-    """The coarsest level's dense ``A + c 1 1^T`` (``c = mean(diag) / n``),
-    nonsingular: for a compatible right-hand side its solution is the one
-    of ``A`` with zero mean."""
-    n = int(np.prod(shape))
-    C = centre_from_couplings(couplings, xp).ravel()
-    A = xp.zeros((n, n), dtype=C.dtype)
-    for p, q, c in _face_pairs(couplings, shape, xp):
-        A[p, q] = -c
-        A[q, p] = -c
-    A[xp.arange(n), xp.arange(n)] = C
-    # (A level without couplings, a single cell: the identity's scale.)
-    A += xp.where(C.mean() > 0, C.mean(), 1.0) / n
-    return A
-
-
-def _dense_inverse(couplings, shape, xp):
-    """The symmetric inverse of :func:`_coarsest_matrix`."""
-    A = _coarsest_matrix(couplings, shape, xp)
-    with single_threaded(A.shape[0]):          # a no-op for the GPU's library
-        inv = xp.linalg.inv(A)
-    return 0.5 * (inv + inv.T)
-
-
-class HostCoarseSolve:
-    """The coarsest level's solve on the host, ``(A + c 1 1^T)^-1 b`` (the
-    operator of :func:`_dense_inverse`), by a sparse factorisation: the
-    grounded ``A_g = A + c e_0 e_0^T`` (positive definite) factorised once,
-    and the rank-two rest ``c (1 1^T - e_0 e_0^T)`` by Sherman-Morrison-
-    Woodbury.  A dense inverse of a few hundred cells costs tens of
-    milliseconds on one core, redone at every time step of a flow; this
-    costs about one."""
-
-    def __init__(self, couplings, shape):
-        import scipy.sparse as sp
-        from scipy.sparse.linalg import splu
-
-        n = int(np.prod(shape))
-        C = centre_from_couplings(couplings, np).ravel()
-        c = float(C.mean()) / n if C.mean() > 0 else 1.0 / n
-        grounded = faces_to_scipy(couplings, shape) + sp.csr_matrix(([c], ([0], [0])),
-                                                                      shape=(n, n))
-        self.lu = splu(grounded.tocsc())
-        U = np.zeros((n, 2))
-        U[:, 0] = 1.0
-        U[0, 1] = 1.0
-        self.U, self.W = U, self.lu.solve(U)
-        self.S = np.linalg.inv(np.diag([1.0 / c, -1.0 / c]) + U.T @ self.W)
-
-    def __matmul__(self, b):
-        y = self.lu.solve(np.asarray(b, dtype=np.float64))
-        return (y - self.W @ (self.S @ (self.U.T @ y))).astype(b.dtype, copy=False)
 
 
 def smooth(couplings, inv_diagonal, b, x, degree, ratio):
@@ -260,18 +193,6 @@ def cycle_bytes(cells, couplings, item, io_itemsize, w_levels, n_levels, bottom)
         return down + up + below
 
     return visit(0, io_itemsize)
-
-
-def _coarse_solve_bytes(inverse):
-    """Bytes one coarsest-level solve reads: the dense inverse, or the
-    sparse factors of the host's factorisation (values and row indices)."""
-    nbytes = getattr(inverse, "nbytes", None)
-    if nbytes is not None:
-        return int(nbytes)
-    lu = getattr(inverse, "lu", None)
-    if lu is None:
-        return 0
-    return sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
 
 
 def level_shapes(shape, coarsest, min_side):
@@ -423,15 +344,8 @@ class Multigrid(Preconditioner):
         for shape in shapes[1:]:
             couplings = coarsen_couplings(couplings, xp)
             levels.append(_Level(couplings, shape, xp, self.dtype))
-        return levels, self._coarse_solve(couplings, shape)
+        return levels, coarse_solve(couplings, shape, self.dtype)
 
-    def _coarse_solve(self, couplings, shape):
-        """The coarsest level's solve from its float64 ``couplings``: a dense
-        inverse in the cycle's precision, or on the host above
-        :data:`HOST_DENSE_CELLS` cells the sparse factors."""
-        if not on_device(backend_of(couplings[0])) and int(np.prod(shape)) > HOST_DENSE_CELLS:
-            return HostCoarseSolve(couplings, shape)
-        return _dense_inverse(couplings, shape, self.xp).astype(self.dtype, copy=False)
 
     def refresh(self, A):
         """Take a new operator on the same grid and backend in place: the
@@ -452,7 +366,7 @@ class Multigrid(Preconditioner):
             if k:
                 couplings = coarsen_couplings(couplings, self.xp)
             level_arrays(couplings, level.couplings, level.inv_diagonal)
-        inverse = self._coarse_solve(couplings, self.levels[-1].shape)
+        inverse = coarse_solve(couplings, self.levels[-1].shape, self.dtype)
         if isinstance(inverse, HostCoarseSolve):
             self.coarse_inverse = inverse
         else:
@@ -475,7 +389,7 @@ class Multigrid(Preconditioner):
         cells = [int(np.prod(lv.shape)) for lv in self.levels]
         couplings = [sum(int(c.size) for c in lv.couplings) * item for lv in self.levels]
         return cycle_bytes(cells, couplings, item, io_itemsize, self.w_levels, len(self.levels),
-                           lambda io: _coarse_solve_bytes(self.coarse_inverse)
+                           lambda io: coarse_solve_bytes(self.coarse_inverse)
                            + 2 * cells[-1] * io)
 
     def device_launches(self, src, dst, stop=None):
