@@ -35,6 +35,8 @@ import sys
 import threading
 from concurrent.futures import Future
 
+from .host_cores import spare_cores
+
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
            "reduction", "kernel_cache", "clear_cache", "launch_1d", "rows_grid", "grid_2d",
            "float64_nd", "float64_2d", "float64_3d", "float64_kernels", "prefetch"]
@@ -277,18 +279,9 @@ def prefetch(ndim):
                 except Exception:       # the caller's own call raises it again
                     pass
 
-    for _ in range(min(len(jobs), _prefetch_threads())):
+    for _ in range(min(len(jobs), spare_cores())):
         threading.Thread(target=worker, name="bubbleflow-prefetch", daemon=True).start()
     return len(jobs)
-
-
-def _prefetch_threads():
-    """Every core the process may run on but one (at least one)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, cores - 1)
 
 
 def launch_1d(kernel, n, args, threads=256):

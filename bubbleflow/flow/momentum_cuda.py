@@ -17,11 +17,11 @@ launches tens of small kernels per call, these launch one or two:
 * :func:`norms`, :func:`correct_velocity`: per-block sums then one block, in
   a fixed order (the same input gives the same bits);
 
-In 3-D, :func:`fluid_properties_3d`, :func:`provisional_velocity_3d` (one
-launch a component), :func:`divergence_3d` (the divergence and the
-pressure's right-hand side) and :func:`correct_velocity_3d` serve the
-``*_nd`` variants; the implicit path, the step's scalars and the interface
-coefficients run as array code there.
+In 3-D, :func:`fluid_properties_3d`, :func:`interface_coefficients_3d`,
+:func:`provisional_velocity_3d` (one launch a component),
+:func:`divergence_3d` (the divergence and the pressure's right-hand side)
+and :func:`correct_velocity_3d` serve the ``*_nd`` variants; the implicit
+path and the step's scalars run as array code there.
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields have the twin's bits (on the GPU; NumPy's
@@ -45,8 +45,8 @@ __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coe
            "fluid_properties_nd", "step_scalars_nd", "advection_terms_nd",
            "interface_coefficients_nd", "provisional_velocity_nd", "implicit_rhs_nd",
            "implicit_velocity_nd", "divergence_nd", "pressure_rhs_nd", "correct_velocity_nd",
-           "fluid_properties_3d", "provisional_velocity_3d", "divergence_3d",
-           "correct_velocity_3d"]
+           "fluid_properties_3d", "interface_coefficients_3d", "provisional_velocity_3d",
+           "divergence_3d", "correct_velocity_3d"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)

@@ -5,8 +5,10 @@ and 3-D (CuPy, float64).
 :func:`bubbleflow.flow.vof_redistance.redistance`; :func:`redistance_2d` is
 the same call with the cell sizes as separate arguments, and
 :func:`redistance_3d` the 3-D call (the kernels of ``vof_redistance3.cu``:
-the cells' planes, the band's dilation one axis a launch, and a search like
-the 2-D one over the planes and faces).  The array code batches the search's
+the cells' planes, the band's dilation and each cell's gap to the nearest
+patch cell one axis a launch, the cells outside the band, and a search like
+the 2-D one over the planes and faces, for the band's cells listed by their
+gap).  The array code batches the search's
 (offset, layer) entries, several array operations a batch; here two
 kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
 
@@ -141,7 +143,8 @@ def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
 @cuda.kernel_cache
 def _device_search_3d(window, spacing, spacing_types):
     """The 3-D search's offsets (int32 triples, the array code's order), each
-    one's box distance squared and the least of those from it on, as device
+    one's box distance squared, the least of those from it on, their count
+    and the skip counts by gap (:class:`.vof_limits.SearchOrder`), as device
     arrays kept per device (keyed by the sizes' types, as
     :func:`_device_offsets`)."""
     import cupy as cp

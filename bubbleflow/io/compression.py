@@ -29,12 +29,13 @@ Blosc would need.
 from __future__ import annotations
 
 import math
-import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..compute.host_cores import spare_cores
 
 __all__ = ["Compression", "COMPRESSIONS", "AUTO_COMPRESSION", "CHUNK_BYTES", "write_field",
            "compression_threads"]
@@ -75,11 +76,9 @@ class Compression:
 
 
 def compression_threads():
-    """Threads that compress a field's chunks: every core this process may
-    run on (its affinity, where the system tells it) but one (the steps'
-    own), at least one."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) - 1)
+    """Threads that compress a field's chunks: :func:`.host_cores.spare_cores`
+    (one core left to the steps)."""
+    return spare_cores()
 
 
 def write_field(group, name, data, compression):
