@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
+from .padding import WALLS
 from .vof_limits import CLIP_TOLERANCE, times_cell_volume
 
-__all__ = ["advect", "advect_2d", "advect_3d"]
+__all__ = ["advect", "advect_2d", "advect_3d", "gas_sums"]
 
 #: No FMA contraction: the kernel rounds as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -151,4 +152,38 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
     if info is not None:
         info["clipped"] = times_cell_volume(float(cp.sum(out - raw)), spacing)
         info["excursion"] = max(0.0, float(cp.max(cp.maximum(-out, out - 1.0))))
+    return out
+
+
+#: Threads and most blocks of the gas sums' first pass.
+_REDUCE_THREADS, _REDUCE_BLOCKS = 256, 1024
+
+
+def gas_sums(c, velocity, spacing, padding=WALLS):
+    """Twin of ``vof_diagnostics.gas_sums`` on one process: per-block sums
+    (``bf_vof_gas_partial``), then one block (``bf_vof_gas_final``), in a
+    fixed order: equal to the array code's sums to rounding."""
+    import cupy as cp
+
+    nd = getattr(c, "ndim", 0)
+    if padding is not WALLS or nd not in (2, 3) or len(velocity) != nd or len(spacing) != nd:
+        return NotImplemented
+    arrays = cuda.float64_nd(nd, c, velocity[-1])
+    if arrays is None:
+        return NotImplemented
+    c, top = arrays
+    faces = (c.shape[0] + 1,) + c.shape[1:]
+    if top.shape != faces:
+        return NotImplemented
+    cells = (1,) * (3 - nd) + c.shape
+    hz = spacing[2] if nd == 3 else 0.0
+    blocks = max(1, min(-(-c.size // _REDUCE_THREADS), _REDUCE_BLOCKS))
+    partial = cp.empty(5 * blocks, dtype=cp.float64)
+    out = cp.empty(nd + 2, dtype=cp.float64)
+    get = _kernel3 if nd == 3 else _kernel
+    get("bf_vof_gas_partial")((blocks,), (_REDUCE_THREADS,), (
+        c, top, partial, np.int32(cells[2]), np.int32(cells[1]), np.int32(cells[0]),
+        np.float64(spacing[0]), np.float64(spacing[1]), np.float64(hz), np.int32(nd == 3)))
+    get("bf_vof_gas_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks),
+                                                      np.int32(nd + 2), out))
     return out

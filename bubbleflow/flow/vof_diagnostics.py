@@ -15,7 +15,9 @@ vertical.
 """
 from __future__ import annotations
 
+from . import vof_cuda
 from ..compute.backend import array_module, backend_of
+from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from .padding import WALLS, along
 from .vof_limits import times_cell_volume
@@ -41,6 +43,7 @@ def gas_volume(c, spacing):
     return times_cell_volume(float(array_module(c).sum(c)), spacing)
 
 
+@twin
 def gas_sums(c, velocity, spacing, padding=WALLS):
     """The sums the gas's quantities are made of, on the device.
 
@@ -134,3 +137,7 @@ def gas_diagnostics(c, velocity, spacing, padding=WALLS):
     """
     host = backend_of(c, *velocity).to_host(gas_sums(c, velocity, spacing, padding))
     return gas_quantities(host, spacing)
+
+
+# The CUDA variant (vof_cuda.py): the sums in two launches, one process.
+gas_sums.register("cupy")(vof_cuda.gas_sums)
