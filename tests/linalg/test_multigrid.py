@@ -283,7 +283,8 @@ def test_host_coarse_solve_equals_the_dense_inverse():
 
     A = bubbly_operator(24, 1e6, "numpy")
     couplings = tuple(c.astype(np.float64) for c in A.couplings())
-    dense = dense_inverse(couplings, A.grid_shape, np)
+    dense, flags = dense_inverse(couplings, A.grid_shape)
+    assert flags == []
     host = HostCoarseSolve(couplings, A.grid_shape)
     b = np.random.default_rng(3).standard_normal(24 * 24)
     np.testing.assert_allclose(host @ b, dense @ b, rtol=1e-8, atol=1e-8 * np.abs(dense @ b).max())
@@ -327,3 +328,18 @@ def test_a_refreshed_3d_hierarchy_is_a_new_one(backend):
         for a, b in zip(lv.couplings + (lv.inv_diagonal,), fv.couplings + (fv.inv_diagonal,)):
             assert np.array_equal(backend.to_host(a), backend.to_host(b))
     assert np.array_equal(backend.to_host(M.coarse_inverse), backend.to_host(fresh.coarse_inverse))
+
+
+def test_an_indefinite_coarsest_level_raises_on_the_host():
+    """Negative couplings make the coarsest level's matrix indefinite: its
+    Cholesky factorisation fails and says so, at once on the host."""
+    from bubbleflow.linalg.precond.multigrid import Multigrid
+
+    shape = (5, 6)
+    rng = np.random.default_rng(7)
+    bad = (-rng.uniform(0.5, 1.0, (5, 5)), -rng.uniform(0.5, 1.0, (4, 6)))
+    with pytest.raises(np.linalg.LinAlgError, match=r"coarse matrix \(30 x 30\) is not positive"):
+        Multigrid.from_couplings(bad, shape, coarsest=64, min_side=1)
+    good = Multigrid.from_couplings(tuple(-c for c in bad), shape, coarsest=64, min_side=1)
+    assert good.check_flags() == []
+    good.check()

@@ -1,7 +1,9 @@
 """The multigrid set-up's CUDA kernels (linalg.precond.multigrid_setup_cuda)
-against their array-code twins: the coarse couplings and a level's arrays
-in both cycle precisions, the same bits, in 2-D and 3-D, on even and odd
-grids, grids one cell wide and couplings spanning six decades (some zero).
+against their array-code twins: the coarse couplings, a level's arrays in
+both cycle precisions and the coarsest level's dense matrix, the same bits,
+in 2-D and 3-D, on even and odd grids, grids one cell wide and couplings
+spanning six decades (some zero); and the coarsest inverse's failure,
+deferred on the GPU to the solver's checks.
 Each variant is called directly, so a silent fall-back to the array code
 cannot pass for it.  Run with ``pytest --backend cupy`` on a GPU machine.
 """
@@ -9,7 +11,9 @@ import numpy as np
 import pytest
 from helpers.twins import variant
 
+from bubbleflow.linalg.precond.coarsest_solve import coarsest_shift, shifted_dense
 from bubbleflow.linalg.precond.multigrid import Multigrid, coarsen_couplings, level_arrays
+from bubbleflow.operators.poisson import centre_from_couplings
 from bubbleflow.mesh.grid import array_axis
 
 pytestmark = pytest.mark.gpu
@@ -92,3 +96,35 @@ def test_calls_the_kernels_do_not_cover(cp):
     out_c = tuple(cp.empty(x.shape, dtype=cp.float32) for x in c)
     assert variant(level_arrays)(d, out_c, cp.empty((4, 5, 7), dtype=cp.float32)) \
         is NotImplemented
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_shifted_dense_kernel(shape, cp):
+    c = couplings(shape, seed=4)
+    centre = centre_from_couplings(c, np).ravel()
+    shift = coarsest_shift(centre, np)      # (CuPy's mean sums in another order)
+    ref = shifted_dense.reference(c, shape, centre, shift)
+    got = variant(shifted_dense)(tuple(cp.asarray(x) for x in c), shape, cp.asarray(centre),
+                                 cp.asarray(shift))
+    assert got is not NotImplemented and got.shape == ref.shape
+    np.testing.assert_array_equal(got.get(), ref)
+    np.testing.assert_array_equal(ref, ref.T)
+
+
+def test_a_failed_coarsest_inverse_is_reported_by_check(cp):
+    """An indefinite coarsest level (negative couplings): the GPU queues the
+    factorisation and its flags, and check() raises what the host raises at
+    once."""
+    shape = (4, 5, 3)
+    bad = tuple(-x for x in couplings(shape, seed=5))
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        Multigrid.from_couplings(bad, shape, coarsest=64, min_side=1)
+    M = Multigrid.from_couplings(tuple(cp.asarray(x) for x in bad), shape, coarsest=64,
+                                 min_side=1)
+    assert len(M.levels) == 1 and len(M.check_flags()) == 1
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        M.check()
+    assert M.check_flags() == []
+    good = Multigrid.from_couplings(tuple(cp.asarray(x) for x in couplings(shape, seed=5)),
+                                    shape, coarsest=64, min_side=1)
+    good.check()

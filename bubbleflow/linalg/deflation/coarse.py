@@ -70,7 +70,8 @@ from ...compute.twins import twin
 from .condensed_kernels import RawCondensedSolve
 from .condensed_layout import condensed_host_arrays, condensed_numbering
 from .dense_inverses import (batched_spd_inverse, dense_pseudo_inverse, grounded_inverse,
-                             linalg_errors, not_spd, spd_inverse, spd_inverse_deferred)
+                             linalg_errors, raise_failed_inverse, spd_inverse,
+                             spd_inverse_deferred)
 from .graph_partition import SEPARATORS
 
 __all__ = ["CoarseSolver", "DENSE_LIMIT", "DENSE_LIMITS", "dense_limit_of"]
@@ -278,15 +279,7 @@ class CoarseSolver:
         if values is None:
             values = self.backend.to_host_many([f for f, _ in flags])
         for (_, size), got in zip(flags, values):
-            potrf, potrs, nonfinite = (int(v) for v in np.asarray(got).ravel()[:3])
-            for routine, info in (("potrf", potrf), ("potrs", potrs)):
-                if info != 0:
-                    raise not_spd(size, np.linalg.LinAlgError(
-                        f"Error reported by {routine} in cuSOLVER. devInfo = {info}. "
-                        f"Please refer to the cuSOLVER documentation."))
-            if nonfinite:
-                raise np.linalg.LinAlgError(
-                    f"coarse matrix ({size} x {size}): the inverse is not finite")
+            raise_failed_inverse(size, got)
 
     # ------------------------------------------------------------------ dense
     def _setup_dense(self, entries, E_backend=None):

@@ -24,7 +24,8 @@ from ...compute.truth import all_finite
 from ...compute.twins import twin
 
 __all__ = ["spd_inverse", "spd_inverse_deferred", "dense_pseudo_inverse", "grounded_inverse",
-           "batched_spd_inverse", "gauss_jordan_inverse", "linalg_errors", "not_spd"]
+           "batched_spd_inverse", "gauss_jordan_inverse", "linalg_errors", "not_spd",
+           "raise_failed_inverse"]
 
 
 @twin
@@ -45,6 +46,21 @@ def not_spd(n, exc):
     definite after grounding; ``exc`` says why."""
     return np.linalg.LinAlgError(f"coarse matrix ({n} x {n}) is not positive definite "
                                  f"after grounding: {exc}")
+
+
+def raise_failed_inverse(size, value):
+    """Raise ``numpy.linalg.LinAlgError`` if the host ``value`` of a deferred
+    flag of :func:`spd_inverse_deferred` (``[potrf, potrs, nonfinite]``, for
+    a matrix of order ``size``) says the inverse failed: a matrix not
+    positive definite, or an inverse that is not finite."""
+    potrf, potrs, nonfinite = (int(v) for v in np.asarray(value).ravel()[:3])
+    for routine, info in (("potrf", potrf), ("potrs", potrs)):
+        if info != 0:
+            raise not_spd(size, np.linalg.LinAlgError(
+                f"Error reported by {routine} in cuSOLVER. devInfo = {info}. "
+                f"Please refer to the cuSOLVER documentation."))
+    if nonfinite:
+        raise np.linalg.LinAlgError(f"coarse matrix ({size} x {size}): the inverse is not finite")
 
 
 @twin
@@ -91,7 +107,6 @@ def spd_inverse(backend, A):
     """Symmetric inverse of the SPD backend matrix ``A`` (which may be
     overwritten): :func:`_unsymmetrised_inverse`, then made exactly
     symmetric."""
-    xp = backend.xp
     n = A.shape[0]
     inv = _unsymmetrised_inverse(backend, A)
     inv += inv.T.copy()

@@ -140,6 +140,24 @@ class DistributedMultigrid(Preconditioner):
         self.whole.refresh_couplings(self.gathered_couplings(*levels[-1]))
         return True
 
+    def _gathered_hierarchies(self):
+        """The whole coarse hierarchies this rank holds: the multigrid's own
+        and the runner's where it gathers at another level."""
+        other = getattr(self.runner, "whole", None)
+        return [self.whole] + ([other] if other is not None and other is not self.whole else [])
+
+    def check_flags(self):
+        """The gathered hierarchies' pending flags (:meth:`Multigrid.check_flags`)."""
+        return [f for whole in self._gathered_hierarchies() for f in whole.check_flags()]
+
+    def check(self, values=None):
+        """:meth:`Multigrid.check` of each gathered hierarchy (``values``:
+        the host values of :meth:`check_flags`, else read now)."""
+        values = None if values is None else iter(values)
+        for whole in self._gathered_hierarchies():
+            count = len(whole.check_flags())
+            whole.check(None if values is None else [next(values) for _ in range(count)])
+
     def _cycle(self, k, b):
         if k == self.gathered:
             gathered = np.concatenate(self.comm.allgather(b), axis=0)

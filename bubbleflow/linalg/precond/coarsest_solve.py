@@ -3,23 +3,29 @@ on the device (and on the host up to :data:`HOST_DENSE_CELLS` cells), a
 sparse factorisation on the host above that.
 
 ``A`` is singular (Neumann walls); ``c = mean(diag) / n`` makes it
-nonsingular, and for a compatible right-hand side (zero sum, which every
-level's residual keeps) the solve gives the solution of ``A`` with zero
-mean.  The set-up recomputes it at every refresh of the hierarchy
-(:meth:`.multigrid.Multigrid.refresh`).
+positive definite, and for a compatible right-hand side (zero sum, which
+every level's residual keeps) the solve gives the solution of ``A`` with
+zero mean.  The set-up recomputes it at every refresh of the hierarchy
+(:meth:`.multigrid.Multigrid.refresh`): the dense matrix in one launch on
+the GPU (:func:`shifted_dense`'s CUDA twin), its inverse by Cholesky
+(:func:`.dense_inverses.spd_inverse_deferred`: on the GPU without a host
+synchronisation, a failure reported through flags the solver reads with
+its other checks).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...compute.backend import backend_of
-from ...compute.blas import single_threaded
 from ...compute.transfer import on_device
+from ...compute.twins import twin
 from ...mesh.grid import face_sides
 from ...operators.poisson import centre_from_couplings, faces_to_scipy
+from ..deflation.dense_inverses import spd_inverse_deferred
+from . import multigrid_setup_cuda
 
-__all__ = ["HOST_DENSE_CELLS", "coarse_solve", "coarsest_matrix", "dense_inverse",
-           "HostCoarseSolve", "coarse_solve_bytes"]
+__all__ = ["HOST_DENSE_CELLS", "coarse_solve", "coarsest_matrix", "coarsest_shift",
+           "shifted_dense", "dense_inverse", "HostCoarseSolve", "coarse_solve_bytes"]
 
 #: On the host, coarsest levels larger than this are solved by a sparse
 #: factorisation (:class:`HostCoarseSolve`) rather than a dense inverse.
@@ -28,12 +34,16 @@ HOST_DENSE_CELLS = 256
 
 def coarse_solve(couplings, shape, dtype):
     """The coarsest level's solve from its float64 face ``couplings`` on an
-    array of ``shape``: :func:`dense_inverse` in ``dtype``, or on the host
-    above :data:`HOST_DENSE_CELLS` cells a :class:`HostCoarseSolve`."""
+    array of ``shape``: ``(solve, flags)``, the solve :func:`dense_inverse`
+    in ``dtype`` (or on the host above :data:`HOST_DENSE_CELLS` cells a
+    :class:`HostCoarseSolve`) and the device flags of its deferred checks
+    (``(flag, order)`` pairs for :func:`.dense_inverses.raise_failed_inverse`;
+    none where the host checked at once)."""
     backend = backend_of(couplings[0])
     if not on_device(backend) and int(np.prod(shape)) > HOST_DENSE_CELLS:
-        return HostCoarseSolve(couplings, shape)
-    return dense_inverse(couplings, shape, backend.xp).astype(dtype, copy=False)
+        return HostCoarseSolve(couplings, shape), []
+    inverse, flags = dense_inverse(couplings, shape)
+    return inverse.astype(dtype, copy=False), flags
 
 
 def face_pairs(couplings, shape, xp):
@@ -45,28 +55,45 @@ def face_pairs(couplings, shape, xp):
         yield index[lower].ravel(), index[upper].ravel(), c.ravel()
 
 
+def coarsest_shift(centre, xp):
+    """``c`` of ``A + c 1 1^T``: the mean of the diagonal ``centre`` over its
+    cells (a device scalar); a level without couplings (a single cell)
+    takes the identity's scale."""
+    return xp.where(centre.mean() > 0, centre.mean(), 1.0) / centre.size
+
+
 def coarsest_matrix(couplings, shape, xp):
-    """The coarsest level's dense ``A + c 1 1^T`` (``c = mean(diag) / n``),
-    nonsingular: for a compatible right-hand side its solution is the one
-    of ``A`` with zero mean."""
-    n = int(np.prod(shape))
+    """The coarsest level's dense ``A + c 1 1^T`` (``c``:
+    :func:`coarsest_shift`), positive definite: for a compatible right-hand
+    side its solution is the one of ``A`` with zero mean.  Exactly
+    symmetric."""
     C = centre_from_couplings(couplings, xp).ravel()
-    A = xp.zeros((n, n), dtype=C.dtype)
+    return shifted_dense(couplings, shape, C, coarsest_shift(C, xp))
+
+
+@twin
+def shifted_dense(couplings, shape, centre, shift):
+    """The dense ``A + shift 1 1^T`` of the operator of face ``couplings``
+    (x first) on an array of ``shape``, its diagonal ``centre`` (flat) given;
+    ``shift`` a device scalar."""
+    xp = backend_of(centre).xp
+    n = int(np.prod(shape))
+    A = xp.zeros((n, n), dtype=centre.dtype)
     for p, q, c in face_pairs(couplings, shape, xp):
         A[p, q] = -c
         A[q, p] = -c
-    A[xp.arange(n), xp.arange(n)] = C
-    # (A level without couplings, a single cell: the identity's scale.)
-    A += xp.where(C.mean() > 0, C.mean(), 1.0) / n
+    A[xp.arange(n), xp.arange(n)] = centre
+    A += shift
     return A
 
 
-def dense_inverse(couplings, shape, xp):
-    """The symmetric inverse of :func:`coarsest_matrix`."""
-    A = coarsest_matrix(couplings, shape, xp)
-    with single_threaded(A.shape[0]):          # a no-op for the GPU's library
-        inv = xp.linalg.inv(A)
-    return 0.5 * (inv + inv.T)
+def dense_inverse(couplings, shape):
+    """``(inverse, flags)``: the symmetric float64 inverse of
+    :func:`coarsest_matrix` by Cholesky, and its deferred checks'
+    ``(flag, order)`` pairs (:func:`coarse_solve`)."""
+    backend = backend_of(couplings[0])
+    return spd_inverse_deferred(backend, coarsest_matrix(couplings, shape, backend.xp),
+                                overwrite=True)
 
 
 class HostCoarseSolve:
@@ -109,3 +136,7 @@ def coarse_solve_bytes(inverse):
     if lu is None:
         return 0
     return sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
+
+
+# The CUDA variant (multigrid_setup_cuda.py): the dense matrix in one launch.
+shifted_dense.register("cupy")(multigrid_setup_cuda.shifted_dense)

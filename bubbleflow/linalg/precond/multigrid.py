@@ -48,6 +48,7 @@ from ...compute.backend import backend_of
 from ...compute.twins import twin
 from ...mesh.grid import array_axis
 from ...operators.poisson import apply_faces, centre_from_couplings
+from ..deflation.dense_inverses import raise_failed_inverse
 from .base import Preconditioner, require_grid_operator
 
 #: The precisions a cycle can run in (``cycle_precision``).
@@ -323,7 +324,7 @@ class Multigrid(Preconditioner):
         self.coarsest, self.min_side = int(coarsest), int(min_side)
 
     def _build(self, couplings, shape, w_levels):
-        self.levels, self.coarse_inverse = self._hierarchy(couplings, shape)
+        self.levels, (self.coarse_inverse, self._coarse_flags) = self._hierarchy(couplings, shape)
         # [s_in, s_out]: the cycle reads s_in r and returns s_out M (s_in r)
         # (powers of two, :meth:`prepare`; exact, so M is unchanged).
         self.io_scale = self.xp.ones(2)
@@ -334,8 +335,8 @@ class Multigrid(Preconditioner):
                                    self.scale, self.w_levels, self.io_scale)
 
     def _hierarchy(self, couplings, shape):
-        """The levels and the coarsest level's dense inverse for the
-        operator of ``couplings`` on ``shape``."""
+        """The levels and :func:`.coarsest_solve.coarse_solve`'s ``(solve,
+        flags)`` for the operator of ``couplings`` on ``shape``."""
         couplings = tuple(c.astype(np.float64, copy=False) for c in couplings)
         xp = backend_of(couplings[0]).xp
         self.xp = xp
@@ -366,7 +367,7 @@ class Multigrid(Preconditioner):
             if k:
                 couplings = coarsen_couplings(couplings, self.xp)
             level_arrays(couplings, level.couplings, level.inv_diagonal)
-        inverse = coarse_solve(couplings, self.levels[-1].shape, self.dtype)
+        inverse, self._coarse_flags = coarse_solve(couplings, self.levels[-1].shape, self.dtype)
         if isinstance(inverse, HostCoarseSolve):
             self.coarse_inverse = inverse
         else:
@@ -391,6 +392,23 @@ class Multigrid(Preconditioner):
         return cycle_bytes(cells, couplings, item, io_itemsize, self.w_levels, len(self.levels),
                            lambda io: coarse_solve_bytes(self.coarse_inverse)
                            + 2 * cells[-1] * io)
+
+    def check_flags(self):
+        """The device flags of the coarsest inverse's factorisation, pending
+        until :meth:`check` (none on the host, which checked at once)."""
+        return [flag for flag, _ in self._coarse_flags]
+
+    def check(self, values=None):
+        """Raise ``numpy.linalg.LinAlgError`` where the coarsest level's
+        factorisation failed (``values``: the host values of
+        :meth:`check_flags`, else read now); each failure once."""
+        flags, self._coarse_flags = self._coarse_flags, []
+        if not flags:
+            return
+        if values is None:
+            values = backend_of(flags[0][0]).to_host_many([f for f, _ in flags])
+        for (_, order), value in zip(flags, values):
+            raise_failed_inverse(order, value)
 
     def device_launches(self, src, dst, stop=None):
         """The raw kernel launches of ``dst = M^-1 src`` on a Krylov engine's

@@ -1,5 +1,6 @@
 // The multigrid hierarchy's set-up on the device (twins of
-// bubbleflow.linalg.precond.multigrid.coarsen_couplings and level_arrays):
+// bubbleflow.linalg.precond.multigrid.coarsen_couplings and level_arrays,
+// and of coarsest_solve.shifted_dense):
 // "typedef double T;" precedes this text.  A 2-D grid is a 3-D one of a
 // single plane (n0 = 1, no couplings along array axis 0).  Sums in the array
 // code's order, so the same bits.
@@ -111,3 +112,41 @@ __device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __re
     }
 BF_MG_LEVEL(bf_mg_level_f64, double)
 BF_MG_LEVEL(bf_mg_level_f32, float)
+
+// coarsest_solve.shifted_dense: the dense A + shift 1 1^T of a level of n0 x
+// n1 x n2 cells from its float64 couplings (as mg_level's), its diagonal
+// (flat) and shift (a device scalar), each entry written once as the array
+// code's value plus the shift: the same bits.
+extern "C" __global__ void bf_mg_shifted_dense(const T* __restrict__ cx, const T* __restrict__ cy,
+                                               const T* __restrict__ cz,
+                                               const T* __restrict__ centre,
+                                               const T* __restrict__ shift, T* __restrict__ out,
+                                               const int n0, const int n1, const int n2)
+{
+    const long long n = (long long)n0 * n1 * n2;
+    const long long plane = (long long)n1 * n2;
+    const T c = shift[0];
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < n * n;
+         q += (long long)gridDim.x * blockDim.x) {
+        const long long r = q / n, s = q - r * n;
+        T value = 0.0;
+        if (r == s) {
+            value = centre[r];
+        } else {
+            // The lower cell of the pair and the distance to the other: a
+            // neighbour along array axis 2, 1 or 0 when the distance is that
+            // axis' stride and the lower cell is not the last of its line.
+            const long long lo = r < s ? r : s;
+            const long long d = (r < s ? s : r) - lo;
+            int k, j, i;
+            mg_unflatten(lo, n1, n2, &k, &j, &i);
+            if (d == 1 && i < n2 - 1)
+                value = -cx[((long long)k * n1 + j) * (n2 - 1) + i];
+            else if (d == n2 && j < n1 - 1)
+                value = -cy[((long long)k * (n1 - 1) + j) * n2 + i];
+            else if (d == plane && k < n0 - 1)
+                value = -cz[lo];
+        }
+        out[q] = value + c;
+    }
+}

@@ -1,14 +1,16 @@
 """CUDA twins of the multigrid hierarchy's set-up (CuPy, float64 couplings;
-2-D and 3-D): registered on :func:`.multigrid.coarsen_couplings` and
-:func:`.multigrid.level_arrays`, the kernels in ``multigrid_setup.cu``
-beside this file.
+2-D and 3-D): registered on :func:`.multigrid.coarsen_couplings`,
+:func:`.multigrid.level_arrays` and :func:`.coarsest_solve.shifted_dense`,
+the kernels in ``multigrid_setup.cu`` beside this file.
 
 A time step of a flow refreshes the hierarchy for its new densities
 (:meth:`.multigrid.Multigrid.refresh`): the array code's pair sums, centre
 sums and casts are a few dozen launches a level, each costing more to
 launch than to run on the coarse levels.  Here a level is one launch per
 axis for its coarse couplings and one for its arrays in the cycle's
-precision, with the array code's order of sums: the same bits.  A 2-D grid
+precision, with the array code's order of sums: the same bits; the
+coarsest level's dense matrix is one launch instead of a scatter per face
+array.  A 2-D grid
 runs as a 3-D grid of one plane.  Calls they do not cover (another
 dimension, other dtypes) return ``NotImplemented`` and the array code runs.
 CuPy is imported inside the functions only.
@@ -20,7 +22,7 @@ import numpy as np
 from ...compute import cuda
 from ...mesh.grid import array_axis
 
-__all__ = ["coarsen_couplings", "level_arrays"]
+__all__ = ["coarsen_couplings", "level_arrays", "shifted_dense"]
 
 _kernel = cuda.float64_kernels(__name__, "multigrid_setup.cu")
 #: The level kernel by the cycle's precision.
@@ -98,3 +100,27 @@ def level_arrays(couplings, out_couplings, out_inv_diagonal):
     cuda.launch_1d(_kernel(_LEVEL[dtype]), inv.size, (*ins, *outs, inv,
                                                       *(np.int32(n) for n in inv.shape)))
     return None
+
+
+def shifted_dense(couplings, shape, centre, shift):
+    """Twin of ``coarsest_solve.shifted_dense``: one ``bf_mg_shifted_dense``
+    launch."""
+    import cupy as cp
+
+    nd = len(couplings)
+    if nd not in (2, 3) or len(shape) != nd:
+        return NotImplemented
+    arrays = cuda.float64_nd(nd, *couplings)
+    n = int(np.prod(shape))
+    if arrays is None or _cells(arrays) != tuple(shape) or centre.dtype != cp.float64 \
+            or centre.size != n or shift.dtype != cp.float64 or shift.size != 1:
+        return NotImplemented
+    ins = [_as_3d(c) for c in arrays]
+    if nd == 2:                            # no z couplings: any array stands in
+        ins.append(ins[0])
+    cells = (1,) * (3 - nd) + tuple(shape)
+    out = cp.empty((n, n), dtype=cp.float64)
+    cuda.launch_1d(_kernel("bf_mg_shifted_dense"), n * n, (
+        *ins, cp.ascontiguousarray(centre), cp.ascontiguousarray(shift).reshape(1), out,
+        *(np.int32(m) for m in cells)))
+    return out
