@@ -120,6 +120,21 @@ __device__ __forceinline__ T np_max(T a, T b) { return (a >= b || a != a) ? a : 
 __device__ __forceinline__ T np_min(T a, T b) { return (a <= b || a != a) ? a : b; }
 __device__ __forceinline__ T np_clip(T x, T lo, T hi) { return np_min(np_max(x, lo), hi); }
 
+#ifndef BF_PI
+#define BF_PI 3.141592653589793
+#endif
+
+// mesh.levelset.heaviside: the smoothed Heaviside of width eps.  Past the
+// band (t = +-1) the formula gives exactly 1 and 0 (sin(+-pi) / pi is under
+// half an ulp of 2, and the clip takes -2e-17 to 0): the sine is skipped.
+__device__ __forceinline__ T bf_heaviside(T phi, T eps)
+{
+    const T t = np_clip(phi / eps, -1.0, 1.0);
+    if (t == 1.0) return 1.0;
+    if (t == -1.0) return 0.0;
+    return np_clip(0.5 * (1.0 + t + sin(BF_PI * t) / BF_PI), 0.0, 1.0);
+}
+
 // Largest of v over the block (a NaN wins); valid in thread 0.
 template <int NV>
 __device__ __forceinline__ void block_max(T* v, T* shm)

@@ -3,10 +3,12 @@
 // precedes this text.  Every formula is written in the array code's order of
 // operations (compiled without FMA contraction), so a kernel and its twin
 // differ at most by the last bits of the library's sin, and the sums by
-// their order.  Cells (j, i) are stored row after row: p = j * nx + i.
+// their order; the WENO5 stencils (differences, weno5) multiply where the
+// array code divides, and differ from it by rounding (a float64 division is
+// a sequence of a dozen instructions, and the transport is bound by them).
+// Cells (j, i) are stored row after row: p = j * nx + i.
 #include "common.cuh"
 
-#define BF_PI 3.141592653589793
 
 __device__ __forceinline__ T sq(T x) { return x * x; }
 
@@ -28,20 +30,27 @@ __device__ __forceinline__ T lin_at(const T* __restrict__ f, long long s, int n,
 
 // The six divided differences e[m] = (f(i - 2 + m) - f(i - 3 + m)) / h,
 // m = 0..5, around cell i of a line: e[0..4] are the backward (minus)
-// stencil, e[5], e[4], .., e[1] the forward (plus) one.
+// stencil, e[5], e[4], .., e[1] the forward (plus) one, multiplied by
+// inv_h = 1 / h.
 __device__ __forceinline__ void differences(const T* __restrict__ f, long long s, int n, int i,
-                                            T h, T* e)
+                                            T inv_h, T* e)
 {
     T prev = lin_at(f, s, n, i - 3);
 #pragma unroll
     for (int m = 0; m < 6; ++m) {
         const T next = lin_at(f, s, n, i - 2 + m);
-        e[m] = (next - prev) / h;
+        e[m] = (next - prev) * inv_h;
         prev = next;
     }
 }
 
-// Jiang-Shu WENO5 (weno5) of the five differences ordered along the upwind direction.
+// Jiang-Shu WENO5 (weno.weno5) of the five differences ordered along the
+// upwind direction, in two divisions instead of fifteen.  With the weights
+// a_k = d_k / (s_k + eps)^2, the combination sum a_k p_k / sum a_k is taken
+// with its denominators cleared: a_k replaced by d_k q_l q_m ({k, l, m} =
+// {1, 2, 3}), q_k = ((s_k + eps) / eps)^2.  Each q_k lies between 1 and
+// about 1e15 (s_k <= 34 max v^2 <= 3.4e7 eps), so their products neither
+// underflow (eps itself may be as small as weno_floor) nor overflow.
 __device__ __forceinline__ T weno5(T v1, T v2, T v3, T v4, T v5, T floor_)
 {
     const T s1 = (13.0 / 12.0) * sq(v1 - 2.0 * v2 + v3) + 0.25 * sq(v1 - 4.0 * v2 + 3.0 * v3);
@@ -52,13 +61,15 @@ __device__ __forceinline__ T weno5(T v1, T v2, T v3, T v4, T v5, T floor_)
     m = np_max(m, v4 * v4);
     m = np_max(m, v5 * v5);
     const T eps = 1e-6 * m + floor_;
-    const T a1 = 0.1 / sq(s1 + eps);
-    const T a2 = 0.6 / sq(s2 + eps);
-    const T a3 = 0.3 / sq(s3 + eps);
-    const T p1 = v1 / 3.0 - (7.0 / 6.0) * v2 + (11.0 / 6.0) * v3;
-    const T p2 = -v2 / 6.0 + (5.0 / 6.0) * v3 + v4 / 3.0;
-    const T p3 = v3 / 3.0 + (5.0 / 6.0) * v4 - v5 / 6.0;
-    return (a1 * p1 + a2 * p2 + a3 * p3) / (a1 + a2 + a3);
+    const T inv_eps = 1.0 / eps;
+    const T q1 = sq((s1 + eps) * inv_eps);
+    const T q2 = sq((s2 + eps) * inv_eps);
+    const T q3 = sq((s3 + eps) * inv_eps);
+    const T w1 = 0.1 * (q2 * q3), w2 = 0.6 * (q1 * q3), w3 = 0.3 * (q1 * q2);
+    const T p1 = v1 * (1.0 / 3.0) - (7.0 / 6.0) * v2 + (11.0 / 6.0) * v3;
+    const T p2 = -v2 * (1.0 / 6.0) + (5.0 / 6.0) * v3 + v4 * (1.0 / 3.0);
+    const T p3 = v3 * (1.0 / 3.0) + (5.0 / 6.0) * v4 - v5 * (1.0 / 6.0);
+    return (w1 * p1 + w2 * p2 + w3 * p3) / (w1 + w2 + w3);
 }
 
 __device__ __forceinline__ T weno_minus(const T* e, T floor_)
@@ -83,11 +94,11 @@ __device__ __forceinline__ T rk3_stage(int stage, T base, T p, T dt, T r)
 // advect: one RK stage of phi_t = -(u_c D_x phi + v_c D_y phi), WENO5 upwinded
 // by the sign of the cell-centre velocity.  base: the field at the start of
 // the step; p: the stage's field (base itself at stage 1); u (ny, nx + 1), v
-// (ny + 1, nx): the face velocities.
+// (ny + 1, nx): the face velocities; inv_hx = 1 / hx, inv_hy = 1 / hy.
 extern "C" __global__ void bf_ls_advect_stage(
     const T* __restrict__ base, const T* __restrict__ p, const T* __restrict__ u,
     const T* __restrict__ v, T* __restrict__ out, const int nx, const int ny,
-    const T hx, const T hy, const T dt, const T floor_, const int stage)
+    const T inv_hx, const T inv_hy, const T dt, const T floor_, const int stage)
 {
     BF_CELLS(nx, ny) {
         const long long c = (long long)j * nx + i;
@@ -95,9 +106,9 @@ extern "C" __global__ void bf_ls_advect_stage(
         const T uc = 0.5 * (u[f] + u[f + 1]);
         const T vc = 0.5 * (v[c] + v[c + nx]);
         T e[6];
-        differences(p + (long long)j * nx, 1, nx, i, hx, e);
+        differences(p + (long long)j * nx, 1, nx, i, inv_hx, e);
         const T px = uc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
-        differences(p + i, nx, ny, j, hy, e);
+        differences(p + i, nx, ny, j, inv_hy, e);
         const T py = vc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
         const T r = -(uc * px + vc * py);
         out[c] = rk3_stage(stage, base[c], p[c], dt, r);
@@ -145,6 +156,7 @@ extern "C" __global__ void bf_ls_reinit_stage(
     const signed char* __restrict__ flags, T* __restrict__ out, const int nx, const int ny,
     const T hx, const T hy, const T hmin, const T dtau, const T floor_, const int stage)
 {
+    const T inv_hx = 1.0 / hx, inv_hy = 1.0 / hy;
     BF_CELLS(nx, ny) {
         const long long c = (long long)j * nx + i;
         const int fl = flags[c];
@@ -155,9 +167,9 @@ extern "C" __global__ void bf_ls_reinit_stage(
             r = -(sgn * fabs(pc) - coef[c]) / hmin;
         } else {
             T e[6];
-            differences(p + (long long)j * nx, 1, nx, i, hx, e);
+            differences(p + (long long)j * nx, 1, nx, i, inv_hx, e);
             const T a = weno_minus(e, floor_), b = weno_plus(e, floor_);
-            differences(p + i, nx, ny, j, hy, e);
+            differences(p + i, nx, ny, j, inv_hy, e);
             const T cm_ = weno_minus(e, floor_), d = weno_plus(e, floor_);
             const T ap = np_max(a, 0.0), am = np_min(a, 0.0);
             const T bp = np_max(b, 0.0), bm = np_min(b, 0.0);
@@ -325,8 +337,7 @@ extern "C" __global__ void bf_ls_diagnostics_partial(
          c += (long long)gridDim.x * blockDim.x) {
         const int i = (int)(c % nx), j = (int)(c / nx);
         const T q = phi[c];
-        const T t = np_clip(q / eps, -1.0, 1.0);
-        const T H = np_clip(0.5 * (1.0 + t + sin(BF_PI * t) / BF_PI), 0.0, 1.0);
+        const T H = bf_heaviside(q, eps);
         const T w = 1.0 - H;
         acc[0] += w;
         acc[1] += w * (((T)i + 0.5) * hx);

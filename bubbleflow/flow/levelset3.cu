@@ -8,12 +8,12 @@
 // --------------------------------------------------------------------------
 
 // advect in 3-D: as bf_ls_advect_stage with w (nz + 1, ny, nx) and the z sweep;
-// u (nz, ny, nx + 1), v (nz, ny + 1, nx).
+// u (nz, ny, nx + 1), v (nz, ny + 1, nx); the inverse spacings.
 extern "C" __global__ void bf_ls_advect_stage3(
     const T* __restrict__ base, const T* __restrict__ p, const T* __restrict__ u,
     const T* __restrict__ v, const T* __restrict__ w, T* __restrict__ out, const int nx,
-    const int ny, const int nz, const T hx, const T hy, const T hz, const T dt, const T floor_,
-    const int stage)
+    const int ny, const int nz, const T inv_hx, const T inv_hy, const T inv_hz, const T dt,
+    const T floor_, const int stage)
 {
     const long long plane = (long long)nx * ny;
     BF_CELLS3(nx, ny, nz) {
@@ -24,11 +24,11 @@ extern "C" __global__ void bf_ls_advect_stage3(
         const T vc = 0.5 * (v[fv] + v[fv + nx]);
         const T wc = 0.5 * (w[c] + w[c + plane]);
         T e[6];
-        differences(p + (c - i), 1, nx, i, hx, e);
+        differences(p + (c - i), 1, nx, i, inv_hx, e);
         const T px = uc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
-        differences(p + (long long)k * plane + i, nx, ny, j, hy, e);
+        differences(p + (long long)k * plane + i, nx, ny, j, inv_hy, e);
         const T py = vc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
-        differences(p + (long long)j * nx + i, plane, nz, k, hz, e);
+        differences(p + (long long)j * nx + i, plane, nz, k, inv_hz, e);
         const T pz = wc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
         const T r = -(uc * px + vc * py + wc * pz);
         out[c] = rk3_stage(stage, base[c], p[c], dt, r);
@@ -59,10 +59,15 @@ extern "C" __global__ void bf_ls_curvature3(
     const T two_hx, const T two_hy, const T two_hz, const T hx2, const T hy2, const T hz2,
     const T four_hxhy, const T four_hxhz, const T four_hyhz, const T kmax)
 {
+    const long long plane = (long long)nx * ny;
     BF_CELLS3(nx, ny, nz) {
         const long long c = ((long long)k * ny + j) * nx + i;
         const T cc = phi[c];
-#define Q(dk, dj, di) quad_xyz(phi, nx, ny, nz, k + (dk), j + (dj), i + (di))
+        // Away from the walls every neighbour is a cell of the grid: read
+        // directly (quad_xyz gives the same values, through its branches).
+        const bool inside = i > 0 && i < nx - 1 && j > 0 && j < ny - 1 && k > 0 && k < nz - 1;
+#define Q(dk, dj, di) (inside ? phi[c + (dk) * plane + (dj) * (long long)nx + (di)]            \
+                              : quad_xyz(phi, nx, ny, nz, k + (dk), j + (dj), i + (di)))
         const T xp = Q(0, 0, 1), xm = Q(0, 0, -1);
         const T yp = Q(0, 1, 0), ym = Q(0, -1, 0);
         const T zp = Q(1, 0, 0), zm = Q(-1, 0, 0);
@@ -95,17 +100,31 @@ __device__ __forceinline__ T smooth_plane(const T* __restrict__ plane, int nx, i
     return 0.25 * (s + 2.0 * m + n);
 }
 
+// A thread walks `run` cells up a column, keeping the x-y filtered values
+// of the planes below, at and above the cell: one new plane a cell.  Grid
+// rows: (run r, row j) pairs, r * ny + j.
 extern "C" __global__ void bf_ls_smooth3(
-    const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny, const int nz)
+    const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny, const int nz,
+    const int run)
 {
     const long long plane = (long long)nx * ny;
-    BF_CELLS3(nx, ny, nz) {
-        const T b = smooth_plane(phi + (long long)(k > 0 ? k - 1 : 0) * plane, nx, ny, j, i);
-        const T m = smooth_plane(phi + (long long)k * plane, nx, ny, j, i);
-        const T t = smooth_plane(phi + (long long)(k < nz - 1 ? k + 1 : nz - 1) * plane, nx, ny,
-                                 j, i);
-        out[(long long)k * plane + (long long)j * nx + i] = 0.25 * (b + 2.0 * m + t);
-    }
+    const int runs = (nz + run - 1) / run;
+    for (int r_ = blockIdx.y * blockDim.y + threadIdx.y; r_ < ny * runs;
+         r_ += gridDim.y * blockDim.y)
+        for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nx;
+             i += gridDim.x * blockDim.x) {
+            const int r = r_ / ny, j = r_ - r * ny;
+            const int k0 = r * run, k1 = k0 + run < nz ? k0 + run : nz;
+            T below = smooth_plane(phi + (long long)(k0 > 0 ? k0 - 1 : 0) * plane, nx, ny, j, i);
+            T here = smooth_plane(phi + (long long)k0 * plane, nx, ny, j, i);
+            for (int k = k0; k < k1; ++k) {
+                const T above = smooth_plane(phi + (long long)(k < nz - 1 ? k + 1 : nz - 1) * plane,
+                                             nx, ny, j, i);
+                out[(long long)k * plane + (long long)j * nx + i] = 0.25 * (below + 2.0 * here + above);
+                below = here;
+                here = above;
+            }
+        }
 }
 
 // bubble_measures.VolumeMeasure's six sums in 3-D (sharp moments): per block,
@@ -114,8 +133,7 @@ extern "C" __global__ void bf_ls_smooth3(
 // the moments w x, w y, w z and w w_c (w_c the cell-centre vertical velocity).
 __device__ __forceinline__ T gas_weight(T q, T eps)
 {
-    const T t = np_clip(q / eps, -1.0, 1.0);
-    return 1.0 - np_clip(0.5 * (1.0 + t + sin(BF_PI * t) / BF_PI), 0.0, 1.0);
+    return 1.0 - bf_heaviside(q, eps);
 }
 
 // The central difference along one axis at index i of n (n >= 2), the walls'

@@ -47,6 +47,8 @@ _REDUCE_THREADS = 256
 _REDUCE_BLOCKS = 1024
 #: Cells the stencils need along each axis (the quadratic ghost reads three).
 _MIN_CELLS = 3
+#: Cells a thread of the 3-D filter walks up a column.
+_SMOOTH_RUN = 16
 #: weno.weno_floor and the smallest normal number, in float64.
 _WENO_FLOOR = np.float64(10.0 * math.sqrt(float(np.finfo(np.float64).tiny)))
 _TINY = np.float64(np.finfo(np.float64).tiny)
@@ -107,7 +109,7 @@ def advect(phi, velocity, dt, spacing, padding=WALLS):
     else:
         kernel = _kernel3("bf_ls_advect_stage3")
         grid, block = _cells_grid(shape[2], shape[1] * shape[0])
-    scalars = sizes + tuple(np.float64(h) for h in spacing) + (np.float64(dt), _WENO_FLOOR)
+    scalars = sizes + tuple(np.float64(1.0 / h) for h in spacing) + (np.float64(dt), _WENO_FLOOR)
     p = phi
     for stage in (1, 2, 3):
         out = cp.empty_like(phi)
@@ -206,7 +208,9 @@ def smooth(phi, passes=1, padding=WALLS):
         grid, block = _cells_grid(phi.shape[1], phi.shape[0])
     else:
         kernel = _kernel3("bf_ls_smooth3")
-        grid, block = _cells_grid(phi.shape[2], phi.shape[1] * phi.shape[0])
+        runs = -(-phi.shape[0] // _SMOOTH_RUN)
+        grid, block = _cells_grid(phi.shape[2], phi.shape[1] * runs)
+        sizes = sizes + (np.int32(_SMOOTH_RUN),)
     src, out = phi, cp.empty_like(phi)
     spare = cp.empty_like(phi) if passes > 1 else None
     for k in range(passes):
