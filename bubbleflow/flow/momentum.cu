@@ -4,7 +4,8 @@
 // pressure_rhs, norms, correct_velocity).  "typedef double T;" precedes this
 // text.  Every formula is written in the array code's order of operations
 // (compiled without FMA contraction), so a kernel gives its twin's bits (the
-// sums of the norms differ by their order).
+// sums of the norms differ by their order); where both multiply by an inverse
+// spacing the inverse is 1.0 / h, formed alike.
 //
 // Layout: cells (j, i) row after row, c = j * nx + i; u (ny, nx + 1) on the
 // vertical faces, v (ny + 1, nx) on the horizontal ones; arrays on the
@@ -13,18 +14,10 @@
 // (-1 no-slip, +1 free-slip).
 #include "common.cuh"
 
-#define BF_PI 3.141592653589793
 #define BF_DBL_MAX 1.7976931348623157e308
 
 // Neither infinite nor NaN.
 __device__ __forceinline__ bool bf_finite(T x) { return fabs(x) <= BF_DBL_MAX; }
-
-// mesh.levelset.heaviside: the smoothed Heaviside of width eps.
-__device__ __forceinline__ T heaviside(T phi, T eps)
-{
-    const T t = np_clip(phi / eps, -1.0, 1.0);
-    return np_clip(0.5 * (1.0 + t + sin(BF_PI * t) / BF_PI), 0.0, 1.0);
-}
 
 // ------------------------------------------------------------------ properties
 
@@ -33,8 +26,8 @@ __device__ __forceinline__ T heaviside(T phi, T eps)
 // (the Heaviside of the mean phi), 1 harmonic, 2 arithmetic mean of the cells.
 __device__ __forceinline__ T face_density(T q, T qn, T r, T eps, T rho_g, T drho, int rule)
 {
-    if (rule == 0) return rho_g + drho * heaviside(0.5 * (qn + q), eps);
-    const T rn = rho_g + drho * heaviside(qn, eps);
+    if (rule == 0) return rho_g + drho * bf_heaviside(0.5 * (qn + q), eps);
+    const T rn = rho_g + drho * bf_heaviside(qn, eps);
     if (rule == 1) return 2.0 * rn * r / (rn + r);
     return 0.5 * (rn + r);
 }
@@ -44,7 +37,7 @@ __device__ __forceinline__ T cell_properties(T q, long long c, T eps, T rho_g, T
                                              T dmu, T* __restrict__ H, T* __restrict__ rho,
                                              T* __restrict__ mu)
 {
-    const T h = heaviside(q, eps);
+    const T h = bf_heaviside(q, eps);
     const T r = rho_g + drho * h;
     H[c] = h;
     rho[c] = r;
@@ -70,18 +63,22 @@ extern "C" __global__ void bf_mom_properties(
 
 // ---------------------------------------------------- finite check and maxima
 
-#define BF_NS 4   // non-finite seen, max |u|, max |v|, max mu / rho
+#define BF_NS 5   // non-finite seen, max |u|, max |v|, max |w|, max mu / rho
 
-// Per-block maxima: partial[k * gridDim.x + block].
+// Per-block maxima: partial[k * gridDim.x + block].  The arrays flat: the
+// components' nu, nv, nw entries (nw = 0 in 2-D, w then unread), the cells'
+// nc; the maxima are exact, so any order gives the array code's bits.
 extern "C" __global__ void bf_mom_scalars_partial(
-    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ phi,
-    const T* __restrict__ rho, const T* __restrict__ mu, T* __restrict__ partial,
-    const int nx, const int ny, const int maxima, const int viscous)
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ phi, const T* __restrict__ rho, const T* __restrict__ mu,
+    T* __restrict__ partial, const long long nu, const long long nv, const long long nw,
+    const long long nc, const int maxima, const int viscous)
 {
     __shared__ T shm[32];
-    T acc[BF_NS] = {0.0, 0.0, 0.0, BF_NEG_INF};
-    const long long nu = (long long)ny * (nx + 1), nv = (long long)(ny + 1) * nx;
-    const long long nc = (long long)ny * nx, n = nu > nv ? nu : nv;
+    T acc[BF_NS] = {0.0, 0.0, 0.0, 0.0, BF_NEG_INF};
+    long long n = nu > nv ? nu : nv;
+    n = n > nw ? n : nw;
+    n = n > nc ? n : nc;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n;
          k += (long long)gridDim.x * blockDim.x) {
         if (k < nu) {
@@ -94,9 +91,14 @@ extern "C" __global__ void bf_mom_scalars_partial(
             if (!bf_finite(b)) acc[0] = 1.0;
             if (maxima) acc[2] = np_max(acc[2], fabs(b));
         }
+        if (k < nw) {
+            const T c = w[k];
+            if (!bf_finite(c)) acc[0] = 1.0;
+            if (maxima) acc[3] = np_max(acc[3], fabs(c));
+        }
         if (k < nc) {
             if (!bf_finite(phi[k])) acc[0] = 1.0;
-            if (viscous) acc[3] = np_max(acc[3], mu[k] / rho[k]);
+            if (viscous) acc[4] = np_max(acc[4], mu[k] / rho[k]);
         }
     }
     block_max<BF_NS>(acc, shm);
@@ -104,34 +106,34 @@ extern "C" __global__ void bf_mom_scalars_partial(
         for (int k = 0; k < BF_NS; ++k) partial[(long long)k * gridDim.x + blockIdx.x] = acc[k];
 }
 
-// [finite, max |u|, max |v|, max mu / rho] from the per-block maxima (one
-// block); 0.0 for what was not asked.
+// [finite, max |u_a| for the ndim axes, max mu / rho] from the per-block
+// maxima (one block); 0.0 for what was not asked.
 extern "C" __global__ void bf_mom_scalars_final(
-    const T* __restrict__ partial, const int nblocks, T* __restrict__ out, const int maxima,
-    const int viscous)
+    const T* __restrict__ partial, const int nblocks, T* __restrict__ out, const int ndim,
+    const int maxima, const int viscous)
 {
     __shared__ T shm[32];
-    T acc[BF_NS] = {0.0, 0.0, 0.0, BF_NEG_INF};
+    T acc[BF_NS] = {0.0, 0.0, 0.0, 0.0, BF_NEG_INF};
     for (int b = threadIdx.x; b < nblocks; b += blockDim.x)
         for (int k = 0; k < BF_NS; ++k) acc[k] = np_max(acc[k], partial[(long long)k * nblocks + b]);
     block_max<BF_NS>(acc, shm);
     if (threadIdx.x == 0) {
         out[0] = acc[0] > 0.0 ? 0.0 : 1.0;
-        out[1] = maxima ? acc[1] : 0.0;
-        out[2] = maxima ? acc[2] : 0.0;
-        out[3] = viscous ? acc[3] : 0.0;
+        for (int a = 0; a < ndim; ++a) out[1 + a] = maxima ? acc[1 + a] : 0.0;
+        out[1 + ndim] = viscous ? acc[4] : 0.0;
     }
 }
 
 // ------------------------------------------------------------------ advection
 
-// d/dx of a face velocity: central, or upwind where rho |c| h / mu > 2.
-__device__ __forceinline__ T hybrid(T minus, T centre, T plus, T velocity, T h, T two_h, T rho,
+// d/dx of a face velocity: central, or upwind where rho |c| h / mu > 2; only
+// the one chosen is formed, multiplied by inv_h = 1 / h (0.5 inv_h for the
+// central 2 h) where the array code divides: equal to it to rounding.
+__device__ __forceinline__ T hybrid(T minus, T centre, T plus, T velocity, T h, T inv_h, T rho,
                                     T mu)
 {
-    const T central = (plus - minus) / two_h;
-    const T upwind = (velocity > 0 ? centre - minus : plus - centre) / h;
-    return rho * fabs(velocity) * h <= 2.0 * mu ? central : upwind;
+    if (rho * fabs(velocity) * h <= 2.0 * mu) return (plus - minus) * (0.5 * inv_h);
+    return (velocity > 0 ? centre - minus : plus - centre) * inv_h;
 }
 
 // Thread (j, i): adv_u on the interior u face (j, i + 1) when i < nx - 1, adv_v
@@ -143,7 +145,7 @@ extern "C" __global__ void bf_mom_advection(
     const T s_right, const T s_bottom, const T s_top)
 {
     const long long su = nx + 1;
-    const T two_hx = 2 * hx, two_hy = 2 * hy;
+    const T inv_hx = 1.0 / hx, inv_hy = 1.0 / hy;
     BF_CELLS(nx, ny) {
         if (i < nx - 1) {
             const int I = i + 1;
@@ -152,10 +154,10 @@ extern "C" __global__ void bf_mom_advection(
             const T vau = 0.25 * (v[C - 1] + v[C] + v[C + nx - 1] + v[C + nx]);
             const T mux = 0.5 * (mu[C] + mu[C - 1]);
             const T r = rho_x[(long long)j * (nx - 1) + i];
-            const T dudx = hybrid(u[U - 1], ui, u[U + 1], ui, hx, two_hx, r, mux);
+            const T dudx = hybrid(u[U - 1], ui, u[U + 1], ui, hx, inv_hx, r, mux);
             const T us_ = j > 0 ? u[U - su] : s_bottom * ui;
             const T un_ = j < ny - 1 ? u[U + su] : s_top * ui;
-            const T dudy = hybrid(us_, ui, un_, vau, hy, two_hy, r, mux);
+            const T dudy = hybrid(us_, ui, un_, vau, hy, inv_hy, r, mux);
             adv_u[(long long)j * (nx - 1) + i] = ui * dudx + vau * dudy;
         }
         if (j < ny - 1) {
@@ -165,10 +167,10 @@ extern "C" __global__ void bf_mom_advection(
             const T uav = 0.25 * (u[U - su] + u[U - su + 1] + u[U] + u[U + 1]);
             const T muy = 0.5 * (mu[V] + mu[V - nx]);
             const T r = rho_y[(long long)j * nx + i];
-            const T dvdy = hybrid(v[V - nx], vi, v[V + nx], vi, hy, two_hy, r, muy);
+            const T dvdy = hybrid(v[V - nx], vi, v[V + nx], vi, hy, inv_hy, r, muy);
             const T vw = i > 0 ? v[V - 1] : s_left * vi;
             const T ve = i < nx - 1 ? v[V + 1] : s_right * vi;
-            const T dvdx = hybrid(vw, vi, ve, uav, hx, two_hx, r, muy);
+            const T dvdx = hybrid(vw, vi, ve, uav, hx, inv_hx, r, muy);
             adv_v[(long long)j * nx + i] = uav * dvdx + vi * dvdy;
         }
     }
@@ -238,15 +240,16 @@ __device__ __forceinline__ T v_ghost(const T* __restrict__ v, int nx, int J, int
     return v[row + q - 1];
 }
 
-// The shear stress mu_n (du/dy + dv/dx) at corner (J, I).
+// The shear stress mu_n (du/dy + dv/dx) at corner (J, I); inv_hx = 1 / hx,
+// inv_hy = 1 / hy (the array code multiplies by them: momentum._hybrid).
 __device__ __forceinline__ T shear(const T* __restrict__ u, const T* __restrict__ v,
                                    const T* __restrict__ mu, int nx, int ny, int J, int I,
-                                   T hx, T hy, T s_left, T s_right, T s_bottom, T s_top)
+                                   T inv_hx, T inv_hy, T s_left, T s_right, T s_bottom, T s_top)
 {
     const T dudy = (u_ghost(u, nx, ny, J + 1, I, s_bottom, s_top)
-                    - u_ghost(u, nx, ny, J, I, s_bottom, s_top)) / hy;
+                    - u_ghost(u, nx, ny, J, I, s_bottom, s_top)) * inv_hy;
     const T dvdx = (v_ghost(v, nx, J, I + 1, s_left, s_right)
-                    - v_ghost(v, nx, J, I, s_left, s_right)) / hx;
+                    - v_ghost(v, nx, J, I, s_left, s_right)) * inv_hx;
     return corner_mu(mu, nx, ny, J, I) * (dudy + dvdx);
 }
 
@@ -268,6 +271,7 @@ extern "C" __global__ void bf_mom_explicit_u(
     const T* __restrict__ cx, T* __restrict__ us, const int nx, const int ny, const T dt,
     const T hx, const T hy, const T s_bottom, const T s_top, const int forces)
 {
+    const T inv_hx = 1.0 / hx, inv_hy = 1.0 / hy;
     BF_CELLS(nx + 1, ny) {
         const int I = i;
         const long long U = (long long)j * (nx + 1) + I;
@@ -276,12 +280,13 @@ extern "C" __global__ void bf_mom_explicit_u(
             continue;
         }
         const long long C = (long long)j * nx + I, F = (long long)j * (nx - 1) + I - 1;
-        const T txx_e = 2 * mu[C] * (u[U + 1] - u[U]) / hx;
-        const T txx_w = 2 * mu[C - 1] * (u[U] - u[U - 1]) / hx;
-        const T txy_n = shear(u, v, mu, nx, ny, j + 1, I, hx, hy, 1.0, 1.0, s_bottom, s_top);
-        const T txy_s = shear(u, v, mu, nx, ny, j, I, hx, hy, 1.0, 1.0, s_bottom, s_top);
-        T force = (txx_e - txx_w) / hx + (txy_n - txy_s) / hy;
-        if (forces) force = force - cx[F] * (H[C] - H[C - 1]) / hx;
+        const T txx_e = 2 * mu[C] * (u[U + 1] - u[U]) * inv_hx;
+        const T txx_w = 2 * mu[C - 1] * (u[U] - u[U - 1]) * inv_hx;
+        const T txy_n = shear(u, v, mu, nx, ny, j + 1, I, inv_hx, inv_hy, 1.0, 1.0, s_bottom,
+                              s_top);
+        const T txy_s = shear(u, v, mu, nx, ny, j, I, inv_hx, inv_hy, 1.0, 1.0, s_bottom, s_top);
+        T force = (txx_e - txx_w) * inv_hx + (txy_n - txy_s) * inv_hy;
+        if (forces) force = force - cx[F] * (H[C] - H[C - 1]) * inv_hx;
         us[U] = u[U] + dt * (-adv_u[F] + force / rho_x[F]);
     }
 }
@@ -295,6 +300,7 @@ extern "C" __global__ void bf_mom_explicit_v(
     const T hx, const T hy, const T s_left, const T s_right, const T gravity, const int forces,
     const T reduced, const T rho_g, const T rho_l)
 {
+    const T inv_hx = 1.0 / hx, inv_hy = 1.0 / hy;
     BF_CELLS(nx, ny + 1) {
         const int J = j;
         const long long V = (long long)J * nx + i;
@@ -303,12 +309,13 @@ extern "C" __global__ void bf_mom_explicit_v(
             continue;
         }
         const long long F = (long long)(J - 1) * nx + i;
-        const T tyy_n = 2 * mu[V] * (v[V + nx] - v[V]) / hy;
-        const T tyy_s = 2 * mu[V - nx] * (v[V] - v[V - nx]) / hy;
-        const T txy_e = shear(u, v, mu, nx, ny, J, i + 1, hx, hy, s_left, s_right, 1.0, 1.0);
-        const T txy_w = shear(u, v, mu, nx, ny, J, i, hx, hy, s_left, s_right, 1.0, 1.0);
-        T force = (txy_e - txy_w) / hx + (tyy_n - tyy_s) / hy;
-        if (forces) force = force - cy[F] * (H[V] - H[V - nx]) / hy;
+        const T tyy_n = 2 * mu[V] * (v[V + nx] - v[V]) * inv_hy;
+        const T tyy_s = 2 * mu[V - nx] * (v[V] - v[V - nx]) * inv_hy;
+        const T txy_e = shear(u, v, mu, nx, ny, J, i + 1, inv_hx, inv_hy, s_left, s_right, 1.0,
+                              1.0);
+        const T txy_w = shear(u, v, mu, nx, ny, J, i, inv_hx, inv_hy, s_left, s_right, 1.0, 1.0);
+        T force = (txy_e - txy_w) * inv_hx + (tyy_n - tyy_s) * inv_hy;
+        if (forces) force = force - cy[F] * (H[V] - H[V - nx]) * inv_hy;
         if (reduced != 0) force = force + reduced * density_mismatch(H, rho_y, V, nx, F, rho_g, rho_l);
         vs[V] = v[V] + dt * (-adv_v[F] + force / rho_y[F] - gravity);
     }
@@ -364,7 +371,7 @@ extern "C" __global__ void bf_mom_implicit_velocity_u(
         const long long C = (long long)j * nx + i, F = (long long)j * (nx - 1) + i - 1;
         T val = x[F];
         if (forces) {
-            const T force = -cx[F] * (H[C] - H[C - 1]) / hx;
+            const T force = -cx[F] * (H[C] - H[C - 1]) * (1.0 / hx);
             val = val + dt * (force / rho_x[F]);
         }
         out[f] = val;
@@ -385,7 +392,7 @@ extern "C" __global__ void bf_mom_implicit_velocity_v(
         const long long F = (long long)(j - 1) * nx + i;
         T val = x[F];
         if (forces || reduced != 0) {
-            T force = forces ? -cy[F] * (H[f] - H[f - nx]) / hy : (T)0;
+            T force = forces ? -cy[F] * (H[f] - H[f - nx]) * (1.0 / hy) : (T)0;
             if (reduced != 0) force = force + reduced * density_mismatch(H, rho_y, f, nx, F, rho_g, rho_l);
             val = val + dt * (force / rho_y[F]);
         }

@@ -156,10 +156,14 @@ def _transverse(vb, ka, kb):
 
 
 def _hybrid(minus, centre, plus, speed, h, rho, mu):
-    """d/dx of a face velocity: central, or upwind where ``rho |c| h / mu > 2``."""
+    """d/dx of a face velocity: central, or upwind where ``rho |c| h / mu > 2``.
+    Multiplied by ``1 / h`` (and ``0.5 / h``, exactly ``1 / (2 h)``) rather
+    than divided, here and in the viscous and interface forces: the kernels
+    then give these bits without a float64 division a face."""
     xp = array_module(minus, centre, plus)
-    central = (plus - minus) / (2 * h)
-    upwind = xp.where(speed > 0, centre - minus, plus - centre) / h
+    inv_h = 1.0 / h
+    central = (plus - minus) * (0.5 * inv_h)
+    upwind = xp.where(speed > 0, centre - minus, plus - centre) * inv_h
     return xp.where(rho * xp.abs(speed) * h <= 2.0 * mu, central, upwind)
 
 
@@ -210,19 +214,21 @@ def viscous_forces(velocity, mu, spacing, signs):
     xp = array_module(mu)
     nd = mu.ndim
     forces = []
-    for a, (ua, ha) in enumerate(zip(velocity, spacing)):
-        ka = array_axis(nd, a)
-        normal = 2 * mu * (ua[_hi(nd, ka)] - ua[_lo(nd, ka)]) / ha
-        force = (normal[_hi(nd, ka)] - normal[_lo(nd, ka)]) / ha
-        for b, (vb, hb) in enumerate(zip(velocity, spacing)):
+    inverse = [1.0 / h for h in spacing]          # (multiplied: see _hybrid)
+    for a, ua in enumerate(velocity):
+        ka, inv_a = array_axis(nd, a), inverse[a]
+        normal = 2 * mu * (ua[_hi(nd, ka)] - ua[_lo(nd, ka)]) * inv_a
+        force = (normal[_hi(nd, ka)] - normal[_lo(nd, ka)]) * inv_a
+        for b, vb in enumerate(velocity):
             if b == a:
                 continue
-            kb = array_axis(nd, b)
+            kb, inv_b = array_axis(nd, b), inverse[b]
             ug, vg = _ghosted(ua, kb, signs[b]), _ghosted(vb, ka, signs[a])
             shear = edge_viscosity(mu, ka, kb, xp) * (
-                (ug[_hi(nd, kb)] - ug[_lo(nd, kb)]) / hb + (vg[_hi(nd, ka)] - vg[_lo(nd, ka)]) / ha)
+                (ug[_hi(nd, kb)] - ug[_lo(nd, kb)]) * inv_b
+                + (vg[_hi(nd, ka)] - vg[_lo(nd, ka)]) * inv_a)
             shear = _interior(shear, ka)
-            force = force + (shear[_hi(nd, kb)] - shear[_lo(nd, kb)]) / hb
+            force = force + (shear[_hi(nd, kb)] - shear[_lo(nd, kb)]) * inv_b
         forces.append(force)
     return tuple(forces)
 
@@ -347,7 +353,7 @@ def add_interface_force(force, H, coefficients, a, h, rho_faces, reduced):
     nd = H.ndim
     k = array_axis(nd, a)
     if coefficients is not None:
-        term = -coefficients[a] * (H[_hi(nd, k)] - H[_lo(nd, k)]) / h
+        term = -coefficients[a] * (H[_hi(nd, k)] - H[_lo(nd, k)]) * (1.0 / h)
         force = term if force is None else force + term
     if a == nd - 1 and reduced is not None:
         term = density_mismatch(H, rho_faces[a], reduced)
@@ -501,7 +507,7 @@ def correct_velocity(velocity, p, rho_faces, div_star, dt, spacing):
 # kernels, one or two launches a call; NotImplemented (the array code runs)
 # for what they do not cover.
 fluid_properties.register("cupy")(momentum_cuda.fluid_properties_nd)
-step_scalars.register("cupy")(momentum_cuda.step_scalars_nd)
+step_scalars.register("cupy")(momentum_cuda.step_scalars)
 advection_terms.register("cupy")(momentum_cuda.advection_terms_nd)
 interface_coefficients.register("cupy")(momentum_cuda.interface_coefficients_nd)
 provisional_velocity.register("cupy")(momentum_cuda.provisional_velocity_nd)

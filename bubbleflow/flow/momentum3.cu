@@ -76,12 +76,16 @@ __device__ __forceinline__ void mom3_explicit(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
     const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_f,
     const T* __restrict__ coef, T* __restrict__ out, const int nx, const int ny, const int nz,
-    const T dt, const T hx, const T hy, const T hz, const T s0, const T s1,
-    const T s2, const T s3, const T s4, const T s5, const T gravity, const int forces,
-    const T reduced, const T rho_g, const T rho_l)
+    const T dt, const T hx, const T hy, const T hz, const T inv_hx, const T inv_hy,
+    const T inv_hz, const T s0, const T s1, const T s2, const T s3, const T s4, const T s5,
+    const T gravity, const int forces, const T reduced, const T rho_g, const T rho_l)
 {
     const T* vel[3] = {u, v, w};
     const T h[3] = {hx, hy, hz};
+    // Multiplied by the inverse spacings (the host's 1 / h) where the array
+    // code divides (a float64 division is a dozen instructions): equal to
+    // it to rounding.
+    const T inv_h[3] = {inv_hx, inv_hy, inv_hz};
     const T signs[6] = {s0, s1, s2, s3, s4, s5};
     const int ka = 2 - axis;
     const int nc[3] = {nz, ny, nx};
@@ -90,7 +94,7 @@ __device__ __forceinline__ void mom3_explicit(
     int ni[3] = {nz, ny, nx};            // its interior faces
     ni[ka] -= 1;
     const T* ua = vel[axis];
-    const T ha = h[axis];
+    const T inv_ha = inv_h[axis];
     BF_CELLS3(na[2], na[1], na[0]) {
         const int at[3] = {k, j, i};
         const long long f = ((long long)k * na[1] + j) * na[2] + i;
@@ -124,15 +128,15 @@ __device__ __forceinline__ void mom3_explicit(
                 minus = cb > 0 ? get3_at(ua, na, at, kb, cb - 1) : signs[2 * b] * centre;
                 plus = cb < nc[kb] - 1 ? get3_at(ua, na, at, kb, cb + 1) : signs[2 * b + 1] * centre;
             }
-            const T term = speed * hybrid(minus, centre, plus, speed, h[b], 2 * h[b], r, mu_f);
+            const T term = speed * hybrid(minus, centre, plus, speed, h[b], inv_h[b], r, mu_f);
             adv = b == 0 ? term : adv + term;
         }
         // The viscous stress.
         const T txx_hi = 2 * get3_at(mu, nc, at, ka, fa)
-                         * (get3_at(ua, na, at, ka, fa + 1) - centre) / ha;
+                         * (get3_at(ua, na, at, ka, fa + 1) - centre) * inv_ha;
         const T txx_lo = 2 * get3_at(mu, nc, at, ka, fa - 1)
-                         * (centre - get3_at(ua, na, at, ka, fa - 1)) / ha;
-        T force = (txx_hi - txx_lo) / ha;
+                         * (centre - get3_at(ua, na, at, ka, fa - 1)) * inv_ha;
+        T force = (txx_hi - txx_lo) * inv_ha;
         for (int b = 0; b < 3; ++b) {
             if (b == axis) continue;
             const int kb = 2 - b;
@@ -153,12 +157,12 @@ __device__ __forceinline__ void mom3_explicit(
                                      : signs[2 * b] * get3_at(ua, na, at, kb, 0);
                 const T dv = get3_at2(vel[b], nb, at, ka, fa, kb, e)
                              - get3_at2(vel[b], nb, at, ka, fa - 1, kb, e);
-                stress[s] = mu_e * ((u_hi - u_lo) / h[b] + dv / ha);
+                stress[s] = mu_e * ((u_hi - u_lo) * inv_h[b] + dv * inv_ha);
             }
-            force = force + (stress[1] - stress[0]) / h[b];
+            force = force + (stress[1] - stress[0]) * inv_h[b];
         }
         const T H_hi = get3_at(H, nc, at, ka, fa), H_lo = get3_at(H, nc, at, ka, fa - 1);
-        if (forces) force = force - get3(coef, ni, inner) * (H_hi - H_lo) / ha;
+        if (forces) force = force - get3(coef, ni, inner) * (H_hi - H_lo) * inv_ha;
         if (axis == 2 && reduced != 0) {
             const T rho_hi = rho_g + (rho_l - rho_g) * H_hi;
             const T rho_lo = rho_g + (rho_l - rho_g) * H_lo;
@@ -176,12 +180,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) bf_mom3_explicit(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
     const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_f,
     const T* __restrict__ coef, T* __restrict__ out, const int nx, const int ny, const int nz,
-    const int axis, const T dt, const T hx, const T hy, const T hz, const T s0, const T s1,
-    const T s2, const T s3, const T s4, const T s5, const T gravity, const int forces,
-    const T reduced, const T rho_g, const T rho_l)
+    const int axis, const T dt, const T hx, const T hy, const T hz, const T inv_hx,
+    const T inv_hy, const T inv_hz, const T s0, const T s1, const T s2, const T s3, const T s4,
+    const T s5, const T gravity, const int forces, const T reduced, const T rho_g,
+    const T rho_l)
 {
 #define BF_MOM3_EXPLICIT(A) mom3_explicit<A>(u, v, w, mu, H, rho_f, coef, out, nx, ny, nz, dt, \
-    hx, hy, hz, s0, s1, s2, s3, s4, s5, gravity, forces, reduced, rho_g, rho_l)
+    hx, hy, hz, inv_hx, inv_hy, inv_hz, s0, s1, s2, s3, s4, s5, gravity, forces, reduced,     \
+    rho_g, rho_l)
     if (axis == 0) BF_MOM3_EXPLICIT(0);
     else if (axis == 1) BF_MOM3_EXPLICIT(1);
     else BF_MOM3_EXPLICIT(2);

@@ -13,7 +13,8 @@ launches tens of small kernels per call, these launch one or two:
   :func:`divergence`, :func:`pressure_rhs`: one kernel each;
 * :func:`interface_coefficients`: the curvature's kernel (when ``sigma > 0``)
   and one;
-* :func:`step_scalars`: per-block maxima then one block (two launches);
+* :func:`step_scalars`: per-block maxima then one block (two launches; 2-D
+  and 3-D);
 * :func:`norms`, :func:`correct_velocity`: per-block sums then one block, in
   a fixed order (the same input gives the same bits);
 
@@ -42,7 +43,7 @@ from . import levelset
 __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coefficients",
            "explicit_velocity_u", "explicit_velocity_v", "implicit_rhs_u", "implicit_rhs_v",
            "implicit_velocity_u", "implicit_velocity_v", "divergence", "pressure_rhs", "norms", "correct_velocity",
-           "fluid_properties_nd", "step_scalars_nd", "advection_terms_nd",
+           "fluid_properties_nd", "advection_terms_nd",
            "interface_coefficients_nd", "provisional_velocity_nd", "implicit_rhs_nd",
            "implicit_velocity_nd", "divergence_nd", "pressure_rhs_nd", "correct_velocity_nd",
            "fluid_properties_3d", "interface_coefficients_3d", "provisional_velocity_3d",
@@ -150,22 +151,35 @@ def fluid_properties(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
     return H, rho, mu, rho_x, rho_y
 
 
-def step_scalars(u, v, phi, rho, mu, maxima, viscous):
-    """Twin of ``momentum.step_scalars``: per-block maxima and one block."""
+def step_scalars(velocity, phi, rho, mu, maxima, viscous):
+    """Twin of ``momentum.step_scalars`` in 2-D and 3-D: per-block maxima
+    (``bf_mom_scalars_partial``) and one block."""
     import cupy as cp
 
-    checked = _checked(("u", "v", "c", "c_rho", "c_mu"), (u, v, phi, rho, mu))
-    if checked is None:
+    nd = getattr(phi, "ndim", 0)
+    if nd not in (2, 3) or not isinstance(velocity, (tuple, list)) or len(velocity) != nd:
         return NotImplemented
-    (u, v, phi, rho, mu), nx, ny = checked
-    blocks = _reduce_blocks(max(u.size, v.size))
-    partial = cp.empty(4 * blocks, dtype=cp.float64)
-    out = cp.empty(4, dtype=cp.float64)
+    if nd == 2:
+        checked = _checked(("u", "v", "c", "c_rho", "c_mu"), (*velocity, phi, rho, mu))
+        arrays = None if checked is None else checked[0]
+    else:
+        arrays = _space_arrays(phi.shape, f0=velocity[0], f1=velocity[1], f2=velocity[2],
+                               c=phi, c_rho=rho, c_mu=mu)
+    if arrays is None:
+        return NotImplemented
+    *components, phi, rho, mu = arrays
+    w = components[2] if nd == 3 else components[0]          # (unread in 2-D)
+    sizes = [np.int64(c.size) for c in components[:2]] + [np.int64(w.size if nd == 3 else 0)]
+    blocks = _reduce_blocks(max(max(c.size for c in components), phi.size))
+    partial = cp.empty(5 * blocks, dtype=cp.float64)
+    out = cp.empty(nd + 2, dtype=cp.float64)
     flags = (np.int32(bool(maxima)), np.int32(bool(viscous)))
-    _kernel("bf_mom_scalars_partial")((blocks,), (_REDUCE_THREADS,), (
-        u, v, phi, rho, mu, partial, np.int32(nx), np.int32(ny), *flags))
-    _kernel("bf_mom_scalars_final")((1,), (_REDUCE_THREADS,), (
-        partial, np.int32(blocks), out, *flags))
+    get = _kernel3 if nd == 3 else _kernel             # (a 3-D run compiles only its source)
+    get("bf_mom_scalars_partial")((blocks,), (_REDUCE_THREADS,), (
+        components[0], components[1], w, phi, rho, mu, partial, *sizes, np.int64(phi.size),
+        *flags))
+    get("bf_mom_scalars_final")((1,), (_REDUCE_THREADS,), (
+        partial, np.int32(blocks), out, np.int32(nd), *flags))
     return out
 
 
@@ -431,9 +445,9 @@ def provisional_velocity_3d(velocity, H, mu, rho_faces, coefficients, dt, spacin
         new = cp.empty_like(f)
         kernel(*_space_grid(f.shape), (
             u, v, w, mu, H, rho_f[a], coef[a], new, np.int32(nx), np.int32(ny), np.int32(nz),
-            np.int32(a), np.float64(dt), *(np.float64(h) for h in spacing), *wall_signs,
-            np.float64(gravity), np.int32(forces), np.float64(red), np.float64(rho_g),
-            np.float64(rho_l)))
+            np.int32(a), np.float64(dt), *(np.float64(h) for h in spacing),
+            *(np.float64(1.0 / h) for h in spacing), *wall_signs, np.float64(gravity),
+            np.int32(forces), np.float64(red), np.float64(rho_g), np.float64(rho_l)))
         out.append(new)
     return tuple(out)
 
@@ -516,14 +530,6 @@ def fluid_properties_nd(phi, eps, rho_l, rho_g, mu_l, mu_g, rule, viscosity_mean
         return out
     H, rho, mu, rho_x, rho_y = out
     return H, rho, mu, (rho_x, rho_y)
-
-
-def step_scalars_nd(velocity, phi, rho, mu, maxima, viscous):
-    """Variant of ``momentum.step_scalars``: :func:`step_scalars` (its
-    four numbers are the n-D layout in 2-D)."""
-    if not _plane_call(velocity):
-        return NotImplemented
-    return step_scalars(*velocity, phi, rho, mu, maxima, viscous)
 
 
 def advection_terms_nd(velocity, rho_faces, mu, spacing, signs):

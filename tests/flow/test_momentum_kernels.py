@@ -71,8 +71,9 @@ def corners(mu):
 
 
 def hybrid(minus, centre, plus, speed, h, rho, mu):
-    central = (plus - minus) / (2 * h)
-    upwind = np.where(speed > 0, centre - minus, plus - centre) / h
+    # Spacings enter as their inverses (1 / h, and 0.5 / h for 2 h).
+    central = (plus - minus) * (0.5 * (1.0 / h))
+    upwind = np.where(speed > 0, centre - minus, plus - centre) * (1.0 / h)
     return np.where(rho * np.abs(speed) * h <= 2.0 * mu, central, upwind)
 
 
@@ -111,14 +112,15 @@ def consistency(H, rho_y, G):
 
 def explicit_step(u, v, mu, H, rho_x, rho_y, adv, coef, dt, hx, hy, signs, gravity, G):
     ug, vg = ghosts(u, v, signs)
-    txx = 2 * mu * (u[:, 1:] - u[:, :-1]) / hx
-    tyy = 2 * mu * (v[1:, :] - v[:-1, :]) / hy
-    txy = corners(mu) * ((ug[1:, :] - ug[:-1, :]) / hy + (vg[:, 1:] - vg[:, :-1]) / hx)
-    force_u = (txx[:, 1:] - txx[:, :-1]) / hx + (txy[1:, 1:-1] - txy[:-1, 1:-1]) / hy
-    force_v = (txy[1:-1, 1:] - txy[1:-1, :-1]) / hx + (tyy[1:, :] - tyy[:-1, :]) / hy
+    ix, iy = 1.0 / hx, 1.0 / hy
+    txx = 2 * mu * (u[:, 1:] - u[:, :-1]) * ix
+    tyy = 2 * mu * (v[1:, :] - v[:-1, :]) * iy
+    txy = corners(mu) * ((ug[1:, :] - ug[:-1, :]) * iy + (vg[:, 1:] - vg[:, :-1]) * ix)
+    force_u = (txx[:, 1:] - txx[:, :-1]) * ix + (txy[1:, 1:-1] - txy[:-1, 1:-1]) * iy
+    force_v = (txy[1:-1, 1:] - txy[1:-1, :-1]) * ix + (tyy[1:, :] - tyy[:-1, :]) * iy
     if coef is not None:
-        force_u = force_u - coef[0] * (H[:, 1:] - H[:, :-1]) / hx
-        force_v = force_v - coef[1] * (H[1:, :] - H[:-1, :]) / hy
+        force_u = force_u - coef[0] * (H[:, 1:] - H[:, :-1]) * ix
+        force_v = force_v - coef[1] * (H[1:, :] - H[:-1, :]) * iy
     if G:
         force_v = force_v + consistency(H, rho_y, G)
     us, vs = u.copy(), v.copy()
@@ -143,8 +145,8 @@ def implicit_step(xu, xv, u, v, H, rho_x, rho_y, coef, dt, hx, hy, gravity, G):
     us[:, 1:-1] = xu.reshape(rho_x.shape)
     vs[1:-1, :] = xv.reshape(rho_y.shape)
     if coef is not None:
-        us[:, 1:-1] += dt * ((-coef[0] * (H[:, 1:] - H[:, :-1]) / hx) / rho_x)
-        force = -coef[1] * (H[1:, :] - H[:-1, :]) / hy
+        us[:, 1:-1] += dt * ((-coef[0] * (H[:, 1:] - H[:, :-1]) * (1.0 / hx)) / rho_x)
+        force = -coef[1] * (H[1:, :] - H[:-1, :]) * (1.0 / hy)
         if G:
             force = force + consistency(H, rho_y, G)
         vs[1:-1, :] += dt * (force / rho_y)

@@ -1,5 +1,5 @@
 """The momentum phase's 3-D CUDA kernels (flow.momentum_cuda: properties,
-the interface force's coefficients, the explicit provisional velocity, the divergence and the pressure's
+the finite check and the time step's maxima, the interface force's coefficients, the explicit provisional velocity, the divergence and the pressure's
 right-hand side, the correction) against their array code (flow.momentum).
 
 Each variant is called directly (a silent fall-back to the array code cannot
@@ -76,6 +76,11 @@ def calls(flow, state, dt):
     div_star, _ = m.pressure_rhs.reference(provisional, flow.spacing, dt)
     return [
         ("fluid_properties", m.fluid_properties, props),
+        ("step_scalars", m.step_scalars, (state.velocity, state.phi, rho, mu, True, True)),
+        ("step_scalars-inviscid", m.step_scalars,
+         (state.velocity, state.phi, rho, mu, True, False)),
+        ("step_scalars-fixed-dt", m.step_scalars,
+         (state.velocity, state.phi, rho, mu, False, False)),
         ("interface_coefficients", m.interface_coefficients, forces),
         ("provisional_velocity", m.provisional_velocity, explicit),
         ("divergence", m.divergence, (provisional, flow.spacing)),
