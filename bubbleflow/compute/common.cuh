@@ -120,6 +120,17 @@ __device__ __forceinline__ T np_max(T a, T b) { return (a >= b || a != a) ? a : 
 __device__ __forceinline__ T np_min(T a, T b) { return (a <= b || a != a) ? a : b; }
 __device__ __forceinline__ T np_clip(T x, T lo, T hi) { return np_min(np_max(x, lo), hi); }
 
+// The indices (k, j, i) of flat cell p of planes of ny x nx cells (plane =
+// nx ny), for the kernels that stride over a 3-D grid's cells as one list.
+__device__ __forceinline__ void bf_cell3(long long p, int nx, long long plane, int* k, int* j,
+                                         int* i)
+{
+    *k = (int)(p / plane);
+    const long long r = p - (long long)*k * plane;
+    *j = (int)(r / nx);
+    *i = (int)(r - (long long)*j * nx);
+}
+
 #ifndef BF_PI
 #define BF_PI 3.141592653589793
 #endif

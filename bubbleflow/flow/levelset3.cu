@@ -158,9 +158,8 @@ extern "C" __global__ void bf_ls_diagnostics3_partial(
     const long long n = plane * nz;
     for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n;
          c += (long long)gridDim.x * blockDim.x) {
-        const int k = (int)(c / plane);
-        const long long r = c - (long long)k * plane;
-        const int j = (int)(r / nx), i = (int)(r - (long long)j * nx);
+        int k, j, i;
+        bf_cell3(c, nx, plane, &k, &j, &i);
         const T q = phi[c];
         const T g = (4.0 * gas_weight(q, eps) - gas_weight(q, eps2)) / 3.0;
         const T dx = linear_central(phi, c, 1, i, nx, 2.0 * hx);

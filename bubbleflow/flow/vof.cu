@@ -183,9 +183,8 @@ extern "C" __global__ void bf_vof_gas_partial(
     const long long up = three_d ? plane : (long long)nx;     // the face above a cell
     for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
          p += (long long)gridDim.x * blockDim.x) {
-        const int k = (int)(p / plane);
-        const long long r = p - (long long)k * plane;
-        const int j = (int)(r / nx), i = (int)(r - (long long)j * nx);
+        int k, j, i;
+        bf_cell3(p, nx, plane, &k, &j, &i);
         const T q = c[p];
         acc[0] += q;
         acc[1] += q * (((T)i + 0.5) * hx);

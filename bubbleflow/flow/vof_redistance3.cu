@@ -187,9 +187,8 @@ extern "C" __global__ void bf_vof_rd3_search(
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n_cells;
          t += (long long)gridDim.x * blockDim.x) {
         const long long p = cells[t];
-        const int k = (int)(p / plane);
-        const long long r = p - (long long)k * plane;
-        const int j = (int)(r / nx), i = (int)(r - (long long)j * nx);
+        int k, j, i;
+        bf_cell3(p, nx, plane, &k, &j, &i);
         const T own = rd3_own(c[p], flags[p], planes, p, tol, one_tol);
         T best = __longlong_as_double(0x7ff0000000000000LL);   // +inf
         T side = 0.0;
