@@ -70,7 +70,7 @@ from ...compute.twins import twin
 from .condensed_kernels import RawCondensedSolve
 from .condensed_layout import condensed_host_arrays, condensed_numbering
 from .dense_inverses import (batched_spd_inverse, dense_pseudo_inverse, grounded_inverse,
-                             linalg_errors, raise_failed_inverse, spd_inverse,
+                             linalg_errors, raise_failed_inverses, spd_inverse,
                              spd_inverse_deferred)
 from .graph_partition import SEPARATORS
 
@@ -274,12 +274,7 @@ class CoarseSolver:
         is not finite.  ``values``: the host values of :meth:`check_flags`
         (read now when None, one transfer).  Each failure is reported once."""
         flags, self._flags = self._flags, []
-        if not flags:
-            return
-        if values is None:
-            values = self.backend.to_host_many([f for f, _ in flags])
-        for (_, size), got in zip(flags, values):
-            raise_failed_inverse(size, got)
+        raise_failed_inverses(flags, values)
 
     # ------------------------------------------------------------------ dense
     def _setup_dense(self, entries, E_backend=None):

@@ -19,13 +19,14 @@ import contextlib
 import numpy as np
 
 from ...compute import cuda
+from ...compute.backend import backend_of
 from ...compute.blas import single_threaded
 from ...compute.truth import all_finite
 from ...compute.twins import twin
 
 __all__ = ["spd_inverse", "spd_inverse_deferred", "dense_pseudo_inverse", "grounded_inverse",
            "batched_spd_inverse", "gauss_jordan_inverse", "linalg_errors", "not_spd",
-           "raise_failed_inverse"]
+           "raise_failed_inverses"]
 
 
 @twin
@@ -48,19 +49,27 @@ def not_spd(n, exc):
                                  f"after grounding: {exc}")
 
 
-def raise_failed_inverse(size, value):
-    """Raise ``numpy.linalg.LinAlgError`` if the host ``value`` of a deferred
-    flag of :func:`spd_inverse_deferred` (``[potrf, potrs, nonfinite]``, for
-    a matrix of order ``size``) says the inverse failed: a matrix not
-    positive definite, or an inverse that is not finite."""
-    potrf, potrs, nonfinite = (int(v) for v in np.asarray(value).ravel()[:3])
-    for routine, info in (("potrf", potrf), ("potrs", potrs)):
-        if info != 0:
-            raise not_spd(size, np.linalg.LinAlgError(
-                f"Error reported by {routine} in cuSOLVER. devInfo = {info}. "
-                f"Please refer to the cuSOLVER documentation."))
-    if nonfinite:
-        raise np.linalg.LinAlgError(f"coarse matrix ({size} x {size}): the inverse is not finite")
+def raise_failed_inverses(flags, values=None):
+    """Raise ``numpy.linalg.LinAlgError`` for the first of the deferred
+    checks ``flags`` (``(flag, order)`` pairs of :func:`spd_inverse_deferred`;
+    each flag ``[potrf, potrs, nonfinite]`` on the device) that says an
+    inverse failed: a matrix not positive definite, or an inverse that is
+    not finite.  ``values``: the flags' host values, read now (one
+    transfer) when None."""
+    if not flags:
+        return
+    if values is None:
+        values = backend_of(flags[0][0]).to_host_many([f for f, _ in flags])
+    for (_, size), value in zip(flags, values):
+        potrf, potrs, nonfinite = (int(v) for v in np.asarray(value).ravel()[:3])
+        for routine, info in (("potrf", potrf), ("potrs", potrs)):
+            if info != 0:
+                raise not_spd(size, np.linalg.LinAlgError(
+                    f"Error reported by {routine} in cuSOLVER. devInfo = {info}. "
+                    f"Please refer to the cuSOLVER documentation."))
+        if nonfinite:
+            raise np.linalg.LinAlgError(
+                f"coarse matrix ({size} x {size}): the inverse is not finite")
 
 
 @twin

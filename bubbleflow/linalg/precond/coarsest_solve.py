@@ -37,7 +37,7 @@ def coarse_solve(couplings, shape, dtype):
     array of ``shape``: ``(solve, flags)``, the solve :func:`dense_inverse`
     in ``dtype`` (or on the host above :data:`HOST_DENSE_CELLS` cells a
     :class:`HostCoarseSolve`) and the device flags of its deferred checks
-    (``(flag, order)`` pairs for :func:`.dense_inverses.raise_failed_inverse`;
+    (``(flag, order)`` pairs for :func:`.dense_inverses.raise_failed_inverses`;
     none where the host checked at once)."""
     backend = backend_of(couplings[0])
     if not on_device(backend) and int(np.prod(shape)) > HOST_DENSE_CELLS:
@@ -110,8 +110,7 @@ class HostCoarseSolve:
         from scipy.sparse.linalg import splu
 
         n = int(np.prod(shape))
-        C = centre_from_couplings(couplings, np).ravel()
-        c = float(C.mean()) / n if C.mean() > 0 else 1.0 / n
+        c = float(coarsest_shift(centre_from_couplings(couplings, np).ravel(), np))
         grounded = faces_to_scipy(couplings, shape) + sp.csr_matrix(([c], ([0], [0])),
                                                                       shape=(n, n))
         self.lu = splu(grounded.tocsc())

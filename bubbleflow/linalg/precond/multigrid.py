@@ -48,7 +48,7 @@ from ...compute.backend import backend_of
 from ...compute.twins import twin
 from ...mesh.grid import array_axis
 from ...operators.poisson import apply_faces, centre_from_couplings
-from ..deflation.dense_inverses import raise_failed_inverse
+from ..deflation.dense_inverses import raise_failed_inverses
 from .base import Preconditioner, require_grid_operator
 
 #: The precisions a cycle can run in (``cycle_precision``).
@@ -234,13 +234,20 @@ def level_arrays(couplings, out_couplings, out_inv_diagonal):
 
 class _Level:
     """One level: its couplings and inverse diagonal in the cycle's
-    precision (arrays of its own, refreshed in place), and its shape."""
+    precision (arrays of its own, written in place by
+    :meth:`Multigrid.refresh_couplings`), and its shape."""
 
-    def __init__(self, couplings, shape, xp, dtype):
+    def __init__(self, shape, xp, dtype):
         self.shape = tuple(shape)
-        self.couplings = tuple(xp.empty(c.shape, dtype=dtype) for c in couplings)
+        nd = len(self.shape)
+        self.couplings = tuple(xp.empty(_faces(self.shape, array_axis(nd, a)), dtype=dtype)
+                               for a in range(nd))
         self.inv_diagonal = xp.empty(self.shape, dtype=dtype)
-        level_arrays(tuple(couplings), self.couplings, self.inv_diagonal)
+
+
+def _faces(shape, k):
+    """The shape of the interior faces normal to array axis ``k``."""
+    return tuple(n - 1 if i == k else n for i, n in enumerate(shape))
 
 
 class Multigrid(Preconditioner):
@@ -324,7 +331,11 @@ class Multigrid(Preconditioner):
         self.coarsest, self.min_side = int(coarsest), int(min_side)
 
     def _build(self, couplings, shape, w_levels):
-        self.levels, (self.coarse_inverse, self._coarse_flags) = self._hierarchy(couplings, shape)
+        self.xp = backend_of(couplings[0]).xp
+        self.levels = [_Level(s, self.xp, self.dtype)
+                       for s in level_shapes(shape, self.coarsest, self.min_side)]
+        self.coarse_inverse = None
+        self.refresh_couplings(couplings)
         # [s_in, s_out]: the cycle reads s_in r and returns s_out M (s_in r)
         # (powers of two, :meth:`prepare`; exact, so M is unchanged).
         self.io_scale = self.xp.ones(2)
@@ -333,20 +344,6 @@ class Multigrid(Preconditioner):
         self.w_levels = int(w_levels)
         self.runner = cycle_runner(self.levels, self.coarse_inverse, self.degree, self.ratio,
                                    self.scale, self.w_levels, self.io_scale)
-
-    def _hierarchy(self, couplings, shape):
-        """The levels and :func:`.coarsest_solve.coarse_solve`'s ``(solve,
-        flags)`` for the operator of ``couplings`` on ``shape``."""
-        couplings = tuple(c.astype(np.float64, copy=False) for c in couplings)
-        xp = backend_of(couplings[0]).xp
-        self.xp = xp
-        shapes = level_shapes(shape, self.coarsest, self.min_side)
-        levels = [_Level(couplings, shapes[0], xp, self.dtype)]
-        for shape in shapes[1:]:
-            couplings = coarsen_couplings(couplings, xp)
-            levels.append(_Level(couplings, shape, xp, self.dtype))
-        return levels, coarse_solve(couplings, shape, self.dtype)
-
 
     def refresh(self, A):
         """Take a new operator on the same grid and backend in place: the
@@ -368,10 +365,10 @@ class Multigrid(Preconditioner):
                 couplings = coarsen_couplings(couplings, self.xp)
             level_arrays(couplings, level.couplings, level.inv_diagonal)
         inverse, self._coarse_flags = coarse_solve(couplings, self.levels[-1].shape, self.dtype)
-        if isinstance(inverse, HostCoarseSolve):
+        if self.coarse_inverse is None or isinstance(inverse, HostCoarseSolve):
             self.coarse_inverse = inverse
         else:
-            self.coarse_inverse[...] = inverse
+            self.coarse_inverse[...] = inverse          # (the cycle's launches hold this array)
         return True
 
     def bytes_per_apply(self, io_itemsize=8):
@@ -403,12 +400,7 @@ class Multigrid(Preconditioner):
         factorisation failed (``values``: the host values of
         :meth:`check_flags`, else read now); each failure once."""
         flags, self._coarse_flags = self._coarse_flags, []
-        if not flags:
-            return
-        if values is None:
-            values = backend_of(flags[0][0]).to_host_many([f for f, _ in flags])
-        for (_, order), value in zip(flags, values):
-            raise_failed_inverse(order, value)
+        raise_failed_inverses(flags, values)
 
     def device_launches(self, src, dst, stop=None):
         """The raw kernel launches of ``dst = M^-1 src`` on a Krylov engine's

@@ -10,8 +10,7 @@ launch than to run on the coarse levels.  Here a level is one launch per
 axis for its coarse couplings and one for its arrays in the cycle's
 precision, with the array code's order of sums: the same bits; the
 coarsest level's dense matrix is one launch instead of a scatter per face
-array.  A 2-D grid
-runs as a 3-D grid of one plane.  Calls they do not cover (another
+array.  A 2-D grid runs as a 3-D grid of one plane.  Calls they do not cover (another
 dimension, other dtypes) return ``NotImplemented`` and the array code runs.
 CuPy is imported inside the functions only.
 """
