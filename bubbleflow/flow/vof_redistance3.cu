@@ -12,23 +12,59 @@
 //     faces it holds and their sense, the band seed) and, for an interface
 //     cell, its PLIC plane m . X = d, X from the cell centre (vof_redistance's
 //     plane layers, with the normals of phi);
-//   bf_vof_rd3_dilate: the band grown along one axis (three launches make
-//     vof_redistance's Chebyshev dilation);
-//   bf_vof_rd3_gap: each cell's Chebyshev gap to the nearest cell holding a
-//     patch, one axis a launch;
+//   bf_vof_rd3_box: the box of the cells holding a patch;
+//   bf_vof_rd3_reach: in the region (that box widened by the search's reach,
+//     its own arrays), each cell's Chebyshev distances to the nearest cell
+//     holding a patch (its gap) and to the nearest band seed, one axis a
+//     launch; vof_redistance's band is the cells within `band` of a seed;
 //   bf_vof_rd3_outside: the level set outside the band;
+//   bf_vof_rd3_bits: the region's patch cells as bits, a word a block of
+//     4 x 4 x 4 cells;
 //   bf_vof_rd3_search: per band cell (a list), the nearest patch among the
-//     cells in reach (the offsets in the array code's order, its layers in
-//     its order: the cell's plane, then the x, y and z faces; the first met
-//     winning a tie), stopping where no later offset's box can be nearer (as
-//     the array code's cells drop out); then the level set with the own-side
-//     sign.
+//     cells in reach, block by block, the array code's choice among equal
+//     ones; then the level set with the own-side sign.
+// Past the region every cell is as far as the distances count (no patch
+// within the gap's cap, no seed within the band), so the region's kernels
+// take a read outside it as far, and its distances are the whole grid's.
 // ---------------------------------------------------------------------------
 #define BF_RD3_MASK 1
 #define BF_RD3_FACE 2        // + 2 * axis: the face towards +axis is an interface face
 #define BF_RD3_NEG 16        // << axis: ... with the gas above it (sense -1)
 #define BF_RD3_SEED 128
 #define BF_RD3_NPLANE 4      // per interface cell: mx, my, mz, d
+#define BF_RD3_PATCH (BF_RD3_MASK | (7 * BF_RD3_FACE))   // the cell holds a patch
+
+// The least and greatest (i, j, k) of a block's threads' lo and hi folded
+// into box (imin, jmin, kmin, imax, jmax, kmax) by atomics, one set a block.
+// Every thread of the block calls it; a block is whole warps.
+__device__ __forceinline__ void bf_rd3_box_fold(const int lo[3], const int hi[3],
+                                                int* __restrict__ box)
+{
+    __shared__ int part[32][6];
+    const int lane = (threadIdx.y * blockDim.x + threadIdx.x) & 31;
+    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
+    const int warps = (blockDim.x * blockDim.y + 31) >> 5;
+    int v[6];
+    for (int a = 0; a < 3; ++a) {
+        v[a] = __reduce_min_sync(0xffffffffu, lo[a]);
+        v[3 + a] = __reduce_max_sync(0xffffffffu, hi[a]);
+    }
+    if (lane == 0)
+        for (int a = 0; a < 6; ++a) part[warp][a] = v[a];
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        for (int w = 1; w < warps; ++w)
+            for (int a = 0; a < 3; ++a) {
+                v[a] = min(v[a], part[w][a]);
+                v[3 + a] = max(v[3 + a], part[w][3 + a]);
+            }
+        if (v[3] >= 0)
+            for (int a = 0; a < 3; ++a) {
+                atomicMin(box + a, v[a]);
+                atomicMax(box + 3 + a, v[3 + a]);
+            }
+    }
+}
 
 extern "C" __global__ void bf_vof_rd3_planes(
     const T* __restrict__ phi, const T* __restrict__ c, unsigned char* __restrict__ flags,
@@ -66,7 +102,23 @@ extern "C" __global__ void bf_vof_rd3_planes(
     }
 }
 
-// out = 1 where a cell within `band` cells along `axis` has (in & bit), else 0.
+// The box of the cells holding a patch, folded into box (imin, jmin, kmin,
+// imax, jmax, kmax; the least at the int32 maximum and the greatest at -1
+// before the first).
+extern "C" __global__ void bf_vof_rd3_box(const unsigned char* __restrict__ flags,
+                                          int* __restrict__ box, const int nx, const int ny,
+                                          const int nz)
+{
+    int lo[3] = {0x7fffffff, 0x7fffffff, 0x7fffffff}, hi[3] = {-1, -1, -1};   // none met
+    BF_CELLS3(nx, ny, nz) {
+        if (flags[((long long)k * ny + j) * nx + i] & BF_RD3_PATCH) {
+            lo[0] = min(lo[0], i), lo[1] = min(lo[1], j), lo[2] = min(lo[2], k);
+            hi[0] = max(hi[0], i), hi[1] = max(hi[1], j), hi[2] = max(hi[2], k);
+        }
+    }
+    bf_rd3_box_fold(lo, hi, box);
+}
+
 // Cell (k, j, i)'s grid line along `axis` (0 x, 1 y, 2 z): its stride, the
 // cell's index on it and its length.
 struct Line3 {
@@ -81,62 +133,49 @@ __device__ __forceinline__ Line3 line3(int axis, int nx, int ny, int nz, int k, 
     return Line3{(long long)nx * ny, k, nz};
 }
 
-extern "C" __global__ void bf_vof_rd3_dilate(
-    const unsigned char* __restrict__ in, unsigned char* __restrict__ out, const int bit,
-    const int axis, const int band, const int nx, const int ny, const int nz)
-{
-    BF_CELLS3(nx, ny, nz) {
-        const long long p = ((long long)k * ny + j) * nx + i;
-        const Line3 line = line3(axis, nx, ny, nz, k, j, i);
-        const int lo = line.at - band < 0 ? 0 : line.at - band;
-        const int hi = line.at + band > line.n - 1 ? line.n - 1 : line.at + band;
-        unsigned char hit = 0;
-        for (int s = lo; s <= hi && !hit; ++s)
-            hit = (in[p + (long long)(s - line.at) * line.stride] & bit) ? 1 : 0;
-        out[p] = hit;
-    }
-}
+// The region: the grid's cells (k0 + k, j0 + j, i0 + i) for k < rz, j < ry,
+// i < rx, its own arrays stored plane after plane.
+struct Region3 {
+    int i0, j0, k0, rx, ry, rz;
+};
 
-// The Chebyshev distance in cells to the nearest cell holding a patch, at
-// most cap, one axis a launch (three make it): first (axis 0) from the
-// flags, then out[p] = min over |s| <= cap of max(|s|, in[p + s stride]).
-extern "C" __global__ void bf_vof_rd3_gap(
-    const unsigned char* __restrict__ flags, const unsigned char* __restrict__ in,
-    unsigned char* __restrict__ out, const int first, const int axis, const int cap,
-    const int nx, const int ny, const int nz)
+// A region cell's distances, packed: the gap to the nearest cell holding a
+// patch in the low byte (at most cap), the distance to the nearest seed in
+// the high byte (at most band + 1).  One axis a launch, three make the
+// Chebyshev distances: first from the flags, then
+// out[p] = min over s of max(|s|, in[p + s stride]), each byte alone.
+extern "C" __global__ void bf_vof_rd3_reach(
+    const unsigned char* __restrict__ flags, const unsigned short* __restrict__ in,
+    unsigned short* __restrict__ out, const int first, const int axis, const int cap,
+    const int seed_cap,
+    const int nx, const int ny, const int i0, const int j0, const int k0, const int rx,
+    const int ry, const int rz)
 {
-    BF_CELLS3(nx, ny, nz) {
-        const long long p = ((long long)k * ny + j) * nx + i;
-        const Line3 line = line3(axis, nx, ny, nz, k, j, i);
-        int best = cap;
-        for (int s = -cap; s <= cap; ++s) {
-            const int q = line.at + s;
-            if (q < 0 || q >= line.n) continue;
-            const long long r = p + (long long)s * line.stride;
-            const int d = first ? ((flags[r] & (BF_RD3_MASK | (7 * BF_RD3_FACE))) ? 0 : cap) : in[r];
-            const int e = (s < 0 ? -s : s) > d ? (s < 0 ? -s : s) : d;
-            if (e < best) best = e;
+    const int reach = cap > seed_cap ? cap : seed_cap;
+    BF_CELLS3(rx, ry, rz) {
+        const long long p = ((long long)k * ry + j) * rx + i;
+        const Line3 line = line3(axis, rx, ry, rz, k, j, i);
+        const long long g = ((long long)(k + k0) * ny + (j + j0)) * nx + (i + i0);
+        const long long gstride = axis == 0 ? 1 : (axis == 1 ? (long long)nx : (long long)nx * ny);
+        int gap = cap, seed = seed_cap;
+        const int lo = line.at - reach < 0 ? -line.at : -reach;
+        const int hi = line.at + reach > line.n - 1 ? line.n - 1 - line.at : reach;
+        for (int s = lo; s <= hi; ++s) {
+            int dg, ds;
+            if (first) {
+                const int f = flags[g + s * gstride];
+                dg = (f & BF_RD3_PATCH) ? 0 : cap;
+                ds = (f & BF_RD3_SEED) ? 0 : seed_cap;
+            } else {
+                const unsigned short v = in[p + s * line.stride];
+                dg = v & 255;
+                ds = v >> 8;
+            }
+            const int as = s < 0 ? -s : s;
+            gap = min(gap, max(as, dg));
+            seed = min(seed, max(as, ds));
         }
-        out[p] = (unsigned char)best;
-    }
-}
-
-// One patch of vof_redistance's search seen from X (from the patch cell's centre):
-// plane m . X = d; vof_redistance._patch_distance in 3-D with the box bound box2.  Keep it if
-// strictly nearer than *best.
-__device__ __forceinline__ void visit3(const T* X, const T* m, T d, const T* half, T box2,
-                                       T* best, T* side)
-{
-    const T s = m[0] * X[0] + m[1] * X[1] + m[2] * X[2] - d;
-    T dist2 = s * s;
-    for (int a = 0; a < 3; ++a) {
-        const T e = np_max(fabs(X[a] - s * m[a]) - half[a], 0.0);
-        dist2 = dist2 + e * e;
-    }
-    dist2 = np_max(dist2, box2);
-    if (dist2 < *best) {
-        *best = dist2;
-        *side = np_sign(s);
+        out[p] = (unsigned short)(gap | (seed << 8));
     }
 }
 
@@ -149,68 +188,150 @@ __device__ __forceinline__ T rd3_own(T cc, int fl, const T* __restrict__ planes,
     return own == 0.0 ? (cc > 0.5 ? -1.0 : 1.0) : own;
 }
 
-// The new level set outside the band: the old distance, at least floor_,
-// with the own-side sign.  floor_ = band * min(h).
+// The new level set outside the band (the cells of the region whose seed
+// distance is at most band, and no other): the old distance, at least
+// floor_, with the own-side sign.  floor_ = band * min(h).
 extern "C" __global__ void bf_vof_rd3_outside(
     const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
-    const unsigned char* __restrict__ in_band, const T* __restrict__ planes, T* __restrict__ out,
-    const int nx, const int ny, const int nz, const T floor_, const T tol, const T one_tol)
+    const unsigned short* __restrict__ dist, const int band, const int i0, const int j0,
+    const int k0, const int rx, const int ry, const int rz, const T* __restrict__ planes,
+    T* __restrict__ out, const int nx, const int ny, const int nz, const T floor_, const T tol,
+    const T one_tol)
 {
     const long long plane = (long long)nx * ny;
     BF_CELLS3(nx, ny, nz) {
         const long long p = (long long)k * plane + (long long)j * nx + i;
-        if (in_band[p]) continue;
+        const int li = i - i0, lj = j - j0, lk = k - k0;
+        if (li >= 0 && li < rx && lj >= 0 && lj < ry && lk >= 0 && lk < rz
+            && (dist[((long long)lk * ry + lj) * rx + li] >> 8) <= band)
+            continue;
         out[p] = rd3_own(c[p], flags[p], planes, p, tol, one_tol) * np_max(fabs(phi[p]), floor_);
     }
 }
 
-// The new level set in the band: per band cell of the list `cells` (flat
-// positions), the nearest patch.  offsets: n_offsets triples (dk, dj, di),
-// nearest first as vof_redistance's search sorts them; box2[o] the squared
-// distance to the offset's cell's box, later[o] the least of box2[o..].  A
-// cell starts at lead[gap[p]]: the offsets shorter than its gap to the
-// nearest cell holding a patch (every axis) hold none.  The list holds the
-// cells of one gap together, so a warp's threads start at one offset and
-// stop near each other.  counts as bf_vof_rd_search's.
+// The region's cells holding a patch as bits, a word a block of 4 x 4 x 4
+// cells (bz, by, bx blocks, plane after plane): bit z * 16 + y * 4 + x for
+// the block's cell (z, y, x).
+extern "C" __global__ void bf_vof_rd3_bits(
+    const unsigned char* __restrict__ flags, unsigned long long* __restrict__ bits, const int nx,
+    const int ny, const int i0, const int j0, const int k0, const int rx, const int ry,
+    const int rz, const int bx, const int by, const int bz)
+{
+    BF_CELLS3(bx, by, bz) {
+        unsigned long long m = 0;
+        for (int b = 0; b < 64; ++b) {
+            const int li = 4 * i + (b & 3), lj = 4 * j + ((b >> 2) & 3), lk = 4 * k + (b >> 4);
+            if (li < rx && lj < ry && lk < rz
+                && (flags[((long long)(lk + k0) * ny + (lj + j0)) * nx + (li + i0)] & BF_RD3_PATCH))
+                m |= 1ULL << b;
+        }
+        bits[((long long)k * by + j) * bx + i] = m;
+    }
+}
+
+// One patch of vof_redistance's search seen from X (from the patch cell's
+// centre): plane m . X = d; vof_redistance._patch_distance in 3-D with the
+// box bound box2.  The first met of equal distances is the least key: keep
+// the patch if strictly nearer than *best, or as near and of a smaller key
+// than the kept one's (none is kept before one nearer than +inf).
+__device__ __forceinline__ void visit3(const T* X, const T* m, T d, const T* half, T box2,
+                                             int key, T* best, int* best_key, T* side)
+{
+    const T s = m[0] * X[0] + m[1] * X[1] + m[2] * X[2] - d;
+    T dist2 = s * s;
+    for (int a = 0; a < 3; ++a) {
+        const T e = np_max(fabs(X[a] - s * m[a]) - half[a], 0.0);
+        dist2 = dist2 + e * e;
+    }
+    dist2 = np_max(dist2, box2);
+    if (dist2 < *best || (dist2 == *best && key < *best_key)) {
+        *best = dist2;
+        *best_key = key;
+        *side = np_sign(s);
+    }
+}
+
+// How far, in cells, a cell at index c lies from the cells lo..lo + 3 along
+// an axis: to their box's nearer face, 0 if among them.
+__device__ __forceinline__ T rd3_block_gap(int c, int lo)
+{
+    return c < lo ? T(lo - c) - 0.5 : (c > lo + 3 ? T(c - lo - 3) - 0.5 : T(0));
+}
+
+// The new level set in the band: per band cell of the list `cells` (their
+// flat positions in the region), the nearest patch among the cells within
+// wk, wj, wi cells (per array axis) that hold one.  The array code visits
+// those offsets nearest first (rank[] of an offset: its place in that
+// order), within an offset its layers in its order (the cell's plane, then
+// the x, y and z faces), and keeps the first met of equal distances: so the
+// nearest wins here, and of equal ones the least key, 4 rank + layer; the
+// order of the visits then is free.  They go block by block (bits), the
+// n_near block offsets near a cell's block (triples dk, dj, di) nearest
+// first, one order for every cell (a warp's threads load the same blocks'
+// words), a block skipped where its box is farther than the best yet (each
+// of its patches' distances is at least its cell's box2[rank], the array
+// code's floor, and that at least the block's), a cell of a block the same
+// way.  The list holds the cells of one gap together, so a warp's threads
+// meet the same blocks.  counts as bf_vof_rd_search's.
 extern "C" __global__ void bf_vof_rd3_search(
     const long long* __restrict__ cells, const long long n_cells, const T* __restrict__ c,
     const unsigned char* __restrict__ flags, const T* __restrict__ planes,
-    const int* __restrict__ offsets, const T* __restrict__ box2, const T* __restrict__ later,
-    const int n_offsets, T* __restrict__ out, unsigned long long* __restrict__ counts,
-    const int count, const int nx, const int ny, const int nz, const T hx, const T hy,
-    const T hz, const T tol, const T one_tol, const unsigned char* __restrict__ gap,
-    const int* __restrict__ lead)
+    const unsigned long long* __restrict__ bits, const int* __restrict__ near, const int n_near,
+    const int* __restrict__ rank, const T* __restrict__ box2,
+    T* __restrict__ out, unsigned long long* __restrict__ counts, const int count, const int nx,
+    const int ny, const T hx, const T hy, const T hz, const T tol, const T one_tol, const int i0,
+    const int j0, const int k0, const int rx, const int ry, const int rz, const int wi,
+    const int wj, const int wk)
 {
     const long long plane = (long long)nx * ny;
+    const int bx = (rx + 3) >> 2, by = (ry + 3) >> 2, bz = (rz + 3) >> 2;
     const T h[3] = {hx, hy, hz};
     const T half[3] = {0.5 * hx, 0.5 * hy, 0.5 * hz};
+    // A block's floor, shrunk past rounding: never above a cell's box2.
+    const T shrink = 1.0 - 1e-9;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n_cells;
          t += (long long)gridDim.x * blockDim.x) {
-        const long long p = cells[t];
-        int k, j, i;
-        bf_cell3(p, nx, plane, &k, &j, &i);
+        const long long l = cells[t];
+        int lk, lj, li;
+        bf_cell3(l, rx, (long long)rx * ry, &lk, &lj, &li);
+        const long long p = ((long long)(lk + k0) * ny + (lj + j0)) * nx + (li + i0);
         const T own = rd3_own(c[p], flags[p], planes, p, tol, one_tol);
         T best = __longlong_as_double(0x7ff0000000000000LL);   // +inf
+        int best_key = 0x7fffffff;
         T side = 0.0;
-        for (int o = lead[gap[p]]; o < n_offsets; ++o) {
-            if (best <= later[o]) break;          // no later patch can be strictly nearer
-            const int dk = offsets[3 * o], dj = offsets[3 * o + 1], di = offsets[3 * o + 2];
-            const int kk = k + dk, jj = j + dj, ii = i + di;
-            if (kk < 0 || kk >= nz || jj < 0 || jj >= ny || ii < 0 || ii >= nx) continue;
-            const long long q = (long long)kk * plane + (long long)jj * nx + ii;
-            const int f = flags[q];
-            if (!(f & (BF_RD3_MASK | (7 * BF_RD3_FACE)))) continue;
-            // This centre seen from the neighbour's centre, per grid axis.
-            const T X[3] = {(T)(-di) * h[0], (T)(-dj) * h[1], (T)(-dk) * h[2]};
-            if (f & BF_RD3_MASK) {
-                const T* pl = planes + q * BF_RD3_NPLANE;
-                visit3(X, pl, pl[3], half, box2[o], &best, &side);
-            }
-            for (int a = 0; a < 3; ++a) {
-                if (!(f & (BF_RD3_FACE << a))) continue;
-                const T sense = (f & (BF_RD3_NEG << a)) ? -1.0 : 1.0;
-                const T m[3] = {a == 0 ? sense : 0.0, a == 1 ? sense : 0.0, a == 2 ? sense : 0.0};
-                visit3(X, m, sense * half[a], half, box2[o], &best, &side);
+        for (int n = 0; n < n_near; ++n) {
+            const int ek = (lk >> 2) + near[3 * n], ej = (lj >> 2) + near[3 * n + 1],
+                      ei = (li >> 2) + near[3 * n + 2];
+            if (ek < 0 || ek >= bz || ej < 0 || ej >= by || ei < 0 || ei >= bx) continue;
+            unsigned long long m = bits[((long long)ek * by + ej) * bx + ei];
+            if (m == 0) continue;
+            const T gx = rd3_block_gap(li, 4 * ei) * hx, gy = rd3_block_gap(lj, 4 * ej) * hy,
+                    gz = rd3_block_gap(lk, 4 * ek) * hz;
+            if ((gx * gx + gy * gy + gz * gz) * shrink > best) continue;
+            while (m != 0) {
+                const int b = __ffsll((long long)m) - 1;
+                m &= m - 1;
+                const int di = 4 * ei + (b & 3) - li, dj = 4 * ej + ((b >> 2) & 3) - lj,
+                          dk = 4 * ek + (b >> 4) - lk;
+                if (abs(di) > wi || abs(dj) > wj || abs(dk) > wk) continue;
+                const int o = rank[((dk + wk) * (2 * wj + 1) + (dj + wj)) * (2 * wi + 1) + di + wi];
+                if (box2[o] > best) continue;     // every patch of the cell is farther
+                const long long q = p + (long long)dk * plane + (long long)dj * nx + di;
+                const int f = flags[q];
+                // This centre seen from the neighbour's centre, per grid axis.
+                const T X[3] = {(T)(-di) * h[0], (T)(-dj) * h[1], (T)(-dk) * h[2]};
+                if (f & BF_RD3_MASK) {
+                    const T* pl = planes + q * BF_RD3_NPLANE;
+                    visit3(X, pl, pl[3], half, box2[o], 4 * o, &best, &best_key, &side);
+                }
+                for (int a = 0; a < 3; ++a) {
+                    if (!(f & (BF_RD3_FACE << a))) continue;
+                    const T sense = (f & (BF_RD3_NEG << a)) ? -1.0 : 1.0;
+                    const T mv[3] = {a == 0 ? sense : 0.0, a == 1 ? sense : 0.0,
+                                     a == 2 ? sense : 0.0};
+                    visit3(X, mv, sense * half[a], half, box2[o], 4 * o + 1 + a, &best,
+                           &best_key, &side);
+                }
             }
         }
         out[p] = own * sqrt(best);

@@ -5,10 +5,11 @@ and 3-D (CuPy, float64).
 :func:`bubbleflow.flow.vof_redistance.redistance`; :func:`redistance_2d` is
 the same call with the cell sizes as separate arguments, and
 :func:`redistance_3d` the 3-D call (the kernels of ``vof_redistance3.cu``:
-the cells' planes, the band's dilation and each cell's gap to the nearest
-patch cell one axis a launch, the cells outside the band, and a search like
-the 2-D one over the planes and faces, for the band's cells listed by their
-gap).  The array code batches the search's
+the cells' planes and the box of the cells holding a patch; over that box
+widened by the search's reach, each cell's distances to the nearest band seed
+and to the nearest patch cell, one axis a launch; the cells outside the band;
+and a search like the 2-D one over the planes and faces, for the band's cells
+listed by their gap).  The array code batches the search's
 (offset, layer) entries, several array operations a batch; here two
 kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
 
@@ -47,6 +48,8 @@ functions only.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..compute import cuda
@@ -64,8 +67,12 @@ _MIN_CELLS = 2
 _NSEG = 8
 #: Numbers per interface cell in the 3-D plane array (bf_vof_rd3_planes).
 _NPLANE = 4
-#: The band seed's flag bit of bf_vof_rd3_planes.
-_SEED = 128
+#: Cells along each axis of a block of the 3-D search's patch bits (a 64-bit
+#: word a block: bf_vof_rd3_bits).
+_BLOCK_SIDE = 4
+#: The largest distance a byte of bf_vof_rd3_reach's packed distances holds
+#: (and its mask).
+_BYTE = 255
 
 
 _kernel = cuda.float64_kernels(__name__, "vof_redistance.cu", _OPTIONS, ndims=(2,))
@@ -142,26 +149,53 @@ def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
 
 @cuda.kernel_cache
 def _device_search_3d(window, spacing, spacing_types):
-    """The 3-D search's offsets (int32 triples, the array code's order), each
-    one's box distance squared, the least of those from it on, their count
-    and the skip counts by gap (:class:`.vof_limits.SearchOrder`), as device
-    arrays kept per device (keyed by the sizes' types, as
-    :func:`_device_offsets`)."""
+    """The 3-D search's tables, kept per device (keyed by the sizes' types,
+    as :func:`_device_offsets`): each offset's place in the array code's
+    order (int32, the window's offsets row-major), each one's box distance
+    squared in that order, the block offsets near a cell's block (int32
+    triples, nearest first) and their count."""
     import cupy as cp
 
     order = search_order(window, spacing)
-    n = len(order.offsets)
-    return (cp.asarray(np.array(order.offsets, dtype=np.int32).reshape(-1)),
-            cp.asarray(np.array(order.box2, dtype=np.float64)),
-            cp.asarray(np.array(order.later[:n], dtype=np.float64)), n,
-            cp.asarray(np.array(order.lead, dtype=np.int32)))
+    offsets = np.array(order.offsets, dtype=np.int64).reshape(-1, 3)
+    sides = 2 * np.array(window, dtype=np.int64) + 1
+    rank = np.empty(len(offsets), dtype=np.int32)
+    rank[np.ravel_multi_index(tuple((offsets + np.array(window)).T), tuple(sides))] = \
+        np.arange(len(offsets), dtype=np.int32)
+    # The blocks of _BLOCK_SIDE cells a window reaches from a cell's block
+    # (from any cell of it), nearest first: the visit order (free, a choice
+    # for speed: one order for every cell keeps a warp's loads together).
+    reach = [-(-w // _BLOCK_SIDE) for w in window]
+    near = np.array(list(itertools.product(*(range(-r, r + 1) for r in reach))), dtype=np.int32)
+    h = np.array(spacing[::-1], dtype=np.float64)
+    near = near[np.argsort(((near * h) ** 2).sum(axis=1), kind="stable")]
+    return (cp.asarray(rank), cp.asarray(np.array(order.box2, dtype=np.float64)),
+            cp.asarray(near.reshape(-1)), len(near))
+
+
+#: The patch box before any cell is met (bf_vof_rd3_planes): least (i, j, k)
+#: at the int32 maximum, greatest at -1.
+_NO_BOX = np.array([2 ** 31 - 1] * 3 + [-1] * 3, dtype=np.int32)
+
+
+def _region(box, far, shape):
+    """The region of the 3-D kernels: the patch cells' box (imin, jmin, kmin,
+    imax, jmax, kmax) widened by ``far`` cells within the grid of ``shape``
+    (nz, ny, nx), as ``(i0, j0, k0, rx, ry, rz)``; all zero without a patch."""
+    if box[3] < 0:
+        return (0,) * 6
+    n = shape[::-1]
+    lo = [max(int(box[a]) - far, 0) for a in range(3)]
+    hi = [min(int(box[3 + a]) + far, n[a] - 1) for a in range(3)]
+    return tuple(lo) + tuple(h - l + 1 for l, h in zip(lo, hi))
 
 
 def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction on a 3-D grid:
-    ``bf_vof_rd3_planes``, three launches of ``bf_vof_rd3_dilate`` (the band),
-    three of ``bf_vof_rd3_gap``, ``bf_vof_rd3_outside`` and
-    ``bf_vof_rd3_search`` over the band's cells."""
+    ``bf_vof_rd3_planes``, ``bf_vof_rd3_box`` (read by the host: the one
+    wait), three launches of ``bf_vof_rd3_reach`` over the region,
+    ``bf_vof_rd3_outside``, ``bf_vof_rd3_bits`` and ``bf_vof_rd3_search``
+    over the band's cells."""
     import cupy as cp
 
     arrays = cuda.float64_3d(phi, c)
@@ -170,11 +204,15 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     phi, c = arrays
     nz, ny, nx = c.shape
     band = int(band)
-    if phi.shape != c.shape or min(nx, ny, nz) < _MIN_CELLS or band < 1:
+    if phi.shape != c.shape or min(nx, ny, nz) < _MIN_CELLS or not 1 <= band < _BYTE:
         return NotImplemented
     window = search_window(band, reach, tuple(spacing))
-    offs, box2, later, n_offsets, lead = _device_search_3d(window, tuple(spacing),
-                                                           tuple(type(h) for h in spacing))
+    # A gap past the window is as far as any (vof_limits.search_order's lead).
+    cap = max(window) + 1
+    if cap > _BYTE:
+        return NotImplemented
+    rank, box2, near, n_near = _device_search_3d(window, tuple(spacing),
+                                                 tuple(type(h) for h in spacing))
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
     hx, hy, hz = (np.float64(h) for h in spacing)
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
@@ -183,30 +221,43 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     planes = cp.empty(c.shape + (_NPLANE,), dtype=cp.float64)
     _kernel3("bf_vof_rd3_planes")(grid, block, (phi, c, flags, planes, *sizes, hx, hy, hz,
                                                tol, one_tol))
-    grown, spare = cp.empty_like(flags), cp.empty_like(flags)
-    dilate = _kernel3("bf_vof_rd3_dilate")
-    dilate(grid, block, (flags, grown, np.int32(_SEED), np.int32(0), np.int32(band), *sizes))
-    dilate(grid, block, (grown, spare, np.int32(1), np.int32(1), np.int32(band), *sizes))
-    dilate(grid, block, (spare, grown, np.int32(1), np.int32(2), np.int32(band), *sizes))
-    # Each cell's gap to the nearest cell holding a patch (three passes), capped past the window.
-    cap = np.int32(lead.size - 1)
-    gap_pass = _kernel3("bf_vof_rd3_gap")
-    gap = cp.empty_like(flags)
-    gap_pass(grid, block, (flags, flags, spare, np.int32(1), np.int32(0), cap, *sizes))
-    gap_pass(grid, block, (flags, spare, gap, np.int32(0), np.int32(1), cap, *sizes))
-    gap_pass(grid, block, (flags, gap, spare, np.int32(0), np.int32(2), cap, *sizes))
+    box = cp.asarray(_NO_BOX)
+    _kernel3("bf_vof_rd3_box")(grid, block, (flags, box, *sizes))
+    # Past the box widened by the gap's cap and by the band (plus the one
+    # cell from a seed to its patch) nothing is near: the region's kernels
+    # need no more.
+    region = _region(box.get(), max(cap, band + 2), c.shape)
+    rargs = tuple(np.int32(v) for v in region)
+    rx, ry, rz = region[3:]
+    dist, spare = (cp.empty((rz, ry, rx), dtype=cp.uint16) for _ in range(2))
+    if dist.size:
+        rgrid, _ = cuda.grid_2d(rx, ry * rz, _BLOCK)
+        reach_pass = _kernel3("bf_vof_rd3_reach")
+        for axis, (src, dst) in enumerate(((spare, dist), (dist, spare), (spare, dist))):
+            reach_pass(rgrid, block, (flags, src, dst, np.int32(axis == 0), np.int32(axis),
+                                      np.int32(cap), np.int32(band + 1), np.int32(nx),
+                                      np.int32(ny), *rargs))
     out = cp.empty_like(phi)
     _kernel3("bf_vof_rd3_outside")(grid, block, (
-        phi, c, flags, grown, planes, out, *sizes, np.float64(band * min(spacing)), tol, one_tol))
-    # The band cells listed by their gap: a warp's cells start their search
-    # at one offset and stop near each other (in raster order, a warp mixes
-    # gaps and waits for its farthest cell).
-    cells = cp.flatnonzero(grown)
-    cells = cells[cp.argsort(spare.ravel()[cells])]
+        phi, c, flags, dist, np.int32(band), *rargs, planes, out, *sizes,
+        np.float64(band * min(spacing)), tol, one_tol))
+    # The band cells listed by their gap: a warp's cells meet the same
+    # blocks (in raster order, a warp mixes gaps and waits for its farthest
+    # cell).
+    cells = cp.flatnonzero((dist >> 8) <= band)
+    cells = cells[cp.argsort(dist.ravel()[cells] & _BYTE)]
     counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
-    cuda.launch_1d(_kernel3("bf_vof_rd3_search"), cells.size, (
-        cells, np.int64(cells.size), c, flags, planes, offs, box2, later, np.int32(n_offsets),
-        out, counts, np.int32(info is not None), *sizes, hx, hy, hz, tol, one_tol, spare, lead))
+    if cells.size:
+        blocks = tuple(-(-n // _BLOCK_SIDE) for n in (rx, ry, rz))
+        bits = cp.empty(blocks[::-1], dtype=cp.uint64)
+        bgrid, _ = cuda.grid_2d(blocks[0], blocks[1] * blocks[2], _BLOCK)
+        _kernel3("bf_vof_rd3_bits")(bgrid, block, (flags, bits, np.int32(nx), np.int32(ny),
+                                                   *rargs, *(np.int32(n) for n in blocks)))
+        wk, wj, wi = window
+        cuda.launch_1d(_kernel3("bf_vof_rd3_search"), cells.size, (
+            cells, np.int64(cells.size), c, flags, planes, bits, near, np.int32(n_near), rank,
+            box2, out, counts, np.int32(info is not None), np.int32(nx), np.int32(ny), hx, hy,
+            hz, tol, one_tol, *rargs, np.int32(wi), np.int32(wj), np.int32(wk)))
     if info is not None:
         band_cells, conflicts = (int(n) for n in counts.get())
         info["band_cells"] = band_cells

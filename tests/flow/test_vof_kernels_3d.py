@@ -82,6 +82,13 @@ def fields(g, shape, seed=0):
         phi = np.minimum(box, sphere(0.7, 0.66, 0.62, 0.17))
         c = np.maximum(np.where(box < 0, 1.0, 0.0), volume_fraction(sphere(0.7, 0.66, 0.62, 0.17),
                                                                     spacing))
+    elif shape == "small-sphere":                    # far from most of the grid
+        phi = sphere(0.55, 0.4, 0.6, 0.12)
+    elif shape == "corner-sphere":                   # cut by three walls
+        phi = sphere(0.08, 0.1, 0.06, 0.15)
+    elif shape == "no-gas":
+        phi = 0.5 + x
+        c = np.zeros_like(phi)
     elif shape == "noise":
         rng = np.random.default_rng(seed)
         c = rng.choice([0.0, 1.0, 0.5], size=x.shape, p=[0.35, 0.35, 0.3])
@@ -263,6 +270,25 @@ def test_redistance_3d_cases_reach_every_branch(cp):
     info = {}
     vof_redistance_cuda.redistance(cp.asarray(phi), cp.asarray(c), g[3:], info=info)
     assert info["sign_conflicts"] > 0
+
+
+@pytest.mark.parametrize("search", SEARCHES[2:], ids=lambda s: f"band{s[0]}-reach{s[1]}")
+@pytest.mark.parametrize("shape", ["small-sphere", "corner-sphere", "no-gas"])
+def test_redistance_3d_gas_in_part_of_the_grid(shape, search, cp):
+    """Gas in a corner of the grid or nowhere: the kernels' region about the
+    patches is part of the grid, or empty; its cells lie both away from the
+    walls and at them.  The reference's bits and counts."""
+    g = (40, 36, 44, 1 / 40, 1 / 40, 1 / 40)
+    phi, c = fields(g, shape)
+    band, reach = search
+    d_phi, d_c = cp.asarray(phi), cp.asarray(c)
+    info, ref_info = {}, {}
+    got = vof_redistance_cuda.redistance(d_phi, d_c, g[3:], band=band, reach=reach, info=info)
+    assert got is not NotImplemented
+    ref = redistance.reference(d_phi, d_c, g[3:], band=band, reach=reach, info=ref_info)
+    equal(shape, got, ref)
+    assert info == ref_info
+    assert (info["band_cells"] == 0) == (shape == "no-gas")
 
 
 def test_redistance_3d_strided_and_deterministic(cp):
