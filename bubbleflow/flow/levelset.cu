@@ -35,6 +35,16 @@ __device__ __forceinline__ T lin_at(const T* __restrict__ f, long long s, int n,
 __device__ __forceinline__ void differences(const T* __restrict__ f, long long s, int n, int i,
                                             T inv_h, T* e)
 {
+    if (i >= 3 && i + 3 < n) {
+        // Every value a cell of the line: read in one branch, so that the
+        // seven loads are issued before the first is used.
+        T g[7];
+#pragma unroll
+        for (int m = 0; m < 7; ++m) g[m] = f[(long long)(i - 3 + m) * s];
+#pragma unroll
+        for (int m = 0; m < 6; ++m) e[m] = (g[m + 1] - g[m]) * inv_h;
+        return;
+    }
     T prev = lin_at(f, s, n, i - 3);
 #pragma unroll
     for (int m = 0; m < 6; ++m) {

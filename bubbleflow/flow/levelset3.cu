@@ -63,22 +63,32 @@ extern "C" __global__ void bf_ls_curvature3(
     BF_CELLS3(nx, ny, nz) {
         const long long c = ((long long)k * ny + j) * nx + i;
         const T cc = phi[c];
-        // Away from the walls every neighbour is a cell of the grid: read
-        // directly (quad_xyz gives the same values, through its branches).
-        const bool inside = i > 0 && i < nx - 1 && j > 0 && j < ny - 1 && k > 0 && k < nz - 1;
-#define Q(dk, dj, di) (inside ? phi[c + (dk) * plane + (dj) * (long long)nx + (di)]            \
-                              : quad_xyz(phi, nx, ny, nz, k + (dk), j + (dj), i + (di)))
-        const T xp = Q(0, 0, 1), xm = Q(0, 0, -1);
-        const T yp = Q(0, 1, 0), ym = Q(0, -1, 0);
-        const T zp = Q(1, 0, 0), zm = Q(-1, 0, 0);
+        // The 18 neighbours the stencil reads, (dk, dj, di).  Away from the
+        // walls each is a cell of the grid, read directly in one branch, so
+        // that every load is issued before the first is used; at the walls
+        // quad_xyz gives them (the same values, through its branches).
+        const int off[18][3] = {{0, 0, 1}, {0, 0, -1}, {0, 1, 0}, {0, -1, 0}, {1, 0, 0},
+                                {-1, 0, 0}, {0, 1, 1}, {0, 1, -1}, {0, -1, 1}, {0, -1, -1},
+                                {1, 0, 1}, {1, 0, -1}, {-1, 0, 1}, {-1, 0, -1}, {1, 1, 0},
+                                {1, -1, 0}, {-1, 1, 0}, {-1, -1, 0}};
+        T q[18];
+        if (i > 0 && i < nx - 1 && j > 0 && j < ny - 1 && k > 0 && k < nz - 1) {
+#pragma unroll
+            for (int n = 0; n < 18; ++n)
+                q[n] = phi[c + off[n][0] * plane + off[n][1] * (long long)nx + off[n][2]];
+        } else {
+#pragma unroll
+            for (int n = 0; n < 18; ++n)
+                q[n] = quad_xyz(phi, nx, ny, nz, k + off[n][0], j + off[n][1], i + off[n][2]);
+        }
+        const T xp = q[0], xm = q[1], yp = q[2], ym = q[3], zp = q[4], zm = q[5];
         const T px = (xp - xm) / two_hx, py = (yp - ym) / two_hy, pz = (zp - zm) / two_hz;
         const T pxx = (xp - 2.0 * cc + xm) / hx2;
         const T pyy = (yp - 2.0 * cc + ym) / hy2;
         const T pzz = (zp - 2.0 * cc + zm) / hz2;
-        const T pxy = (Q(0, 1, 1) - Q(0, 1, -1) - Q(0, -1, 1) + Q(0, -1, -1)) / four_hxhy;
-        const T pxz = (Q(1, 0, 1) - Q(1, 0, -1) - Q(-1, 0, 1) + Q(-1, 0, -1)) / four_hxhz;
-        const T pyz = (Q(1, 1, 0) - Q(1, -1, 0) - Q(-1, 1, 0) + Q(-1, -1, 0)) / four_hyhz;
-#undef Q
+        const T pxy = (q[6] - q[7] - q[8] + q[9]) / four_hxhy;
+        const T pxz = (q[10] - q[11] - q[12] + q[13]) / four_hxhz;
+        const T pyz = (q[14] - q[15] - q[16] + q[17]) / four_hyhz;
         T numerator = pxx * (py * py + pz * pz);
         numerator = numerator + pyy * (px * px + pz * pz);
         numerator = numerator + pzz * (px * px + py * py);
