@@ -284,6 +284,18 @@ def prefetch(ndim):
     return len(jobs)
 
 
+#: The most blocks of a two-pass reduction's first pass: the second pass,
+#: one block, reads one partial result a block.
+REDUCE_BLOCKS = 1024
+
+
+def reduce_blocks(n, threads=256):
+    """Blocks of a two-pass reduction's first pass over ``n`` items: one a
+    ``threads`` items, at least one, at most :data:`REDUCE_BLOCKS` (the
+    blocks then stride)."""
+    return max(1, min(-(-n // threads), REDUCE_BLOCKS))
+
+
 def launch_1d(kernel, n, args, threads=256):
     """Launch a grid-stride kernel over ``n`` items."""
     blocks = max(1, min((n + threads - 1) // threads, 65535 * 8))

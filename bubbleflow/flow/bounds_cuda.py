@@ -17,9 +17,8 @@ from ..compute import cuda
 __all__ = ["field_figures"]
 
 _kernel = cuda.float64_kernels(__name__, "bounds.cu")
-#: Threads and most blocks of the pass.
+#: Threads a block of the pass (its blocks: compute.cuda.reduce_blocks).
 _THREADS = 256
-_MOST_BLOCKS = 1024
 #: The velocity components the kernel takes (fewer axes pass empty ones).
 _AXES = 3
 
@@ -44,7 +43,7 @@ def field_figures(old_phi, old_velocity, phi, velocity, c, steps, gas_fraction):
     start = [0.0, 0.0, 1.0, 0.0, -np.inf] if c is None else [0.0, -np.inf, -np.inf, 0.0, -np.inf]
     out = cp.asarray(np.array(start))
     total = phi.size + sum(sizes)
-    blocks = max(1, min(-(-total // _THREADS), _MOST_BLOCKS))
+    blocks = cuda.reduce_blocks(total, _THREADS)
     _kernel("bf_bounds_figures")((blocks,), (_THREADS,), (
         phi, old_phi, np.uint64(0) if c is None else c, np.int64(phi.size), np.float64(gas_fraction),
         *new, *old, *(np.int64(n) for n in sizes), *(np.float64(s) for s in scales), out))

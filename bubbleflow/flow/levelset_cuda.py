@@ -42,9 +42,9 @@ __all__ = ["advect", "reinitialize", "curvature", "smooth", "bubble_sums", "diag
 _OPTIONS = ("--fmad=false",)
 #: Threads of the per-cell kernels: 32 along x (one warp per row segment), 8 rows.
 _BLOCK = (32, 8)
-#: Threads and most blocks of the diagnostics' reduction.
+#: Threads a block of the diagnostics' reduction (its blocks:
+#: compute.cuda.reduce_blocks).
 _REDUCE_THREADS = 256
-_REDUCE_BLOCKS = 1024
 #: Cells the stencils need along each axis (the quadratic ghost reads three).
 _MIN_CELLS = 3
 #: Cells a thread of the 3-D filter walks up a column.
@@ -228,7 +228,7 @@ def diagnostic_sums(phi, v, hx, hy, eps):
 
     ny, nx = phi.shape
     n = nx * ny
-    blocks = max(1, min(-(-n // _REDUCE_THREADS), _REDUCE_BLOCKS))
+    blocks = cuda.reduce_blocks(n, _REDUCE_THREADS)
     partial = cp.empty(6 * blocks, dtype=cp.float64)
     out = cp.empty(6, dtype=cp.float64)
     _kernel("bf_ls_diagnostics_partial")((blocks,), (_REDUCE_THREADS,), (
@@ -247,7 +247,7 @@ def diagnostic_sums_3d(phi, w, spacing, eps):
     import cupy as cp
 
     nz, ny, nx = phi.shape
-    blocks = max(1, min(-(-phi.size // _REDUCE_THREADS), _REDUCE_BLOCKS))
+    blocks = cuda.reduce_blocks(phi.size, _REDUCE_THREADS)
     partial = cp.empty(6 * blocks, dtype=cp.float64)
     out = cp.empty(6, dtype=cp.float64)
     _kernel3("bf_ls_diagnostics3_partial")((blocks,), (_REDUCE_THREADS,), (

@@ -53,9 +53,8 @@ __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coe
 _OPTIONS = ("--fmad=false",)
 #: Threads of the per-face kernels: 32 along x (one warp per row segment), 8 rows.
 _BLOCK = (32, 8)
-#: Threads and most blocks of the reductions.
+#: Threads a block of the reductions (their blocks: compute.cuda.reduce_blocks).
 _REDUCE_THREADS = 256
-_REDUCE_BLOCKS = 1024
 #: Cells the kernels need along each axis (an interior face on each).
 _MIN_CELLS = 2
 #: ``operator.face_density`` -> the kernel's rule index (anything else: arithmetic).
@@ -76,7 +75,7 @@ def _grid(nx, ny):
 
 
 def _reduce_blocks(n):
-    return max(1, min(-(-n // _REDUCE_THREADS), _REDUCE_BLOCKS))
+    return cuda.reduce_blocks(n, _REDUCE_THREADS)
 
 
 def _shapes(ny, nx, **arrays):

@@ -28,7 +28,6 @@ __all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous
 
 _OPTIONS = ("--fmad=false",)
 _THREADS = 256
-_REDUCE_BLOCKS = 1024
 
 
 _kernel = cuda.float64_kernels(__name__, "viscosity.cu", _OPTIONS, ndims=(2,))
@@ -98,7 +97,7 @@ def residual_scalars(S, rhs, x):
         return NotImplemented
     ny, nx = S.shape2d
     r = cp.empty(ny * nx, dtype=np.float64)
-    blocks = max(1, min(-(-(ny * nx) // _THREADS), _REDUCE_BLOCKS))
+    blocks = cuda.reduce_blocks(ny * nx, _THREADS)
     partial = cp.empty(5 * blocks, dtype=np.float64)
     _kernel("bf_visc_scalars_partial")((blocks,), (_THREADS,), (
         S.rho_f, S.k_plus, S.k_minus, S.t_plus, S.t_minus, S.diagonal, rhs, x, r, partial,

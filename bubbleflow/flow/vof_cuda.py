@@ -155,8 +155,9 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
     return out
 
 
-#: Threads and most blocks of the gas sums' first pass.
-_REDUCE_THREADS, _REDUCE_BLOCKS = 256, 1024
+#: Threads a block of the gas sums' first pass (its blocks:
+#: compute.cuda.reduce_blocks).
+_REDUCE_THREADS = 256
 
 
 def gas_sums(c, velocity, spacing, padding=WALLS):
@@ -177,7 +178,7 @@ def gas_sums(c, velocity, spacing, padding=WALLS):
         return NotImplemented
     cells = (1,) * (3 - nd) + c.shape
     hz = spacing[2] if nd == 3 else 0.0
-    blocks = max(1, min(-(-c.size // _REDUCE_THREADS), _REDUCE_BLOCKS))
+    blocks = cuda.reduce_blocks(c.size, _REDUCE_THREADS)
     partial = cp.empty(5 * blocks, dtype=cp.float64)
     out = cp.empty(nd + 2, dtype=cp.float64)
     get = _kernel3 if nd == 3 else _kernel
