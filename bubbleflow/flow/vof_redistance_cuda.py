@@ -173,7 +173,7 @@ def _device_search_3d(window, spacing, spacing_types):
             cp.asarray(near.reshape(-1)), len(near))
 
 
-#: The patch box before any cell is met (bf_vof_rd3_planes): least (i, j, k)
+#: The patch box before any cell is met (bf_vof_rd3_box): least (i, j, k)
 #: at the int32 maximum, greatest at -1.
 _NO_BOX = np.array([2 ** 31 - 1] * 3 + [-1] * 3, dtype=np.int32)
 
