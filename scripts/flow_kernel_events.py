@@ -51,15 +51,13 @@ def main(argv=None):
 
     import cupy as cp
 
-    from bubbleflow.apps.bench.flow_cases import GRID_AXIS_KEYS, named_case_data
-    from bubbleflow.case.config import case_from_dict
+    from bubbleflow.apps.bench.flow_cases import named_case
     from bubbleflow.compute.backend import get_backend
     from bubbleflow.flow.navier_stokes import FlowSolver
 
     cells = [int(n) for n in args.size.lower().split("x")]
-    sets = [f"{k}={n}" for k, n in zip(GRID_AXIS_KEYS, cells)] + ["output.bubbles_every=0"]
-    case = case_from_dict(named_case_data(args.case), f"scripts/flow_kernel_events.py "
-                          f"({args.case})", sets)
+    case = named_case(args.case, cells, f"scripts/flow_kernel_events.py ({args.case})",
+                      ["output.bubbles_every=0"])
     flow = FlowSolver(case, get_backend("cupy"))
     flow.clock.enabled = True
     state = flow.initial_state()

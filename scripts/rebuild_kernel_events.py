@@ -16,6 +16,7 @@ import sys
 
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))     # flow_kernel_events
 
 
 def main(argv=None):
@@ -27,16 +28,15 @@ def main(argv=None):
 
     import cupy as cp
 
-    from bubbleflow.apps.bench.flow_cases import GRID_AXIS_KEYS, named_case_data
-    from bubbleflow.case.config import case_from_dict
+    from bubbleflow.apps.bench.flow_cases import named_case
     from bubbleflow.compute.backend import get_backend
     from bubbleflow.flow import vof_redistance_cuda
     from bubbleflow.flow.navier_stokes import CLSVOF_BAND, FlowSolver
+    from flow_kernel_events import timed_getter
 
     cells = [int(n) for n in args.size.lower().split("x")]
-    sets = [f"{k}={n}" for k, n in zip(GRID_AXIS_KEYS, cells)] + ["output.bubbles_every=0"]
-    case = case_from_dict(named_case_data(args.case), f"scripts/rebuild_kernel_events.py "
-                          f"({args.case})", sets)
+    case = named_case(args.case, cells, f"scripts/rebuild_kernel_events.py ({args.case})",
+                      ["output.bubbles_every=0"])
     flow = FlowSolver(case, get_backend("cupy"))
     state = flow.initial_state()
     for _ in range(args.warm):
@@ -46,19 +46,7 @@ def main(argv=None):
     events = []
     getter = "_kernel3" if len(cells) == 3 else "_kernel"
     get = getattr(vof_redistance_cuda, getter)
-
-    def timed(name):
-        fn = get(name)
-
-        def launch(grid, block, launch_args, **kw):
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            fn(grid, block, launch_args, **kw)
-            end.record()
-            events.append((name, start, end))
-        return launch
-
-    setattr(vof_redistance_cuda, getter, timed)
+    setattr(vof_redistance_cuda, getter, timed_getter(get, events))
     try:
         for _ in range(3):
             events.clear()

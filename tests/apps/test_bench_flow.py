@@ -15,8 +15,8 @@ import pytest
 
 from bubbleflow.apps import bench as bench_mod
 from bubbleflow.apps.bench import flow_floors
-from bubbleflow.apps.bench.flow_cases import (NAMED_CASES, build_configs, named_case_data,
-                                              nearest_divisor)
+from bubbleflow.apps.bench.flow_cases import (NAMED_CASES, build_configs, named_case,
+                                              named_case_data, nearest_divisor)
 from bubbleflow.apps.cli import main
 from bubbleflow.case.config import case_from_dict, load_case
 from bubbleflow.flow import navier_stokes
@@ -278,3 +278,10 @@ def test_script_wrapper():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "--steps: got '0'" in one_error_line(proc.stderr)
+
+
+def test_a_named_case_on_given_cells_with_overrides():
+    case = named_case("rising3d", (16, 20, 32), "test", ["output.bubbles_every=0"])
+    assert tuple(case.grid.cells) == (16, 20, 32)
+    assert case.output.bubbles_every == 0
+    assert tuple(named_case("hysing", (24, 48), "test").grid.cells) == (24, 48)

@@ -21,7 +21,7 @@ from ...case.config import CaseError, case_from_dict, load_case
 from ...linalg import registry
 from .options import PROG
 
-__all__ = ["NAMED_CASES", "FlowConfig", "named_case_data", "parse_size", "size_cells",
+__all__ = ["NAMED_CASES", "FlowConfig", "named_case_data", "named_case", "parse_size", "size_cells",
            "build_configs", "nearest_divisor", "subdomain_counts", "uses_subdomains",
            "CASES_HELP", "SIZES_HELP", "DEFAULT_LABELS"]
 
@@ -209,6 +209,14 @@ def named_case_data(name):
     import yaml
 
     return yaml.safe_load(NAMED_CASES[name].text)
+
+
+def named_case(name, cells, source, overrides=()):
+    """The validated case ``NAMED_CASES[name]`` on ``cells`` (per axis, x
+    first), with ``overrides`` (``"key=value"`` strings) after them;
+    ``source`` names the caller in its messages."""
+    sets = [f"{key}={n}" for key, n in zip(GRID_AXIS_KEYS, cells)] + list(overrides)
+    return case_from_dict(named_case_data(name), source, sets)
 
 
 def _size_forms(ndim):
