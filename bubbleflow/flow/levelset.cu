@@ -9,7 +9,6 @@
 // Cells (j, i) are stored row after row: p = j * nx + i.
 #include "common.cuh"
 
-
 __device__ __forceinline__ T sq(T x) { return x * x; }
 
 // Cell k of a grid line of n cells at stride s, for -3 <= k < n + 3; outside

@@ -21,8 +21,9 @@ launches tens of small kernels per call, these launch one or two:
 In 3-D, :func:`fluid_properties_3d`, :func:`interface_coefficients_3d`,
 :func:`provisional_velocity_3d` (one launch a component),
 :func:`divergence_3d` (the divergence and the pressure's right-hand side)
-and :func:`correct_velocity_3d` serve the ``*_nd`` variants; the implicit
-path and the step's scalars run as array code there.
+and :func:`correct_velocity_3d` serve the ``*_nd`` variants, and
+:func:`step_scalars` takes both dimensions; the implicit path runs as array
+code there.
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields have the twin's bits (on the GPU; NumPy's

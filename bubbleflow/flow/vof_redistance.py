@@ -15,8 +15,9 @@ Conventions (those of :mod:`.levelset`): arrays have the grid's shape
 ``phi < 0`` in the gas, ``c = 1`` all gas.
 
 The CUDA kernels (:mod:`.vof_redistance_cuda`: two launches a call in
-2-D; nine in 3-D, with a sort of the band's cells) are :func:`redistance`'s
-``"cupy"`` variant; they follow this code's order of operations.
+2-D; eight in 3-D, with a host read of the gas's box and a sort of the
+band's cells) are :func:`redistance`'s ``"cupy"`` variant; they follow
+this code's order of operations.
 """
 from __future__ import annotations
 
@@ -384,6 +385,6 @@ def _dilate(seed, band, xp):
     return out
 
 
-# The kernels: two launches a call in 2-D, nine in 3-D; NotImplemented (the
+# The kernels: two launches a call in 2-D, eight in 3-D; NotImplemented (the
 # array code runs) for what they do not cover.
 redistance.register("cupy")(vof_redistance_cuda.redistance)

@@ -153,7 +153,8 @@ def _device_search_3d(window, spacing, spacing_types):
     as :func:`_device_offsets`): each offset's place in the array code's
     order (int32, the window's offsets row-major), each one's box distance
     squared in that order, the block offsets near a cell's block (int32
-    triples, nearest first) and their count."""
+    triples, nearest first), their count, and the gap's cap: a gap past the
+    window is as far as any (:class:`.vof_limits.SearchOrder`'s ``lead``)."""
     import cupy as cp
 
     order = search_order(window, spacing)
@@ -170,7 +171,7 @@ def _device_search_3d(window, spacing, spacing_types):
     h = np.array(spacing[::-1], dtype=np.float64)
     near = near[np.argsort(((near * h) ** 2).sum(axis=1), kind="stable")]
     return (cp.asarray(rank), cp.asarray(np.array(order.box2, dtype=np.float64)),
-            cp.asarray(near.reshape(-1)), len(near))
+            cp.asarray(near.reshape(-1)), len(near), len(order.lead) - 1)
 
 
 #: The patch box before any cell is met (bf_vof_rd3_box): least (i, j, k)
@@ -207,12 +208,10 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     if phi.shape != c.shape or min(nx, ny, nz) < _MIN_CELLS or not 1 <= band < _BYTE:
         return NotImplemented
     window = search_window(band, reach, tuple(spacing))
-    # A gap past the window is as far as any (vof_limits.search_order's lead).
-    cap = max(window) + 1
+    rank, box2, near, n_near, cap = _device_search_3d(window, tuple(spacing),
+                                                      tuple(type(h) for h in spacing))
     if cap > _BYTE:
         return NotImplemented
-    rank, box2, near, n_near = _device_search_3d(window, tuple(spacing),
-                                                 tuple(type(h) for h in spacing))
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
     hx, hy, hz = (np.float64(h) for h in spacing)
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
