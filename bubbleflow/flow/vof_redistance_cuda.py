@@ -174,6 +174,10 @@ def _device_search_3d(window, spacing, spacing_types):
             cp.asarray(near.reshape(-1)), len(near), len(order.lead) - 1)
 
 
+#: Block rows of bf_vof_rd3_box at most (times the blocks along x): every
+#: block's threads stride over rows, and each block adds one set of atomics.
+_BOX_ROWS = 128
+
 #: The patch box before any cell is met (bf_vof_rd3_box): least (i, j, k)
 #: at the int32 maximum, greatest at -1.
 _NO_BOX = np.array([2 ** 31 - 1] * 3 + [-1] * 3, dtype=np.int32)
@@ -221,7 +225,9 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     _kernel3("bf_vof_rd3_planes")(grid, block, (phi, c, flags, planes, *sizes, hx, hy, hz,
                                                tol, one_tol))
     box = cp.asarray(_NO_BOX)
-    _kernel3("bf_vof_rd3_box")(grid, block, (flags, box, *sizes))
+    # Few blocks, each striding over many rows: a block folds its part
+    # into the box by atomics once.
+    _kernel3("bf_vof_rd3_box")((grid[0], min(grid[1], _BOX_ROWS)), block, (flags, box, *sizes))
     # Past the box widened by the gap's cap and by the band (plus the one
     # cell from a seed to its patch) nothing is near: the region's kernels
     # need no more.
