@@ -35,6 +35,91 @@ extern "C" __global__ void bf_ls_advect_stage3(
     }
 }
 
+// reinitialize in 3-D: bf_ls_reinit_setup with the z neighbours
+// (levelset._interface_cells, levelset._subcell_distance): per cell the
+// smoothed sign S, or next to the interface the distance estimate D, and
+// the flags (next to the interface, S > 0, phi0 > 0, phi0 < 0).
+extern "C" __global__ void bf_ls_reinit_setup3(
+    const T* __restrict__ phi0, T* __restrict__ coef, signed char* __restrict__ flags,
+    const int nx, const int ny, const int nz, const T hx, const T hy, const T hz, const T hh,
+    const T tiny)
+{
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const long long c = (long long)k * plane + (long long)j * nx + i;
+        const T q = phi0[c];
+        bool near = q == 0;
+        if (i > 0) near = near || q * phi0[c - 1] <= 0;
+        if (i < nx - 1) near = near || phi0[c + 1] * q <= 0;
+        if (j > 0) near = near || q * phi0[c - nx] <= 0;
+        if (j < ny - 1) near = near || phi0[c + nx] * q <= 0;
+        if (k > 0) near = near || q * phi0[c - plane] <= 0;
+        if (k < nz - 1) near = near || phi0[c + plane] * q <= 0;
+        const T S = q / sqrt(q * q + hh);
+        T value = S;
+        if (near) {
+            const T* row = phi0 + (c - i);
+            const T e = lin_at(row, 1, nx, i + 1), w = lin_at(row, 1, nx, i - 1);
+            const T* column = phi0 + (long long)k * plane + i;
+            const T n = lin_at(column, nx, ny, j + 1), s = lin_at(column, nx, ny, j - 1);
+            const T* pillar = phi0 + (long long)j * nx + i;
+            const T u = lin_at(pillar, plane, nz, k + 1), d = lin_at(pillar, plane, nz, k - 1);
+            const T central = sqrt(sq((e - w) / (2.0 * hx)) + sq((n - s) / (2.0 * hy))
+                                   + sq((u - d) / (2.0 * hz)));
+            T g = np_max(central, fabs(e - q) / hx);
+            g = np_max(g, fabs(q - w) / hx);
+            g = np_max(g, fabs(n - q) / hy);
+            g = np_max(g, fabs(q - s) / hy);
+            g = np_max(g, fabs(u - q) / hz);
+            g = np_max(g, fabs(q - d) / hz);
+            value = q / np_max(g, tiny);
+        }
+        coef[c] = value;
+        flags[c] = (signed char)((near ? 1 : 0) | (S > 0 ? 2 : 0) | (q > 0 ? 4 : 0)
+                                 | (q < 0 ? 8 : 0));
+    }
+}
+
+// reinitialize in 3-D: one RK stage of phi_tau = -S (|grad phi|_Godunov - 1),
+// the subcell fix -(sign(phi0) |phi| - D) / hmin next to the interface
+// (bf_ls_reinit_stage with the z sweep).
+extern "C" __global__ void bf_ls_reinit_stage3(
+    const T* __restrict__ base, const T* __restrict__ p, const T* __restrict__ coef,
+    const signed char* __restrict__ flags, T* __restrict__ out, const int nx, const int ny,
+    const int nz, const T hx, const T hy, const T hz, const T hmin, const T dtau,
+    const T floor_, const int stage)
+{
+    const T inv_h[3] = {1.0 / hx, 1.0 / hy, 1.0 / hz};
+    const long long plane = (long long)nx * ny;
+    BF_CELLS3(nx, ny, nz) {
+        const long long c = (long long)k * plane + (long long)j * nx + i;
+        const int fl = flags[c];
+        const T pc = p[c];
+        T r;
+        if (fl & 1) {
+            const T sgn = (fl & 4) ? 1.0 : ((fl & 8) ? -1.0 : 0.0);
+            r = -(sgn * fabs(pc) - coef[c]) / hmin;
+        } else {
+            // Per axis the Godunov term of phi0's side, summed x, y, z.
+            const T* line[3] = {p + (c - i), p + (long long)k * plane + i, p + (long long)j * nx + i};
+            const long long stride[3] = {1, nx, plane};
+            const int n[3] = {nx, ny, nz}, at[3] = {i, j, k};
+            T g2 = 0.0;
+#pragma unroll
+            for (int a = 0; a < 3; ++a) {
+                T e[6];
+                differences(line[a], stride[a], n[a], at[a], inv_h[a], e);
+                const T back = weno_minus(e, floor_), fwd = weno_plus(e, floor_);
+                const T term = (fl & 2) ? np_max(sq(np_max(back, 0.0)), sq(np_min(fwd, 0.0)))
+                                        : np_max(sq(np_min(back, 0.0)), sq(np_max(fwd, 0.0)));
+                g2 = a == 0 ? term : g2 + term;
+            }
+            r = -coef[c] * (sqrt(g2) - 1.0);
+        }
+        out[c] = rk3_stage(stage, base[c], pc, dtau, r);
+    }
+}
+
 // The field with one ghost layer of quadratic extrapolation along x, then y,
 // then z (levelset.curvature's padding): cell (k, j, i), each index from -1 to n.
 __device__ __noinline__ T quad_xyz(const T* __restrict__ phi, int nx, int ny, int nz, int k,

@@ -11,7 +11,7 @@ code launches hundreds of small kernels per call, these launch a few:
   included): 3 launches, in 2-D and 3-D;
 * :func:`reinitialize`: one set-up kernel (S, the interface cells, the
   Russo-Smereka distance, the sign) and one kernel per RK stage:
-  ``1 + 3 * iterations`` launches;
+  ``1 + 3 * iterations`` launches, in 2-D and 3-D;
 * :func:`curvature`: one kernel, in 2-D and 3-D;
 * :func:`smooth`: one kernel per pass, in 2-D and 3-D;
 * :func:`bubble_sums` (:func:`diagnostic_sums`): per-block sums then one
@@ -21,8 +21,7 @@ code launches hundreds of small kernels per call, these launch a few:
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields agree with the twin to the last bits (the
 diagnostics' sums differ by their order).  Calls these kernels do not cover
--- another dimension than 2 (than 2 or 3 for the transport, the curvature
-and the filter), a rank's slab (a padding other than the walls'),
+-- another dimension than 2 or 3, a rank's slab (a padding other than the walls'),
 another dtype than float64, a grid of fewer than 3 cells along an axis (2
 for the diagnostics), mismatched shapes -- return ``NotImplemented`` and the
 array code runs.  CuPy is imported inside the functions only.
@@ -64,16 +63,6 @@ _float64 = cuda.float64_2d
 
 def _cells_grid(nx, ny):
     return cuda.grid_2d(nx, ny, _BLOCK)
-
-
-def _field(phi):
-    """``phi`` as a contiguous float64 CuPy array wide enough for the
-    stencils, or None (the array code runs)."""
-    arrays = _float64(phi)
-    if arrays is None or min(arrays[0].shape) < _MIN_CELLS:
-        return None
-    return arrays[0]
-
 
 
 def _plane(phi, spacing, padding, velocity=None):
@@ -120,29 +109,34 @@ def advect(phi, velocity, dt, spacing, padding=WALLS):
 
 def reinitialize(phi, spacing, iterations=20, cfl=0.3, padding=WALLS):
     """Redistancing in pseudo-time (twin: ``levelset.reinitialize``):
-    ``bf_ls_reinit_setup`` once, then ``bf_ls_reinit_stage`` per RK stage."""
+    ``bf_ls_reinit_setup`` once, then ``bf_ls_reinit_stage`` per RK stage
+    (``bf_ls_reinit_setup3`` and ``bf_ls_reinit_stage3`` in 3-D)."""
     import cupy as cp
 
-    if not _plane(phi, spacing, padding):
+    nd = getattr(phi, "ndim", 0)
+    if padding is not WALLS or nd not in (2, 3) or len(spacing) != nd:
         return NotImplemented
-    phi0 = _field(phi)
-    if phi0 is None:
+    arrays = cuda.float64_nd(nd, phi)
+    if arrays is None or min(arrays[0].shape) < _MIN_CELLS:
         return NotImplemented
-    ny, nx = phi0.shape
+    phi0 = arrays[0]
     iterations = int(iterations)
     if iterations <= 0:
         return phi0.copy()
-    hx, hy = (float(h) for h in spacing)
-    h, hmin = max(hx, hy), min(hx, hy)
-    grid, block = _cells_grid(nx, ny)
+    sides = tuple(float(x) for x in spacing)
+    h, hmin = max(sides), min(sides)
+    sizes = tuple(np.int32(n) for n in reversed(phi0.shape))
+    steps = tuple(np.float64(x) for x in sides)
+    if nd == 2:
+        setup, stage_kernel = _kernel("bf_ls_reinit_setup"), _kernel("bf_ls_reinit_stage")
+        grid, block = _cells_grid(phi0.shape[1], phi0.shape[0])
+    else:
+        setup, stage_kernel = _kernel3("bf_ls_reinit_setup3"), _kernel3("bf_ls_reinit_stage3")
+        grid, block = _cells_grid(phi0.shape[2], phi0.shape[1] * phi0.shape[0])
     coef = cp.empty_like(phi0)
     flags = cp.empty(phi0.shape, dtype=cp.int8)
-    _kernel("bf_ls_reinit_setup")(grid, block, (
-        phi0, coef, flags, np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy),
-        np.float64(h * h), _TINY))
-    stage_kernel = _kernel("bf_ls_reinit_stage")
-    scalars = (np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy), np.float64(hmin),
-               np.float64(cfl * hmin), _WENO_FLOOR)
+    setup(grid, block, (phi0, coef, flags, *sizes, *steps, np.float64(h * h), _TINY))
+    scalars = sizes + steps + (np.float64(hmin), np.float64(cfl * hmin), _WENO_FLOOR)
     p1, p2 = cp.empty_like(phi0), cp.empty_like(phi0)
     spare = [cp.empty_like(phi0), cp.empty_like(phi0)]
     base = phi0

@@ -179,8 +179,8 @@ def test_bubble_sums_without_gas_or_contour(shift, cp):
 
 
 def test_fallbacks_run_the_reference(cp):
-    """float32, grids under the stencils' reach, a 3-D call the variants do
-    not cover (reinitialisation, mismatched dimensions, 4-D), a
+    """float32, grids under the stencils' reach, calls the variants do not
+    cover (mismatched dimensions, 4-D), a
     slab's padding and another measure: the variants decline."""
     phi, u, v = fields(37, 53, 1 / 37, 1 / 53, "bubbles")
     h = (1 / 37, 1 / 53)
@@ -204,7 +204,7 @@ def test_fallbacks_run_the_reference(cp):
     faces = tuple(cp.zeros(s) for s in ((5, 6, 8), (5, 7, 7), (6, 6, 7)))
     assert variant(advect)(cube, faces[:2], 0.01, (0.1,) * 2) is NotImplemented
     assert variant(advect)(cube, faces[::-1], 0.01, (0.1,) * 3) is NotImplemented
-    assert variant(reinitialize)(cube, (0.1,) * 3, 2) is NotImplemented
+    assert variant(reinitialize)(cube, (0.1,) * 2, 2) is NotImplemented
     assert variant(curvature)(cube, (0.1,) * 2) is NotImplemented
     assert variant(smooth)(cube[None], 1) is NotImplemented
     phi, u, v = fields(2, 9, 0.5, 0.1, "circle")

@@ -18,7 +18,7 @@ import pytest
 from helpers.twins import close as close_within, variant
 
 from bubbleflow.flow.bubble_measures import VolumeMeasure, bubble_quantities, bubble_sums
-from bubbleflow.flow.levelset import advect, curvature, smooth
+from bubbleflow.flow.levelset import advect, curvature, reinitialize, smooth
 from bubbleflow.flow.padding import WallPadding
 
 pytestmark = pytest.mark.gpu
@@ -96,6 +96,22 @@ def test_advect_3d_kernel(grid, kind, cp):
     np.testing.assert_array_equal(twin.get(), again.get())
 
 
+@pytest.mark.parametrize("iterations", [1, 4, 20])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("grid", GRIDS, ids=grid_id)
+def test_reinitialize_3d_kernel(grid, kind, iterations, cp):
+    phi, _ = fields(grid, kind)
+    phi = 1.7 * phi * (1.0 + 0.3 * np.sin(7.0 * phi / min(grid[3:])))   # far from a distance
+    d = cp.asarray(phi)
+    got = variant(reinitialize)(d, grid[3:], iterations)
+    assert got is not NotImplemented
+    close(f"reinitialize {grid_id(grid)} {kind} it={iterations}", got,
+          reinitialize.reference(phi, grid[3:], iterations))
+    np.testing.assert_array_equal(d.get(), phi)
+    zero = variant(reinitialize)(d, grid[3:], 0)
+    assert zero is not d and bool(cp.array_equal(zero, d))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("grid", GRIDS, ids=grid_id)
 def test_curvature_3d_kernel(grid, kind, cp):
@@ -132,6 +148,10 @@ def test_3d_strided_input_and_fallbacks(cp):
     assert variant(advect)(cp.asarray(small), tuple(cp.asarray(q) for q in svel), 0.01,
                            (0.5, 0.25, 0.25)) is NotImplemented
     assert variant(curvature)(cp.asarray(small), (0.5, 0.25, 0.25)) is NotImplemented
+    assert variant(reinitialize)(f32, g[3:], 2) is NotImplemented
+    assert variant(reinitialize)(cp.asarray(small), (0.5, 0.25, 0.25), 2) is NotImplemented
+    close("reinitialize strided", variant(reinitialize)(d, g[3:], 3),
+          reinitialize.reference(phi, g[3:], 3))
 
 
 def check_sums(name, got, phi, vel, spacing, eps):
