@@ -1,6 +1,7 @@
 // Momentum kernels of the flow step in 3-D (bubbleflow.flow.momentum;
 // twins: fluid_properties_3d, provisional_velocity_3d, divergence_3d,
-// correct_velocity_3d): the 2-D kernels' file and the 3-D ones.  A file of
+// correct_velocity_3d, advection_terms_3d, implicit_rhs_3d,
+// implicit_velocity_3d): the 2-D kernels' file and the 3-D ones.  A file of
 // its own so that a 2-D run compiles none of it.
 #include "momentum.cu"
 
@@ -12,10 +13,16 @@
 // at[1] = j (y), at[2] = i (x).
 // ---------------------------------------------------------------------------
 
+// The flat index of entry at[] of an n[0] x n[1] x n[2] array.
+__device__ __forceinline__ long long get3_index(const int* n, const int* at)
+{
+    return ((long long)at[0] * n[1] + at[1]) * n[2] + at[2];
+}
+
 // Entry at[] of an n[0] x n[1] x n[2] array.
 __device__ __forceinline__ T get3(const T* __restrict__ f, const int* n, const int* at)
 {
-    return f[((long long)at[0] * n[1] + at[1]) * n[2] + at[2]];
+    return f[get3_index(n, at)];
 }
 
 // at[] with at[k] replaced by x.
@@ -59,6 +66,44 @@ extern "C" __global__ void bf_mom3_properties(
         if (k < nz - 1)
             rho_z[c] = face_density(q, phi[c + plane], r, eps, rho_g, drho, rule);
     }
+}
+
+// (u . grad) u_a at face at[] of component `axis` (at[2 - axis] its index
+// among all its faces, an interior one; na their shape, nc the cells'):
+// momentum.advection_terms, the axes in order, the own one with its faces'
+// neighbours, the others with the mean of the four b faces around and the
+// walls' ghosts signs[2 b] u, signs[2 b + 1] u; r and mu_f the face's
+// density and mean viscosity.
+template <int axis>
+__device__ __forceinline__ T mom3_advection(
+    const T* const* vel, const T* h, const T* inv_h, const T* signs, const int* nc,
+    const int* na, const int* at, const T centre, const T r, const T mu_f)
+{
+    const int ka = 2 - axis, fa = at[ka];
+    const T* ua = vel[axis];
+    T adv = 0.0;
+    for (int b = 0; b < 3; ++b) {
+        T minus, plus, speed;
+        const int kb = 2 - b;
+        if (b == axis) {
+            speed = centre;
+            minus = get3_at(ua, na, at, ka, fa - 1);
+            plus = get3_at(ua, na, at, ka, fa + 1);
+        } else {
+            int nb[3] = {nc[0], nc[1], nc[2]};
+            nb[kb] += 1;
+            const int cb = at[kb];
+            speed = 0.25 * (get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb)
+                            + get3_at2(vel[b], nb, at, ka, fa, kb, cb)
+                            + get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb + 1)
+                            + get3_at2(vel[b], nb, at, ka, fa, kb, cb + 1));
+            minus = cb > 0 ? get3_at(ua, na, at, kb, cb - 1) : signs[2 * b] * centre;
+            plus = cb < nc[kb] - 1 ? get3_at(ua, na, at, kb, cb + 1) : signs[2 * b + 1] * centre;
+        }
+        const T term = speed * hybrid(minus, centre, plus, speed, h[b], inv_h[b], r, mu_f);
+        adv = b == 0 ? term : adv + term;
+    }
+    return adv;
 }
 
 // u* of component `axis` on every one of its faces (explicit viscosity; the
@@ -108,29 +153,7 @@ __device__ __forceinline__ void mom3_explicit(
         const T centre = ua[f];
         const T mu_f = 0.5 * (get3_at(mu, nc, at, ka, fa) + get3_at(mu, nc, at, ka, fa - 1));
         const T r = get3(rho_f, ni, inner);
-        // Advection: the axes in order, the own one with its faces' neighbours.
-        T adv = 0.0;
-        for (int b = 0; b < 3; ++b) {
-            T minus, plus, speed;
-            const int kb = 2 - b;
-            if (b == axis) {
-                speed = centre;
-                minus = get3_at(ua, na, at, ka, fa - 1);
-                plus = get3_at(ua, na, at, ka, fa + 1);
-            } else {
-                int nb[3] = {nz, ny, nx};
-                nb[kb] += 1;
-                const int cb = at[kb];
-                speed = 0.25 * (get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb)
-                                + get3_at2(vel[b], nb, at, ka, fa, kb, cb)
-                                + get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb + 1)
-                                + get3_at2(vel[b], nb, at, ka, fa, kb, cb + 1));
-                minus = cb > 0 ? get3_at(ua, na, at, kb, cb - 1) : signs[2 * b] * centre;
-                plus = cb < nc[kb] - 1 ? get3_at(ua, na, at, kb, cb + 1) : signs[2 * b + 1] * centre;
-            }
-            const T term = speed * hybrid(minus, centre, plus, speed, h[b], inv_h[b], r, mu_f);
-            adv = b == 0 ? term : adv + term;
-        }
+        const T adv = mom3_advection<axis>(vel, h, inv_h, signs, nc, na, at, centre, r, mu_f);
         // The viscous stress.
         const T txx_hi = 2 * get3_at(mu, nc, at, ka, fa)
                          * (get3_at(ua, na, at, ka, fa + 1) - centre) * inv_ha;
@@ -261,5 +284,169 @@ extern "C" __global__ void bf_mom3_correct(
         inner[ka] = fa - 1;
         out[f] = us[f] - dt / get3(rho_f, ni, inner)
                          * (get3_at(p, nc, at, ka, fa) - get3_at(p, nc, at, ka, fa - 1)) / h;
+    }
+}
+
+// ------------------------------------------------------------- implicit path
+
+// The advection (u . grad) u_a of component `axis` on its interior faces
+// (momentum.advection_terms in 3-D, mom3_advection): F the interior face,
+// at[] the same face among all of the component's faces.
+template <int axis>
+__device__ __forceinline__ void mom3_advection_faces(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ mu, const T* __restrict__ rho_f, T* __restrict__ adv, const int nx,
+    const int ny, const int nz, const T hx, const T hy, const T hz, const T inv_hx,
+    const T inv_hy, const T inv_hz, const T s0, const T s1, const T s2, const T s3, const T s4,
+    const T s5)
+{
+    const T* vel[3] = {u, v, w};
+    const T h[3] = {hx, hy, hz};
+    const T inv_h[3] = {inv_hx, inv_hy, inv_hz};
+    const T signs[6] = {s0, s1, s2, s3, s4, s5};
+    const int ka = 2 - axis;
+    const int nc[3] = {nz, ny, nx};
+    int na[3] = {nz, ny, nx};
+    na[ka] += 1;
+    int ni[3] = {nz, ny, nx};
+    ni[ka] -= 1;
+    BF_CELLS3(ni[2], ni[1], ni[0]) {
+        const long long F = ((long long)k * ni[1] + j) * ni[2] + i;
+        int at[3] = {k, j, i};
+        at[ka] += 1;
+        const int fa = at[ka];
+        const T mu_f = 0.5 * (get3_at(mu, nc, at, ka, fa) + get3_at(mu, nc, at, ka, fa - 1));
+        adv[F] = mom3_advection<axis>(vel, h, inv_h, signs, nc, na, at, get3(vel[axis], na, at),
+                                      rho_f[F], mu_f);
+    }
+}
+
+extern "C" __global__ void bf_mom3_advection(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ mu, const T* __restrict__ rho_f, T* __restrict__ adv, const int nx,
+    const int ny, const int nz, const int axis, const T hx, const T hy, const T hz,
+    const T inv_hx, const T inv_hy, const T inv_hz, const T s0, const T s1, const T s2,
+    const T s3, const T s4, const T s5)
+{
+#define BF_MOM3_ADVECTION(A) mom3_advection_faces<A>(u, v, w, mu, rho_f, adv, nx, ny, nz, hx, \
+    hy, hz, inv_hx, inv_hy, inv_hz, s0, s1, s2, s3, s4, s5)
+    if (axis == 0) BF_MOM3_ADVECTION(0);
+    else if (axis == 1) BF_MOM3_ADVECTION(1);
+    else BF_MOM3_ADVECTION(2);
+#undef BF_MOM3_ADVECTION
+}
+
+// The right-hand side of component `axis`'s implicit solve on its interior
+// faces (momentum.implicit_rhs): rho_f (u_a - dt adv) + dt cross, cross the
+// sum over the other axes b in order of d/dx_b (mu_e du_b/dx_a)
+// (momentum.cross_viscous_forces: only interior edges, divided by the
+// spacings as it divides).  at[ka] is the interior face's index: the face
+// between the cells at[ka] and at[ka] + 1.
+template <int axis>
+__device__ __forceinline__ void mom3_implicit_rhs(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ mu, const T* __restrict__ rho_f, const T* __restrict__ adv,
+    T* __restrict__ rhs, const int nx, const int ny, const int nz, const T dt, const T hx,
+    const T hy, const T hz)
+{
+    const T* vel[3] = {u, v, w};
+    const T h[3] = {hx, hy, hz};
+    const int ka = 2 - axis;
+    const int nc[3] = {nz, ny, nx};
+    int na[3] = {nz, ny, nx};
+    na[ka] += 1;
+    int ni[3] = {nz, ny, nx};
+    ni[ka] -= 1;
+    BF_CELLS3(ni[2], ni[1], ni[0]) {
+        const int at[3] = {k, j, i};
+        const long long F = ((long long)k * ni[1] + j) * ni[2] + i;
+        const int fa = at[ka];
+        T cross = 0.0;
+        bool first = true;
+        for (int b = 0; b < 3; ++b) {
+            if (b == axis) continue;
+            const int kb = 2 - b;
+            int nb[3] = {nz, ny, nx};
+            nb[kb] += 1;
+            T shear[2];
+            for (int s = 0; s < 2; ++s) {
+                const int e = at[kb] + s;        // the edge below (s = 0) and above the face
+                const int elo = e - 1 < 0 ? 0 : e - 1, ehi = e > nc[kb] - 1 ? nc[kb] - 1 : e;
+                const T mu_e = 0.25 * (get3_at2(mu, nc, at, ka, fa, kb, elo)
+                                       + get3_at2(mu, nc, at, ka, fa, kb, ehi)
+                                       + get3_at2(mu, nc, at, ka, fa + 1, kb, elo)
+                                       + get3_at2(mu, nc, at, ka, fa + 1, kb, ehi));
+                shear[s] = mu_e * (get3_at2(vel[b], nb, at, ka, fa + 1, kb, e)
+                                   - get3_at2(vel[b], nb, at, ka, fa, kb, e)) / h[axis];
+            }
+            const T term = (shear[1] - shear[0]) / h[b];
+            cross = first ? term : cross + term;
+            first = false;
+        }
+        const T ua = get3_at(vel[axis], na, at, ka, fa + 1);
+        rhs[F] = rho_f[F] * (ua - dt * adv[F]) + dt * cross;
+    }
+}
+
+extern "C" __global__ void bf_mom3_implicit_rhs(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ mu, const T* __restrict__ rho_f, const T* __restrict__ adv,
+    T* __restrict__ rhs, const int nx, const int ny, const int nz, const int axis, const T dt,
+    const T hx, const T hy, const T hz)
+{
+#define BF_MOM3_IMPLICIT_RHS(A) mom3_implicit_rhs<A>(u, v, w, mu, rho_f, adv, rhs, nx, ny, nz, \
+    dt, hx, hy, hz)
+    if (axis == 0) BF_MOM3_IMPLICIT_RHS(0);
+    else if (axis == 1) BF_MOM3_IMPLICIT_RHS(1);
+    else BF_MOM3_IMPLICIT_RHS(2);
+#undef BF_MOM3_IMPLICIT_RHS
+}
+
+// The implicit path's u* of component `axis` on every one of its faces
+// (momentum.implicit_velocity): x + dt (f / rho_f) on the interior faces, f
+// the interface force -coef dH/dx_a (with forces) and, on the vertical axis,
+// reduced gravity's density mismatch (reduced != 0), one after the other;
+// less dt gravity on the vertical axis; the wall faces copied from w.
+// inv_h*: the host's 1.0 / h, as the array code forms them.
+extern "C" __global__ void bf_mom3_implicit_velocity(
+    const T* __restrict__ H, const T* __restrict__ x, const T* __restrict__ w,
+    const T* __restrict__ coef, const T* __restrict__ rho_f, T* __restrict__ out, const int nx,
+    const int ny, const int nz, const int axis, const T dt, const T inv_hx, const T inv_hy,
+    const T inv_hz, const int forces, const T gravity, const T reduced, const T rho_g,
+    const T rho_l)
+{
+    const T inv_h = axis == 0 ? inv_hx : axis == 1 ? inv_hy : inv_hz;
+    const int ka = 2 - axis;
+    const int nc[3] = {nz, ny, nx};
+    int na[3] = {nz, ny, nx};
+    na[ka] += 1;
+    int ni[3] = {nz, ny, nx};
+    ni[ka] -= 1;
+    const bool mismatch = axis == 2 && reduced != 0;
+    BF_CELLS3(na[2], na[1], na[0]) {
+        const int at[3] = {k, j, i};
+        const long long f = ((long long)k * na[1] + j) * na[2] + i;
+        const int fa = at[ka];
+        if (fa == 0 || fa == nc[ka]) {
+            out[f] = w[f];
+            continue;
+        }
+        int inner[3] = {k, j, i};
+        inner[ka] = fa - 1;
+        const long long F = get3_index(ni, inner);
+        T val = x[F];
+        if (forces || mismatch) {
+            const T H_hi = get3_at(H, nc, at, ka, fa), H_lo = get3_at(H, nc, at, ka, fa - 1);
+            T force = forces ? -coef[F] * (H_hi - H_lo) * inv_h : (T)0;
+            if (mismatch) {
+                const T rho_hi = rho_g + (rho_l - rho_g) * H_hi;
+                const T rho_lo = rho_g + (rho_l - rho_g) * H_lo;
+                const T term = reduced * ((T)0.5 * (rho_hi + rho_lo) - rho_f[F]);
+                force = forces ? force + term : term;
+            }
+            val = val + dt * (force / rho_f[F]);
+        }
+        if (axis == 2 && gravity != 0) val = val - dt * gravity;
+        out[f] = val;
     }
 }

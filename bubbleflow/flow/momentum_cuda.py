@@ -19,11 +19,11 @@ launches tens of small kernels per call, these launch one or two:
   a fixed order (the same input gives the same bits);
 
 In 3-D, :func:`fluid_properties_3d`, :func:`interface_coefficients_3d`,
-:func:`provisional_velocity_3d` (one launch a component),
-:func:`divergence_3d` (the divergence and the pressure's right-hand side)
-and :func:`correct_velocity_3d` serve the ``*_nd`` variants, and
-:func:`step_scalars` takes both dimensions; the implicit path runs as array
-code there.
+:func:`provisional_velocity_3d`, :func:`advection_terms_3d`,
+:func:`implicit_rhs_3d`, :func:`implicit_velocity_3d` (one launch a
+component each), :func:`divergence_3d` (the divergence and the pressure's
+right-hand side) and :func:`correct_velocity_3d` serve the ``*_nd``
+variants, and :func:`step_scalars` takes both dimensions.
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields have the twin's bits (on the GPU; NumPy's
@@ -48,7 +48,8 @@ __all__ = ["fluid_properties", "step_scalars", "advection_terms", "interface_coe
            "interface_coefficients_nd", "provisional_velocity_nd", "implicit_rhs_nd",
            "implicit_velocity_nd", "divergence_nd", "pressure_rhs_nd", "correct_velocity_nd",
            "fluid_properties_3d", "interface_coefficients_3d", "provisional_velocity_3d",
-           "divergence_3d", "correct_velocity_3d"]
+           "divergence_3d", "correct_velocity_3d", "advection_terms_3d", "implicit_rhs_3d",
+           "implicit_velocity_3d"]
 
 #: No FMA contraction: the kernels round as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -501,6 +502,73 @@ def correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing):
     return out, norms(div_star, div)
 
 
+def _per_component(name, shared, per_component, like, cells, scalars):
+    """One launch of the 3-D kernel ``name`` a grid axis ``a``, with the
+    arguments ``(*shared, *(p[a] for p in per_component), out, nx, ny, nz,
+    a, *scalars)``, ``out`` new and shaped as ``like[a]``; the three outputs."""
+    import cupy as cp
+
+    nz, ny, nx = cells
+    kernel = _kernel3(name)
+    out = []
+    for a in range(3):
+        new = cp.empty_like(like[a])
+        kernel(*_space_grid(new.shape), (*shared, *(p[a] for p in per_component), new,
+                                         np.int32(nx), np.int32(ny), np.int32(nz), np.int32(a),
+                                         *scalars))
+        out.append(new)
+    return tuple(out)
+
+
+def advection_terms_3d(velocity, rho_faces, mu, spacing, signs):
+    """``momentum.advection_terms`` on a 3-D grid: one launch of
+    ``bf_mom3_advection`` a component."""
+    arrays = _space_arrays(getattr(mu, "shape", ()), c_mu=mu, f0=velocity[0], f1=velocity[1],
+                           f2=velocity[2], i0=rho_faces[0], i1=rho_faces[1], i2=rho_faces[2])
+    if arrays is None:
+        return NotImplemented
+    mu, u, v, w, *rho_f = arrays
+    scalars = (*(np.float64(h) for h in spacing), *(np.float64(1.0 / h) for h in spacing),
+               *(np.float64(s) for pair in signs for s in pair))
+    return _per_component("bf_mom3_advection", (u, v, w, mu), (rho_f,), rho_f, mu.shape, scalars)
+
+
+def implicit_rhs_3d(velocity, mu, rho_faces, adv, dt, spacing):
+    """``momentum.implicit_rhs`` on a 3-D grid: one launch of
+    ``bf_mom3_implicit_rhs`` a component."""
+    arrays = _space_arrays(getattr(mu, "shape", ()), c_mu=mu, f0=velocity[0], f1=velocity[1],
+                           f2=velocity[2], i0=rho_faces[0], i1=rho_faces[1], i2=rho_faces[2],
+                           i0_adv=adv[0], i1_adv=adv[1], i2_adv=adv[2])
+    if arrays is None:
+        return NotImplemented
+    mu, u, v, w, *rest = arrays
+    return _per_component("bf_mom3_implicit_rhs", (u, v, w, mu), (rest[:3], rest[3:]), rest[:3],
+                          mu.shape, (np.float64(dt), *(np.float64(h) for h in spacing)))
+
+
+def implicit_velocity_3d(solutions, velocity, H, rho_faces, coefficients, dt, spacing, gravity,
+                         reduced=None):
+    """``momentum.implicit_velocity`` on a 3-D grid: one launch of
+    ``bf_mom3_implicit_velocity`` a component."""
+    forces = coefficients is not None
+    coef = coefficients if forces else rho_faces           # (not read without forces)
+    if any(getattr(x, "size", None) != getattr(r, "size", None)
+           for x, r in zip(solutions, rho_faces)):
+        return NotImplemented
+    xs = {f"i{a}_x": x.reshape(r.shape) for a, (x, r) in enumerate(zip(solutions, rho_faces))}
+    arrays = _space_arrays(getattr(H, "shape", ()), c_H=H, f0=velocity[0], f1=velocity[1],
+                           f2=velocity[2], i0=rho_faces[0], i1=rho_faces[1], i2=rho_faces[2],
+                           i0_c=coef[0], i1_c=coef[1], i2_c=coef[2], **xs)
+    if arrays is None:
+        return NotImplemented
+    H, *rest = arrays
+    vel, rho_f, coef, xs = rest[:3], rest[3:6], rest[6:9], rest[9:]
+    scalars = (np.float64(dt), *(np.float64(1.0 / h) for h in spacing), np.int32(forces),
+               np.float64(gravity), *(np.float64(q) for q in _reduced_scalars(reduced)))
+    return _per_component("bf_mom3_implicit_velocity", (H,), (xs, vel, coef, rho_f), vel,
+                          H.shape, scalars)
+
+
 # -------------------------------------------------- variants of momentum
 
 # The n-D functions of :mod:`.momentum` take the velocity, the face
@@ -533,7 +601,10 @@ def fluid_properties_nd(phi, eps, rho_l, rho_g, mu_l, mu_g, rule, viscosity_mean
 
 
 def advection_terms_nd(velocity, rho_faces, mu, spacing, signs):
-    """Variant of ``momentum.advection_terms``: :func:`advection_terms`."""
+    """Variant of ``momentum.advection_terms``: :func:`advection_terms`; in
+    3-D :func:`advection_terms_3d`."""
+    if _space_call(velocity, rho_faces, spacing, signs):
+        return advection_terms_3d(velocity, rho_faces, mu, spacing, signs)
     if not _plane_call(velocity, rho_faces, spacing, signs):
         return NotImplemented
     (s_left, s_right), (s_bottom, s_top) = signs
@@ -640,7 +711,9 @@ def provisional_velocity_nd(velocity, H, mu, rho_faces, coefficients, dt, spacin
 
 def implicit_rhs_nd(velocity, mu, rho_faces, adv, dt, spacing):
     """Variant of ``momentum.implicit_rhs``: :func:`implicit_rhs_u` and
-    :func:`implicit_rhs_v` (two launches)."""
+    :func:`implicit_rhs_v` (two launches); in 3-D :func:`implicit_rhs_3d`."""
+    if _space_call(velocity, rho_faces, adv, spacing):
+        return implicit_rhs_3d(velocity, mu, rho_faces, adv, dt, spacing)
     if not _plane_call(velocity, rho_faces, adv, spacing):
         return NotImplemented
     u, v = velocity
@@ -655,7 +728,11 @@ def implicit_rhs_nd(velocity, mu, rho_faces, adv, dt, spacing):
 def implicit_velocity_nd(solutions, velocity, H, rho_faces, coefficients, dt, spacing, gravity,
                          reduced=None):
     """Variant of ``momentum.implicit_velocity``: :func:`implicit_velocity_u`
-    and :func:`implicit_velocity_v` (two launches)."""
+    and :func:`implicit_velocity_v` (two launches); in 3-D
+    :func:`implicit_velocity_3d`."""
+    if _space_call(solutions, velocity, rho_faces, spacing):
+        return implicit_velocity_3d(solutions, velocity, H, rho_faces, coefficients, dt, spacing,
+                                    gravity, reduced)
     if not _plane_call(solutions, velocity, rho_faces, spacing):
         return NotImplemented
     rho_x, rho_y = rho_faces

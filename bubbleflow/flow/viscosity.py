@@ -36,9 +36,10 @@ product swaps one plane of ``x`` with each neighbour, applies the stencil
 to the widened planes and keeps the owned ones; the Chebyshev iteration's
 norms and bounds, and CG's sums, are reduced over the ranks.
 
-On CuPy the one-process 2-D systems run the CUDA kernels of
-:mod:`.viscosity_cuda` (registered on the twins); 3-D and slabs run this
-array code.
+On CuPy the one-process systems run CUDA kernels registered on the twins
+(:mod:`.viscosity_cuda` in 2-D, :mod:`.viscosity3_cuda` in 3-D, each in
+this code's order of operations for its dimension); slabs run this array
+code.
 """
 from __future__ import annotations
 
@@ -76,13 +77,14 @@ def edge_viscosity(mu, ka, kb, xp):
 def planar_order(ndim):
     """Whether the systems of a grid of ``ndim`` axes sum in the order of
     the 2-D kernels (:mod:`.viscosity_cuda`): in 2-D (one process and
-    slabs alike, so that both give the same bits).  The order fixes the bits: there the component's own axis comes
-    first and its couplings are summed one by one (``rho + k_after +
-    k_before + t_after + t_before``, the walls' ghosts last; the product
-    ``((k_after (..) - k_before (..)) + t_after (..)) - t_before (..)``),
-    the corners' viscosity with array axis 0 varying first and the wall
-    faces read as zeros; in 3-D axis by axis in
-    grid-axis order, each axis's pair summed first."""
+    slabs alike, so that both give the same bits).  The order fixes the
+    bits: there the component's own axis comes first and its couplings are
+    summed one by one (``rho + k_after + k_before + t_after + t_before``,
+    the walls' ghosts last; the product ``((k_after (..) - k_before (..)) +
+    t_after (..)) - t_before (..)``), the corners' viscosity with array axis
+    0 varying first and the wall faces read as zeros; in 3-D (and in the 3-D
+    kernels, :mod:`.viscosity3_cuda`) axis by axis in grid-axis order, each
+    axis's pair summed first, its walls' ghosts after it."""
     return ndim == 2
 
 
@@ -125,7 +127,7 @@ def viscous_coefficients(a, mu, rho_f, dt, spacing, signs, padding=WALLS):
     ``(low, high)`` at the axis's walls (0 along ``a``: the wall face);
     ``S``'s diagonal and its inverse (flat), summed in :func:`planar_order`'s
     order.  ``signs[a]`` is not read; ``padding`` is the partition's (the
-    2-D kernels take one process's systems alone)."""
+    kernels take one process's systems alone)."""
     xp = backend_of(mu).xp
     nd = mu.ndim
     ka = array_axis(nd, a)
@@ -320,6 +322,7 @@ def solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing, signs, rtol, padd
     return [(S.placed(x, rhs), record) for S, rhs, (x, record) in zip(systems, rhss, solved)]
 
 
-# The CUDA couplings of the one-process 2-D systems (viscosity_cuda.py,
-# kernels in viscosity.cu): one launch, the corners formed in the kernel.
-viscous_coefficients.register("cupy")(viscosity_cuda.planar_coefficients)
+# The CUDA couplings of the one-process 2-D and 3-D systems (viscosity_cuda.py
+# and viscosity3_cuda.py, kernels in viscosity.cu and viscosity3.cu): one
+# launch, the edges' viscosity formed in the kernel.
+viscous_coefficients.register("cupy")(viscosity_cuda.viscous_coefficients_nd)

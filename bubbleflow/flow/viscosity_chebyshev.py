@@ -21,7 +21,8 @@ CG finish sums over them (the system's ``comm``).
 What the iteration reads of a system: ``matvec`` (flat in, flat out),
 ``jacobi``, ``rho_f``, ``diagonal``, ``inv_diagonal`` (flat), ``padding``,
 ``comm``, ``backend`` and ``xp``.  The CUDA variants of the twins here
-(:mod:`.viscosity_cuda`) take the one-process 2-D systems.
+(:mod:`.viscosity_cuda`, :mod:`.viscosity3_cuda`) take the one-process 2-D
+and 3-D systems.
 """
 from __future__ import annotations
 
@@ -213,10 +214,11 @@ def solve_chebyshev(systems, rhss, x0s, rtol):
     return out
 
 
-# The CUDA variants (viscosity_cuda.py, kernels in viscosity.cu) of the
-# one-process 2-D systems: one launch a Chebyshev step (every component in
-# one), two a residual and its scalars.
-chebyshev_step.register("cupy")(viscosity_cuda.planar_chebyshev_step)
-chebyshev_sweep.register("cupy")(viscosity_cuda.planar_chebyshev_sweep)
-viscous_residual.register("cupy")(viscosity_cuda.planar_residual)
-residual_scalars.register("cupy")(viscosity_cuda.planar_residual_scalars)
+# The CUDA variants (viscosity_cuda.py and viscosity3_cuda.py, kernels in
+# viscosity.cu and viscosity3.cu) of the one-process 2-D and 3-D systems:
+# one launch a Chebyshev step (every component in one), two a residual and
+# its scalars.
+chebyshev_step.register("cupy")(viscosity_cuda.chebyshev_step_nd)
+chebyshev_sweep.register("cupy")(viscosity_cuda.chebyshev_sweep_nd)
+viscous_residual.register("cupy")(viscosity_cuda.viscous_residual_nd)
+residual_scalars.register("cupy")(viscosity_cuda.residual_scalars_nd)

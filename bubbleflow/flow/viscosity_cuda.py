@@ -1,17 +1,18 @@
 """CUDA twins of the implicit viscous solve (CuPy, float64).
 
-Registered on :mod:`bubbleflow.flow.viscosity`'s twins, and through the
-``planar_*`` adapters on those of :mod:`.viscosity` and
-:mod:`.viscosity_chebyshev` (the one-process 2-D systems, their couplings
-unpacked into the kernels' layout; ``NotImplemented`` for any other system:
-3-D, a rank's slab).  The kernels are ``viscosity.cu`` beside this file:
-one launch per Chebyshev step (of both velocity components:
-``chebyshev_sweep``) where the array code launches about twenty per
-component.  Compiled without FMA contraction, in the array code's
-order of operations: the same bits (the reductions of ``residual_scalars``
-sum in a fixed order of their own).  Another dtype or layout returns
-``NotImplemented`` (the array code runs).  CuPy is imported inside the
-functions only.
+The ``*_nd`` variants at the end are the ones registered on the twins of
+:mod:`.viscosity` and :mod:`.viscosity_chebyshev`: on a 2-D grid they call
+the ``planar_*`` adapters (the one-process 2-D systems, their couplings
+unpacked into the layout of the kernels here), on a 3-D grid those of
+:mod:`.viscosity3_cuda` (kernels ``viscosity3.cu``); a rank's slab, or a
+system neither takes, returns ``NotImplemented``.  The 2-D kernels are
+``viscosity.cu`` beside this file: one launch per Chebyshev step (of both
+velocity components: ``chebyshev_sweep``) where the array code launches
+about twenty per component.  Compiled without FMA contraction, in the array
+code's order of operations: the same bits (the reductions of
+``residual_scalars`` sum in a fixed order of their own).  Another dtype or
+layout returns ``NotImplemented`` (the array code runs).  CuPy is imported
+inside the functions only.
 """
 from __future__ import annotations
 
@@ -20,11 +21,14 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..compute import cuda
+from . import viscosity3_cuda
 from .padding import WALLS, WallPadding
 
 __all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous_residual",
            "residual_scalars", "planar_system", "planar_coefficients", "planar_chebyshev_step",
-           "planar_chebyshev_sweep", "planar_residual", "planar_residual_scalars"]
+           "planar_chebyshev_sweep", "planar_residual", "planar_residual_scalars",
+           "viscous_coefficients_nd", "chebyshev_step_nd", "chebyshev_sweep_nd",
+           "viscous_residual_nd", "residual_scalars_nd"]
 
 _OPTIONS = ("--fmad=false",)
 _THREADS = 256
@@ -224,3 +228,46 @@ def planar_residual_scalars(S, rhs, x):
     """Twin of ``viscosity_chebyshev.residual_scalars``: :func:`residual_scalars`."""
     view = planar_system(S)
     return NotImplemented if view is None else residual_scalars(view, rhs, x)
+
+
+# ------------------------------------------------------ variants of the twins
+# One CuPy variant a twin: the 2-D adapters above, or on a 3-D grid those of
+# viscosity3_cuda (each returns NotImplemented for what it does not take).
+
+def _of_3d_grids(*systems):
+    """Whether every system is of a 3-D grid."""
+    return bool(systems) and all(getattr(S, "ndim", None) == 3 for S in systems)
+
+
+def viscous_coefficients_nd(a, mu, rho_f, dt, spacing, signs, padding=WALLS):
+    """Variant of ``viscosity.viscous_coefficients``: :func:`planar_coefficients`,
+    in 3-D ``viscosity3_cuda.viscous_coefficients``."""
+    if getattr(mu, "ndim", None) == 3:
+        return viscosity3_cuda.viscous_coefficients(a, mu, rho_f, dt, spacing, signs, padding)
+    return planar_coefficients(a, mu, rho_f, dt, spacing, signs, padding)
+
+
+def chebyshev_step_nd(S, x, r, d, d_new, keep, gain):
+    """Variant of ``viscosity_chebyshev.chebyshev_step``: :func:`planar_chebyshev_step`,
+    in 3-D ``viscosity3_cuda.chebyshev_step``."""
+    step = viscosity3_cuda.chebyshev_step if _of_3d_grids(S) else planar_chebyshev_step
+    return step(S, x, r, d, d_new, keep, gain)
+
+
+def chebyshev_sweep_nd(systems, xs, rs, ds, schedules):
+    """Variant of ``viscosity_chebyshev.chebyshev_sweep``: :func:`planar_chebyshev_sweep`,
+    in 3-D ``viscosity3_cuda.chebyshev_sweep``."""
+    sweep = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else planar_chebyshev_sweep
+    return sweep(systems, xs, rs, ds, schedules)
+
+
+def viscous_residual_nd(S, rhs, x):
+    """Variant of ``viscosity_chebyshev.viscous_residual``: :func:`planar_residual`,
+    in 3-D ``viscosity3_cuda.viscous_residual``."""
+    return (viscosity3_cuda.viscous_residual if _of_3d_grids(S) else planar_residual)(S, rhs, x)
+
+
+def residual_scalars_nd(S, rhs, x):
+    """Variant of ``viscosity_chebyshev.residual_scalars``: :func:`planar_residual_scalars`,
+    in 3-D ``viscosity3_cuda.residual_scalars``."""
+    return (viscosity3_cuda.residual_scalars if _of_3d_grids(S) else planar_residual_scalars)(S, rhs, x)
