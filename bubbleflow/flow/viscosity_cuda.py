@@ -270,4 +270,5 @@ def viscous_residual_nd(S, rhs, x):
 def residual_scalars_nd(S, rhs, x):
     """Variant of ``viscosity_chebyshev.residual_scalars``: :func:`planar_residual_scalars`,
     in 3-D ``viscosity3_cuda.residual_scalars``."""
-    return (viscosity3_cuda.residual_scalars if _of_3d_grids(S) else planar_residual_scalars)(S, rhs, x)
+    scalars = viscosity3_cuda.residual_scalars if _of_3d_grids(S) else planar_residual_scalars
+    return scalars(S, rhs, x)
