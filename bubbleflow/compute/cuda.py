@@ -39,7 +39,8 @@ from .host_cores import spare_cores
 
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
            "reduction", "kernel_cache", "clear_cache", "launch_1d", "rows_grid", "grid_2d",
-           "float64_nd", "float64_2d", "float64_3d", "float64_kernels", "prefetch"]
+           "float64_nd", "float64_2d", "float64_3d", "float64_kernels", "prefetch",
+           "build_in_background"]
 
 #: C type of a NumPy dtype name, for the ``typedef ... T;`` of typed sources.
 CTYPE = {"float64": "double", "float32": "float"}
@@ -282,6 +283,32 @@ def prefetch(ndim):
     for _ in range(min(len(jobs), spare_cores())):
         threading.Thread(target=worker, name="bubbleflow-prefetch", daemon=True).start()
     return len(jobs)
+
+
+def build_in_background(*builders):
+    """Call each of ``builders`` (functions of no argument that build
+    compiled code through this module's caches) in a background thread of
+    its own: a caller that needs several modules one after the other starts
+    them side by side, and each later fetch finds its module built or waits
+    for the build under way (:func:`_cached`).  A builder's failure is left
+    to the caller's own fetch to raise.  Daemon threads, on the current
+    device; returns the threads."""
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+
+    def work(build):
+        with cupy.cuda.Device(device):
+            try:
+                build()
+            except Exception:       # noqa: BLE001 - the caller's own fetch raises it
+                pass
+
+    threads = [threading.Thread(target=work, args=(b,), name="bubbleflow-build", daemon=True)
+               for b in builders]
+    for t in threads:
+        t.start()
+    return threads
 
 
 #: The most blocks of a two-pass reduction's first pass: the second pass,

@@ -10,14 +10,16 @@ space's pieces on the update's tiles (A-DEF2), and the traffic they count.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ...compute import cuda
 from ...mesh.grid import Grid
 
 from .iteration import FusedIteration
-from .kernels import PREC_GENERIC, PREC_JACOBI, PREC_SCALED_IP, VARIANT_OF_CODE
-from .layout import direction_plan, tile_shape, tile_structure, update_plan
+from .kernels import PREC_GENERIC, PREC_JACOBI, PREC_SCALED_IP, VARIANT_OF_CODE, module
+from .layout import direction_plan, planned_modules, tile_shape, tile_structure, update_plan
 from .protocol import float64_on_device
 
 __all__ = ["FusedEngine", "fused_engine_for"]
@@ -70,6 +72,10 @@ class FusedEngine(FusedIteration):
         grid = getattr(A, "grid", None) or Grid(nx, ny)
         self.tiles = grid.partition((nx // self.bx, ny // self.by))
         self.ntiles = self.tiles.count
+        # The plans fetch their modules one after the other: compile them side by side.
+        cuda.build_in_background(*(partial(module, code, defines) for code, defines
+                                   in planned_modules(ny, nx, self.bx,
+                                                      self._code_of(prec_obj, prec_name))))
         self._start(A, prec_obj, prec_name, defl, tile)
 
     def fits(self, A, prec_obj, prec_name, defl, tile):

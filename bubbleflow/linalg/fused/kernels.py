@@ -54,7 +54,7 @@ from ...compute import cuda
 
 from .. import registry
 
-__all__ = ["kernel", "reduction_blocks", "PREC_IDENTITY", "PREC_JACOBI", "PREC_SCALED_IP",
+__all__ = ["module", "kernel", "reduction_blocks", "PREC_IDENTITY", "PREC_JACOBI", "PREC_SCALED_IP",
            "PREC_GENERIC", "VARIANT_OF_CODE", "THREADS", "NSCAL"]
 
 # The update kernel's ``#define PREC`` values (registry.FUSED_VARIANTS).
@@ -71,7 +71,7 @@ NSCAL = 7
 
 
 @cuda.kernel_cache
-def _module(prec_code: int, defines: str = ""):
+def module(prec_code: int, defines: str = ""):
     """The iteration's kernels (``fused.cu``, ``fused_update.cu``) compiled
     with ``defines`` and ``#define PREC prec_code`` (one compile per device:
     :mod:`bubbleflow.compute.cuda`)."""
@@ -80,8 +80,8 @@ def _module(prec_code: int, defines: str = ""):
 
 
 def kernel(name, prec_code=2, defines=""):
-    """The kernel ``name`` of :func:`_module` ``(prec_code, defines)``."""
-    return _module(prec_code, defines).get_function(name)
+    """The kernel ``name`` of :func:`module` ``(prec_code, defines)``."""
+    return module(prec_code, defines).get_function(name)
 
 
 def reduction_blocks():

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...compute.truth import any_true
 from .kernels import PREC_SCALED_IP, kernel
 
-__all__ = ["tile_shape", "tile_structure", "direction_plan", "update_plan"]
+__all__ = ["tile_shape", "tile_structure", "planned_modules", "direction_plan", "update_plan"]
 
 # Rows a thread walks in a tile's column (two more are read), each the
 # fastest measured for its kernel: _CHUNK_ROWS_WIDE for bf_direction_spmv,
@@ -66,6 +66,28 @@ def tile_shape(ny, nx, deflation):
     return None
 
 
+_BANDS_DEFINE = "#define DIR_BANDS 1\n"
+
+
+def _idx32_define(ny, nx):
+    """The direction kernel's 32-bit offsets where every offset (and the
+    halo's, one row beyond) fits."""
+    return "#define BF_IDX32 1\n" if ny * nx + 2 * nx < _IDX32_LIMIT else ""
+
+
+def _group_define(group):
+    return f"#define UPD_G {group}\n" if group > 1 else ""
+
+
+def planned_modules(ny, nx, bx, prec_code):
+    """The ``(prec_code, defines)`` of the modules (:func:`.kernels.kernel`)
+    the plans of a ``ny`` by ``nx`` grid with tiles ``bx`` wide take first:
+    the scalar kernels', the banded direction kernel's and the update's
+    (the direction kernel on tiles, where bands do not apply, is a fourth)."""
+    return [(2, ""), (2, _idx32_define(ny, nx) + _BANDS_DEFINE),
+            (prec_code, _group_define(_update_group(nx, bx, prec_code)))]
+
+
 def direction_plan(ny, nx, tile):
     """The direction kernel and its launch on a ``ny`` by ``nx`` grid:
     ``(kernel, bands, dir_tile, ndir, launch)``.
@@ -76,9 +98,8 @@ def direction_plan(ny, nx, tile):
     ``p' . w``; ``launch`` ``(grid, block, geometry)``.  32-bit cell
     offsets where every offset (and the halo's, one row beyond) fits.
     """
-    small = ny * nx + 2 * nx < _IDX32_LIMIT
-    idx32 = "#define BF_IDX32 1\n" if small else ""
-    k_dirspmv = kernel("bf_direction_spmv", 2, idx32 + "#define DIR_BANDS 1\n")
+    idx32 = _idx32_define(ny, nx)
+    k_dirspmv = kernel("bf_direction_spmv", 2, idx32 + _BANDS_DEFINE)
     bands = _dir_bands(ny, nx, k_dirspmv)
     if bands is not None:
         dbx, nb = bands
@@ -97,7 +118,7 @@ def update_plan(nx, by, bx, prec_code):
     by side in a block (:func:`_update_group`), ``walk`` its column-walk
     geometry ``(bxp, chunks, threads)`` (:func:`_walk_geometry`)."""
     group = _update_group(nx, bx, prec_code)
-    k_update = kernel("bf_update", prec_code, f"#define UPD_G {group}\n" if group > 1 else "")
+    k_update = kernel("bf_update", prec_code, _group_define(group))
     walk = _walk_geometry(by, group * bx,
                           _CHUNK_ROWS_IP if prec_code == PREC_SCALED_IP else _CHUNK_ROWS)
     return k_update, group, walk

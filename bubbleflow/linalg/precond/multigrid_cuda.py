@@ -32,6 +32,8 @@ the array code runs.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ...compute import cuda
@@ -269,6 +271,13 @@ class GraphCycle:
         self.levels, self.degree, self.scale = levels, int(degree), float(scale)
         self.dtype = dtype = str(levels[0].inv_diagonal.dtype)
         self.shape = tuple(levels[0].shape)
+        # The cycle's two sources (the levels', the coarsest product's) are
+        # fetched one after the other by its first launches: compile them
+        # side by side.
+        first = ("bf_mg3_down", _TILE_3D) if len(self.shape) == 3 else ("bf_mg_down", None)
+        cuda.build_in_background(
+            partial(level_kernel, dtype, dtype, self.degree, *first),
+            partial(level_kernel, dtype, dtype, self.degree, "bf_mg_dense_matvec"))
         self.coef = cp.asarray(chebyshev_coef(degree, ratio), dtype=dtype)
         self.w_levels = min(int(w_levels), len(levels) - 2)
         # Each level's right-hand side and result; the finest level's are the
