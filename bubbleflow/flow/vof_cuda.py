@@ -4,7 +4,7 @@
 :func:`bubbleflow.flow.vof_advection.advect` (the tests compare the two on
 the GPU); :func:`advect_2d` and :func:`advect_3d` are the calls of each
 dimension.  The kernels are ``vof.cu`` beside this file (``vof3.cu`` in
-3-D).  The array code
+3-D; the gas sums ``vof_gas.cu``).  The array code
 launches hundreds of small kernels per step (the PLIC reconstruction, the
 slab cuts and the update, for each sweep); a call here launches one kernel
 per direction sweep (``bf_vof_sweep``, ``bf_vof_sweep3``): a thread per
@@ -43,6 +43,8 @@ _MIN_CELLS = 3
 _kernel = cuda.float64_kernels(__name__, "vof.cu", _OPTIONS, ndims=(2,))
 #: The 3-D kernels: a source of their own (a 2-D run compiles none of them).
 _kernel3 = cuda.float64_kernels(__name__, "vof3.cu", _OPTIONS, ndims=(3,))
+#: The gas sums: a short source of their own, compiled apart from the sweeps'.
+_gas_kernel = cuda.float64_kernels(__name__, "vof_gas.cu", _OPTIONS)
 
 
 def _arrays(c, u, v, normal_from):
@@ -181,10 +183,9 @@ def gas_sums(c, velocity, spacing, padding=WALLS):
     blocks = cuda.reduce_blocks(c.size, _REDUCE_THREADS)
     partial = cp.empty(5 * blocks, dtype=cp.float64)
     out = cp.empty(nd + 2, dtype=cp.float64)
-    get = _kernel3 if nd == 3 else _kernel
-    get("bf_vof_gas_partial")((blocks,), (_REDUCE_THREADS,), (
+    _gas_kernel("bf_vof_gas_partial")((blocks,), (_REDUCE_THREADS,), (
         c, top, partial, np.int32(cells[2]), np.int32(cells[1]), np.int32(cells[0]),
         np.float64(spacing[0]), np.float64(spacing[1]), np.float64(hz), np.int32(nd == 3)))
-    get("bf_vof_gas_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks),
-                                                      np.int32(nd + 2), out))
+    _gas_kernel("bf_vof_gas_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks),
+                                                              np.int32(nd + 2), out))
     return out
