@@ -255,10 +255,13 @@ def _flow_solver(case, backend, comm, restart):
     for the ranks (on ranks the checkpoint read on the host, the slab's part
     moved to the backend); ``state`` None for a new run."""
     from ..compute.backend import get_backend
-    from ..flow import flow_solver
+    from ..flow import flow_solver, warm_up
     from ..flow.partition import slab_state
 
     solver = flow_solver(case, backend, comm)
+    if comm is None or comm.size == 1:
+        # On one device the step's kernels compile beside the case build.
+        warm_up.start(case, backend)
     if restart is None:
         return solver, None
     if solver.slab is None:
