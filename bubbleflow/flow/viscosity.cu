@@ -91,6 +91,32 @@ extern "C" __global__ void bf_visc_chebyshev_table(
                    blockIdx.x, gridDim.x);
 }
 
+// One row's part of the residual's scalars (bf_visc_scalars_partial, and
+// bf_visc3_scalars_partial in 3-D): b = rhs, res = b - (S x), rho and the
+// diagonal dp into v (sum rhs^2, sum r^2) and mx (max -rho / D, max D,
+// max -D).
+__device__ __forceinline__ void visc_scalars_add(T b, T res, T rho, T dp, T* v, T* mx)
+{
+    v[0] += b * b;
+    v[1] += res * res;
+    mx[0] = np_max(mx[0], -(rho / dp));
+    mx[1] = np_max(mx[1], dp);
+    mx[2] = np_max(mx[2], -dp);
+}
+
+// The block's scalars into partial[q * gridDim.x + block].
+__device__ __forceinline__ void visc_scalars_store(T* v, T* mx, T* shm, T* __restrict__ partial)
+{
+    block_sum<2>(v, shm);
+    block_max<3>(mx, shm);
+    if (threadIdx.x == 0) {
+        const int g = gridDim.x, b = blockIdx.x;
+        partial[b] = v[0];
+        partial[g + b] = v[1];
+        for (int q = 0; q < 3; ++q) partial[(2 + q) * g + b] = mx[q];
+    }
+}
+
 // The residual r = rhs - S x (written where r is not null) and per-block
 // partial reductions of what the Chebyshev solve reads: sum rhs^2, sum r^2,
 // min rho / D, max D, min D; partial[k * gridDim.x + block].
@@ -109,21 +135,9 @@ extern "C" __global__ void bf_visc_scalars_partial(
         const T b = rhs[p];
         const T res = b - visc_apply(rho, kp, km, tp, tm, x, p, ny, nx, normal_is_x, s_low, s_high);
         if (r) r[p] = res;
-        v[0] += b * b;
-        v[1] += res * res;
-        const T dp = diag[p];
-        mx[0] = np_max(mx[0], -(rho[p] / dp));
-        mx[1] = np_max(mx[1], dp);
-        mx[2] = np_max(mx[2], -dp);
+        visc_scalars_add(b, res, rho[p], diag[p], v, mx);
     }
-    block_sum<2>(v, shm);
-    block_max<3>(mx, shm);
-    if (threadIdx.x == 0) {
-        const int g = gridDim.x, b = blockIdx.x;
-        partial[b] = v[0];
-        partial[g + b] = v[1];
-        for (int k = 0; k < 3; ++k) partial[(2 + k) * g + b] = mx[k];
-    }
+    visc_scalars_store(v, mx, shm, partial);
 }
 
 // One block: [||rhs||, ||r||, min rho / D, max D, min D] from the partials.

@@ -132,21 +132,9 @@ extern "C" __global__ void bf_visc3_scalars_partial(
         const T res = b - visc3_apply(rho, cx, cy, cz, x, p, k, j, i, n0, n1, n2, sx0, sx1, sy0,
                                       sy1, sz0, sz1);
         r[p] = res;
-        v[0] += b * b;
-        v[1] += res * res;
-        const T dp = diag[p];
-        mx[0] = np_max(mx[0], -(rho[p] / dp));
-        mx[1] = np_max(mx[1], dp);
-        mx[2] = np_max(mx[2], -dp);
+        visc_scalars_add(b, res, rho[p], diag[p], v, mx);
     }
-    block_sum<2>(v, shm);
-    block_max<3>(mx, shm);
-    if (threadIdx.x == 0) {
-        const int g = gridDim.x, b = blockIdx.x;
-        partial[b] = v[0];
-        partial[g + b] = v[1];
-        for (int q = 0; q < 3; ++q) partial[(2 + q) * g + b] = mx[q];
-    }
+    visc_scalars_store(v, mx, shm, partial);
 }
 
 // mu of cell at[] (array order) of the nc[0] x nc[1] x nc[2] cells.
