@@ -136,6 +136,10 @@ def start(case, backend):
     a :class:`WarmUp`, or None on the host or with no core to spare."""
     if not getattr(backend, "on_device", False) or spare_cores() < 2:
         return None
+    try:
+        work = jobs(case, backend)
+    except Exception:                   # noqa: BLE001 - a warm-up never stops a run
+        return None
     cuda = backend.xp.cuda
     device = cuda.runtime.getDevice()
 
@@ -146,4 +150,4 @@ def start(case, backend):
         run.__name__ = job.__name__
         return run
 
-    return WarmUp([on_the_device(job) for job in jobs(case, backend)])
+    return WarmUp([on_the_device(job) for job in work])

@@ -76,3 +76,15 @@ def test_warm_up_on_the_device_ends_without_errors(cupy_backend):
     started.join()
     assert not any(t.is_alive() for t in started.threads)
     assert started.errors == []
+
+
+def test_a_warm_up_that_cannot_start_leaves_the_run_alone(monkeypatch):
+    """A case the small copy cannot be made of: no warm-up, no error."""
+    from types import SimpleNamespace
+
+    def refuse(case, backend):
+        raise ValueError("no small copy")
+
+    monkeypatch.setattr(warm_up, "jobs", refuse)
+    monkeypatch.setattr(warm_up, "spare_cores", lambda: 8)
+    assert warm_up.start(load_case(TWO_PHASE), SimpleNamespace(on_device=True)) is None
