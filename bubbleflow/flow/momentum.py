@@ -24,8 +24,8 @@ neighbours' planes (what a stencil near the slab's end reads).
 The public functions that a flow step calls are twins
 (:mod:`bubbleflow.compute.twins`): this array code is the reference, its
 order of operations fixing the bits of a NumPy run (2-D, 3-D and on
-slabs); on CuPy in 2-D the CUDA kernels of :mod:`.momentum_cuda` run, one
-or two a call.
+slabs); on CuPy the CUDA kernels of :mod:`.momentum_cuda` run where
+they apply, in 2-D and 3-D, one or two a call (or one a component).
 """
 from __future__ import annotations
 
