@@ -56,10 +56,14 @@ def small_cells(cells, limit=WARM_UP_CELLS):
 
 
 def small_case(case):
-    """The case on :func:`small_cells` of its grid (the same domain)."""
+    """The case on :func:`small_cells` of its grid (the same domain), or
+    None where those are more than ``4 * WARM_UP_CELLS`` (odd counts: a
+    copy as large as the run would cost it memory and time)."""
     g = case.grid
     names = ("nx", "ny", "nz")[:len(g.cells)]
     cells = small_cells(g.cells)
+    if int(np.prod(cells)) > 4 * WARM_UP_CELLS:
+        return None
     if cells == tuple(g.cells):
         return case
     return dataclasses.replace(case, grid=dataclasses.replace(g, **dict(zip(names, cells))))
@@ -112,11 +116,14 @@ class WarmUp:
 def jobs(case, backend):
     """The warm-up's work for the flow ``case`` on ``backend``: a list of
     callables (the gas regions of :func:`small_case`'s :func:`host_state`,
-    and one step of it with its diagnostics), each independent of the other."""
+    and one step of it with its diagnostics), each independent of the other.
+    ``ValueError`` where there is no small copy."""
     from .gas_regions import state_regions
     from .navier_stokes import FlowSolver
 
     small = small_case(case)
+    if small is None:
+        raise ValueError(f"no small copy of the {'x'.join(map(str, case.grid.cells))} grid")
     spacing = Grid.from_config(small.grid).spacing
 
     def regions():

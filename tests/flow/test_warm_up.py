@@ -26,6 +26,15 @@ def test_small_cells(cells, small):
     assert warm_up.small_cells(cells) == small
 
 
+def test_no_small_copy_of_a_large_grid_of_odd_counts(monkeypatch):
+    from types import SimpleNamespace
+
+    case = load_case(TWO_PHASE, ["grid.nx=1001", "grid.ny=2001"])
+    assert warm_up.small_case(case) is None
+    monkeypatch.setattr(warm_up, "spare_cores", lambda: 8)
+    assert warm_up.start(case, SimpleNamespace(on_device=True)) is None
+
+
 def test_small_case_keeps_the_domain():
     case = load_case(RISING_3D, ["grid.nx=128", "grid.ny=128", "grid.nz=256"])
     small = warm_up.small_case(case)
