@@ -285,14 +285,15 @@ def prefetch(ndim):
     return len(jobs)
 
 
-def build_in_background(*builders):
+def build_in_background(*builders, errors=None):
     """Call each of ``builders`` (functions of no argument that build
     compiled code through this module's caches) in a background thread of
     its own: a caller that needs several modules one after the other starts
     them side by side, and each later fetch finds its module built or waits
     for the build under way (:func:`_cached`).  A builder's failure is left
-    to the caller's own fetch to raise.  Daemon threads, on the current
-    device; returns the threads."""
+    to the caller's own fetch to raise (appended to the list ``errors``
+    where one is given).  Daemon threads named after their builders, on the
+    current device; returns the threads."""
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
@@ -301,10 +302,12 @@ def build_in_background(*builders):
         with cupy.cuda.Device(device):
             try:
                 build()
-            except Exception:       # noqa: BLE001 - the caller's own fetch raises it
-                pass
+            except Exception as exc:    # noqa: BLE001 - the caller's own fetch raises it
+                if errors is not None:
+                    errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(b,), name="bubbleflow-build", daemon=True)
+    threads = [threading.Thread(target=work, args=(b,), daemon=True,
+                                name=f"bubbleflow-build-{getattr(b, '__name__', 'module')}")
                for b in builders]
     for t in threads:
         t.start()

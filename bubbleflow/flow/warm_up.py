@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import threading
 
 import numpy as np
 
@@ -88,24 +87,17 @@ def host_state(case, xp):
 
 
 class WarmUp:
-    """The warm-up's threads (:func:`start`); ``errors`` the exceptions that
-    stopped any of them (kept, not raised)."""
+    """The warm-up's threads (:func:`start`, one a job of :func:`jobs`, on
+    the caller's device: :func:`.compute.cuda.build_in_background`);
+    ``errors`` the exceptions that stopped any of them (kept, not raised)."""
 
     def __init__(self, jobs, wait=WAIT_AT_EXIT):
+        from ..compute import cuda
+
         self.errors = []
-        self.threads = [threading.Thread(target=self._run, args=(job,), daemon=True,
-                                         name=f"bubbleflow-warm-up-{job.__name__}")
-                        for job in jobs]
-        for t in self.threads:
-            t.start()
+        self.threads = cuda.build_in_background(*jobs, errors=self.errors)
         # A process ends with no kernel of theirs in flight.
         atexit.register(self.join, wait)
-
-    def _run(self, job):
-        try:
-            job()
-        except Exception as exc:        # noqa: BLE001 - the run meets real faults itself
-            self.errors.append(exc)
 
     def join(self, timeout=None):
         """Wait for the threads (each up to ``timeout`` seconds)."""
@@ -148,14 +140,4 @@ def start(case, backend):
         work = jobs(case, backend)
     except Exception:                   # noqa: BLE001 - a warm-up never stops a run
         return None
-    cuda = backend.xp.cuda
-    device = cuda.runtime.getDevice()
-
-    def on_the_device(job):             # a new thread starts on device 0
-        def run():
-            with cuda.Device(device):
-                return job()
-        run.__name__ = job.__name__
-        return run
-
-    return WarmUp([on_the_device(job) for job in work])
+    return WarmUp(work)
