@@ -8,6 +8,8 @@
 // a sequence of a dozen instructions, and the transport is bound by them).
 // Cells (j, i) are stored row after row: p = j * nx + i.
 #include "common.cuh"
+// BF_WITHOUT_2D_KERNELS (defined by the 3-D source that includes this one)
+// leaves out the kernels only a 2-D grid runs: the 3-D module compiles less.
 
 __device__ __forceinline__ T sq(T x) { return x * x; }
 
@@ -104,6 +106,7 @@ __device__ __forceinline__ T rk3_stage(int stage, T base, T p, T dt, T r)
 // by the sign of the cell-centre velocity.  base: the field at the start of
 // the step; p: the stage's field (base itself at stage 1); u (ny, nx + 1), v
 // (ny + 1, nx): the face velocities; inv_hx = 1 / hx, inv_hy = 1 / hy.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_advect_stage(
     const T* __restrict__ base, const T* __restrict__ p, const T* __restrict__ u,
     const T* __restrict__ v, T* __restrict__ out, const int nx, const int ny,
@@ -123,10 +126,12 @@ extern "C" __global__ void bf_ls_advect_stage(
         out[c] = rk3_stage(stage, base[c], p[c], dt, r);
     }
 }
+#endif
 
 // reinitialize, set-up: for each cell of phi0, coef = D (Russo-Smereka
 // distance) next to the interface, else S = phi0 / sqrt(phi0^2 + h^2); flags:
 // bit 0 next to the interface, bit 1 S > 0, bits 2 and 3 sign(phi0) > 0, < 0.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_reinit_setup(
     const T* __restrict__ phi0, T* __restrict__ coef, signed char* __restrict__ flags,
     const int nx, const int ny, const T hx, const T hy, const T hh, const T tiny)
@@ -157,9 +162,11 @@ extern "C" __global__ void bf_ls_reinit_setup(
         flags[c] = (signed char)((near ? 1 : 0) | (S > 0 ? 2 : 0) | (q > 0 ? 4 : 0) | (q < 0 ? 8 : 0));
     }
 }
+#endif
 
 // reinitialize: one RK stage of phi_tau = -S (|grad phi|_Godunov - 1), with
 // the subcell fix -(sign(phi0) |phi| - D) / hmin next to the interface.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_reinit_stage(
     const T* __restrict__ base, const T* __restrict__ p, const T* __restrict__ coef,
     const signed char* __restrict__ flags, T* __restrict__ out, const int nx, const int ny,
@@ -192,6 +199,7 @@ extern "C" __global__ void bf_ls_reinit_stage(
         out[c] = rk3_stage(stage, base[c], pc, dtau, r);
     }
 }
+#endif
 
 // The field with one ghost layer of quadratic extrapolation along x, then
 // along y (as _pad_quadratic twice): cell (j, i), -1 <= j <= ny, -1 <= i <= nx.
@@ -216,6 +224,7 @@ __device__ __forceinline__ T quad_xy(const T* __restrict__ phi, int nx, int ny, 
 
 // curvature: kappa = (pxx py^2 - 2 px py pxy + pyy px^2) / |grad phi|^3 from
 // central differences, |grad phi| floored at 1e-8, kappa clipped to +-kmax.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_curvature(
     const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny,
     const T two_hx, const T two_hy, const T hx2, const T hy2, const T four_hxhy, const T kmax)
@@ -237,6 +246,7 @@ extern "C" __global__ void bf_ls_curvature(
         out[c] = np_clip(kappa, -kmax, kmax);
     }
 }
+#endif
 
 // smooth: one pass of the separable [1, 2, 1] / 4 filter, along x then y,
 // the indices clamped to the grid (levelset.smooth's edge padding).
@@ -246,6 +256,7 @@ __device__ __forceinline__ T smooth_row(const T* __restrict__ row, int nx, int i
     return 0.25 * (w + 2.0 * row[i] + e);
 }
 
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_smooth(
     const T* __restrict__ phi, T* __restrict__ out, const int nx, const int ny)
 {
@@ -256,6 +267,7 @@ extern "C" __global__ void bf_ls_smooth(
         out[(long long)j * nx + i] = 0.25 * (s + 2.0 * m + n);
     }
 }
+#endif
 
 // --------------------------------------------------------------------------
 // bubble_diagnostics: six sums, per block then by one block, in fixed order.
@@ -335,6 +347,7 @@ __device__ void square_sums(T a, T b, T c, T d, T xs, T ys, T hx, T hy, T* lengt
 
 // Per-block sums of the six quantities: partial[k * gridDim.x + block].
 // w = 1 - H_eps(phi) (mesh.levelset.heaviside), v_c the cell-centre v.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_diagnostics_partial(
     const T* __restrict__ phi, const T* __restrict__ v, T* __restrict__ partial,
     const int nx, const int ny, const T hx, const T hy, const T eps)
@@ -364,6 +377,7 @@ extern "C" __global__ void bf_ls_diagnostics_partial(
     if (threadIdx.x == 0)
         for (int k = 0; k < BF_NQ; ++k) partial[(long long)k * gridDim.x + blockIdx.x] = acc[k];
 }
+#endif
 
 // The six totals from the per-block sums (one block).
 extern "C" __global__ void bf_ls_diagnostics_final(

@@ -13,6 +13,8 @@
 // Ghosts across the walls mirror the tangential velocity with the sign s
 // (-1 no-slip, +1 free-slip).
 #include "common.cuh"
+// BF_WITHOUT_2D_KERNELS (defined by the 3-D source that includes this one)
+// leaves out the kernels only a 2-D grid runs: the 3-D module compiles less.
 
 #define BF_DBL_MAX 1.7976931348623157e308
 
@@ -45,6 +47,7 @@ __device__ __forceinline__ T cell_properties(T q, long long c, T eps, T rho_g, T
     return r;
 }
 
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_properties(
     const T* __restrict__ phi, T* __restrict__ H, T* __restrict__ rho, T* __restrict__ mu,
     T* __restrict__ rho_x, T* __restrict__ rho_y, const int nx, const int ny, const T eps,
@@ -60,6 +63,7 @@ extern "C" __global__ void bf_mom_properties(
             rho_y[c] = face_density(q, phi[c + nx], r, eps, rho_g, drho, rule);
     }
 }
+#endif
 
 // ---------------------------------------------------- finite check and maxima
 
@@ -138,6 +142,7 @@ __device__ __forceinline__ T hybrid(T minus, T centre, T plus, T velocity, T h, 
 
 // Thread (j, i): adv_u on the interior u face (j, i + 1) when i < nx - 1, adv_v
 // on the interior v face (j + 1, i) when j < ny - 1.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_advection(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ rho_x,
     const T* __restrict__ rho_y, const T* __restrict__ mu, T* __restrict__ adv_u,
@@ -175,6 +180,7 @@ extern "C" __global__ void bf_mom_advection(
         }
     }
 }
+#endif
 
 // -------------------------------------------------------- interface coefficients
 
@@ -194,6 +200,7 @@ __device__ __forceinline__ T interface_coefficient(T kappa_hi, T kappa_lo, T hei
 }
 
 // cx on the interior u faces, cy on the interior v faces.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_interface(
     const T* __restrict__ kappa, const T* __restrict__ yc, const T* __restrict__ yf,
     T* __restrict__ cx, T* __restrict__ cy, const int nx, const int ny, const T sigma,
@@ -209,6 +216,7 @@ extern "C" __global__ void bf_mom_interface(
                                           with_sigma, with_gravity);
     }
 }
+#endif
 
 // ------------------------------------------------------------ viscous stresses
 
@@ -265,6 +273,7 @@ __device__ __forceinline__ T density_mismatch(const T* __restrict__ H, const T* 
 }
 
 // u* on every u face (explicit viscosity): the wall faces copied.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_explicit_u(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
     const T* __restrict__ H, const T* __restrict__ rho_x, const T* __restrict__ adv_u,
@@ -290,9 +299,11 @@ extern "C" __global__ void bf_mom_explicit_u(
         us[U] = u[U] + dt * (-adv_u[F] + force / rho_x[F]);
     }
 }
+#endif
 
 // v* on every v face (explicit viscosity): the wall faces copied; gravity 0
 // for reduced gravity.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_explicit_v(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
     const T* __restrict__ H, const T* __restrict__ rho_y, const T* __restrict__ adv_v,
@@ -320,11 +331,13 @@ extern "C" __global__ void bf_mom_explicit_v(
         vs[V] = v[V] + dt * (-adv_v[F] + force / rho_y[F] - gravity);
     }
 }
+#endif
 
 // ------------------------------------------------------------- implicit path
 
 // Right-hand side of the u solve on the interior u faces: rho_x (u - dt adv_u)
 // + dt d/dy(mu dv/dx).
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_implicit_rhs_u(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
     const T* __restrict__ rho_x, const T* __restrict__ adv_u, T* __restrict__ rhs, const int nx,
@@ -339,9 +352,11 @@ extern "C" __global__ void bf_mom_implicit_rhs_u(
         rhs[F] = rho_x[F] * (u[(long long)j * (nx + 1) + I] - dt * adv_u[F]) + dt * cross;
     }
 }
+#endif
 
 // Right-hand side of the v solve on the interior v faces: rho_y (v - dt adv_v)
 // + dt d/dx(mu du/dy).
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_implicit_rhs_v(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ mu,
     const T* __restrict__ rho_y, const T* __restrict__ adv_v, T* __restrict__ rhs, const int nx,
@@ -357,9 +372,11 @@ extern "C" __global__ void bf_mom_implicit_rhs_v(
         rhs[F] = rho_y[F] * (v[V] - dt * adv_v[F]) + dt * cross;
     }
 }
+#endif
 
 // The implicit path's u*: x + dt (-cx dH/dx) / rho_x on the interior u faces
 // (x alone without forces), w on the wall faces.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_implicit_velocity_u(
     const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ H,
     const T* __restrict__ cx, const T* __restrict__ rho_x, T* __restrict__ out, const int nx,
@@ -377,9 +394,11 @@ extern "C" __global__ void bf_mom_implicit_velocity_u(
         out[f] = val;
     }
 }
+#endif
 
 // The implicit path's v*: x + dt (f_v / rho_y - gravity), f_v = -cy dH/dy (with
 // forces) + reduced (rho_hat - rho_y) (reduced gravity), w on the wall faces.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_implicit_velocity_v(
     const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ H,
     const T* __restrict__ cy, const T* __restrict__ rho_y, T* __restrict__ out, const int nx,
@@ -400,10 +419,12 @@ extern "C" __global__ void bf_mom_implicit_velocity_v(
         out[f] = val;
     }
 }
+#endif
 
 // ----------------------------------------------------------------- projection
 
 // div u at the cells; with with_rhs also -div / dt.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_divergence(
     const T* __restrict__ u, const T* __restrict__ v, T* __restrict__ div, T* __restrict__ rhs,
     const int nx, const int ny, const T hx, const T hy, const T dt, const int with_rhs)
@@ -415,6 +436,7 @@ extern "C" __global__ void bf_mom_divergence(
         if (with_rhs) rhs[c] = -d / dt;
     }
 }
+#endif
 
 // The corrected u on face (j, I) and v on face (J, i).
 __device__ __forceinline__ T corrected_u(const T* __restrict__ us, const T* __restrict__ p,
@@ -439,6 +461,7 @@ __device__ __forceinline__ T corrected_v(const T* __restrict__ vs, const T* __re
 // The correction u = u* - dt/rho grad p, each cell writing its west and south
 // faces (the last column and row their east and north ones too), and the
 // per-block sums of div_star^2 and (div u)^2: partial[k * gridDim.x + block].
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_correct_partial(
     const T* __restrict__ us, const T* __restrict__ vs, const T* __restrict__ p,
     const T* __restrict__ rho_x, const T* __restrict__ rho_y, const T* __restrict__ div_star,
@@ -471,8 +494,10 @@ extern "C" __global__ void bf_mom_correct_partial(
         partial[gridDim.x + blockIdx.x] = acc[1];
     }
 }
+#endif
 
 // Per-block sums of a^2 and b^2 (na, nb entries): partial[k * gridDim.x + block].
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_squares_partial(
     const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ partial,
     const long long na, const long long nb)
@@ -491,11 +516,14 @@ extern "C" __global__ void bf_mom_squares_partial(
         partial[gridDim.x + blockIdx.x] = acc[1];
     }
 }
+#endif
 
 // The two norms, the square roots of the totals of the per-block sums (one block).
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_mom_norms_final(
     const T* __restrict__ partial, const int nblocks, T* __restrict__ out)
 {
     __shared__ T shm[32];
     block_norms(partial, nblocks, 2, out, shm);
 }
+#endif

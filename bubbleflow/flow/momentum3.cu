@@ -3,6 +3,8 @@
 // correct_velocity_3d, advection_terms_3d, implicit_rhs_3d,
 // implicit_velocity_3d): the 2-D kernels' file and the 3-D ones.  A file of
 // its own so that a 2-D run compiles none of it.
+// The 2-D source's shared device code and kernels, without its 2-D-only kernels.
+#define BF_WITHOUT_2D_KERNELS
 #include "momentum.cu"
 
 // ---------------------------------------------------------------------------

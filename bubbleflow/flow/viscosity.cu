@@ -10,6 +10,8 @@
 // zero velocity; across the other axis the ghost is s x (s = -1 no-slip,
 // +1 free-slip).
 #include "common.cuh"
+// BF_WITHOUT_2D_KERNELS (defined by the 3-D source that includes this one)
+// leaves out the kernels only a 2-D grid runs: the 3-D module compiles less.
 
 // S v at face p (flat index j * nx + i) of a component's interior faces.
 __device__ __forceinline__ T visc_apply(
@@ -54,6 +56,7 @@ __device__ __forceinline__ void visc_chebyshev(
     }
 }
 
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_visc_chebyshev_step(
     const T* __restrict__ rho, const T* __restrict__ kp, const T* __restrict__ km,
     const T* __restrict__ tp, const T* __restrict__ tm, const T* __restrict__ inv_diag,
@@ -63,6 +66,7 @@ extern "C" __global__ void bf_visc_chebyshev_step(
     visc_chebyshev(rho, kp, km, tp, tm, inv_diag, x, r, d, dn, ny, nx, normal_is_x, s_low,
                    s_high, keep, gain, blockIdx.x, gridDim.x);
 }
+#endif
 
 // One Chebyshev step of several systems (the velocity components) in one
 // launch, read from a table in device memory (four launch arguments, where
@@ -78,6 +82,7 @@ struct ViscSystem {
     int ny, nx, normal_is_x, steps;
 };
 
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_visc_chebyshev_table(
     const ViscSystem* __restrict__ systems, const T* __restrict__ schedule,
     const int max_steps, const int k)
@@ -90,6 +95,7 @@ extern "C" __global__ void bf_visc_chebyshev_table(
                    s.nx, s.normal_is_x, s.s_low, s.s_high, schedule[at], schedule[at + 1],
                    blockIdx.x, gridDim.x);
 }
+#endif
 
 // One row's part of the residual's scalars (bf_visc_scalars_partial, and
 // bf_visc3_scalars_partial in 3-D): b = rhs, res = b - (S x), rho and the
@@ -120,6 +126,7 @@ __device__ __forceinline__ void visc_scalars_store(T* v, T* mx, T* shm, T* __res
 // The residual r = rhs - S x (written where r is not null) and per-block
 // partial reductions of what the Chebyshev solve reads: sum rhs^2, sum r^2,
 // min rho / D, max D, min D; partial[k * gridDim.x + block].
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_visc_scalars_partial(
     const T* __restrict__ rho, const T* __restrict__ kp, const T* __restrict__ km,
     const T* __restrict__ tp, const T* __restrict__ tm, const T* __restrict__ diag,
@@ -139,6 +146,7 @@ extern "C" __global__ void bf_visc_scalars_partial(
     }
     visc_scalars_store(v, mx, shm, partial);
 }
+#endif
 
 // One block: [||rhs||, ||r||, min rho / D, max D, min D] from the partials.
 extern "C" __global__ void bf_visc_scalars_final(
@@ -167,6 +175,7 @@ __device__ __forceinline__ T visc_corner_mu(const T* __restrict__ mu, int nx, in
 // The couplings of the viscous system on the component's interior faces
 // (viscosity.viscous_coefficients): (fny, fnx) faces, the cells (ny, nx).
 // c2 = 2 dt, c = dt, hn2 / ht2 the squared spacing along / across the component.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_visc_coefficients(
     const T* __restrict__ mu, const T* __restrict__ rho_f, T* __restrict__ kp,
     T* __restrict__ km, T* __restrict__ tp, T* __restrict__ tm, T* __restrict__ diag,
@@ -205,8 +214,10 @@ extern "C" __global__ void bf_visc_coefficients(
         inv_diag[p] = (T)1.0 / d;
     }
 }
+#endif
 
 // rhs - S x on the component's interior faces (viscosity.viscous_residual).
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_visc_residual(
     const T* __restrict__ rho, const T* __restrict__ kp, const T* __restrict__ km,
     const T* __restrict__ tp, const T* __restrict__ tm, const T* __restrict__ rhs,
@@ -218,3 +229,4 @@ extern "C" __global__ void bf_visc_residual(
          p += (long long)gridDim.x * blockDim.x)
         out[p] = rhs[p] - visc_apply(rho, kp, km, tp, tm, x, p, ny, nx, normal_is_x, s_low, s_high);
 }
+#endif

@@ -12,6 +12,8 @@
 // the component's own (the wall face): the ghost beside the first and last
 // unknown is s x.  The sums follow the array code's n-D order (grid axis by
 // grid axis; viscosity.planar_order), so kernel and twin agree to the bit.
+// The 2-D source's shared device code and kernels, without its 2-D-only kernels.
+#define BF_WITHOUT_2D_KERNELS
 #include "viscosity.cu"
 
 // S v at unknown (k, j, i), p its flat index: rho v minus, over the grid

@@ -12,6 +12,8 @@
 // normal from c, or the gradient of the level set), and writes
 // c - (F_out - F_in) + indicator * dilatation; the second sweep also clips.
 #include "common.cuh"
+// BF_WITHOUT_2D_KERNELS (defined by the 3-D source that includes this one)
+// leaves out the kernels only a 2-D grid runs: the 3-D module compiles less.
 #include "plic.cuh"
 
 // Cell (j + dj, i + di) of f with the indices clamped to the grid: the
@@ -114,6 +116,7 @@ __device__ __forceinline__ void vof_store(T cc, T flux_in, T flux_out, T w_in, T
 // normals where use_phi (else unused).  last: clip the excursions within
 // tol of [0, 1] as vof_advection.advect does, and where keep_raw also write the
 // unclipped values to raw (for the info sums).  dt_over_h = dt / h_along.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_vof_sweep(
     const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ phi,
     const T* __restrict__ vel, T* out, T* raw, const int nx, const int ny, const int along_x,
@@ -163,3 +166,4 @@ extern "C" __global__ void bf_vof_sweep(
                   one_plus_tol, out, raw, p);
     }
 }
+#endif

@@ -13,6 +13,8 @@
 //     the array code's order, its layers in its order, the first met winning
 //     a tie), and the new level set with vof_redistance's own-side sign.
 #include "common.cuh"
+// BF_WITHOUT_2D_KERNELS (defined by the 3-D source that includes this one)
+// leaves out the kernels only a 2-D grid runs: the 3-D module compiles less.
 #include "plic.cuh"
 
 #define BF_RD_MASK 1     // an interface cell: it holds a PLIC segment
@@ -50,6 +52,7 @@ __device__ __forceinline__ void bounds(T p, T t, T half, T big, T* lo, T* hi)
 
 // Flags of every cell; the segment of every interface cell (others untouched).
 // tol = CLIP_TOLERANCE, one_tol = 1 - CLIP_TOLERANCE; nx, ny >= 2.
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_vof_rd_segments(
     const T* __restrict__ phi, const T* __restrict__ c, unsigned char* __restrict__ flags,
     T* __restrict__ seg, const int nx, const int ny, const T hx, const T hy, const T tol,
@@ -102,6 +105,7 @@ extern "C" __global__ void bf_vof_rd_segments(
         }
     }
 }
+#endif
 
 // One segment of vof_redistance's nearest-segment search seen from the centre (px, py) relative
 // to the segment's cell centre: keep it if strictly nearer than *best.
@@ -122,6 +126,7 @@ __device__ __forceinline__ void visit(T px, T py, T mx, T my, T d, T x0, T y0, T
 // vof_redistance's nearest-segment search sorts them; band <= both reaches.  floor_ = band *
 // min(hx, hy).  counts[0], counts[1] (when count): the band cells and the
 // sign conflicts, added atomically (integers: the same totals in any order).
+#ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_vof_rd_search(
     const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
     const T* __restrict__ seg, const int* __restrict__ offsets, const int n_offsets,
@@ -197,3 +202,4 @@ extern "C" __global__ void bf_vof_rd_search(
         }
     }
 }
+#endif

@@ -2,6 +2,8 @@
 // (bubbleflow.flow.vof_redistance; twin: redistance_3d): the 2-D kernels'
 // file and the 3-D ones.  A file of its own so that a 2-D run compiles none
 // of it.
+// The 2-D source's shared device code and kernels, without its 2-D-only kernels.
+#define BF_WITHOUT_2D_KERNELS
 #include "vof_redistance.cu"
 #include "plic3.cuh"
 
