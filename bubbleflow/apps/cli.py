@@ -9,6 +9,7 @@
     bubbleflow plot RUN.h5|summary.csv [-o DIR]                       (bubbleflow.apps.plots)
     bubbleflow bench [--sizes N ...] [--contrasts C ...] [...]        (bubbleflow.apps.bench)
     bubbleflow bench --flow [--cases hysing,column] [--sizes NX ...] [...]   (the flow, phase by phase)
+    bubbleflow compile [CASE ...] [--set key.path=value ...]          (bubbleflow.apps.compile_ahead)
     bubbleflow --version
 
 Each subcommand is one ``cmd_<name>(args) -> int`` function.  A mistake in
@@ -164,11 +165,12 @@ def build_parser():
 
     # Subcommands that live beside their code: each module has
     # add_subparser(subparsers), registering its cmd_* function.
-    from . import bench, plots, sweep as study
+    from . import bench, compile_ahead, plots, sweep as study
 
     study.add_subparser(sub)
     plots.add_subparser(sub)
     bench.add_subparser(sub)
+    compile_ahead.add_subparser(sub)
     return parser
 
 

@@ -22,8 +22,8 @@ from ...linalg import registry
 from .options import PROG
 
 __all__ = ["NAMED_CASES", "FlowConfig", "named_case_data", "named_case", "parse_size", "size_cells",
-           "build_configs", "nearest_divisor", "subdomain_counts", "uses_subdomains",
-           "CASES_HELP", "SIZES_HELP", "DEFAULT_LABELS"]
+           "build_configs", "case_loader", "case_at_cells", "nearest_divisor", "subdomain_counts",
+           "uses_subdomains", "CASES_HELP", "SIZES_HELP", "DEFAULT_LABELS"]
 
 #: The size of each grid axis, as ``--sizes`` writes it (x first).
 AXES = ("NX", "NY", "NZ")
@@ -282,11 +282,13 @@ def _keys(overrides):
     return {str(item).partition("=")[0].strip() for item in overrides}
 
 
-def _loader(label):
-    """``load(overrides) -> Case`` for a ``--cases`` token."""
+def case_loader(label, prog=f"{PROG} --flow"):
+    """``load(overrides) -> Case`` for a name of :data:`NAMED_CASES` or a
+    case file's path; ``prog``, the command, names a named case's source in
+    its messages."""
     if label in NAMED_CASES:
         data = named_case_data(label)
-        source = f"bubbleflow bench --flow ({label}: {NAMED_CASES[label].file})"
+        source = f"{prog} ({label}: {NAMED_CASES[label].file})"
         return lambda overrides: case_from_dict(data, source, overrides)
     return lambda overrides: load_case(label, overrides)
 
@@ -333,9 +335,12 @@ def _note(case, overrides):
     return f"deflation subdomains {_by(counts)} ({where})"
 
 
-def _at_size(load, overrides, cells, size_token):
-    """The case at ``cells``; subdomains that do not divide it replaced by the nearest ones."""
-    grid = [(key, n, f"--sizes {size_token}") for key, n in zip(GRID_AXIS_KEYS, cells)]
+def case_at_cells(load, overrides, cells, origin, prog="bench"):
+    """``(case, note)``: the case of ``load`` (:func:`case_loader`) with
+    ``overrides`` on ``cells`` (``origin``: the option that set them, for
+    messages); deflation subdomains that do not divide them replaced by the
+    nearest ones (unless ``overrides`` set them), and ``note`` says which."""
+    grid = [(key, n, origin) for key, n in zip(GRID_AXIS_KEYS, cells)]
     try:
         case = load(list(overrides) + grid)
         return case, _note(case, overrides)
@@ -345,7 +350,7 @@ def _at_size(load, overrides, cells, size_token):
         counts = tuple(exc.value)
     fit = tuple(nearest_divisor(n, p) for n, p in zip(cells, counts))
     case = load(list(overrides) + grid
-                + [("solver.deflation.subdomains", list(fit), "bench: subdomains for the grid")])
+                + [("solver.deflation.subdomains", list(fit), f"{prog}: subdomains for the grid")])
     return case, (f"deflation subdomains {_by(fit)} (the case's {_by(counts)} do not divide "
                   f"{_by(cells)}: the nearest divisors)")
 
@@ -375,7 +380,7 @@ def build_configs(labels, sizes, overrides, on_device):
                         "one of the two (--sizes sets the grid's cells: grid.nx, grid.ny and, "
                         "in 3-D, grid.nz)")
     for label in labels:
-        load = _loader(label)
+        load = case_loader(label)
         base = load(list(overrides))
         if base.mode != "flow":
             raise CaseError(PROG, "--cases", f"got {label!r}, a case of mode {base.mode!r}",
@@ -385,5 +390,6 @@ def build_configs(labels, sizes, overrides, on_device):
             if cells == tuple(base.grid.cells):
                 configs.append(FlowConfig(label, base, _note(base, overrides)))
             else:
-                configs.append(FlowConfig(label, *_at_size(load, overrides, cells, token)))
+                configs.append(FlowConfig(label, *case_at_cells(load, overrides, cells,
+                                                                f"--sizes {token}")))
     return configs
