@@ -45,6 +45,22 @@ def test_operator_diagonals_kernel_equals_array_code(shape, cp):
         np.testing.assert_array_equal(g.get(), t.get())
 
 
+@pytest.mark.parametrize("shape", [(5, 7, 9), (1, 4, 3), (64, 48)])
+@pytest.mark.parametrize("reciprocal", [False, True])
+def test_face_couplings_kernel_equals_array_code(shape, reciprocal, cp):
+    from bubbleflow.operators import poisson_cuda
+    from bubbleflow.operators.poisson import face_couplings
+
+    rho = 10.0 ** np.random.default_rng(sum(shape)).uniform(-3, 3, shape)
+    h = 0.3 / shape[-1]
+    on_device = cp.asarray(rho)
+    for beta, device in ((rho, on_device), (rho[..., ::2], on_device[..., ::2])):  # and strided
+        host = face_couplings(beta, h, reciprocal)
+        got = poisson_cuda.face_couplings(device, h, reciprocal)
+        np.testing.assert_array_equal(got.get(), host)
+        np.testing.assert_array_equal(face_couplings(device, h, reciprocal).get(), host)
+
+
 @pytest.mark.parametrize("shape", [(13, 9), (64, 48), (1, 5), (6, 1)])
 def test_scaled_incomplete_poisson_kernel_equals_array_code(shape, cupy_backend, cp):
     nx, ny = shape
