@@ -5,8 +5,9 @@
 Builds a named case of ``bubbleflow bench --flow`` (``rising3d``,
 ``column3d``, ``hysing``, ``column``) at the given cells on CuPy, steps it
 ``--warm`` times (compiles, first set-up), then wraps the kernel getters of
-the flow's CUDA twins (``flow.*_cuda``: ``_kernel`` and ``_kernel3``) so
-that every launch of the next step is timed between two CUDA events.
+the flow's CUDA twins (``flow.*_cuda``: ``_kernel`` and ``_kernel3``;
+``flow.momentum_launch``: ``kernel``, the one of ``momentum.cu``) so that
+every launch of the next step is timed between two CUDA events.
 Prints the step's phases (the bench's phase clock, which synchronises after
 each phase) and a table of the kernels: launches and milliseconds, slowest
 first.  What is not in the table is array code (CuPy operations), the
@@ -21,8 +22,10 @@ import sys
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-TWINS = ["momentum_cuda", "vof_cuda", "vof_redistance_cuda", "levelset_cuda", "viscosity_cuda",
-         "bounds_cuda"]
+TWINS = ["momentum_launch", "momentum3_cuda", "vof_cuda", "vof_redistance_cuda", "levelset_cuda",
+         "viscosity_cuda", "viscosity3_cuda", "bounds_cuda"]
+#: The getters' names in those modules.
+GETTERS = ("kernel", "_kernel", "_kernel3")
 
 
 def timed_getter(get, events):
@@ -66,7 +69,7 @@ def main(argv=None):
     events = []
     for name in TWINS:
         mod = importlib.import_module("bubbleflow.flow." + name)
-        for attr in ("_kernel", "_kernel3"):
+        for attr in GETTERS:
             if hasattr(mod, attr):
                 setattr(mod, attr, timed_getter(getattr(mod, attr), events))
     state, report = flow.step(state)

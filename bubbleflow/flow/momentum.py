@@ -24,8 +24,9 @@ neighbours' planes (what a stencil near the slab's end reads).
 The public functions that a flow step calls are twins
 (:mod:`bubbleflow.compute.twins`): this array code is the reference, its
 order of operations fixing the bits of a NumPy run (2-D, 3-D and on
-slabs); on CuPy the CUDA kernels of :mod:`.momentum_cuda` run where
-they apply, in 2-D and 3-D, one or two a call (or one a component).
+slabs); on CuPy the CUDA kernels of :mod:`.momentum_cuda` (2-D) and
+:mod:`.momentum3_cuda` (3-D) run where they apply, one or two a call (or
+one a component).
 """
 from __future__ import annotations
 
@@ -503,9 +504,10 @@ def correct_velocity(velocity, p, rho_faces, div_star, dt, spacing):
     return out, norms.reference(div_star, divergence.reference(out, spacing))
 
 
-# The CUDA variants (momentum_cuda.py, kernels in momentum.cu): the 2-D
-# kernels, one or two launches a call; NotImplemented (the array code runs)
-# for what they do not cover.
+# The CUDA variants (momentum_cuda.py, kernels in momentum.cu; on a 3-D grid
+# they call momentum3_cuda.py, kernels in momentum3.cu): one or two launches
+# a call, or one a component; NotImplemented (the array code runs) for what
+# they do not cover.
 fluid_properties.register("cupy")(momentum_cuda.fluid_properties_nd)
 step_scalars.register("cupy")(momentum_cuda.step_scalars)
 advection_terms.register("cupy")(momentum_cuda.advection_terms_nd)

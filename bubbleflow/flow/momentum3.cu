@@ -198,7 +198,7 @@ __device__ __forceinline__ void mom3_explicit(
     }
 }
 
-// Registers capped for two blocks of momentum_cuda's 32 x 8 threads an SM:
+// Registers capped for two blocks of momentum3_cuda's 32 x 8 threads an SM:
 // the compiler's own choice fits one, too few warps to hide the loads'
 // latency (docs/performance.md has the timings).
 extern "C" __global__ void __launch_bounds__(256, 2) bf_mom3_explicit(

@@ -1,4 +1,5 @@
-"""The momentum phase's 3-D CUDA kernels (flow.momentum_cuda: properties,
+"""The momentum phase's 3-D CUDA kernels (flow.momentum3_cuda, called
+through the variants of flow.momentum_cuda: properties,
 the finite check and the time step's maxima, the interface force's coefficients, the explicit provisional velocity, the divergence and the pressure's
 right-hand side, the correction) against their array code (flow.momentum).
 

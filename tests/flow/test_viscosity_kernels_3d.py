@@ -1,5 +1,5 @@
 """The 3-D CUDA kernels of the implicit viscous path (flow.viscosity3_cuda,
-flow.momentum_cuda's 3-D implicit twins) against their array code
+flow.momentum3_cuda's implicit twins) against their array code
 (flow.viscosity, flow.viscosity_chebyshev, flow.momentum).
 
 Each CUDA variant registered on the twins is called directly (a silent
