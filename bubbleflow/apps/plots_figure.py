@@ -114,7 +114,7 @@ def run_figure(run, width, height):
 
     Without warnings ``body`` is ``fig``; otherwise ``fig`` is split into a
     banner strip (white bold text on red, one line per problem, as
-    :func:`run_warnings` gives them) and ``body``, a subfigure of
+    :func:`.plots_run_file.run_warnings` gives them) and ``body``, a subfigure of
     ``width x height`` inches on which the caller draws.
     """
     import textwrap

@@ -104,13 +104,13 @@ def test_bad_plot_input_is_one_line(tmp_path):
 def test_unreadable_run_file_is_called_unreadable_not_a_non_hdf5_file(tmp_path, capsys,
                                                                       monkeypatch):
     """(Root reads everything, so the permission is simulated.)"""
-    import bubbleflow.apps.plots as plots_mod
+    import bubbleflow.apps.plots_run_file as run_file_mod
     from bubbleflow.apps.cli import main
 
     f = tmp_path / "run.h5"
     f.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
-    real_access = plots_mod.os.access
-    monkeypatch.setattr(plots_mod.os, "access",
+    real_access = run_file_mod.os.access
+    monkeypatch.setattr(run_file_mod.os, "access",
                         lambda p, mode: False if str(p) == str(f) else real_access(p, mode))
     assert main(["plot", str(f)]) == 2
     err = capsys.readouterr().err.strip()
