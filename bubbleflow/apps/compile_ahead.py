@@ -27,8 +27,8 @@ from ..case.config import CaseError
 from ..case.time_step import initial_dt_limits
 from .bench.flow_cases import NAMED_CASES, case_at_cells, case_loader
 
-__all__ = ["PROG", "DEFAULT_RUNS", "CompileRun", "plan", "run_plan", "cache_directory",
-           "add_subparser", "cmd_compile"]
+__all__ = ["PROG", "DEFAULT_RUNS", "CompileRun", "plan", "run_plan", "add_subparser",
+           "cmd_compile"]
 
 PROG = "bubbleflow compile"
 #: The runs compiled when no case is named: ``(name, overrides)``.
@@ -122,11 +122,6 @@ def run_plan(runs, backend, say=print):
     return failed
 
 
-def cache_directory():
-    """Where CuPy keeps compiled kernels (``CUPY_CACHE_DIR``, else its default)."""
-    return os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
-
-
 def add_subparser(subparsers):
     """Register ``bubbleflow compile`` on the ``subparsers`` of the main parser."""
     p = subparsers.add_parser(
@@ -160,6 +155,7 @@ def cmd_compile(args):
     CaseError
         A case or an override is unusable (before any run).
     """
+    from ..compute import cuda
     from ..compute.backend import BackendUnavailable, get_backend
 
     runs = plan(args.cases, args.set)
@@ -178,5 +174,5 @@ def cmd_compile(args):
             print(f"error: {PROG}: {label}: {reason}", flush=True)
         return 1
     print(f"{PROG}: kernels of {len(runs)} runs compiled in {seconds:.1f} s; CuPy keeps them in "
-          f"{cache_directory()}, where later runs on this machine find them", flush=True)
+          f"{cuda.cache_directory()}, where later runs on this machine find them", flush=True)
     return 0

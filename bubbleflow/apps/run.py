@@ -34,7 +34,7 @@ from .run_profile import RunProfile, TimedCalls, pressure_floors
 from .stop_signals import StopSignals
 
 __all__ = ["run_case", "run_pressure", "write_pressure_files", "write_run_snapshot",
-           "restart_hint"]
+           "restart_hint", "first_gpu_run_note"]
 
 
 def _say(quiet, *parts, file=None):
@@ -63,11 +63,26 @@ def run_case(case, backend, quiet=False, outdir=None, restart=None, progress=Tru
     outdir = outdir or case.output.directory
     with RunOutput(case, outdir, overwrite=overwrite, restart=restart,
                    flow=case.mode == "flow") as out:
+        note = first_gpu_run_note(backend)
+        if note:
+            _say(quiet, note)
         prof = RunProfile(backend) if profile else None
         if case.mode == "flow":
             return run_flow(case, backend, quiet=quiet, out=out, restart=restart,
                             progress=progress, command=command, profile=prof)
         return run_pressure(case, backend, quiet=quiet, out=out, progress=progress, profile=prof)
+
+
+def first_gpu_run_note(backend):
+    """A line for a GPU run that finds CuPy's kernel cache empty (so it
+    compiles its kernels as it reaches them), else None."""
+    from ..compute import cuda
+
+    if not getattr(backend, "on_device", False) or not cuda.cache_is_empty():
+        return None
+    return (f"note: CuPy's kernel cache ({cuda.cache_directory()}) is empty: this first GPU run "
+            "on the machine compiles its kernels as it reaches them (seconds); `bubbleflow "
+            "compile` compiles them ahead, once per machine")
 
 
 def _part(profile, name):

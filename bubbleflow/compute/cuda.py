@@ -105,6 +105,23 @@ def defines(**macros) -> str:
     return "".join(f"#define {k} {v}\n" for k, v in macros.items())
 
 
+def cache_directory() -> str:
+    """Where CuPy keeps compiled kernels on disk for every later process:
+    ``CUPY_CACHE_DIR``, else its default ``~/.cupy/kernel_cache``."""
+    return os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
+
+
+def cache_is_empty() -> bool:
+    """Whether CuPy's kernel cache holds nothing yet: a first GPU run on
+    this machine (or with a new ``CUPY_CACHE_DIR``) compiles every kernel
+    it calls."""
+    try:
+        with os.scandir(cache_directory()) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return True
+
+
 def _device_id() -> int:
     import cupy
 

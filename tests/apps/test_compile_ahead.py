@@ -120,6 +120,31 @@ def test_a_failing_run_is_said_and_the_others_still_run(monkeypatch):
     assert "failed: FloatingPointError" in lines[0] and lines[1].endswith("done")
 
 
+def test_a_gpu_run_on_an_empty_kernel_cache_says_so(tmp_path, monkeypatch, capsys):
+    from bubbleflow.apps.run import first_gpu_run_note, run_case
+    from bubbleflow.compute import cuda
+
+    class Device:
+        on_device = True
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(cache))
+    assert cuda.cache_directory() == str(cache) and cuda.cache_is_empty()
+    note = first_gpu_run_note(Device())
+    assert str(cache) in note and "bubbleflow compile" in note
+    cache.mkdir()
+    assert first_gpu_run_note(Device()) is not None
+    (cache / "kernel.cubin").write_bytes(b"")
+    assert not cuda.cache_is_empty() and first_gpu_run_note(Device()) is None
+    # A run on the host says nothing of it, whatever the cache.
+    (cache / "kernel.cubin").unlink()
+    numpy = get_backend("numpy")
+    assert first_gpu_run_note(numpy) is None
+    (run,) = compile_ahead.plan(["hysing"])
+    assert run_case(run.case, numpy, outdir=str(tmp_path / "out"), progress=False) == 0
+    assert "kernel cache" not in capsys.readouterr().out
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, case", [("hysing", "cases/two_phase.yaml"),
                                         ("rising3d", "cases/rising_bubble_3d.yaml")])
