@@ -59,16 +59,16 @@ def _steps(case):
 
 def _small(load, overrides, origin):
     """The case of ``load`` with ``overrides`` on its small copy's cells."""
-    from ..flow.warm_up import WARM_UP_CELLS, small_cells
+    from ..flow.warm_up import MAX_COPY_CELLS, small_copy_cells
 
     base = load(list(overrides))
     if base.mode != "flow":
         raise CaseError(base.source, "mode", f"got {base.mode!r}",
                         f"a mode: flow case ({PROG} runs a few steps of it)", value=base.mode)
-    cells = small_cells(base.grid.cells)
-    if math.prod(cells) > 4 * WARM_UP_CELLS:
+    cells = small_copy_cells(base.grid.cells)
+    if cells is None:
         raise CaseError(base.source, "grid", f"got {' x '.join(map(str, base.grid.cells))} cells",
-                        f"a grid that halves to at most {4 * WARM_UP_CELLS} cells (even counts) "
+                        f"a grid that halves to at most {MAX_COPY_CELLS} cells (even counts) "
                         f"for {PROG}; its kernels compile in its first run instead")
     if cells == tuple(base.grid.cells):
         return base

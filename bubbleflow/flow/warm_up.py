@@ -32,7 +32,8 @@ from ..mesh.grid import Grid
 from ..mesh.levelset import build_levelset, geometry_circles
 from .state import FlowState
 
-__all__ = ["WARM_UP_CELLS", "small_cells", "small_case", "host_state", "WarmUp", "jobs", "start"]
+__all__ = ["WARM_UP_CELLS", "MAX_COPY_CELLS", "small_cells", "small_copy_cells", "small_case",
+           "host_state", "WarmUp", "jobs", "start"]
 
 #: Cells of the small copy at most: a grid of more is halved along every
 #: axis (while each keeps :data:`_MIN_AXIS_CELLS`), one of fewer kept as it is.
@@ -54,14 +55,25 @@ def small_cells(cells, limit=WARM_UP_CELLS):
     return cells
 
 
+#: Cells of a small copy at most, odd counts included: a copy as large as
+#: the run would cost it memory and time.
+MAX_COPY_CELLS = 4 * WARM_UP_CELLS
+
+
+def small_copy_cells(cells):
+    """:func:`small_cells` of ``cells``, or None where those are more than
+    :data:`MAX_COPY_CELLS` (odd counts that do not halve)."""
+    small = small_cells(cells)
+    return None if int(np.prod(small)) > MAX_COPY_CELLS else small
+
+
 def small_case(case):
-    """The case on :func:`small_cells` of its grid (the same domain), or
-    None where those are more than ``4 * WARM_UP_CELLS`` (odd counts: a
-    copy as large as the run would cost it memory and time)."""
+    """The case on :func:`small_copy_cells` of its grid (the same domain),
+    or None where there are none."""
     g = case.grid
     names = ("nx", "ny", "nz")[:len(g.cells)]
-    cells = small_cells(g.cells)
-    if int(np.prod(cells)) > 4 * WARM_UP_CELLS:
+    cells = small_copy_cells(g.cells)
+    if cells is None:
         return None
     if cells == tuple(g.cells):
         return case
