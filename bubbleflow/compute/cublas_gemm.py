@@ -11,8 +11,15 @@ the one CuPy loaded, found among the process's mappings (Linux
 ``/proc/self/maps``, as :mod:`bubbleflow.compute.blas` finds OpenBLAS); the
 latter may be captured in a CUDA graph.  Each call is used only where a few
 products, and their replay from a graph, give ``cupy.dot``'s bits.
+
+A handle's stream and workspace are set before each call, so a handle is
+never shared between threads (a flow's warm-up steps a small copy of the
+case in threads of its own, :mod:`bubbleflow.flow.warm_up`): each thread
+builds and checks its own, as CuPy keeps a cuBLAS handle per thread.
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -121,29 +128,31 @@ def _gemm_args(K, g, e):
             _ZERO.ctypes.data, e.data.ptr, r64, 1, cublas.CUBLAS_COMPUTE_64F, algo)
 
 
-_DENSE_GEMM = {}
+#: Per thread, device -> its gemm (or None).
+_DENSE_GEMM = threading.local()
 
 
 def dense_gemm():
-    """The ``gemmEx`` of :func:`dense_product` on this device (built and
-    checked once): cuBLAS's entry points on a handle of its own
-    (``capturable``), else CuPy's wrapper, each only where it gives
+    """The ``gemmEx`` of :func:`dense_product` on this device for this
+    thread (built and checked once): cuBLAS's entry points on a handle of
+    its own (``capturable``), else CuPy's wrapper, each only where it gives
     ``cupy.dot``'s bits on a few products (the first also replayed from a
     CUDA graph); None where neither does."""
     import cupy
 
     dev = cupy.cuda.Device().id
-    if dev not in _DENSE_GEMM:
-        _DENSE_GEMM[dev] = None
+    found = _DENSE_GEMM.__dict__.setdefault("by_device", {})
+    if dev not in found:
+        found[dev] = None
         for make in (_direct_gemm, _cupy_gemm):
             try:
                 gemm = make()
                 if _gives_dot_bits(gemm):
-                    _DENSE_GEMM[dev] = gemm
+                    found[dev] = gemm
                     break
             except Exception:            # not here (another CuPy, or no entry points)
                 continue
-    return _DENSE_GEMM[dev]
+    return found[dev]
 
 
 def _cupy_gemm():

@@ -531,3 +531,47 @@ def test_dense_coarse_product_replayed_from_a_graph_is_cupy_dot(cupy_backend):
     g *= 0.5                                         # the graph reads g's values at its launch
     graph.launch()
     np.testing.assert_array_equal(e.get(), cp.dot(K, g).get())
+
+
+def test_dense_coarse_product_has_a_handle_per_thread(cupy_backend):
+    """Each thread has its own cuBLAS handle for the dense coarse product
+    (its stream and workspace are set before each call): threads that
+    multiply at once, each on a stream of its own, all get cupy.dot's
+    bits."""
+    import threading
+
+    import cupy as cp
+
+    from bubbleflow.compute.cublas_gemm import dense_gemm, dense_product
+
+    rng = np.random.default_rng(5)
+    k = 828
+    K = cp.asarray(rng.standard_normal((k, k)))
+    gs = [cp.asarray(rng.standard_normal(k)) for _ in range(4)]
+    want = [cp.dot(K, g).get() for g in gs]
+    gemms, got, errors = [None] * 4, [None] * 4, []
+    start = threading.Barrier(4)
+
+    def multiply(i):
+        try:
+            stream = cp.cuda.Stream(non_blocking=True)
+            with stream:
+                gemms[i] = dense_gemm()
+                e = cp.full(k, np.nan)
+                product = dense_product(K, gs[i], e)
+                start.wait()
+                for _ in range(200):
+                    product()
+                got[i] = e.get()
+        except Exception as exc:                    # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=multiply, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len({id(g) for g in gemms}) == 4 and dense_gemm() not in gemms
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
