@@ -126,8 +126,8 @@ def run_pressure(case, backend, quiet=False, outdir=None, out=None, progress=Tru
         written = write_pressure_files(
             case.name, path, case_yaml=case.to_yaml(), version=__version__,
             backend=backend.name, device=backend.device_name, precision=case.precision,
-            face_density=case.operator.face_density, grid=g, phi=backend.to_host(prob.phi),
-            rho=backend.to_host(prob.phases.rho), p=backend.to_host(p), record=record,
+            face_density=case.operator.face_density, grid=g, phi=prob.phi,
+            rho=prob.phases.rho, p=p, record=record,
             compression=Compression.for_output(case.output, "pressure"))
     if profile is not None:
         pressure_floors(profile, case, prob, solver, record)

@@ -151,6 +151,19 @@ class Backend:
         read together.  NumPy: the arrays themselves."""
         return [np.asarray(a) for a in arrays]
 
+    def host_blocks(self, a, rows):
+        """``a`` (an array of this backend, or a host array) to the host in
+        blocks of ``rows`` along its first axis: yields ``(start, block)``,
+        ``block`` the host values of ``a[start:start + rows]``, read only
+        until the next block is asked for (a writer streams a field to a
+        file without a host copy of it all).  NumPy: views of ``a``."""
+        a = np.asarray(a)
+        if a.ndim == 0 or a.shape[0] == 0:
+            yield 0, a
+            return
+        for start in range(0, a.shape[0], max(int(rows), 1)):
+            yield start, a[start:start + rows]
+
     def to_host_async(self, arrays, reuse=None):
         """Start copying ``arrays`` (of this backend, or host arrays) to host memory.
 
@@ -321,6 +334,50 @@ class CupyBackend(Backend):
         stream.synchronize()
         return [buf[at: at + a.nbytes].view(a.dtype).reshape(shape).copy()
                 for a, at, shape in zip(arrays, offsets, shapes)]
+
+    def host_blocks(self, a, rows):
+        """See :meth:`Backend.host_blocks`: two pinned buffers of a block,
+        filled in turn by asynchronous copies on a stream of their own (after
+        the current stream's work), the next block's copy running while the
+        caller writes this one; a large field never has a whole host copy,
+        nor a pinned buffer of its size (whose allocation and release cost
+        more than the copy)."""
+        import ctypes
+
+        import cupyx
+
+        cp = self.xp
+        if not isinstance(a, cp.ndarray):
+            yield from Backend.host_blocks(self, a, rows)
+            return
+        if a.ndim == 0 or a.shape[0] == 0:
+            yield 0, cp.asnumpy(a)
+            return
+        a = cp.ascontiguousarray(a)                     # (after: it gives a 0-d array an axis)
+        n, rows = a.shape[0], max(int(rows), 1)
+        starts = range(0, n, rows)
+        buffers = [cupyx.empty_pinned((min(rows, n),) + a.shape[1:], a.dtype)
+                   for _ in range(min(len(starts), 2))]
+        stream = cp.cuda.Stream(non_blocking=True)
+        ready = cp.cuda.Event(disable_timing=True)
+        ready.record()                                  # on the current stream
+        stream.wait_event(ready)
+        copied = [None, None]
+
+        def fetch(k):
+            block = a[starts[k]:starts[k] + rows]
+            buf = buffers[k % 2]
+            block.data.copy_to_host_async(ctypes.c_void_p(buf.ctypes.data), block.nbytes,
+                                          stream)
+            copied[k % 2] = cp.cuda.Event(disable_timing=True)
+            copied[k % 2].record(stream)
+
+        fetch(0)
+        for k, start in enumerate(starts):
+            if k + 1 < len(starts):
+                fetch(k + 1)            # into the buffer the caller is done with
+            copied[k % 2].synchronize()
+            yield start, buffers[k % 2][:min(rows, n - start)]
 
     def to_host_async(self, arrays, reuse=None):
         """See :meth:`Backend.to_host_async`: staging copies on the current stream,

@@ -2,21 +2,29 @@
 
 Chosen by measurement (``scripts/compression_study.py``; figures in
 ``docs/performance_records.md``, "Writing the fields"): on the machines measured the
-disk takes a field an order of magnitude or more faster than a single
-thread can gzip it, so
+disk takes a field of smooth values an order of magnitude or more faster
+than a single thread can gzip it, while a field of a few distinct values
+(the density of two phases) shrinks a hundredfold at gzip's fastest level,
+faster than the disk takes it uncompressed.  So
 
 * a pressure case, whose one write comes after the solve and before the
-  command ends, writes its fields uncompressed (``none``: at the disk's
-  speed, two to three times the bytes);
+  command ends, stores each field as it pays (``adaptive``): a sample of its
+  chunks is compressed first, and the field is stored with gzip where the
+  sample shrank at least :data:`ADAPTIVE_MIN_RATIO` times, else uncompressed
+  (at the disk's speed);
 * a flow run, whose snapshots are written in a background thread while the
   next steps go on, compresses them with gzip at level 1 (a third of the
   bytes, written in the time of the steps between two snapshots).
 
-A gzip field of more than one chunk has its chunks compressed by a pool of
-threads (zlib releases the interpreter while it compresses) and written
-as they are (``write_direct_chunk``), in order: the file is what HDF5's
-own deflate filter writes, and any HDF5 reader reads it; the pool leaves
-one core to the steps that go on meanwhile (:func:`compression_threads`).
+A field is read to the host and written in blocks of whole rows of about
+:data:`BLOCK_BYTES` (:meth:`.compute.backend.Backend.host_blocks`: from a
+GPU, the next block's copy runs while this one is written), so a field is
+never copied to the host whole.  A gzip field of more than one chunk has
+its chunks compressed by a pool of threads (zlib releases the interpreter
+while it compresses) and written as they are (``write_direct_chunk``), in
+order: the file is what HDF5's own deflate filter writes, and any HDF5
+reader reads it; the pool leaves one core to the steps that go on
+meanwhile (:func:`compression_threads`).
 
 ``output.compression: auto`` (the default) is that choice by mode;
 ``none`` or ``gzip`` (``output.compression_level`` 1-9) set it.  Gzip's
@@ -35,22 +43,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compute.backend import backend_of
 from ..compute.host_cores import spare_cores
 
-__all__ = ["Compression", "COMPRESSIONS", "AUTO_COMPRESSION", "CHUNK_BYTES", "write_field",
-           "compression_threads"]
+__all__ = ["Compression", "COMPRESSIONS", "AUTO_COMPRESSION", "CHUNK_BYTES", "BLOCK_BYTES",
+           "ADAPTIVE_MIN_RATIO", "SAMPLE_CHUNKS", "write_field", "compression_threads"]
 
 #: ``output.compression``'s values.
 COMPRESSIONS = ("auto", "none", "gzip")
 #: What ``auto`` is for each mode of case.
-AUTO_COMPRESSION = {"pressure": "none", "flow": "gzip"}
+AUTO_COMPRESSION = {"pressure": "adaptive", "flow": "gzip"}
 #: The bytes of one gzip chunk (whole rows along the first axis).
 CHUNK_BYTES = 1 << 20
+#: The bytes of a block a field is read to the host and written in (whole
+#: gzip chunks).
+BLOCK_BYTES = 32 << 20
+#: ``adaptive`` stores a field with gzip where its sample shrank at least
+#: this many times.
+ADAPTIVE_MIN_RATIO = 4.0
+#: Chunks of a field, spread over it, that ``adaptive`` compresses to choose.
+SAMPLE_CHUNKS = 8
 
 
 @dataclass(frozen=True)
 class Compression:
-    """How to store a field: ``method`` ``none`` or ``gzip``, gzip's
+    """How to store a field: ``method`` ``none``, ``gzip`` or ``adaptive``
+    (gzip where a sample of the field's chunks shrinks enough), gzip's
     ``level``."""
 
     method: str = "gzip"
@@ -66,7 +84,8 @@ class Compression:
         return cls(method, int(output.compression_level))
 
     def options(self, shape, itemsize=8):
-        """``h5py.Group.create_dataset`` keywords for a dataset of ``shape``."""
+        """``h5py.Group.create_dataset`` keywords for a gzip dataset of
+        ``shape`` (none for ``none``)."""
         if self.method == "none" or not shape or math.prod(shape) == 0:
             return {}
         row = itemsize * math.prod(shape[1:])
@@ -82,33 +101,68 @@ def compression_threads():
 
 
 def write_field(group, name, data, compression):
-    """``group[name]`` made from the array ``data``, stored as
-    ``compression`` (a :class:`Compression`) says; returns the dataset.
+    """``group[name]`` made from the array ``data`` (on the host or a GPU),
+    stored as ``compression`` (a :class:`Compression`) says; returns the
+    dataset.
 
-    With gzip, the chunks (:meth:`Compression.options`: blocks of whole rows)
-    are compressed with zlib at the level set, by :func:`compression_threads`
-    threads, and written in order with ``write_direct_chunk``: the bytes
-    HDF5's deflate filter would store, the last chunk filled out with zeros
-    past the array's end (as a reader never looks there)."""
+    The field goes to the file in blocks of whole rows
+    (:data:`BLOCK_BYTES`).  With gzip, the chunks (:meth:`Compression.options`:
+    blocks of whole rows) are compressed with zlib at the level set, by
+    :func:`compression_threads` threads, and written in order with
+    ``write_direct_chunk``: the bytes HDF5's deflate filter would store, the
+    last chunk filled out with zeros past the array's end (as a reader never
+    looks there).  ``adaptive`` is gzip where :func:`_shrinks` says the
+    field's sample shrinks enough, else ``none``."""
+    backend = backend_of(data)
+    if compression.method == "adaptive":
+        method = "gzip" if _shrinks(data, compression, backend) else "none"
+        compression = Compression(method, compression.level)
     options = compression.options(data.shape, data.dtype.itemsize)
-    chunks = options.get("chunks")
-    if not options or chunks[0] >= data.shape[0]:
-        return group.create_dataset(name, data=data, **options)
-    data = np.ascontiguousarray(data)              # (the chunks are read as raw bytes)
-    ds = group.create_dataset(name, shape=data.shape, dtype=data.dtype, **options)
+    if data.ndim == 0 or data.size == 0:
+        return group.create_dataset(name, data=backend.to_host(data))
+    row_bytes = data.dtype.itemsize * math.prod(data.shape[1:])
+    if not options:
+        ds = group.create_dataset(name, shape=data.shape, dtype=data.dtype)
+        for start, block in backend.host_blocks(data, max(BLOCK_BYTES // max(row_bytes, 1), 1)):
+            ds.write_direct(np.ascontiguousarray(block),
+                            dest_sel=np.s_[start:start + block.shape[0]])
+        return ds
+    chunks = options["chunks"]
     rows, level = chunks[0], compression.level
-    starts = range(0, data.shape[0], rows)
+    if rows >= data.shape[0]:
+        return group.create_dataset(name, data=backend.to_host(data), **options)
+    ds = group.create_dataset(name, shape=data.shape, dtype=data.dtype, **options)
     tail = (0,) * (data.ndim - 1)
+    block_rows = rows * max(BLOCK_BYTES // (rows * max(row_bytes, 1)), 1)
 
-    def packed(start):
-        block = data[start:start + rows]
-        if block.shape[0] < rows:
+    def packed(block, start):
+        part = np.ascontiguousarray(block[start:start + rows])    # (read as raw bytes)
+        if part.shape[0] < rows:
             full = np.zeros(chunks, dtype=data.dtype)
-            full[:block.shape[0]] = block
-            block = full
-        return zlib.compress(memoryview(block).cast("B"), level)
+            full[:part.shape[0]] = part
+            part = full
+        return zlib.compress(memoryview(part).cast("B"), level)
 
     with ThreadPoolExecutor(max_workers=compression_threads()) as pool:
-        for start, blob in zip(starts, pool.map(packed, starts)):
-            ds.id.write_direct_chunk((start,) + tail, blob)
+        for first, block in backend.host_blocks(data, block_rows):
+            starts = range(0, block.shape[0], rows)
+            for start, blob in zip(starts, pool.map(lambda s: packed(block, s), starts)):
+                ds.id.write_direct_chunk((first + start,) + tail, blob)
     return ds
+
+
+def _shrinks(data, compression, backend):
+    """Does gzip at ``compression.level`` shrink a sample of ``data``'s
+    chunks (:data:`SAMPLE_CHUNKS`, spread over it; the whole of a field of
+    fewer) at least :data:`ADAPTIVE_MIN_RATIO` times?"""
+    options = Compression("gzip", compression.level).options(data.shape, data.dtype.itemsize)
+    if not options:
+        return False
+    rows = options["chunks"][0]
+    count = -(-data.shape[0] // rows)
+    picks = sorted({int(k) for k in np.linspace(0, count - 1, min(SAMPLE_CHUNKS, count))})
+    parts = [np.ascontiguousarray(backend.to_host(data[k * rows:(k + 1) * rows])) for k in picks]
+    with ThreadPoolExecutor(max_workers=compression_threads()) as pool:
+        packed = sum(pool.map(lambda part: len(zlib.compress(memoryview(part).cast("B"),
+                                                             compression.level)), parts))
+    return sum(part.nbytes for part in parts) >= ADAPTIVE_MIN_RATIO * packed

@@ -45,9 +45,10 @@ def _write_grid(fh, grid):
 
 def write_pressure_result(path, *, case_yaml, version, backend, device, precision, face_density,
                           grid, phi, rho, p, record, mode="pressure", compression=None):
-    """Write one pressure solve (host arrays) to ``path`` atomically, the
-    fields stored as ``compression`` says (a :class:`.compression.Compression`;
-    default: uncompressed, a pressure case's ``auto``)."""
+    """Write one pressure solve to ``path`` atomically, the fields (host
+    arrays, or a GPU's: read in blocks as they are written) stored as
+    ``compression`` says (a :class:`.compression.Compression`; default: a
+    pressure case's ``auto``)."""
     compression = compression or Compression(AUTO_COMPRESSION["pressure"])
     with atomic_h5(path) as fh:
         fh.attrs[VERSION] = version
@@ -61,7 +62,6 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
         _write_grid(fh, grid)
         f = fh.create_group(FIELDS)
         for name, data in (("phi", phi), ("rho", rho), ("p", p)):
-            data = np.asarray(data)
             ds = write_field(f, name, data, compression)
             ds.attrs[UNITS_ATTR] = UNITS[name]
             ds.attrs[LAYOUT_ATTR] = ("(ny, nx), row j is y, column i is x" if grid.ndim == 2

@@ -23,3 +23,25 @@ def test_to_host_many_gives_each_array_its_values_shape_and_dtype(backend):
         arrays[1][...] = 0.0
         assert np.array_equal(got[1], host[1])
     assert backend.to_host_many([]) == []
+
+
+def test_host_blocks_cover_the_array_in_order_with_its_values(backend):
+    """A field read in blocks of rows (Backend.host_blocks): the starts run
+    by the block, the blocks are the rows' values (the last one short), also
+    for a strided view, a 1-D, a 0-d and an empty array; each block is read
+    before the next is asked for, as a writer does."""
+    xp = backend.xp
+    rng = np.random.default_rng(4)
+    whole = rng.standard_normal((37, 5, 3))
+    cases = [(whole, 8), (whole, 37), (whole, 100), (whole[:, ::2], 6), (whole[:, 0, 0], 10),
+             (np.arange(4, dtype=np.int32).reshape(4, 1), 1)]
+    for host, rows in cases:
+        seen = []
+        for start, block in backend.host_blocks(xp.asarray(host), rows):
+            assert isinstance(block, np.ndarray) and block.dtype == host.dtype
+            assert np.array_equal(block, host[start:start + rows])
+            seen.append(start)
+        assert seen == list(range(0, host.shape[0], rows))
+    for host in (np.float64(2.5), np.zeros((0, 3))):
+        (start, block), = list(backend.host_blocks(xp.asarray(host), 4))
+        assert start == 0 and np.array_equal(block, host) and block.shape == np.shape(host)

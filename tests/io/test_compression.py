@@ -23,8 +23,8 @@ def test_gzip_chunks_whole_rows_of_about_a_mebibyte():
     assert gz.options((0, 5)) == {} and Compression("none").options((64, 64)) == {}
 
 
-def test_auto_is_none_for_a_pressure_case_and_gzip_1_for_a_flow():
-    assert AUTO_COMPRESSION == {"pressure": "none", "flow": "gzip"}
+def test_auto_is_adaptive_for_a_pressure_case_and_gzip_1_for_a_flow():
+    assert AUTO_COMPRESSION == {"pressure": "adaptive", "flow": "gzip"}
     for case_file, mode in (("bubbly_column.yaml", "pressure"), ("two_phase.yaml", "flow")):
         case = load_case(os.path.join(ROOT, "cases", case_file))
         assert case.output.compression == "auto" and case.mode == mode
@@ -38,21 +38,80 @@ def fields_of(path):
                 for name, ds in fh["fields"].items() if isinstance(ds, h5py.Dataset)}
 
 
-def test_a_pressure_case_writes_uncompressed_or_gzip_as_set(tmp_path):
+def test_a_pressure_case_stores_each_field_as_it_pays_or_as_set(tmp_path):
+    """``auto``: the density (two values) with gzip level 1, the pressure
+    uncompressed; ``none`` and ``gzip`` as set; the same bits every way."""
     common = ["run", "cases/bubbly_column.yaml", "--backend", "numpy", "-q",
               "--set", "grid.nx=64", "--set", "grid.ny=64"]
-    plain = run_cli(*common, "-o", str(tmp_path / "plain"))
-    packed = run_cli(*common, "-o", str(tmp_path / "packed"), "--set", "output.compression=gzip",
-                     "--set", "output.compression_level=4")
-    assert plain.returncode == 0 and packed.returncode == 0, plain.stderr + packed.stderr
-    a = fields_of(tmp_path / "plain" / "bubbly_column.h5")
-    b = fields_of(tmp_path / "packed" / "bubbly_column.h5")
-    assert {name: f[:3] for name, f in a.items()} == {n: (None, None, None) for n in a}
-    assert {name: f[:3] for name, f in b.items()} == {n: ("gzip", 4, (64, 64)) for n in b}
-    for name in a:                                      # the same bits either way
-        assert np.array_equal(a[name][3], b[name][3])
-    assert os.path.getsize(tmp_path / "packed" / "bubbly_column.h5") < \
-        os.path.getsize(tmp_path / "plain" / "bubbly_column.h5")
+    runs = {"auto": [], "none": ["--set", "output.compression=none"],
+            "packed": ["--set", "output.compression=gzip", "--set", "output.compression_level=4"]}
+    fields = {}
+    for label, extra in runs.items():
+        res = run_cli(*common, "-o", str(tmp_path / label), *extra)
+        assert res.returncode == 0, res.stderr
+        fields[label] = fields_of(tmp_path / label / "bubbly_column.h5")
+    auto, plain, packed = fields["auto"], fields["none"], fields["packed"]
+    assert auto["rho"][:3] == ("gzip", 1, (64, 64)) and auto["p"][:3] == (None, None, None)
+    assert {name: f[:3] for name, f in plain.items()} == {n: (None, None, None) for n in plain}
+    assert {name: f[:3] for name, f in packed.items()} == {n: ("gzip", 4, (64, 64)) for n in packed}
+    for name in plain:                                      # the same bits every way
+        assert np.array_equal(plain[name][3], packed[name][3])
+        assert np.array_equal(plain[name][3], auto[name][3])
+    size = {label: os.path.getsize(tmp_path / label / "bubbly_column.h5") for label in runs}
+    assert size["packed"] < size["auto"] < size["none"]
+
+
+def test_adaptive_compresses_a_field_whose_sample_shrinks_enough(tmp_path):
+    """``adaptive`` over fields of several chunks: two values (a phase
+    field) with gzip, noise uncompressed; each reads back exact."""
+    from bubbleflow.io.compression import SAMPLE_CHUNKS, write_field
+
+    rng = np.random.default_rng(8)
+    phases = np.where(rng.random((300, 2048)) < 0.01, 1.2, 1000.0)
+    noise = rng.standard_normal((300, 2048))
+    rows = Compression("gzip").options(noise.shape)["chunks"][0]
+    assert -(-noise.shape[0] // rows) <= SAMPLE_CHUNKS
+    with h5py.File(tmp_path / "f.h5", "w") as fh:
+        a = write_field(fh, "phases", phases, Compression("adaptive", 1))
+        b = write_field(fh, "noise", noise, Compression("adaptive", 1))
+        assert (a.compression, a.compression_opts, a.chunks) == ("gzip", 1, (rows, 2048))
+        assert (b.compression, b.chunks) == (None, None)
+        assert np.array_equal(a[()], phases) and np.array_equal(b[()], noise)
+
+
+def test_a_field_is_streamed_in_blocks_of_rows(tmp_path, monkeypatch):
+    """Fields larger than a block go to the file block by block (the block
+    made small here): gzip and uncompressed, 2-D and 3-D, the same values."""
+    import bubbleflow.io.compression as compression
+
+    monkeypatch.setattr(compression, "BLOCK_BYTES", 3 * CHUNK_BYTES)
+    rng = np.random.default_rng(9)
+    for shape in ((517, 2048), (41, 64, 256)):
+        data = np.round(rng.standard_normal(shape), 2)
+        with h5py.File(tmp_path / "f.h5", "w") as fh:
+            for method in ("gzip", "none"):
+                ds = compression.write_field(fh, method, data, Compression(method, 1))
+                assert ds.compression == (method if method == "gzip" else None)
+                assert np.array_equal(ds[()], data)
+
+
+@pytest.mark.gpu
+def test_a_gpu_field_is_written_as_its_host_copy(tmp_path, cupy_backend, monkeypatch):
+    """A CuPy field streamed to the file through pinned blocks: the same
+    dataset, bit for bit, as its host copy written, for each method."""
+    import bubbleflow.io.compression as compression
+
+    cp = cupy_backend.xp
+    monkeypatch.setattr(compression, "BLOCK_BYTES", 2 * CHUNK_BYTES)
+    rng = np.random.default_rng(10)
+    host = np.where(rng.random((700, 1024)) < 0.05, rng.standard_normal((700, 1024)), 3.0)
+    dev = cp.asarray(host)
+    with h5py.File(tmp_path / "f.h5", "w") as fh:
+        for method in ("gzip", "none", "adaptive"):
+            a = compression.write_field(fh, "dev_" + method, dev, Compression(method, 1))
+            b = compression.write_field(fh, "host_" + method, host, Compression(method, 1))
+            assert (a.compression, a.chunks) == (b.compression, b.chunks)
+            assert np.array_equal(a[()], host) and np.array_equal(b[()], host)
 
 
 @pytest.mark.parametrize("setting,expected", [(None, ("gzip", 1)), ("none", (None, None))])
