@@ -8,10 +8,12 @@ than a single thread can gzip it, while a field of a few distinct values
 faster than the disk takes it uncompressed.  So
 
 * a pressure case, whose one write comes after the solve and before the
-  command ends, stores each field as it pays (``adaptive``): a sample of its
-  chunks is compressed first, and the field is stored with gzip where the
-  sample shrank at least :data:`ADAPTIVE_MIN_RATIO` times, else uncompressed
-  (at the disk's speed);
+  command ends, stores each field as it pays (``adaptive``): a sample of it
+  is compressed first, timed, and the field is stored with gzip where
+  :func:`gzip_pays` says that the sample's ratio and the pool's speed make
+  the write shorter than writing it uncompressed to a disk of
+  :data:`DISK_BYTES_PER_SECOND` (the density, on a machine of many cores),
+  else uncompressed (at the disk's speed);
 * a flow run, whose snapshots are written in a background thread while the
   next steps go on, compresses them with gzip at level 1 (a third of the
   bytes, written in the time of the steps between two snapshots).
@@ -37,6 +39,7 @@ Blosc would need.
 from __future__ import annotations
 
 import math
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,7 +50,8 @@ from ..compute.backend import backend_of
 from ..compute.host_cores import spare_cores
 
 __all__ = ["Compression", "COMPRESSIONS", "AUTO_COMPRESSION", "CHUNK_BYTES", "BLOCK_BYTES",
-           "ADAPTIVE_MIN_RATIO", "SAMPLE_CHUNKS", "write_field", "compression_threads"]
+           "ADAPTIVE_MIN_RATIO", "SAMPLE_CHUNKS", "SAMPLE_BYTES", "DISK_BYTES_PER_SECOND",
+           "write_field", "gzip_pays", "compression_threads"]
 
 #: ``output.compression``'s values.
 COMPRESSIONS = ("auto", "none", "gzip")
@@ -58,11 +62,17 @@ CHUNK_BYTES = 1 << 20
 #: The bytes of a block a field is read to the host and written in (whole
 #: gzip chunks).
 BLOCK_BYTES = 32 << 20
-#: ``adaptive`` stores a field with gzip where its sample shrank at least
-#: this many times.
+#: ``adaptive`` stores a field with gzip only where its sample shrank at
+#: least this many times.
 ADAPTIVE_MIN_RATIO = 4.0
-#: Chunks of a field, spread over it, that ``adaptive`` compresses to choose.
+#: Places of a field, spread over it, that ``adaptive`` compresses to choose,
+#: and the bytes it compresses at each.
 SAMPLE_CHUNKS = 8
+SAMPLE_BYTES = 64 << 10
+#: The disk speed ``adaptive`` weighs gzip against: about what the machines
+#: measured sync a large file at (docs/performance_records.md, "Writing the
+#: fields").
+DISK_BYTES_PER_SECOND = 1e9
 
 
 @dataclass(frozen=True)
@@ -111,11 +121,13 @@ def write_field(group, name, data, compression):
     :func:`compression_threads` threads, and written in order with
     ``write_direct_chunk``: the bytes HDF5's deflate filter would store, the
     last chunk filled out with zeros past the array's end (as a reader never
-    looks there).  ``adaptive`` is gzip where :func:`_shrinks` says the
-    field's sample shrinks enough, else ``none``."""
+    looks there).  ``adaptive`` is gzip where :func:`gzip_pays` says it
+    pays for the field's sample (:data:`SAMPLE_CHUNKS` places of
+    :data:`SAMPLE_BYTES`, compressed on one thread and timed), else
+    ``none``."""
     backend = backend_of(data)
     if compression.method == "adaptive":
-        method = "gzip" if _shrinks(data, compression, backend) else "none"
+        method = "gzip" if _sample_pays(data, compression, backend) else "none"
         compression = Compression(method, compression.level)
     options = compression.options(data.shape, data.dtype.itemsize)
     if data.ndim == 0 or data.size == 0:
@@ -151,18 +163,36 @@ def write_field(group, name, data, compression):
     return ds
 
 
-def _shrinks(data, compression, backend):
-    """Does gzip at ``compression.level`` shrink a sample of ``data``'s
-    chunks (:data:`SAMPLE_CHUNKS`, spread over it; the whole of a field of
-    fewer) at least :data:`ADAPTIVE_MIN_RATIO` times?"""
-    options = Compression("gzip", compression.level).options(data.shape, data.dtype.itemsize)
-    if not options:
-        return False
-    rows = options["chunks"][0]
-    count = -(-data.shape[0] // rows)
-    picks = sorted({int(k) for k in np.linspace(0, count - 1, min(SAMPLE_CHUNKS, count))})
-    parts = [np.ascontiguousarray(backend.to_host(data[k * rows:(k + 1) * rows])) for k in picks]
-    with ThreadPoolExecutor(max_workers=compression_threads()) as pool:
-        packed = sum(pool.map(lambda part: len(zlib.compress(memoryview(part).cast("B"),
-                                                             compression.level)), parts))
-    return sum(part.nbytes for part in parts) >= ADAPTIVE_MIN_RATIO * packed
+def gzip_pays(ratio, rate, disk=None):
+    """Does gzip pay for a field that it shrinks ``ratio`` times at ``rate``
+    bytes a second (the pool's threads together), written to a disk of
+    ``disk`` bytes a second (default :data:`DISK_BYTES_PER_SECOND`)?  Where the ratio is at least
+    :data:`ADAPTIVE_MIN_RATIO` and compressing then writing the rest takes
+    less time than writing the field as it is (per byte: ``1 / rate + 1 /
+    (ratio disk) < 1 / disk``).
+
+    >>> gzip_pays(176.0, 4.7e9), gzip_pays(176.0, 3e8), gzip_pays(2.9, 1e10)
+    (True, False, False)
+    """
+    disk = DISK_BYTES_PER_SECOND if disk is None else disk
+    return ratio >= ADAPTIVE_MIN_RATIO and 1.0 / rate + 1.0 / (ratio * disk) < 1.0 / disk
+
+
+def _sample_pays(data, compression, backend):
+    """:func:`gzip_pays` for ``data``, from :data:`SAMPLE_CHUNKS` places spread
+    over its first axis, :data:`SAMPLE_BYTES` of each (whole fields of fewer),
+    compressed at ``compression.level`` on one thread and timed; the rate
+    that of :func:`compression_threads` threads."""
+    per_row = math.prod(data.shape[1:])
+    count = max(SAMPLE_BYTES // (data.dtype.itemsize * max(per_row, 1)), 1)
+    values = max(SAMPLE_BYTES // data.dtype.itemsize, 1)
+    picks = sorted({int(k) for k in np.linspace(0, data.shape[0] - 1,
+                                                min(SAMPLE_CHUNKS, data.shape[0]))})
+    parts = [np.ascontiguousarray(backend.to_host(data[k:k + count].reshape(-1)[:values]))
+             for k in picks]
+    raw = sum(part.nbytes for part in parts)
+    start = time.perf_counter()
+    packed = sum(len(zlib.compress(memoryview(part).cast("B"), compression.level))
+                 for part in parts)
+    seconds = max(time.perf_counter() - start, 1e-9)
+    return gzip_pays(raw / max(packed, 1), compression_threads() * raw / seconds)
