@@ -1,22 +1,17 @@
 """How a result's fields are stored: compressed or not, in what chunks.
 
-Chosen by measurement (``scripts/compression_study.py``; figures in
-``docs/performance_records.md``, "Writing the fields"): on the machines measured the
-disk takes a field of smooth values an order of magnitude or more faster
-than a single thread can gzip it, while a field of a few distinct values
-(the density of two phases) shrinks a hundredfold at gzip's fastest level,
-faster than the disk takes it uncompressed.  So
-
-* a pressure case, whose one write comes after the solve and before the
-  command ends, stores each field as it pays (``adaptive``): a sample of it
-  is compressed first, timed, and the field is stored with gzip where
-  :func:`gzip_pays` says that the sample's ratio and the pool's speed make
-  the write shorter than writing it uncompressed to a disk of
-  :data:`DISK_BYTES_PER_SECOND` (the density, on a machine of many cores),
-  else uncompressed (at the disk's speed);
-* a flow run, whose snapshots are written in a background thread while the
-  next steps go on, compresses them with gzip at level 1 (a third of the
-  bytes, written in the time of the steps between two snapshots).
+Chosen by measurement (``scripts/compression_study.py`` and the records in
+``docs/performance_records.md``, "Writing the fields"): gzip at its fastest
+level shrinks a field of smooth values (the level set, the pressure, the
+velocities) by 5-30 % at 30-90 MB/s a thread, while a field of a few
+distinct values (the density, the volume fraction) shrinks 30-200 times at
+300-800 MB/s.  So ``adaptive``, what ``output.compression: auto`` is for
+both a pressure case and a flow's snapshots, compresses a sample of each
+field first (:data:`SAMPLE_CHUNKS` places of :data:`SAMPLE_BYTES`) and
+stores the field with gzip where the sample shrank at least
+:data:`ADAPTIVE_MIN_RATIO` times, else uncompressed (at the disk's speed).
+The choice depends on the values only, so a run writes the same storage
+on every machine.
 
 A field is read to the host and written in blocks of whole rows of about
 :data:`BLOCK_BYTES` (:meth:`.compute.backend.Backend.host_blocks`: from a
@@ -28,8 +23,8 @@ order: the file is what HDF5's own deflate filter writes, and any HDF5
 reader reads it; the pool leaves one core to the steps that go on
 meanwhile (:func:`compression_threads`).
 
-``output.compression: auto`` (the default) is that choice by mode;
-``none`` or ``gzip`` (``output.compression_level`` 1-9) set it.  Gzip's
+``output.compression: auto`` (the default) is that choice; ``none`` or
+``gzip`` (``output.compression_level`` 1-9) set it.  Gzip's
 chunks are blocks of whole rows of about :data:`CHUNK_BYTES` (faster to
 write than h5py's automatic chunks, and a better ratio, as measured); byte
 shuffling is left out (it wrote slower for a small gain).  Only gzip is
@@ -39,7 +34,6 @@ Blosc would need.
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,29 +44,25 @@ from ..compute.backend import backend_of
 from ..compute.host_cores import spare_cores
 
 __all__ = ["Compression", "COMPRESSIONS", "AUTO_COMPRESSION", "CHUNK_BYTES", "BLOCK_BYTES",
-           "ADAPTIVE_MIN_RATIO", "SAMPLE_CHUNKS", "SAMPLE_BYTES", "DISK_BYTES_PER_SECOND",
-           "write_field", "gzip_pays", "compression_threads"]
+           "ADAPTIVE_MIN_RATIO", "SAMPLE_CHUNKS", "SAMPLE_BYTES", "write_field",
+           "compression_threads"]
 
 #: ``output.compression``'s values.
 COMPRESSIONS = ("auto", "none", "gzip")
 #: What ``auto`` is for each mode of case.
-AUTO_COMPRESSION = {"pressure": "adaptive", "flow": "gzip"}
+AUTO_COMPRESSION = {"pressure": "adaptive", "flow": "adaptive"}
 #: The bytes of one gzip chunk (whole rows along the first axis).
 CHUNK_BYTES = 1 << 20
 #: The bytes of a block a field is read to the host and written in (whole
 #: gzip chunks).
 BLOCK_BYTES = 32 << 20
-#: ``adaptive`` stores a field with gzip only where its sample shrank at
-#: least this many times.
+#: ``adaptive`` stores a field with gzip where its sample shrank at least
+#: this many times.
 ADAPTIVE_MIN_RATIO = 4.0
 #: Places of a field, spread over it, that ``adaptive`` compresses to choose,
 #: and the bytes it compresses at each.
 SAMPLE_CHUNKS = 8
 SAMPLE_BYTES = 64 << 10
-#: The disk speed ``adaptive`` weighs gzip against: about what the machines
-#: measured sync a large file at (docs/performance_records.md, "Writing the
-#: fields").
-DISK_BYTES_PER_SECOND = 1e9
 
 
 @dataclass(frozen=True)
@@ -121,13 +111,12 @@ def write_field(group, name, data, compression):
     :func:`compression_threads` threads, and written in order with
     ``write_direct_chunk``: the bytes HDF5's deflate filter would store, the
     last chunk filled out with zeros past the array's end (as a reader never
-    looks there).  ``adaptive`` is gzip where :func:`gzip_pays` says it
-    pays for the field's sample (:data:`SAMPLE_CHUNKS` places of
-    :data:`SAMPLE_BYTES`, compressed on one thread and timed), else
-    ``none``."""
+    looks there).  ``adaptive`` is gzip where the field's sample
+    (:data:`SAMPLE_CHUNKS` places of :data:`SAMPLE_BYTES`) shrinks at least
+    :data:`ADAPTIVE_MIN_RATIO` times, else ``none``."""
     backend = backend_of(data)
     if compression.method == "adaptive":
-        method = "gzip" if _sample_pays(data, compression, backend) else "none"
+        method = "gzip" if _sample_shrinks(data, compression, backend) else "none"
         compression = Compression(method, compression.level)
     options = compression.options(data.shape, data.dtype.itemsize)
     if data.ndim == 0 or data.size == 0:
@@ -163,26 +152,11 @@ def write_field(group, name, data, compression):
     return ds
 
 
-def gzip_pays(ratio, rate, disk=None):
-    """Does gzip pay for a field that it shrinks ``ratio`` times at ``rate``
-    bytes a second (the pool's threads together), written to a disk of
-    ``disk`` bytes a second (default :data:`DISK_BYTES_PER_SECOND`)?  Where the ratio is at least
-    :data:`ADAPTIVE_MIN_RATIO` and compressing then writing the rest takes
-    less time than writing the field as it is (per byte: ``1 / rate + 1 /
-    (ratio disk) < 1 / disk``).
-
-    >>> gzip_pays(176.0, 4.7e9), gzip_pays(176.0, 3e8), gzip_pays(2.9, 1e10)
-    (True, False, False)
-    """
-    disk = DISK_BYTES_PER_SECOND if disk is None else disk
-    return ratio >= ADAPTIVE_MIN_RATIO and 1.0 / rate + 1.0 / (ratio * disk) < 1.0 / disk
-
-
-def _sample_pays(data, compression, backend):
-    """:func:`gzip_pays` for ``data``, from :data:`SAMPLE_CHUNKS` places spread
-    over its first axis, :data:`SAMPLE_BYTES` of each (whole fields of fewer),
-    compressed at ``compression.level`` on one thread and timed; the rate
-    that of :func:`compression_threads` threads."""
+def _sample_shrinks(data, compression, backend):
+    """Does gzip at ``compression.level`` shrink ``data`` at least
+    :data:`ADAPTIVE_MIN_RATIO` times, judged from :data:`SAMPLE_CHUNKS`
+    places spread over its first axis, :data:`SAMPLE_BYTES` of each (the
+    whole of a smaller field)?"""
     per_row = math.prod(data.shape[1:])
     count = max(SAMPLE_BYTES // (data.dtype.itemsize * max(per_row, 1)), 1)
     values = max(SAMPLE_BYTES // data.dtype.itemsize, 1)
@@ -190,9 +164,6 @@ def _sample_pays(data, compression, backend):
                                                 min(SAMPLE_CHUNKS, data.shape[0]))})
     parts = [np.ascontiguousarray(backend.to_host(data[k:k + count].reshape(-1)[:values]))
              for k in picks]
-    raw = sum(part.nbytes for part in parts)
-    start = time.perf_counter()
     packed = sum(len(zlib.compress(memoryview(part).cast("B"), compression.level))
                  for part in parts)
-    seconds = max(time.perf_counter() - start, 1e-9)
-    return gzip_pays(raw / max(packed, 1), compression_threads() * raw / seconds)
+    return sum(part.nbytes for part in parts) >= ADAPTIVE_MIN_RATIO * packed
