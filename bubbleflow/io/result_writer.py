@@ -113,8 +113,11 @@ def write_snapshot(path, step, time, fields, compression=None):
         vel = np.zeros(fields["p"].shape + (3,))
         for a, name in enumerate(VELOCITY_COMPONENTS[:ndim]):
             f, k = np.asarray(fields[name]), ndim - 1 - a
-            vel[..., a] = 0.5 * (np.take(f, range(1, f.shape[k]), axis=k)
-                                 + np.take(f, range(f.shape[k] - 1), axis=k))
+            upper = tuple(slice(1, None) if d == k else slice(None) for d in range(ndim))
+            lower = tuple(slice(None, -1) if d == k else slice(None) for d in range(ndim))
+            component = vel[..., a]
+            np.add(f[upper], f[lower], out=component)
+            component *= 0.5
         write_field(fh, "velocity", vel, compression).attrs[UNITS_ATTR] = UNITS["velocity"]
 
 
