@@ -23,7 +23,6 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
-from ..io.compression import Compression
 from ..linalg import registry as _registry
 from .errors import show_value
 from .geometry_checks import has_gas
@@ -134,10 +133,9 @@ APPLIES_ONLY_WHEN = (
                 holds=lambda case: case.levelset.reinit_every > 0,
                 unless=lambda case: "levelset.reinit_every is 0 (never reinitialised)"),
     AppliesWhen((("output", "compression_level"),),
-                holds=lambda case: Compression.for_output(case.output, case.mode).method == "gzip",
-                unless=lambda case: f"output.compression {case.output.compression!r} stores "
-                                    f"the fields uncompressed for mode {case.mode!r}; only gzip "
-                                    "reads it"),
+                holds=lambda case: case.output.compression != "none",
+                unless=lambda case: "output.compression 'none' stores the fields "
+                                    "uncompressed; only gzip (set, or chosen by 'auto') reads it"),
     AppliesWhen((("momentum", "viscous_rtol"),),
                 holds=lambda case: viscosity_scheme(case) == "implicit",
                 unless=_viscosity_unless),

@@ -87,8 +87,8 @@ def write_pressure_result(path, *, case_yaml, version, backend, device, precisio
 def write_snapshot(path, step, time, fields, compression=None):
     """One flow snapshot file, atomically: ``fields`` maps
     :data:`.layout.FLOW_FIELDS` to host arrays, stored as ``compression``
-    says (a :class:`.compression.Compression`; default gzip level 1, a flow's
-    ``auto``).
+    says (a :class:`.compression.Compression`; default a flow's ``auto``:
+    gzip level 1 where a field shrinks enough).
 
     Other entries of ``fields`` (grid-shaped) are written beside them, the
     same way (with ``units`` when :data:`.result_units.UNITS` knows the

@@ -61,6 +61,8 @@ def settings(data, *overrides):
     (FLOW, ["boundaries.front=no_slip"], "boundaries.front", "the grid is 2-D"),
     (dict(PRESSURE, geometry={}), ["fluids.gas.density=2"], "fluids.gas.density",
      "the geometry puts no gas in the domain"),
+    (FLOW, ["output.compression=none", "output.compression_level=5"],
+     "output.compression_level", "output.compression 'none' stores the fields uncompressed"),
 ])
 def test_a_setting_that_changes_nothing_is_found_with_its_reason(data, overrides, key, why):
     found = settings(data, *overrides)
@@ -79,6 +81,9 @@ def test_a_setting_that_changes_nothing_is_found_with_its_reason(data, overrides
     (FLOW, ["physics.surface_tension=0.07", "fluids.gas.density=2"]),
     (PRESSURE, ["grid.nx=32", "solver.rtol=1e-6", "geometry.free_surface=0.9"]),
     (PRESSURE, ["solver.deflation.subdomains=null"]),          # a default restored
+    (PRESSURE, ["output.compression_level=5"]),      # auto: gzip where a field shrinks
+    (FLOW, ["output.compression_level=5"]),
+    (PRESSURE, ["output.compression=gzip", "output.compression_level=5"]),
 ])
 def test_settings_that_change_the_run_are_not_reported(data, overrides):
     assert settings(data, *overrides) == []
