@@ -115,12 +115,12 @@ def write_field(group, name, data, compression):
     (:data:`SAMPLE_CHUNKS` places of :data:`SAMPLE_BYTES`) shrinks at least
     :data:`ADAPTIVE_MIN_RATIO` times, else ``none``."""
     backend = backend_of(data)
+    if data.ndim == 0 or data.size == 0:
+        return group.create_dataset(name, data=backend.to_host(data))
     if compression.method == "adaptive":
         method = "gzip" if _sample_shrinks(data, compression, backend) else "none"
         compression = Compression(method, compression.level)
     options = compression.options(data.shape, data.dtype.itemsize)
-    if data.ndim == 0 or data.size == 0:
-        return group.create_dataset(name, data=backend.to_host(data))
     row_bytes = data.dtype.itemsize * math.prod(data.shape[1:])
     if not options:
         ds = group.create_dataset(name, shape=data.shape, dtype=data.dtype)

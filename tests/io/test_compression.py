@@ -89,6 +89,17 @@ def test_adaptive_compresses_a_field_whose_sample_shrinks_enough(tmp_path):
             assert np.array_equal(stored[name][()], data)
 
 
+@pytest.mark.parametrize("method", ["adaptive", "gzip", "none"])
+def test_a_scalar_or_an_empty_field_is_written_as_it_is(tmp_path, method):
+    from bubbleflow.io.compression import write_field
+
+    with h5py.File(tmp_path / "f.h5", "w") as fh:
+        scalar = write_field(fh, "scalar", np.float64(2.5), Compression(method, 1))
+        empty = write_field(fh, "empty", np.zeros((0, 4)), Compression(method, 1))
+        assert scalar[()] == 2.5 and scalar.shape == ()
+        assert empty.shape == (0, 4) and empty.compression is None
+
+
 def test_a_field_is_streamed_in_blocks_of_rows(tmp_path, monkeypatch):
     """Fields larger than a block go to the file block by block (the block
     made small here): gzip and uncompressed, 2-D and 3-D, the same values."""
