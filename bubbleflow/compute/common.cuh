@@ -19,6 +19,15 @@
         for (int k = r_ / (NY), j = r_ - k * (NY), i = blockIdx.x * blockDim.x + threadIdx.x; \
              i < (NX); i += gridDim.x * blockDim.x)
 
+// CALL(0), CALL(1) or CALL(2) by the run-time grid axis (0, 1, else 2): a
+// kernel whose body is a template on its axis, compiled once per axis.
+#define BF_BY_AXIS(AXIS, CALL)                                                            \
+    do {                                                                                  \
+        if ((AXIS) == 0) CALL(0);                                                         \
+        else if ((AXIS) == 1) CALL(1);                                                    \
+        else CALL(2);                                                                     \
+    } while (0)
+
 // (A x) at cell (j, i) for the flux form of the 5-point operator: the sum over
 // the cell's faces of c (x_p - x_q), with face couplings cx (ny, nx - 1)
 // between (j, i) and (j, i + 1) and cy (ny - 1, nx) between (j, i) and

@@ -164,8 +164,17 @@ extern "C" __global__ void bf_ls_reinit_setup(
 }
 #endif
 
+// The subcell fix of a cell next to the interface (flags fl, bit 0):
+// -(sign(phi0) |phi| - D) / hmin, sign(phi0) from bits 2 and 3.
+__device__ __forceinline__ T reinit_subcell_rate(const int fl, const T pc, const T d,
+                                                 const T hmin)
+{
+    const T sgn = (fl & 4) ? 1.0 : ((fl & 8) ? -1.0 : 0.0);
+    return -(sgn * fabs(pc) - d) / hmin;
+}
+
 // reinitialize: one RK stage of phi_tau = -S (|grad phi|_Godunov - 1), with
-// the subcell fix -(sign(phi0) |phi| - D) / hmin next to the interface.
+// the subcell fix (reinit_subcell_rate) next to the interface.
 #ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_reinit_stage(
     const T* __restrict__ base, const T* __restrict__ p, const T* __restrict__ coef,
@@ -179,8 +188,7 @@ extern "C" __global__ void bf_ls_reinit_stage(
         const T pc = p[c];
         T r;
         if (fl & 1) {
-            const T sgn = (fl & 4) ? 1.0 : ((fl & 8) ? -1.0 : 0.0);
-            r = -(sgn * fabs(pc) - coef[c]) / hmin;
+            r = reinit_subcell_rate(fl, pc, coef[c], hmin);
         } else {
             T e[6];
             differences(p + (long long)j * nx, 1, nx, i, inv_hx, e);

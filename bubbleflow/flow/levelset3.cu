@@ -99,8 +99,7 @@ extern "C" __global__ void bf_ls_reinit_stage3(
         const T pc = p[c];
         T r;
         if (fl & 1) {
-            const T sgn = (fl & 4) ? 1.0 : ((fl & 8) ? -1.0 : 0.0);
-            r = -(sgn * fabs(pc) - coef[c]) / hmin;
+            r = reinit_subcell_rate(fl, pc, coef[c], hmin);
         } else {
             // Per axis the Godunov term of phi0's side, summed x, y, z.
             const T* line[3] = {p + (c - i), p + (long long)k * plane + i, p + (long long)j * nx + i};

@@ -213,9 +213,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bf_mom3_explicit(
 #define BF_MOM3_EXPLICIT(A) mom3_explicit<A>(u, v, w, mu, H, rho_f, coef, out, nx, ny, nz, dt, \
     hx, hy, hz, inv_hx, inv_hy, inv_hz, s0, s1, s2, s3, s4, s5, gravity, forces, reduced,     \
     rho_g, rho_l)
-    if (axis == 0) BF_MOM3_EXPLICIT(0);
-    else if (axis == 1) BF_MOM3_EXPLICIT(1);
-    else BF_MOM3_EXPLICIT(2);
+    BF_BY_AXIS(axis, BF_MOM3_EXPLICIT);
 #undef BF_MOM3_EXPLICIT
 }
 
@@ -332,9 +330,7 @@ extern "C" __global__ void bf_mom3_advection(
 {
 #define BF_MOM3_ADVECTION(A) mom3_advection_faces<A>(u, v, w, mu, rho_f, adv, nx, ny, nz, hx, \
     hy, hz, inv_hx, inv_hy, inv_hz, s0, s1, s2, s3, s4, s5)
-    if (axis == 0) BF_MOM3_ADVECTION(0);
-    else if (axis == 1) BF_MOM3_ADVECTION(1);
-    else BF_MOM3_ADVECTION(2);
+    BF_BY_AXIS(axis, BF_MOM3_ADVECTION);
 #undef BF_MOM3_ADVECTION
 }
 
@@ -398,9 +394,7 @@ extern "C" __global__ void bf_mom3_implicit_rhs(
 {
 #define BF_MOM3_IMPLICIT_RHS(A) mom3_implicit_rhs<A>(u, v, w, mu, rho_f, adv, rhs, nx, ny, nz, \
     dt, hx, hy, hz)
-    if (axis == 0) BF_MOM3_IMPLICIT_RHS(0);
-    else if (axis == 1) BF_MOM3_IMPLICIT_RHS(1);
-    else BF_MOM3_IMPLICIT_RHS(2);
+    BF_BY_AXIS(axis, BF_MOM3_IMPLICIT_RHS);
 #undef BF_MOM3_IMPLICIT_RHS
 }
 

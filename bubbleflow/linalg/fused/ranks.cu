@@ -41,6 +41,33 @@ __device__ __forceinline__ bool last_block(unsigned* counter) {
     return last;
 }
 
+// The blocks' sums of r . r and r . y (acc) into part, then the last block
+// adds them in block order into scal[S_RR_LOCAL], scal[S_RY_LOCAL] (and
+// records ``bad`` as a breakdown).
+__device__ __forceinline__ void rr_ry_sums(T acc[2], T* shm, T* __restrict__ part,
+        unsigned* counter, T* scal, const int nparts, const bool bad)
+{
+    block_sum<2>(acc, shm);
+    if (threadIdx.x == 0) {
+        part[2 * blockIdx.x] = acc[0];
+        part[2 * blockIdx.x + 1] = acc[1];
+    }
+    if (last_block(counter)) {
+        T v[2] = {0.0, 0.0};
+        for (int b = threadIdx.x; b < nparts; b += blockDim.x) {
+            v[0] += part[2 * b];
+            v[1] += part[2 * b + 1];
+        }
+        block_sum<2>(v, shm);
+        if (threadIdx.x == 0) {
+            scal[S_RR_LOCAL] = v[0];
+            scal[S_RR_LOCAL + 1] = v[1];
+            if (bad) scal[S_BAD] = 1.0;
+            *counter = 0;
+        }
+    }
+}
+
 // w = A p on the local planes [a0, a1) and [b0, b1), and the block's sum of
 // p . w into part[part0 + block]; with ``finish`` the last block adds
 // part[0 .. nparts) into scal[S_PW_LOCAL] (the interior's launch ran first,
@@ -117,25 +144,7 @@ extern "C" __global__ void rk_update(T* __restrict__ x, const T* __restrict__ p,
         acc[0] += rc * rc;
         acc[1] += rc * yc;
     }
-    block_sum<2>(acc, shm);
-    if (threadIdx.x == 0) {
-        part[2 * blockIdx.x] = acc[0];
-        part[2 * blockIdx.x + 1] = acc[1];
-    }
-    if (last_block(counter)) {
-        T v[2] = {0.0, 0.0};
-        for (int b = threadIdx.x; b < nparts; b += blockDim.x) {
-            v[0] += part[2 * b];
-            v[1] += part[2 * b + 1];
-        }
-        block_sum<2>(v, shm);
-        if (threadIdx.x == 0) {
-            scal[S_RR_LOCAL] = v[0];
-            scal[S_RR_LOCAL + 1] = v[1];
-            if (bad) scal[S_BAD] = 1.0;
-            *counter = 0;
-        }
-    }
+    rr_ry_sums(acc, shm, part, counter, scal, nparts, bad);
 }
 
 // beta = r.y_new / r.y (0 once broken down), p = D^-1 r + beta p; the last
@@ -192,24 +201,7 @@ extern "C" __global__ void rk_start(const T* __restrict__ r, const T* __restrict
         acc[0] += rc * rc;
         acc[1] += rc * yc;
     }
-    block_sum<2>(acc, shm);
-    if (threadIdx.x == 0) {
-        part[2 * blockIdx.x] = acc[0];
-        part[2 * blockIdx.x + 1] = acc[1];
-    }
-    if (last_block(counter)) {
-        T v[2] = {0.0, 0.0};
-        for (int b = threadIdx.x; b < nparts; b += blockDim.x) {
-            v[0] += part[2 * b];
-            v[1] += part[2 * b + 1];
-        }
-        block_sum<2>(v, shm);
-        if (threadIdx.x == 0) {
-            scal[S_RR_LOCAL] = v[0];
-            scal[S_RR_LOCAL + 1] = v[1];
-            *counter = 0;
-        }
-    }
+    rr_ry_sums(acc, shm, part, counter, scal, nparts, false);
 }
 
 // (iteration, hist[iteration], breakdown flag): the host check's one transfer.
