@@ -39,7 +39,7 @@ from .plic_segments import cell_segments, face_segments, segment_fields
 from .vof_limits import CLIP_TOLERANCE, search_order, search_window
 
 __all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "SKIP_MIN_ENTRIES",
-           "search_batch"]
+           "search_batch", "nearest_of_pairs", "GROUPED_MAX_SHARE"]
 
 #: Entries (offset x band cell) the search handles per batch: larger
 #: batches mean fewer array operations and more memory per batch; smaller
@@ -53,6 +53,12 @@ SEARCH_BATCH = 1 << 22
 #: bound by its launches, keeps :data:`SEARCH_BATCH`.
 SEARCH_ENTRIES_PER_CELL = {"numpy": 16}
 
+
+#: The NumPy variant of :func:`nearest_of_pairs` takes a batch whose pairs
+#: are at most this share of it: below it the variant measured faster than
+#: filling the batch, above it slower (docs/performance_records.md, "The 3-D
+#: rebuild's search on the CPU").
+GROUPED_MAX_SHARE = 0.05
 
 #: Searches of at least this many entries (offset x layer) let each band
 #: cell skip the entries nearer than its nearest patch cell: the groups this
@@ -345,31 +351,71 @@ def _search(flat, pos, plan, start, spacing, xp):
     side = xp.zeros_like(best)
     active = xp.arange(pos.shape[0])
     batch = search_batch(xp, pos.shape[0])
+    held = flat[0] > 0.0                    # the patch cells, read a byte a pair
     while start < plan.count and active.shape[0] > 0:
         chunk = slice(start, min(start + max(1, batch // int(active.shape[0])), plan.count))
         shift = xp.asarray(plan.shifts[chunk], dtype=pos.dtype)
         index = shift[:, None] + pos[active][None, :]
         # Only the pairs whose cell holds a patch are measured (a few in a hundred).
-        pair = xp.nonzero(flat[0][index] > 0.0)
+        pair = xp.nonzero(held[index])
         entry = pair[0]
         f = flat[:, index[pair]]
         # The cell seen from the patch cell's centre, per grid axis.
         p = [xp.asarray(points[chunk], dtype=dtype)[entry] for points in plan.points]
         bounds = xp.asarray(plan.box2[chunk], dtype=dtype)[entry]
         measured, signs = _patch_distance(f, p, bounds, spacing, xp)
-        dist2 = xp.full(index.shape, float("inf"), dtype=dtype)
-        sd = xp.zeros(index.shape, dtype=dtype)
-        dist2[pair] = measured
-        sd[pair] = signs
-        j = xp.argmin(dist2, axis=0)[None, :]
-        bd = xp.take_along_axis(dist2, j, axis=0)[0]
+        bd, bs = nearest_of_pairs(pair, measured, signs, index.shape, xp)
         mine = best[active]
         nearer = bd < mine
         best[active] = xp.where(nearer, bd, mine)
-        side[active] = xp.where(nearer, xp.take_along_axis(sd, j, axis=0)[0], side[active])
+        side[active] = xp.where(nearer, bs, side[active])
         start = chunk.stop
         active = active[best[active] > later[start]]
     return best, side
+
+
+@twin
+def nearest_of_pairs(pair, measured, signs, shape, xp):
+    """Per column (cell) of a batch of ``shape`` = (entries, cells), the
+    smallest of the distances ``measured`` at the pairs ``pair`` (the
+    (entry, cell) index arrays of :func:`numpy.nonzero`) and its side, the
+    first entry on a tie: ``(distance, side)``, ``inf`` and 0 in a column
+    without a pair.  Array code: the batch filled, then its ``argmin``."""
+    dtype = measured.dtype
+    dist2 = xp.full(shape, float("inf"), dtype=dtype)
+    sd = xp.zeros(shape, dtype=dtype)
+    dist2[pair] = measured
+    sd[pair] = signs
+    j = xp.argmin(dist2, axis=0)[None, :]
+    return (xp.take_along_axis(dist2, j, axis=0)[0], xp.take_along_axis(sd, j, axis=0)[0])
+
+
+@nearest_of_pairs.register("numpy")
+def _nearest_of_pairs_grouped(pair, measured, signs, shape, xp):
+    """The pairs alone (a few in a hundred of the batch): grouped by cell
+    (a stable sort, so each group's entries stay in order), each group's
+    smallest distance, and its first pair at that distance; the same answer
+    without filling the batch.  A batch where the pairs are more than
+    :data:`GROUPED_MAX_SHARE` of it, or a NaN distance (which ``argmin``
+    would pick), is left to the array code."""
+    if measured.size > GROUPED_MAX_SHARE * shape[0] * shape[1] or \
+            bool(np.isnan(measured).any()):
+        return NotImplemented
+    dist = np.full(shape[1], np.inf, dtype=measured.dtype)
+    side = np.zeros(shape[1], dtype=measured.dtype)
+    if not measured.size:
+        return dist, side
+    cells = pair[1]
+    order = np.argsort(cells, kind="stable")
+    grouped, values = cells[order], measured[order]
+    starts = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1])))
+    counts = np.diff(np.append(starts, grouped.size))
+    hits = np.flatnonzero(values == np.repeat(np.minimum.reduceat(values, starts), counts))
+    group = np.repeat(np.arange(starts.size), counts)[hits]
+    first = order[hits[np.concatenate(([True], group[1:] != group[:-1]))]]
+    dist[cells[first]] = measured[first]
+    side[cells[first]] = signs[first]
+    return dist, side
 
 
 def _dilate(seed, band, xp):

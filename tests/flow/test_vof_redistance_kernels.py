@@ -309,3 +309,53 @@ def test_the_search_batch_follows_the_band_on_numpy_and_is_fixed_elsewhere():
     class Other:
         __name__ = "cupy"
     assert search_batch(Other, 2378) == SEARCH_BATCH
+
+
+@pytest.mark.parametrize("share", [None, 1.0])
+def test_the_nearest_pair_grouped_by_cell_is_the_filled_batchs_argmin(monkeypatch, share):
+    """The NumPy variant of nearest_of_pairs (the pairs grouped by cell)
+    against the array code (the batch filled, then argmin): the same
+    distances and sides, ties to the first entry, on batches with many ties,
+    columns without a pair, no pair at all, and a NaN (left to the array
+    code); with the variant's share as set and for every batch."""
+    from bubbleflow.flow import vof_redistance
+    from bubbleflow.flow.vof_redistance import nearest_of_pairs
+
+    if share is not None:
+        monkeypatch.setattr(vof_redistance, "GROUPED_MAX_SHARE", share)
+    rng = np.random.default_rng(11)
+    for entries, cells, pairs in ((16, 400, 120), (16, 2000, 300), (3, 50, 150), (40, 7, 200),
+                                  (5, 9, 0)):
+        flat = np.sort(rng.choice(entries * cells, pairs, replace=False))
+        pair = np.divmod(flat, cells)
+        measured = np.round(rng.uniform(0.0, 2.0, pairs), 1)          # ties
+        signs = rng.choice([-1.0, 0.0, 1.0], pairs)
+        if pairs:
+            measured[rng.integers(pairs)] = np.nan if entries == 40 else measured[0]
+        want = nearest_of_pairs.reference(pair, measured, signs, (entries, cells), np)
+        got = nearest_of_pairs(pair, measured, signs, (entries, cells), np)
+        for g, w in zip(got, want):
+            assert g.shape == (cells,)
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("name", ["circle", "two-circles", "noise"])
+def test_the_rebuild_is_the_same_with_the_pairs_grouped_or_the_batch_filled(monkeypatch,
+                                                                             name):
+    """The whole rebuild on NumPy with nearest_of_pairs' variant and with
+    its array code alone: the same bits, in 2-D and 3-D."""
+    from bubbleflow.flow import vof_redistance
+
+    phi, c, hx, hy = case(name)
+    n = 16
+    z = (np.arange(n) + 0.5) / n
+    Z, Y, X = np.meshgrid(z, z, z, indexing="ij")
+    phi3 = np.sqrt((X - 0.47) ** 2 + (Y - 0.52) ** 2 + (Z - 0.45) ** 2) - 0.27
+    c3 = volume_fraction(phi3, (1 / n,) * 3)
+    runs = []
+    for variants in (dict(vof_redistance.nearest_of_pairs.variants), {}):
+        monkeypatch.setattr(vof_redistance.nearest_of_pairs, "variants", variants)
+        runs.append((reference(phi, c, (hx, hy), band=CLSVOF_BAND),
+                     reference(phi3, c3, (1 / n,) * 3, band=CLSVOF_BAND)))
+    for a, b in zip(*runs):
+        assert np.array_equal(a.view(np.uint64), b.view(np.uint64))
