@@ -410,7 +410,7 @@ class OutputConfig(_Node):
         doc="how the fields are stored: `none`, `gzip` (stock HDF5 and ParaView read both), or "
             "`auto`: each field with gzip where a sample of it shrinks at least 4 times (the "
             "density's and the volume fraction's few values), else uncompressed (gzip gains "
-            "5-30 % on smooth fields, at a small part of the disk's speed)")
+            "little on smooth fields, at a small part of a disk's speed)")
     compression_level: int = checked_field(
         IntSpec(min=1, max=9, why="gzip's levels"), 1,
         doc="gzip's level, 1 (fastest) to 9 (smallest); chunks of whole rows of about 1 MiB")

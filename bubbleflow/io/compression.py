@@ -3,9 +3,9 @@
 Chosen by measurement (``scripts/compression_study.py`` and the records in
 ``docs/performance_records.md``, "Writing the fields"): gzip at its fastest
 level shrinks a field of smooth values (the level set, the pressure, the
-velocities) by 5-30 % at 30-90 MB/s a thread, while a field of a few
-distinct values (the density, the volume fraction) shrinks 30-200 times at
-300-800 MB/s.  So ``adaptive``, what ``output.compression: auto`` is for
+velocities) little, at a small part of a disk's speed a thread, while a
+field of a few distinct values (the density, the volume fraction) shrinks
+tens to hundreds of times, about as fast as a disk writes.  So ``adaptive``, what ``output.compression: auto`` is for
 both a pressure case and a flow's snapshots, compresses a sample of each
 field first (:data:`SAMPLE_CHUNKS` places of :data:`SAMPLE_BYTES`) and
 stores the field with gzip where the sample shrank at least
