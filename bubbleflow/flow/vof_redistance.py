@@ -307,21 +307,23 @@ def _nearest_patch(layers, where, spacing, window, xp):
     for l, fields in enumerate(layers):
         stack[(slice(None), l) + inner] = xp.stack(fields)
     flat = stack.reshape(len(layers[0]), -1)
+    held = stack[0] > 0.0                   # the patch cells of each layer
     pos = sum((i + r) * s for i, r, s in zip(where, window, strides))
     plan = _search_plan(tuple(window), tuple(spacing), padded, len(layers),
                         tuple(type(h) for h in spacing))
     if plan.count < SKIP_MIN_ENTRIES:
-        return _search(flat, pos, plan, 0, spacing, xp)
+        return _search(flat, held.ravel(), pos, plan, 0, spacing, xp)
     # A cell d cells (Chebyshev) from the nearest patch cell skips the
     # leading entries whose offsets are all shorter: they hold no patch.
     # The rest are visited as before, so the result is the same.
-    gap = _patch_gap(xp.any(stack[0] > 0.0, axis=0), len(plan.lead) - 1, xp).ravel()[pos]
+    gap = _patch_gap(xp.any(held, axis=0), len(plan.lead) - 1, xp).ravel()[pos]
     starts = xp.asarray(np.asarray(plan.lead, dtype=np.int64))[gap]
     best = xp.full(pos.shape, float("inf"), dtype=dtype)
     side = xp.zeros_like(best)
     for first in np.unique(backend_of(starts).to_host(starts)).tolist():
         cells = xp.nonzero(starts == first)[0]
-        best[cells], side[cells] = _search(flat, pos[cells], plan, first, spacing, xp)
+        best[cells], side[cells] = _search(flat, held.ravel(), pos[cells], plan, first, spacing,
+                                           xp)
     return best, side
 
 
@@ -341,17 +343,17 @@ def _patch_gap(patch, cap, xp):
     return gap
 
 
-def _search(flat, pos, plan, start, spacing, xp):
+def _search(flat, held, pos, plan, start, spacing, xp):
     """The nearest patch of the cells at ``pos`` (flat indices of the padded
-    stack ``flat``) over ``plan``'s entries from ``start`` on: ``(best
-    squared distance, side)``, in batches (:func:`_nearest_patch`)."""
+    stack ``flat``; ``held`` whether each of its cells holds a patch) over
+    ``plan``'s entries from ``start`` on: ``(best squared distance, side)``,
+    in batches (:func:`_nearest_patch`)."""
     dtype = flat.dtype
     later = plan.later
     best = xp.full(pos.shape, float("inf"), dtype=dtype)
     side = xp.zeros_like(best)
     active = xp.arange(pos.shape[0])
     batch = search_batch(xp, pos.shape[0])
-    held = flat[0] > 0.0                    # the patch cells, read a byte a pair
     while start < plan.count and active.shape[0] > 0:
         chunk = slice(start, min(start + max(1, batch // int(active.shape[0])), plan.count))
         shift = xp.asarray(plan.shifts[chunk], dtype=pos.dtype)

@@ -162,8 +162,8 @@ def _sample_shrinks(data, compression, backend):
     values = max(SAMPLE_BYTES // data.dtype.itemsize, 1)
     picks = sorted({int(k) for k in np.linspace(0, data.shape[0] - 1,
                                                 min(SAMPLE_CHUNKS, data.shape[0]))})
-    parts = [np.ascontiguousarray(backend.to_host(data[k:k + count].reshape(-1)[:values]))
-             for k in picks]
+    parts = [np.ascontiguousarray(part) for part in                 # (one wait for a GPU)
+             backend.to_host_many([data[k:k + count].reshape(-1)[:values] for k in picks])]
     packed = sum(len(zlib.compress(memoryview(part).cast("B"), compression.level))
                  for part in parts)
     return sum(part.nbytes for part in parts) >= ADAPTIVE_MIN_RATIO * packed
