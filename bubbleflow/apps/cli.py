@@ -84,9 +84,10 @@ def cmd_run(args):
     from ..case.resources import check_memory
     from ..compute.comm import communicator
 
-    check_memory(case, backend)
     comm = communicator("auto", backend)
-    if comm.size > 1:                        # started by mpiexec -n N
+    if comm.size == 1:
+        check_memory(case, backend)          # (the ranks each check their slab)
+    else:                                    # started by mpiexec -n N
         from .ranks import run_case_ranks
 
         if args.profile:

@@ -14,6 +14,7 @@ yet is refused in one line before any work.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 from ..io.compression import Compression
@@ -70,6 +71,11 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
         raise CaseError(case.source, key, f"got {value!r} with {comm.size} ranks", expected,
                         value=value)
     comm.use_device(backend)
+    refused = _memory_refusal(case, backend, comm)
+    if refused is not None:
+        if comm.rank != 0:
+            return 2
+        raise CaseError.from_runtime(case, "grid", *refused, value=list(case.grid.cells))
     out = None
     flow = case.mode == "flow"
     if comm.rank == 0:
@@ -133,6 +139,35 @@ def _check_restart(case, backend, restart):
 
     open_restart(case, restart, backend, flow_solver(case, backend))
     restart_tracker(restart)            # (a bad tracker state: the same one line, once)
+
+
+def slab_cells(case, rank, ranks):
+    """The cells rank ``rank`` of ``ranks`` holds: its slab of planes
+    widened by the planes its neighbours lend it (a pressure case's one
+    plane a side, a flow's widest window), within the grid."""
+    from ..flow.navier_stokes import thickest_window
+    from ..linalg.solver import slab_align
+    from ..mesh.grid import Grid
+    from ..mesh.ranks import rank_slab
+
+    grid = Grid.from_config(case.grid)
+    slab = rank_slab(grid.shape, rank, ranks, slab_align(case.solver, grid, ranks))
+    width = thickest_window(case) if case.mode == "flow" else 1
+    planes = min(slab.hi + width, grid.shape[0]) - max(slab.lo - width, 0)
+    return planes * math.prod(grid.shape[1:])
+
+
+def _memory_refusal(case, backend, comm):
+    """The ranks' memory check, agreed by every rank: each weighs the
+    cells it holds (:func:`slab_cells`) against its device's free memory,
+    shared with the ranks on that device.  ``(problem, expected)`` of the
+    first rank refused, or None."""
+    from ..case.resources import memory_refusal
+
+    _, refusal = memory_refusal(case, backend, cells=slab_cells(case, comm.rank, comm.size),
+                                sharing=comm.sharing(backend), ranks=comm.size)
+    verdicts = comm.comm.allgather(refusal)
+    return next((v for v in verdicts if v is not None), None)
 
 
 def slab_problem(case, backend, comm):

@@ -9,9 +9,21 @@ from __future__ import annotations
 
 from .yaml_reader import MAX_FILE_BYTES
 
-#: Most cells: the 5-point matrix is stored in CSR with int32 indices
-#: (operator.py, deflation.py), so its 5 * cells entries must stay below 2**31.
-MAX_CELLS = (2 ** 31 - 1) // 5
+#: Most cells: the GPU kernels index a grid with 32-bit offsets, so a grid's
+#: cells, a plane past its end and a launch's stride stay below 2**31.
+MAX_CELLS = 2 ** 31 - 2 ** 26
+
+
+def max_csr_cells(ndim):
+    """Most cells where a solve builds matrices over the grid in CSR with
+    int32 indices (a deflation space's ``A Z``, a peer's or baseline's
+    operator): up to ``2 ndim + 1`` entries a row, below 2**31 in all.
+
+    >>> max_csr_cells(2), max_csr_cells(3)
+    (429496729, 306783378)
+    """
+    return (2 ** 31 - 1) // (2 * ndim + 1)
+
 #: Largest density ratio (either way) between the fluids.  Measured on the
 #: bubbly column at 64 x 64 (dpcg, adef2, incomplete_poisson_scaled,
 #: levelset_subdomains, float64): the attainable true relative residual is

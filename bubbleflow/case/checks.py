@@ -10,7 +10,7 @@ import dataclasses
 import math
 
 from ..linalg import registry as _registry
-from .bounds import LENGTH, MAGNITUDE, MAX_CELLS, MAX_CIRCLES, MAX_CONTRAST
+from .bounds import LENGTH, MAGNITUDE, MAX_CELLS, MAX_CIRCLES, MAX_CONTRAST, max_csr_cells
 from .errors import show_number, show_value
 from .geometry_checks import check_geometry_2d, check_geometry_3d, has_gas
 from .schema import DEFAULT_DEFLATION, DEFAULT_PRECONDITIONER
@@ -52,7 +52,7 @@ def check_case(case, ctx):
         ctx.fail(path, f"got {value!r} with method {m!r}", _RULE_EXPECTED[what, rule], value=value)
     s = rep(s, preconditioner=rep(s.preconditioner, type=pc), deflation=rep(s.deflation, type=df))
 
-    _check_limits(case, ctx)
+    _check_limits(case, df, ctx)
     if g.nz is not None:
         # 3-D stores the operator's face couplings unless the case asks for
         # the seven diagonals (three arrays against seven, the same apply).
@@ -165,14 +165,20 @@ def _one_subdomain_form(d, ctx):
         return dataclasses.replace(d, subdomains=None)
     return d
 
-def _check_limits(case, ctx):
-    """Sizes and physical magnitudes the numerics can represent (see MAX_CELLS...)."""
+def _check_limits(case, deflation, ctx):
+    """Sizes and physical magnitudes the numerics can represent (see MAX_CELLS...);
+    ``deflation``: the deflation's type, resolved."""
     g, fl, ph, geo = case.grid, case.fluids, case.physics, case.geometry
     cells = math.prod(g.cells)
     if cells > MAX_CELLS:
         ctx.fail(("grid",), f"got {' x '.join(map(str, g.cells))} = {cells:.3g} cells",
-                 f"at most {MAX_CELLS} cells (the 5-point matrix has int32 CSR indices)",
+                 f"at most {MAX_CELLS} cells (the GPU kernels index a grid with 32-bit offsets)",
                  value=cells)
+    if deflation != "none" and cells > max_csr_cells(len(g.cells)):
+        ctx.fail(("grid",), f"got {' x '.join(map(str, g.cells))} = {cells:.3g} cells with "
+                 f"solver.deflation.type {deflation}",
+                 f"at most {max_csr_cells(len(g.cells))} cells with deflation (its CSR matrices "
+                 f"have int32 indices), or solver.deflation.type none", value=cells)
     lo, hi = LENGTH
     for key in ("lx", "ly", "lz"):
         v = getattr(g, key)

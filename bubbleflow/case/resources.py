@@ -3,8 +3,10 @@
 ``bubbleflow run`` calls :func:`check_memory` right after choosing the
 backend: a grid that cannot fit is refused in one line (exit 2) instead of a
 long ``_ArrayMemoryError`` traceback, or, for grids that do not fail at once,
-instead of swapping the machine to a halt.  Nothing here allocates arrays or
-imports the numerics.
+instead of swapping the machine to a halt.  Under ``mpiexec`` each rank
+weighs its own slab against its own device's free memory, shared with the
+ranks on that device (:func:`memory_refusal`).  Nothing here allocates
+arrays or imports the numerics.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import math
 
 from .config import CaseError
 
-__all__ = ["estimate_memory", "available_memory", "check_memory",
+__all__ = ["estimate_memory", "available_memory", "check_memory", "memory_refusal",
            "ARRAYS_PER_CELL", "SAFETY"]
 
 #: Grid-sized arrays alive at the peak, in units of one array of the case's
@@ -22,8 +24,9 @@ __all__ = ["estimate_memory", "available_memory", "check_memory",
 #: diagonals, preconditioner, Krylov vectors and their temporaries; in a flow
 #: also the velocities, level set, properties and the momentum and WENO
 #: temporaries).  The largest slope measured, rounded up (the slopes:
-#: docs/performance_records.md, "Figures behind code choices").
-ARRAYS_PER_CELL = {"pressure": 30, "flow": 60}
+#: docs/performance_records.md, "Figures behind code choices"); on a GPU the
+#: live peak of the CuPy pool, measured the same way, is below these.
+ARRAYS_PER_CELL = {"pressure": 32, "flow": 60}
 #: Fixed cost: interpreter-side buffers, the deflation bookkeeping, HDF5
 #: output chunks (above the measured intercept: docs/performance_records.md).
 FIXED_BYTES = 8 * 2 ** 20
@@ -48,12 +51,15 @@ def _coarse_vectors(case):
     return 2 * k if d.type == "levelset_subdomains" else k
 
 
-def estimate_memory(case):
+def estimate_memory(case, cells=None):
     """Bytes the solver needs on its device for ``case``, without allocating.
 
     Parameters
     ----------
     case : bubbleflow.case.config.Case
+    cells : int, optional
+        The cells one process holds (a rank's widened slab); None: the
+        whole grid.
 
     Returns
     -------
@@ -63,7 +69,7 @@ def estimate_memory(case):
         ``cells``, ``arrays_per_cell`` and ``itemsize`` (bytes per value).
     """
     g = case.grid
-    cells = math.prod(int(n) for n in g.cells)
+    cells = math.prod(int(n) for n in g.cells) if cells is None else int(cells)
     itemsize = 8                  # float64: the only precision a case can ask for
     per_cell = ARRAYS_PER_CELL.get(case.mode, ARRAYS_PER_CELL["flow"])
     grid_bytes = cells * per_cell * itemsize
@@ -113,21 +119,42 @@ def check_memory(case, backend, available=None):
     CaseError
         Key ``grid``: ``needs about X GiB on <device> but only Y GiB is free``.
     """
-    est = estimate_memory(case)
+    est, refusal = memory_refusal(case, backend, available)
+    if refusal is not None:
+        problem, expected = refusal
+        raise CaseError.from_runtime(case, "grid", problem, expected, value=list(case.grid.cells))
+    return est
+
+
+def memory_refusal(case, backend, available=None, cells=None, sharing=1, ranks=1):
+    """``(estimate, refusal)``: the :func:`estimate_memory` result with
+    ``available`` added, and None where it fits, else ``(problem,
+    expected)`` for the key ``grid``.
+
+    ``cells``: the cells this process holds (None: the whole grid); ``sharing``:
+    the processes whose memory is the same free memory (the ranks on one GPU,
+    or on one host with NumPy), each allowed its share; ``ranks``: the run's
+    ranks, for the message.
+    """
+    est = estimate_memory(case, cells)
     if available is None:
         available, device = available_memory(backend)
     else:
         device = backend.memory_place
     est["available"] = available
-    if available is not None and est["total"] > SAFETY * available:
-        g = case.grid
-        # Largest square-ish grid that would fit, for the message.
-        fit = max(0, (SAFETY * available - FIXED_BYTES)
-                  / (est["total"] - FIXED_BYTES) * est["cells"])
-        raise CaseError.from_runtime(
-            case, "grid",
-            f"{' x '.join(map(str, g.cells))} needs about {est['total'] / _GIB:.3g} GiB on {device} "
-            f"but only {available / _GIB:.3g} GiB is free",
-            f"a smaller grid (about {fit:.3g} cells or fewer here)",
-            value=list(g.cells))
-    return est
+    if available is None or est["total"] <= SAFETY * available / sharing:
+        return est, None
+    g = case.grid
+    dims = " x ".join(map(str, g.cells))
+    # The most cells that would fit here, for the message.
+    fit = max(0, (SAFETY * available / sharing - FIXED_BYTES)
+              / (est["total"] - FIXED_BYTES) * est["cells"])
+    if ranks == 1:
+        return est, (f"{dims} needs about {est['total'] / _GIB:.3g} GiB on {device} "
+                     f"but only {available / _GIB:.3g} GiB is free",
+                     f"a smaller grid (about {fit:.3g} cells or fewer here)")
+    share = f", shared by {sharing} ranks" if sharing > 1 else ""
+    return est, (f"{dims} on {ranks} ranks needs about {est['total'] / _GIB:.3g} GiB a rank "
+                 f"({est['cells']:.3g} cells of its slab) on {device} but only "
+                 f"{available / _GIB:.3g} GiB is free{share}",
+                 f"a smaller grid or more ranks (about {fit:.3g} cells a rank or fewer here)")

@@ -268,11 +268,28 @@ class MPIHost:
 
     def local_rank(self):
         """This rank's number among the ranks of its node."""
+        return self.node_ranks()[0]
+
+    def node_ranks(self):
+        """``(local_rank, local_size)``: this rank's number among the ranks
+        of its node, and their count (collective)."""
         node = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
         try:
-            return node.Get_rank()
+            return node.Get_rank(), node.Get_size()
         finally:
             node.Free()
+
+    def sharing(self, backend):
+        """How many ranks of this node share this rank's memory: those on
+        its GPU (:meth:`use_device` deals the node's ranks to its GPUs in
+        turn), or on a host backend every rank of the node (collective)."""
+        local, size = self.node_ranks()
+        if not on_device(backend):
+            return size
+        import cupy
+
+        gpus = cupy.cuda.runtime.getDeviceCount()
+        return len(range(local % gpus, size, gpus))
 
 
 class NCCLDevice(MPIHost):

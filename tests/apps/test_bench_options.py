@@ -6,7 +6,7 @@ import pytest
 from bubbleflow.apps import bench as bench_mod
 from bubbleflow.apps.bench import flow as flow_mod, options as options_mod, runner as runner_mod
 from bubbleflow.apps.cli import main
-from bubbleflow.case.config import MAX_CELLS
+from bubbleflow.case.bounds import max_csr_cells
 from helpers.bench import one_error_line
 
 
@@ -40,7 +40,7 @@ def _refused(args, capsys):
     (["--peer-maxiter", "0"], "--peer-maxiter: got '0'; expected an integer >= 1 and <= 10000000"),
     (["--check-every", "nan"], "--check-every: got 'nan'; expected an integer >= 1"),
     (["--peer-max-size", "99999"], "--peer-max-size: got '99999'; expected an integer >= 1 and "
-                                   "<= 20724 (n^2 cells at most MAX_CELLS"),
+                                   "<= 20724 (n^2 cells at most the int32 index limit"),
     (["--sizes", "16", "--cells-per-subdomain", "17"],
      "--cells-per-subdomain: got '17'; expected an integer >= 1 and <= 16 (the largest --sizes"),
     (["--seed", "-1"], "--seed: got '-1'; expected an integer >= 0"),
@@ -81,9 +81,11 @@ def test_a_copy_that_does_not_fit_in_memory_is_refused(monkeypatch, capsys):
     assert "8 GiB needed, 1 GiB free" in line
 
 
-def test_the_side_bound_is_the_cell_limit():
-    assert options_mod.max_side(2) ** 2 <= MAX_CELLS < (options_mod.max_side(2) + 1) ** 2
-    assert options_mod.max_side(3) ** 3 <= MAX_CELLS < (options_mod.max_side(3) + 1) ** 3
+def test_the_side_bound_is_the_csr_cell_limit():
+    for dim in (2, 3):
+        most = max_csr_cells(dim)
+        assert options_mod.max_side(dim) ** dim <= most < (options_mod.max_side(dim) + 1) ** dim
+    assert options_mod.max_side(3) == 674
 
 
 def test_good_values_pass(monkeypatch):

@@ -768,12 +768,26 @@ def test_magnitudes_float64_can_carry(key, value, expected):
     assert err.key == key and expected in str(err), str(err)
 
 
-def test_grid_too_many_cells_for_int32():
-    err = error_of(case_from_dict, {"grid": {"nx": 24000, "ny": 24000}})
-    assert err.key == "grid" and "got 24000 x 24000 = 5.76e+08 cells" in str(err)
-    assert "at most 429496729 cells" in str(err)
+def test_grid_too_many_cells_for_32_bit_offsets():
+    err = error_of(case_from_dict, {"grid": {"nx": 50000, "ny": 50000}})
+    assert err.key == "grid" and "got 50000 x 50000 = 2.5e+09 cells" in str(err)
+    assert "at most 2080374784 cells (the GPU kernels index a grid with 32-bit offsets)" in str(err)
     err = error_of(case_from_dict, {"grid": {"nx": 10 ** 30}})
     assert err.key == "grid"
+
+
+def test_grid_past_the_csr_bound_needs_no_deflation():
+    """Deflation's CSR matrices have int32 indices (2 ndim + 1 entries a row
+    at most); without deflation the grid's bound is the kernels' offsets."""
+    big2 = {"grid": {"nx": 24000, "ny": 24000}}
+    err = error_of(case_from_dict, {**big2, "solver": {"method": "dpcg"}})
+    assert err.key == "grid" and "with solver.deflation.type levelset_subdomains" in str(err)
+    assert "at most 429496729 cells with deflation" in str(err), str(err)
+    assert case_from_dict(big2).grid.cells == (24000, 24000)
+    big3 = {"mode": "pressure", "grid": {"nx": 1024, "ny": 1024, "nz": 1024}}
+    err = error_of(case_from_dict, {**big3, "solver": {"deflation": {"type": "subdomains"}}})
+    assert "at most 306783378 cells with deflation" in str(err), str(err)
+    assert case_from_dict(big3).solver.deflation.type == "none"
 
 
 def test_fixed_dt_against_the_limits():

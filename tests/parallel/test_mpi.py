@@ -256,6 +256,53 @@ def test_a_slab_thinner_than_the_ghost_layers_is_refused():
         SlabPadding(SingleProcess(), slab).linear(np.zeros((2, 5)), 3, 0)
 
 
+def test_a_rank_holds_its_slab_and_the_planes_lent_to_it():
+    """The memory a rank is weighed for: its slab of planes (on the
+    multigrid's aggregate edges) widened by a pressure case's one plane a
+    side, or by a flow's widest window, within the grid."""
+    from bubbleflow.apps.ranks import slab_cells
+    from bubbleflow.case.config import load_case
+    from bubbleflow.flow.navier_stokes import thickest_window
+
+    cases = HERE.parents[1] / "cases"
+    column = load_case(str(cases / "bubbly_column.yaml"), ["grid.nx=64", "grid.ny=64"])
+    assert [slab_cells(column, r, 2) for r in range(2)] == [33 * 64, 33 * 64]
+    edges = slab_edges(64, 3, 8)
+    assert [slab_cells(column, r, 3) for r in range(3)] == [
+        (min(b + 1, 64) - max(a - 1, 0)) * 64 for a, b in zip(edges, edges[1:])]
+    flow = load_case(str(cases / "two_phase.yaml"))
+    w = thickest_window(flow)
+    assert [slab_cells(flow, r, 2) for r in range(2)] == [(40 + w) * 40] * 2
+    assert slab_cells(flow, 0, 1) == 80 * 40
+
+
+def test_mpiexec_weighs_each_ranks_slab_and_refuses_once(tmp_path):
+    """Under mpiexec each rank weighs its slab against its share of its
+    device's free memory: a grid past the host's memory is refused before
+    any work, in one line, naming the ranks and the figure a rank."""
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    refused = _cli(2, ["-o", str(tmp_path / "big"), "--set", "grid.nx=40000",
+                       "--set", "grid.ny=40000"], tmp_path)
+    lines = said(refused.stderr)
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    # The first rank refused is rank 0, the larger slab (multigrid's aligned edges).
+    from bubbleflow.apps.ranks import slab_cells
+    from bubbleflow.case.config import load_case
+    from bubbleflow.case.resources import estimate_memory
+
+    case = load_case(str(HERE.parents[1] / "cases" / "bubbly_column.yaml"),
+                     ["grid.nx=40000", "grid.ny=40000"])
+    cells = slab_cells(case, 0, 2)
+    need = estimate_memory(case, cells)["total"] / 2 ** 30
+    assert 40000 ** 2 / 2 <= cells < 40000 ** 2
+    assert (f"grid: 40000 x 40000 on 2 ranks needs about {need:.3g} GiB a rank "
+            f"({cells:.3g} cells of its slab) on the host but only ") in lines[0], lines[0]
+    assert "GiB is free, shared by 2 ranks; expected a smaller grid or more ranks" in lines[0]
+    assert not (tmp_path / "big").exists()
+
+
 def _cli(ranks, args, tmp_path, backend="numpy", case=None):
     env = child_env()
     case = case or str(HERE.parents[1] / "cases" / "bubbly_column.yaml")

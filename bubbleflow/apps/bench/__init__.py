@@ -234,7 +234,7 @@ def _ranks_sizes(flag, tokens, least, dim):
         if not str(token).isdigit() or not least <= int(token) <= most:
             raise CaseError(PROG, flag, f"got {token!r}",
                             f"an integer >= {least} (4 planes a rank) and <= {most} "
-                            f"(n^{dim} cells at most MAX_CELLS, the int32 index limit)")
+                            f"(n^{dim} cells at most the int32 index limit of the CSR matrices)")
         sizes.append(int(token))
     return sizes
 

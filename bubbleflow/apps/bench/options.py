@@ -6,7 +6,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from ...case.config import MAX_CELLS, CaseError, option_value
+from ...case.bounds import max_csr_cells
+from ...case.config import CaseError, option_value
 from ...linalg.registry import DEFLATIONS, PRECONDITIONERS
 
 __all__ = ["PROG", "DEFAULT_CONFIGS", "DEFAULT_CONFIGS_3D", "PEERS", "DEFAULT_MAXITER_PER_N",
@@ -52,10 +53,10 @@ DEFAULT_MAXITER_PER_N = 30
 
 
 #: Options that are a number of cells per side: at most :func:`max_side`
-#: (the peers' CSR matrices and the 5-point operator index their entries
-#: with int32, as case files do: ``MAX_CELLS``).
+#: (the peers' CSR matrices and the deflation spaces index their entries
+#: with int32, as case files with deflation do).
 SIDE_OPTIONS = ("--sizes", "--peer-max-size", "--configs", "--weak-sizes")
-_SIDE_WHY = "n^{dim} cells at most MAX_CELLS, the int32 index limit of the CSR matrices"
+_SIDE_WHY = "n^{dim} cells at most the int32 index limit of the CSR matrices"
 #: Bounds of the size and count options: option -> (least, most, why the most).
 LIMITS = {
     "--sizes": (16, None, _SIDE_WHY),
@@ -218,9 +219,11 @@ def count_option(option, text, dim=2):
 
 def max_side(dim):
     """The most cells per side of a ``dim``-dimensional column: ``n^dim`` at
-    most :data:`~bubbleflow.case.config.MAX_CELLS`."""
-    n = int(round(MAX_CELLS ** (1.0 / dim)))
-    while n ** dim > MAX_CELLS:
+    most :func:`~bubbleflow.case.bounds.max_csr_cells` (the bench builds
+    CSR matrices: the peers' and the deflation spaces')."""
+    most = max_csr_cells(dim)
+    n = int(round(most ** (1.0 / dim)))
+    while n ** dim > most:
         n -= 1
     return n
 
