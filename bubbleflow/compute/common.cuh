@@ -140,6 +140,28 @@ __device__ __forceinline__ void bf_cell3(long long p, int nx, long long plane, i
     *i = (int)(r - (long long)*j * nx);
 }
 
+// The cell (k, j, i) of a grid-stride loop over cells in rows of nx and planes
+// of nx * ny, from its first index p and its stride: next() adds the stride's
+// own (k, j, i) with carries, so a cell costs no 64-bit division (bf_cell3).
+struct BfCellWalk {
+    int k, j, i, dk, dj, di, nx, ny;
+    __device__ __forceinline__ BfCellWalk(long long p, long long stride, int nx_, int ny_)
+        : nx(nx_), ny(ny_)
+    {
+        const long long plane = (long long)nx * ny;
+        bf_cell3(p, nx, plane, &k, &j, &i);
+        bf_cell3(stride, nx, plane, &dk, &dj, &di);
+    }
+    __device__ __forceinline__ void next()
+    {
+        i += di;
+        if (i >= nx) { i -= nx; ++j; }
+        j += dj;
+        if (j >= ny) { j -= ny; ++k; }
+        k += dk;
+    }
+};
+
 #ifndef BF_PI
 #define BF_PI 3.141592653589793
 #endif

@@ -252,20 +252,28 @@ extern "C" __global__ void bf_ls_diagnostics3_partial(
     T acc[BF_NQ] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     const long long plane = (long long)nx * ny;
     const long long n = plane * nz;
-    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n;
-         c += (long long)gridDim.x * blockDim.x) {
-        int k, j, i;
-        bf_cell3(c, nx, plane, &k, &j, &i);
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    BfCellWalk at(first, stride, nx, ny);
+    for (long long c = first; c < n; c += stride, at.next()) {
+        const int k = at.k, j = at.j, i = at.i;
         const T q = phi[c];
         const T g = (4.0 * gas_weight(q, eps) - gas_weight(q, eps2)) / 3.0;
-        const T dx = linear_central(phi, c, 1, i, nx, 2.0 * hx);
-        const T dy = linear_central(phi, c, nx, j, ny, 2.0 * hy);
-        const T dz = linear_central(phi, c, plane, k, nz, 2.0 * hz);
-        const T grad2 = dx * dx + dy * dy + dz * dz;
         const T t = q / eps;
-        const T delta = fabs(t) < 1.0 ? 0.5 / eps * (1.0 + cos(BF_PI * t)) : 0.0;
+        // The contour's term is zero outside the smoothed delta's band: its
+        // gradient (six neighbours' loads) is read only inside.  A cell not
+        // finite makes the sum NaN, as the product with its neighbours' would.
+        if (fabs(t) < 1.0) {
+            const T dx = linear_central(phi, c, 1, i, nx, 2.0 * hx);
+            const T dy = linear_central(phi, c, nx, j, ny, 2.0 * hy);
+            const T dz = linear_central(phi, c, plane, k, nz, 2.0 * hz);
+            const T grad2 = dx * dx + dy * dy + dz * dz;
+            const T delta = 0.5 / eps * (1.0 + cos(BF_PI * t));
+            acc[1] += delta * sqrt(grad2);
+        } else if (!isfinite(q)) {
+            acc[1] += q - q;
+        }
         acc[0] += g;
-        acc[1] += delta * sqrt(grad2);
         acc[2] += g * (((T)i + 0.5) * hx);
         acc[3] += g * (((T)j + 0.5) * hy);
         acc[4] += g * (((T)k + 0.5) * hz);

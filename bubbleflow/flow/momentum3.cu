@@ -260,13 +260,14 @@ extern "C" __global__ void bf_mom3_divergence(
 }
 
 // The correction of component `axis`: us - dt / rho_f dp/dx_a on its interior
-// faces, the wall faces copied.
-extern "C" __global__ void bf_mom3_correct(
+// faces, the wall faces copied.  (A template on the axis: with the axis known
+// at compile time the index arrays stay in registers, not on the stack.)
+template <int axis>
+__device__ __forceinline__ void mom3_correct(
     const T* __restrict__ us, const T* __restrict__ p, const T* __restrict__ rho_f,
-    T* __restrict__ out, const int nx, const int ny, const int nz, const int axis, const T dt,
-    const T h)
+    T* __restrict__ out, const int nx, const int ny, const int nz, const T dt, const T h)
 {
-    const int ka = 2 - axis;
+    constexpr int ka = 2 - axis;
     const int nc[3] = {nz, ny, nx};
     int na[3] = {nz, ny, nx};
     na[ka] += 1;
@@ -285,6 +286,16 @@ extern "C" __global__ void bf_mom3_correct(
         out[f] = us[f] - dt / get3(rho_f, ni, inner)
                          * (get3_at(p, nc, at, ka, fa) - get3_at(p, nc, at, ka, fa - 1)) / h;
     }
+}
+
+extern "C" __global__ void bf_mom3_correct(
+    const T* __restrict__ us, const T* __restrict__ p, const T* __restrict__ rho_f,
+    T* __restrict__ out, const int nx, const int ny, const int nz, const int axis, const T dt,
+    const T h)
+{
+#define BF_MOM3_CORRECT(A) mom3_correct<A>(us, p, rho_f, out, nx, ny, nz, dt, h)
+    BF_BY_AXIS(axis, BF_MOM3_CORRECT);
+#undef BF_MOM3_CORRECT
 }
 
 // ------------------------------------------------------------- implicit path

@@ -126,10 +126,11 @@ extern "C" __global__ void bf_visc3_scalars_partial(
     const long long plane = (long long)n1 * n2, n = plane * n0;
     T v[2] = {0.0, 0.0};
     T mx[3] = {BF_NEG_INF, BF_NEG_INF, BF_NEG_INF};
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
-         p += (long long)gridDim.x * blockDim.x) {
-        int k, j, i;
-        bf_cell3(p, n2, plane, &k, &j, &i);
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    BfCellWalk at(first, stride, n2, n1);
+    for (long long p = first; p < n; p += stride, at.next()) {
+        const int k = at.k, j = at.j, i = at.i;
         const T b = rhs[p];
         const T res = b - visc3_apply(rho, cx, cy, cz, x, p, k, j, i, n0, n1, n2, sx0, sx1, sy0,
                                       sy1, sz0, sz1);

@@ -21,10 +21,11 @@ extern "C" __global__ void bf_vof_gas_partial(
     const long long plane = (long long)nx * ny;
     const long long n = plane * nz;
     const long long up = three_d ? plane : (long long)nx;     // the face above a cell
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
-         p += (long long)gridDim.x * blockDim.x) {
-        int k, j, i;
-        bf_cell3(p, nx, plane, &k, &j, &i);
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    BfCellWalk at(first, stride, nx, ny);
+    for (long long p = first; p < n; p += stride, at.next()) {
+        const int k = at.k, j = at.j, i = at.i;
         const T q = c[p];
         acc[0] += q;
         acc[1] += q * (((T)i + 0.5) * hx);
