@@ -184,6 +184,31 @@ def test_bubble_sums_3d_kernel(grid, kind, cp):
         assert q[key] == pytest.approx(ref[key], rel=1e-11, nan_ok=True), key
 
 
+def test_bubble_sums_3d_past_one_stride_and_not_finite(cp):
+    """A grid of more cells than the first pass's threads (each thread walks
+    several cells, its (k, j, i) carried from cell to cell) gives the
+    reference's sums; a cell not finite, far from the contour, makes NaN
+    the sums the reference's are NaN in (the contour's, where the
+    neighbours' gradient reads it; with NaN also the gas's)."""
+    grid = (62, 66, 70, 1 / 62, 1 / 66, 1 / 70)
+    phi, vel = fields(grid, "sphere")
+    spacing = grid[3:]
+    eps = 1.5 * max(spacing)
+    d_vel = tuple(cp.asarray(q) for q in vel)
+    got = variant(bubble_sums)(cp.asarray(phi), d_vel, spacing, eps)
+    assert phi.size > 1024 * 256
+    check_sums("bubble_sums 62x66x70", got, phi, vel, spacing, eps)
+    far = np.unravel_index(np.argmax(phi), phi.shape)
+    assert phi[far] > 3 * eps
+    for bad in (np.nan, np.inf, -np.inf):
+        broken = phi.copy()
+        broken[far] = bad
+        sums = variant(bubble_sums)(cp.asarray(broken), d_vel, spacing, eps).get()
+        ref = bubble_sums.reference(broken, vel, spacing, eps)
+        np.testing.assert_array_equal(np.isnan(sums), np.isnan(ref), err_msg=str(bad))
+        assert np.isnan(ref[1])
+
+
 def test_bubble_sums_3d_without_gas_and_fallbacks(cp):
     """All liquid gives NaN quotients as the reference does; another measure,
     a slab's padding, float32 and an axis of one cell run the reference."""

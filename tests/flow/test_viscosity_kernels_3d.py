@@ -140,6 +140,23 @@ def test_sweep_and_scalars_kernels_match_the_array_code(cp, cupy_backend, grid):
         assert _same(sc[2:], sc_ref[2:], "extremes")
 
 
+def test_residual_scalars_past_one_stride(cp, cupy_backend):
+    """A grid of more cells than the first pass's threads (1,024 blocks of
+    256: each thread walks several cells, its (k, j, i) carried from cell to
+    cell): the residual the array code's bits, its scalars within 1e-12."""
+    rng = np.random.default_rng(9)
+    grid = ((70, 66, 62), (1 / 62, 1 / 66, 1 / 70))
+    S = _systems(cp, grid, SIGNS["mixed"], rng, stiff=True)[2]
+    assert S.shape[0] > 1024 * 256
+    rhs, x = (cp.asarray(rng.standard_normal(S.shape[0])) for _ in range(2))
+    r_ref, sc_ref = residual_scalars.reference(S, rhs, x)
+    r, sc = variant(residual_scalars)(S, rhs, x)
+    assert _same(r, r_ref, "residual")
+    h = cupy_backend.to_host
+    np.testing.assert_allclose(h(sc)[:2], h(sc_ref)[:2], rtol=1e-12, atol=0)
+    assert _same(sc[2:], sc_ref[2:], "extremes")
+
+
 @pytest.mark.parametrize("walls", ["no-slip", "mixed"])
 @pytest.mark.parametrize("grid", GRIDS[1:], ids=grid_id)
 def test_solves_through_the_kernels_are_numpys(cp, cupy_backend, monkeypatch, grid, walls):
