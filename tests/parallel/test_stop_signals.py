@@ -358,10 +358,13 @@ def test_sigterm_while_a_rank_waits_in_the_agreement_stops_at_the_next_step(
 
 def test_sigterm_to_mpiexec_stops_every_rank_with_exit_143(ranks_available, tmp_path,
                                                          uninterrupted):
-    """The launcher passes SIGTERM on to every rank; it ends with their code."""
-    proc = _start(tmp_path)
+    """The launcher passes SIGTERM on to every rank; it ends with their code.
+    (Rank 0 is held before its poll of the middle step, so that a busy
+    machine cannot finish the run before the signal arrives.)"""
+    half = uninterrupted["steps"] // 2
+    proc = _start(tmp_path, hold=(half, 3.0))
     _wait_entered(proc, tmp_path, 0, "SIGTERM to mpiexec")
-    _wait_polls(proc, tmp_path, 0, uninterrupted["steps"] // 2, "SIGTERM to mpiexec")
+    _wait_polls(proc, tmp_path, 0, half - 1, "SIGTERM to mpiexec")
     proc.send_signal(signal.SIGTERM)
     code, err = _finish(proc, "SIGTERM to mpiexec")
     status, last, _, snaps, _, _ = _index(tmp_path)
