@@ -358,8 +358,10 @@ def _search(flat, held, pos, plan, start, spacing, xp):
         chunk = slice(start, min(start + max(1, batch // int(active.shape[0])), plan.count))
         shift = xp.asarray(plan.shifts[chunk], dtype=pos.dtype)
         index = shift[:, None] + pos[active][None, :]
-        # Only the pairs whose cell holds a patch are measured (a few in a hundred).
-        pair = xp.nonzero(held[index])
+        # Only the pairs whose cell holds a patch are measured (a few in a
+        # hundred): found as flat indices of the batch, one scan (nonzero's
+        # order, row by row), then split into (entry, cell).
+        pair = xp.divmod(xp.flatnonzero(xp.take(held, index)), index.shape[1])
         entry = pair[0]
         f = flat[:, index[pair]]
         # The cell seen from the patch cell's centre, per grid axis.
@@ -394,10 +396,11 @@ def nearest_of_pairs(pair, measured, signs, shape, xp):
 
 @nearest_of_pairs.register("numpy")
 def _nearest_of_pairs_grouped(pair, measured, signs, shape, xp):
-    """The pairs alone (a few in a hundred of the batch): grouped by cell
-    (a stable sort, so each group's entries stay in order), each group's
-    smallest distance, and its first pair at that distance; the same answer
-    without filling the batch.  A batch where the pairs are more than
+    """The pairs alone (a few in a hundred of the batch): each cell's
+    smallest distance (``minimum.at``), then the first of its pairs at that
+    distance (the pairs come row by row, so the first is the least entry:
+    ``minimum.at`` of the pairs' positions); the same answer without filling
+    the batch.  A batch where the pairs are more than
     :data:`GROUPED_MAX_SHARE` of it, or a NaN distance (which ``argmin``
     would pick), is left to the array code."""
     if measured.size > GROUPED_MAX_SHARE * shape[0] * shape[1] or \
@@ -408,15 +411,12 @@ def _nearest_of_pairs_grouped(pair, measured, signs, shape, xp):
     if not measured.size:
         return dist, side
     cells = pair[1]
-    order = np.argsort(cells, kind="stable")
-    grouped, values = cells[order], measured[order]
-    starts = np.flatnonzero(np.concatenate(([True], grouped[1:] != grouped[:-1])))
-    counts = np.diff(np.append(starts, grouped.size))
-    hits = np.flatnonzero(values == np.repeat(np.minimum.reduceat(values, starts), counts))
-    group = np.repeat(np.arange(starts.size), counts)[hits]
-    first = order[hits[np.concatenate(([True], group[1:] != group[:-1]))]]
-    dist[cells[first]] = measured[first]
-    side[cells[first]] = signs[first]
+    np.minimum.at(dist, cells, measured)
+    hits = np.flatnonzero(measured == dist[cells])
+    first = np.full(shape[1], measured.size, dtype=np.intp)
+    np.minimum.at(first, cells[hits], hits)
+    found = first < measured.size
+    side[found] = signs[first[found]]
     return dist, side
 
 
