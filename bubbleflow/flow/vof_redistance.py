@@ -39,7 +39,7 @@ from .plic_segments import cell_segments, face_segments, segment_fields
 from .vof_limits import CLIP_TOLERANCE, search_order, search_window
 
 __all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "SKIP_MIN_ENTRIES",
-           "search_batch", "nearest_of_pairs", "GROUPED_MAX_SHARE"]
+           "search_batch", "nearest_of_pairs"]
 
 #: Entries (offset x band cell) the search handles per batch: larger
 #: batches mean fewer array operations and more memory per batch; smaller
@@ -54,11 +54,6 @@ SEARCH_BATCH = 1 << 22
 SEARCH_ENTRIES_PER_CELL = {"numpy": 16}
 
 
-#: The NumPy variant of :func:`nearest_of_pairs` takes a batch whose pairs
-#: are at most this share of it: below it the variant measured faster than
-#: filling the batch, above it slower (docs/performance_records.md, "The 3-D
-#: rebuild's search on the CPU").
-GROUPED_MAX_SHARE = 0.05
 
 #: Searches of at least this many entries (offset x layer) let each band
 #: cell skip the entries nearer than its nearest patch cell: the groups this
@@ -400,11 +395,10 @@ def _nearest_of_pairs_grouped(pair, measured, signs, shape, xp):
     smallest distance (``minimum.at``), then the first of its pairs at that
     distance (the pairs come row by row, so the first is the least entry:
     ``minimum.at`` of the pairs' positions); the same answer without filling
-    the batch.  A batch where the pairs are more than
-    :data:`GROUPED_MAX_SHARE` of it, or a NaN distance (which ``argmin``
-    would pick), is left to the array code."""
-    if measured.size > GROUPED_MAX_SHARE * shape[0] * shape[1] or \
-            bool(np.isnan(measured).any()):
+    the batch, and faster at any share of it (docs/performance_records.md,
+    "The 3-D rebuild's search on the CPU").  A NaN distance (which
+    ``argmin`` would pick) is left to the array code."""
+    if bool(np.isnan(measured).any()):
         return NotImplemented
     dist = np.full(shape[1], np.inf, dtype=measured.dtype)
     side = np.zeros(shape[1], dtype=measured.dtype)

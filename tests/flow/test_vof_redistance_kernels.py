@@ -311,21 +311,17 @@ def test_the_search_batch_follows_the_band_on_numpy_and_is_fixed_elsewhere():
     assert search_batch(Other, 2378) == SEARCH_BATCH
 
 
-@pytest.mark.parametrize("share", [None, 1.0])
-def test_the_nearest_pair_grouped_by_cell_is_the_filled_batchs_argmin(monkeypatch, share):
+def test_the_nearest_pair_grouped_by_cell_is_the_filled_batchs_argmin():
     """The NumPy variant of nearest_of_pairs (the pairs grouped by cell)
     against the array code (the batch filled, then argmin): the same
     distances and sides, ties to the first entry, on batches with many ties,
-    columns without a pair, no pair at all, and a NaN (left to the array
-    code); with the variant's share as set and for every batch."""
-    from bubbleflow.flow import vof_redistance
+    columns without a pair, no pair at all, every pair, and a NaN (left to
+    the array code)."""
     from bubbleflow.flow.vof_redistance import nearest_of_pairs
 
-    if share is not None:
-        monkeypatch.setattr(vof_redistance, "GROUPED_MAX_SHARE", share)
     rng = np.random.default_rng(11)
     for entries, cells, pairs in ((16, 400, 120), (16, 2000, 300), (3, 50, 150), (40, 7, 200),
-                                  (5, 9, 0)):
+                                  (5, 9, 0), (4, 6, 24)):
         flat = np.sort(rng.choice(entries * cells, pairs, replace=False))
         pair = np.divmod(flat, cells)
         measured = np.round(rng.uniform(0.0, 2.0, pairs), 1)          # ties
