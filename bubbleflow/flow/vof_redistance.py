@@ -47,11 +47,12 @@ __all__ = ["redistance", "SEARCH_BATCH", "SEARCH_ENTRIES_PER_CELL", "SKIP_MIN_EN
 #: first offsets, drop out before the far offsets are measured.
 SEARCH_BATCH = 1 << 22
 #: By array module where it measured faster: the first batch's entries per
-#: band cell (the batch then grows as cells drop out).  On NumPy 16 was the
-#: fastest or within 5 % of it from 1154 to 110877 band cells, 2-D and 3-D
-#: (2-core CPU, the same distances: docs/performance.md); CuPy's array code,
-#: bound by its launches, keeps :data:`SEARCH_BATCH`.
-SEARCH_ENTRIES_PER_CELL = {"numpy": 16}
+#: band cell (the batch then grows as cells drop out).  On NumPy 32: with
+#: the pairs' nearest taken by ``minimum.at`` it measured the fastest or
+#: close to it in 2-D and 3-D (the same distances:
+#: docs/performance_records.md, "The 3-D rebuild's search on the CPU");
+#: CuPy's array code, bound by its launches, keeps :data:`SEARCH_BATCH`.
+SEARCH_ENTRIES_PER_CELL = {"numpy": 32}
 
 
 
