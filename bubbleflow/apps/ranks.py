@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
+
 from ..io.compression import Compression
 from ..linalg.registry import DEFLATIONS, PRECONDITIONERS, on_slabs
 
@@ -166,8 +168,10 @@ def _memory_refusal(case, backend, comm):
 
     _, refusal = memory_refusal(case, backend, cells=slab_cells(case, comm.rank, comm.size),
                                 sharing=comm.sharing(backend), ranks=comm.size)
-    verdicts = comm.comm.allgather(refusal)
-    return next((v for v in verdicts if v is not None), None)
+    refused = [bool(flag[0]) for flag in comm.allgather(np.array([refusal is not None]))]
+    if not any(refused):
+        return None
+    return comm.broadcast(refusal, root=refused.index(True))
 
 
 def slab_problem(case, backend, comm):

@@ -55,7 +55,6 @@ SEARCH_BATCH = 1 << 22
 SEARCH_ENTRIES_PER_CELL = {"numpy": 32}
 
 
-
 #: Searches of at least this many entries (offset x layer) let each band
 #: cell skip the entries nearer than its nearest patch cell: the groups this
 #: makes cost batches of their own, which the flow's 2-D windows (289
@@ -308,7 +307,7 @@ def _nearest_patch(layers, where, spacing, window, xp):
     plan = _search_plan(tuple(window), tuple(spacing), padded, len(layers),
                         tuple(type(h) for h in spacing))
     if plan.count < SKIP_MIN_ENTRIES:
-        return _search(flat, held.ravel(), pos, plan, 0, spacing, xp)
+        return _search(flat, held.reshape(-1), pos, plan, 0, spacing, xp)
     # A cell d cells (Chebyshev) from the nearest patch cell skips the
     # leading entries whose offsets are all shorter: they hold no patch.
     # The rest are visited as before, so the result is the same.
@@ -316,10 +315,10 @@ def _nearest_patch(layers, where, spacing, window, xp):
     starts = xp.asarray(np.asarray(plan.lead, dtype=np.int64))[gap]
     best = xp.full(pos.shape, float("inf"), dtype=dtype)
     side = xp.zeros_like(best)
+    held_flat = held.reshape(-1)
     for first in np.unique(backend_of(starts).to_host(starts)).tolist():
         cells = xp.nonzero(starts == first)[0]
-        best[cells], side[cells] = _search(flat, held.ravel(), pos[cells], plan, first, spacing,
-                                           xp)
+        best[cells], side[cells] = _search(flat, held_flat, pos[cells], plan, first, spacing, xp)
     return best, side
 
 

@@ -15,6 +15,7 @@ import os
 import h5py
 import numpy as np
 
+from ..mesh.grid import face_sides
 from .atomic import atomic_h5
 from .bubble_tables import TRACKER, write_bubble_tables, write_tracker_state
 from .compression import AUTO_COMPRESSION, Compression, write_field
@@ -112,9 +113,8 @@ def write_snapshot(path, step, time, fields, compression=None):
         ndim = fields["p"].ndim
         vel = np.zeros(fields["p"].shape + (3,))
         for a, name in enumerate(VELOCITY_COMPONENTS[:ndim]):
-            f, k = np.asarray(fields[name]), ndim - 1 - a
-            upper = tuple(slice(1, None) if d == k else slice(None) for d in range(ndim))
-            lower = tuple(slice(None, -1) if d == k else slice(None) for d in range(ndim))
+            f = np.asarray(fields[name])
+            lower, upper = face_sides(ndim, a)
             component = vel[..., a]
             np.add(f[upper], f[lower], out=component)
             component *= 0.5
