@@ -355,10 +355,14 @@ __device__ void square_sums(T a, T b, T c, T d, T xs, T ys, T hx, T hy, T* lengt
 
 // Per-block sums of the six quantities: partial[k * gridDim.x + block].
 // w = 1 - H_eps(phi) (mesh.levelset.heaviside), v_c the cell-centre v.
+// The cells of the first ny of phi's rows rows are summed, the lattice
+// squares between any two of its rows; j0 is the first row's in the grid
+// (a rank's slab: rows = ny + 1 with the next slab's first row above).
 #ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_ls_diagnostics_partial(
     const T* __restrict__ phi, const T* __restrict__ v, T* __restrict__ partial,
-    const int nx, const int ny, const T hx, const T hy, const T eps)
+    const int nx, const int ny, const int rows, const int j0, const T hx, const T hy,
+    const T eps)
 {
     __shared__ T shm[32];
     T acc[BF_NQ] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
@@ -371,12 +375,12 @@ extern "C" __global__ void bf_ls_diagnostics_partial(
         const T w = 1.0 - H;
         acc[0] += w;
         acc[1] += w * (((T)i + 0.5) * hx);
-        acc[2] += w * (((T)j + 0.5) * hy);
+        acc[2] += w * (((T)(j0 + j) + 0.5) * hy);
         acc[3] += w * (0.5 * (v[c] + v[c + nx]));
-        if (i < nx - 1 && j < ny - 1) {
+        if (i < nx - 1 && j < rows - 1) {
             T length, gas;
             square_sums(q, phi[c + 1], phi[c + nx + 1], phi[c + nx],
-                        ((T)i + 0.5) * hx, ((T)j + 0.5) * hy, hx, hy, &length, &gas);
+                        ((T)i + 0.5) * hx, ((T)(j0 + j) + 0.5) * hy, hx, hy, &length, &gas);
             acc[4] += length;
             acc[5] += gas;
         }

@@ -16,13 +16,14 @@ code launches hundreds of small kernels per call, these launch a few:
 * :func:`smooth`: one kernel per pass, in 2-D and 3-D;
 * :func:`bubble_sums` (:func:`diagnostic_sums`): per-block sums then one
   block (two launches, fixed order, so the same input gives the same bits),
-  left on the device.
+  left on the device; in 2-D also on a rank's slab (its part, then the
+  ranks' total).
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields agree with the twin to the last bits (the
 diagnostics' sums differ by their order).  Calls these kernels do not cover
--- another dimension than 2 or 3, a rank's slab (a padding other than the walls'),
-another dtype than float64, a grid of fewer than 3 cells along an axis (2
+-- another dimension than 2 or 3, a rank's slab (a padding other than the
+walls') but for the 2-D sums, another dtype than float64, a grid of fewer than 3 cells along an axis (2
 for the diagnostics), mismatched shapes -- return ``NotImplemented`` and the
 array code runs.  CuPy is imported inside the functions only.
 """
@@ -213,21 +214,27 @@ def smooth(phi, passes=1, padding=WALLS):
     return src
 
 
-def diagnostic_sums(phi, v, hx, hy, eps):
+def diagnostic_sums(phi, v, hx, hy, eps, cells=None, first_row=0):
     """The six sums of the diagnostics as one device array (CuPy, float64):
     ``sum w``, ``sum w x``, ``sum w y``, ``sum w v_c`` (``w = 1 - H_eps(phi)``),
     the marching-squares contour length and the contour's gas area over
-    ``hx hy``.  Two launches, fixed summation order."""
+    ``hx hy``.  Two launches, fixed summation order.
+
+    The cells of ``phi``'s first ``cells`` rows (default: all) are summed,
+    the squares between any two of its rows; ``first_row`` is the grid row
+    of ``phi``'s first (a rank's slab, with the next slab's first row as
+    its last)."""
     import cupy as cp
 
-    ny, nx = phi.shape
+    rows, nx = phi.shape
+    ny = rows if cells is None else cells
     n = nx * ny
     blocks = cuda.reduce_blocks(n, _REDUCE_THREADS)
     partial = cp.empty(6 * blocks, dtype=cp.float64)
     out = cp.empty(6, dtype=cp.float64)
     _kernel("bf_ls_diagnostics_partial")((blocks,), (_REDUCE_THREADS,), (
-        phi, v, partial, np.int32(nx), np.int32(ny), np.float64(hx), np.float64(hy),
-        np.float64(eps)))
+        phi, v, partial, np.int32(nx), np.int32(ny), np.int32(rows), np.int32(first_row),
+        np.float64(hx), np.float64(hy), np.float64(eps)))
     _kernel("bf_ls_diagnostics_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks), out))
     return out
 
@@ -253,11 +260,13 @@ def diagnostic_sums_3d(phi, w, spacing, eps):
 
 def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
     """The bubble measure's six sums on the device (twin:
-    ``bubble_measures.bubble_sums``, the default measure only, one process):
-    :func:`diagnostic_sums` in 2-D, :func:`diagnostic_sums_3d` in 3-D, no
-    host transfer."""
-    if measure is not None or padding is not WALLS:
+    ``bubble_measures.bubble_sums``, the default measure only):
+    :func:`diagnostic_sums` in 2-D (one process or a rank's slab),
+    :func:`diagnostic_sums_3d` in 3-D (one process), no host transfer."""
+    if measure is not None:
         return NotImplemented
+    if padding is not WALLS:
+        return _slab_sums(phi, velocity, spacing, eps, padding)
     if getattr(phi, "ndim", 0) == 3 and len(spacing) == 3 and len(velocity) == 3:
         arrays = cuda.float64_nd(3, phi, velocity[2])
         if arrays is None:
@@ -279,3 +288,26 @@ def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
         return NotImplemented
     hx, hy = (float(h) for h in spacing)
     return diagnostic_sums(phi, v, hx, hy, float(eps))
+
+
+def _slab_sums(phi, velocity, spacing, eps, padding):
+    """:func:`bubble_sums` of a rank's 2-D slab, totalled over the ranks: its
+    squares take the next slab's first row (one swap), its ``y`` its rows'
+    in the grid.  Every rank decides alike (dimension, dtype, the face
+    shapes) before the swap."""
+    if getattr(phi, "ndim", 0) != 2 or len(spacing) != 2 or len(velocity) != 2:
+        return NotImplemented
+    u, v = velocity
+    arrays = _float64(phi, v)
+    if arrays is None:
+        return NotImplemented
+    phi, v = arrays
+    ny, nx = phi.shape
+    if v.shape != (ny + 1, nx) or getattr(u, "shape", None) != (ny, nx + 1):
+        return NotImplemented
+    first = padding.offset
+    rows = padding.widened(phi, 1)
+    squares = rows[1:] if first > 0 else rows
+    hx, hy = (float(h) for h in spacing)
+    return padding.total(diagnostic_sums(squares, v, hx, hy, float(eps), cells=ny,
+                                         first_row=first))

@@ -58,6 +58,7 @@ from .state import FlowState
 
 __all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step",
            "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "TRANSPORT_CFL", "MAX_SHORTENED_STEPS", "WALL_NAMES", "WINDOW", "CLSVOF_WINDOW",
+           "ADVECT_WINDOW",
            "momentum_window", "thickest_window"]
 
 #: Passes of :func:`.levelset.smooth` over the level set of CLSVOF (the
@@ -89,6 +90,11 @@ WINDOW = 4
 #: normals, one sweep an axis) and its redistancing (the band, then the
 #: search ``band + 1`` cells further, from patches a cell or two wide).
 CLSVOF_WINDOW = CLSVOF_BAND + 5
+#: Planes for the level set's transport: WENO5 reads 3 cells a side in each
+#: of TVD-RK3's 3 stages.  On a slab widened by as many, the one-process
+#: function (a kernel on a GPU) gives the slab's cells one process's values,
+#: with one swap a field instead of one a stage.
+ADVECT_WINDOW = 9
 #: The case's wall names per grid axis, low side first.
 WALL_NAMES = {2: (("left", "right"), ("bottom", "top")),
               3: (("left", "right"), ("front", "back"), ("bottom", "top"))}
@@ -102,7 +108,7 @@ def momentum_window(case):
 def thickest_window(case):
     """The most planes of a neighbour any phase of ``case`` reads."""
     clsvof = case.levelset.method == "clsvof"
-    return max(momentum_window(case), CLSVOF_WINDOW if clsvof else 0)
+    return max(momentum_window(case), ADVECT_WINDOW, CLSVOF_WINDOW if clsvof else 0)
 
 
 @dataclass
@@ -538,17 +544,21 @@ class FlowSolver:
         of the old level set (the sweeps' order rotating with the step), the
         level set advected beside it and then rebuilt as the distance to the
         new PLIC interface in a band of :data:`CLSVOF_BAND` cells, which
-        keeps its zero level on the conserved volume; on ranks both on the
-        slab widened by :data:`CLSVOF_WINDOW` planes, cropped back.
+        keeps its zero level on the conserved volume.  On ranks the phases
+        run on the slab widened by :data:`ADVECT_WINDOW` planes (the level
+        set's transport) or :data:`CLSVOF_WINDOW` (the volume fraction's),
+        cropped back.
         """
-        part, spacing, wc = self.partition, self.spacing, CLSVOF_WINDOW
+        part, spacing = self.partition, self.spacing
+        wc = max(CLSVOF_WINDOW, ADVECT_WINDOW) if self.clsvof else ADVECT_WINDOW
+        wide_velocity = self.widened_velocity(velocity, wc)
+        wide_phi = part.widened(state.phi, wc)
         c = None
         if self.clsvof:
-            c = part.cropped(vof_advection.advect(part.widened(state.c, wc),
-                                           self.widened_velocity(velocity, wc), dt, spacing,
-                                           first_axis=step % self.ndim,
-                                           normal_from=part.widened(state.phi, wc)), wc)
-        phi = levelset.advect(state.phi, velocity, dt, spacing, padding=part.padding)
+            c = part.cropped(vof_advection.advect(part.widened(state.c, wc), wide_velocity, dt,
+                                                  spacing, first_axis=step % self.ndim,
+                                                  normal_from=wide_phi), wc)
+        phi = part.cropped(levelset.advect(wide_phi, wide_velocity, dt, spacing), wc)
         self.clock.mark("advection")
         ls = self.case.levelset
         if c is not None:

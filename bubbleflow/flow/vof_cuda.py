@@ -163,13 +163,15 @@ _REDUCE_THREADS = 256
 
 
 def gas_sums(c, velocity, spacing, padding=WALLS):
-    """Twin of ``vof_diagnostics.gas_sums`` on one process: per-block sums
+    """Twin of ``vof_diagnostics.gas_sums``: per-block sums
     (``bf_vof_gas_partial``), then one block (``bf_vof_gas_final``), in a
-    fixed order: equal to the array code's sums to rounding."""
+    fixed order: equal to the array code's sums to rounding.  On a rank's
+    slab its planes' coordinates are the grid's (``padding.offset``) and
+    the sums are totalled over the ranks."""
     import cupy as cp
 
     nd = getattr(c, "ndim", 0)
-    if padding is not WALLS or nd not in (2, 3) or len(velocity) != nd or len(spacing) != nd:
+    if nd not in (2, 3) or len(velocity) != nd or len(spacing) != nd:
         return NotImplemented
     arrays = cuda.float64_nd(nd, c, velocity[-1])
     if arrays is None:
@@ -185,7 +187,8 @@ def gas_sums(c, velocity, spacing, padding=WALLS):
     out = cp.empty(nd + 2, dtype=cp.float64)
     _gas_kernel("bf_vof_gas_partial")((blocks,), (_REDUCE_THREADS,), (
         c, top, partial, np.int32(cells[2]), np.int32(cells[1]), np.int32(cells[0]),
-        np.float64(spacing[0]), np.float64(spacing[1]), np.float64(hz), np.int32(nd == 3)))
+        np.float64(spacing[0]), np.float64(spacing[1]), np.float64(hz), np.int32(nd == 3),
+        np.int32(padding.offset)))
     _gas_kernel("bf_vof_gas_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks),
                                                               np.int32(nd + 2), out))
-    return out
+    return padding.total(out)

@@ -5,7 +5,8 @@
 #include "common.cuh"
 
 // ---------------------------------------------------------------------------
-// vof_diagnostics.gas_sums on nz planes of ny x nx cells (nz = 1 in 2-D):
+// vof_diagnostics.gas_sums on nz planes of ny x nx cells (nz = 1 in 2-D),
+// the first of array axis 0 the grid's plane plane0 (a rank's slab):
 // per block, [sum c, sum c x, sum c y, sum c z, sum c w_c] in 3-D and
 // [sum c, sum c x, sum c y, sum c w_c] in 2-D (w the vertical face
 // velocity, w_c the mean of a cell's two faces), then bf_vof_gas_final.
@@ -14,7 +15,8 @@
 
 extern "C" __global__ void bf_vof_gas_partial(
     const T* __restrict__ c, const T* __restrict__ w, T* __restrict__ partial, const int nx,
-    const int ny, const int nz, const T hx, const T hy, const T hz, const int three_d)
+    const int ny, const int nz, const T hx, const T hy, const T hz, const int three_d,
+    const int plane0)
 {
     __shared__ T shm[32];
     T acc[BF_GAS_NQ] = {0.0, 0.0, 0.0, 0.0, 0.0};
@@ -29,10 +31,10 @@ extern "C" __global__ void bf_vof_gas_partial(
         const T q = c[p];
         acc[0] += q;
         acc[1] += q * (((T)i + 0.5) * hx);
-        acc[2] += q * (((T)j + 0.5) * hy);
+        acc[2] += q * (((T)(three_d ? j : plane0 + j) + 0.5) * hy);
         const T moment = q * (0.5 * (w[p] + w[p + up]));
         if (three_d) {
-            acc[3] += q * (((T)k + 0.5) * hz);
+            acc[3] += q * (((T)(plane0 + k) + 0.5) * hz);
             acc[4] += moment;
         } else {
             acc[3] += moment;

@@ -8,9 +8,11 @@ with ``pytest --backend cupy`` on a GPU machine.
 """
 import numpy as np
 import pytest
+from helpers.slab_planes import PlanesOf
 from helpers.twins import variant
 
-from bubbleflow.flow.padding import WallPadding
+from bubbleflow.flow.slabs import SlabPadding
+from bubbleflow.mesh.ranks import rank_slab
 from bubbleflow.flow.vof_diagnostics import gas_quantities, gas_sums
 
 pytestmark = pytest.mark.gpu
@@ -63,8 +65,8 @@ def test_gas_sums_kernel(cells, spacing, cp):
 
 
 def test_no_gas_and_the_calls_it_declines(cp):
-    """No gas gives NaN quotients as the reference does; a slab's padding,
-    float32 and mismatched velocities run the array code."""
+    """No gas gives NaN quotients as the reference does; float32 and
+    mismatched velocities run the array code."""
     c, velocity = fields((12, 10, 14))
     d_v = tuple(cp.asarray(v) for v in velocity)
     spacing = (0.1, 0.1, 0.1)
@@ -72,7 +74,30 @@ def test_no_gas_and_the_calls_it_declines(cp):
     q = gas_quantities(empty.get(), spacing)
     assert q["volume"] == 0.0 and np.isnan(q["centroid_z"]) and np.isnan(q["rise_velocity"])
     d_c = cp.asarray(c)
-    assert variant(gas_sums)(d_c, d_v, spacing, WallPadding()) is NotImplemented
     assert variant(gas_sums)(d_c.astype(cp.float32), d_v, spacing) is NotImplemented
     assert variant(gas_sums)(d_c, d_v[::-1], spacing) is NotImplemented
     assert variant(gas_sums)(d_c, d_v[:2], spacing[:2]) is NotImplemented
+
+
+@pytest.mark.parametrize("cells", [(24, 31), (10, 12, 21)], ids=["2d", "3d"])
+def test_the_sums_of_slabs_add_up_to_the_grids(cells, cp):
+    """Three ranks' slabs: each slab's sums through the kernel equal the
+    array code's on that slab (the planes' coordinates the grid's), and the
+    three add up to the whole grid's."""
+    c, velocity = fields(cells)
+    spacing = tuple(0.1 * (a + 1) for a in range(len(cells)))
+    nd = len(cells)
+    parts = []
+    for rank in range(3):
+        slab = rank_slab(c.shape, rank, 3)
+        own, faces = slice(slab.lo, slab.hi), slice(slab.lo, slab.hi + 1)
+        mine = tuple(v[faces] if a == nd - 1 else v[own] for a, v in enumerate(velocity))
+        padding = SlabPadding(PlanesOf(None, slab), slab)
+        got = variant(gas_sums)(cp.asarray(c[own]), tuple(cp.asarray(v) for v in mine), spacing,
+                                padding).get()
+        ref = gas_sums.reference(c[own], mine, spacing, padding)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-13 * np.abs(ref).max())
+        parts.append(got)
+    whole = gas_sums.reference(c, velocity, spacing)
+    np.testing.assert_allclose(np.sum(parts, axis=0), whole, rtol=1e-12,
+                               atol=1e-13 * np.abs(whole).max())

@@ -17,12 +17,15 @@ comparison prints its largest difference (``pytest -rP`` shows them).
 """
 import numpy as np
 import pytest
+from helpers.slab_planes import PlanesOf
 from helpers.twins import close as close_within, variant
 
 from bubbleflow.flow.bubble_measures import (VolumeMeasure, bubble_diagnostics, bubble_quantities,
                                              bubble_sums)
 from bubbleflow.flow.levelset import advect, curvature, reinitialize, smooth
 from bubbleflow.flow.padding import WallPadding
+from bubbleflow.flow.slabs import SlabPadding
+from bubbleflow.mesh.ranks import rank_slab
 
 pytestmark = pytest.mark.gpu
 
@@ -180,8 +183,8 @@ def test_bubble_sums_without_gas_or_contour(shift, cp):
 
 def test_fallbacks_run_the_reference(cp):
     """float32, grids under the stencils' reach, calls the variants do not
-    cover (mismatched dimensions, 4-D), a
-    slab's padding and another measure: the variants decline."""
+    cover (mismatched dimensions, 4-D), a slab's padding (but for the 2-D
+    sums) and another measure: the variants decline."""
     phi, u, v = fields(37, 53, 1 / 37, 1 / 53, "bubbles")
     h = (1 / 37, 1 / 53)
     f32 = [cp.asarray(a, dtype=cp.float32) for a in (phi, u, v)]
@@ -197,11 +200,11 @@ def test_fallbacks_run_the_reference(cp):
     assert variant(reinitialize)(d[0], h, 2, 0.3, slab) is NotImplemented
     assert variant(curvature)(d[0], h, slab) is NotImplemented
     assert variant(smooth)(d[0], 1, slab) is NotImplemented
-    assert variant(bubble_sums)(d[0], tuple(d[1:]), h, 0.04, slab) is NotImplemented
     assert variant(bubble_sums)(d[0], tuple(d[1:]), h, 0.04, measure=VolumeMeasure()) \
         is NotImplemented
     cube = cp.asarray(np.random.default_rng(0).standard_normal((5, 6, 7)))
     faces = tuple(cp.zeros(s) for s in ((5, 6, 8), (5, 7, 7), (6, 6, 7)))
+    assert variant(bubble_sums)(cube, faces, (0.1,) * 3, 0.04, slab) is NotImplemented
     assert variant(advect)(cube, faces[:2], 0.01, (0.1,) * 2) is NotImplemented
     assert variant(advect)(cube, faces[::-1], 0.01, (0.1,) * 3) is NotImplemented
     assert variant(reinitialize)(cube, (0.1,) * 2, 2) is NotImplemented
@@ -216,6 +219,30 @@ def test_fallbacks_run_the_reference(cp):
     phi, u, v = fields(1, 9, 0.5, 0.1, "circle")
     one = [cp.asarray(a) for a in (phi, u, v)]
     assert variant(bubble_sums)(one[0], tuple(one[1:]), (0.5, 0.1), 0.75) is NotImplemented
+
+
+def test_the_sums_of_slabs_add_up_to_the_grids(cp):
+    """Three ranks' slabs of a 2-D grid (bubbles across their edges): each
+    slab's sums through the kernels equal the array code's on that slab,
+    and the three add up to the whole grid's (the squares between two
+    slabs counted once, the rows' y the grid's)."""
+    phi, u, v = fields(37, 53, 1 / 37, 1 / 53, "bubbles")
+    h, eps = (1 / 37, 1 / 53), 1.5 / 37
+    parts = []
+    for rank in range(3):
+        slab = rank_slab(phi.shape, rank, 3)
+        cells, faces = slice(slab.lo, slab.hi), slice(slab.lo, slab.hi + 1)
+        mine = (phi[cells], (u[cells], v[faces]))
+        on_gpu = (cp.asarray(mine[0]), tuple(cp.asarray(f) for f in mine[1]))
+        got = variant(bubble_sums)(*on_gpu, h, eps, SlabPadding(PlanesOf(cp.asarray(phi), slab),
+                                                                 slab)).get()
+        ref = bubble_sums.reference(*mine, h, eps, SlabPadding(PlanesOf(phi, slab), slab))
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+        parts.append(got)
+    whole = bubble_sums.reference(phi, (u, v), h, eps)
+    np.testing.assert_allclose(np.sum(parts, axis=0), whole, rtol=1e-12,
+                               atol=1e-12 * np.abs(whole).max())
+    assert np.abs(whole[4]) > 0 and np.abs(whole[5]) > 0            # contours there
 
 
 def test_non_contiguous_input(cp):

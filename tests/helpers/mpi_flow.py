@@ -21,14 +21,16 @@ from bubbleflow.flow.partition import whole_state
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL_2D = ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "momentum.viscosity=explicit",
             "levelset.method=levelset"]
-SMALL_3D = ["grid.nx=8", "grid.ny=8", "grid.nz=24", "solver.rtol=1e-12", "levelset.method=levelset"]
+SMALL_3D = ["grid.nx=8", "grid.ny=8", "grid.nz=48", "solver.rtol=1e-12", "levelset.method=levelset"]
 #: (name, case file, overrides, steps): the main job's DPCG with scaled IP and
 #: level-set subdomains (reinitialised at step 5), multigrid, 3-D with
-#: reduced gravity and multigrid.
+#: reduced gravity and multigrid; slabs of at least 10 planes (the level
+#: set's transport) on 4 ranks.
 CASES = [
     ("2-D dpcg", "cases/two_phase.yaml", SMALL_2D + ["solver.deflation.subdomains=[2,5]"], 6),
     ("2-D multigrid", "cases/bubbly_column_flow.yaml",
-     SMALL_2D + ["solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 3),
+     SMALL_2D + ["grid.ny=48", "solver.preconditioner.coarsest=16",
+                 "solver.preconditioner.min_side=2"], 3),
     ("3-D multigrid", "cases/rising_bubble_3d.yaml",
      SMALL_3D + ["solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 3),
     # Hysing's case 2: the implicit viscous solves (auto), DPCG.

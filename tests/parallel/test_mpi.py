@@ -227,9 +227,11 @@ def test_a_flow_slab_too_thin_for_the_stencils_is_refused():
 
     case = load_case(HERE.parents[1] / "cases" / "two_phase.yaml",
                      ["grid.ny=16", "levelset.method=levelset"])
-    assert rank_refusal(case, 4) == ("grid.ny", 16, "a count whose slabs have 5 planes a rank "
-                                                    "for the neighbours' stencils, such as 20")
-    assert rank_refusal(case, 3) is None
+    # The level set's transport reads 9 planes of each neighbour.
+    assert rank_refusal(case, 4) == ("grid.ny", 16, "a count whose slabs have 10 planes a rank "
+                                                    "for the neighbours' stencils, such as 40")
+    assert rank_refusal(load_case(HERE.parents[1] / "cases" / "two_phase.yaml",
+                                  ["grid.ny=40", "levelset.method=levelset"]), 4) is None
     # CLSVOF's redistancing reads 12 planes of each neighbour.
     clsvof = load_case(HERE.parents[1] / "cases" / "two_phase.yaml",
                        ["levelset.method=clsvof", "grid.ny=48"])
