@@ -609,7 +609,7 @@ class FlowSolver:
         state is gathered) and rank 0 gets the regions, None elsewhere."""
         from .gas_regions import state_regions
 
-        whole = self.partition.gathered(state)
+        whole = self.partition.labelled_state(state)
         return None if whole is None else state_regions(whole, self.spacing)
 
 

@@ -26,6 +26,11 @@ from .padding import WALLS
 from .slabs import SlabPadding
 from .state import FlowState
 
+#: Whole-grid arrays of one cell field's size that the gathered state and
+#: the labelling of its gas regions hold at once (the state's fields, the
+#: fraction, the labels and the measures' work arrays), with room to spare.
+LABEL_ARRAYS = 16
+
 __all__ = ["WholeGrid", "RankSlabs", "agreed", "slab_alignment", "thinnest_slab", "planes_grid",
            "slab_state"]
 
@@ -154,6 +159,11 @@ class WholeGrid:
         """The whole grid's state (on ranks: on rank 0, None elsewhere)."""
         return state
 
+    def labelled_state(self, state):
+        """The whole grid's state where its gas regions are labelled (on
+        ranks: on rank 0, None elsewhere): here the state itself."""
+        return state
+
     def error(self, exc):
         """``exc`` as the ranks report it."""
         return exc
@@ -258,6 +268,22 @@ class RankSlabs(WholeGrid):
 
     def gathered(self, state):
         return whole_state(state, self.comm)
+
+    def labelled_state(self, state):
+        # On rank 0's device where the whole grid's labelling fits in half
+        # its free memory (the labelling's kernels, not the host's array
+        # code), else on its host.
+        whole = whole_state(state, self.comm)
+        if whole is None or not self.backend.on_device:
+            return whole
+        free = self.backend.available_memory()[0]
+        if free is None or LABEL_ARRAYS * whole.phi.nbytes > free // 2:
+            return whole
+        xp = self.backend.xp
+        return FlowState(phi=xp.asarray(whole.phi), velocity=tuple(xp.asarray(v) for v in
+                                                                     whole.velocity),
+                         p=xp.asarray(whole.p), time=whole.time, step=whole.step,
+                         c=None if whole.c is None else xp.asarray(whole.c))
 
     def error(self, exc):
         return agreed(exc)
