@@ -75,10 +75,8 @@ class RankWriter:
         from ..flow.partition import whole_state
 
         whole = whole_state(state, self.comm)
-        gathered = {}
-        for name, f in [("rho", rho)] + sorted((extra or {}).items()):
-            parts = self.comm.gather(to_host(f))
-            gathered[name] = None if parts is None else np.concatenate(parts, axis=0)
+        gathered = {name: self.comm.gather_rows(to_host(f))
+                    for name, f in [("rho", rho)] + sorted((extra or {}).items())}
         self._last = state.step
         rho = gathered.pop("rho")
         self._together(lambda: self.writer.write_snapshot(whole, rho, np.asarray,

@@ -25,6 +25,9 @@ communicator offers:
                                  (the buffers untouched until the wait)
 ``gather(a, root)``              the ranks' arrays, in rank order, on ``root``
                                  (None elsewhere)
+``gather_rows(a, root)``         the ranks' arrays joined along axis 0 on
+                                 ``root``'s host (None elsewhere): the
+                                 slabs' fields as the whole grid's
 ``broadcast(obj, root)``         ``root``'s Python object on every rank
 ``allgather(a)``                 every rank's array, in rank order, on every rank
 ``allgather_into(send, recv)``   every rank's ``send`` (one size on every rank)
@@ -137,6 +140,9 @@ class SingleProcess:
     def gather(self, a, root=0):
         return [a]
 
+    def gather_rows(self, a, root=0):
+        return np.asarray(to_host(a, backend_of(a)))
+
     def broadcast(self, obj, root=0):
         return obj
 
@@ -244,6 +250,31 @@ class MPIHost:
 
     def gather(self, a, root=0):
         return self.comm.gather(np.asarray(to_host(a, backend_of(a))), root=root)
+
+    def gather_rows(self, a, root=0):
+        """One buffered gather of whole rows into ``root``'s array (a
+        pickled gather and a concatenation copy every part twice and hold
+        it twice); the arrays share their dtype and their shape but for
+        axis 0.  A row is one MPI type, so the counts stay small."""
+        from mpi4py.util.dtlib import from_numpy_dtype
+
+        a = np.ascontiguousarray(to_host(a, backend_of(a)))
+        counts = self.comm.gather(a.shape[0], root=root)
+        row = int(np.prod(a.shape[1:], dtype=np.int64))
+        if row == 0:
+            parts = self.comm.gather(a, root=root)
+            return None if parts is None else np.concatenate(parts, axis=0)
+        rowtype = from_numpy_dtype(a.dtype).Create_contiguous(row).Commit()
+        try:
+            out = recv = None
+            if self.rank == root:
+                out = np.empty((sum(counts),) + a.shape[1:], dtype=a.dtype)
+                starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+                recv = [out, counts, starts.tolist(), rowtype]
+            self.comm.Gatherv([a, a.shape[0], rowtype], recv, root=root)
+        finally:
+            rowtype.Free()
+        return out
 
     def broadcast(self, obj, root=0):
         return self.comm.bcast(obj, root=root)

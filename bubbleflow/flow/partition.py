@@ -305,17 +305,11 @@ def slab_state(state, slab, xp=None):
 def whole_state(state, comm, root=0):
     """The ranks' slab states gathered on ``root`` as one whole-grid state
     on the host (None on the other ranks); every rank calls it."""
-    from ..compute.backend import backend_of
-    host = backend_of(state.phi).to_host
     nd = state.phi.ndim
 
     def joined(f, faces=False):
-        parts = comm.gather(host(f), root)
-        if parts is None:
-            return None
-        if faces:           # a face between two slabs is held by both: once
-            parts = [parts[0]] + [q[1:] for q in parts[1:]]
-        return np.concatenate(parts, axis=0)
+        # A face between two slabs is held by both: the lower's.
+        return comm.gather_rows(f[1:] if faces and comm.rank > 0 else f, root)
 
     phi, p = joined(state.phi), joined(state.p)
     velocity = tuple(joined(v, faces=a == nd - 1) for a, v in enumerate(state.velocity))

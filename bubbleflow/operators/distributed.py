@@ -137,8 +137,8 @@ class DistributedOperator:
     def gather(self, x, root=0):
         """The global vector from the ranks' slabs, on ``root`` (host, flat),
         None elsewhere."""
-        parts = self.comm.gather(self.backend.to_host(x).reshape(self.grid_shape), root)
-        return None if parts is None else np.concatenate(parts, axis=0).ravel()
+        whole = self.comm.gather_rows(self.backend.to_host(x).reshape(self.grid_shape), root)
+        return None if whole is None else whole.ravel()
 
     def scatter_local(self, x_global):
         """This rank's slab of a global vector every rank holds (flat)."""

@@ -192,6 +192,24 @@ def _assert_flow_steps_equal(run, ranks):
         assert got["diagnostics"] <= 1e-9, got
 
 
+def test_gather_rows_joins_the_ranks_arrays(tmp_path):
+    """Arrays of each rank's own number of rows (none on one rank), of
+    float64, bool and int64, and rows of no entries: rank 0 gets their
+    concatenation along axis 0, the others None."""
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    script = HERE.parent / "helpers" / "mpi_gather_rows.py"
+    for ranks in (1, 3):
+        out = tmp_path / f"rows{ranks}.json"
+        proc = subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, str(script),
+                               str(out)], capture_output=True, text=True, timeout=300,
+                              env=child_env())
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        line = json.loads(out.read_text())
+        assert line == {"ranks": ranks, "same": [True] * 4}, line
+
+
 def test_flow_steps_on_ranks_equal_one_process(tmp_path):
     """Flow cases on the ranks (the stepper on slabs): 1, 2 and 4 ranks step the
     2-D rising bubble (DPCG with scaled IP and level-set subdomains, through
