@@ -13,6 +13,8 @@ communicator offers:
                                  no allocation, and on NCCL queued on the
                                  compute stream (a CUDA graph may hold it)
 ``allreduce_max(value)``         the largest of a Python float over the ranks
+``allreduce_maxima(values)``     the largest of each of a host vector's
+                                 values over the ranks (one collective)
 ``sum_int(value)``               the sum of a Python int over the ranks
 ``exchange(lower, upper, send_lower, send_upper, recv_lower, recv_upper)``
                                  the halo swap with the neighbours below and
@@ -122,6 +124,9 @@ class SingleProcess:
     def allreduce_max(self, value):
         return float(value)
 
+    def allreduce_maxima(self, values):
+        return np.array(values, dtype=np.float64)
+
     def sum_int(self, value):
         return int(value)
 
@@ -195,6 +200,12 @@ class MPIHost:
 
     def allreduce_max(self, value):
         return float(self.comm.allreduce(float(value), op=self.MPI.MAX))
+
+    def allreduce_maxima(self, values):
+        send = np.array(values, dtype=np.float64).reshape(-1)
+        out = np.empty_like(send)
+        self.comm.Allreduce(send, out, op=self.MPI.MAX)
+        return out.reshape(np.shape(values))
 
     def abort(self, code=1):
         """End every rank: one rank's error would leave the others waiting
