@@ -278,33 +278,39 @@ def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
         return diagnostic_sums_3d(phi, w, tuple(float(h) for h in spacing), float(eps))
     if not _plane(phi, spacing, padding, velocity):
         return NotImplemented
+    arrays = _plane_sums_inputs(phi, velocity)
+    if arrays is None:
+        return NotImplemented
+    hx, hy = (float(h) for h in spacing)
+    return diagnostic_sums(*arrays, hx, hy, float(eps))
+
+
+def _plane_sums_inputs(phi, velocity):
+    """``(phi, v)`` as the 2-D sums' kernel takes them (float64, C order),
+    or None: a grid under 2 cells along an axis, faces of other shapes."""
     u, v = velocity
     arrays = _float64(phi, v)
     if arrays is None:
-        return NotImplemented
+        return None
     phi, v = arrays
     ny, nx = phi.shape
     if min(nx, ny) < 2 or v.shape != (ny + 1, nx) or getattr(u, "shape", None) != (ny, nx + 1):
-        return NotImplemented
-    hx, hy = (float(h) for h in spacing)
-    return diagnostic_sums(phi, v, hx, hy, float(eps))
+        return None
+    return phi, v
 
 
 def _slab_sums(phi, velocity, spacing, eps, padding):
     """:func:`bubble_sums` of a rank's 2-D slab, totalled over the ranks: its
     squares take the next slab's first row (one swap), its ``y`` its rows'
     in the grid.  Every rank decides alike (dimension, dtype, the face
-    shapes) before the swap."""
+    shapes; a flow's slabs have 10 planes or more) before the swap."""
     if getattr(phi, "ndim", 0) != 2 or len(spacing) != 2 or len(velocity) != 2:
         return NotImplemented
-    u, v = velocity
-    arrays = _float64(phi, v)
+    arrays = _plane_sums_inputs(phi, velocity)
     if arrays is None:
         return NotImplemented
     phi, v = arrays
-    ny, nx = phi.shape
-    if v.shape != (ny + 1, nx) or getattr(u, "shape", None) != (ny, nx + 1):
-        return NotImplemented
+    ny = phi.shape[0]
     first = padding.offset
     rows = padding.widened(phi, 1)
     squares = rows[1:] if first > 0 else rows
