@@ -364,7 +364,7 @@ def test_sigterm_to_mpiexec_stops_every_rank_with_exit_143(ranks_available, tmp_
     Open MPI's launcher kills the ranks a second after it passes SIGTERM
     on.)"""
     half = uninterrupted["steps"] // 2
-    proc = _start(tmp_path, hold=(half, 0.3))
+    proc = _start(tmp_path, hold=(half, 0.5))
     _wait_entered(proc, tmp_path, 0, "SIGTERM to mpiexec")
     _wait_polls(proc, tmp_path, 0, half - 1, "SIGTERM to mpiexec")
     proc.send_signal(signal.SIGTERM)
