@@ -161,7 +161,8 @@ class WholeGrid:
 
     def labelled_state(self, state):
         """The whole grid's state where its gas regions are labelled (on
-        ranks: on rank 0, None elsewhere): here the state itself."""
+        ranks: on rank 0, None elsewhere, its pressure left out): here the
+        state itself."""
         return state
 
     def error(self, exc):
@@ -273,7 +274,7 @@ class RankSlabs(WholeGrid):
         # On rank 0's device where the whole grid's labelling fits in half
         # its free memory (the labelling's kernels, not the host's array
         # code), else on its host.
-        whole = whole_state(state, self.comm)
+        whole = whole_state(state, self.comm, pressure=False)
         if whole is None or not self.backend.on_device:
             return whole
         free = self.backend.available_memory()[0]
@@ -282,7 +283,7 @@ class RankSlabs(WholeGrid):
         xp = self.backend.xp
         return FlowState(phi=xp.asarray(whole.phi), velocity=tuple(xp.asarray(v) for v in
                                                                      whole.velocity),
-                         p=xp.asarray(whole.p), time=whole.time, step=whole.step,
+                         p=None, time=whole.time, step=whole.step,
                          c=None if whole.c is None else xp.asarray(whole.c))
 
     def error(self, exc):
@@ -302,16 +303,18 @@ def slab_state(state, slab, xp=None):
                      c=None if state.c is None else own(state.c[cells]))
 
 
-def whole_state(state, comm, root=0):
+def whole_state(state, comm, root=0, pressure=True):
     """The ranks' slab states gathered on ``root`` as one whole-grid state
-    on the host (None on the other ranks); every rank calls it."""
+    on the host (None on the other ranks); every rank calls it.  Without
+    ``pressure`` its ``p`` is None (what the gas regions do not read)."""
     nd = state.phi.ndim
 
     def joined(f, faces=False):
         # A face between two slabs is held by both: the lower's.
         return comm.gather_rows(f[1:] if faces and comm.rank > 0 else f, root)
 
-    phi, p = joined(state.phi), joined(state.p)
+    phi = joined(state.phi)
+    p = joined(state.p) if pressure else None
     velocity = tuple(joined(v, faces=a == nd - 1) for a, v in enumerate(state.velocity))
     c = None if state.c is None else joined(state.c)
     if comm.rank != root:
