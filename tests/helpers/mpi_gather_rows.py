@@ -1,6 +1,7 @@
 """``mpiexec -n N python3 mpi_gather_rows.py OUT``: each rank sends arrays of
 its own number of rows (none on rank 1) and rank 0 writes whether
-``gather_rows`` joined them as a concatenation would, one JSON line."""
+``gather_rows`` joined them as a concatenation would, and whether
+``allreduce_maxima`` gave every rank the elementwise maxima, one JSON line."""
 import json
 import sys
 
@@ -19,18 +20,30 @@ def parts(rank, size):
                   rng.integers(-9, 9, (mine, 2, 2, 2)), np.zeros((mine, 0))]
 
 
+def maxima_of(rank):
+    """A rank's host values for ``allreduce_maxima``: a 2 x 3 block with
+    negatives, infinities and a value only this rank holds largest."""
+    v = -np.arange(6, dtype=np.float64).reshape(2, 3) * (rank + 1)
+    v[0, 0] = -np.inf if rank else 5.0
+    v[1, rank % 3] = 10.0 + rank
+    return v
+
+
 def main(path):
     comm = communicator("auto")
     _, mine = parts(comm.rank, comm.size)
     got = [comm.gather_rows(a) for a in mine]
+    maxima = comm.allreduce_maxima(maxima_of(comm.rank))
+    expected = np.max([maxima_of(r) for r in range(comm.size)], axis=0)
+    agreed = bool(maxima.shape == expected.shape and np.array_equal(maxima, expected))
     if comm.rank != 0:
-        assert all(g is None for g in got)
+        assert all(g is None for g in got) and agreed
         return
     every = [parts(r, comm.size)[1] for r in range(comm.size)]
     same = [bool(g.dtype == e[0].dtype and np.array_equal(g, np.concatenate(e, axis=0)))
             for g, e in zip(got, zip(*every))]
     with open(path, "w") as fh:
-        fh.write(json.dumps(dict(ranks=comm.size, same=same)) + "\n")
+        fh.write(json.dumps(dict(ranks=comm.size, same=same, maxima=agreed)) + "\n")
 
 
 if __name__ == "__main__":

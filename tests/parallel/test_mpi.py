@@ -195,7 +195,8 @@ def _assert_flow_steps_equal(run, ranks):
 def test_gather_rows_joins_the_ranks_arrays(tmp_path):
     """Arrays of each rank's own number of rows (none on one rank), of
     float64, bool and int64, and rows of no entries: rank 0 gets their
-    concatenation along axis 0, the others None."""
+    concatenation along axis 0, the others None.  ``allreduce_maxima`` of a
+    block of values gives every rank the elementwise maxima."""
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
@@ -207,7 +208,7 @@ def test_gather_rows_joins_the_ranks_arrays(tmp_path):
                               env=child_env())
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         line = json.loads(out.read_text())
-        assert line == {"ranks": ranks, "same": [True] * 4}, line
+        assert line == {"ranks": ranks, "same": [True] * 4, "maxima": True}, line
 
 
 def test_flow_steps_on_ranks_equal_one_process(tmp_path):
