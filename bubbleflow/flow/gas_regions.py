@@ -38,7 +38,7 @@ like any region and flagged; the tracker gives them no identity.
 
 Ranks.  The functions take whole-grid arrays: on ranks the stepper gathers
 the state on rank 0 at each sample (:meth:`.navier_stokes.FlowSolver.regions`,
-through :meth:`.partition.WholeGrid.gathered`).  Labelling on the slabs would
+through :meth:`.partition.WholeGrid.labelled_state`).  Labelling on the slabs would
 go: each rank labels its slab's cores; an exclusive scan of the counts makes
 the numbers global; each rank sends its first core plane's labels to the
 rank below, which pairs them with its last plane's (a pair per face-adjacent

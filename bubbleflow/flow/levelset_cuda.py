@@ -23,9 +23,9 @@ The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields agree with the twin to the last bits (the
 diagnostics' sums differ by their order).  Calls these kernels do not cover
 -- another dimension than 2 or 3, a rank's slab (a padding other than the
-walls') but for the 2-D sums, another dtype than float64, a grid of fewer than 3 cells along an axis (2
-for the diagnostics), mismatched shapes -- return ``NotImplemented`` and the
-array code runs.  CuPy is imported inside the functions only.
+walls') but for the 2-D sums, another dtype than float64, a grid of fewer
+than 3 cells along an axis (2 for the diagnostics), mismatched shapes --
+return ``NotImplemented`` and the array code runs.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
@@ -66,11 +66,10 @@ def _cells_grid(nx, ny):
     return cuda.grid_2d(nx, ny, _BLOCK)
 
 
-def _plane(phi, spacing, padding, velocity=None):
-    """Whether the call is one the kernels take: a 2-D field with the walls'
-    padding (one process) and two spacings (and two velocity components)."""
-    return (padding is WALLS and getattr(phi, "ndim", 0) == 2 and len(spacing) == 2
-            and (velocity is None or len(velocity) == 2))
+def _plane(phi, spacing, velocity):
+    """Whether the call is one the 2-D sums' kernel takes: a 2-D field, two
+    spacings and two velocity components."""
+    return getattr(phi, "ndim", 0) == 2 and len(spacing) == 2 and len(velocity) == 2
 
 
 def advect(phi, velocity, dt, spacing, padding=WALLS):
@@ -276,7 +275,7 @@ def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
         if min(nx, ny, nz) < 2 or w.shape != (nz + 1, ny, nx):
             return NotImplemented
         return diagnostic_sums_3d(phi, w, tuple(float(h) for h in spacing), float(eps))
-    if not _plane(phi, spacing, padding, velocity):
+    if not _plane(phi, spacing, velocity):
         return NotImplemented
     arrays = _plane_sums_inputs(phi, velocity)
     if arrays is None:
@@ -304,7 +303,7 @@ def _slab_sums(phi, velocity, spacing, eps, padding):
     squares take the next slab's first row (one swap), its ``y`` its rows'
     in the grid.  Every rank decides alike (dimension, dtype, the face
     shapes; a flow's slabs have 10 planes or more) before the swap."""
-    if getattr(phi, "ndim", 0) != 2 or len(spacing) != 2 or len(velocity) != 2:
+    if not _plane(phi, spacing, velocity):
         return NotImplemented
     arrays = _plane_sums_inputs(phi, velocity)
     if arrays is None:

@@ -6,7 +6,7 @@ vertical).  A partition answers the few questions where one process and
 several ranks differ: which planes are this process's, the fields widened by
 the neighbours' planes (a stencil near the slab's end then reads what one
 process would), sums and maxima over the ranks, the pressure operator of the
-slab and the run's state gathered for output.
+slab and the state where its gas regions are labelled.
 
 * :class:`WholeGrid`: one process, one slab whose padding is the walls;
   widening and cropping give the field itself, sums are the field's own.
@@ -155,10 +155,6 @@ class WholeGrid:
                                               grid=self.grid)
         return solver.update(A, phi, check=check)
 
-    def gathered(self, state):
-        """The whole grid's state (on ranks: on rank 0, None elsewhere)."""
-        return state
-
     def labelled_state(self, state):
         """The whole grid's state where its gas regions are labelled (on
         ranks: on rank 0, None elsewhere, its pressure left out): here the
@@ -266,9 +262,6 @@ class RankSlabs(WholeGrid):
         if solver is None:
             return PressureSolver.from_config(A, case.solver, phi=phi, grid=self.grid)
         return solver.update(A, phi=phi, check=check)
-
-    def gathered(self, state):
-        return whole_state(state, self.comm)
 
     def labelled_state(self, state):
         # On rank 0's device where the whole grid's labelling fits in half
