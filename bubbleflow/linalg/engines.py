@@ -24,8 +24,9 @@ _FUSED_ONLY = ("engine='fused' needs CuPy float64, the grid operator, a precondi
                + ", A-DEF2, and tiles that divide the grid")
 
 
-_FUSED_ON_RANKS_ONLY = ("engine='fused' on a rank's slab needs CuPy float64, CG or Jacobi PCG "
-                        "without deflation, and NCCL between the ranks (or one rank)")
+_FUSED_ON_RANKS_ONLY = ("engine='fused' on a rank's slab needs CuPy float64, CG, Jacobi PCG or "
+                        "the slab multigrid's PCG without deflation, and NCCL between the "
+                        "ranks (or one rank)")
 
 
 def device_engine_for(A, prec_obj, prec_name, deflation, variant, b, previous=None,

@@ -45,7 +45,7 @@ def _solve_with(D, b, M, **engine_options):
 
 
 @pytest.mark.parametrize("dim", [2, 3])
-@pytest.mark.parametrize("M", [None, "jacobi"])
+@pytest.mark.parametrize("M", [None, "jacobi", "multigrid"])
 def test_the_fused_engine_on_a_slab_is_the_generic_loop(dim, M, cupy_backend):
     D, b = _system(dim, cupy_backend)
     xf, info_f = pcg(D, b, rtol=1e-10, M=M, maxiter=5000, engine="fused")
@@ -66,10 +66,13 @@ def test_the_fused_engine_on_a_slab_is_the_generic_loop(dim, M, cupy_backend):
 
 
 @pytest.mark.parametrize("dim", [2, 3])
-def test_its_graphs_give_the_bits_of_its_direct_launches(dim, cupy_backend):
+@pytest.mark.parametrize("M", ["jacobi", "multigrid"])
+def test_its_graphs_give_the_bits_of_its_direct_launches(dim, M, cupy_backend):
+    """Jacobi in the kernels, and the slab multigrid's cycle captured with
+    the iteration (its launches skipped once the solve is done)."""
     D, b = _system(dim, cupy_backend)
-    xg, info_g, graphs = _solve_with(D, b, "jacobi")
-    xd, info_d, direct = _solve_with(D, b, "jacobi", use_graphs=False)
+    xg, info_g, graphs = _solve_with(D, b, M)
+    xd, info_d, direct = _solve_with(D, b, M, use_graphs=False)
     assert graphs.capture_error is None and any(g is not None for g in graphs._graphs.values())
     assert not direct._graphs
     assert info_g.iterations == info_d.iterations

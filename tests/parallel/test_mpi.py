@@ -779,7 +779,8 @@ def test_the_fused_engine_on_a_slab_says_what_it_needs():
 
     A, b, _ = bubbly_column(16, 10.0)
     D = DistributedOperator.from_operator(A, SingleProcess())
-    with pytest.raises(ValueError, match="on a rank's slab needs CuPy float64, CG or Jacobi"):
+    with pytest.raises(ValueError, match="on a rank's slab needs CuPy float64, CG, Jacobi PCG "
+                                         "or the slab multigrid"):
         pcg(D, np.asarray(b).ravel(), M="jacobi", engine="fused")
     _, info = pcg(D, np.asarray(b).ravel(), M="jacobi", engine="auto", rtol=1e-8)
     assert info.engine == "generic" and info.converged

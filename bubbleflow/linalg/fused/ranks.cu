@@ -121,7 +121,8 @@ extern "C" __global__ void rk_spmv(const T* __restrict__ p_ext, const T* __restr
 // alpha = rz / (p . w) (0 once broken down), x += alpha p, r -= alpha w,
 // y = D^-1 r (JACOBI; else y = r), the blocks' sums of r . r and r . y; the
 // last block adds them into scal[S_RR_LOCAL], scal[S_RY_LOCAL] and records a
-// zero or non-finite p . w as a breakdown.
+// zero or non-finite p . w as a breakdown.  GENERIC: y is the
+// preconditioner's, applied after this kernel: r . y is rk_ry's (0 here).
 extern "C" __global__ void rk_update(T* __restrict__ x, const T* __restrict__ p,
         T* __restrict__ r, const T* __restrict__ w, const T* __restrict__ dinv,
         T* __restrict__ part, unsigned* counter, T* scal, const unsigned n, const int nparts)
@@ -136,18 +137,38 @@ extern "C" __global__ void rk_update(T* __restrict__ x, const T* __restrict__ p,
         x[c] += alpha * p[c];
         const T rc = r[c] - alpha * w[c];
         r[c] = rc;
-#ifdef JACOBI
-        const T yc = dinv[c] * rc;
-#else
-        const T yc = rc;
-#endif
         acc[0] += rc * rc;
-        acc[1] += rc * yc;
+#if defined(JACOBI)
+        acc[1] += rc * (dinv[c] * rc);
+#elif !defined(GENERIC)
+        acc[1] += rc * rc;
+#endif
     }
     rr_ry_sums(acc, shm, part, counter, scal, nparts, bad);
 }
+// GENERIC: r . y (y the preconditioner's result, in ``y``), the blocks' sums
+// and the last block's into scal[S_RY_LOCAL].
+extern "C" __global__ void rk_ry(const T* __restrict__ r, const T* __restrict__ y,
+        T* __restrict__ part, unsigned* counter, T* scal, const unsigned n, const int nparts)
+{
+    __shared__ T shm[32];
+    if (scal[S_DONE] != 0.0) return;
+    T acc[1] = {0.0};
+    for (unsigned c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x)
+        acc[0] += r[c] * y[c];
+    block_sum<1>(acc, shm);
+    if (threadIdx.x == 0) part[blockIdx.x] = acc[0];
+    if (last_block(counter)) {
+        const T v = block_sum_array(part, nparts, shm);
+        if (threadIdx.x == 0) {
+            scal[S_RR_LOCAL + 1] = v;
+            *counter = 0;
+        }
+    }
+}
 
-// beta = r.y_new / r.y (0 once broken down), p = D^-1 r + beta p; the last
+// beta = r.y_new / r.y (0 once broken down), p = y + beta p (y = D^-1 r,
+// r, or GENERIC the preconditioner's, passed as ``dinv``); the last
 // block moves the scalars on: rz, the iteration counter, the relative
 // recursive residual into hist, DONE at the tolerance.  ``start``: the
 // first direction (beta = 0, no iteration counted).
@@ -160,8 +181,10 @@ extern "C" __global__ void rk_direction(T* __restrict__ p, const T* __restrict__
     const bool bad = scal[S_BAD] != 0.0 || !isfinite(ry);
     const T beta = (bad || start) ? 0.0 : ry / scal[S_RZ];
     for (unsigned c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-#ifdef JACOBI
+#if defined(JACOBI)
         const T yc = dinv[c] * r[c];
+#elif defined(GENERIC)
+        const T yc = dinv[c];
 #else
         const T yc = r[c];
 #endif
@@ -184,8 +207,9 @@ extern "C" __global__ void rk_direction(T* __restrict__ p, const T* __restrict__
     }
 }
 
-// r . y of the start (y = D^-1 r, or r), the blocks' sums and the last
-// block's into scal[S_RY_LOCAL] (and r . r into scal[S_RR_LOCAL]).
+// r . y of the start (y = D^-1 r, r, or GENERIC the preconditioner's in
+// ``dinv``), the blocks' sums and the last block's into scal[S_RY_LOCAL]
+// (and r . r into scal[S_RR_LOCAL]).
 extern "C" __global__ void rk_start(const T* __restrict__ r, const T* __restrict__ dinv,
         T* __restrict__ part, unsigned* counter, T* scal, const unsigned n, const int nparts)
 {
@@ -193,8 +217,10 @@ extern "C" __global__ void rk_start(const T* __restrict__ r, const T* __restrict
     T acc[2] = {0.0, 0.0};
     for (unsigned c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
         const T rc = r[c];
-#ifdef JACOBI
+#if defined(JACOBI)
         const T yc = dinv[c] * rc;
+#elif defined(GENERIC)
+        const T yc = dinv[c];
 #else
         const T yc = rc;
 #endif

@@ -4,7 +4,8 @@
 :mod:`bubbleflow.linalg.krylov.device`: scalars on the device, buffers
 allocated once, CUDA graphs of runs of iterations) for a
 :class:`~bubbleflow.operators.distributed.DistributedOperator` (2-D or 3-D,
-CG or Jacobi PCG, no deflation), its sums reduced over the ranks by the
+CG, Jacobi PCG or PCG with the slab multigrid's cycle, no deflation), its
+sums reduced over the ranks by the
 operator's communicator between the kernels (``ranks.cu``):
 
 1. the halo swap of ``p``'s edge planes starts (NCCL on a stream of its own);
@@ -13,7 +14,9 @@ operator's communicator between the kernels (``ranks.cu``):
    last block;
 3. an all-reduce of ``p . w``;
 4. ``update``: ``alpha``, ``x += alpha p``, ``r -= alpha w``, ``y = D^-1 r``
-   and the sums of ``r . r`` and ``r . y``;
+   and the sums of ``r . r`` and ``r . y``; with a preconditioner that
+   offers its launches (the slab multigrid's cycle, ``device_launches``)
+   ``y = M^-1 r`` by them after the update, then ``r . y`` (``rk_ry``);
 5. one all-reduce of both;
 6. ``direction``: ``beta``, ``p = y + beta p``; the scalars, the history and
    the stop at the tolerance.
@@ -48,25 +51,42 @@ _NSCAL = 13
 _CAPTURABLE = ("single", "nccl")
 
 
+#: The kernels' forms by how ``y = M^-1 r`` is had: ``r`` itself, ``D^-1 r``
+#: inside the kernels, or the preconditioner's own launches between them.
+_MODES = {"none": "", "jacobi": "#define JACOBI 1\n", "generic": "#define GENERIC 1\n"}
+
+
 @cuda.kernel_cache
-def _kernel(name, ndim, jacobi):
-    defines = cuda.defines(NDIM=ndim) + ("#define JACOBI 1\n" if jacobi else "")
+def _kernel(name, ndim, mode):
+    defines = cuda.defines(NDIM=ndim) + _MODES[mode]
     return cuda.function(defines + cuda.source(__name__, "ranks.cu"), name,
                          options=("-std=c++14",))
 
 
+def _mode(prec_obj, prec_name):
+    """How the engine applies this preconditioner (:data:`_MODES`), or None
+    where it cannot: Jacobi by its diagonal, another by the launches it
+    offers for the device (``device_cycle``, ``device_launches``: a graph
+    may hold them)."""
+    if prec_name == "none":
+        return "none"
+    if prec_name == "jacobi":
+        return "jacobi" if getattr(prec_obj, "inv_diagonal", None) is not None else None
+    return "generic" if getattr(prec_obj, "device_cycle", False) else None
+
+
 def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     """A :class:`RankFusedEngine` when this rank's solve can run fused (a
-    distributed operator on CuPy, float64, CG or Jacobi, no deflation, a
-    communicator that sums device arrays), else None.  ``previous``: an
-    engine of an earlier solve, reused where it fits (:meth:`~RankFusedEngine.fits`)."""
+    distributed operator on CuPy, float64, CG, Jacobi or a preconditioner
+    whose application runs on the device (the slab multigrid's cycle), no
+    deflation, a communicator that sums device arrays), else None.
+    ``previous``: an engine of an earlier solve, reused where it fits
+    (:meth:`~RankFusedEngine.fits`)."""
     if not float64_on_device(b) or defl is not None:
         return None
     if not hasattr(A, "slab") or getattr(A, "dtype", None) != np.float64:
         return None
-    if prec_name not in ("none", "jacobi"):
-        return None
-    if prec_name == "jacobi" and getattr(prec_obj, "inv_diagonal", None) is None:
+    if _mode(prec_obj, prec_name) is None:
         return None
     if getattr(A.comm, "name", None) not in _CAPTURABLE:
         return None           # MPI staging through the host: the generic loop
@@ -95,7 +115,8 @@ class RankFusedEngine(DeviceEngine):
         self.comm = A.comm
         slab = A.slab
         self.slab, self.prec_name = slab, prec_name
-        self.jacobi = prec_name == "jacobi"
+        self.mode = _mode(prec_obj, prec_name)
+        self.jacobi = self.mode == "jacobi"
         self.ndim = len(slab.shape)
         self.nloc = slab.hi - slab.lo
         self.plane = int(np.prod(slab.shape[1:]))
@@ -112,7 +133,10 @@ class RankFusedEngine(DeviceEngine):
         self.w = cp.zeros(self.n, dtype=f64)
         self.cs = cp.zeros((self.nloc + 1) * P, dtype=f64)
         self.in_plane = [cp.zeros(c.size, dtype=f64) for c in A._inner[:self.ndim - 1]]
-        self.dinv = cp.zeros(self.n if self.jacobi else 1, dtype=f64)
+        # D^-1 for Jacobi; for a generic preconditioner its result y, which
+        # the kernels read where Jacobi's read D^-1 r.
+        self.dinv = cp.zeros(self.n if self.mode != "none" else 1, dtype=f64)
+        self.prec_launches, self._prec_of = None, None
         self.scal = cp.zeros(_NSCAL, dtype=f64)
         self.counter = cp.zeros(1, dtype=cp.int32)
         self.counters = cp.zeros(4, dtype=cp.uint32)
@@ -126,16 +150,25 @@ class RankFusedEngine(DeviceEngine):
         self.edge_blocks = max(1, min(wave, -(-(min(self.nloc, 2) * P) // _THREADS)))
         self.part = cp.zeros(max(self.inner_blocks + self.edge_blocks, 2 * self.blocks),
                              dtype=f64)
-        k = lambda name: _kernel(name, self.ndim, self.jacobi)   # noqa: E731
+        k = lambda name: _kernel(name, self.ndim, self.mode)   # noqa: E731
         self.k_spmv, self.k_update = k("rk_spmv"), k("rk_update")
         self.k_direction, self.k_start, self.k_status = k("rk_direction"), k("rk_start"), \
             k("rk_status")
+        self.k_ry = k("rk_ry") if self.mode == "generic" else None
         # Bytes an iteration moves, each array read once and written once:
         # spmv p, its couplings -> w; update x, p, r, w (D^-1) -> x, r;
-        # direction r (D^-1), p -> p.
-        arrays = (1 + self.ndim + 1) + (4 + self.jacobi + 2) + (2 + self.jacobi + 1)
+        # direction r (D^-1), p -> p; a generic preconditioner r -> y (its
+        # own bytes beside), r . y reads both, direction y, p -> p.
+        if self.mode == "generic":
+            arrays = (1 + self.ndim + 1) + (4 + 2) + 2 + (2 + 1)
+        else:
+            arrays = (1 + self.ndim + 1) + (4 + self.jacobi + 2) + (2 + self.jacobi + 1)
         self.bytes_per_iteration = int(8 * arrays * self.n)
         self.update(A, prec_obj)
+        if self.mode == "generic":
+            apply_bytes = getattr(prec_obj, "bytes_per_apply", None)
+            if callable(apply_bytes):
+                self.bytes_per_iteration += int(apply_bytes())
 
     def fits(self, A, prec_name):
         """Can :meth:`update` take ``A`` (the same slab, communicator and
@@ -144,7 +177,9 @@ class RankFusedEngine(DeviceEngine):
 
     def update(self, A, prec_obj):
         """Copy ``A``'s couplings (and the Jacobi diagonal) into the engine's
-        buffers; returns ``self``."""
+        buffers, or take a generic preconditioner's launches from ``r`` into
+        ``y`` (new ones, and new graphs, for another preconditioner);
+        returns ``self``."""
         cp, P, nloc = self.cp, self.plane, self.nloc
         slow = self.ndim - 1
         cs = self.cs.reshape(nloc + 1, P)
@@ -155,7 +190,17 @@ class RankFusedEngine(DeviceEngine):
             buf[...] = cp.ascontiguousarray(c).reshape(-1)
         if self.jacobi:
             self.dinv[...] = prec_obj.inv_diagonal.reshape(-1)
+        if self.mode == "generic" and self._prec_of is not prec_obj:
+            self.prec_launches = list(prec_obj.device_launches(self.r, self.dinv,
+                                                               self.scal[DONE:DONE + 1]))
+            self._prec_of = prec_obj
         return self
+
+    def _precondition(self):
+        """``y = M^-1 r`` by the generic preconditioner's launches."""
+        from .stages import launch
+
+        launch(self.prec_launches)
 
     # ------------------------------------------------------------- protocol
     def tolerance(self, bnorm, tol_rel):
@@ -178,6 +223,10 @@ class RankFusedEngine(DeviceEngine):
         self.w.fill(0)
         self.hist = hist
         s = self.scal
+        if self.mode == "generic":
+            # (Directly, before any capture: NCCL sets up the connections of
+            # the preconditioner's collectives at their first call.)
+            self._precondition()
         self.k_start((self.blocks,), (_THREADS,),
                      (self.r, self.dinv, self.part, self.counters[1:2], s, np.uint32(self.n),
                       np.int32(self.blocks)))
@@ -244,6 +293,11 @@ class RankFusedEngine(DeviceEngine):
         self.k_update((self.blocks,), (_THREADS,),
                       (self.x, self.p_view, self.r, self.w, self.dinv, self.part,
                        self.counters[1:2], s, np.uint32(self.n), np.int32(self.blocks)))
+        if self.mode == "generic":
+            self._precondition()
+            self.k_ry((self.blocks,), (_THREADS,),
+                      (self.r, self.dinv, self.part, self.counters[3:4], s, np.uint32(self.n),
+                       np.int32(self.blocks)))
         comm.allreduce_into(s[_SUMS_LOCAL:_SUMS_LOCAL + 2], s[_SUMS:_SUMS + 2])
         self._direction()
 
@@ -257,7 +311,7 @@ class RankFusedEngine(DeviceEngine):
         graphs = self.use_graphs and self.comm.name in _CAPTURABLE
         lengths = []
         if graphs:
-            self._new_signature(self.hist.data.ptr)
+            self._new_signature((self.hist.data.ptr, id(self._prec_of)))
             lengths = [length for length in (int(self.graph_iterations), 1) if length >= 1]
         self._run(count, lengths, self._graph)
 

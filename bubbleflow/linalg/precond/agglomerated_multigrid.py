@@ -189,6 +189,19 @@ class DistributedMultigrid(Preconditioner):
         peak = self.comm.allreduce_max(float(self.xp.abs(b).max()) if b.size else 0.0)
         self.whole.prepare(self.xp.asarray([peak]))
 
+    @property
+    def device_cycle(self):
+        """Does the cycle run on the device by launches a Krylov engine may
+        take (:meth:`device_launches`)?"""
+        return hasattr(self.runner, "device_launches")
+
+    def device_launches(self, r, y, stop):
+        """The launches of ``y = M^-1 r`` that a device engine's graph may
+        hold, skipped where the device flag ``stop`` is set
+        (:meth:`.slab_cycle_cuda.SlabGraphCycle.device_launches`), or None
+        where the array cycle runs."""
+        return self.runner.device_launches(r, y, stop) if self.device_cycle else None
+
     def apply(self, r):
         if self.runner is not None:
             return self.runner.apply(r)

@@ -126,10 +126,8 @@ class SlabGraphCycle:
         self.acc = {k + 1: cp.zeros(self.levels[k + 1].shape, dtype=dtype)
                     for k in range(min(self.w_levels, self.gathered - 1))}
         self._whole_part(mg, levels)
-        self.steps = []
-        if self.gathered:
-            self._swap(self.levels[0], self.levels[0].b)
-        self._visit(0)
+        self.steps = self._cycle_steps(self.never)
+        self._by_flags = {}
         self.graph = None
         self._captured = False
         self.capture_error = None
@@ -178,6 +176,16 @@ class SlabGraphCycle:
         self.wacc = cp.zeros(level.slab.shape, dtype=io)
 
     # ------------------------------------------------------------ launches
+    def _cycle_steps(self, stop):
+        """One cycle's steps, the level kernels returning at once where the
+        device flag ``stop`` is set (the swaps and gathers still run: every
+        rank's collectives meet one for one)."""
+        self.steps, self._stop = [], stop
+        if self.gathered:
+            self._swap(self.levels[0], self.levels[0].b)
+        self._visit(0)
+        return self.steps
+
     def _launch(self, launch):
         self.steps.append(lambda: run_launch(launch))
 
@@ -215,11 +223,11 @@ class SlabGraphCycle:
         io = str(level.b.dtype)
         io_scale = self.io_scale if k == 0 else self.whole_cycle.unit_scale
         self._launch(down_launch(self.dtype, io, level.faces, level.b, io_scale, self.coef,
-                                 level.xs, coarse.b[first:stop], self.degree, self.never))
+                                 level.xs, coarse.b[first:stop], self.degree, self._stop))
         self._coarse_visit(k + 1)
         self._launch(up_launch(self.dtype, io, level.faces, level.b, io_scale, level.xs,
                                coarse.x[first:stop], self.coef, level.x, self.scale,
-                               self.degree, self.never))
+                               self.degree, self._stop))
         if k:
             self._swap(level, level.x)
 
@@ -249,7 +257,7 @@ class SlabGraphCycle:
         self.steps.append(lambda: comm.allgather_into(self.send, self.recv))
         for r, (lo, hi) in enumerate(self.spans):
             self._copy(self.wb[lo:hi], self.recv[r, :hi - lo])
-        launches = self.whole_cycle.cycle_launches(self.wb, self.wx)
+        launches = self.whole_cycle.cycle_launches(self.wb, self.wx, self._stop)
         for launch in launches:
             self._launch(launch)
         if twice:
@@ -312,6 +320,33 @@ class SlabGraphCycle:
         if self.comm.sum_int(0 if graph is not None else 1):
             graph = None
         self.graph = self.comm.hold_graph(graph)
+
+    def device_launches(self, r, y, stop):
+        """The launches of ``y = M^-1 r`` (flat float64 device arrays the
+        caller keeps): ``r`` into the finest level's buffer, a cycle whose
+        level kernels return at once where the device flag ``stop`` is set
+        (a Krylov engine's done flag), the slab of its result into ``y``; a
+        CUDA graph of the caller's may hold them (buffers allocated once,
+        NCCL's calls on the current stream).  The cycle's steps for a flag
+        are built once."""
+        cp, top = self.cp, self.levels[0]
+        shape = top.slab.local_shape
+        key = int(stop.data.ptr)
+        if key not in self._by_flags:
+            kept = self.steps
+            self._by_flags[key] = self._cycle_steps(stop)
+            self.steps = kept
+
+        def copy_in():
+            cp.copyto(top.b[top.own], r.reshape(shape), casting="unsafe")
+
+        def copy_out():
+            cp.copyto(y.reshape(shape), top.x[top.own], casting="unsafe")
+
+        out = [copy_in, *self._by_flags[key], copy_out]
+        for step in out:
+            step.capturable = True
+        return out
 
     def apply(self, r):
         """``M^-1 r`` on this rank's slab (flat; ``r``'s dtype): ``r`` into
