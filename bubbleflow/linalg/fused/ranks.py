@@ -91,7 +91,8 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
     if getattr(A.comm, "name", None) not in _CAPTURABLE:
         return None           # MPI staging through the host: the generic loop
     nloc = A.slab.hi - A.slab.lo
-    if (nloc + 2) * int(np.prod(A.slab.shape[1:])) > MAX_CELLS:
+    # (Agreed: every rank takes the engine, and its collectives, or none.)
+    if A.comm.sum_int(int((nloc + 2) * int(np.prod(A.slab.shape[1:])) > MAX_CELLS)):
         return None
     if previous is not None and previous.fits(A, prec_name):
         return previous.update(A, prec_obj)
@@ -163,12 +164,8 @@ class RankFusedEngine(DeviceEngine):
             arrays = (1 + self.ndim + 1) + (4 + 2) + 2 + (2 + 1)
         else:
             arrays = (1 + self.ndim + 1) + (4 + self.jacobi + 2) + (2 + self.jacobi + 1)
-        self.bytes_per_iteration = int(8 * arrays * self.n)
+        self._own_bytes = int(8 * arrays * self.n)
         self.update(A, prec_obj)
-        if self.mode == "generic":
-            apply_bytes = getattr(prec_obj, "bytes_per_apply", None)
-            if callable(apply_bytes):
-                self.bytes_per_iteration += int(apply_bytes())
 
     def fits(self, A, prec_name):
         """Can :meth:`update` take ``A`` (the same slab, communicator and
@@ -190,10 +187,15 @@ class RankFusedEngine(DeviceEngine):
             buf[...] = cp.ascontiguousarray(c).reshape(-1)
         if self.jacobi:
             self.dinv[...] = prec_obj.inv_diagonal.reshape(-1)
-        if self.mode == "generic" and self._prec_of is not prec_obj:
-            self.prec_launches = list(prec_obj.device_launches(self.r, self.dinv,
-                                                               self.scal[DONE:DONE + 1]))
-            self._prec_of = prec_obj
+        self.bytes_per_iteration = self._own_bytes
+        if self.mode == "generic":
+            if self._prec_of is not prec_obj:
+                self.prec_launches = list(prec_obj.device_launches(self.r, self.dinv,
+                                                                   self.scal[DONE:DONE + 1]))
+                self._prec_of = prec_obj
+            apply_bytes = getattr(prec_obj, "bytes_per_apply", None)
+            if callable(apply_bytes):
+                self.bytes_per_iteration += int(apply_bytes())
         return self
 
     def _precondition(self):
