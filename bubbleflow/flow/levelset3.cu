@@ -243,10 +243,13 @@ __device__ __forceinline__ T linear_central(const T* __restrict__ f, long long c
     return (hi - lo) / two_h;
 }
 
+// The cells of nz planes are summed, phi's from plane kb of its nzw (a
+// rank's slab: the neighbours' planes around it, kb = 1 with one below);
+// k0 is the first summed plane's in the grid, w the summed planes' faces.
 extern "C" __global__ void bf_ls_diagnostics3_partial(
     const T* __restrict__ phi, const T* __restrict__ w, T* __restrict__ partial,
-    const int nx, const int ny, const int nz, const T hx, const T hy, const T hz,
-    const T eps, const T eps2)
+    const int nx, const int ny, const int nz, const int nzw, const int kb, const int k0,
+    const T hx, const T hy, const T hz, const T eps, const T eps2)
 {
     __shared__ T shm[32];
     T acc[BF_NQ] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
@@ -257,16 +260,17 @@ extern "C" __global__ void bf_ls_diagnostics3_partial(
     BfCellWalk at(first, stride, nx, ny);
     for (long long c = first; c < n; c += stride, at.next()) {
         const int k = at.k, j = at.j, i = at.i;
-        const T q = phi[c];
+        const long long cw = c + (long long)kb * plane;
+        const T q = phi[cw];
         const T g = (4.0 * gas_weight(q, eps) - gas_weight(q, eps2)) / 3.0;
         const T t = q / eps;
         // The contour's term is zero outside the smoothed delta's band: its
         // gradient (six neighbours' loads) is read only inside.  A cell not
         // finite makes the sum NaN, as the product with its neighbours' would.
         if (fabs(t) < 1.0) {
-            const T dx = linear_central(phi, c, 1, i, nx, 2.0 * hx);
-            const T dy = linear_central(phi, c, nx, j, ny, 2.0 * hy);
-            const T dz = linear_central(phi, c, plane, k, nz, 2.0 * hz);
+            const T dx = linear_central(phi, cw, 1, i, nx, 2.0 * hx);
+            const T dy = linear_central(phi, cw, nx, j, ny, 2.0 * hy);
+            const T dz = linear_central(phi, cw, plane, kb + k, nzw, 2.0 * hz);
             const T grad2 = dx * dx + dy * dy + dz * dz;
             const T delta = 0.5 / eps * (1.0 + cos(BF_PI * t));
             acc[1] += delta * sqrt(grad2);
@@ -276,7 +280,7 @@ extern "C" __global__ void bf_ls_diagnostics3_partial(
         acc[0] += g;
         acc[2] += g * (((T)i + 0.5) * hx);
         acc[3] += g * (((T)j + 0.5) * hy);
-        acc[4] += g * (((T)k + 0.5) * hz);
+        acc[4] += g * (((T)(k0 + k) + 0.5) * hz);
         acc[5] += g * (0.5 * (w[c] + w[c + plane]));
     }
     block_sum<BF_NQ>(acc, shm);

@@ -16,14 +16,14 @@ code launches hundreds of small kernels per call, these launch a few:
 * :func:`smooth`: one kernel per pass, in 2-D and 3-D;
 * :func:`bubble_sums` (:func:`diagnostic_sums`): per-block sums then one
   block (two launches, fixed order, so the same input gives the same bits),
-  left on the device; in 2-D also on a rank's slab (its part, then the
-  ranks' total).
+  left on the device; also on a rank's slab (its part, then the ranks'
+  total).
 
 The kernels are compiled without FMA contraction and follow the array code's
 order of operations, so the fields agree with the twin to the last bits (the
 diagnostics' sums differ by their order).  Calls these kernels do not cover
 -- another dimension than 2 or 3, a rank's slab (a padding other than the
-walls') but for the 2-D sums, another dtype than float64, a grid of fewer
+walls') but for the sums, another dtype than float64, a grid of fewer
 than 3 cells along an axis (2 for the diagnostics), mismatched shapes --
 return ``NotImplemented`` and the array code runs.  CuPy is imported inside the functions only.
 """
@@ -238,20 +238,27 @@ def diagnostic_sums(phi, v, hx, hy, eps, cells=None, first_row=0):
     return out
 
 
-def diagnostic_sums_3d(phi, w, spacing, eps):
+def diagnostic_sums_3d(phi, w, spacing, eps, cells=None, below=0, first_plane=0):
     """The 3-D measure's six sums as one device array (CuPy, float64): ``sum
     g``, ``sum delta |grad phi|``, ``sum g x``, ``sum g y``, ``sum g z``,
     ``sum g w_c`` (``g`` the sharp gas weight of
     ``bubble_measures.VolumeMeasure``).  Two launches, fixed summation
-    order."""
+    order.
+
+    The cells of ``cells`` planes (default: all) from ``phi``'s plane
+    ``below`` are summed, ``w`` their faces; ``first_plane`` is the first
+    summed plane's in the grid (a rank's slab, ``phi`` with the neighbours'
+    planes around it)."""
     import cupy as cp
 
-    nz, ny, nx = phi.shape
-    blocks = cuda.reduce_blocks(phi.size, _REDUCE_THREADS)
+    nzw, ny, nx = phi.shape
+    nz = nzw if cells is None else cells
+    blocks = cuda.reduce_blocks(nz * ny * nx, _REDUCE_THREADS)
     partial = cp.empty(6 * blocks, dtype=cp.float64)
     out = cp.empty(6, dtype=cp.float64)
     _kernel3("bf_ls_diagnostics3_partial")((blocks,), (_REDUCE_THREADS,), (
-        phi, w, partial, np.int32(nx), np.int32(ny), np.int32(nz),
+        phi, w, partial, np.int32(nx), np.int32(ny), np.int32(nz), np.int32(nzw),
+        np.int32(below), np.int32(first_plane),
         *(np.float64(h) for h in spacing), np.float64(eps), np.float64(2.0 * eps)))
     _kernel3("bf_ls_diagnostics_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks), out))
     return out
@@ -260,21 +267,17 @@ def diagnostic_sums_3d(phi, w, spacing, eps):
 def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
     """The bubble measure's six sums on the device (twin:
     ``bubble_measures.bubble_sums``, the default measure only):
-    :func:`diagnostic_sums` in 2-D (one process or a rank's slab),
-    :func:`diagnostic_sums_3d` in 3-D (one process), no host transfer."""
+    :func:`diagnostic_sums` in 2-D, :func:`diagnostic_sums_3d` in 3-D, on
+    one process or a rank's slab, no host transfer."""
     if measure is not None:
         return NotImplemented
     if padding is not WALLS:
         return _slab_sums(phi, velocity, spacing, eps, padding)
     if getattr(phi, "ndim", 0) == 3 and len(spacing) == 3 and len(velocity) == 3:
-        arrays = cuda.float64_nd(3, phi, velocity[2])
+        arrays = _volume_sums_inputs(phi, velocity)
         if arrays is None:
             return NotImplemented
-        phi, w = arrays
-        nz, ny, nx = phi.shape
-        if min(nx, ny, nz) < 2 or w.shape != (nz + 1, ny, nx):
-            return NotImplemented
-        return diagnostic_sums_3d(phi, w, tuple(float(h) for h in spacing), float(eps))
+        return diagnostic_sums_3d(*arrays, tuple(float(h) for h in spacing), float(eps))
     if not _plane(phi, spacing, velocity):
         return NotImplemented
     arrays = _plane_sums_inputs(phi, velocity)
@@ -298,11 +301,36 @@ def _plane_sums_inputs(phi, velocity):
     return phi, v
 
 
+def _volume_sums_inputs(phi, velocity):
+    """``(phi, w)`` as the 3-D sums' kernel takes them (float64, C order),
+    or None: a grid under 2 cells along an axis, ``w`` of another shape."""
+    arrays = cuda.float64_nd(3, phi, velocity[2])
+    if arrays is None:
+        return None
+    phi, w = arrays
+    nz, ny, nx = phi.shape
+    if min(nx, ny, nz) < 2 or w.shape != (nz + 1, ny, nx):
+        return None
+    return phi, w
+
+
 def _slab_sums(phi, velocity, spacing, eps, padding):
-    """:func:`bubble_sums` of a rank's 2-D slab, totalled over the ranks: its
-    squares take the next slab's first row (one swap), its ``y`` its rows'
-    in the grid.  Every rank decides alike (dimension, dtype, the face
-    shapes; a flow's slabs have 10 planes or more) before the swap."""
+    """:func:`bubble_sums` of a rank's slab, totalled over the ranks: in
+    2-D its squares take the next slab's first row, in 3-D its vertical
+    gradient the neighbours' planes (one swap), its last coordinate its
+    planes' in the grid.  Every rank decides alike (dimension, dtype, the
+    face shapes; a flow's slabs have 10 planes or more) before the swap."""
+    if getattr(phi, "ndim", 0) == 3 and len(spacing) == 3 and len(velocity) == 3:
+        arrays = _volume_sums_inputs(phi, velocity)
+        if arrays is None:
+            return NotImplemented
+        phi, w = arrays
+        nz = phi.shape[0]
+        first = padding.offset
+        wide = padding.widened(phi, 1)
+        return padding.total(diagnostic_sums_3d(
+            wide, w, tuple(float(h) for h in spacing), float(eps), cells=nz,
+            below=1 if first > 0 else 0, first_plane=first))
     if not _plane(phi, spacing, velocity):
         return NotImplemented
     arrays = _plane_sums_inputs(phi, velocity)

@@ -15,11 +15,13 @@ Run with ``pytest --backend cupy`` on a GPU machine.
 """
 import numpy as np
 import pytest
+from helpers.slab_planes import PlanesOf
 from helpers.twins import close as close_within, variant
 
 from bubbleflow.flow.bubble_measures import VolumeMeasure, bubble_quantities, bubble_sums
 from bubbleflow.flow.levelset import advect, curvature, reinitialize, smooth
-from bubbleflow.flow.padding import WallPadding
+from bubbleflow.flow.slabs import SlabPadding
+from bubbleflow.mesh.ranks import rank_slab
 
 pytestmark = pytest.mark.gpu
 
@@ -211,7 +213,7 @@ def test_bubble_sums_3d_past_one_stride_and_not_finite(cp):
 
 def test_bubble_sums_3d_without_gas_and_fallbacks(cp):
     """All liquid gives NaN quotients as the reference does; another measure,
-    a slab's padding, float32 and an axis of one cell run the reference."""
+    float32 and an axis of one cell run the reference."""
     g = GRIDS[1]
     phi, vel = fields(g, "sphere")
     liquid = np.abs(phi) + 0.2
@@ -223,7 +225,6 @@ def test_bubble_sums_3d_without_gas_and_fallbacks(cp):
     d_phi = cp.asarray(phi)
     assert variant(bubble_sums)(d_phi, d_vel, g[3:], 0.1, measure=VolumeMeasure()) \
         is NotImplemented
-    assert variant(bubble_sums)(d_phi, d_vel, g[3:], 0.1, WallPadding()) is NotImplemented
     assert variant(bubble_sums)(d_phi.astype(cp.float32), d_vel, g[3:], 0.1) is NotImplemented
     thin, tvel = fields((1, 5, 4, 0.2, 0.2, 0.2), "sphere")
     assert variant(bubble_sums)(cp.asarray(thin), tuple(cp.asarray(q) for q in tvel),
@@ -231,3 +232,29 @@ def test_bubble_sums_3d_without_gas_and_fallbacks(cp):
     check_sums("bubble_sums 1x5x4 fallback",
                bubble_sums(cp.asarray(thin), tuple(cp.asarray(q) for q in tvel), (0.2,) * 3, 0.3),
                thin, tvel, (0.2,) * 3, 0.3)
+
+
+def test_bubble_sums_3d_of_slabs_add_up_to_the_grids(cp):
+    """Three ranks' slabs of the three bubbles under a free surface: each
+    slab's sums through the kernel equal the array code's on that slab
+    (the vertical gradient from the neighbours' planes, the planes'
+    heights the grid's), and the three add up to the whole grid's."""
+    g = GRIDS[1]
+    phi, vel = fields(g, "bubbles")
+    spacing = g[3:]
+    eps = 1.5 * max(spacing)
+    parts = []
+    for rank in range(3):
+        slab = rank_slab(phi.shape, rank, 3)
+        cells, faces = slice(slab.lo, slab.hi), slice(slab.lo, slab.hi + 1)
+        mine = (phi[cells], (vel[0][cells], vel[1][cells], vel[2][faces]))
+        on_gpu = (cp.asarray(mine[0]), tuple(cp.asarray(f) for f in mine[1]))
+        got = variant(bubble_sums)(*on_gpu, spacing, eps,
+                                   SlabPadding(PlanesOf(cp.asarray(phi), slab), slab)).get()
+        ref = bubble_sums.reference(*mine, spacing, eps, SlabPadding(PlanesOf(phi, slab), slab))
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+        parts.append(got)
+    whole = bubble_sums.reference(phi, vel, spacing, eps)
+    np.testing.assert_allclose(np.sum(parts, axis=0), whole, rtol=1e-12,
+                               atol=1e-12 * np.abs(whole).max())
+    assert whole[1] > 0                                     # a surface there
