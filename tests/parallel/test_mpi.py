@@ -99,9 +99,9 @@ def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
     """CuPy arrays on the ranks: two ranks over MPI (the planes and sums
     staged through the host; sharing the GPU where there is one), NCCL on
     one rank (its swap and sums on the device) and, where there are two
-    GPUs, NCCL between them, against one process on the GPU.  On NCCL, CG
-    and Jacobi PCG run the ranks' fused engine (its sums reduced over the
-    ranks inside CUDA graphs); over MPI the array loop."""
+    GPUs, NCCL between them, against one process on the GPU.  On NCCL, CG,
+    Jacobi PCG and the slab multigrid's PCG run the ranks' fused engine (its
+    sums reduced over the ranks inside CUDA graphs); over MPI the array loop."""
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
@@ -113,7 +113,8 @@ def test_ranks_on_the_gpu_give_the_one_process_answer(tmp_path, cupy_backend):
         for case, got in run.items():
             assert got["comm"] == name and got["ranks"] == ranks and got["converged"], got
             assert abs(got["its"] - got["its_one"]) <= 2, (case, got)
-            fused = name == "nccl" and case.endswith((" none", " jacobi"))
+            prec = case.split()[-1]
+            fused = name == "nccl" and (prec in ("none", "jacobi") or prec.startswith("multigrid"))
             assert got["engine"] == ("fused" if fused else "generic"), (name, case, got)
             assert got["diff"] <= 1e-10 and got["residual"] <= 2e-11, got
 
