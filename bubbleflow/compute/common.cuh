@@ -19,6 +19,38 @@
         for (int k = r_ / (NY), j = r_ - k * (NY), i = blockIdx.x * blockDim.x + threadIdx.x; \
              i < (NX); i += gridDim.x * blockDim.x)
 
+// The least and greatest (i, j, k) of a block's threads' lo and hi folded
+// into box (imin, jmin, kmin, imax, jmax, kmax) by atomics, one set a block.
+// Every thread of the block calls it; a block is whole warps.
+__device__ __forceinline__ void bf_box_fold(const int lo[3], const int hi[3],
+                                            int* __restrict__ box)
+{
+    __shared__ int part[32][6];
+    const int lane = (threadIdx.y * blockDim.x + threadIdx.x) & 31;
+    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
+    const int warps = (blockDim.x * blockDim.y + 31) >> 5;
+    int v[6];
+    for (int a = 0; a < 3; ++a) {
+        v[a] = __reduce_min_sync(0xffffffffu, lo[a]);
+        v[3 + a] = __reduce_max_sync(0xffffffffu, hi[a]);
+    }
+    if (lane == 0)
+        for (int a = 0; a < 6; ++a) part[warp][a] = v[a];
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        for (int w = 1; w < warps; ++w)
+            for (int a = 0; a < 3; ++a) {
+                v[a] = min(v[a], part[w][a]);
+                v[3 + a] = max(v[3 + a], part[w][3 + a]);
+            }
+        if (v[3] >= 0)
+            for (int a = 0; a < 3; ++a) {
+                atomicMin(box + a, v[a]);
+                atomicMax(box + 3 + a, v[3 + a]);
+            }
+    }
+}
+
 // CALL(0), CALL(1) or CALL(2) by the run-time grid axis (0, 1, else 2): a
 // kernel whose body is a template on its axis, compiled once per axis.
 #define BF_BY_AXIS(AXIS, CALL)                                                            \

@@ -464,15 +464,15 @@ class FlowSolver:
         # capillary or gravity time alone, and the flow it starts can cross
         # several cells in it (the set-up, which depends on the densities
         # alone, is kept).
-        redone = 0
+        redone, bounded = 0, False
         while redone < MAX_SHORTENED_STEPS:
-            shorter = self._transport_step(state, velocity, dt)
+            shorter, bounded = self._transport_step(state, velocity, dt)
             if shorter is None:
                 break
             dt, redone = shorter, redone + 1
             velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
         step = state.step + 1
-        phi, c = self.move_interface(state, velocity, dt, step)
+        phi, c = self.move_interface(state, velocity, dt, step, bounded)
         new = FlowState(phi=phi, velocity=velocity, p=p, time=state.time + dt, step=step, c=c)
         end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
@@ -517,27 +517,29 @@ class FlowSolver:
         return velocity, p, record, norms
 
     def _transport_step(self, state, velocity, dt):
-        """None where the new ``velocity`` carries the interface at most
-        :data:`TRANSPORT_CFL` cells along any axis in ``dt``; else the
+        """``(shorter, bounded)``: ``shorter`` None where the new
+        ``velocity`` carries the interface at most :data:`TRANSPORT_CFL`
+        cells along any axis in ``dt`` (``bounded`` True then), else the
         shorter step that carries it ``min(time.cfl, TRANSPORT_CFL)`` cells
         (adaptive steps only: a fixed ``time.dt`` is the user's, and the
         physical bounds report what it does).  One small transfer: the
         maxima of the step's scalars (:func:`.momentum.step_scalars`, one
         kernel pass in 2-D on a GPU), over the ranks."""
         if self.case.time.dt is not None:
-            return None
+            return None, False
         # (rho and mu are not read without the viscous maximum: phi stands in.)
         speeds = self._host_scalars(velocity, state.phi, state.phi, state.phi, True,
                                     False)[1:1 + self.ndim]
         reach = max(float(s) * dt / h for s, h in zip(speeds, self.spacing))
         if reach <= TRANSPORT_CFL or not math.isfinite(reach):
-            return None
+            return None, reach <= TRANSPORT_CFL
         cfl = min(self.case.time.cfl, TRANSPORT_CFL)
-        return min(cfl * h / float(s) for s, h in zip(speeds, self.spacing) if s > 0)
+        return min(cfl * h / float(s) for s, h in zip(speeds, self.spacing) if s > 0), False
 
-    def move_interface(self, state, velocity, dt, step):
+    def move_interface(self, state, velocity, dt, step, bounded=False):
         """The interface carried by the new velocity: ``(phi, c)`` at step
-        ``step`` (``c`` None for the level set alone).
+        ``step`` (``c`` None for the level set alone); ``bounded``: the
+        velocity carries it at most :data:`TRANSPORT_CFL` cells in ``dt``.
 
         Level set: advected, reinitialised every ``reinit_every`` steps.
         CLSVOF: the volume fraction advected conservatively with the normals
@@ -555,9 +557,9 @@ class FlowSolver:
         wide_phi = part.widened(state.phi, wc)
         c = None
         if self.clsvof:
-            c = part.cropped(vof_advection.advect(part.widened(state.c, wc), wide_velocity, dt,
-                                                  spacing, first_axis=step % self.ndim,
-                                                  normal_from=wide_phi), wc)
+            c = part.cropped(vof_advection.advect_fraction(
+                part.widened(state.c, wc), wide_velocity, dt, spacing,
+                first_axis=step % self.ndim, normal_from=wide_phi, bounded=bounded), wc)
         phi = part.cropped(levelset.advect(wide_phi, wide_velocity, dt, spacing), wc)
         self.clock.mark("advection")
         ls = self.case.levelset

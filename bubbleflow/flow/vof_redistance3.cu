@@ -36,38 +36,6 @@
 #define BF_RD3_NPLANE 4      // per interface cell: mx, my, mz, d
 #define BF_RD3_PATCH (BF_RD3_MASK | (7 * BF_RD3_FACE))   // the cell holds a patch
 
-// The least and greatest (i, j, k) of a block's threads' lo and hi folded
-// into box (imin, jmin, kmin, imax, jmax, kmax) by atomics, one set a block.
-// Every thread of the block calls it; a block is whole warps.
-__device__ __forceinline__ void bf_rd3_box_fold(const int lo[3], const int hi[3],
-                                                int* __restrict__ box)
-{
-    __shared__ int part[32][6];
-    const int lane = (threadIdx.y * blockDim.x + threadIdx.x) & 31;
-    const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
-    const int warps = (blockDim.x * blockDim.y + 31) >> 5;
-    int v[6];
-    for (int a = 0; a < 3; ++a) {
-        v[a] = __reduce_min_sync(0xffffffffu, lo[a]);
-        v[3 + a] = __reduce_max_sync(0xffffffffu, hi[a]);
-    }
-    if (lane == 0)
-        for (int a = 0; a < 6; ++a) part[warp][a] = v[a];
-    __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0) {
-        for (int w = 1; w < warps; ++w)
-            for (int a = 0; a < 3; ++a) {
-                v[a] = min(v[a], part[w][a]);
-                v[3 + a] = max(v[3 + a], part[w][3 + a]);
-            }
-        if (v[3] >= 0)
-            for (int a = 0; a < 3; ++a) {
-                atomicMin(box + a, v[a]);
-                atomicMax(box + 3 + a, v[3 + a]);
-            }
-    }
-}
-
 extern "C" __global__ void bf_vof_rd3_planes(
     const T* __restrict__ phi, const T* __restrict__ c, unsigned char* __restrict__ flags,
     T* __restrict__ planes, const int nx, const int ny, const int nz, const T hx, const T hy,
@@ -118,7 +86,7 @@ extern "C" __global__ void bf_vof_rd3_box(const unsigned char* __restrict__ flag
             hi[0] = max(hi[0], i), hi[1] = max(hi[1], j), hi[2] = max(hi[2], k);
         }
     }
-    bf_rd3_box_fold(lo, hi, box);
+    bf_box_fold(lo, hi, box);
 }
 
 // Cell (k, j, i)'s grid line along `axis` (0 x, 1 y, 2 z): its stride, the

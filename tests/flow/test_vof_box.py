@@ -1,0 +1,185 @@
+"""The volume fraction's step on the gas's box (``vof_advection.gas_box``,
+``advect_in_box``, ``advect_fraction``) against the step on the whole grid:
+the same bits wherever each sweep carries the gas at most one cell, on the
+suite's backend (the CUDA sweeps and box kernel with ``--backend cupy``),
+and in the flow with its adaptive step."""
+import os
+
+import numpy as np
+import pytest
+
+from bubbleflow.case.config import load_case
+from bubbleflow.flow import navier_stokes, vof_advection
+from bubbleflow.flow.navier_stokes import FlowSolver
+from bubbleflow.flow.vof_advection import (BOX_MARGIN, advect, advect_fraction, advect_in_box,
+                                           gas_box)
+from bubbleflow.flow.vof_fraction import volume_fraction
+from bubbleflow.flow.vof_limits import CLIP_TOLERANCE
+from helpers.cli import ROOT
+
+
+def _centres(shape, spacing):
+    """Cell centres as arrays of the grid's shape, x first."""
+    axes = [(np.arange(n) + 0.5) * h for n, h in zip(shape[::-1], spacing)]
+    return np.meshgrid(*axes[::-1], indexing="ij")[::-1]
+
+
+def _gas(shape, spacing, kind):
+    """Host ``(phi, c)``: ``phi < 0`` in the gas."""
+    x = _centres(shape, spacing)
+    L = [n * h for n, h in zip(shape[::-1], spacing)]
+
+    def ball(centre, radius):
+        return np.sqrt(sum((xa - ca * La) ** 2 for xa, ca, La in zip(x, centre, L))) \
+            - radius * min(L)
+
+    nd = len(shape)
+    if kind == "bubble":
+        phi = ball((0.43, 0.52, 0.47)[:nd], 0.17)
+    elif kind == "two-bubbles":
+        phi = np.minimum(ball((0.3, 0.35, 0.5)[:nd], 0.1), ball((0.62, 0.6, 0.55)[:nd], 0.12))
+    elif kind == "wall-bubble":                          # cut by the walls at the origin
+        phi = ball((0.05,) * nd, 0.2)
+    elif kind == "layer":                               # gas above a free surface, to the walls
+        phi = 0.8 * L[-1] - x[-1] + 0.03 * np.sin(7.0 * x[0])
+    else:
+        raise ValueError(kind)
+    return phi, volume_fraction(phi, spacing)
+
+
+def _velocity(shape, spacing, seed):
+    """Random MAC face velocities, zero on the walls, and a step that
+    carries at most half a cell along any axis."""
+    rng = np.random.default_rng(seed)
+    nd = len(shape)
+    velocity = []
+    for a in range(nd):
+        k = nd - 1 - a
+        faces = list(shape)
+        faces[k] += 1
+        v = rng.uniform(-1.0, 1.0, faces)
+        ends = [slice(None)] * nd
+        for end in (0, -1):
+            ends[k] = end
+            v[tuple(ends)] = 0.0
+        velocity.append(v)
+    dt = 0.5 / max(np.abs(v).max() / h for v, h in zip(velocity, spacing))
+    return tuple(velocity), dt
+
+
+GRIDS = {2: ((40, 36), (1 / 36, 1 / 36)), 3: ((22, 18, 20), (0.05, 0.06, 0.05))}
+KINDS = ["bubble", "two-bubbles", "wall-bubble", "layer"]
+
+
+@pytest.mark.parametrize("use_phi", [True, False], ids=["phi", "youngs"])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("nd", [2, 3])
+def test_the_step_on_the_gas_box_gives_the_whole_grids_bits(nd, kind, use_phi, backend):
+    shape, spacing = GRIDS[nd]
+    phi, c = _gas(shape, spacing, kind)
+    velocity, dt = _velocity(shape, spacing, seed=len(kind) + nd)
+    xp = backend.xp
+    c, phi = xp.asarray(c), xp.asarray(phi)
+    velocity = tuple(xp.asarray(v) for v in velocity)
+    normal_from = phi if use_phi else None
+    box = gas_box(c)
+    region = [(max(lo - BOX_MARGIN, 0), min(hi + BOX_MARGIN, n - 1) + 1)
+              for (lo, hi), n in zip(box, shape)]
+    if kind != "layer":                                 # the box spares part of the grid
+        assert np.prod([hi - lo for lo, hi in region]) < 0.8 * np.prod(shape), region
+    for first_axis in range(nd):
+        whole = advect(c, velocity, dt, spacing, first_axis, normal_from)
+        boxed = advect_in_box(c, velocity, dt, spacing, box, first_axis, normal_from)
+        assert type(boxed) is type(c) and boxed.shape == c.shape
+        assert bool(xp.array_equal(boxed, whole)), (first_axis, float(xp.abs(boxed - whole).max()))
+        # (The gas reached new cells, and stayed inside the widened box.)
+        moved = gas_box(whole)
+        assert all(rlo <= lo and hi < rhi for (lo, hi), (rlo, rhi) in zip(moved, region))
+    assert bool(xp.array_equal(c, xp.asarray(_gas(shape, spacing, kind)[1])))   # input kept
+
+
+def test_the_gas_box_holds_every_cell_a_step_may_change(backend):
+    """Gas, NaN and the small negatives the clip would zero; not zeros (of
+    either sign) or negatives past the clip."""
+    xp = backend.xp
+    for shape in ((7, 9), (5, 6, 8)):
+        c = np.zeros(shape)
+        c[(2,) * len(shape)] = -0.0
+        c[(0,) * len(shape)] = -2 * CLIP_TOLERANCE
+        assert gas_box(xp.asarray(c)) is None
+        cases = [((1,) * len(shape), 0.3), ((3,) * len(shape), np.nan),
+                 ((len(shape) - 1,) * len(shape), -0.5 * CLIP_TOLERANCE),
+                 (tuple(n - 1 for n in shape), 1.0)]
+        for at, value in cases:
+            one = c.copy()
+            one[at] = value
+            assert gas_box(xp.asarray(one)) == tuple((i, i) for i in at), (shape, value)
+        both = c.copy()
+        both[(1,) * len(shape)] = 1.0
+        both[tuple(n - 2 for n in shape)] = 0.25
+        assert gas_box(xp.asarray(both)) == tuple((1, n - 2) for n in shape)
+
+
+@pytest.mark.gpu
+def test_the_box_kernel_is_its_array_code(cp):
+    from bubbleflow.flow import vof_cuda
+
+    rng = np.random.default_rng(3)
+    for shape in ((33, 70), (9, 31, 40), (1, 1, 5)):
+        for fill in (0.0, 0.01, 0.3):
+            c = np.where(rng.uniform(size=shape) < fill, rng.uniform(-1e-13, 1.0, shape), 0.0)
+            d = cp.asarray(c)
+            assert vof_cuda.gas_box(d) == gas_box.reference(d) == gas_box.reference(c), (shape, fill)
+
+
+def test_the_flow_call_takes_the_box_where_it_spares_most_of_a_large_grid(monkeypatch, backend):
+    shape, spacing = GRIDS[3]
+    phi, c = _gas(shape, spacing, "bubble")
+    velocity, dt = _velocity(shape, spacing, seed=1)
+    xp = backend.xp
+    c, phi = xp.asarray(c), xp.asarray(phi)
+    velocity = tuple(xp.asarray(v) for v in velocity)
+    calls = []
+    real = vof_advection.advect_in_box
+    monkeypatch.setattr(vof_advection, "advect_in_box",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    whole = advect(c, velocity, dt, spacing, 1, phi)
+    for bounded, min_cells, share, used in ((True, 1, 0.5, True), (False, 1, 0.5, False),
+                                            (True, c.size + 1, 0.5, False),
+                                            (True, 1, 0.05, False)):
+        monkeypatch.setattr(vof_advection, "BOX_MIN_CELLS", min_cells)
+        monkeypatch.setattr(vof_advection, "BOX_MAX_SHARE", share)
+        calls.clear()
+        got = advect_fraction(c, velocity, dt, spacing, 1, phi, bounded=bounded)
+        assert bool(calls) == used and bool(xp.array_equal(got, whole))
+
+
+def _run(case, backend, steps):
+    solver = FlowSolver(case, backend)
+    state = solver.initial_state()
+    for _ in range(steps):
+        state, _ = solver.step(state)
+    return state
+
+
+@pytest.mark.parametrize("path, sets, steps", [
+    ("cases/two_phase.yaml", ["grid.nx=40", "grid.ny=80"], 8),
+    ("cases/rising_bubble_3d.yaml", ["grid.nx=24", "grid.ny=24", "grid.nz=48"], 2)],
+    ids=["2d", "3d"])
+def test_a_clsvof_flow_on_the_gas_box_is_the_flow_on_the_whole_grid(monkeypatch, backend,
+                                                                     path, sets, steps):
+    case = load_case(os.path.join(ROOT, path), [*sets, "levelset.method=clsvof",
+                                                f"backend={backend.name}"])
+    whole = _run(case, backend, steps)
+    calls = []
+    real = vof_advection.advect_in_box
+    monkeypatch.setattr(vof_advection, "advect_in_box",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(vof_advection, "BOX_MIN_CELLS", 1)
+    boxed = _run(case, backend, steps)
+    assert len(calls) == steps
+    for name in ("c", "phi", "p"):
+        assert bool(backend.xp.array_equal(getattr(boxed, name), getattr(whole, name))), name
+    for a, b in zip(boxed.velocity, whole.velocity):
+        assert bool(backend.xp.array_equal(a, b))
+    assert navier_stokes.TRANSPORT_CFL <= 1.0          # the bound the box's margin assumes
