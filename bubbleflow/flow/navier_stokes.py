@@ -50,7 +50,7 @@ from ..case.time_step import step_limits, viscosity_scheme
 from ..compute.backend import SideWork
 from ..mesh.grid import Grid, interior_face_heights
 from ..mesh.levelset import build_levelset, geometry_circles
-from . import (bubble_measures, levelset, momentum, viscosity, vof_advection,
+from . import (bubble_measures, interface_force, levelset, momentum, viscosity, vof_advection,
                vof_diagnostics, vof_fraction, vof_redistance)
 from .bounds import FlowBounds
 from .partition import RankSlabs, WholeGrid, slab_alignment
@@ -349,9 +349,9 @@ class FlowSolver:
         stress implicit (:meth:`_implicit_solves`)."""
         # A level set rebuilt from PLIC interfaces is filtered before its
         # curvature is taken (levelset.smooth says why).
-        phi_kappa = levelset.smooth(phi, self.curvature_passes)
-        coefficients = momentum.interface_coefficients(phi_kappa, self.spacing, self.sigma,
-                                                          self.heights, self.buoyancy, self.y0)
+        coefficients = interface_force.coefficients(phi, self.curvature_passes, self.spacing,
+                                                    self.sigma, self.heights, self.buoyancy,
+                                                    self.y0, self.eps)
         # Reduced gravity's consistency term on the vertical faces (momentum.density_mismatch).
         reduced = (momentum.ReducedGravity(self.gravity, self.rho_g, self.rho_l)
                    if self.buoyancy != 0 else None)

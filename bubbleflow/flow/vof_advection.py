@@ -24,20 +24,16 @@ that path where it spares most of a large grid.
 """
 from __future__ import annotations
 
-import math
-
 from ..compute.backend import array_module
-from ..compute.truth import any_true
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
-from . import vof_cuda
+from . import boxes, vof_cuda
 from .face_velocity import check_velocity
 from .plic import cut_fraction
 from .plic_reconstruction import interface_normal, plane_constants_where
 from .vof_limits import CLIP_TOLERANCE, times_cell_volume
 
-__all__ = ["advect", "advect_fraction", "advect_in_box", "gas_box", "BOX_MARGIN",
-           "BOX_MIN_CELLS", "BOX_MAX_SHARE"]
+__all__ = ["advect", "advect_fraction", "advect_in_box", "BOX_MARGIN"]
 
 #: Cells round the gas's box that :func:`advect_in_box` sweeps besides: the
 #: gas reaches one cell further along each axis in a step (one cell a sweep,
@@ -45,15 +41,6 @@ __all__ = ["advect", "advect_fraction", "advect_in_box", "gas_box", "BOX_MARGIN"
 #: reads its donor (three cells), and one to spare; the box's faces then meet
 #: empty cells only.
 BOX_MARGIN = 4
-#: The flow advects on the gas's box on grids of at least this many cells:
-#: the sweeps' work is mostly the interface's cells, which the box keeps, so
-#: below this the box's search, its transfer and the copies cost a GPU step
-#: as much as the empty cells they spare, or more (measured, with the CPU's
-#: step unchanged by it: docs/performance_records.md, "The volume
-#: fraction's step on the gas's box").
-BOX_MIN_CELLS = 1 << 22
-#: ... and where the widened box holds at most this share of the grid.
-BOX_MAX_SHARE = 0.5
 
 
 def _sweep(c, indicator, vel, dt, spacing, normal, alpha, a, xp):
@@ -168,68 +155,37 @@ def advect(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     return clipped
 
 
-@twin
-def gas_box(c):
-    """The cells whose advection is not the identity: those neither empty
-    (``c == 0``) nor left below zero past the clip (``c <= -CLIP_TOLERANCE``),
-    NaN included.  Their box as ``(least, greatest)`` index along each array
-    axis (host ints), or None where there is no such cell."""
-    xp = array_module(c)
-    held = (c != 0.0) & ~(c <= -CLIP_TOLERANCE)
-    if not bool(any_true(held)):
-        return None
-    box = []
-    for k in range(c.ndim):
-        others = tuple(b for b in range(c.ndim) if b != k)
-        rows = xp.flatnonzero(held.any(axis=others))
-        box.append((int(rows[0]), int(rows[-1])))
-    return tuple(box)
-
-
-def _region(box, shape):
-    """The slices of ``box`` widened by :data:`BOX_MARGIN` cells within ``shape``."""
-    return tuple(slice(max(lo - BOX_MARGIN, 0), min(hi + BOX_MARGIN, n - 1) + 1)
-                 for (lo, hi), n in zip(box, shape))
-
-
 def advect_in_box(c, velocity, dt, spacing, box, first_axis=0, normal_from=None):
-    """:func:`advect` on the cells of ``box`` (:func:`gas_box`'s) widened by
-    :data:`BOX_MARGIN`, its faces taken as walls; ``c`` elsewhere.  The bits
-    of :func:`advect` on the whole grid where each sweep carries the gas at
-    most one cell (``|u_a| dt <= h_a``), as the flow's adaptive step
+    """:func:`advect` on the cells of ``box`` (:func:`.boxes.gas_box`'s)
+    widened by :data:`BOX_MARGIN`, its faces taken as walls; ``c`` elsewhere.
+    The bits of :func:`advect` on the whole grid where each sweep carries the
+    gas at most one cell (``|u_a| dt <= h_a``), as the flow's adaptive step
     ensures: outside the widened box every cell is empty and stays so."""
     xp = array_module(c, *velocity)
     check_velocity(c, velocity, "c", "volume fraction")
-    nd = c.ndim
-    region = _region(box, c.shape)
-    faces = []
-    for a, v in enumerate(velocity):
-        k = array_axis(nd, a)
-        cut = list(region)
-        cut[k] = slice(region[k].start, region[k].stop + 1)
-        faces.append(xp.ascontiguousarray(v[tuple(cut)]))
-    inside = None if normal_from is None else xp.ascontiguousarray(normal_from[region])
+    cut = boxes.region(box, BOX_MARGIN, c.shape)
+    faces = tuple(xp.ascontiguousarray(v[boxes.face_region(cut, a)])
+                  for a, v in enumerate(velocity))
+    inside = None if normal_from is None else xp.ascontiguousarray(normal_from[cut])
     out = c.copy()
-    out[region] = advect(xp.ascontiguousarray(c[region]), tuple(faces), dt, spacing,
-                         first_axis, inside)
+    out[cut] = advect(xp.ascontiguousarray(c[cut]), faces, dt, spacing, first_axis, inside)
     return out
 
 
 def advect_fraction(c, velocity, dt, spacing, first_axis=0, normal_from=None, bounded=False):
     """The flow's step of the volume fraction: :func:`advect`, or
     :func:`advect_in_box` (the same bits) where ``bounded`` (each sweep
-    carries the gas at most one cell), the grid has :data:`BOX_MIN_CELLS`
-    cells or more and the widened box at most :data:`BOX_MAX_SHARE` of them."""
-    if bounded and c.size >= BOX_MIN_CELLS:
-        box = gas_box(c)
-        if box is not None:
-            cells = math.prod(s.stop - s.start for s in _region(box, c.shape))
-            if cells <= BOX_MAX_SHARE * c.size:
-                return advect_in_box(c, velocity, dt, spacing, box, first_axis, normal_from)
+    carries the gas at most one cell), the grid has :data:`.boxes.MIN_CELLS`
+    cells or more and the widened box at most :data:`.boxes.MAX_SHARE` of
+    them."""
+    if bounded and c.size >= boxes.MIN_CELLS:
+        box = boxes.gas_box(c)
+        if box is not None and \
+                boxes.share(boxes.region(box, BOX_MARGIN, c.shape), c.shape) <= boxes.MAX_SHARE:
+            return advect_in_box(c, velocity, dt, spacing, box, first_axis, normal_from)
     return advect(c, velocity, dt, spacing, first_axis, normal_from)
 
 
-# The kernels: one launch per sweep, one for the box; NotImplemented (the
-# array code runs) for what they do not cover.
+# The kernels: one launch per sweep; NotImplemented (the array code runs)
+# for what they do not cover.
 advect.register("cupy")(vof_cuda.advect)
-gas_box.register("cupy")(vof_cuda.gas_box)

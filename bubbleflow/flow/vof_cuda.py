@@ -4,7 +4,7 @@
 :func:`bubbleflow.flow.vof_advection.advect` (the tests compare the two on
 the GPU); :func:`advect_2d` and :func:`advect_3d` are the calls of each
 dimension.  The kernels are ``vof.cu`` beside this file (``vof3.cu`` in
-3-D; the gas sums and the gas's box ``vof_gas.cu``).  The array code
+3-D; the gas sums ``vof_gas.cu``).  The array code
 launches hundreds of small kernels per step (the PLIC reconstruction, the
 slab cuts and the update, for each sweep); a call here launches one kernel
 per direction sweep (``bf_vof_sweep``, ``bf_vof_sweep3``): a thread per
@@ -30,7 +30,7 @@ from ..compute import cuda
 from .padding import WALLS
 from .vof_limits import CLIP_TOLERANCE, times_cell_volume
 
-__all__ = ["advect", "advect_2d", "advect_3d", "gas_sums", "gas_box"]
+__all__ = ["advect", "advect_2d", "advect_3d", "gas_sums"]
 
 #: No FMA contraction: the kernel rounds as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -192,36 +192,3 @@ def gas_sums(c, velocity, spacing, padding=WALLS):
     _gas_kernel("bf_vof_gas_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks),
                                                               np.int32(nd + 2), out))
     return padding.total(out)
-
-
-#: The gas's box before any cell is met (bf_vof_gas_box): least (i, j, k)
-#: at the int32 maximum, greatest at -1.
-_NO_BOX = np.array([2 ** 31 - 1] * 3 + [-1] * 3, dtype=np.int32)
-#: Block rows of bf_vof_gas_box at most (times the blocks along x): every
-#: block's threads stride over rows, and each block adds one set of atomics.
-_BOX_ROWS = 128
-
-
-def gas_box(c):
-    """Twin of ``vof_advection.gas_box``: ``bf_vof_gas_box`` folds each
-    block's least and greatest indices into six integers by atomics, which
-    the host reads (one small transfer)."""
-    import cupy as cp
-
-    nd = getattr(c, "ndim", 0)
-    if nd not in (2, 3):
-        return NotImplemented
-    arrays = cuda.float64_nd(nd, c)
-    if arrays is None:
-        return NotImplemented
-    (c,) = arrays
-    nz, ny, nx = (1,) * (3 - nd) + c.shape
-    box = cp.asarray(_NO_BOX)
-    grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
-    _gas_kernel("bf_vof_gas_box")((grid[0], min(grid[1], _BOX_ROWS)), block, (
-        c, box, np.int32(nx), np.int32(ny), np.int32(nz), np.float64(CLIP_TOLERANCE)))
-    lo_hi = box.get()
-    if lo_hi[3] < 0:
-        return None
-    # (i, j, k) to the array axes, x last.
-    return tuple((int(lo_hi[a]), int(lo_hi[3 + a])) for a in range(nd))[::-1]

@@ -1,6 +1,5 @@
 // The gas phase's sums (bubbleflow.flow.vof_diagnostics.gas_sums; twin of
-// vof_cuda.gas_sums) and its box (vof_advection.gas_box; twin of
-// vof_cuda.gas_box), 2-D and 3-D.  "typedef double T;" precedes this text.
+// vof_cuda.gas_sums), 2-D and 3-D.  "typedef double T;" precedes this text.
 // A source of its own: a run's first sums need not wait for the sweeps'
 // longer compile.
 #include "common.cuh"
@@ -55,24 +54,4 @@ extern "C" __global__ void bf_vof_gas_final(const T* __restrict__ partial, const
         const T s = block_sum_array(partial + (long long)m * nblocks, nblocks, shm);
         if (threadIdx.x == 0) out[m] = s;
     }
-}
-
-// ---------------------------------------------------------------------------
-// vof_advection.gas_box: the box of the cells whose advection is not the
-// identity, c neither zero nor at or below -tol (NaN included), of nz planes
-// of ny x nx cells (nz = 1 in 2-D), as (imin, jmin, kmin, imax, jmax, kmax)
-// folded into box by atomics (bf_box_fold; box starts as no cell met).
-// ---------------------------------------------------------------------------
-extern "C" __global__ void bf_vof_gas_box(const T* __restrict__ c, int* __restrict__ box,
-                                          const int nx, const int ny, const int nz, const T tol)
-{
-    int lo[3] = {0x7fffffff, 0x7fffffff, 0x7fffffff}, hi[3] = {-1, -1, -1};   // none met
-    BF_CELLS3(nx, ny, nz) {
-        const T q = c[((long long)k * ny + j) * nx + i];
-        if (q != 0.0 && !(q <= -tol)) {
-            lo[0] = min(lo[0], i), lo[1] = min(lo[1], j), lo[2] = min(lo[2], k);
-            hi[0] = max(hi[0], i), hi[1] = max(hi[1], j), hi[2] = max(hi[2], k);
-        }
-    }
-    bf_box_fold(lo, hi, box);
 }

@@ -1,18 +1,23 @@
-"""The volume fraction's step on the gas's box (``vof_advection.gas_box``,
-``advect_in_box``, ``advect_fraction``) against the step on the whole grid:
-the same bits wherever each sweep carries the gas at most one cell, on the
-suite's backend (the CUDA sweeps and box kernel with ``--backend cupy``),
-and in the flow with its adaptive step."""
+"""Work confined to boxes of cells (``flow.boxes``) against the whole grid's:
+the volume fraction's step on the gas's box (``vof_advection.advect_in_box``,
+``advect_fraction``), the same bits wherever each sweep carries the gas at
+most one cell; the interface force's coefficients on the box of the cells
+near the gas (``interface_force``), the same force on every face; on the
+suite's backend (the CUDA sweeps, curvature and box kernel with ``--backend
+cupy``), and in the flow with its adaptive step."""
 import os
 
 import numpy as np
 import pytest
 
 from bubbleflow.case.config import load_case
-from bubbleflow.flow import navier_stokes, vof_advection
+from bubbleflow.flow import boxes, interface_force, levelset, momentum, navier_stokes, \
+    vof_advection
+from bubbleflow.flow.boxes import gas_box, interface_box
 from bubbleflow.flow.navier_stokes import FlowSolver
-from bubbleflow.flow.vof_advection import (BOX_MARGIN, advect, advect_fraction, advect_in_box,
-                                           gas_box)
+from bubbleflow.flow.vof_advection import BOX_MARGIN, advect, advect_fraction, advect_in_box
+from bubbleflow.mesh.grid import Grid, interior_face_heights
+from bubbleflow.mesh.levelset import heaviside
 from bubbleflow.flow.vof_fraction import volume_fraction
 from bubbleflow.flow.vof_limits import CLIP_TOLERANCE
 from helpers.cli import ROOT
@@ -68,6 +73,8 @@ def _velocity(shape, spacing, seed):
 
 
 GRIDS = {2: ((40, 36), (1 / 36, 1 / 36)), 3: ((22, 18, 20), (0.05, 0.06, 0.05))}
+#: Grids fine enough that the force's wider box leaves part of them.
+FORCE_GRIDS = {2: ((90, 96), (1 / 96, 1 / 96)), 3: ((40, 36, 44), (0.025, 0.03, 0.025))}
 KINDS = ["bubble", "two-bubbles", "wall-bubble", "layer"]
 
 
@@ -120,16 +127,30 @@ def test_the_gas_box_holds_every_cell_a_step_may_change(backend):
         assert gas_box(xp.asarray(both)) == tuple((1, n - 2) for n in shape)
 
 
+def test_the_interface_box_holds_the_cells_below_its_bound(backend):
+    xp = backend.xp
+    phi = np.full((6, 7, 9), 0.5)
+    assert interface_box(xp.asarray(phi), 0.5) is None
+    phi[1, 2, 3], phi[4, 5, 0] = 0.49, np.nan
+    assert interface_box(xp.asarray(phi), 0.5) == ((1, 4), (2, 5), (0, 3))
+    assert interface_box(xp.asarray(phi[0]), 0.5) is None
+
+
 @pytest.mark.gpu
 def test_the_box_kernel_is_its_array_code(cp):
-    from bubbleflow.flow import vof_cuda
+    from bubbleflow.flow import boxes_cuda
 
     rng = np.random.default_rng(3)
     for shape in ((33, 70), (9, 31, 40), (1, 1, 5)):
         for fill in (0.0, 0.01, 0.3):
             c = np.where(rng.uniform(size=shape) < fill, rng.uniform(-1e-13, 1.0, shape), 0.0)
             d = cp.asarray(c)
-            assert vof_cuda.gas_box(d) == gas_box.reference(d) == gas_box.reference(c), (shape, fill)
+            assert boxes_cuda.gas_box(d) == gas_box.reference(d) == gas_box.reference(c), \
+                (shape, fill)
+            phi = rng.uniform(-1.0, 1.0, shape)
+            bound = 2 * fill - 1.0
+            assert boxes_cuda.interface_box(cp.asarray(phi), bound) == \
+                interface_box.reference(phi, bound), (shape, fill)
 
 
 def test_the_flow_call_takes_the_box_where_it_spares_most_of_a_large_grid(monkeypatch, backend):
@@ -147,11 +168,50 @@ def test_the_flow_call_takes_the_box_where_it_spares_most_of_a_large_grid(monkey
     for bounded, min_cells, share, used in ((True, 1, 0.5, True), (False, 1, 0.5, False),
                                             (True, c.size + 1, 0.5, False),
                                             (True, 1, 0.05, False)):
-        monkeypatch.setattr(vof_advection, "BOX_MIN_CELLS", min_cells)
-        monkeypatch.setattr(vof_advection, "BOX_MAX_SHARE", share)
+        monkeypatch.setattr(boxes, "MIN_CELLS", min_cells)
+        monkeypatch.setattr(boxes, "MAX_SHARE", share)
         calls.clear()
         got = advect_fraction(c, velocity, dt, spacing, 1, phi, bounded=bounded)
         assert bool(calls) == used and bool(xp.array_equal(got, whole))
+
+
+def _forces(nd, kind, passes, buoyancy, backend):
+    """The interface force ``-c dH/dx`` on each axis's interior faces from
+    the coefficients of the whole grid and of the box, and the two sets of
+    coefficients."""
+    shape, spacing = FORCE_GRIDS[nd]
+    phi, _ = _gas(shape, spacing, kind)
+    xp = backend.xp
+    phi = xp.asarray(phi)
+    grid = Grid.regular(shape[::-1], tuple(n * h for n, h in zip(shape[::-1], spacing)))
+    heights = interior_face_heights(grid, xp)
+    eps = 1.5 * max(spacing)
+    args = (spacing, 0.07, heights, buoyancy, 0.31)
+    whole = momentum.interface_coefficients(levelset.smooth(phi, passes), *args)
+    box = interface_box(phi, eps + max(spacing))
+    boxed = interface_force.coefficients_in_box(phi, passes, *args, box)
+    H = heaviside(phi, eps, xp)
+    forces = []
+    for a in range(nd):
+        k = nd - 1 - a
+        dH = xp.diff(H, axis=k)
+        forces.append((-whole[a] * dH, -boxed[a] * dH, dH))
+    cut = boxes.region(box, passes + interface_force.REACH, shape)
+    return forces, cut, shape
+
+
+@pytest.mark.parametrize("buoyancy", [0.0, 2.5], ids=["tension", "reduced-gravity"])
+@pytest.mark.parametrize("passes", [0, 4])
+@pytest.mark.parametrize("kind", ["bubble", "two-bubbles", "wall-bubble"])
+@pytest.mark.parametrize("nd", [2, 3])
+def test_the_force_from_the_interface_box_is_the_whole_grids(nd, kind, passes, buoyancy,
+                                                             backend):
+    xp = backend.xp
+    forces, cut, shape = _forces(nd, kind, passes, buoyancy, backend)
+    assert np.prod([s.stop - s.start for s in cut]) < 0.8 * np.prod(shape), cut
+    for whole, boxed, dH in forces:
+        assert bool(xp.array_equal(whole, boxed))
+        assert bool(xp.any(dH != 0))
 
 
 def _run(case, backend, steps):
@@ -162,22 +222,30 @@ def _run(case, backend, steps):
     return state
 
 
+def _counted(monkeypatch, module, name):
+    """Calls of ``module.name`` counted in the list returned."""
+    calls = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
 @pytest.mark.parametrize("path, sets, steps", [
     ("cases/two_phase.yaml", ["grid.nx=40", "grid.ny=80"], 8),
     ("cases/rising_bubble_3d.yaml", ["grid.nx=24", "grid.ny=24", "grid.nz=48"], 2)],
     ids=["2d", "3d"])
-def test_a_clsvof_flow_on_the_gas_box_is_the_flow_on_the_whole_grid(monkeypatch, backend,
-                                                                     path, sets, steps):
+def test_a_clsvof_flow_on_the_boxes_is_the_flow_on_the_whole_grid(monkeypatch, backend, path,
+                                                                  sets, steps):
     case = load_case(os.path.join(ROOT, path), [*sets, "levelset.method=clsvof",
                                                 f"backend={backend.name}"])
     whole = _run(case, backend, steps)
-    calls = []
-    real = vof_advection.advect_in_box
-    monkeypatch.setattr(vof_advection, "advect_in_box",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(vof_advection, "BOX_MIN_CELLS", 1)
+    swept = _counted(monkeypatch, vof_advection, "advect_in_box")
+    forced = _counted(monkeypatch, interface_force, "coefficients_in_box")
+    # (Small grids: the boxes taken wherever they leave any cell out.)
+    monkeypatch.setattr(boxes, "MIN_CELLS", 1)
+    monkeypatch.setattr(boxes, "MAX_SHARE", 0.99)
     boxed = _run(case, backend, steps)
-    assert len(calls) == steps
+    assert len(swept) == steps and len(forced) == steps
     for name in ("c", "phi", "p"):
         assert bool(backend.xp.array_equal(getattr(boxed, name), getattr(whole, name))), name
     for a, b in zip(boxed.velocity, whole.velocity):

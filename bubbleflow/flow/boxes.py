@@ -1,0 +1,102 @@
+"""Boxes of cells that a step's work may be confined to.
+
+Much of a step's work matters near the interface only: a sweep of the
+volume fraction leaves an empty cell among empty neighbours as it was, and
+the interface force reads the curvature only where the Heaviside changes.
+Where the gas fills a small part of a large grid, such work runs on the box
+of the cells that matter, widened by the cells its stencils reach, and
+gives the whole grid's bits there (:mod:`.vof_advection`,
+:mod:`.interface_force`).  This module finds the boxes (a kernel and a read
+of six integers on a GPU: :mod:`.boxes_cuda`) and cuts the regions and
+their faces out of the grid's arrays.
+
+A box is ``(least, greatest)`` cell index along each array axis (host
+ints); a region is a tuple of slices, one an array axis.
+"""
+from __future__ import annotations
+
+import math
+
+from ..compute.backend import array_module
+from ..compute.truth import any_true
+from ..compute.twins import twin
+from ..mesh.grid import array_axis
+from . import boxes_cuda
+from .vof_limits import CLIP_TOLERANCE
+
+__all__ = ["gas_box", "interface_box", "region", "share", "face_region", "interior_face_region",
+           "MIN_CELLS", "MAX_SHARE"]
+
+#: Work is confined to a box on grids of at least this many cells: the
+#: boxes' searches, their transfers and the copies cost a GPU step more
+#: than the cells they spare on smaller grids (measured, the CPU's step
+#: unchanged by them: docs/performance_records.md, "Work on the gas's and
+#: the interface's boxes").
+MIN_CELLS = 1 << 24
+#: ... and where the widened box holds at most this share of the grid.
+MAX_SHARE = 0.5
+
+
+def _box_of(held, xp):
+    """The box of the true cells of the boolean array ``held``, or None."""
+    if not bool(any_true(held)):
+        return None
+    box = []
+    for k in range(held.ndim):
+        others = tuple(b for b in range(held.ndim) if b != k)
+        rows = xp.flatnonzero(held.any(axis=others))
+        box.append((int(rows[0]), int(rows[-1])))
+    return tuple(box)
+
+
+@twin
+def gas_box(c):
+    """The box of the cells whose advection is not the identity: those
+    neither empty (``c == 0``) nor left below zero past the clip
+    (``c <= -CLIP_TOLERANCE``), NaN included; None where there are none."""
+    xp = array_module(c)
+    return _box_of((c != 0.0) & ~(c <= -CLIP_TOLERANCE), xp)
+
+
+@twin
+def interface_box(phi, bound):
+    """The box of the cells with ``phi < bound`` (NaN included): the gas
+    and the cells within ``bound`` of it; None where there are none."""
+    xp = array_module(phi)
+    return _box_of(~(phi >= bound), xp)
+
+
+def region(box, margin, shape):
+    """The slices of ``box`` widened by ``margin`` cells within ``shape``."""
+    return tuple(slice(max(lo - margin, 0), min(hi + margin, n - 1) + 1)
+                 for (lo, hi), n in zip(box, shape))
+
+
+def share(cut, shape):
+    """The share of the grid of ``shape`` that the region ``cut`` holds."""
+    return math.prod(s.stop - s.start for s in cut) / math.prod(shape)
+
+
+def face_region(cut, grid_axis):
+    """The slices of the faces of grid axis ``grid_axis`` (walls included)
+    that bound the cells of the region ``cut``."""
+    k = array_axis(len(cut), grid_axis)
+    out = list(cut)
+    out[k] = slice(cut[k].start, cut[k].stop + 1)
+    return tuple(out)
+
+
+def interior_face_region(cut, grid_axis):
+    """The slices of the grid's interior faces of grid axis ``grid_axis``
+    (face ``f`` between cells ``f`` and ``f + 1``) that lie between the
+    cells of the region ``cut``."""
+    k = array_axis(len(cut), grid_axis)
+    out = list(cut)
+    out[k] = slice(cut[k].start, cut[k].stop - 1)
+    return tuple(out)
+
+
+# One kernel and a read of six integers; NotImplemented (the array code
+# runs) for what it does not cover.
+gas_box.register("cupy")(boxes_cuda.gas_box)
+interface_box.register("cupy")(boxes_cuda.interface_box)

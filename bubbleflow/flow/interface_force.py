@@ -1,0 +1,72 @@
+"""The interface force's coefficients of a flow step.
+
+The surface tension takes the curvature of the level set filtered by a few
+passes (:func:`.levelset.smooth`: a level set rebuilt from PLIC patches
+carries a noise in its second differences), and reduced gravity adds its
+potential (:func:`.momentum.interface_coefficients`).  The force is
+``-c_a dH/dx_a`` on each face, so the coefficients matter only on the faces
+where the Heaviside changes: next to a cell with ``phi < eps`` (the gas and
+the interface's band).  Where those cells fill a small part of a large grid,
+the filter, the curvature and the coefficients run on their box widened by
+the cells they read (:data:`REACH` and the filter's passes), and the
+coefficients elsewhere are zero: the force has the whole grid's values.
+"""
+from __future__ import annotations
+
+from ..compute.backend import array_module
+from ..mesh.grid import array_axis
+from . import boxes, levelset, momentum
+
+__all__ = ["coefficients", "coefficients_in_box", "REACH"]
+
+#: Cells past the box of ``phi < eps + h`` that the force's values read:
+#: the curvature of a face's other cell (1), the filtered level set the
+#: curvature's stencil reads (1), and one to spare; the filter's passes
+#: widen it by one each.
+REACH = 3
+
+
+def coefficients(phi, passes, spacing, sigma, heights, buoyancy, y0, eps):
+    """:func:`.momentum.interface_coefficients` of ``levelset.smooth(phi,
+    passes)``, or :func:`coefficients_in_box` (the same force) with surface
+    tension on grids of :data:`.boxes.MIN_CELLS` cells or more where the
+    widened box holds at most :data:`.boxes.MAX_SHARE` of them.  ``eps``:
+    the Heaviside's half width."""
+    if sigma > 0 and phi.size >= boxes.MIN_CELLS:
+        box = boxes.interface_box(phi, eps + max(spacing))
+        if box is not None and \
+                boxes.share(boxes.region(box, passes + REACH, phi.shape), phi.shape) \
+                <= boxes.MAX_SHARE:
+            return coefficients_in_box(phi, passes, spacing, sigma, heights, buoyancy, y0, box)
+    return momentum.interface_coefficients(levelset.smooth(phi, passes), spacing, sigma,
+                                           heights, buoyancy, y0)
+
+
+def _rows(h, rows, cells):
+    """``heights`` entry ``h`` (broadcastable along the vertical, array
+    axis 0) on the region's ``rows``: sliced where it holds a value a row
+    (``cells`` rows for the cells', one fewer for the interior faces')."""
+    if h is None or h.ndim == 0 or h.shape[0] == 1:
+        return h
+    return h[rows] if h.shape[0] == cells else h[rows.start:rows.stop - 1]
+
+
+def coefficients_in_box(phi, passes, spacing, sigma, heights, buoyancy, y0, box):
+    """The coefficients of :func:`coefficients` computed on ``box``
+    (:func:`.boxes.interface_box` of ``phi < eps + h``) widened by
+    ``passes + REACH`` cells, its faces taken as walls, zero on the other
+    faces: on every face where ``dH`` is not zero, the whole grid's values."""
+    xp = array_module(phi)
+    nd = phi.ndim
+    cut = boxes.region(box, passes + REACH, phi.shape)
+    inside = levelset.smooth(xp.ascontiguousarray(phi[cut]), passes)
+    rows = None if heights is None else tuple(_rows(h, cut[0], phi.shape[0]) for h in heights)
+    faces = momentum.interface_coefficients(inside, spacing, sigma, rows, buoyancy, y0)
+    out = []
+    for a, f in enumerate(faces):
+        shape = list(phi.shape)
+        shape[array_axis(nd, a)] -= 1
+        whole = xp.zeros(tuple(shape), dtype=f.dtype)
+        whole[boxes.interior_face_region(cut, a)] = f
+        out.append(whole)
+    return tuple(out)
