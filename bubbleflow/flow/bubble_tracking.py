@@ -59,12 +59,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compute import cuda
 from ..compute.backend import array_module, backend_of
 from ..compute.twins import twin
 from .gas_regions import ball_diameter
 
 __all__ = ["BubbleTracker", "sample_interval", "AUTO_SAMPLE_EVERY", "bubble_columns", "EVENT_KINDS", "EVENT_COLUMNS", "COLUMN_UNITS",
-           "STATE_KEYS"]
+           "STATE_KEYS", "pair_counts"]
 
 #: Steps between samples of ``output.bubbles_every: auto``, per backend.
 AUTO_SAMPLE_EVERY = {"numpy": 1, "cupy": 10}
@@ -144,10 +145,8 @@ def _overlaps(previous_labels, labels, previous_count, count):
     prev = xp.asarray(previous_labels)
     size = (previous_count + 1) * (count + 1)
     if size <= DENSE_OVERLAPS:
-        # Every cell counted, its pair's code; pairs with a 0 (no region) dropped on the host.
-        code = (prev.astype(xp.int64) * (count + 1) + labels.astype(xp.int64)).ravel()
-        table = np.asarray(backend.to_host(_count_codes(code, size)), dtype=np.int64)
-        table = table.reshape(previous_count + 1, count + 1)[1:, 1:]
+        table = np.asarray(backend.to_host(pair_counts(prev, labels, previous_count, count)),
+                           dtype=np.int64)
         i, j = np.nonzero(table)
         return i, j, table[i, j]
     both = (prev > 0) & (labels > 0)
@@ -159,20 +158,32 @@ def _overlaps(previous_labels, labels, previous_count, count):
 
 
 @twin
-def _count_codes(code, size):
-    """How many times each of ``0 .. size - 1`` occurs in ``code``."""
-    return array_module(code).bincount(code, minlength=size)
+def pair_counts(previous_labels, labels, previous_count, count):
+    """The ``(previous_count, count)`` table of how many cells hold each
+    pair of a previous region and a region (labels from 1; 0, no region,
+    is left out)."""
+    xp = array_module(labels)
+    code = (previous_labels.astype(xp.int64) * (count + 1) + labels.astype(xp.int64)).ravel()
+    table = xp.bincount(code, minlength=(previous_count + 1) * (count + 1))
+    return table.reshape(previous_count + 1, count + 1)[1:, 1:]
 
 
-@_count_codes.register("cupy")
-def _count_codes_cupy(code, size):
-    # Integer adds: the same in any order, and without cupy.bincount's host checks.
+_kernel = cuda.float64_kernels(__name__, "bubble_tracking.cu")
+
+
+@pair_counts.register("cupy")
+def _pair_counts_cupy(previous_labels, labels, previous_count, count):
+    # One pass, the empty cells skipped and a warp's equal pairs added once
+    # (bubble_tracking.cu); integer adds, the same in any order.
     import cupy as cp
-    import cupyx
 
-    table = cp.zeros(size, dtype=cp.int64)
-    cupyx.scatter_add(table, code, 1)
-    return table
+    prev = cp.ascontiguousarray(previous_labels, dtype=cp.int32).ravel()
+    flat = cp.ascontiguousarray(labels, dtype=cp.int32).ravel()
+    table = cp.zeros(max(previous_count * count, 1), dtype=cp.uint64)
+    if flat.size and previous_count and count:
+        cuda.launch_1d(_kernel("bf_pair_counts"), flat.size, (
+            prev, flat, np.int64(flat.size), np.int32(count), table))
+    return table[:previous_count * count].reshape(previous_count, count)
 
 
 class BubbleTracker:

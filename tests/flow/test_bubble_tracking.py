@@ -359,3 +359,22 @@ def test_auto_sampling_is_every_step_on_the_cpu_and_every_tenth_on_a_gpu(backend
     assert sample_interval("auto", backend) == (10 if backend.name == "cupy" else 1)
     assert AUTO_SAMPLE_EVERY == {"numpy": 1, "cupy": 10}
     assert sample_interval(3, backend) == 3 and sample_interval(0, backend) == 0
+
+
+@pytest.mark.gpu
+def test_the_pair_count_kernel_is_its_array_code(cp):
+    """Two label fields' overlap table: random labels, and a block of one
+    pair wider than a warp (its lanes add once), an empty field, no regions."""
+    from bubbleflow.flow.bubble_tracking import pair_counts
+
+    rng = np.random.default_rng(5)
+    for shape, counts in (((64, 96), (3, 4)), ((9, 20, 33), (7, 1)), ((5, 5), (0, 2)),
+                          ((3, 40), (2, 0))):
+        a = rng.integers(0, counts[0] + 1, shape).astype(np.int32)
+        b = rng.integers(0, counts[1] + 1, shape).astype(np.int32)
+        a[..., : shape[-1] // 2] = counts[0]
+        b[..., : shape[-1] // 2] = counts[1]
+        ref = pair_counts.reference(a, b, *counts)
+        got = pair_counts(cp.asarray(a), cp.asarray(b), *counts)
+        assert got.shape == ref.shape == counts
+        assert np.array_equal(cp.asnumpy(got).astype(np.int64), ref), (shape, counts)
