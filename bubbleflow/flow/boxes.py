@@ -25,14 +25,14 @@ from . import boxes_cuda
 from .vof_limits import CLIP_TOLERANCE
 
 __all__ = ["gas_box", "interface_box", "region", "share", "face_region", "interior_face_region",
-           "MIN_CELLS", "MAX_SHARE"]
+           "worth_a_box", "MIN_CELLS", "MAX_SHARE"]
 
-#: Work is confined to a box on grids of at least this many cells: the
-#: boxes' searches, their transfers and the copies cost a GPU step more
-#: than the cells they spare on smaller grids (measured, the CPU's step
-#: unchanged by them: docs/performance_records.md, "Work on the gas's and
-#: the interface's boxes").
-MIN_CELLS = 1 << 24
+#: By array module, the fewest cells of a grid whose work goes to a box:
+#: on smaller grids the boxes' searches, their transfers and the copies
+#: cost a step as much as the cells they spare, or more; on a GPU up to a
+#: grid of millions of cells (measured: docs/performance_records.md, "Work
+#: on the gas's and the interface's boxes").
+MIN_CELLS = {"numpy": 1 << 15, "cupy": 1 << 24}
 #: ... and where the widened box holds at most this share of the grid.
 MAX_SHARE = 0.5
 
@@ -64,6 +64,12 @@ def interface_box(phi, bound):
     and the cells within ``bound`` of it; None where there are none."""
     xp = array_module(phi)
     return _box_of(~(phi >= bound), xp)
+
+
+def worth_a_box(a):
+    """Whether the grid array ``a`` has the cells (:data:`MIN_CELLS` of its
+    array module; another module's, a GPU's) for its work to go to a box."""
+    return a.size >= MIN_CELLS.get(array_module(a).__name__, MIN_CELLS["cupy"])
 
 
 def region(box, margin, shape):

@@ -29,10 +29,10 @@ REACH = 3
 def coefficients(phi, passes, spacing, sigma, heights, buoyancy, y0, eps):
     """:func:`.momentum.interface_coefficients` of ``levelset.smooth(phi,
     passes)``, or :func:`coefficients_in_box` (the same force) with surface
-    tension on grids of :data:`.boxes.MIN_CELLS` cells or more where the
+    tension on grids large enough (:func:`.boxes.worth_a_box`) where the
     widened box holds at most :data:`.boxes.MAX_SHARE` of them.  ``eps``:
     the Heaviside's half width."""
-    if sigma > 0 and phi.size >= boxes.MIN_CELLS:
+    if sigma > 0 and boxes.worth_a_box(phi):
         box = boxes.interface_box(phi, eps + max(spacing))
         if box is not None and \
                 boxes.share(boxes.region(box, passes + REACH, phi.shape), phi.shape) \

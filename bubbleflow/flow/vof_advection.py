@@ -175,10 +175,10 @@ def advect_in_box(c, velocity, dt, spacing, box, first_axis=0, normal_from=None)
 def advect_fraction(c, velocity, dt, spacing, first_axis=0, normal_from=None, bounded=False):
     """The flow's step of the volume fraction: :func:`advect`, or
     :func:`advect_in_box` (the same bits) where ``bounded`` (each sweep
-    carries the gas at most one cell), the grid has :data:`.boxes.MIN_CELLS`
-    cells or more and the widened box at most :data:`.boxes.MAX_SHARE` of
-    them."""
-    if bounded and c.size >= boxes.MIN_CELLS:
+    carries the gas at most one cell), the grid is large enough
+    (:func:`.boxes.worth_a_box`) and the widened box holds at most
+    :data:`.boxes.MAX_SHARE` of it."""
+    if bounded and boxes.worth_a_box(c):
         box = boxes.gas_box(c)
         if box is not None and \
                 boxes.share(boxes.region(box, BOX_MARGIN, c.shape), c.shape) <= boxes.MAX_SHARE:

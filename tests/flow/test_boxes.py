@@ -168,7 +168,7 @@ def test_the_flow_call_takes_the_box_where_it_spares_most_of_a_large_grid(monkey
     for bounded, min_cells, share, used in ((True, 1, 0.5, True), (False, 1, 0.5, False),
                                             (True, c.size + 1, 0.5, False),
                                             (True, 1, 0.05, False)):
-        monkeypatch.setattr(boxes, "MIN_CELLS", min_cells)
+        monkeypatch.setitem(boxes.MIN_CELLS, backend.name, min_cells)
         monkeypatch.setattr(boxes, "MAX_SHARE", share)
         calls.clear()
         got = advect_fraction(c, velocity, dt, spacing, 1, phi, bounded=bounded)
@@ -238,11 +238,12 @@ def test_a_clsvof_flow_on_the_boxes_is_the_flow_on_the_whole_grid(monkeypatch, b
                                                                   sets, steps):
     case = load_case(os.path.join(ROOT, path), [*sets, "levelset.method=clsvof",
                                                 f"backend={backend.name}"])
+    monkeypatch.setitem(boxes.MIN_CELLS, backend.name, 1 << 62)     # the whole grid's
     whole = _run(case, backend, steps)
     swept = _counted(monkeypatch, vof_advection, "advect_in_box")
     forced = _counted(monkeypatch, interface_force, "coefficients_in_box")
     # (Small grids: the boxes taken wherever they leave any cell out.)
-    monkeypatch.setattr(boxes, "MIN_CELLS", 1)
+    monkeypatch.setitem(boxes.MIN_CELLS, backend.name, 1)
     monkeypatch.setattr(boxes, "MAX_SHARE", 0.99)
     boxed = _run(case, backend, steps)
     assert len(swept) == steps and len(forced) == steps

@@ -73,9 +73,10 @@ def main(path, backend_name="numpy"):
     comm = communicator("auto", backend)
     comm.use_device(backend)
     lines = []
-    defaults = boxes.MIN_CELLS, boxes.MAX_SHARE
+    module = backend.xp.__name__
+    defaults = boxes.MIN_CELLS[module], boxes.MAX_SHARE
     for name, file, overrides, steps in CASES:
-        boxes.MIN_CELLS, boxes.MAX_SHARE = (1, 0.99) if name in ON_BOXES else defaults
+        boxes.MIN_CELLS[module], boxes.MAX_SHARE = (1, 0.99) if name in ON_BOXES else defaults
         case = load_case(os.path.join(ROOT, file), overrides)
         ranked = flow_solver(case, backend, comm)
         state, its, diags = ranked.initial_state(), [], []
