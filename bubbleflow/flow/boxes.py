@@ -25,7 +25,7 @@ from . import boxes_cuda
 from .vof_limits import CLIP_TOLERANCE
 
 __all__ = ["gas_box", "interface_box", "region", "share", "face_region", "interior_face_region",
-           "worth_a_box", "MIN_CELLS", "MAX_SHARE"]
+           "worth_a_box", "spares", "MIN_CELLS", "MAX_SHARE"]
 
 #: By array module, the fewest cells of a grid whose work goes to a box:
 #: on smaller grids the boxes' searches, their transfers and the copies
@@ -81,6 +81,12 @@ def region(box, margin, shape):
 def share(cut, shape):
     """The share of the grid of ``shape`` that the region ``cut`` holds."""
     return math.prod(s.stop - s.start for s in cut) / math.prod(shape)
+
+
+def spares(box, margin, shape):
+    """Whether ``box`` (None: no box) widened by ``margin`` cells holds at
+    most :data:`MAX_SHARE` of the grid of ``shape``."""
+    return box is not None and share(region(box, margin, shape), shape) <= MAX_SHARE
 
 
 def face_region(cut, grid_axis):

@@ -14,17 +14,18 @@ import numpy as np
 from ..compute import cuda
 from .vof_limits import CLIP_TOLERANCE
 
-__all__ = ["gas_box", "interface_box"]
+__all__ = ["gas_box", "interface_box", "NO_BOX", "BOX_ROWS"]
 
 _kernel = cuda.float64_kernels(__name__, "boxes.cu")
 #: Threads per block: 32 along x, 8 rows.
 _BLOCK = (32, 8)
-#: Block rows at most (times the blocks along x): every block's threads
-#: stride over rows, and each block adds one set of atomics.
-_ROWS = 128
-#: The box before any cell is met: least (i, j, k) at the int32 maximum,
-#: greatest at -1.
-_NO_BOX = np.array([2 ** 31 - 1] * 3 + [-1] * 3, dtype=np.int32)
+#: Block rows at most of a kernel folding a box (``bf_box_fold``; times the
+#: blocks along x): every block's threads stride over rows, and each block
+#: adds one set of atomics.
+BOX_ROWS = 128
+#: The box before any cell is met (``bf_box_fold``'s start): least (i, j, k)
+#: at the int32 maximum, greatest at -1.
+NO_BOX = np.array([2 ** 31 - 1] * 3 + [-1] * 3, dtype=np.int32)
 #: bf_box_where's tests.
 _GAS, _BELOW = 0, 1
 
@@ -40,9 +41,9 @@ def _box_where(a, mode, bound):
         return NotImplemented
     (a,) = arrays
     nz, ny, nx = (1,) * (3 - nd) + a.shape
-    box = cp.asarray(_NO_BOX)
+    box = cp.asarray(NO_BOX)
     grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
-    _kernel("bf_box_where")((grid[0], min(grid[1], _ROWS)), block, (
+    _kernel("bf_box_where")((grid[0], min(grid[1], BOX_ROWS)), block, (
         a, box, np.int32(nx), np.int32(ny), np.int32(nz), np.int32(mode), np.float64(bound)))
     lo_hi = box.get()
     if lo_hi[3] < 0:

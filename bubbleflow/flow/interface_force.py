@@ -34,9 +34,7 @@ def coefficients(phi, passes, spacing, sigma, heights, buoyancy, y0, eps):
     the Heaviside's half width."""
     if sigma > 0 and boxes.worth_a_box(phi):
         box = boxes.interface_box(phi, eps + max(spacing))
-        if box is not None and \
-                boxes.share(boxes.region(box, passes + REACH, phi.shape), phi.shape) \
-                <= boxes.MAX_SHARE:
+        if boxes.spares(box, passes + REACH, phi.shape):
             return coefficients_in_box(phi, passes, spacing, sigma, heights, buoyancy, y0, box)
     return momentum.interface_coefficients(levelset.smooth(phi, passes), spacing, sigma,
                                            heights, buoyancy, y0)

@@ -180,8 +180,7 @@ def advect_fraction(c, velocity, dt, spacing, first_axis=0, normal_from=None, bo
     :data:`.boxes.MAX_SHARE` of it."""
     if bounded and boxes.worth_a_box(c):
         box = boxes.gas_box(c)
-        if box is not None and \
-                boxes.share(boxes.region(box, BOX_MARGIN, c.shape), c.shape) <= boxes.MAX_SHARE:
+        if boxes.spares(box, BOX_MARGIN, c.shape):
             return advect_in_box(c, velocity, dt, spacing, box, first_axis, normal_from)
     return advect(c, velocity, dt, spacing, first_axis, normal_from)
 

@@ -53,6 +53,7 @@ import itertools
 import numpy as np
 
 from ..compute import cuda
+from .boxes_cuda import BOX_ROWS, NO_BOX
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_order, search_window
 
 __all__ = ["redistance", "redistance_2d", "redistance_3d", "segment_lengths"]
@@ -174,14 +175,6 @@ def _device_search_3d(window, spacing, spacing_types):
             cp.asarray(near.reshape(-1)), len(near), len(order.lead) - 1)
 
 
-#: Block rows of bf_vof_rd3_box at most (times the blocks along x): every
-#: block's threads stride over rows, and each block adds one set of atomics.
-_BOX_ROWS = 128
-
-#: The patch box before any cell is met (bf_vof_rd3_box): least (i, j, k)
-#: at the int32 maximum, greatest at -1.
-_NO_BOX = np.array([2 ** 31 - 1] * 3 + [-1] * 3, dtype=np.int32)
-
 
 def _region(box, far, shape):
     """The region of the 3-D kernels: the patch cells' box (imin, jmin, kmin,
@@ -224,10 +217,10 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     planes = cp.empty(c.shape + (_NPLANE,), dtype=cp.float64)
     _kernel3("bf_vof_rd3_planes")(grid, block, (phi, c, flags, planes, *sizes, hx, hy, hz,
                                                tol, one_tol))
-    box = cp.asarray(_NO_BOX)
+    box = cp.asarray(NO_BOX)
     # Few blocks, each striding over many rows: a block folds its part
     # into the box by atomics once.
-    _kernel3("bf_vof_rd3_box")((grid[0], min(grid[1], _BOX_ROWS)), block, (flags, box, *sizes))
+    _kernel3("bf_vof_rd3_box")((grid[0], min(grid[1], BOX_ROWS)), block, (flags, box, *sizes))
     # Past the box widened by the gap's cap and by the band (plus the one
     # cell from a seed to its patch) nothing is near: the region's kernels
     # need no more.
