@@ -50,7 +50,7 @@ from ..case.time_step import step_limits, viscosity_scheme
 from ..compute.backend import SideWork
 from ..mesh.grid import Grid, interior_face_heights
 from ..mesh.levelset import build_levelset, geometry_circles
-from . import (bubble_measures, interface_force, levelset, momentum, viscosity, vof_advection,
+from . import (bubble_measures, clsvof_transport, interface_force, levelset, momentum, viscosity,
                vof_diagnostics, vof_fraction, vof_redistance)
 from .bounds import FlowBounds
 from .partition import RankSlabs, WholeGrid, slab_alignment
@@ -69,8 +69,9 @@ CLSVOF_CURVATURE_PASSES = 4
 #: reach): every value the filtered curvature reads at a face the surface
 #: tension acts on (2 cells from an interface cell, eps = 1.5 h), through the
 #: curvature's stencil (1) and the filter (1 a pass), is a rebuilt distance.
-#: Outside the band the level set is only advected; a narrower band let it
-#: bend the curvature and slowed Hysing's case-1 bubble under refinement
+#: Outside the band the level set is the band's width with the volume
+#: fraction's sign; a narrower band let the values outside it bend the
+#: curvature and slowed Hysing's case-1 bubble under refinement
 #: (docs/interface_study.md).
 CLSVOF_BAND = 3 + CLSVOF_CURVATURE_PASSES
 #: The most cells the new velocity of a step may carry the interface along
@@ -557,10 +558,12 @@ class FlowSolver:
         wide_phi = part.widened(state.phi, wc)
         c = None
         if self.clsvof:
-            c = part.cropped(vof_advection.advect_fraction(
-                part.widened(state.c, wc), wide_velocity, dt, spacing,
-                first_axis=step % self.ndim, normal_from=wide_phi, bounded=bounded), wc)
-        phi = part.cropped(levelset.advect(wide_phi, wide_velocity, dt, spacing), wc)
+            phi, c = clsvof_transport.transport(wide_phi, part.widened(state.c, wc),
+                                                wide_velocity, dt, spacing, step % self.ndim,
+                                                bounded)
+            phi, c = part.cropped(phi, wc), part.cropped(c, wc)
+        else:
+            phi = part.cropped(levelset.advect(wide_phi, wide_velocity, dt, spacing), wc)
         self.clock.mark("advection")
         ls = self.case.levelset
         if c is not None:

@@ -19,8 +19,8 @@ A sweep leaves an empty cell among empty neighbours as it was, bit for bit
 (no flux, an indicator of zero).  So where each sweep carries the gas at
 most one cell, the step on the gas's box widened by :data:`BOX_MARGIN`
 cells, the box's faces taken as walls, gives the whole grid's bits
-(:func:`advect_in_box`); :func:`advect_fraction`, the flow's call, takes
-that path where it spares most of a large grid.
+(:func:`advect_in_box`); the flow takes that path where it spares most of
+a large grid (:mod:`.clsvof_transport`).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from .plic import cut_fraction
 from .plic_reconstruction import interface_normal, plane_constants_where
 from .vof_limits import CLIP_TOLERANCE, times_cell_volume
 
-__all__ = ["advect", "advect_fraction", "advect_in_box", "BOX_MARGIN"]
+__all__ = ["advect", "advect_in_box", "BOX_MARGIN"]
 
 #: Cells round the gas's box that :func:`advect_in_box` sweeps besides: the
 #: gas reaches one cell further along each axis in a step (one cell a sweep,
@@ -170,19 +170,6 @@ def advect_in_box(c, velocity, dt, spacing, box, first_axis=0, normal_from=None)
     out = c.copy()
     out[cut] = advect(xp.ascontiguousarray(c[cut]), faces, dt, spacing, first_axis, inside)
     return out
-
-
-def advect_fraction(c, velocity, dt, spacing, first_axis=0, normal_from=None, bounded=False):
-    """The flow's step of the volume fraction: :func:`advect`, or
-    :func:`advect_in_box` (the same bits) where ``bounded`` (each sweep
-    carries the gas at most one cell), the grid is large enough
-    (:func:`.boxes.worth_a_box`) and the widened box holds at most
-    :data:`.boxes.MAX_SHARE` of it."""
-    if bounded and boxes.worth_a_box(c):
-        box = boxes.gas_box(c)
-        if boxes.spares(box, BOX_MARGIN, c.shape):
-            return advect_in_box(c, velocity, dt, spacing, box, first_axis, normal_from)
-    return advect(c, velocity, dt, spacing, first_axis, normal_from)
 
 
 # The kernels: one launch per sweep; NotImplemented (the array code runs)

@@ -123,15 +123,15 @@ __device__ __forceinline__ void visit(T px, T py, T mx, T my, T d, T x0, T y0, T
 }
 
 // The new level set.  offsets: n_offsets pairs (dj, di), nearest first as
-// vof_redistance's nearest-segment search sorts them; band <= both reaches.  floor_ = band *
-// min(hx, hy).  counts[0], counts[1] (when count): the band cells and the
+// vof_redistance's nearest-segment search sorts them; band <= both reaches.  far = band *
+// min(hx, hy), outside the band with the own-side sign.  counts[0], counts[1] (when count): the band cells and the
 // sign conflicts, added atomically (integers: the same totals in any order).
 #ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_vof_rd_search(
     const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
     const T* __restrict__ seg, const int* __restrict__ offsets, const int n_offsets,
     T* __restrict__ out, unsigned long long* __restrict__ counts, const int count,
-    const int nx, const int ny, const T hx, const T hy, const int band, const T floor_,
+    const int nx, const int ny, const T hx, const T hy, const int band, const T far,
     const T tol, const T one_tol)
 {
     // The face segments' fields (plic_segments.face_segments, plic_segments.segment_fields): the
@@ -166,7 +166,7 @@ extern "C" __global__ void bf_vof_rd_search(
             }
         }
         if (!in_band) {
-            out[p] = own * np_max(fabs(phi[p]), floor_);
+            out[p] = own * far;
             continue;
         }
         T best = __longlong_as_double(0x7ff0000000000000LL);   // +inf

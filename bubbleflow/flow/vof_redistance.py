@@ -95,10 +95,12 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
     neighbouring plane extended past its cell is a poor guide) are counted
     in ``info``.
 
-    Outside the band the interface is at least ``band + 1/2`` cells away,
-    so ``phi`` keeps its magnitude floored at ``band * min(spacing)``; its
-    sign is the sign of ``c`` (gas where ``c > 1/2``), which is the sign of
-    the input wherever the two agree (full and empty cells overrule ``phi``).
+    Outside the band the interface is at least ``band + 1/2`` cells away:
+    ``phi`` is ``band * min(spacing)`` with the sign of ``c`` (gas where
+    ``c > 1/2``), whatever the input there, so that the result depends on
+    the input only through its normals in the interface cells (the step's
+    transport carries the level set near the gas alone:
+    :mod:`.clsvof_transport`).
 
     Parameters
     ----------
@@ -142,12 +144,12 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
     own = _own_side(c, mask, d, xp)
     dist = xp.zeros_like(phi)
     dist[where] = xp.sqrt(dist2)
-    floor = band * min(spacing)
+    far = band * min(spacing)
     if info is not None:
         mine = own[where]
         info["band_cells"] = int(dist2.shape[0])
         info["sign_conflicts"] = int(xp.sum((side != mine) & (side != 0.0)))
-    return xp.where(in_band, own * dist, own * xp.maximum(xp.abs(phi), floor))
+    return xp.where(in_band, own * dist, own * far)
 
 
 def _own_side(c, mask, d, xp):

@@ -159,13 +159,13 @@ __device__ __forceinline__ T rd3_own(T cc, int fl, const T* __restrict__ planes,
 }
 
 // The new level set outside the band (the cells of the region whose seed
-// distance is at most band, and no other): the old distance, at least
-// floor_, with the own-side sign.  floor_ = band * min(h).
+// distance is at most band, and no other): far = band * min(h) with the
+// own-side sign.
 extern "C" __global__ void bf_vof_rd3_outside(
     const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
     const unsigned short* __restrict__ dist, const int band, const int i0, const int j0,
     const int k0, const int rx, const int ry, const int rz, const T* __restrict__ planes,
-    T* __restrict__ out, const int nx, const int ny, const int nz, const T floor_, const T tol,
+    T* __restrict__ out, const int nx, const int ny, const int nz, const T far, const T tol,
     const T one_tol)
 {
     const long long plane = (long long)nx * ny;
@@ -175,7 +175,7 @@ extern "C" __global__ void bf_vof_rd3_outside(
         if (li >= 0 && li < rx && lj >= 0 && lj < ry && lk >= 0 && lk < rz
             && (dist[((long long)lk * ry + lj) * rx + li] >> 8) <= band)
             continue;
-        out[p] = rd3_own(c[p], flags[p], planes, p, tol, one_tol) * np_max(fabs(phi[p]), floor_);
+        out[p] = rd3_own(c[p], flags[p], planes, p, tol, one_tol) * far;
     }
 }
 

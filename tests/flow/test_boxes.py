@@ -1,7 +1,8 @@
 """Work confined to boxes of cells (``flow.boxes``) against the whole grid's:
-the volume fraction's step on the gas's box (``vof_advection.advect_in_box``,
-``advect_fraction``), the same bits wherever each sweep carries the gas at
-most one cell; the interface force's coefficients on the box of the cells
+the volume fraction's step on the gas's box (``vof_advection.advect_in_box``),
+the same bits wherever each sweep carries the gas at most one cell; the
+CLSVOF transport on it (``clsvof_transport``), the same rebuilt level set;
+the interface force's coefficients on the box of the cells
 near the gas (``interface_force``), the same force on every face; on the
 suite's backend (the CUDA sweeps, curvature and box kernel with ``--backend
 cupy``), and in the flow with its adaptive step."""
@@ -11,11 +12,12 @@ import numpy as np
 import pytest
 
 from bubbleflow.case.config import load_case
-from bubbleflow.flow import boxes, interface_force, levelset, momentum, navier_stokes, \
-    vof_advection
+from bubbleflow.flow import (boxes, clsvof_transport, interface_force, levelset, momentum,
+                             navier_stokes, vof_advection)
 from bubbleflow.flow.boxes import gas_box, interface_box
 from bubbleflow.flow.navier_stokes import FlowSolver
-from bubbleflow.flow.vof_advection import BOX_MARGIN, advect, advect_fraction, advect_in_box
+from bubbleflow.flow.vof_advection import BOX_MARGIN, advect, advect_in_box
+from bubbleflow.flow.vof_redistance import redistance
 from bubbleflow.mesh.grid import Grid, interior_face_heights
 from bubbleflow.mesh.levelset import heaviside
 from bubbleflow.flow.vof_fraction import volume_fraction
@@ -153,26 +155,36 @@ def test_the_box_kernel_is_its_array_code(cp):
                 interface_box.reference(phi, bound), (shape, fill)
 
 
-def test_the_flow_call_takes_the_box_where_it_spares_most_of_a_large_grid(monkeypatch, backend):
-    shape, spacing = GRIDS[3]
-    phi, c = _gas(shape, spacing, "bubble")
-    velocity, dt = _velocity(shape, spacing, seed=1)
+@pytest.mark.parametrize("kind", ["bubble", "two-bubbles", "wall-bubble"])
+@pytest.mark.parametrize("nd", [2, 3])
+def test_the_transport_on_the_gas_box_rebuilds_the_whole_grids_level_set(monkeypatch, backend,
+                                                                        nd, kind):
+    """Both fields carried on the gas's box, then the level set rebuilt: the
+    whole grid's volume fraction and rebuilt level set, bit for bit, though
+    the carried level set was left as it was away from the gas."""
+    shape, spacing = FORCE_GRIDS[nd]
+    phi, c = _gas(shape, spacing, kind)
+    velocity, dt = _velocity(shape, spacing, seed=nd + len(kind))
     xp = backend.xp
-    c, phi = xp.asarray(c), xp.asarray(phi)
+    phi, c = xp.asarray(phi), xp.asarray(c)
     velocity = tuple(xp.asarray(v) for v in velocity)
-    calls = []
-    real = vof_advection.advect_in_box
-    monkeypatch.setattr(vof_advection, "advect_in_box",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
-    whole = advect(c, velocity, dt, spacing, 1, phi)
-    for bounded, min_cells, share, used in ((True, 1, 0.5, True), (False, 1, 0.5, False),
-                                            (True, c.size + 1, 0.5, False),
-                                            (True, 1, 0.05, False)):
+    band = navier_stokes.CLSVOF_BAND
+    rebuilt = []
+    for min_cells in (1 << 62, 1):
         monkeypatch.setitem(boxes.MIN_CELLS, backend.name, min_cells)
+        monkeypatch.setattr(boxes, "MAX_SHARE", 0.99)
+        carried, c_new = clsvof_transport.transport(phi, c, velocity, dt, spacing, nd - 1, True)
+        rebuilt.append((carried, c_new, redistance(carried, c_new, spacing, band=band,
+                                                   reach=band + 1)))
+    (whole, c_whole, phi_whole), (boxed, c_boxed, phi_boxed) = rebuilt
+    assert bool(xp.any(boxed != whole))               # the box left cells out
+    assert bool(xp.array_equal(c_boxed, c_whole))
+    assert bool(xp.array_equal(phi_boxed, phi_whole))
+    # Unbounded steps, or a box of more than MAX_SHARE: the whole grid.
+    for bounded, share in ((False, 0.99), (True, 0.01)):
         monkeypatch.setattr(boxes, "MAX_SHARE", share)
-        calls.clear()
-        got = advect_fraction(c, velocity, dt, spacing, 1, phi, bounded=bounded)
-        assert bool(calls) == used and bool(xp.array_equal(got, whole))
+        carried, _ = clsvof_transport.transport(phi, c, velocity, dt, spacing, nd - 1, bounded)
+        assert bool(xp.array_equal(carried, whole)), (bounded, share)
 
 
 def _forces(nd, kind, passes, buoyancy, backend):

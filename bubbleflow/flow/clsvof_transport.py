@@ -1,0 +1,53 @@
+"""The transport of a CLSVOF step: the volume fraction and the level set
+carried by the step's velocity, confined to the gas's box on large grids.
+
+After the transport the level set is rebuilt from the volume fraction
+(:func:`.vof_redistance.redistance`): in its band from the new PLIC
+interface, whose planes take the normals of the carried level set in the
+interface cells, and outside the band from the volume fraction's side
+alone.  So of the carried level set only the interface cells' normals
+matter, and of the volume fraction only the cells with gas change
+(:func:`.vof_advection.advect_in_box`).  Where each sweep carries the gas
+at most one cell, both are carried on the gas's box widened by the cells
+they read (:data:`.vof_advection.BOX_MARGIN`, :data:`LEVEL_SET_MARGIN`),
+and the rebuilt level set and the volume fraction are the whole grid's,
+bit for bit.
+"""
+from __future__ import annotations
+
+from ..compute.backend import array_module
+from . import boxes, levelset, vof_advection
+
+__all__ = ["transport", "LEVEL_SET_MARGIN"]
+
+#: Cells past the gas's box where the carried level set is read: the new
+#: interface cells lie within a cell of the old gas (one cell a sweep, each
+#: axis once), their normals read their neighbours (1), TVD-RK3's three
+#: stages of WENO5 read 9 cells, and one to spare.
+LEVEL_SET_MARGIN = 12
+
+
+def transport(phi, c, velocity, dt, spacing, first_axis, bounded):
+    """``(phi, c)`` carried one step: the volume fraction by
+    :func:`.vof_advection.advect` with the normals of ``phi`` (its sweeps
+    from array axis ``first_axis``), the level set by
+    :func:`.levelset.advect`.  ``bounded``: each sweep carries the gas at
+    most one cell; then, on grids large enough (:func:`.boxes.worth_a_box`),
+    each is carried on the gas's box where its widened box holds at most
+    :data:`.boxes.MAX_SHARE` of the grid (the level set elsewhere left as
+    it was, which the rebuild does not read)."""
+    box = boxes.gas_box(c) if bounded and boxes.worth_a_box(c) else None
+    if boxes.spares(box, vof_advection.BOX_MARGIN, c.shape):
+        c_new = vof_advection.advect_in_box(c, velocity, dt, spacing, box, first_axis, phi)
+    else:
+        c_new = vof_advection.advect(c, velocity, dt, spacing, first_axis, phi)
+    if not boxes.spares(box, LEVEL_SET_MARGIN, phi.shape):
+        return levelset.advect(phi, velocity, dt, spacing), c_new
+    xp = array_module(phi)
+    cut = boxes.region(box, LEVEL_SET_MARGIN, phi.shape)
+    faces = tuple(xp.ascontiguousarray(v[boxes.face_region(cut, a)])
+                  for a, v in enumerate(velocity))
+    out = phi.copy()
+    out[cut] = levelset.advect(xp.ascontiguousarray(phi[cut]), faces, dt, spacing)
+    return out, c_new
+
