@@ -105,7 +105,7 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
     Parameters
     ----------
     phi : array
-        Level set (normals for the reconstruction, values outside the band).
+        Level set (its normals in the interface cells for the reconstruction).
     c : array
         Gas volume fraction; it defines the interface.
     spacing : tuple of floats
