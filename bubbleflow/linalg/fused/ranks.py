@@ -138,6 +138,8 @@ class RankFusedEngine(DeviceEngine):
         # the kernels read where Jacobi's read D^-1 r.
         self.dinv = cp.zeros(self.n if self.mode != "none" else 1, dtype=f64)
         self.prec_launches, self._prec_of = None, None
+        # The start's y = M^-1 r replayed from a graph: (preconditioner, graph).
+        self._start_graph = None
         self.scal = cp.zeros(_NSCAL, dtype=f64)
         self.counter = cp.zeros(1, dtype=cp.int32)
         self.counters = cp.zeros(4, dtype=cp.uint32)
@@ -204,6 +206,34 @@ class RankFusedEngine(DeviceEngine):
 
         launch(self.prec_launches)
 
+    def _precondition_start(self):
+        """``y = M^-1 r`` at a solve's start: launched directly the first
+        time for a preconditioner (NCCL sets up the connections of its
+        collectives at their first call, which a capture cannot hold), then
+        replayed from a CUDA graph of the same launches (the cycle's
+        hundred-odd launches are one from the host)."""
+        graphs = self.use_graphs and self.comm.name in _CAPTURABLE
+        held = self._start_graph
+        if not graphs or held is None or held[0] is not self._prec_of:
+            self._precondition()
+            if graphs and (held is None or held[0] is not self._prec_of):
+                self._start_graph = (self._prec_of, None)     # captured at the next start
+            return
+        graph = held[1]
+        if graph is None:
+            # Every rank captures (or fails) alike and they agree before any
+            # replay, as for the iterations' graphs.
+            graph, _ = self._capture(self._precondition, synchronize=True)
+            if self.comm.sum_int(0 if graph is not None else 1):
+                graph = None
+            if graph is None:
+                self.use_graphs = False
+                self._precondition()
+                return
+            graph = self.comm.hold_graph(graph)
+            self._start_graph = (self._prec_of, graph)
+        graph.launch()
+
     # ------------------------------------------------------------- protocol
     def tolerance(self, bnorm, tol_rel):
         """The solve's ``1 / ||b||`` and relative tolerance into the device
@@ -226,9 +256,7 @@ class RankFusedEngine(DeviceEngine):
         self.hist = hist
         s = self.scal
         if self.mode == "generic":
-            # (Directly, before any capture: NCCL sets up the connections of
-            # the preconditioner's collectives at their first call.)
-            self._precondition()
+            self._precondition_start()
         self.k_start((self.blocks,), (_THREADS,),
                      (self.r, self.dinv, self.part, self.counters[1:2], s, np.uint32(self.n),
                       np.int32(self.blocks)))

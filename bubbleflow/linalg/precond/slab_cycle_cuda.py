@@ -76,15 +76,22 @@ def slab_cycle_runner(mg, levels):
 
 class _Level:
     """A slabbed level on the rank: its slab, the halo planes below and
-    above, the widened couplings (the cycle's dtype) and buffers."""
+    above, the widened couplings (float64, where the halo is swapped, and
+    the cycle's dtype, the kernels') and buffers."""
 
-    def __init__(self, slab, halo, faces, cp, dtype, io_dtype):
+    def __init__(self, slab, halo, couplings, cp, dtype, io_dtype):
         self.slab = slab
         self.nloc = slab.hi - slab.lo
         self.below = halo if slab.lower is not None else 0
         self.above = halo if slab.upper is not None else 0
         self.shape = (self.below + self.nloc + self.above,) + tuple(slab.shape[1:])
-        self.faces = faces
+        self.wides = self.faces = None
+        if couplings is not None:
+            slow = len(couplings) - 1
+            self.wides = tuple(cp.zeros(self.shape[:1] + c.shape[1:], dtype=cp.float64)
+                               for c in couplings)
+            self.faces = tuple(cp.zeros(w[1:].shape if axis == slow else w.shape, dtype=dtype)
+                               for axis, w in enumerate(self.wides))
         self.b = cp.zeros(self.shape, dtype=io_dtype)
         self.x = cp.zeros(self.shape, dtype=io_dtype)
         self.xs = cp.zeros(self.shape, dtype=dtype)
@@ -118,11 +125,11 @@ class SlabGraphCycle:
         self.levels = []
         for k in range(self.gathered + 1):
             couplings, slab = levels[k]
-            faces = None
-            if k < self.gathered:
-                faces = _widened_faces(couplings, slab, halo, self.comm, cp, dtype)
             io = "float64" if k == 0 else dtype
-            self.levels.append(_Level(slab, halo, faces, cp, dtype, io))
+            level = _Level(slab, halo, couplings if k < self.gathered else None, cp, dtype, io)
+            if level.faces is not None:
+                _fill_widened(couplings, level, self.comm)
+            self.levels.append(level)
         self.acc = {k + 1: cp.zeros(self.levels[k + 1].shape, dtype=dtype)
                     for k in range(min(self.w_levels, self.gathered - 1))}
         self._whole_part(mg, levels)
@@ -150,13 +157,15 @@ class SlabGraphCycle:
         it, as a GraphCycle on unit scales (or the solve's on level 0)."""
         cp, k = self.cp, self.gathered
         level = self.levels[k]
-        self._gather = mg.gathered_couplings
+        spans = self.comm.allgather(np.array([level.slab.lo, level.slab.hi]))
+        self.spans = [(int(lo), int(hi)) for lo, hi in spans]
+        self._gather = _DeviceGather(levels[k][0], level.slab, self.spans, self.comm, cp)
         if k == mg.gathered:
             whole = mg.whole
         else:
             couplings, slab = levels[k]
             whole = Multigrid.from_couplings(
-                self._gather(couplings, slab), slab.shape,
+                self._gather(couplings), slab.shape,
                 w_levels=max(self.w_levels - k, 0), degree=mg.degree, ratio=mg.ratio,
                 scale=mg.scale, coarsest=mg.coarsest, min_side=mg.min_side,
                 cycle_precision=self.dtype)
@@ -165,8 +174,6 @@ class SlabGraphCycle:
         self.whole_cycle = GraphCycle(whole.levels, whole.coarse_inverse, mg.degree, mg.ratio,
                                       mg.scale, whole.w_levels, io_scale)
         plane = tuple(level.slab.shape[1:])
-        spans = self.comm.allgather(np.array([level.slab.lo, level.slab.hi]))
-        self.spans = [(int(lo), int(hi)) for lo, hi in spans]
         most = max(hi - lo for lo, hi in self.spans)
         io = level.b.dtype
         self.send = cp.zeros((most,) + plane, dtype=io)
@@ -279,13 +286,11 @@ class SlabGraphCycle:
         """New couplings of the same levels (DistributedMultigrid.refresh):
         written into the widened faces and the gathered hierarchy (the
         multigrid's own where the array cycle gathers at the same level) in
-        place, so the launches and the graph stay valid."""
+        place, so the launches and the graph stay valid; the gathered
+        level's couplings gathered on the device, no host copy."""
         for k, level in enumerate(self.levels[:self.gathered]):
-            couplings, slab = levels[k]
-            for dst, src in zip(level.faces, _widened_faces(couplings, slab, self.halo,
-                                                              self.comm, self.cp, self.dtype)):
-                dst[...] = src
-        self.whole.refresh_couplings(self._gather(*levels[self.gathered]))
+            _fill_widened(levels[k][0], level, self.comm)
+        self.whole.refresh_couplings(self._gather(levels[self.gathered][0]))
 
     # ------------------------------------------------------------ running
     def _capture(self):
@@ -367,32 +372,65 @@ class SlabGraphCycle:
         return top.x[top.own].astype(r.dtype, copy=True).reshape(r.shape)
 
 
-def _widened_faces(couplings, slab, halo, comm, cp, dtype):
-    """A slabbed level's couplings on the slab widened by ``halo`` planes
-    towards each neighbour, from its float64 couplings on the slab widened
-    by one (:class:`~bubbleflow.operators.distributed.DistributedOperator`'s
+def _fill_widened(couplings, level, comm):
+    """A slabbed level's widened couplings (``level.faces``, in place) from
+    its float64 couplings on the slab widened by one
+    (:class:`~bubbleflow.operators.distributed.DistributedOperator`'s
     layout): each axis's faces as a field of the slab's cells (along the
-    planes' axis the face below each plane, zero at the bottom wall), the
-    neighbours' planes of it swapped in, then back to faces."""
+    planes' axis the face below each plane, zero at the bottom wall) in
+    ``level.wides``, the neighbours' planes of it swapped in, then cast to
+    the cycle's dtype.  Every halo plane is received at each fill."""
+    import cupy as cp
+
+    slab = level.slab
     _, _, below, _ = slab.extended()
-    nloc = slab.hi - slab.lo
+    nloc, h_lo, h_hi = level.nloc, level.below, level.above
+    halo = max(h_lo, h_hi)
     slow = len(couplings) - 1
-    h_lo = halo if slab.lower is not None else 0
-    h_hi = halo if slab.upper is not None else 0
-    faces = []
-    for axis, c in enumerate(couplings):
+    for axis, (c, wide, out) in enumerate(zip(couplings, level.wides, level.faces)):
+        own = wide[h_lo:h_lo + nloc]
         if axis != slow:
-            own = c[below:below + nloc]
+            own[...] = c[below:below + nloc]
         elif below:
-            own = c[:nloc]
+            own[...] = c[:nloc]
         else:
-            own = cp.concatenate([cp.zeros_like(c[:1]), c[:nloc - 1]])
-        wide = cp.zeros((h_lo + nloc + h_hi,) + own.shape[1:], dtype=own.dtype)
-        wide[h_lo:h_lo + nloc] = own
+            own[:1] = 0
+            own[1:] = c[:nloc - 1]
         if h_lo or h_hi:
             comm.exchange(slab.lower, slab.upper, wide[h_lo:h_lo + halo],
                           wide[h_lo + nloc - halo:h_lo + nloc], wide[:h_lo], wide[h_lo + nloc:])
-        if axis == slow:
-            wide = wide[1:]
-        faces.append(cp.ascontiguousarray(wide.astype(dtype)))
-    return tuple(faces)
+        cp.copyto(out, wide[1:] if axis == slow else wide, casting="same_kind")
+
+
+class _DeviceGather:
+    """The gathered level's whole couplings on every rank from each rank's
+    float64 couplings on its slab widened by one: of every axis its own
+    planes' faces, and of the faces between planes those above its cells
+    (but the top wall), as :func:`.agglomerated_multigrid.gather_couplings`
+    takes them, by one all-gather an axis on the device into buffers
+    allocated once (each rank's rows padded to the most any rank has)."""
+
+    def __init__(self, couplings, slab, spans, comm, cp):
+        _, _, below, _ = slab.extended()
+        slow, top = len(couplings) - 1, len(spans) - 1
+        self.comm, self.below = comm, below
+        self.rows = [[max(hi - lo - (1 if axis == slow and r == top else 0), 0)
+                      for r, (lo, hi) in enumerate(spans)] for axis in range(len(couplings))]
+        self.send, self.recv, self.whole = [], [], []
+        for axis, c in enumerate(couplings):
+            most, rest = max(self.rows[axis]), tuple(c.shape[1:])
+            self.send.append(cp.zeros((most,) + rest, dtype=cp.float64))
+            self.recv.append(cp.zeros((len(spans), most) + rest, dtype=cp.float64))
+            self.whole.append(cp.zeros((sum(self.rows[axis]),) + rest, dtype=cp.float64))
+
+    def __call__(self, couplings):
+        for axis, c in enumerate(couplings):
+            rows = self.rows[axis]
+            own = rows[self.comm.rank]
+            self.send[axis][:own] = c[self.below:self.below + own]
+            self.comm.allgather_into(self.send[axis], self.recv[axis])
+            at = 0
+            for r, n in enumerate(rows):
+                self.whole[axis][at:at + n] = self.recv[axis][r, :n]
+                at += n
+        return tuple(self.whole)
