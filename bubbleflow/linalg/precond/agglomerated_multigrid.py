@@ -91,12 +91,12 @@ class DistributedMultigrid(Preconditioner):
         self._shape = (A_rank.slab.hi - A_rank.slab.lo,) + tuple(shapes[0][1:])
         self.runner = slab_cycle_runner(self, levels)
 
-    def _levels(self, A_rank):
+    def _levels(self, A_rank, deepest=None):
         """Each slabbed level's float64 couplings (on its slab widened by
-        one plane) and slab, down to the gathered level."""
+        one plane) and slab, down to the gathered level (or ``deepest``)."""
         couplings = tuple(c.astype(np.float64, copy=False) for c in A_rank.couplings())
         levels = []
-        for k in range(self.gathered + 1):
+        for k in range((self.gathered if deepest is None else deepest) + 1):
             slab = RankSlab(self._shapes[k], A_rank.slab.rank, A_rank.slab.size,
                             *self._slabs[k])
             if k:
@@ -132,10 +132,11 @@ class DistributedMultigrid(Preconditioner):
                 and A_rank.backend.xp is self.xp)
         if not fits:
             return False
-        levels = self._levels(A_rank)
         if self.runner is not None:
-            self.runner.refresh(levels)
+            # (The runner reads the levels down to the one it gathers.)
+            self.runner.refresh(self._levels(A_rank, self.runner.gathered))
             return True
+        levels = self._levels(A_rank)
         self._rank_levels(levels)               # (the array cycle holds no graph)
         self.whole.refresh_couplings(self.gathered_couplings(*levels[-1]))
         return True

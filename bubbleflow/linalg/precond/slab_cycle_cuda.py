@@ -40,8 +40,10 @@ from .multigrid_cuda import (GraphCycle, chebyshev_coef, covered, down_launch, l
 __all__ = ["SlabGraphCycle", "slab_cycle_runner", "halo_planes", "GATHER_CELLS"]
 
 #: Levels of at most this many cells (the whole grid's) are gathered on
-#: every rank: below it a level's two swaps cost more than its kernels.
-GATHER_CELLS = 2 ** 16
+#: every rank: below it a level's swaps and the slabs' launches cost more
+#: than its kernels on the whole level take (measured on two GPUs from
+#: 2^12 to 2^22: docs/performance_records.md).
+GATHER_CELLS = 2 ** 20
 #: The communicators whose swaps and all-gather a CUDA graph can hold.
 _CAPTURABLE = ("single", "nccl")
 
