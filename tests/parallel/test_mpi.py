@@ -560,6 +560,13 @@ def test_bench_scaling_prints_strong_and_weak_scaling(tmp_path):
         factor = r["ranks"] if r["scaling"] == "strong" else 1
         assert r["efficiency"] == pytest.approx(base["measured_ms"] / (factor * r["measured_ms"]))
         assert r["model_error"] == pytest.approx(r["model_ms"] / r["measured_ms"] - 1)
+    # The default solver's time to solution on the strong grid, against one rank's.
+    strong = [r for r in rows if r["scaling"] == "strong"]
+    assert all(r["solution_ms"] == pytest.approx(r["setup_ms"] + r["solve_ms"]) for r in strong)
+    assert strong[1]["solution_ratio"] == pytest.approx(strong[1]["solution_ms"]
+                                                        / strong[0]["solution_ms"])
+    assert all(r["solution_ms"] in (None, "") for r in rows if r["scaling"] == "weak")
+    assert "to solution ms" in proc.stdout and "x one rank" in proc.stdout
 
 
 def test_the_scaling_table_compares_like_with_like():
@@ -710,9 +717,13 @@ def test_mpiexec_bubbleflow_bench_prints_the_model_beside_the_time(tmp_path):
                           text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("2 ranks (mpi, numpy, generic), 3-D n = 32: measured "), \
+    assert len(lines) == 2 and lines[0].startswith("2 ranks (mpi, numpy, generic), 3-D n = 32: measured "), \
         lines
     assert "model" in lines[0] and "halo" in lines[0] and "all-reduce" in lines[0]
+    # The default solver's time to solution on the same grid.
+    assert lines[1].startswith("2 ranks (mpi, numpy), 3-D n = 32: default solver (pcg + multigrid, "
+                               "rtol 1e-08): set-up "), lines
+    assert "time to solution" in lines[1] and "NOT CONVERGED" not in lines[1]
     bad = subprocess.run(base + ["--sizes", "5"], capture_output=True, text=True, timeout=600,
                          env=env, cwd=tmp_path)
     errors = said(bad.stderr)
@@ -743,7 +754,9 @@ def test_mpiexec_bubbleflow_bench_on_the_gpu(tmp_path, cupy_backend):
     lines = proc.stdout.strip().splitlines()
     two = cupy_backend.xp.cuda.runtime.getDeviceCount() >= 2
     how = "nccl, cupy, fused" if two else "mpi, cupy, generic"
-    assert len(lines) == 1 and lines[0].startswith(f"2 ranks ({how}), 2-D n = 64: measured"), \
+    assert len(lines) == 2 and lines[0].startswith(f"2 ranks ({how}), 2-D n = 64: measured"), \
+        lines
+    assert lines[1].startswith(f"2 ranks ({how.rsplit(',', 1)[0]}), 2-D n = 64: default solver"), \
         lines
 
 

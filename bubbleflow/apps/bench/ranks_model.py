@@ -47,6 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ranks_solve import default_solve, solve_line
+
 __all__ = ["array_passes", "Link", "predict_iteration", "measure_link", "working_bytes",
            "run_ranks_bench",
            "RANKS_ITERATIONS", "RANKS_MORE", "RANKS_SOLVES", "DOT_PASSES", "fused_passes",
@@ -382,4 +384,10 @@ def run_ranks_bench(comm, dim, sizes, out=print, backend=None, weak_sizes=(), en
             f"{100 * (predicted - measured) / measured:+.1f} %; copy "
             f"{link.copy_bandwidth / 1e9:.2f} GB/s, dot {link.dot_bandwidth / 1e9:.2f} GB/s a "
             f"rank{links}")
+    # The default solver's time to solution at each strong size (every rank).
+    for n in sizes:
+        got = default_solve(comm, backend, dim, n)
+        if comm.rank == 0:
+            next(r for r in rows if r["n"] == n and not r["weak"])["solution"] = got
+            out(solve_line(comm.size, comm.name, backend.name, dim, n, got))
     return rows

@@ -13,6 +13,11 @@ same ratio of its predicted times.  Every count of ranks runs the same
 loop (Jacobi PCG by the engine ``--ranks-engine`` picks: on GPUs the fused
 engine, else the array loop; the ``engine`` column), one rank included, so
 the ratios compare like with like.
+
+At each strong size a second table: the default solver's time to solution
+(:mod:`.ranks_solve`: a new solver's set-up and its solve, multigrid PCG
+on one process's whole grid and on the ranks' slabs) and its ratio to one
+process's.
 """
 from __future__ import annotations
 
@@ -24,12 +29,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["SCALING_COLUMNS", "find_mpiexec", "scaling_rows", "format_scaling", "run_scaling",
-           "run_counts"]
+__all__ = ["SCALING_COLUMNS", "find_mpiexec", "scaling_rows", "format_scaling", "format_solutions",
+           "run_scaling", "run_counts"]
 
 #: The scaling table's columns (also the CSV's).
 SCALING_COLUMNS = ("dim", "scaling", "n", "ranks", "cells", "cells_per_rank", "comm", "backend",
-                   "engine", "measured_ms", "model_ms", "model_error", "efficiency", "model_efficiency")
+                   "engine", "measured_ms", "model_ms", "model_error", "efficiency", "model_efficiency",
+                   "setup_ms", "solve_ms", "solve_iterations", "solution_ms", "solution_ratio")
 
 
 def find_mpiexec():
@@ -63,8 +69,24 @@ def scaling_rows(rows, sizes, weak_sizes):
                                 measured_ms=1e3 * r["measured"],
                                 model_ms=1e3 * r["predicted"],
                                 model_error=(r["predicted"] - r["measured"]) / r["measured"],
-                                efficiency=eff, model_efficiency=model_eff))
+                                efficiency=eff, model_efficiency=model_eff,
+                                **_solution(r if kind == "strong" else None, base)))
     return out
+
+
+def _solution(row, base):
+    """The default solver's columns of a strong row (None for a weak row,
+    ``row`` None, or one without): set-up, solve and their sum in ms,
+    iterations, and the sum's ratio to the one-rank row ``base``'s."""
+    got = (row or {}).get("solution")
+    if not got:
+        return dict(setup_ms=None, solve_ms=None, solve_iterations=None, solution_ms=None,
+                    solution_ratio=None)
+    total = got["setup"] + got["solve"]
+    one = (base or {}).get("solution")
+    return dict(setup_ms=1e3 * got["setup"], solve_ms=1e3 * got["solve"],
+                solve_iterations=got["iterations"], solution_ms=1e3 * total,
+                solution_ratio=total / (one["setup"] + one["solve"]) if one else None)
 
 
 def format_scaling(table):
@@ -80,6 +102,23 @@ def format_scaling(table):
                       f"{t['measured_ms']:.3f}",
                       f"{t['model_ms']:.3f}", f"{100 * t['model_error']:+.1f} %",
                       pct(t["efficiency"]), pct(t["model_efficiency"])))
+    widths = [max([len(h)] + [len(row[i]) for row in lines]) for i, h in enumerate(head)]
+    fmt = lambda row: "  ".join(c.rjust(w) for c, w in zip(row, widths))   # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
+
+
+def format_solutions(table):
+    """The default solver's time to solution of the strong rows that have
+    one, as an aligned text table (empty where none has)."""
+    rows = [t for t in table if t.get("solution_ms") is not None]
+    if not rows:
+        return ""
+    head = ("D", "n", "ranks", "comm", "set-up ms", "solve ms", "its", "to solution ms",
+            "x one rank")
+    lines = [(str(t["dim"]), str(t["n"]), str(t["ranks"]), t["comm"], f"{t['setup_ms']:.1f}",
+              f"{t['solve_ms']:.1f}", str(t["solve_iterations"]), f"{t['solution_ms']:.1f}",
+              "-" if t["solution_ratio"] is None else f"{t['solution_ratio']:.2f}")
+             for t in rows]
     widths = [max([len(h)] + [len(row[i]) for row in lines]) for i, h in enumerate(head)]
     fmt = lambda row: "  ".join(c.rjust(w) for c, w in zip(row, widths))   # noqa: E731
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
@@ -113,6 +152,10 @@ def run_scaling(counts, dim, sizes, weak_sizes, backend="numpy", csv=None, out=p
     rows, failed = run_counts(counts, command, SCALING_COLUMNS, table, csv, err, mpiexec,
                               "bench --scaling")
     out(format_scaling(table(rows)))
+    solutions = format_solutions(table(rows))
+    if solutions:
+        out("\n# the default solver (multigrid PCG): a new solver's set-up and solve, the "
+            "median after the first\n" + solutions)
     return table(rows), failed
 
 
