@@ -30,6 +30,7 @@ def main():
     def select(system):
         engine = engine_for(system.A, system.prec_obj, system.prec_name, system.deflation,
                             system.variant, system.b)
+        engine.direct_first = 0           # (graphs from the first iteration on: the subject)
         KEPT.append(engine)
         return engine
 

@@ -82,7 +82,7 @@ def test_its_graphs_give_the_bits_of_its_direct_launches(dim, M, cupy_backend):
     the iteration (its launches skipped once the solve is done)."""
     D, b = _system(dim, cupy_backend)
     M = _preconditioner(M, D)
-    xg, info_g, graphs = _solve_with(D, b, M)
+    xg, info_g, graphs = _solve_with(D, b, M, direct_first=0)
     xd, info_d, direct = _solve_with(D, b, M, use_graphs=False)
     assert graphs.capture_error is None and any(g is not None for g in graphs._graphs.values())
     assert not direct._graphs
@@ -123,4 +123,34 @@ def test_it_stops_at_the_tolerance_on_the_device(cupy_backend):
                       check_every=50)
     assert kept[0] is first
     assert info1.converged and info1.iterations == info2.iterations
+    assert cupy_backend.xp.array_equal(x1, x2)
+
+
+def test_a_first_solve_within_its_direct_iterations_captures_nothing(cupy_backend):
+    """The engine's first solve launches its first iterations directly: the
+    slab multigrid's few iterations capture no graph and replay nothing;
+    the same engine's next solve replays its start and its iterations from
+    graphs, with the same iterations and bits."""
+    from bubbleflow.linalg.fused.ranks import engine_for
+    from bubbleflow.linalg.krylov import solve
+
+    D, b = _system(2, cupy_backend)
+    M = _preconditioner("multigrid", D)
+    kept = []
+
+    def select(system):
+        previous = kept[0] if kept else None
+        kept[:] = [engine_for(system.A, system.prec_obj, system.prec_name, system.deflation,
+                              system.variant, system.b, previous=previous)]
+        return kept[0]
+
+    x1, info1 = solve(D, b, rtol=1e-8, M=M, maxiter=5000, select=select)
+    engine = kept[0]
+    assert info1.converged and info1.iterations <= engine.direct_first
+    assert not any(g is not None for g in engine._graphs.values())
+    assert engine._start_graph is not None and engine._start_graph[1] is None
+    x2, info2 = solve(D, b, rtol=1e-8, M=M, maxiter=5000, select=select)
+    assert kept[0] is engine and info2.iterations == info1.iterations
+    assert any(g is not None for g in engine._graphs.values())
+    assert engine._start_graph[1] is not None
     assert cupy_backend.xp.array_equal(x1, x2)

@@ -108,6 +108,12 @@ class RankFusedEngine(DeviceEngine):
 
     #: Blocks of the grid-stride kernels a multiprocessor.
     blocks_per_sm = _BLOCKS_PER_SM
+    #: Iterations of the engine's first solve launched directly (whole runs,
+    #: until this many have been), before any capture: a solve that ends
+    #: within them (the slab multigrid's ten or so, a one-off pressure
+    #: solve) pays no capture of graphs it would not replay; a longer one,
+    #: and every later solve, replays them.
+    direct_first = 16
 
     def __init__(self, A, prec_obj, prec_name):
         import cupy as cp
@@ -140,6 +146,8 @@ class RankFusedEngine(DeviceEngine):
         self.prec_launches, self._prec_of = None, None
         # The start's y = M^-1 r replayed from a graph: (preconditioner, graph).
         self._start_graph = None
+        # Iterations of this solve still to launch directly (the first solve's).
+        self._direct_left, self._begun = 0, False
         self.scal = cp.zeros(_NSCAL, dtype=f64)
         self.counter = cp.zeros(1, dtype=cp.int32)
         self.counters = cp.zeros(4, dtype=cp.uint32)
@@ -254,6 +262,8 @@ class RankFusedEngine(DeviceEngine):
         self.p_ext.fill(0)
         self.w.fill(0)
         self.hist = hist
+        self._direct_left = 0 if self._begun else int(self.direct_first)
+        self._begun = True
         s = self.scal
         if self.mode == "generic":
             self._precondition_start()
@@ -335,7 +345,12 @@ class RankFusedEngine(DeviceEngine):
         """``count`` iterations, no host synchronisation: runs of
         :attr:`graph_iterations` and single iterations replayed from CUDA
         graphs (captured on first use, and again when the history buffer
-        moved), else launched directly."""
+        moved), else launched directly; the engine's first solve launches
+        its runs directly until :attr:`direct_first` iterations have been."""
+        if self._direct_left > 0:
+            self._direct_left -= count
+            self._direct(count)
+            return
         if count <= 0:
             return
         graphs = self.use_graphs and self.comm.name in _CAPTURABLE
