@@ -53,6 +53,22 @@ def _solve_with(D, b, M, **engine_options):
     return x, info, engines[0]
 
 
+def _kept_engine():
+    """``(kept, select)``: a Krylov loop's engine selection that reuses the
+    engine of the previous solve where it fits (as a flow's solver does),
+    the engine in use in ``kept[0]``."""
+    from bubbleflow.linalg.fused.ranks import engine_for
+
+    kept = []
+
+    def select(system):
+        previous = kept[0] if kept else None
+        kept[:] = [engine_for(system.A, system.prec_obj, system.prec_name, system.deflation,
+                              system.variant, system.b, previous=previous)]
+        return kept[0]
+    return kept, select
+
+
 @pytest.mark.parametrize("dim", [2, 3])
 @pytest.mark.parametrize("M", [None, "jacobi", "multigrid"])
 def test_the_fused_engine_on_a_slab_is_the_generic_loop(dim, M, cupy_backend):
@@ -104,18 +120,10 @@ def test_it_stops_at_the_tolerance_on_the_device(cupy_backend):
     """Iterations past the tolerance inside a graph are no-ops: the answer is
     the one at the iteration that reached it, and a second solve by the
     same engine (its graphs kept) repeats the first."""
-    from bubbleflow.linalg.fused.ranks import engine_for
     from bubbleflow.linalg.krylov import solve
 
     D, b = _system(2, cupy_backend)
-    kept = []
-
-    def select(system):
-        previous = kept[0] if kept else None
-        kept[:] = [engine_for(system.A, system.prec_obj, system.prec_name, system.deflation,
-                              system.variant, system.b, previous=previous)]
-        return kept[0]
-
+    kept, select = _kept_engine()
     x1, info1 = solve(D, b, rtol=1e-8, M="jacobi", maxiter=5000, select=select,
                       check_every=50)
     first = kept[0]
@@ -131,19 +139,11 @@ def test_a_first_solve_within_its_direct_iterations_captures_nothing(cupy_backen
     slab multigrid's few iterations capture no graph and replay nothing;
     the same engine's next solve replays its start and its iterations from
     graphs, with the same iterations and bits."""
-    from bubbleflow.linalg.fused.ranks import engine_for
     from bubbleflow.linalg.krylov import solve
 
     D, b = _system(2, cupy_backend)
     M = _preconditioner("multigrid", D)
-    kept = []
-
-    def select(system):
-        previous = kept[0] if kept else None
-        kept[:] = [engine_for(system.A, system.prec_obj, system.prec_name, system.deflation,
-                              system.variant, system.b, previous=previous)]
-        return kept[0]
-
+    kept, select = _kept_engine()
     x1, info1 = solve(D, b, rtol=1e-8, M=M, maxiter=5000, select=select)
     engine = kept[0]
     assert info1.converged and info1.iterations <= engine.direct_first

@@ -26,6 +26,20 @@ import numpy as np
 __all__ = ["COLUMN_TEXTS", "COLUMN_FILES", "REPEAT", "column_case", "default_solve",
            "solver_rtol", "solve_line"]
 
+#: What the two pressure cases share: their fluids, solver and output.
+_SHARED = """
+fluids:
+  liquid: {density: 1000.0, viscosity: 1.0e-3}
+  gas:    {density: 1.0,    viscosity: 1.8e-5}
+physics: {gravity: 9.81}
+solver:
+  method: pcg
+  preconditioner: {type: multigrid}
+  deflation: {type: none}
+  rtol: 1.0e-8
+  maxiter: 10000
+output: {directory: outputs}
+"""
 #: The pressure cases by dimension: ``cases/bubbly_column.yaml`` and
 #: ``cases/bubbly_column_3d.yaml`` without their comments.
 COLUMN_TEXTS = {2: """
@@ -34,52 +48,25 @@ mode: pressure
 backend: auto
 precision: float64
 grid: {nx: 256, ny: 256, lx: 1.0, ly: 1.0}
-fluids:
-  liquid: {density: 1000.0, viscosity: 1.0e-3}
-  gas:    {density: 1.0,    viscosity: 1.8e-5}
-physics: {gravity: 9.81}
 geometry:
   free_surface: 0.85
   bubble_lattice: {columns: 3, rows: 3, radius: 0.08, x_range: [0.25, 0.75],
                    y_range: [0.2, 0.6]}
 operator: {face_density: arithmetic, storage: diagonals}
-solver:
-  method: pcg
-  preconditioner: {type: multigrid}
-  deflation: {type: none}
-  rtol: 1.0e-8
-  maxiter: 10000
-output: {directory: outputs}
-""", 3: """
+""" + _SHARED, 3: """
 name: bubbly_column_3d
 mode: pressure
 backend: auto
 precision: float64
 grid: {nx: 64, ny: 64, nz: 64, lx: 1.0, ly: 1.0, lz: 1.0}
-fluids:
-  liquid: {density: 1000.0, viscosity: 1.0e-3}
-  gas:    {density: 1.0,    viscosity: 1.8e-5}
-physics: {gravity: 9.81}
 geometry:
   free_surface: 0.85
-  bubbles:
-    - {center: [0.3, 0.3, 0.3], radius: 0.1}
-    - {center: [0.7, 0.3, 0.3], radius: 0.1}
-    - {center: [0.3, 0.7, 0.3], radius: 0.1}
-    - {center: [0.7, 0.7, 0.3], radius: 0.1}
-    - {center: [0.3, 0.3, 0.6], radius: 0.1}
-    - {center: [0.7, 0.3, 0.6], radius: 0.1}
-    - {center: [0.3, 0.7, 0.6], radius: 0.1}
-    - {center: [0.7, 0.7, 0.6], radius: 0.1}
+  bubbles: [{center: [0.3, 0.3, 0.3], radius: 0.1}, {center: [0.7, 0.3, 0.3], radius: 0.1},
+            {center: [0.3, 0.7, 0.3], radius: 0.1}, {center: [0.7, 0.7, 0.3], radius: 0.1},
+            {center: [0.3, 0.3, 0.6], radius: 0.1}, {center: [0.7, 0.3, 0.6], radius: 0.1},
+            {center: [0.3, 0.7, 0.6], radius: 0.1}, {center: [0.7, 0.7, 0.6], radius: 0.1}]
 operator: {face_density: arithmetic}
-solver:
-  method: pcg
-  preconditioner: {type: multigrid}
-  deflation: {type: none}
-  rtol: 1.0e-8
-  maxiter: 10000
-output: {directory: outputs}
-"""}
+""" + _SHARED}
 #: The case files the texts are copies of.
 COLUMN_FILES = {2: "cases/bubbly_column.yaml", 3: "cases/bubbly_column_3d.yaml"}
 #: Timed set-ups and solves after the first.
