@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from bubbleflow.apps.bench.ranks_flow import CountingComm, model_rows
+from bubbleflow.apps.bench.ranks_flow import (SMALL_SIDE, CountingComm, issue_times, model_rows,
+                                               small_cells)
 from bubbleflow.apps.bench.ranks_model import Link
 from bubbleflow.case.config import load_case
 from bubbleflow.compute.comm import SingleProcess
@@ -69,6 +70,37 @@ def test_the_model_adds_a_phases_bytes_and_messages():
     assert solve["ratio_to_model"] == pytest.approx(5.0 / solve["model_ms"])
 
 
+def test_the_issue_time_comes_from_a_small_copy_and_joins_the_model():
+    """The small copy shrinks every axis alike to SMALL_SIDE on the shortest
+    (4 planes a rank or more on the slabs' axis); a phase's issue time is
+    the copy's time less its messages (the solve's per iteration, scaled);
+    the model is the messages plus the larger of the bytes and the issue."""
+    assert small_cells((20, 40), 2) is None and small_cells((SMALL_SIDE, 64), 2) is None
+    assert small_cells((2048, 4096), 2) == (SMALL_SIDE, 2 * SMALL_SIDE)
+    assert small_cells((256, 256, 512), 4) == (SMALL_SIDE, SMALL_SIDE, 2 * SMALL_SIDE)
+    assert small_cells((4096, 96), 32) == (1365, 128)            # (4 planes a rank)
+    link = Link(copy_bandwidth=1e10, latency=1e-5, bandwidth=1e9, allreduce=2e-5)
+    small = {"correction": np.array([0.5, 0.7, 0.6]), "pressure solve": np.array([2.0, 2.0])}
+    sent = {"correction": {"reduce": (1.0, 8.0)}}
+    issue = issue_times(["correction", "pressure solve"], small, sent, dict(iterations=4.0),
+                        link, iterations=12.0)
+    assert issue["correction"] == pytest.approx(0.6 - 1e3 * 2e-5)
+    assert issue["pressure solve"] == pytest.approx(2.0 * 12.0 / 4.0)
+    case = load_case(f"{ROOT}/cases/two_phase.yaml", [("grid.nx", 20), ("grid.ny", 40)])
+    ms = {"correction": np.array([1.0]), "pressure solve": np.array([9.0])}
+    messages = {"correction": {"reduce": (1.0, 8.0)}, "pressure solve": {"reduce": (24.0, 192.0)}}
+    correction, solve, step = model_rows(case, 2, ["correction", "pressure solve"], ms, messages,
+                                         dict(solve_bytes=1e3), link, issue)
+    assert solve["issue_ms"] == pytest.approx(6.0) and solve["memory_ms"] < 6.0
+    assert solve["model_ms"] == pytest.approx(6.0 + solve["message_ms"])
+    assert correction["model_ms"] == pytest.approx(
+        max(correction["memory_ms"], correction["issue_ms"]) + correction["message_ms"])
+    assert step["issue_ms"] == pytest.approx(correction["issue_ms"] + 6.0)
+    assert step["model_ms"] == pytest.approx(correction["model_ms"] + solve["model_ms"])
+    # Without a small copy, no issue time: the bytes and messages alone.
+    assert model_rows(case, 2, ["correction"], ms, messages, {}, link)[0]["issue_ms"] is None
+
+
 def test_mpiexec_bench_flow_prints_the_ranks_table_and_writes_its_csv(tmp_path):
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
@@ -90,6 +122,30 @@ def test_mpiexec_bench_flow_prints_the_ranks_table_and_writes_its_csv(tmp_path):
     assert float(solve["halo_swaps"]) > 0 and float(solve["reductions"]) > 0
     assert float(solve["model_ms"]) > 0 and float(step["model_ms"]) >= float(solve["model_ms"])
     assert float(step["median_ms"]) > 0 and "output" not in rows
+    assert step["issue_ms"] == ""                   # (20 x 40: no smaller copy is made)
+
+
+def test_mpiexec_bench_flow_takes_the_issue_time_from_a_small_copy(tmp_path):
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    out = tmp_path / "ranks.csv"
+    proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench",
+                           "--flow", "--cases", "column", "--sizes", "64", "--steps", "2",
+                           "--skip", "1", "--backend", "numpy", "--no-progress", "--csv",
+                           str(out)], capture_output=True, text=True, timeout=600,
+                          env=child_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "issue ms" in proc.stdout
+    rows = {r["phase"]: r for r in csv.DictReader(out.open())}
+    for name, r in rows.items():
+        if name == "step":
+            continue
+        assert float(r["issue_ms"]) >= 0
+        bytes_ms = float(r["memory_ms"]) if r["memory_ms"] else 0.0
+        assert float(r["model_ms"]) == pytest.approx(
+            max(bytes_ms, float(r["issue_ms"])) + float(r["message_ms"]))
+    assert float(rows["step"]["issue_ms"]) > 0
 
 
 def test_flow_scaling_rows_share_the_one_ranks_step_and_add_the_messages():

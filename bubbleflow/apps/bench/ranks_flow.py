@@ -21,11 +21,22 @@ The model of a step, per phase, is what the rank's share cannot avoid:
   collective) at the all-reduce's latency;
 
 the link measured in the same run (:func:`.ranks_model.measure_link`: swaps
-of 8 bytes and of a plane, an all-reduce of one value).  Like the floors
-it is a lower bound: where a phase takes many times its model, the time
-goes to the host (launches, Python, synchronisations) or to waiting for the
-slowest rank, not to bytes or messages.  Messages replayed from a CUDA
-graph are counted once, when the graph is captured.
+of 8 bytes and of a plane, an all-reduce of one value);
+
+* its issue time: what the phase takes where its bytes are next to none,
+  the same case stepped on a small copy of its grid (:func:`small_cells`,
+  every axis shrunk alike to :data:`SMALL_SIDE` cells on the shortest) by
+  the same ranks, less that copy's messages at the model's rates; the
+  pressure solve's per iteration, times the iterations at the full size.
+  It is the host's part (launches, Python, synchronisations), which does
+  not shrink with the grid, and the device's launch latencies.
+
+A phase's model is its messages plus the larger of its bytes and its issue
+time (the device works while the host issues).  Without the issue time
+(a grid no larger than its small copy) the model is a lower bound: where a
+phase takes many times it, the time goes to the host or to waiting for the
+slowest rank.  Messages replayed from a CUDA graph are counted at each
+replay.
 """
 from __future__ import annotations
 
@@ -43,13 +54,17 @@ from .measure import release
 RANK_SOLVE_MODELS = {2: lambda case, solver, ranks: SOLVE_MODELS[2](case, solver) / ranks,
                      3: lambda case, solver, ranks: SOLVE_MODELS[3](case, solver)}
 
-__all__ = ["CountingComm", "MESSAGE_KINDS", "RANKS_COLUMNS", "RANK_SOLVE_MODELS", "measure_config_ranks",
-           "model_rows", "format_ranks_table", "run_ranks_flow_bench"]
+__all__ = ["CountingComm", "MESSAGE_KINDS", "RANKS_COLUMNS", "RANK_SOLVE_MODELS", "SMALL_SIDE",
+           "measure_config_ranks", "small_cells", "issue_times", "model_rows",
+           "format_ranks_table", "run_ranks_flow_bench"]
+
+#: Cells on the shortest axis of the small copy that measures the issue time.
+SMALL_SIDE = 32
 
 #: The CSV's columns: one row per configuration and phase, then its ``step`` row.
 RANKS_COLUMNS = ("case", "nx", "ny", "nz", "ranks", "comm", "backend", "phase", "median_ms",
                  "mean_ms", "rank_bytes", "memory_ms", "halo_swaps", "halo_bytes", "reductions",
-                 "message_ms", "model_ms", "ratio_to_model")
+                 "message_ms", "issue_ms", "model_ms", "ratio_to_model")
 
 #: The communicator's methods a step calls, by the kind of message each is.
 MESSAGE_KINDS = {
@@ -199,9 +214,39 @@ def _message_seconds(kinds, link):
     return seconds
 
 
-def model_rows(case, ranks, names, slowest_ms, messages, figures, link):
+def small_cells(cells, ranks):
+    """The small copy's cells per axis (x first): every axis divided by the
+    factor that brings the shortest to :data:`SMALL_SIDE`, the slabs' axis
+    (the last) kept at 4 planes a rank or more; None where the grid is no
+    larger than that already."""
+    factor = min(cells) // SMALL_SIDE
+    if factor <= 1:
+        return None
+    small = [max(n // factor, 1) for n in cells]
+    small[-1] = max(small[-1], 4 * ranks)
+    return tuple(small)
+
+
+def issue_times(names, slowest_ms, messages, figures, link, iterations):
+    """Per phase the issue time in ms (the module docstring) from the small
+    copy's slowest-rank ``slowest_ms``, ``messages`` and ``figures`` (its
+    iterations) at the ``link``'s rates; the pressure solve's scaled to
+    ``iterations`` (the full size's mean)."""
+    issue = {}
+    for name in names:
+        spent = float(np.median(slowest_ms[name])) - 1e3 * _message_seconds(
+            messages.get(name, {}), link)
+        if name == SOLVE:
+            spent *= iterations / max(figures["iterations"], 1.0)
+        issue[name] = max(spent, 0.0)
+    return issue
+
+
+def model_rows(case, ranks, names, slowest_ms, messages, figures, link, issue=None):
     """One row per phase and a ``step`` row: the slowest rank's median ms
-    beside the model's bytes and messages (the module docstring)."""
+    beside the model's bytes, messages and (``issue``: per phase, ms, from
+    :func:`issue_times`) issue time (the module docstring)."""
+    issue = issue or {}
     rows = []
     for name in names:
         if name == SOLVE:
@@ -212,14 +257,15 @@ def model_rows(case, ranks, names, slowest_ms, messages, figures, link):
         kinds = messages.get(name, {})
         memory_ms = None if moved is None else 1e3 * moved / link.copy_bandwidth
         message_ms = 1e3 * _message_seconds(kinds, link)
-        model = (memory_ms or 0.0) + message_ms
+        issue_ms = issue.get(name)
+        model = max(memory_ms or 0.0, issue_ms or 0.0) + message_ms
         measured = float(np.median(slowest_ms[name]))
         rows.append(dict(phase=name, median_ms=measured, mean_ms=float(slowest_ms[name].mean()),
                          rank_bytes=moved, memory_ms=memory_ms,
                          halo_swaps=kinds.get("halo", (0, 0))[0],
                          halo_bytes=kinds.get("halo", (0, 0))[1],
                          reductions=sum(c for k, (c, _) in kinds.items() if k != "halo"),
-                         message_ms=message_ms, model_ms=model,
+                         message_ms=message_ms, issue_ms=issue_ms, model_ms=model,
                          ratio_to_model=measured / model if model > 0 else None))
     total = sum(slowest_ms.values())
     model = sum(r["model_ms"] for r in rows)
@@ -229,7 +275,9 @@ def model_rows(case, ranks, names, slowest_ms, messages, figures, link):
                      halo_swaps=sum(r["halo_swaps"] for r in rows),
                      halo_bytes=sum(r["halo_bytes"] for r in rows),
                      reductions=sum(r["reductions"] for r in rows),
-                     message_ms=sum(r["message_ms"] for r in rows), model_ms=model,
+                     message_ms=sum(r["message_ms"] for r in rows),
+                     issue_ms=(sum(r["issue_ms"] or 0 for r in rows) if issue else None),
+                     model_ms=model,
                      ratio_to_model=float(np.median(total)) / model if model > 0 else None))
     return rows
 
@@ -242,14 +290,43 @@ def format_ranks_table(title, ranks, comm_name, rows, figures, link):
              f"{link.bandwidth / 1e9:.3g} GB/s, all-reduce {1e6 * link.allreduce:.1f} us; "
              f"a rank's copy {link.copy_bandwidth / 1e9:.3g} GB/s",
              f"{'phase':<18} {'slowest ms':>10} {'swaps':>7} {'MB sent':>8} {'reduces':>7} "
-             f"{'bytes ms':>9} {'msgs ms':>8} {'model ms':>9} {'x model':>8}"]
+             f"{'bytes ms':>9} {'msgs ms':>8} {'issue ms':>9} {'model ms':>9} {'x model':>8}"]
     for r in rows:
         ratio = f"{r['ratio_to_model']:8.3g}" if r["ratio_to_model"] else f"{'-':>8}"
         memory = f"{r['memory_ms']:9.3g}" if r["memory_ms"] is not None else f"{'-':>9}"
+        issue = f"{r['issue_ms']:9.3g}" if r.get("issue_ms") is not None else f"{'-':>9}"
         lines.append(f"{r['phase']:<18} {r['median_ms']:10.3f} {r['halo_swaps']:7.1f} "
                      f"{r['halo_bytes'] / 1e6:8.3f} {r['reductions']:7.1f} {memory} "
-                     f"{r['message_ms']:8.3g} {r['model_ms']:9.3g} {ratio}")
+                     f"{r['message_ms']:8.3g} {issue} {r['model_ms']:9.3g} {ratio}")
     return "\n".join(lines)
+
+
+def _issue_of_small_copy(config, bench, comm, say, figures):
+    """The issue times of ``config`` (:func:`issue_times`) from its case
+    stepped on :func:`small_cells` by the same ranks (rank 0; None
+    elsewhere, and where the grid is small already)."""
+    from dataclasses import replace
+
+    from ...case.config import case_from_dict
+    from .flow_cases import case_at_cells
+    from .ranks_model import measure_link
+
+    cells = small_cells(config.case.grid.cells, comm.size)
+    if cells is None:
+        return None
+    data = config.case.to_dict()
+    source = f"bench --flow ({config.title}, its small copy)"
+    small, _ = case_at_cells(lambda overrides: case_from_dict(data, source, overrides), [],
+                             cells, "the small copy")
+    copy = replace(config, case=small)
+    say(f"its small copy at {' x '.join(map(str, cells))} (the issue time)")
+    names, ms, messages, small_figures = measure_config_ranks(copy, bench, comm, say)
+    link = measure_link(comm, 8 * int(np.prod(cells[:-1])), bench.backend)
+    slowest = _slowest(comm, names, ms)
+    most = _most_messages(comm, names, messages)
+    if comm.rank != 0:
+        return None
+    return issue_times(names, slowest, most, small_figures, link, figures["iterations"])
 
 
 def _slowest(comm, names, ms):
@@ -304,9 +381,10 @@ def run_ranks_flow_bench(comm, bench, out=None, err=None):
         link = measure_link(comm, plane, bench.backend)
         slowest = _slowest(comm, names, ms)
         most = _most_messages(comm, names, messages)
+        issue = _issue_of_small_copy(config, bench, comm, say, figures)
         if not lead:
             continue
-        these = model_rows(config.case, comm.size, names, slowest, most, figures, link)
+        these = model_rows(config.case, comm.size, names, slowest, most, figures, link, issue)
         for r in these:
             r.update(case=config.label, nx=g.nx, ny=g.ny, nz=g.nz, ranks=comm.size,
                      comm=comm.name, backend=bench.backend.name)
