@@ -168,6 +168,29 @@ def test_flow_scaling_rows_share_the_one_ranks_step_and_add_the_messages():
     assert alone[0]["model_ms"] is None and alone[0]["efficiency"] is None
 
 
+def test_flow_scaling_models_each_phase_by_its_share_or_its_issue_time():
+    """With phase rows on both counts, the model's step is per phase the
+    larger of the one rank's phase shared out and the phase's issue time
+    on the ranks, plus its messages; the one-rank row is its own step."""
+    from bubbleflow.apps.bench.ranks_flow_scaling import flow_scaling_rows
+
+    base = dict(case="column", nx=64, ny=128, nz=None, comm="mpi", backend="numpy")
+
+    def row(phase, ranks, ms, message=0.0, issue=None):
+        return dict(base, phase=phase, ranks=ranks, median_ms=ms, message_ms=message,
+                    issue_ms=issue)
+
+    rows = [row("momentum", 1, 4.0), row("pressure solve", 1, 6.0), row("step", 1, 10.0),
+            row("momentum", 2, 3.0, 0.25, issue=2.5), row("pressure solve", 2, 4.0, 0.5,
+                                                            issue=1.0),
+            row("step", 2, 7.0, 0.75)]
+    one, two = flow_scaling_rows(rows)
+    assert one["model_ms"] == 10.0
+    # momentum: max(4 / 2, 2.5) + 0.25; the solve: max(6 / 2, 1.0) + 0.5
+    assert two["model_ms"] == pytest.approx(2.75 + 3.5)
+    assert two["model_error"] == pytest.approx((6.25 - 7.0) / 7.0)
+
+
 def test_bench_flow_scaling_launches_each_count_and_prints_one_table(tmp_path):
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
@@ -183,8 +206,9 @@ def test_bench_flow_scaling_launches_each_count_and_prints_one_table(tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert [r["ranks"] for r in rows] == ["1", "2"]
     assert float(rows[0]["efficiency"]) == 1.0 and float(rows[1]["message_ms"]) > 0
+    # (20 x 40: no small copy, no issue times) the phases shared out plus the messages
     assert float(rows[1]["model_ms"]) == pytest.approx(
-        float(rows[0]["step_ms"]) / 2 + float(rows[1]["message_ms"]))
+        float(rows[0]["step_ms"]) / 2 + float(rows[1]["message_ms"]), rel=1e-6)
 
 
 def test_bench_flow_scaling_refuses_bad_options_before_any_launch(tmp_path):

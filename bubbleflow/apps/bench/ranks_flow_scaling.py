@@ -5,12 +5,14 @@ every rank), one table with the model beside each measurement.
 For each configuration (a case at a size) and count ``N``: the step's
 median ms (the slowest rank's, the output left out), the efficiency
 ``T_1 / (N T_N)`` against the one-rank run of the same launcher, and the
-model's step ``T_1 / N + M_N``: the one rank's step shared out, plus the
-messages ``M_N`` the N ranks' step sends at the measured link's latency and
-bandwidth (:func:`.ranks_flow.model_rows`, its ``step`` row).  Where the
-measured time stays above the model, the ranks wait on the host (launches,
-Python, synchronisations) or on each other rather than on bytes or
-messages.
+model's step: per phase the larger of the one rank's phase shared out,
+``T_1 / N``, and the phase's issue time on the N ranks (what it takes on a
+small copy of the grid: :func:`.ranks_flow.issue_times`), plus the
+messages ``M_N`` it sends at the measured link's latency and bandwidth
+(:func:`.ranks_flow.model_rows`); where a run has no phase rows or no
+issue times, the step's ``T_1 / N + M_N``.  Where the measured time stays
+above the model, the ranks wait on each other, or on the host more than a
+small grid shows.
 """
 from __future__ import annotations
 
@@ -29,9 +31,27 @@ def _key(row):
     return (row["case"], row["nx"], row["ny"], row.get("nz"))
 
 
+def _phases(rows, key, ranks):
+    """``{phase: row}`` of one run's phase rows (the step's left out)."""
+    return {r["phase"]: r for r in rows
+            if r["phase"] != "step" and _key(r) == key and r["ranks"] == ranks}
+
+
+def _model(one, r, one_phases, phases):
+    """The model's step in ms on ``r["ranks"]`` ranks (the module docstring)."""
+    n = r["ranks"]
+    if n == 1:
+        return one["median_ms"]
+    if not phases or not one_phases:
+        return one["median_ms"] / n + r["message_ms"]
+    return sum(max(one_phases[name]["median_ms"] / n if name in one_phases else 0.0,
+                   row.get("issue_ms") or 0.0) + row["message_ms"]
+               for name, row in phases.items())
+
+
 def flow_scaling_rows(rows):
-    """The table's rows from the ``step`` rows of every count's run (one
-    rank's among them): per configuration its counts in order, the
+    """The table's rows from every count's run (one rank's among them; its
+    ``step`` and phase rows): per configuration its counts in order, the
     efficiencies and the model against the one-rank row (None without it)."""
     steps = [r for r in rows if r["phase"] == "step"]
     out = []
@@ -42,7 +62,7 @@ def flow_scaling_rows(rows):
             n = r["ranks"]
             model = eff = model_eff = None
             if one is not None:
-                model = one["median_ms"] / n + r["message_ms"]
+                model = _model(one, r, _phases(rows, key, 1), _phases(rows, key, n))
                 eff = one["median_ms"] / (n * r["median_ms"])
                 model_eff = one["median_ms"] / (n * model)
             out.append(dict(case=key[0], nx=key[1], ny=key[2], nz=key[3], ranks=n,
