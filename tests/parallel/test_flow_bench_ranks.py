@@ -101,21 +101,28 @@ def test_the_issue_time_comes_from_a_small_copy_and_joins_the_model():
     assert model_rows(case, 2, ["correction"], ms, messages, {}, link)[0]["issue_ms"] is None
 
 
-def test_mpiexec_bench_flow_prints_the_ranks_table_and_writes_its_csv(tmp_path):
+def _ranks_flow_bench(tmp_path, case, size):
+    """``mpiexec -n 2 bubbleflow bench --flow`` of ``case`` at ``size`` on
+    NumPy, two steps after one: the process (checked to have ended well)
+    and the CSV's rows by phase."""
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     out = tmp_path / "ranks.csv"
     proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench",
-                           "--flow", "--cases", "hysing", "--sizes", "20", "--steps", "2",
+                           "--flow", "--cases", case, "--sizes", str(size), "--steps", "2",
                            "--skip", "1", "--backend", "numpy", "--no-progress", "--csv",
                            str(out)], capture_output=True, text=True, timeout=600,
                           env=child_env(), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc, {r["phase"]: r for r in csv.DictReader(out.open())}
+
+
+def test_mpiexec_bench_flow_prints_the_ranks_table_and_writes_its_csv(tmp_path):
+    proc, rows = _ranks_flow_bench(tmp_path, "hysing", 20)
     assert not said(proc.stderr), proc.stderr
     assert "hysing 20 x 40 on 2 ranks" in proc.stdout and "x model" in proc.stdout
     assert proc.stdout.count("on 2 ranks") == 1                    # rank 0 alone prints
-    rows = {r["phase"]: r for r in csv.DictReader(out.open())}
     solve, step = rows["pressure solve"], rows["step"]
     assert solve["ranks"] == "2" and solve["comm"] == "mpi"
     # A solve swaps halos and sums over the ranks every iteration.
@@ -126,18 +133,8 @@ def test_mpiexec_bench_flow_prints_the_ranks_table_and_writes_its_csv(tmp_path):
 
 
 def test_mpiexec_bench_flow_takes_the_issue_time_from_a_small_copy(tmp_path):
-    if mpiexec() is None:
-        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
-    pytest.importorskip("mpi4py")
-    out = tmp_path / "ranks.csv"
-    proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "bench",
-                           "--flow", "--cases", "column", "--sizes", "64", "--steps", "2",
-                           "--skip", "1", "--backend", "numpy", "--no-progress", "--csv",
-                           str(out)], capture_output=True, text=True, timeout=600,
-                          env=child_env(), cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc, rows = _ranks_flow_bench(tmp_path, "column", 64)
     assert "issue ms" in proc.stdout
-    rows = {r["phase"]: r for r in csv.DictReader(out.open())}
     for name, r in rows.items():
         if name == "step":
             continue

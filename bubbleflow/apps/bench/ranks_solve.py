@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 
 __all__ = ["COLUMN_TEXTS", "COLUMN_FILES", "REPEAT", "column_case", "default_solve",
-           "solver_rtol", "solve_line"]
+           "solve_line"]
 
 #: What the two pressure cases share: their fluids, solver and output.
 _SHARED = """
@@ -108,7 +108,8 @@ def default_solve(comm, backend, dim, n, repeat=REPEAT):
     dict of ``first_setup`` and ``first_solve`` (s), ``setup`` and ``solve``
     (s, medians), ``iterations``, ``residual`` (the last solve's true
     relative residual), ``converged`` and ``rtol``."""
-    make, b = _problem(column_case(dim, n, backend.name), backend, comm)
+    case = column_case(dim, n, backend.name)
+    make, b = _problem(case, backend, comm)
 
     def timed(run):
         backend.synchronize()
@@ -128,14 +129,7 @@ def default_solve(comm, backend, dim, n, repeat=REPEAT):
     return dict(first_setup=setups[0], first_solve=solves[0],
                 setup=float(np.median(setups[1:])), solve=float(np.median(solves[1:])),
                 iterations=int(record.iterations), residual=float(record.residual),
-                converged=bool(record.converged), rtol=float(solver_rtol(dim)))
-
-
-def solver_rtol(dim):
-    """The column case's relative tolerance."""
-    import yaml
-
-    return yaml.safe_load(COLUMN_TEXTS[dim])["solver"]["rtol"]
+                converged=bool(record.converged), rtol=float(case.solver.rtol))
 
 
 def solve_line(ranks, comm_name, backend_name, dim, n, got):
