@@ -188,11 +188,15 @@ class DistributedMultigrid(Preconditioner):
 
     def prepare(self, b):
         """:meth:`Multigrid.prepare`'s scales (powers of two) from the
-        largest ``|b|`` over the ranks."""
-        peak = self.comm.allreduce_max(float(self.xp.abs(b).max()) if b.size else 0.0)
-        exponent = float(np.ceil(np.log2(peak))) if peak > 0 else 0.0
-        self.io_scale[0] = 2.0 ** -exponent
-        self.io_scale[1] = 2.0 ** exponent
+        largest ``|b|`` over the ranks, on the device (one all-reduce of
+        the maxima; no host read)."""
+        xp = self.xp
+        local = xp.abs(b).max().reshape(1) if b.size else xp.zeros(1)
+        peak = xp.empty(1)
+        self.comm.allreduce_max_into(xp.ascontiguousarray(local, dtype=xp.float64), peak)
+        exponent = xp.ceil(xp.log2(xp.where(peak > 0, peak, 1.0)))
+        self.io_scale[0:1] = xp.exp2(-exponent)
+        self.io_scale[1:2] = xp.exp2(exponent)
 
     @property
     def device_cycle(self):
