@@ -13,6 +13,9 @@ communicator offers:
                                  no allocation, and on NCCL queued on the
                                  compute stream (a CUDA graph may hold it)
 ``allreduce_max(value)``         the largest of a Python float over the ranks
+``allreduce_max_into(send, out)`` the largest of each of ``send``'s values
+                                 over the ranks into ``out``, as
+                                 ``allreduce_into`` (on NCCL no host read)
 ``allreduce_maxima(values)``     the largest of each of a host vector's
                                  values over the ranks (one collective)
 ``sum_int(value)``               the sum of a Python int over the ranks
@@ -124,6 +127,9 @@ class SingleProcess:
     def allreduce_max(self, value):
         return float(value)
 
+    def allreduce_max_into(self, send, out):
+        self.allreduce_into(send, out)
+
     def allreduce_maxima(self, values):
         return np.array(values, dtype=np.float64)
 
@@ -200,6 +206,13 @@ class MPIHost:
 
     def allreduce_max(self, value):
         return float(self.comm.allreduce(float(value), op=self.MPI.MAX))
+
+    def allreduce_max_into(self, send, out):
+        backend = backend_of(send)
+        host = np.ascontiguousarray(to_host(send, backend), dtype=np.float64).reshape(-1)
+        got = np.empty_like(host)
+        self.comm.Allreduce(host, got, op=self.MPI.MAX)
+        out[...] = on_backend(got.reshape(out.shape).astype(out.dtype, copy=False), backend)
 
     def allreduce_maxima(self, values):
         send = np.array(values, dtype=np.float64).reshape(-1)
@@ -425,13 +438,21 @@ class NCCLDevice(MPIHost):
     def allreduce_into(self, send, out):
         if not on_device(backend_of(send)):
             return super().allreduce_into(send, out)
+        self._reduce_into(send, out, self.nccl.NCCL_SUM)
+
+    def allreduce_max_into(self, send, out):
+        if not on_device(backend_of(send)):
+            return super().allreduce_max_into(send, out)
+        self._reduce_into(send, out, self.nccl.NCCL_MAX)
+
+    def _reduce_into(self, send, out, op):
         if send.dtype != out.dtype or send.size != out.size or np.dtype(send.dtype) not in \
                 self._types or not (send.flags.c_contiguous and out.flags.c_contiguous):
             raise ValueError(f"nccl all-reduce: {send.dtype} {send.shape} into {out.dtype} "
                              f"{out.shape}: expected contiguous float64 or float32 arrays of "
                              "one size")
         self.nccl_comm.allReduce(send.data.ptr, out.data.ptr, send.size,
-                                 self._types[np.dtype(send.dtype)], self.nccl.NCCL_SUM,
+                                 self._types[np.dtype(send.dtype)], op,
                                  self.cp.cuda.get_current_stream().ptr)
 
     def allgather_into(self, send, recv):

@@ -1,7 +1,8 @@
 """``mpiexec -n N python3 mpi_gather_rows.py OUT``: each rank sends arrays of
 its own number of rows (none on rank 1) and rank 0 writes whether
 ``gather_rows`` joined them as a concatenation would, and whether
-``allreduce_maxima`` gave every rank the elementwise maxima, one JSON line."""
+``allreduce_maxima`` and ``allreduce_max_into`` gave every rank the
+elementwise maxima, one JSON line."""
 import json
 import sys
 
@@ -35,7 +36,10 @@ def main(path):
     got = [comm.gather_rows(a) for a in mine]
     maxima = comm.allreduce_maxima(maxima_of(comm.rank))
     expected = np.max([maxima_of(r) for r in range(comm.size)], axis=0)
-    agreed = bool(maxima.shape == expected.shape and np.array_equal(maxima, expected))
+    into = np.empty((2, 3))
+    comm.allreduce_max_into(maxima_of(comm.rank), into)
+    agreed = bool(maxima.shape == expected.shape and np.array_equal(maxima, expected)
+                  and np.array_equal(into, expected))
     if comm.rank != 0:
         assert all(g is None for g in got) and agreed
         return

@@ -70,7 +70,7 @@ RANKS_COLUMNS = ("case", "nx", "ny", "nz", "ranks", "comm", "backend", "phase", 
 MESSAGE_KINDS = {
     "exchange": "halo", "start_exchange": "halo",
     "allreduce_sum": "reduce", "allreduce_into": "reduce", "allreduce_max": "reduce",
-    "allreduce_maxima": "reduce", "sum_int": "reduce",
+    "allreduce_maxima": "reduce", "allreduce_max_into": "reduce", "sum_int": "reduce",
     "gather": "collective", "gather_rows": "collective", "broadcast": "collective",
     "allgather": "collective", "allgather_into": "collective",
 }

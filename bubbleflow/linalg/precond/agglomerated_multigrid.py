@@ -77,19 +77,22 @@ class DistributedMultigrid(Preconditioner):
                     if not _local_aggregates(*slabs[k], shapes[k][0])), len(shapes) - 1)
         # Every rank gathers from the same level: the first any rank cannot slab.
         self.gathered = -int(self.comm.allreduce_max(-own))
-        # The slabbed levels' products and inverse diagonals, and the gathered
-        # level's product (a W level above it forms a residual there).
         self._slabs, self._shapes = slabs, shapes
         self.slab = A_rank.slab
-        levels = self._levels(A_rank)
-        self._rank_levels(levels)
-        # The rest of the hierarchy, on the gathered level's couplings.
-        self.whole = Multigrid.from_couplings(
-            self.gathered_couplings(*levels[-1]),
-            shapes[self.gathered], w_levels=max(int(self.w_levels) - self.gathered, 0),
-            **options)
         self._shape = (A_rank.slab.hi - A_rank.slab.lo,) + tuple(shapes[0][1:])
+        # [s_in, s_out]: the cycle's input and output scales (:meth:`prepare`).
+        self.io_scale = self.xp.ones(2)
+        levels = self._levels(A_rank)
         self.runner = slab_cycle_runner(self, levels)
+        self.ranked, self.whole = [], None
+        if self.runner is None:
+            # The array cycle: the slabbed levels' products and inverse
+            # diagonals, and the rest of the hierarchy on the gathered
+            # level's couplings (a runner keeps its own).
+            self._rank_levels(levels)
+            self.whole = Multigrid.from_couplings(
+                self.gathered_couplings(*levels[-1]), shapes[self.gathered],
+                w_levels=max(int(self.w_levels) - self.gathered, 0), **options)
 
     def _levels(self, A_rank, deepest=None):
         """Each slabbed level's float64 couplings (on its slab widened by
@@ -106,10 +109,7 @@ class DistributedMultigrid(Preconditioner):
 
     def _rank_levels(self, levels):
         """The array cycle's slabbed levels: products and inverse diagonals
-        (new arrays: a float64 cycle's finest product is the caller's).
-        Where a runner runs the cycle, :meth:`refresh` leaves them and the
-        gathered hierarchy as they were built (only the levels' sizes are
-        read then, by the byte model) and refreshes the runner's arrays."""
+        (new arrays: a float64 cycle's finest product is the caller's)."""
         self.ranked = []
         for k, (couplings, slab) in enumerate(levels):
             op = DistributedOperator(tuple(c.astype(self.dtype, copy=False) for c in couplings),
@@ -142,10 +142,9 @@ class DistributedMultigrid(Preconditioner):
         return True
 
     def _gathered_hierarchies(self):
-        """The whole coarse hierarchies this rank holds: the multigrid's own
-        and the runner's where it gathers at another level."""
-        other = getattr(self.runner, "whole", None)
-        return [self.whole] + ([other] if other is not None and other is not self.whole else [])
+        """The whole coarse hierarchy this rank holds: the array cycle's or
+        the runner's."""
+        return [h for h in (self.whole, getattr(self.runner, "whole", None)) if h is not None]
 
     def check_flags(self):
         """The gathered hierarchies' pending flags (:meth:`Multigrid.check_flags`)."""
@@ -178,7 +177,9 @@ class DistributedMultigrid(Preconditioner):
         """Bytes one cycle moves on this rank, by the model of
         :meth:`Multigrid.bytes_per_apply`: the slab's levels down to the
         gathered one, then the whole coarse cycle every rank runs (the
-        gather itself not counted)."""
+        gather itself not counted); a runner counts its own levels."""
+        if self.runner is not None:
+            return self.runner.bytes_per_apply(io_itemsize)
         item = self.dtype.itemsize
         cells = [int(np.prod(op.grid_shape)) for op, _, _ in self.ranked]
         couplings = [sum(int(c.size) for c in op.couplings()) * item for op, _, _ in self.ranked]
@@ -186,9 +187,16 @@ class DistributedMultigrid(Preconditioner):
                            lambda io: self.whole.bytes_per_apply(io_itemsize=io))
 
     def prepare(self, b):
-        """:meth:`Multigrid.prepare` with the largest ``|b|`` over the ranks."""
-        peak = self.comm.allreduce_max(float(self.xp.abs(b).max()) if b.size else 0.0)
-        self.whole.prepare(self.xp.asarray([peak]))
+        """:meth:`Multigrid.prepare`'s scales (powers of two) from the
+        largest ``|b|`` over the ranks, on the device (one all-reduce of
+        the maxima; no host read)."""
+        xp = self.xp
+        local = xp.abs(b).max().reshape(1) if b.size else xp.zeros(1)
+        peak = xp.empty(1)
+        self.comm.allreduce_max_into(xp.ascontiguousarray(local, dtype=xp.float64), peak)
+        exponent = xp.ceil(xp.log2(xp.where(peak > 0, peak, 1.0)))
+        self.io_scale[0:1] = xp.exp2(-exponent)
+        self.io_scale[1:2] = xp.exp2(exponent)
 
     @property
     def device_cycle(self):
@@ -206,7 +214,7 @@ class DistributedMultigrid(Preconditioner):
     def apply(self, r):
         if self.runner is not None:
             return self.runner.apply(r)
-        s_in, s_out = self.whole.io_scale[0], self.whole.io_scale[1]
+        s_in, s_out = self.io_scale[0], self.io_scale[1]
         b = (r * s_in).reshape(self._shape).astype(self.whole.dtype, copy=False)
         return (self._cycle(0, b).ravel() * s_out).astype(r.dtype, copy=False)
 

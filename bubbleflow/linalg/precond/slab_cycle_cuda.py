@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
-from .multigrid import Multigrid
+from .multigrid import Multigrid, cycle_bytes
 from .multigrid_cuda import (GraphCycle, chebyshev_coef, covered, down_launch, level_kernel,
                              residual_launch, run_launch, up_launch)
 
@@ -119,7 +119,7 @@ class SlabGraphCycle:
         self.dtype = dtype = str(mg.dtype)
         self.halo = halo = halo_planes(mg.degree)
         self.coef = cp.asarray(chebyshev_coef(mg.degree, mg.ratio), dtype=dtype)
-        self.io_scale = mg.whole.io_scale           # written by DistributedMultigrid.prepare
+        self.io_scale = mg.io_scale                 # written by DistributedMultigrid.prepare
         self.never = cp.zeros(1)
         self.n_levels, self.w_levels = mg.n_levels, int(mg.w_levels)
         self.gather_cells = mg.gather_cells
@@ -162,16 +162,11 @@ class SlabGraphCycle:
         spans = self.comm.allgather(np.array([level.slab.lo, level.slab.hi]))
         self.spans = [(int(lo), int(hi)) for lo, hi in spans]
         self._gather = _DeviceGather(levels[k][0], level.slab, self.spans, self.comm, cp)
-        if k == mg.gathered:
-            whole = mg.whole
-        else:
-            couplings, slab = levels[k]
-            whole = Multigrid.from_couplings(
-                self._gather(couplings), slab.shape,
-                w_levels=max(self.w_levels - k, 0), degree=mg.degree, ratio=mg.ratio,
-                scale=mg.scale, coarsest=mg.coarsest, min_side=mg.min_side,
-                cycle_precision=self.dtype)
-        self.whole = whole
+        couplings, slab = levels[k]
+        self.whole = whole = Multigrid.from_couplings(
+            self._gather(couplings), slab.shape, w_levels=max(self.w_levels - k, 0),
+            degree=mg.degree, ratio=mg.ratio, scale=mg.scale, coarsest=mg.coarsest,
+            min_side=mg.min_side, cycle_precision=self.dtype)
         io_scale = self.io_scale if k == 0 else cp.ones(2)
         self.whole_cycle = GraphCycle(whole.levels, whole.coarse_inverse, mg.degree, mg.ratio,
                                       mg.scale, whole.w_levels, io_scale)
@@ -286,13 +281,25 @@ class SlabGraphCycle:
 
     def refresh(self, levels):
         """New couplings of the same levels (DistributedMultigrid.refresh):
-        written into the widened faces and the gathered hierarchy (the
-        multigrid's own where the array cycle gathers at the same level) in
-        place, so the launches and the graph stay valid; the gathered
-        level's couplings gathered on the device, no host copy."""
+        written into the widened faces and the gathered hierarchy in place,
+        so the launches and the graph stay valid; the gathered level's
+        couplings gathered on the device, no host copy."""
         for k, level in enumerate(self.levels[:self.gathered]):
             _fill_widened(levels[k][0], level, self.comm)
         self.whole.refresh_couplings(self._gather(levels[self.gathered][0]))
+
+    def bytes_per_apply(self, io_itemsize=8):
+        """Bytes one cycle moves on this rank, by
+        :meth:`.multigrid.Multigrid.bytes_per_apply`'s model: the slab's own
+        planes of the slabbed levels, then the whole coarse cycle from the
+        gathered level (the swaps and the gather not counted)."""
+        item = np.dtype(self.dtype).itemsize
+        cells = [int(np.prod(lv.slab.local_shape)) for lv in self.levels]
+        couplings = [sum(int(np.prod((lv.nloc,) + f.shape[1:])) for f in lv.faces) * item
+                     for lv in self.levels[:self.gathered]]
+        couplings.append(sum(int(c.size) for c in self.whole.levels[0].couplings) * item)
+        return cycle_bytes(cells, couplings, item, io_itemsize, self.w_levels, self.n_levels,
+                           lambda io: self.whole.bytes_per_apply(io_itemsize=io))
 
     # ------------------------------------------------------------ running
     def _capture(self):
