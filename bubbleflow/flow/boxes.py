@@ -25,7 +25,7 @@ from . import boxes_cuda
 from .vof_limits import CLIP_TOLERANCE
 
 __all__ = ["gas_box", "interface_box", "region", "share", "face_region", "interior_face_region",
-           "worth_a_box", "spares", "MIN_CELLS", "MAX_SHARE"]
+           "worth_a_box", "spares", "in_region", "MIN_CELLS", "MAX_SHARE"]
 
 #: By array module, the fewest cells of a grid whose work goes to a box:
 #: on smaller grids the boxes' searches, their transfers and the copies
@@ -96,6 +96,17 @@ def face_region(cut, grid_axis):
     out = list(cut)
     out[k] = slice(cut[k].start, cut[k].stop + 1)
     return tuple(out)
+
+
+def in_region(step, field, velocity, cut, *args):
+    """``field`` with ``step(field[cut], velocity on cut's faces, *args)``
+    written on the region ``cut`` (each contiguous, the region's faces taken
+    as walls) and the field's own values elsewhere: a new array."""
+    xp = array_module(field)
+    faces = tuple(xp.ascontiguousarray(v[face_region(cut, a)]) for a, v in enumerate(velocity))
+    out = field.copy()
+    out[cut] = step(xp.ascontiguousarray(field[cut]), faces, *args)
+    return out
 
 
 def interior_face_region(cut, grid_axis):

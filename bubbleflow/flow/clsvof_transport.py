@@ -15,7 +15,6 @@ bit for bit.
 """
 from __future__ import annotations
 
-from ..compute.backend import array_module
 from . import boxes, levelset, vof_advection
 
 __all__ = ["transport", "LEVEL_SET_MARGIN"]
@@ -43,11 +42,6 @@ def transport(phi, c, velocity, dt, spacing, first_axis, bounded):
         c_new = vof_advection.advect(c, velocity, dt, spacing, first_axis, phi)
     if not boxes.spares(box, LEVEL_SET_MARGIN, phi.shape):
         return levelset.advect(phi, velocity, dt, spacing), c_new
-    xp = array_module(phi)
     cut = boxes.region(box, LEVEL_SET_MARGIN, phi.shape)
-    faces = tuple(xp.ascontiguousarray(v[boxes.face_region(cut, a)])
-                  for a, v in enumerate(velocity))
-    out = phi.copy()
-    out[cut] = levelset.advect(xp.ascontiguousarray(phi[cut]), faces, dt, spacing)
-    return out, c_new
+    return boxes.in_region(levelset.advect, phi, velocity, cut, dt, spacing), c_new
 

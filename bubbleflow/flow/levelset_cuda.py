@@ -66,12 +66,6 @@ def _cells_grid(nx, ny):
     return cuda.grid_2d(nx, ny, _BLOCK)
 
 
-def _plane(phi, spacing, velocity):
-    """Whether the call is one the 2-D sums' kernel takes: a 2-D field, two
-    spacings and two velocity components."""
-    return getattr(phi, "ndim", 0) == 2 and len(spacing) == 2 and len(velocity) == 2
-
-
 def advect(phi, velocity, dt, spacing, padding=WALLS):
     """One TVD-RK3 step of ``phi_t + u . grad(phi) = 0`` (twin:
     ``levelset.advect``): three launches of ``bf_ls_advect_stage`` (2-D) or
@@ -268,23 +262,46 @@ def bubble_sums(phi, velocity, spacing, eps, padding=WALLS, measure=None):
     """The bubble measure's six sums on the device (twin:
     ``bubble_measures.bubble_sums``, the default measure only):
     :func:`diagnostic_sums` in 2-D, :func:`diagnostic_sums_3d` in 3-D, on
-    one process or a rank's slab, no host transfer."""
+    one process or a rank's slab, no host transfer.
+
+    On a rank's slab the sums are its part, totalled over the ranks: in 2-D
+    its squares take the next slab's first row, in 3-D its vertical
+    gradient the neighbours' planes (one swap), its last coordinate its
+    planes' in the grid.  Every rank decides alike (dimension, dtype, the
+    face shapes; a flow's slabs have 10 planes or more) before the swap."""
     if measure is not None:
         return NotImplemented
-    if padding is not WALLS:
-        return _slab_sums(phi, velocity, spacing, eps, padding)
-    if getattr(phi, "ndim", 0) == 3 and len(spacing) == 3 and len(velocity) == 3:
-        arrays = _volume_sums_inputs(phi, velocity)
-        if arrays is None:
-            return NotImplemented
-        return diagnostic_sums_3d(*arrays, tuple(float(h) for h in spacing), float(eps))
-    if not _plane(phi, spacing, velocity):
-        return NotImplemented
-    arrays = _plane_sums_inputs(phi, velocity)
+    arrays = _sums_inputs(phi, velocity, spacing)
     if arrays is None:
         return NotImplemented
-    hx, hy = (float(h) for h in spacing)
-    return diagnostic_sums(*arrays, hx, hy, float(eps))
+    phi, face = arrays
+    spacing, eps = tuple(float(h) for h in spacing), float(eps)
+    if padding is WALLS:
+        return _sums(phi, face, spacing, eps)
+    first = padding.offset
+    return padding.total(_sums(padding.widened(phi, 1), face, spacing, eps, cells=phi.shape[0],
+                               below=1 if first > 0 else 0, first=first))
+
+
+def _sums(phi, face, spacing, eps, cells=None, below=0, first=0):
+    """The sums' kernels of the field's dimension on ``cells`` planes (rows
+    in 2-D; default all) from ``phi``'s plane ``below``, the first of them
+    the grid's ``first``."""
+    if phi.ndim == 3:
+        return diagnostic_sums_3d(phi, face, spacing, eps, cells=cells, below=below,
+                                  first_plane=first)
+    return diagnostic_sums(phi[below:], face, *spacing, eps, cells=cells, first_row=first)
+
+
+def _sums_inputs(phi, velocity, spacing):
+    """``(phi, the vertical faces' velocity)`` as the sums' kernels take
+    them, or None: another dimension than 2 or 3, spacings or velocity
+    components of another number (:func:`_plane_sums_inputs`,
+    :func:`_volume_sums_inputs`)."""
+    nd = getattr(phi, "ndim", 0)
+    if nd not in (2, 3) or len(spacing) != nd or len(velocity) != nd:
+        return None
+    return _plane_sums_inputs(phi, velocity) if nd == 2 else _volume_sums_inputs(phi, velocity)
 
 
 def _plane_sums_inputs(phi, velocity):
@@ -314,33 +331,3 @@ def _volume_sums_inputs(phi, velocity):
     return phi, w
 
 
-def _slab_sums(phi, velocity, spacing, eps, padding):
-    """:func:`bubble_sums` of a rank's slab, totalled over the ranks: in
-    2-D its squares take the next slab's first row, in 3-D its vertical
-    gradient the neighbours' planes (one swap), its last coordinate its
-    planes' in the grid.  Every rank decides alike (dimension, dtype, the
-    face shapes; a flow's slabs have 10 planes or more) before the swap."""
-    if getattr(phi, "ndim", 0) == 3 and len(spacing) == 3 and len(velocity) == 3:
-        arrays = _volume_sums_inputs(phi, velocity)
-        if arrays is None:
-            return NotImplemented
-        phi, w = arrays
-        nz = phi.shape[0]
-        first = padding.offset
-        wide = padding.widened(phi, 1)
-        return padding.total(diagnostic_sums_3d(
-            wide, w, tuple(float(h) for h in spacing), float(eps), cells=nz,
-            below=1 if first > 0 else 0, first_plane=first))
-    if not _plane(phi, spacing, velocity):
-        return NotImplemented
-    arrays = _plane_sums_inputs(phi, velocity)
-    if arrays is None:
-        return NotImplemented
-    phi, v = arrays
-    ny = phi.shape[0]
-    first = padding.offset
-    rows = padding.widened(phi, 1)
-    squares = rows[1:] if first > 0 else rows
-    hx, hy = (float(h) for h in spacing)
-    return padding.total(diagnostic_sums(squares, v, hx, hy, float(eps), cells=ny,
-                                         first_row=first))

@@ -164,12 +164,8 @@ def advect_in_box(c, velocity, dt, spacing, box, first_axis=0, normal_from=None)
     xp = array_module(c, *velocity)
     check_velocity(c, velocity, "c", "volume fraction")
     cut = boxes.region(box, BOX_MARGIN, c.shape)
-    faces = tuple(xp.ascontiguousarray(v[boxes.face_region(cut, a)])
-                  for a, v in enumerate(velocity))
     inside = None if normal_from is None else xp.ascontiguousarray(normal_from[cut])
-    out = c.copy()
-    out[cut] = advect(xp.ascontiguousarray(c[cut]), faces, dt, spacing, first_axis, inside)
-    return out
+    return boxes.in_region(advect, c, velocity, cut, dt, spacing, first_axis, inside)
 
 
 # The kernels: one launch per sweep; NotImplemented (the array code runs)

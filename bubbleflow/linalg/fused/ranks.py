@@ -90,12 +90,14 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
         return None
     if getattr(A.comm, "name", None) not in _CAPTURABLE:
         return None           # MPI staging through the host: the generic loop
+    if previous is not None and previous.fits(A, prec_name):
+        # (Its slab passed the ranks' agreement below when it was built; a
+        # flow's partition, and so every rank's answer, stays the same.)
+        return previous.update(A, prec_obj)
     nloc = A.slab.hi - A.slab.lo
     # (Agreed: every rank takes the engine, and its collectives, or none.)
     if A.comm.sum_int(int((nloc + 2) * int(np.prod(A.slab.shape[1:])) > MAX_CELLS)):
         return None
-    if previous is not None and previous.fits(A, prec_name):
-        return previous.update(A, prec_obj)
     return RankFusedEngine(A, prec_obj, prec_name)
 
 
@@ -224,7 +226,7 @@ class RankFusedEngine(DeviceEngine):
         held = self._start_graph
         if not graphs or held is None or held[0] is not self._prec_of:
             self._precondition()
-            if graphs and (held is None or held[0] is not self._prec_of):
+            if graphs:
                 self._start_graph = (self._prec_of, None)     # captured at the next start
             return
         graph = held[1]

@@ -347,9 +347,9 @@ class SlabGraphCycle:
         shape = top.slab.local_shape
         key = int(stop.data.ptr)
         if key not in self._by_flags:
-            kept = self.steps
+            kept = self.steps, self._stop
             self._by_flags[key] = self._cycle_steps(stop)
-            self.steps = kept
+            self.steps, self._stop = kept
 
         def copy_in():
             cp.copyto(top.b[top.own], r.reshape(shape), casting="unsafe")
