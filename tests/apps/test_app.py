@@ -67,7 +67,7 @@ def test_shipped_case_runs_and_writes_the_documented_layout(case, tmp_path, back
 def test_column_without_bubbles_is_hydrostatic(tmp_path):
     res = run_cli("run", "cases/bubbly_column.yaml", "-o", str(tmp_path), "--backend", "numpy",
                   "--set", "grid.nx=32", "--set", "grid.ny=64", "--set", "geometry.bubble_lattice=null",
-                  "--set", "solver.deflation.subdomains=[4,4]", "--set", "name=still")
+                  "--set", "name=still")
     assert res.returncode == 0, res.stderr
     with h5py.File(tmp_path / "still.h5", "r") as fh:
         p, y = fh["fields/p"][()], fh["grid/y"][()]

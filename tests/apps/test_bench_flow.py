@@ -94,7 +94,7 @@ def test_runs_and_prints_every_phase_beside_its_floor(small_run):
     err = small_run["err"].splitlines()
     assert sum("started" in line for line in err) == 2
     assert sum("finished" in line for line in err) == 2
-    for title, note in (("hysing 20 x 40", "deflation subdomains "),
+    for title, note in (("hysing 20 x 40", "deflation none"),
                         ("column 20 x 40", "deflation none")):
         assert any(f"{title}: started; {note}" in line for line in err), err
 
@@ -208,8 +208,9 @@ def one_error_line(err):
     (["--flow", "--sizes", "40x"], "--sizes: got '40x'"),
     (["--flow", "--sizes", "32", "--set", "grid.nx=32"], "grid.nx together with --sizes"),
     (["--flow", "--cases", "hysing", "--set", "solver.bogus=1"], "solver.bogus"),
-    (["--flow", "--cases", "hysing", "--sizes", "24", "--set",
-      "solver.deflation.subdomains=[5,5]"], "solver.deflation.subdomains: got [5, 5]"),
+    (["--flow", "--cases", "hysing", "--sizes", "24", "--set", "solver.method=dpcg", "--set",
+      "solver.deflation.type=subdomains", "--set", "solver.deflation.subdomains=[5,5]"],
+     "solver.deflation.subdomains: got [5, 5]"),
     (["--flow", "--csv", "/proc/no/such/dir/b.csv"], "--csv: got"),
     (["--flow", "--bogus"], "unrecognized arguments: --bogus"),
 ])
@@ -252,7 +253,7 @@ def test_sizes_and_subdomains(tmp_path):
         ("hysing", 80, 160), ("hysing", 160, 320), ("hysing", 320, 640),
         ("column", 512, 1024), ("column", 1024, 2048), ("column", 2048, 4096)]
     assert [c.subdomains_note.split(" (")[0].split(" ")[:2] for c in configs] == \
-        [["deflation", "subdomains"]] * 3 + [["deflation", "none"]] * 3
+        [["deflation", "none"]] * 6
     # A case file with subdomain counts that do not divide a size: the nearest divisors.
     path = tmp_path / "column.yaml"
     text = NAMED_CASES["column"].text

@@ -29,7 +29,7 @@ CASE = os.path.join(ROOT, "cases", "two_phase.yaml")
 #: Two bubbles on the axis, a cell apart: the lower one, rising in the
 #: upper one's wake, catches it up at t = 0.40 s on this grid.
 MERGE = ["--backend", "numpy", "--no-progress", "-q", "--set", "grid.nx=20",
-         "--set", "grid.ny=40", "--set", "solver.deflation.subdomains=[4,4]",
+         "--set", "grid.ny=40",
          "--set", "output.interval=0.05", "--set", "output.bubbles_every=1",
          "--set", "geometry.bubbles=[{center: [0.5, 0.45], radius: 0.2}, "
                   "{center: [0.5, 0.92], radius: 0.2}]"]

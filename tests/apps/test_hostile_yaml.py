@@ -24,7 +24,7 @@ from helpers.cli import ROOT, run_cli
 COLUMN = os.path.join(ROOT, "cases", "bubbly_column.yaml")
 TINY_FLOW = [os.path.join(ROOT, "cases", "two_phase.yaml"), "--backend", "numpy",
              "--no-progress", "--set", "grid.nx=16", "--set", "grid.ny=32",
-             "--set", "solver.deflation.subdomains=[4,4]", "--set", "output.interval=0.01"]
+             "--set", "output.interval=0.01"]
 #: Seconds a refusal may take (a few interpreter starts on a busy machine;
 #: unguarded, these inputs run for hours or exhaust the memory).
 TIME_LIMIT = 30.0

@@ -55,11 +55,10 @@ def runs(tmp_path_factory):
     os.chdir(ROOT)
     try:
         assert main(["run", "cases/bubbly_column.yaml", "-o", out, "--backend", "numpy", "-q",
-                     "--set", "grid.nx=32", "--set", "grid.ny=32",
-                     "--set", "solver.deflation.subdomains=[4,4]"]) == 0
+                     "--set", "grid.nx=32", "--set", "grid.ny=32"]) == 0
         assert main(["run", "cases/two_phase.yaml", "-o", out, "--backend", "numpy", "-q",
                      "--set", "grid.nx=20", "--set", "grid.ny=40",
-                     "--set", "solver.deflation.subdomains=[4,4]", "--set", "time.end=0.1",
+                     "--set", "time.end=0.1",
                      "--set", "output.interval=0.05", "--no-progress"]) == 0
     finally:
         os.chdir(cwd)

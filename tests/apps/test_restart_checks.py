@@ -11,8 +11,7 @@ import pytest
 
 from helpers.cli import run_cli
 
-COMMON = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-          "--set", "solver.deflation.subdomains=[4,4]"]
+COMMON = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40"]
 
 
 @pytest.fixture(scope="module")

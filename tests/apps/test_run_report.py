@@ -22,7 +22,7 @@ from helpers.cli import ROOT, run_interrupted
 
 CASE = os.path.join(ROOT, "cases", "two_phase.yaml")
 SMALL = ["--no-progress", "--set", "grid.nx=16", "--set", "grid.ny=32",
-         "--set", "solver.deflation.subdomains=[4,4]", "--set", "output.interval=0.05",
+         "--set", "output.interval=0.05",
          "--set", "time.end=0.1"]
 
 

@@ -13,7 +13,7 @@ from bubbleflow.apps.cli import main
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A flow study of two points: the first ends at once, the second runs until stopped.
 STUDY = ["sweep", "cases/two_phase.yaml", "--name", "s", "--backend", "numpy", "--no-progress",
-         "--set", "grid.nx=16", "--set", "grid.ny=32", "--set", "solver.deflation.subdomains=[4,4]",
+         "--set", "grid.nx=16", "--set", "grid.ny=32",
          "--set", "output.interval=1.0", "--param", "time.end", "--values", "0.01,1000"]
 
 

@@ -120,14 +120,14 @@ def test_the_blow_up_on_two_ranks_is_said_once_and_the_run_failed(tmp_path):
 # ------------------------------------------------------- no false positives
 
 @pytest.mark.parametrize("case,overrides,steps", [
-    ("two_phase.yaml", ["grid.nx=20", "grid.ny=40", "solver.deflation.subdomains=[4,4]"], 8),
-    ("hysing_case2.yaml", ["grid.nx=20", "grid.ny=40", "solver.deflation.subdomains=[4,4]",
+    ("two_phase.yaml", ["grid.nx=20", "grid.ny=40"], 8),
+    ("hysing_case2.yaml", ["grid.nx=20", "grid.ny=40",
                            "levelset.method=clsvof"], 8),
     ("bubbly_column_flow.yaml", ["grid.nx=16", "grid.ny=32"], 8),
     ("rising_bubble_3d.yaml", ["grid.nx=8", "grid.ny=8", "grid.nz=16",
                                "levelset.method=clsvof"], 4),
     ("bubbly_column_3d_flow.yaml", ["grid.nx=12", "grid.ny=12", "grid.nz=24"], 4),
-    ("two_phase.yaml", ["grid.nx=16", "grid.ny=32", "solver.deflation.subdomains=[4,4]",
+    ("two_phase.yaml", ["grid.nx=16", "grid.ny=32",
                         "geometry.bubbles=[]"], 4),
 ])
 def test_shipped_cases_stay_inside_the_bounds(backend, case, overrides, steps):

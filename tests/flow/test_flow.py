@@ -14,7 +14,7 @@ from helpers.cli import ROOT, run_cli, run_interrupted
 
 def hysing(*overrides):
     return load_case(os.path.join(ROOT, "cases/two_phase.yaml"),
-                     ["grid.nx=20", "grid.ny=40", "solver.deflation.subdomains=[4,4]", *overrides])
+                     ["grid.nx=20", "grid.ny=40", *overrides])
 
 
 def test_corrected_velocity_is_divergence_free_every_step(backend):
@@ -52,7 +52,7 @@ def test_still_bubble_without_gravity_stays_still(backend):
 
 def test_restart_equals_uninterrupted_run(tmp_path):
     common = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-              "--set", "solver.deflation.subdomains=[4,4]", "--set", "output.interval=0.05"]
+              "--set", "output.interval=0.05"]
     full_file, restart_file, cont_file = run_interrupted("cases/two_phase.yaml", tmp_path, common,
                                                          0.1, 0.15)
     with h5py.File(restart_file) as fh:
@@ -67,7 +67,7 @@ def test_restart_equals_uninterrupted_run(tmp_path):
 def test_snapshots_written_incrementally_and_readable(tmp_path):
     res = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path), "--backend", "numpy",
                   "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-                  "--set", "solver.deflation.subdomains=[4,4]", "--set", "time.end=0.1",
+                  "--set", "time.end=0.1",
                   "--set", "output.interval=0.05")
     assert res.returncode == 0, res.stderr
     with h5py.File(tmp_path / "two_phase.h5") as fh:
@@ -96,7 +96,7 @@ def test_bad_flow_input_is_one_line(setting, key, tmp_path):
 
 def test_restart_from_another_case_is_refused_and_nothing_overwritten(tmp_path):
     common = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-              "--set", "solver.deflation.subdomains=[4,4]", "--set", "time.end=0.02"]
+              "--set", "time.end=0.02"]
     a = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path), *common)
     assert a.returncode == 0, a.stderr
     target = tmp_path / "two_phase.h5"
@@ -151,7 +151,7 @@ def test_hysing_case2_h40_runs_to_the_end_converging(tmp_path):
 def test_blow_up_is_reported_in_one_line_and_the_file_kept(tmp_path):
     res = run_cli("run", "cases/two_phase.yaml", "-o", str(tmp_path), "--backend", "numpy",
                   "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-                  "--set", "solver.deflation.subdomains=[4,4]", "--set", "physics.gravity=500",
+                  "--set", "physics.gravity=500",
                   "--set", "time.dt=0.0099", "--set", "time.end=5")
     # (dt just inside the gravity limit sqrt(h/g) = 0.01 s, far outside the convective one)
     assert res.returncode == 1

@@ -14,13 +14,13 @@ from helpers.cli import ROOT, run_cli, run_interrupted
 
 def hysing2(*overrides):
     return load_case(os.path.join(ROOT, "cases/hysing_case2.yaml"),
-                     ["grid.nx=20", "grid.ny=40", "solver.deflation.subdomains=[4,4]",
+                     ["grid.nx=20", "grid.ny=40",
                       "levelset.method=clsvof", *overrides])
 
 
 def test_clsvof_keeps_the_gas_volume_and_one_interface(backend):
     """Hysing case 2 (density ratio 1000): the gas volume sum(c) h^2 stays to
-    round-off while the bubble deforms; c stays in [0, 1]; the level set's
+    the solves' tolerance while the bubble deforms; c stays in [0, 1]; the level set's
     sign agrees with c and its own volume stays close to c's."""
     case = hysing2("time.end=1.5")
     solver = FlowSolver(case, backend)
@@ -35,7 +35,7 @@ def test_clsvof_keeps_the_gas_volume_and_one_interface(backend):
         worst = max(worst, abs(rep.diagnostics["area"] - v0) / v0)
     c, phi = to_host(state.c), to_host(state.phi)
     print(f"{state.step} steps: worst relative gas-volume drift {worst:.2e}")
-    assert worst < 1e-12
+    assert worst < 1e-10            # (the divergence the solves' rtol of 1e-9 leaves)
     assert c.min() >= 0.0 and c.max() <= 1.0
     assert np.all(phi[c == 1.0] < 0) and np.all(phi[c == 0.0] > 0)
     h = 1.0 / 20
@@ -80,7 +80,7 @@ def test_clsvof_spurious_currents_are_the_level_sets(backend):
 
 def test_clsvof_restart_equals_uninterrupted_run(tmp_path):
     common = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-              "--set", "solver.deflation.subdomains=[4,4]", "--set", "output.interval=0.05",
+              "--set", "output.interval=0.05",
               "--set", "levelset.method=clsvof"]
     full_file, _, cont_file = run_interrupted("cases/hysing_case2.yaml", tmp_path, common,
                                               0.1, 0.15)
@@ -98,7 +98,7 @@ def test_clsvof_restart_equals_uninterrupted_run(tmp_path):
         snap = np.searchsorted(a["diagnostics/step"][()], a["fields/step"][()])
         np.testing.assert_allclose(a["fields/c"][()].sum(axis=(1, 2)) / 20 ** 2, area[snap],
                                    rtol=1e-12)
-        assert np.max(np.abs(area - area[0])) / area[0] < 1e-12
+        assert np.max(np.abs(area - area[0])) / area[0] < 1e-10       # (the solves' tolerance)
         # One bubble tracked at every step, the same rows after the restart,
         # its area the gas's.
         for name in ("step", "id", "area", "circularity"):
@@ -113,7 +113,7 @@ def test_clsvof_restart_equals_uninterrupted_run(tmp_path):
 
 def test_restart_of_a_levelset_run_as_clsvof_is_one_line(tmp_path):
     common = ["--backend", "numpy", "--no-progress", "--set", "grid.nx=20", "--set", "grid.ny=40",
-              "--set", "solver.deflation.subdomains=[4,4]", "--set", "time.end=0.05"]
+              "--set", "time.end=0.05"]
     first = run_cli("run", "cases/hysing_case2.yaml", "-o", str(tmp_path / "a"), *common,
                     "--set", "levelset.method=levelset")
     assert first.returncode == 0, first.stderr

@@ -22,15 +22,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SMALL_2D = ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "momentum.viscosity=explicit",
             "levelset.method=levelset"]
 SMALL_3D = ["grid.nx=8", "grid.ny=8", "grid.nz=48", "solver.rtol=1e-12", "levelset.method=levelset"]
+#: DPCG with scaled incomplete Poisson and level-set subdomains (the Hysing
+#: cases take multigrid); the subdomain counts are given per case.
+DPCG = ["solver.method=dpcg", "solver.variant=adef2",
+        "solver.preconditioner.type=incomplete_poisson_scaled",
+        "solver.deflation.type=levelset_subdomains"]
 SMALL_CLSVOF_3D = ["grid.nx=12", "grid.ny=12", "grid.nz=64", "solver.rtol=1e-12",
                    "levelset.method=clsvof", "solver.preconditioner.coarsest=16",
                    "solver.preconditioner.min_side=2"]
-#: (name, case file, overrides, steps): the main job's DPCG with scaled IP and
+#: (name, case file, overrides, steps): DPCG with scaled IP and
 #: level-set subdomains (reinitialised at step 5), multigrid, 3-D with
 #: reduced gravity and multigrid; slabs of at least 10 planes (the level
 #: set's transport) on 4 ranks.
 CASES = [
-    ("2-D dpcg", "cases/two_phase.yaml", SMALL_2D + ["solver.deflation.subdomains=[2,5]"], 6),
+    ("2-D dpcg", "cases/two_phase.yaml",
+     SMALL_2D + DPCG + ["solver.deflation.subdomains=[2,5]"], 6),
     ("2-D multigrid", "cases/bubbly_column_flow.yaml",
      SMALL_2D + ["grid.ny=48", "solver.preconditioner.coarsest=16",
                  "solver.preconditioner.min_side=2"], 3),
@@ -38,7 +44,7 @@ CASES = [
      SMALL_3D + ["solver.preconditioner.coarsest=16", "solver.preconditioner.min_side=2"], 3),
     # Hysing's case 2: the implicit viscous solves (auto), DPCG.
     ("2-D implicit viscosity", "cases/hysing_case2.yaml",
-     ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", "solver.deflation.subdomains=[2,5]",
+     ["grid.nx=16", "grid.ny=40", "solver.rtol=1e-12", *DPCG, "solver.deflation.subdomains=[2,5]",
       "momentum.viscous_rtol=1e-12", "momentum.viscosity=implicit", "levelset.method=levelset"],
      3),
     ("3-D implicit viscosity", "cases/rising_bubble_3d.yaml",
@@ -46,7 +52,7 @@ CASES = [
     # CLSVOF: slabs of at least 13 planes on 4 ranks.
     ("2-D clsvof", "cases/two_phase.yaml",
      SMALL_2D[:1] + ["grid.ny=56", "solver.rtol=1e-12", "momentum.viscosity=explicit",
-                     "levelset.method=clsvof", "solver.deflation.subdomains=[2,7]"], 3),
+                     "levelset.method=clsvof", *DPCG, "solver.deflation.subdomains=[2,7]"], 3),
     ("3-D clsvof", "cases/rising_bubble_3d.yaml", SMALL_CLSVOF_3D, 2),
     # The same with the work on the gas's and the interface's boxes (each
     # rank's on its widened slab), taken at any size here.

@@ -142,7 +142,7 @@ def test_a_flows_snapshots_store_each_field_as_it_pays_or_as_set(tmp_path, setti
     extra = ["--set", f"output.compression={setting}"] if setting else []
     res = run_cli("run", "cases/two_phase.yaml", "--backend", "numpy", "-q", "--set",
                   "grid.nx=16", "--set", "grid.ny=32", "--set", "time.end=0.05",
-                  "--set", "solver.deflation.subdomains=[4,4]", "-o", str(tmp_path), *extra)
+                  "-o", str(tmp_path), *extra)
     assert res.returncode == 0, res.stderr
     last = sorted((tmp_path / "two_phase.snapshots").rglob("*.h5"))[-1]     # (not at rest)
     with h5py.File(last, "r") as fh:

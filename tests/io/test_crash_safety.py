@@ -13,7 +13,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KILLER = os.path.join(ROOT, "tests", "helpers", "killed_run.py")
 COMMON = ["run", "cases/two_phase.yaml", "--backend", "numpy", "--no-progress",
-          "--set", "grid.nx=20", "--set", "grid.ny=40", "--set", "solver.deflation.subdomains=[4,4]",
+          "--set", "grid.nx=20", "--set", "grid.ny=40",
           "--set", "output.interval=0.05", "--set", "time.end=0.5"]
 
 

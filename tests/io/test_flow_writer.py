@@ -20,7 +20,7 @@ from bubbleflow.mesh.grid import Grid
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASE = os.path.join(ROOT, "cases", "two_phase.yaml")
 SMALL = ["--no-progress", "--set", "grid.nx=16", "--set", "grid.ny=32",
-         "--set", "solver.deflation.subdomains=[4,4]", "--set", "output.interval=0.05",
+         "--set", "output.interval=0.05",
          "--set", "time.end=0.3"]
 
 

@@ -24,7 +24,7 @@ from helpers.cli import ROOT, run_cli
 
 NAME = "two_phase"
 TINY = ["cases/two_phase.yaml", "--backend", "numpy", "--no-progress", "--set", "grid.nx=16",
-        "--set", "grid.ny=32", "--set", "solver.deflation.subdomains=[4,4]",
+        "--set", "grid.ny=32",
         "--set", "output.interval=0.01"]
 FIRST_END = ["--set", "time.end=0.02"]
 LATER_END = ["--set", "time.end=0.03"]

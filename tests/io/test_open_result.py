@@ -31,7 +31,7 @@ def flow_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("flow")
     assert main(["run", os.path.join(ROOT, "cases", "two_phase.yaml"), *COMMON,
                  "-o", str(out), "--set", "grid.nx=16", "--set", "grid.ny=32",
-                 "--set", "solver.deflation.subdomains=[4,4]", "--set", "time.end=0.02",
+                 "--set", "time.end=0.02",
                  "--set", "output.interval=0.01"]) == 0
     return out / "two_phase.h5"
 

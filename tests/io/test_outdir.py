@@ -79,8 +79,8 @@ def test_existing_pressure_result_kept_unless_overwrite(capsys, tmp_path, monkey
 def test_liquid_only_flow_runs_without_bubble_diagnostics(tmp_path, capsys, monkeypatch):
     monkeypatch.undo()              # this one solves
     rc = main(["run", "cases/two_phase.yaml", "--backend", "numpy", "--no-progress",
-               "--set", "grid.nx=16", "--set", "grid.ny=32", "--set",
-               "solver.deflation.subdomains=[4,4]", "--set", "geometry.bubbles=[]",
+               "--set", "grid.nx=16", "--set", "grid.ny=32",
+               "--set", "geometry.bubbles=[]",
                "--set", "time.end=0.05", "-o", str(tmp_path)])
     out, err = capsys.readouterr()
     assert rc == 0, err

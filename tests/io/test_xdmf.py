@@ -148,7 +148,6 @@ def test_cli_pressure_run_sidecar(tmp_path, read_xdmf):
 
     rc = main(["run", os.path.join(ROOT, "cases", "bubbly_column.yaml"),
                "--set", "grid.nx=32", "--set", "grid.ny=16", "--set", "grid.lx=2.0",
-               "--set", "solver.deflation.subdomains=[4,4]",
                "-o", str(tmp_path), "--backend", "numpy", "-q"])
     assert rc == 0
     xdmf = tmp_path / "bubbly_column.xdmf"
@@ -167,8 +166,8 @@ def test_cli_flow_run_sidecar_every_snapshot(tmp_path, read_xdmf):
     from bubbleflow.apps.cli import main
 
     rc = main(["run", os.path.join(ROOT, "cases", "two_phase.yaml"), "--backend", "numpy",
-               "--set", "grid.nx=16", "--set", "grid.ny=32", "--set",
-               "solver.deflation.subdomains=[4,4]", "--set", "time.end=0.1",
+               "--set", "grid.nx=16", "--set", "grid.ny=32",
+               "--set", "time.end=0.1",
                "--set", "output.interval=0.05", "-o", str(tmp_path), "-q", "--no-progress"])
     assert rc == 0
     with h5py.File(tmp_path / "two_phase.h5", "r") as fh:

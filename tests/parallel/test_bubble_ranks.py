@@ -12,7 +12,7 @@ import pytest
 from helpers.launcher import ROOT, child_env, mpiexec
 
 MERGE = ["--backend", "numpy", "--no-progress", "-q", "--set", "grid.nx=20",
-         "--set", "grid.ny=40", "--set", "solver.deflation.subdomains=[4,4]",
+         "--set", "grid.ny=40",
          "--set", "output.interval=0.1",
          "--set", "geometry.bubbles=[{center: [0.5, 0.45], radius: 0.2}, "
                   "{center: [0.5, 0.92], radius: 0.2}]"]

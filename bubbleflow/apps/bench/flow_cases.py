@@ -47,10 +47,9 @@ geometry:
 boundaries: {left: free_slip, right: free_slip, bottom: no_slip, top: no_slip}
 operator: {face_density: levelset, storage: diagonals}
 solver:
-  method: dpcg
-  variant: adef2
-  preconditioner: {type: incomplete_poisson_scaled}
-  deflation: {type: levelset_subdomains, cells_per_subdomain: 8}   # refines with the grid
+  method: pcg
+  preconditioner: {type: multigrid}
+  deflation: {type: none}
   rtol: 1.0e-9
 time: {end: 3.0, cfl: 0.25}
 levelset: {reinit_every: 5, reinit_iterations: 4}
