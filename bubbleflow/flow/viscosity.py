@@ -210,7 +210,9 @@ class ViscousSystem:
 
     ``matvec`` takes and returns the owned rows, flat (every rank at once
     on a slab); ``inv_diagonal`` (flat) is the Jacobi preconditioner;
-    ``comm`` the ranks' communicator (None for one process).
+    ``comm`` the ranks' communicator (None for one process); ``rho_ext``,
+    ``couplings`` and ``diagonal_ext`` are on the planes ``ext``, the owned
+    planes and a neighbour's plane beside them (``keep`` the owned ones).
     """
 
     nullspace = None            # rho_f > 0: definite
@@ -236,6 +238,7 @@ class ViscousSystem:
         self.couplings = tuple((before[e0:e1], after[e0:e1]) for before, after in couplings)
         self.rho_ext = rho_f[e0:e1]
         self.rho_f = rho_f[start:stop]
+        self.diagonal_ext = diagonal[e0:e1]
         if owned is None:
             self.diagonal, self.inv_diagonal = diagonal, inv_diagonal
         else:

@@ -3,9 +3,10 @@
 The ``*_nd`` variants at the end are the ones registered on the twins of
 :mod:`.viscosity` and :mod:`.viscosity_chebyshev`: on a 2-D grid they call
 the ``planar_*`` adapters (the one-process 2-D systems, their couplings
-unpacked into the layout of the kernels here), on a 3-D grid those of
-:mod:`.viscosity3_cuda` (kernels ``viscosity3.cu``); a rank's slab, or a
-system neither takes, returns ``NotImplemented``.  The 2-D kernels are
+unpacked into the layout of the kernels here; a rank's Chebyshev steps on
+its slab by :func:`slab_chebyshev_sweep`), on a 3-D grid those of
+:mod:`.viscosity3_cuda` (kernels ``viscosity3.cu``); a system neither
+takes returns ``NotImplemented``.  The 2-D kernels are
 ``viscosity.cu`` beside this file: one launch per Chebyshev step (of both
 velocity components: ``chebyshev_sweep``) where the array code launches
 about twenty per component.  Compiled without FMA contraction, in the array
@@ -25,7 +26,8 @@ from . import viscosity3_cuda
 from .padding import WALLS, WallPadding
 
 __all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous_residual",
-           "residual_scalars", "planar_system", "planar_coefficients", "planar_chebyshev_step",
+           "residual_scalars", "planar_system", "planar_coefficients", "slab_system",
+           "slab_chebyshev_sweep", "planar_chebyshev_step",
            "planar_chebyshev_sweep", "planar_residual", "planar_residual_scalars",
            "viscous_coefficients_nd", "chebyshev_step_nd", "chebyshev_sweep_nd",
            "viscous_residual_nd", "residual_scalars_nd"]
@@ -120,10 +122,12 @@ _SYSTEM_TABLE = np.dtype([(name, np.uint64) for name in
                          + [(name, np.int32) for name in ("ny", "nx", "normal_is_x", "steps")])
 
 
-def chebyshev_sweep(systems, xs, rs, ds, schedules):
+def chebyshev_sweep(systems, xs, rs, ds, schedules, before_step=None):
     """Twin of ``viscosity.chebyshev_sweep``: one launch of
     ``bf_visc_chebyshev_table`` per step for every system (``blockIdx.y``
-    the system), the systems' arrays and schedules copied to the device once."""
+    the system), the systems' arrays and schedules copied to the device once.
+    ``before_step(k, directions)``, where given, runs before step ``k`` with
+    each system's direction of that step (:func:`slab_chebyshev_sweep`)."""
     import cupy as cp
 
     steps = max((len(s) for s in schedules), default=0)
@@ -150,6 +154,8 @@ def chebyshev_sweep(systems, xs, rs, ds, schedules):
     kernel = _kernel("bf_visc_chebyshev_table")
     grid, block, width = (blocks, len(systems)), (_THREADS,), np.int32(schedule.shape[1])
     for k in range(steps):
+        if before_step is not None:
+            before_step(k, ds if k % 2 == 0 else spare)
         kernel(grid, block, (table_d, schedule_d, width, np.int32(k)))
     # (spare and the two tables go back to CuPy's pool, whose reuse is
     # ordered on this stream, after the launches.)
@@ -204,6 +210,72 @@ def planar_system(S):
                            s_high=s_high)
 
 
+def slab_system(S):
+    """A rank's 2-D :class:`.viscosity.ViscousSystem` as the kernels read it
+    on its planes ``ext`` (the owned planes and the neighbours' planes beside
+    them, which an exchange fills before every product; the kernels' results
+    on those planes are not used), or None where ``S`` is not a rank's 2-D
+    system."""
+    if not getattr(S, "planar", False) or getattr(S, "comm", None) is None:
+        return None
+    import cupy as cp
+
+    a = S.component
+    (k_minus, k_plus), (t_minus, t_plus) = S.couplings[a], S.couplings[1 - a]
+    s_low, s_high = S.ghost_signs[1 - a]
+    c = cp.ascontiguousarray
+    diagonal = c(S.diagonal_ext)
+    return SimpleNamespace(component="u" if a == 0 else "v", shape2d=S.rho_ext.shape,
+                           rho_f=c(S.rho_ext), k_plus=c(k_plus), k_minus=c(k_minus),
+                           t_plus=c(t_plus), t_minus=c(t_minus), diagonal=diagonal,
+                           inv_diagonal=(1.0 / diagonal).ravel(), s_low=s_low, s_high=s_high)
+
+
+def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
+    """Twin of ``viscosity_chebyshev.chebyshev_sweep`` for a rank's 2-D
+    systems: :func:`chebyshev_sweep` on their planes ``ext``
+    (:func:`slab_system`), each system's direction exchanged with the
+    neighbours before every step (the owned end planes out, the
+    neighbours' into the planes beside them), where the array code swaps
+    inside every product."""
+    import cupy as cp
+
+    views = [slab_system(S) for S in systems]
+    if not views or any(v is None for v in views):
+        return NotImplemented
+
+    def on_ext(S, V, rows):
+        out = cp.zeros(V.shape2d, dtype=np.float64)
+        out[S.keep] = rows.reshape(S.shape_nd)
+        return out.ravel()
+
+    xe = [on_ext(S, V, x) for S, V, x in zip(systems, views, xs)]
+    re = [on_ext(S, V, r) for S, V, r in zip(systems, views, rs)]
+    de = [on_ext(S, V, d) for S, V, d in zip(systems, views, ds)]
+
+    def exchange(k, directions):
+        handles = []
+        for S, V, d, schedule in zip(systems, views, directions, schedules):
+            lower, upper = S.padding.slab.lower, S.padding.slab.upper
+            if k >= len(schedule) or (lower is None and upper is None):
+                continue
+            plane = d.reshape(V.shape2d)
+            own = plane[S.keep]
+            handles.append((S.comm, S.comm.start_exchange(
+                lower, upper, own[:1], own[-1:], plane[:1] if lower is not None else None,
+                plane[-1:] if upper is not None else None)))
+        for comm, handle in handles:
+            comm.wait(handle)
+
+    out = chebyshev_sweep(views, xe, re, de, schedules, exchange)
+    if out is NotImplemented:
+        return out
+    for S, V, x, r, x_ext, r_ext in zip(systems, views, xs, rs, xe, re):
+        x[...] = x_ext.reshape(V.shape2d)[S.keep].ravel()
+        r[...] = r_ext.reshape(V.shape2d)[S.keep].ravel()
+    return xs
+
+
 def planar_chebyshev_step(S, x, r, d, d_new, keep, gain):
     """Twin of ``viscosity_chebyshev.chebyshev_step``: :func:`chebyshev_step`."""
     view = planar_system(S)
@@ -255,10 +327,13 @@ def chebyshev_step_nd(S, x, r, d, d_new, keep, gain):
 
 
 def chebyshev_sweep_nd(systems, xs, rs, ds, schedules):
-    """Variant of ``viscosity_chebyshev.chebyshev_sweep``: :func:`planar_chebyshev_sweep`,
-    in 3-D ``viscosity3_cuda.chebyshev_sweep``."""
-    sweep = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else planar_chebyshev_sweep
-    return sweep(systems, xs, rs, ds, schedules)
+    """Variant of ``viscosity_chebyshev.chebyshev_sweep``: :func:`planar_chebyshev_sweep`
+    (a rank's systems: :func:`slab_chebyshev_sweep`), in 3-D
+    ``viscosity3_cuda.chebyshev_sweep``."""
+    if _of_3d_grids(*systems):
+        return viscosity3_cuda.chebyshev_sweep(systems, xs, rs, ds, schedules)
+    out = planar_chebyshev_sweep(systems, xs, rs, ds, schedules)
+    return slab_chebyshev_sweep(systems, xs, rs, ds, schedules) if out is NotImplemented else out
 
 
 def viscous_residual_nd(S, rhs, x):
