@@ -166,9 +166,10 @@ def test_flow_scaling_rows_share_the_one_ranks_step_and_add_the_messages():
 
 
 def test_flow_scaling_models_each_phase_by_its_share_or_its_issue_time():
-    """With phase rows on both counts, the model's step is per phase the
-    larger of the one rank's phase shared out and the phase's issue time
-    on the ranks, plus its messages; the one-rank row is its own step."""
+    """With phase rows on both counts and no issue times on one rank, the
+    model's step is per phase the larger of the one rank's phase shared out
+    and the phase's issue time on the ranks, plus its messages; the
+    one-rank row is its own step."""
     from bubbleflow.apps.bench.ranks_flow_scaling import flow_scaling_rows
 
     base = dict(case="column", nx=64, ny=128, nz=None, comm="mpi", backend="numpy")
@@ -186,6 +187,36 @@ def test_flow_scaling_models_each_phase_by_its_share_or_its_issue_time():
     # momentum: max(4 / 2, 2.5) + 0.25; the solve: max(6 / 2, 1.0) + 0.5
     assert two["model_ms"] == pytest.approx(2.75 + 3.5)
     assert two["model_error"] == pytest.approx((6.25 - 7.0) / 7.0)
+
+
+def test_flow_scaling_shares_the_work_the_host_does_not_hide():
+    """With issue times on one rank and on the ranks, a phase's model is the
+    ranks' issue time, the one rank's time beyond its own issue time shared
+    out, and the messages; a phase quicker on one rank than its issue time
+    shares nothing; a phase without a one-rank issue time keeps the larger
+    of its share and its issue time."""
+    from bubbleflow.apps.bench.ranks_flow_scaling import flow_scaling_rows
+
+    base = dict(case="column", nx=64, ny=128, nz=None, comm="nccl", backend="cupy")
+
+    def row(phase, ranks, ms, message=0.0, issue=None):
+        return dict(base, phase=phase, ranks=ranks, median_ms=ms, message_ms=message,
+                    issue_ms=issue)
+
+    rows = [row("momentum", 1, 4.0, issue=1.5), row("pressure solve", 1, 6.0, issue=1.0),
+            row("correction", 1, 0.4, issue=0.5), row("advection", 1, 3.0),
+            row("step", 1, 13.4),
+            row("momentum", 2, 3.8, 0.25, issue=2.5), row("pressure solve", 2, 4.5, 0.5,
+                                                            issue=1.2),
+            row("correction", 2, 0.7, 0.1, issue=0.6), row("advection", 2, 1.9, 0.2, issue=1.0),
+            row("step", 2, 10.9, 1.05)]
+    one, two = flow_scaling_rows(rows)
+    assert one["model_ms"] == 13.4
+    momentum = 2.5 + (4.0 - 1.5) / 2 + 0.25
+    solve = 1.2 + (6.0 - 1.0) / 2 + 0.5
+    correction = 0.6 + 0.0 + 0.1
+    advection = max(3.0 / 2, 1.0) + 0.2
+    assert two["model_ms"] == pytest.approx(momentum + solve + correction + advection)
 
 
 def test_bench_flow_scaling_launches_each_count_and_prints_one_table(tmp_path):

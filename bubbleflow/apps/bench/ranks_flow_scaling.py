@@ -5,14 +5,17 @@ every rank), one table with the model beside each measurement.
 For each configuration (a case at a size) and count ``N``: the step's
 median ms (the slowest rank's, the output left out), the efficiency
 ``T_1 / (N T_N)`` against the one-rank run of the same launcher, and the
-model's step: per phase the larger of the one rank's phase shared out,
-``T_1 / N``, and the phase's issue time on the N ranks (what it takes on a
-small copy of the grid: :func:`.ranks_flow.issue_times`), plus the
-messages ``M_N`` it sends at the measured link's latency and bandwidth
-(:func:`.ranks_flow.model_rows`); where a run has no phase rows or no
-issue times, the step's ``T_1 / N + M_N``.  Where the measured time stays
-above the model, the ranks wait on each other, or on the host more than a
-small grid shows.
+model's step, a sum over the phases.  A phase takes on one rank its issue
+time ``I_1`` (what it takes on a small copy of the grid, the host's part:
+:func:`.ranks_flow.issue_times`) and the device's work the host does not
+hide, ``T_1 - I_1``; on N ranks the model is ``I_N + (T_1 - I_1) / N +
+M_N``, the issue time measured on the N ranks, the exposed work shared out
+and the messages ``M_N`` it sends at the measured link's latency and
+bandwidth (:func:`.ranks_flow.model_rows`); on one rank it is ``T_1``.
+Where the one-rank run has no issue time, ``max(T_1 / N, I_N) + M_N``;
+where a run has no phase rows, or neither has issue times, the step's
+``T_1 / N + M_N``.  Where the measured time stays above the model, the
+ranks wait on each other, or on the host more than a small grid shows.
 """
 from __future__ import annotations
 
@@ -37,6 +40,18 @@ def _phases(rows, key, ranks):
             if r["phase"] != "step" and _key(r) == key and r["ranks"] == ranks}
 
 
+def _phase_model(one, row, n):
+    """A phase's model in ms on ``n`` ranks from its one-rank row ``one``
+    (None: not measured there) and its row ``row`` on the ranks (the
+    module docstring)."""
+    t1 = 0.0 if one is None else one["median_ms"]
+    i1 = None if one is None else one.get("issue_ms")
+    i_n = row.get("issue_ms")
+    if i1 is not None and i_n is not None:
+        return i_n + max(t1 - i1, 0.0) / n + row["message_ms"]
+    return max(t1 / n, i_n or 0.0) + row["message_ms"]
+
+
 def _model(one, r, one_phases, phases):
     """The model's step in ms on ``r["ranks"]`` ranks (the module docstring)."""
     n = r["ranks"]
@@ -44,9 +59,7 @@ def _model(one, r, one_phases, phases):
         return one["median_ms"]
     if not phases or not one_phases:
         return one["median_ms"] / n + r["message_ms"]
-    return sum(max(one_phases[name]["median_ms"] / n if name in one_phases else 0.0,
-                   row.get("issue_ms") or 0.0) + row["message_ms"]
-               for name, row in phases.items())
+    return sum(_phase_model(one_phases.get(name), row, n) for name, row in phases.items())
 
 
 def flow_scaling_rows(rows):
