@@ -331,7 +331,7 @@ def test_two_bubbles_of_a_clsvof_flow_keep_their_ids(backend):
         ("grid.nx", 20), ("grid.ny", 40), ("levelset.method", "clsvof"),
         ("geometry.bubbles", [{"center": [0.5, 0.4], "radius": 0.2},
                               {"center": [0.5, 1.1], "radius": 0.15}]),
-        ("geometry.free_surface", 1.7), ("solver.deflation.subdomains", [4, 4]),
+        ("geometry.free_surface", 1.7),
         ("output.interval", None)])
     solver = FlowSolver(case, backend)
     state = solver.initial_state()

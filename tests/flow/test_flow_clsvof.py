@@ -51,7 +51,7 @@ def still_bubble(method, n=32):
     return load_case(os.path.join(ROOT, "cases/two_phase.yaml"), [
         ("grid.nx", n), ("grid.ny", n), ("grid.ly", 1.0), ("physics.gravity", 0.0),
         ("geometry.bubbles", [{"center": [0.5, 0.5], "radius": 0.25}]),
-        ("solver.deflation.subdomains", [4, 4]), ("time.end", 0.5),
+        ("time.end", 0.5),
         ("levelset.method", method), ("output.interval", None)])
 
 

@@ -34,7 +34,7 @@ def test_a_flow_takes_the_cases_viscosity_mean(backend):
     out = {}
     for mean in ("arithmetic", "harmonic"):
         case = load_case(os.path.join(ROOT, "cases", "hysing_case2.yaml"), [
-            ("grid.nx", 16), ("grid.ny", 32), ("solver.deflation.subdomains", [4, 4]),
+            ("grid.nx", 16), ("grid.ny", 32),
             ("momentum.viscosity_mean", mean)])
         solver = FlowSolver(case, backend)
         state = solver.initial_state()
