@@ -276,17 +276,30 @@ def test_a_float32_cycle_takes_any_scale_of_the_right_hand_side(backend):
     assert np.array_equal(backend.to_host(M.apply(r * 2.0 ** -100)), plain * 2.0 ** -100)
 
 
-def test_host_coarse_solve_equals_the_dense_inverse():
+@pytest.mark.parametrize("banded", [True, False], ids=["band", "sparse LU"])
+@pytest.mark.parametrize("shape", [(24, 24), (20, 40), (6, 5, 9)], ids=str)
+def test_host_coarse_solve_equals_the_dense_inverse(shape, banded, monkeypatch):
     """The host's sparse coarsest solve (Sherman-Morrison-Woodbury on the
-    grounded factorisation) is the dense inverse's operator."""
+    grounded factorisation, as a band or by a sparse LU) is the dense
+    inverse's operator, in 2-D and 3-D, at contrast 1e6."""
+    from bubbleflow.linalg.precond import coarsest_solve
     from bubbleflow.linalg.precond.coarsest_solve import HostCoarseSolve, dense_inverse
 
-    A = bubbly_operator(24, 1e6, "numpy")
-    couplings = tuple(c.astype(np.float64) for c in A.couplings())
-    dense, flags = dense_inverse(couplings, A.grid_shape)
+    rng = np.random.default_rng(3)
+    couplings = []
+    for a in range(len(shape)):
+        s = list(shape)
+        s[len(shape) - 1 - a] -= 1
+        couplings.append(10.0 ** rng.uniform(-6, 0, size=s))
+    couplings = tuple(couplings)
+    dense, flags = dense_inverse(couplings, shape)
     assert flags == []
-    host = HostCoarseSolve(couplings, A.grid_shape)
-    b = np.random.default_rng(3).standard_normal(24 * 24)
+    if not banded:
+        monkeypatch.setattr(coarsest_solve, "BANDED_WORK", 0)
+    host = HostCoarseSolve(couplings, shape)
+    assert hasattr(host.factor, "lu") != banded
+    b = rng.standard_normal(int(np.prod(shape)))
+    b -= b.mean()
     np.testing.assert_allclose(host @ b, dense @ b, rtol=1e-8, atol=1e-8 * np.abs(dense @ b).max())
 
 

@@ -24,7 +24,7 @@ from ...operators.poisson import centre_from_couplings, faces_to_scipy
 from ..deflation.dense_inverses import spd_inverse_deferred
 from . import multigrid_setup_cuda
 
-__all__ = ["HOST_DENSE_CELLS", "coarse_solve", "coarsest_matrix", "coarsest_shift",
+__all__ = ["HOST_DENSE_CELLS", "BANDED_WORK", "coarse_solve", "coarsest_matrix", "coarsest_shift",
            "shifted_dense", "dense_inverse", "HostCoarseSolve", "coarse_solve_bytes"]
 
 #: On the host, coarsest levels larger than this are solved by a sparse
@@ -96,45 +96,87 @@ def dense_inverse(couplings, shape):
                                 overwrite=True)
 
 
+#: The host factorises the grounded coarsest matrix as a band (LAPACK's
+#: banded Cholesky, about ``n b^2`` operations for ``n`` cells of bandwidth
+#: ``b``) where ``n b^2`` is at most this, by a sparse LU above it.
+BANDED_WORK = 2 ** 25
+
+
+class _BandedCholesky:
+    """The Cholesky factor of an SPD sparse matrix of bandwidth ``band``
+    (entries at most ``band`` off the diagonal), LAPACK's banded storage."""
+
+    def __init__(self, matrix, band):
+        from scipy.linalg import cholesky_banded
+
+        n = matrix.shape[0]
+        lower = np.zeros((band + 1, n))
+        for k in range(band + 1):
+            lower[k, :n - k] = matrix.diagonal(-k)
+        self.factor = cholesky_banded(lower, lower=True, check_finite=False)
+        self.nbytes = self.factor.nbytes
+
+    def solve(self, b):
+        from scipy.linalg import cho_solve_banded
+
+        return cho_solve_banded((self.factor, True), b, check_finite=False)
+
+
+class _SparseLU:
+    """SuperLU's factors of a sparse matrix."""
+
+    def __init__(self, matrix):
+        from scipy.sparse.linalg import splu
+
+        lu = self.lu = splu(matrix.tocsc())
+        self.nbytes = sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize)
+                          for f in (lu.L, lu.U))
+
+    def solve(self, b):
+        return self.lu.solve(b)
+
+
 class HostCoarseSolve:
     """The coarsest level's solve on the host, ``(A + c 1 1^T)^-1 b`` (the
     operator of :func:`dense_inverse`), by a sparse factorisation: the
     grounded ``A_g = A + c e_0 e_0^T`` (positive definite) factorised once,
-    and the rank-two rest ``c (1 1^T - e_0 e_0^T)`` by Sherman-Morrison-
-    Woodbury.  A dense inverse of a few hundred cells costs tens of
-    milliseconds on one core, redone at every time step of a flow; this
-    costs about one."""
+    as a band where that is cheap (:data:`BANDED_WORK`; the flat index runs
+    fastest along the last array axis, so the band is the product of the
+    other axes' cells) and by a sparse LU otherwise, and the rank-two rest
+    ``c (1 1^T - e_0 e_0^T)`` by Sherman-Morrison-Woodbury.  A dense
+    inverse of a few hundred cells costs tens of milliseconds on one core,
+    redone at every time step of a flow; this costs a fraction of one."""
 
     def __init__(self, couplings, shape):
         import scipy.sparse as sp
-        from scipy.sparse.linalg import splu
 
         n = int(np.prod(shape))
         c = float(coarsest_shift(centre_from_couplings(couplings, np).ravel(), np))
-        grounded = faces_to_scipy(couplings, shape) + sp.csr_matrix(([c], ([0], [0])),
-                                                                      shape=(n, n))
-        self.lu = splu(grounded.tocsc())
+        grounded = (faces_to_scipy(couplings, shape)
+                    + sp.csr_matrix(([c], ([0], [0])), shape=(n, n))).tocsr()
+        band = int(np.prod(shape[1:]))
+        self.factor = (_BandedCholesky(grounded, band) if n * band * band <= BANDED_WORK
+                       else _SparseLU(grounded))
         U = np.zeros((n, 2))
         U[:, 0] = 1.0
         U[0, 1] = 1.0
-        self.U, self.W = U, self.lu.solve(U)
+        self.U, self.W = U, self.factor.solve(U)
         self.S = np.linalg.inv(np.diag([1.0 / c, -1.0 / c]) + U.T @ self.W)
 
     def __matmul__(self, b):
-        y = self.lu.solve(np.asarray(b, dtype=np.float64))
+        y = self.factor.solve(np.asarray(b, dtype=np.float64))
         return (y - self.W @ (self.S @ (self.U.T @ y))).astype(b.dtype, copy=False)
 
 
 def coarse_solve_bytes(inverse):
     """Bytes one coarsest-level solve reads: the dense inverse, or the
-    sparse factors of the host's factorisation (values and row indices)."""
+    factors of the host's factorisation (the band, or the sparse factors'
+    values and row indices)."""
     nbytes = getattr(inverse, "nbytes", None)
     if nbytes is not None:
         return int(nbytes)
-    lu = getattr(inverse, "lu", None)
-    if lu is None:
-        return 0
-    return sum(int(f.nnz) * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
+    factor = getattr(inverse, "factor", None)
+    return 0 if factor is None else int(factor.nbytes)
 
 
 # The CUDA variant (multigrid_setup_cuda.py): the dense matrix in one launch.
