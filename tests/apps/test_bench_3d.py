@@ -97,8 +97,9 @@ def test_bytes_model_counts_the_arrays_of_the_3d_iteration():
     M = mg.M
     assert [lv.shape for lv in M.levels] == [(16, 16, 16), (8, 8, 8)] and M.w_levels == 0
     coarse = 8 ** 3
-    lu = M.coarse_inverse.lu                  # the host's sparse factors of the coarsest level
-    factors = sum(f.nnz * (f.data.itemsize + f.indices.itemsize) for f in (lu.L, lu.U))
+    # The host's factor of the coarsest level: its band (8 x 8 planes wide) of float64.
+    factors = (8 * 8 + 1) * coarse * 8
+    assert M.coarse_inverse.factor.nbytes == factors
     # Down and up each read the float32 couplings once (D^-1 formed from them);
     # the float64 input is read by both, the result written (3 x 8 bytes);
     # x written down and read up, the coarse b written and the coarse x read

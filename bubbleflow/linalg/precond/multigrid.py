@@ -381,7 +381,7 @@ class Multigrid(Preconditioner):
         the coarse ``b``; up reads the couplings, ``b``, ``x`` and the
         coarse ``x``, writes the result; a W level's second visit adds a
         copy, a residual and an add on the coarse level.  The coarsest
-        level: its dense inverse (or the host's sparse factors) and its
+        level: its dense inverse (or the host's factor: a band or sparse factors) and its
         input and output."""
         item = self.dtype.itemsize
         cells = [int(np.prod(lv.shape)) for lv in self.levels]
