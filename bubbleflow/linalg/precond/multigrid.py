@@ -381,8 +381,8 @@ class Multigrid(Preconditioner):
         the coarse ``b``; up reads the couplings, ``b``, ``x`` and the
         coarse ``x``, writes the result; a W level's second visit adds a
         copy, a residual and an add on the coarse level.  The coarsest
-        level: its dense inverse (or the host's factor: a band or sparse factors) and its
-        input and output."""
+        level: its dense inverse (or the host's factor, a band or sparse
+        factors) and its input and output."""
         item = self.dtype.itemsize
         cells = [int(np.prod(lv.shape)) for lv in self.levels]
         couplings = [sum(int(c.size) for c in lv.couplings) * item for lv in self.levels]
