@@ -19,7 +19,8 @@ operations (:func:`.viscosity.planar_order`): the same bits (the norms of
 ``residual_scalars`` sum in a fixed order of their own).  Calls these do not
 cover return ``NotImplemented`` and the array code runs: another dimension,
 a rank's slab (a padding other than the walls', a system with a
-communicator), another dtype than float64, work arrays or couplings not laid
+communicator: ``viscosity_cuda.slab_chebyshev_sweep`` gives the Chebyshev
+steps the planes of its slab as a one-process system), another dtype than float64, work arrays or couplings not laid
 out contiguously, fewer than :data:`_MIN_CELLS` cells along an axis.  CuPy
 is imported inside the functions only.
 """
@@ -163,10 +164,12 @@ _SYSTEM_TABLE = np.dtype([(name, np.uint64) for name in
                          + [(name, np.int32) for name in ("n0", "n1", "n2", "steps")])
 
 
-def chebyshev_sweep(systems, xs, rs, ds, schedules):
+def chebyshev_sweep(systems, xs, rs, ds, schedules, before_step=None):
     """Twin of ``viscosity_chebyshev.chebyshev_sweep``: one launch of
     ``bf_visc3_chebyshev_table`` per step for every system, the systems'
-    arrays and schedules copied to the device once."""
+    arrays and schedules copied to the device once.  ``before_step(k,
+    directions)``, where given, runs before step ``k`` with each system's
+    direction of that step (``viscosity_cuda.slab_chebyshev_sweep``)."""
     import cupy as cp
 
     steps = max((len(s) for s in schedules), default=0)
@@ -198,6 +201,8 @@ def chebyshev_sweep(systems, xs, rs, ds, schedules):
     kernel = _kernel3("bf_visc3_chebyshev_table")
     width = np.int32(schedule.shape[1])
     for k in range(steps):
+        if before_step is not None:
+            before_step(k, ds if k % 2 == 0 else spare)
         kernel(grid, _BLOCK, (table_d, schedule_d, width, np.int32(k)))
     # (spare, the couplings' views and the two tables go back to CuPy's
     # pool, whose reuse is ordered on this stream, after the launches.)

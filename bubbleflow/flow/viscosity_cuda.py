@@ -211,14 +211,25 @@ def planar_system(S):
 
 
 def slab_system(S):
-    """A rank's 2-D :class:`.viscosity.ViscousSystem` as the kernels read it
-    on its planes ``ext`` (the owned planes and the neighbours' planes beside
+    """A rank's :class:`.viscosity.ViscousSystem` as the kernels read it on
+    its planes ``ext`` (the owned planes and the neighbours' planes beside
     them, which an exchange fills before every product; the kernels' results
-    on those planes are not used), or None where ``S`` is not a rank's 2-D
-    system."""
-    if not getattr(S, "planar", False) or getattr(S, "comm", None) is None:
+    on those planes are not used), or None where ``S`` is not a rank's
+    system: in 2-D this module's layout, in 3-D a one-process system of
+    those planes for :mod:`.viscosity3_cuda`."""
+    if getattr(S, "comm", None) is None:
         return None
     import cupy as cp
+
+    if getattr(S, "ndim", None) == 3:
+        diagonal = cp.ascontiguousarray(S.diagonal_ext)
+        planes = S.rho_ext.shape[0]
+        return SimpleNamespace(ndim=3, comm=None, padding=WALLS, owned=(0, planes),
+                               ext=(0, planes), rho_f=cp.ascontiguousarray(S.rho_ext),
+                               couplings=S.couplings, ghost_signs=S.ghost_signs,
+                               diagonal=diagonal, inv_diagonal=(1.0 / diagonal).ravel())
+    if not getattr(S, "planar", False):
+        return None
 
     a = S.component
     (k_minus, k_plus), (t_minus, t_plus) = S.couplings[a], S.couplings[1 - a]
@@ -232,10 +243,10 @@ def slab_system(S):
 
 
 def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
-    """Twin of ``viscosity_chebyshev.chebyshev_sweep`` for a rank's 2-D
-    systems: :func:`chebyshev_sweep` on their planes ``ext``
-    (:func:`slab_system`), each system's direction exchanged with the
-    neighbours before every step (the owned end planes out, the
+    """Twin of ``viscosity_chebyshev.chebyshev_sweep`` for a rank's
+    systems: :func:`chebyshev_sweep` (in 3-D ``viscosity3_cuda``'s) on their
+    planes ``ext`` (:func:`slab_system`), each system's direction exchanged
+    with the neighbours before every step (the owned end planes out, the
     neighbours' into the planes beside them), where the array code swaps
     inside every product."""
     import cupy as cp
@@ -243,9 +254,10 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
     views = [slab_system(S) for S in systems]
     if not views or any(v is None for v in views):
         return NotImplemented
+    sweep = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else chebyshev_sweep
 
     def on_ext(S, V, rows):
-        out = cp.zeros(V.shape2d, dtype=np.float64)
+        out = cp.zeros(S.rho_ext.shape, dtype=np.float64)
         out[S.keep] = rows.reshape(S.shape_nd)
         return out.ravel()
 
@@ -259,7 +271,7 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
             lower, upper = S.padding.slab.lower, S.padding.slab.upper
             if k >= len(schedule) or (lower is None and upper is None):
                 continue
-            plane = d.reshape(V.shape2d)
+            plane = d.reshape(S.rho_ext.shape)
             own = plane[S.keep]
             handles.append((S.comm, S.comm.start_exchange(
                 lower, upper, own[:1], own[-1:], plane[:1] if lower is not None else None,
@@ -267,12 +279,12 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
         for comm, handle in handles:
             comm.wait(handle)
 
-    out = chebyshev_sweep(views, xe, re, de, schedules, exchange)
+    out = sweep(views, xe, re, de, schedules, exchange)
     if out is NotImplemented:
         return out
-    for S, V, x, r, x_ext, r_ext in zip(systems, views, xs, rs, xe, re):
-        x[...] = x_ext.reshape(V.shape2d)[S.keep].ravel()
-        r[...] = r_ext.reshape(V.shape2d)[S.keep].ravel()
+    for S, x, r, x_ext, r_ext in zip(systems, xs, rs, xe, re):
+        x[...] = x_ext.reshape(S.rho_ext.shape)[S.keep].ravel()
+        r[...] = r_ext.reshape(S.rho_ext.shape)[S.keep].ravel()
     return xs
 
 
@@ -327,13 +339,13 @@ def chebyshev_step_nd(S, x, r, d, d_new, keep, gain):
 
 
 def chebyshev_sweep_nd(systems, xs, rs, ds, schedules):
-    """Variant of ``viscosity_chebyshev.chebyshev_sweep``: :func:`planar_chebyshev_sweep`
-    (a rank's systems: :func:`slab_chebyshev_sweep`), in 3-D
-    ``viscosity3_cuda.chebyshev_sweep``."""
-    if _of_3d_grids(*systems):
-        return viscosity3_cuda.chebyshev_sweep(systems, xs, rs, ds, schedules)
-    out = planar_chebyshev_sweep(systems, xs, rs, ds, schedules)
-    return slab_chebyshev_sweep(systems, xs, rs, ds, schedules) if out is NotImplemented else out
+    """Variant of ``viscosity_chebyshev.chebyshev_sweep``: :func:`planar_chebyshev_sweep`,
+    in 3-D ``viscosity3_cuda.chebyshev_sweep``; a rank's systems:
+    :func:`slab_chebyshev_sweep`."""
+    if any(getattr(S, "comm", None) is not None for S in systems):
+        return slab_chebyshev_sweep(systems, xs, rs, ds, schedules)
+    sweep = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else planar_chebyshev_sweep
+    return sweep(systems, xs, rs, ds, schedules)
 
 
 def viscous_residual_nd(S, rhs, x):

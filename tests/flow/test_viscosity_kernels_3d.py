@@ -242,8 +242,9 @@ def test_momentum_implicit_kernels_match_their_reference(cp, grid, walls):
 
 def test_fallbacks(cp):
     """float32, a slab's systems, grids below the stencil and strided work
-    arrays: the variants decline (the array code runs); 2-D systems still
-    reach the 2-D kernels."""
+    arrays: the variants decline (the array code runs), except a slab's
+    whole sweep, which runs the kernel on its planes and equals the array
+    code; 2-D systems still reach the 2-D kernels."""
     rng = np.random.default_rng(2)
     cells, spacing = GRIDS[0]
     mu, rho_faces = _inputs(cells, rng)
@@ -268,8 +269,18 @@ def test_fallbacks(cp):
         assert variant(chebyshev_step)(system, *work, 0.5, 0.5) is NotImplemented
         assert variant(viscous_residual)(system, work[0], work[1]) is NotImplemented
         assert variant(residual_scalars)(system, work[0], work[1]) is NotImplemented
+        if system is slab:
+            continue
         assert variant(chebyshev_sweep)([system], [work[0]], [work[1]], [work[2]],
                                         [[(0.5, 0.5)]]) is NotImplemented
+    n = slab.shape[0]
+    start = [cp.asarray(rng.standard_normal(n)) for _ in range(3)]
+    ref, out = [a.copy() for a in start], [a.copy() for a in start]
+    schedule = [[(0.3 + 0.01 * k, 1.1 - 0.02 * k) for k in range(5)]]
+    chebyshev_sweep.reference([slab], *([a] for a in ref), schedule)
+    assert variant(chebyshev_sweep)([slab], *([a] for a in out), schedule) is not NotImplemented
+    for a, b in zip(ref[:2], out[:2]):
+        assert float(abs(a - b).max()) <= 1e-13 * float(abs(a).max())
     velocity, mu3, H, faces, adv, coef = _momentum_inputs(GRIDS[0], rng)
     f32 = tuple(cp.asarray(u, dtype=cp.float32) for u in velocity)
     assert variant(momentum.implicit_rhs)(

@@ -235,15 +235,16 @@ def test_flow_steps_on_ranks_equal_one_process(tmp_path):
 @pytest.mark.gpu
 def test_flow_steps_on_ranks_on_the_gpu(tmp_path, cupy_backend):
     """The same on CuPy arrays: two ranks (NCCL where each has a GPU, else
-    sharing one, MPI through the host); the 2-D implicit viscous solves'
-    Chebyshev steps run the kernels on each rank's slab."""
+    sharing one, MPI through the host); the implicit viscous solves'
+    Chebyshev steps run the kernels on each rank's slab, in 2-D and 3-D."""
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     script = HERE.parent / "helpers" / "mpi_flow.py"
     run = _run(2, tmp_path, "cupy", script=script)
     _assert_flow_steps_equal(run, 2)
-    assert run["2-D implicit viscosity"]["kernel_sweeps"] > 0, run["2-D implicit viscosity"]
+    for case in ("2-D implicit viscosity", "3-D implicit viscosity"):
+        assert run[case]["kernel_sweeps"] > 0, run[case]
 
 
 def test_a_flow_slab_too_thin_for_the_stencils_is_refused():
