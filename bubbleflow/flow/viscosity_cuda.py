@@ -195,19 +195,26 @@ def planar_coefficients(a, mu, rho_f, dt, spacing, signs, padding=WALLS):
     return tuple(couplings), tuple(ghost_signs), diag, inv_diag
 
 
+def _kernel_view(S, shape, rho_f, diagonal, inv_diagonal, array=lambda a: a):
+    """``S``'s couplings and wall signs in the kernels' layout (``k`` along
+    the component's axis, ``t`` across), each through ``array``, with the
+    given shape, face density and diagonals."""
+    a = S.component
+    (k_minus, k_plus), (t_minus, t_plus) = S.couplings[a], S.couplings[1 - a]
+    s_low, s_high = S.ghost_signs[1 - a]
+    return SimpleNamespace(component="u" if a == 0 else "v", shape2d=shape, rho_f=rho_f,
+                           k_plus=array(k_plus), k_minus=array(k_minus), t_plus=array(t_plus),
+                           t_minus=array(t_minus), diagonal=diagonal, inv_diagonal=inv_diagonal,
+                           s_low=s_low, s_high=s_high)
+
+
 def planar_system(S):
     """A :class:`.viscosity.ViscousSystem` as the kernels read it (the
     attributes of ``viscosity.ViscousSystem``), or None where it is not a
     one-process 2-D system."""
     if not getattr(S, "planar", False) or getattr(S, "comm", None) is not None:
         return None                 # (a slab's products need the neighbours' planes)
-    a = S.component
-    (k_minus, k_plus), (t_minus, t_plus) = S.couplings[a], S.couplings[1 - a]
-    s_low, s_high = S.ghost_signs[1 - a]
-    return SimpleNamespace(component="u" if a == 0 else "v", shape2d=S.shape_nd, rho_f=S.rho_f,
-                           k_plus=k_plus, k_minus=k_minus, t_plus=t_plus, t_minus=t_minus,
-                           diagonal=S.diagonal, inv_diagonal=S.inv_diagonal, s_low=s_low,
-                           s_high=s_high)
+    return _kernel_view(S, S.shape_nd, S.rho_f, S.diagonal, S.inv_diagonal)
 
 
 def slab_system(S):
@@ -221,25 +228,17 @@ def slab_system(S):
         return None
     import cupy as cp
 
+    c = cp.ascontiguousarray
     if getattr(S, "ndim", None) == 3:
-        diagonal = cp.ascontiguousarray(S.diagonal_ext)
-        planes = S.rho_ext.shape[0]
+        diagonal, planes = c(S.diagonal_ext), S.rho_ext.shape[0]
         return SimpleNamespace(ndim=3, comm=None, padding=WALLS, owned=(0, planes),
-                               ext=(0, planes), rho_f=cp.ascontiguousarray(S.rho_ext),
-                               couplings=S.couplings, ghost_signs=S.ghost_signs,
-                               diagonal=diagonal, inv_diagonal=(1.0 / diagonal).ravel())
+                               ext=(0, planes), rho_f=c(S.rho_ext), couplings=S.couplings,
+                               ghost_signs=S.ghost_signs, diagonal=diagonal,
+                               inv_diagonal=(1.0 / diagonal).ravel())
     if not getattr(S, "planar", False):
         return None
-
-    a = S.component
-    (k_minus, k_plus), (t_minus, t_plus) = S.couplings[a], S.couplings[1 - a]
-    s_low, s_high = S.ghost_signs[1 - a]
-    c = cp.ascontiguousarray
     diagonal = c(S.diagonal_ext)
-    return SimpleNamespace(component="u" if a == 0 else "v", shape2d=S.rho_ext.shape,
-                           rho_f=c(S.rho_ext), k_plus=c(k_plus), k_minus=c(k_minus),
-                           t_plus=c(t_plus), t_minus=c(t_minus), diagonal=diagonal,
-                           inv_diagonal=(1.0 / diagonal).ravel(), s_low=s_low, s_high=s_high)
+    return _kernel_view(S, S.rho_ext.shape, c(S.rho_ext), diagonal, (1.0 / diagonal).ravel(), c)
 
 
 def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
