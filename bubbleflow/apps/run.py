@@ -566,7 +566,10 @@ def write_run_snapshot(writer, solver, state, backend, tracker=None):
     dynamic pressure the solver carries is stored beside it, ``p_dynamic``,
     and a CLSVOF run's volume fraction ``c``: a restart reads both back (bit
     for bit), as it reads the bubble tracker's state ``tracker``
-    (:meth:`.bubble_sampling.BubbleSampling.state`; None: none)."""
+    (:meth:`.bubble_sampling.BubbleSampling.state`; None: none).  The
+    solver's next step starts as a restart from it would
+    (:meth:`.navier_stokes.FlowSolver.restart_point`)."""
+    solver.restart_point()
     rho = solver.properties(state.phi)[1]
     total = solver.total_pressure(state.p, rho)
     extra = {} if state.c is None else {VOLUME_FRACTION: state.c}

@@ -70,6 +70,10 @@ MAX_MIN_SIDE = 1024
 #: Multigrid levels that run a W-cycle: a grid of MAX_CELLS halves to one
 #: cell in fewer levels than this.
 MAX_W_LEVELS = 32
+#: Steps between two computations of the coarsest multigrid inverse: past a
+#: few hundred an interface has crossed the coarsest cells and the solves
+#: renew it themselves (multigrid.Multigrid.solved).
+MAX_COARSE_REFRESH = 1000
 #: Iterations of one solve (and between convergence checks): the solvers
 #: record the residual history in an array of maxiter entries.
 MAX_ITERATIONS = 10 ** 6

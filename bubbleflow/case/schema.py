@@ -19,8 +19,9 @@ import yaml
 from ..io.compression import COMPRESSIONS
 from ..linalg import registry as _registry
 from ..mesh.grid import Grid as _Grid
-from .bounds import (MAX_AXIS_CELLS, MAX_CIRCLES, MAX_COARSEST_CELLS, MAX_DEGREE, MAX_ITERATIONS,
-                     MAX_MIN_SIDE, MAX_REINIT_ITERATIONS, MAX_SEED, MAX_STEPS, MAX_W_LEVELS)
+from .bounds import (MAX_AXIS_CELLS, MAX_CIRCLES, MAX_COARSE_REFRESH, MAX_COARSEST_CELLS,
+                     MAX_DEGREE, MAX_ITERATIONS, MAX_MIN_SIDE, MAX_REINIT_ITERATIONS, MAX_SEED,
+                     MAX_STEPS, MAX_W_LEVELS)
 from .field_specs import (EnumSpec, FloatSpec, IntSpec, ListSpec, OptionalSpec, SectionSpec,
                           StrSpec, TupleSpec, checked_field)
 from .provenance import Where
@@ -305,6 +306,13 @@ class PreconditionerConfig(_Node):
         "auto", doc="`multigrid`: top levels that visit their coarse level twice (a W-cycle "
                     "there); 0: a V-cycle; `auto`: those whose coarse level has at least "
                     "2^18 cells")
+    coarse_refresh: object = checked_field(
+        IntSpec(min=1, max=MAX_COARSE_REFRESH, also=("auto",),
+                why="an older coarsest inverse costs iterations"),
+        "auto", doc="`multigrid`: a flow's steps between two computations of the coarsest "
+                    "level's inverse (the levels above it every step); 1: every step; `auto`: "
+                    "once the interface may have moved half a cell since, at most 16 steps, "
+                    "and after a solve that took clearly more iterations")
 
     def options(self):
         """Every preconditioner option of the section (the solver passes on

@@ -217,6 +217,9 @@ class FlowSolver:
         self.curvature_passes = CLSVOF_CURVATURE_PASSES if self.clsvof else 0
         self.viscous_records = None
         self._pressure = None                # built at the first step, then updated
+        # The last step's length, and the cells the interface may have moved
+        # in it (None: not known; the pressure solver's set-up reads it).
+        self._last_dt, self._interface_motion = 0.0, None
         self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
         self.partition = self._partition(comm)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
@@ -323,6 +326,9 @@ class FlowSolver:
         if self.case.time.dt is not None:
             return float(self.case.time.dt)
         umax = max(float(s) for s in scalars[1:1 + self.ndim])
+        # The interface moved at most this many cells since the previous
+        # step's operator (the state's velocity carried it for that step).
+        self._interface_motion = umax * self.ndim ** 0.5 * self._last_dt / self.h
         nu = None if self.implicit_viscosity else float(scalars[1 + self.ndim])
         limits = step_limits(self.case, umax=umax, nu=nu, h=self.h)
         return min(limit.dt for limit in limits.values())
@@ -392,12 +398,22 @@ class FlowSolver:
         updated from step to step); None before the first step."""
         return self._pressure
 
+    def restart_point(self):
+        """The state of this step is written where a run restarts from: the
+        next step's pressure set-up is done in full (:meth:`.PressureSolver.renew`),
+        as a restarted run's first step does, so the restart reproduces
+        the run bit for bit."""
+        if self._pressure is not None:
+            self._pressure.renew()
+
     def pressure_solver(self, A, phi, check=True):
         """The run's pressure solver, set up for the operator ``A`` of this
         step and its interface ``phi`` (the widened slab's): built at the
         first step, then only updated (preconditioner, deflation space and
         coarse factorisation for the moved interface; its workspace and
         engine kept; ``check=False``: the update's checks left to the solve)."""
+        if self._pressure is not None:
+            self._pressure.interface_moved(self._interface_motion)
         self._pressure = self.partition.pressure_solver(
             self._pressure, A, self.partition.solver_phi(A, phi, self.width), self.case, check)
         return self._pressure
@@ -472,7 +488,7 @@ class FlowSolver:
                 break
             dt, redone = shorter, redone + 1
             velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
-        step = state.step + 1
+        step, self._last_dt = state.step + 1, dt
         phi, c = self.move_interface(state, velocity, dt, step, bounded)
         new = FlowState(phi=phi, velocity=velocity, p=p, time=state.time + dt, step=step, c=c)
         end = self.case.time.end

@@ -211,7 +211,8 @@ PRECONDITIONERS: Dict[str, PreconditionerEntry] = {p.name: p for p in (
     # writes the result (5.25); 9.5 per level, x 4/3 for the coarser levels.
     PreconditionerEntry("multigrid", f"{_P}.multigrid:Multigrid",
                         options=("degree", "ratio", "scale", "coarsest", "min_side",
-                                 "cycle_precision", "w_levels"), dimensions=(2, 3),
+                                 "cycle_precision", "w_levels", "coarse_refresh"),
+                        dimensions=(2, 3),
                         arrays=13,
                         doc="V-cycle on 2x2-aggregated cells, Galerkin, Chebyshev smoothing",
                         slab=f"{_P}.agglomerated_multigrid:DistributedMultigrid",

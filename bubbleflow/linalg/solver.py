@@ -299,7 +299,11 @@ class PressureSolver:
         its coarse factorisation, the preconditioner, and the engine's copies
         of the operator-dependent arrays.  Kept: the method, the options,
         the engine (its buffers, kernels and launch plan).  The results are
-        those of a new solver for ``A``, bit for bit.
+        those of a new solver for ``A``, bit for bit, but where a flow has
+        told :meth:`interface_moved` (or set a multigrid's
+        ``coarse_refresh``): a multigrid preconditioner then keeps its
+        coarsest inverse while the interface has moved little (an older
+        one only costs iterations), until :meth:`renew`.
 
         ``check=False``: the checks of the factorisations (the one wait for
         the device) are left to the next :meth:`solve`, which runs them
@@ -421,9 +425,26 @@ class PressureSolver:
                                      check_every=self.check_every, method=self.method,
                                      select=self._select, progress=progress)
         record.setup_seconds += self.setup_seconds
-        if self.preconditioner_name == "none":
+        if M is None:
             record.preconditioner = "none"
+        else:
+            M.solved(record.iterations)
         return x.reshape(shape), record
+
+    def renew(self):
+        """The next :meth:`update` gives a new solver's results bit for bit
+        (a restart begins there: a multigrid's coarsest inverse, which may
+        be kept otherwise, is recomputed too)."""
+        if self.M is not None:
+            self.M.renew()
+
+    def interface_moved(self, cells):
+        """Before an :meth:`update`: the interface has moved at most
+        ``cells`` grid cells since the previous update's operator (None: not
+        known); a multigrid preconditioner keeps its coarsest inverse while
+        the motion adds up to little (:class:`.multigrid.Multigrid`)."""
+        if self.M is not None:
+            self.M.interface_moved(cells)
 
     def _refine(self, b, x0, M, callback, progress, rtol, atol, stagnation_steps=2):
         """Float64 iterative refinement with float32 (D)PCG corrections."""

@@ -111,7 +111,8 @@ def check_preconditioner_options(preconditioner, options):
     Traceback (most recent call last):
     ...
     ValueError: preconditioner 'multigrid' takes no option 'degre' (did you mean 'degree'?); \
-its options: degree, ratio, scale, coarsest, min_side, cycle_precision, w_levels
+its options: degree, ratio, scale, coarsest, min_side, cycle_precision, w_levels, \
+coarse_refresh
     """
     import difflib
     from collections.abc import Mapping

@@ -200,14 +200,15 @@ def test_a_level_of_one_cell_and_the_apply_of_its_operator():
 
 def test_refresh_takes_a_new_operator_in_place(backend):
     """``refresh`` rewrites the hierarchy in place (the cycle's buffers and
-    graph stay) and gives what a new instance gives, bit for bit; another
-    grid is refused.  A solver's update keeps its refreshed preconditioner
-    and solves as a new solver does."""
+    graph stay) and gives what a new instance gives, bit for bit, where the
+    coarsest inverse is recomputed at every refresh; another grid is
+    refused.  A solver's update after ``renew`` keeps its refreshed
+    preconditioner and solves as a new solver does."""
     xp = backend.xp
     A1, A2 = bubbly_operator(64, 1e3, backend, seed=1), bubbly_operator(64, 1e6, backend, seed=2)
     r = np.random.default_rng(7).standard_normal(64 * 64)
     r = xp.asarray(r - r.mean())
-    M = Multigrid(A1, coarsest=64, min_side=1, w_levels=1)
+    M = Multigrid(A1, coarsest=64, min_side=1, w_levels=1, coarse_refresh=1)
     first = backend.to_host(M.apply(r))
     arrays = [id(c) for lv in M.levels for c in lv.couplings]
     runner = M.runner
@@ -220,6 +221,7 @@ def test_refresh_takes_a_new_operator_in_place(backend):
 
     solver = PressureSolver(A1, method="pcg", preconditioner="multigrid", deflation="none")
     kept = solver.M
+    solver.renew()
     solver.update(A2)
     assert solver.M is kept
     x, rec = solver.solve(r)
@@ -227,6 +229,121 @@ def test_refresh_takes_a_new_operator_in_place(backend):
                                     deflation="none").solve(r)
     assert rec.converged and rec.iterations == rec_new.iterations
     assert np.array_equal(backend.to_host(x), backend.to_host(x_new))
+
+
+def moved_bubble_operator(n, contrast, backend, shift):
+    """A bubble of radius 0.15 risen ``shift`` cells from (0.5, 0.3) in
+    liquid ``contrast`` times denser, its density smoothed over 1.5 cells
+    either side as a flow's is, arithmetic face densities."""
+    h = 1.0 / n
+    X, Y = np.meshgrid((np.arange(n) + 0.5) * h, (np.arange(n) + 0.5) * h)
+    phi = (np.hypot(X - 0.5, Y - 0.3 - shift * h) - 0.15) / (1.5 * h)
+    H = np.clip(0.5 * (1 + phi + np.sin(np.pi * phi) / np.pi), 0.0, 1.0)
+    rho = 1.0 + (contrast - 1.0) * H
+    rx, ry = 0.5 * (rho[:, 1:] + rho[:, :-1]), 0.5 * (rho[1:, :] + rho[:-1, :])
+    return PoissonOperator(1.0 / rx, 1.0 / ry, h, h, backend=backend)
+
+
+def test_the_coarsest_inverse_is_recomputed_on_its_schedule(backend):
+    """The coarsest inverse: with ``coarse_refresh=3`` kept for two
+    refreshes (the levels above it refreshed), recomputed at the third;
+    with ``"auto"`` recomputed at every refresh nobody tells the motion
+    of, kept while the motion told adds up to less than half a cell and
+    for at most 16 refreshes; recomputed at the first refresh after
+    ``renew`` and after a solve that took clearly more iterations than the
+    first with it; a hierarchy of one level recomputes it at every
+    refresh; bad values are one clear line."""
+    ops = [moved_bubble_operator(64, 1e3, backend, s) for s in range(4)]
+
+    def fresh(A):
+        return backend.to_host(Multigrid(A, coarse_refresh=1).coarse_inverse)
+
+    def inverse(M):
+        return backend.to_host(M.coarse_inverse).copy()
+
+    M = Multigrid(ops[0], coarse_refresh=3)
+    built = inverse(M)
+    above = backend.to_host(M.levels[1].couplings[0]).copy()
+    for k in (1, 2):
+        M.refresh(ops[k])
+        assert np.array_equal(inverse(M), built)
+    assert not np.array_equal(backend.to_host(M.levels[1].couplings[0]), above)
+    M.refresh(ops[3])
+    assert np.array_equal(inverse(M), fresh(ops[3]))
+    M.renew()
+    M.refresh(ops[0])
+    assert np.array_equal(inverse(M), fresh(ops[0]))
+
+    M = Multigrid(ops[0])
+    M.refresh(ops[1])                               # nobody told: recomputed
+    assert np.array_equal(inverse(M), fresh(ops[1]))
+    for k in (2, 3):
+        M.interface_moved(0.2)                      # 0.2, then 0.4 cells: kept
+        M.refresh(ops[k])
+        assert np.array_equal(inverse(M), fresh(ops[1]))
+    M.interface_moved(0.2)                          # 0.6: recomputed
+    M.refresh(ops[0])
+    assert np.array_equal(inverse(M), fresh(ops[0]))
+    for k in range(15):
+        M.interface_moved(0.0)
+        M.refresh(ops[1 + k % 3])
+    assert np.array_equal(inverse(M), fresh(ops[0]))
+    M.interface_moved(0.0)                          # the 16th refresh
+    M.refresh(ops[1])
+    assert np.array_equal(inverse(M), fresh(ops[1]))
+    M.solved(10)
+    M.solved(12)                        # within two of the first: kept
+    M.interface_moved(0.0)
+    M.refresh(ops[2])
+    assert np.array_equal(inverse(M), fresh(ops[1]))
+    M.solved(13)                        # three more than the first: recomputed
+    M.interface_moved(0.0)
+    M.refresh(ops[2])
+    assert np.array_equal(inverse(M), fresh(ops[2]))
+    small = [moved_bubble_operator(16, 1e3, backend, s) for s in (0, 1)]
+    one = Multigrid(small[0])                       # one level: the operator's inverse
+    assert len(one.levels) == 1
+    one.interface_moved(0.0)
+    one.refresh(small[1])
+    assert np.array_equal(inverse(one), fresh(small[1]))
+    for bad in (0, -2, 1.5, "often", True):
+        with pytest.raises(ValueError, match="coarse_refresh"):
+            Multigrid(ops[0], coarse_refresh=bad)
+
+
+def test_a_kept_coarsest_inverse_still_solves_to_the_tolerance(backend):
+    """A solver updated along a bubble's path (a tenth of a cell an
+    update), told the motion, meets the tolerance at every solve.  At
+    contrast 1e3 it keeps its coarsest inverse for five updates at a time
+    and takes at most two iterations more than a new solver at each; at
+    1e6 a solve can take more (a gas cell's coupling changes by a large
+    factor where the interface's smoothed edge enters it) and renews the
+    inverse, and the solves take at most 15 % more in all."""
+    xp = backend.xp
+    rng = np.random.default_rng(3)
+    for contrast in (1e3, 1e6):
+        solver = PressureSolver(moved_bubble_operator(64, contrast, backend, 0), method="pcg",
+                                preconditioner="multigrid", deflation="none", rtol=1e-8)
+        inverses = {float(backend.to_host(solver.M.coarse_inverse).sum())}
+        kept = new = 0
+        for step in range(1, 21):
+            A = moved_bubble_operator(64, contrast, backend, 0.1 * step)
+            r = rng.standard_normal(64 * 64)
+            r = xp.asarray(r - r.mean())
+            solver.interface_moved(0.1)
+            _, rec = solver.update(A).solve(r)
+            _, rec_new = PressureSolver(A, method="pcg", preconditioner="multigrid",
+                                        deflation="none", rtol=1e-8).solve(r)
+            inverses.add(float(backend.to_host(solver.M.coarse_inverse).sum()))
+            assert rec.converged and rec.residual <= 1e-8, (contrast, step, rec.residual)
+            kept, new = kept + rec.iterations, new + rec_new.iterations
+            if contrast == 1e3:
+                assert rec.iterations <= rec_new.iterations + 2, (step, rec.iterations,
+                                                                  rec_new.iterations)
+        print(contrast, "iterations kept / new", kept, new, "inverses", len(inverses))
+        assert kept <= 1.15 * new
+        if contrast == 1e3:
+            assert len(inverses) == 5, inverses     # the first, at steps 5, 10, 15 and 20
 
 
 def test_the_bytes_model_follows_the_options():
@@ -331,7 +448,7 @@ def test_a_refreshed_3d_hierarchy_is_a_new_one(backend):
         return tuple(out)
 
     first, second = couplings(), couplings()
-    M = Multigrid.from_couplings(first, shape, coarsest=32, min_side=1)
+    M = Multigrid.from_couplings(first, shape, coarsest=32, min_side=1, coarse_refresh=1)
     arrays = [id(c) for lv in M.levels for c in lv.couplings + (lv.inv_diagonal,)]
     assert M.refresh_couplings(second)
     assert [id(c) for lv in M.levels for c in lv.couplings + (lv.inv_diagonal,)] == arrays

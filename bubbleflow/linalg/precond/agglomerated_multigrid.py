@@ -37,9 +37,8 @@ from ...operators.distributed import DistributedOperator
 from ...operators.poisson import centre_from_couplings
 from . import slab_cycle_cuda
 from .base import Preconditioner
-from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, coarsen_axis, cycle_bytes,
-                        level_shapes,
-                        prolong_add, restrict)
+from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, check_coarse_refresh,
+                        coarsen_axis, cycle_bytes, level_shapes, prolong_add, restrict)
 
 __all__ = ["DistributedMultigrid", "slab_alignment", "slab_cycle_runner", "gather_couplings"]
 
@@ -55,9 +54,8 @@ class DistributedMultigrid(Preconditioner):
     name = "multigrid"
 
     def __init__(self, A_rank, degree=2, ratio=4.0, scale=1.8, coarsest=512, min_side=16,
-                 cycle_precision="float32", w_levels="auto", gather_cells=None):
-        options = dict(degree=degree, ratio=ratio, scale=scale, coarsest=coarsest,
-                       min_side=min_side, cycle_precision=cycle_precision)
+                 cycle_precision="float32", w_levels="auto", gather_cells=None,
+                 coarse_refresh="auto"):
         self.comm, self.backend, self.xp = A_rank.comm, A_rank.backend, A_rank.backend.xp
         self.degree, self.ratio, self.scale = int(degree), float(ratio), float(scale)
         self.coarsest, self.min_side = int(coarsest), int(min_side)
@@ -68,6 +66,10 @@ class DistributedMultigrid(Preconditioner):
         shapes = level_shapes(A_rank.slab.shape, int(coarsest), int(min_side))
         self.n_levels = len(shapes)
         self.w_levels = auto_w_levels(shapes) if w_levels == "auto" else w_levels
+        self.coarse_refresh = check_coarse_refresh(coarse_refresh)
+        options = dict(degree=degree, ratio=ratio, scale=scale, coarsest=coarsest,
+                       min_side=min_side, cycle_precision=cycle_precision,
+                       coarse_refresh=coarse_refresh)
         # The rank's slab on every level: aggregates of two planes halve it.
         slabs = [(A_rank.slab.lo, A_rank.slab.hi)]
         for _ in shapes[1:]:
@@ -92,7 +94,8 @@ class DistributedMultigrid(Preconditioner):
             self._rank_levels(levels)
             self.whole = Multigrid.from_couplings(
                 self.gathered_couplings(*levels[-1]), shapes[self.gathered],
-                w_levels=max(int(self.w_levels) - self.gathered, 0), **options)
+                w_levels=max(int(self.w_levels) - self.gathered, 0),
+                levels_above=self.gathered, **options)
 
     def _levels(self, A_rank, deepest=None):
         """Each slabbed level's float64 couplings (on its slab widened by
@@ -145,6 +148,18 @@ class DistributedMultigrid(Preconditioner):
         """The whole coarse hierarchy this rank holds: the array cycle's or
         the runner's."""
         return [h for h in (self.whole, getattr(self.runner, "whole", None)) if h is not None]
+
+    def renew(self):
+        for whole in self._gathered_hierarchies():
+            whole.renew()
+
+    def solved(self, iterations):
+        for whole in self._gathered_hierarchies():
+            whole.solved(iterations)
+
+    def interface_moved(self, cells):
+        for whole in self._gathered_hierarchies():
+            whole.interface_moved(cells)
 
     def check_flags(self):
         """The gathered hierarchies' pending flags (:meth:`Multigrid.check_flags`)."""

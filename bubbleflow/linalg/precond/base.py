@@ -21,6 +21,22 @@ class Preconditioner:
         preconditioner does not (the caller then builds a new one)."""
         return False
 
+    def renew(self):
+        """The next :meth:`refresh` is exactly a new instance's (a restart
+        begins there); nothing for preconditioners that keep no part of an
+        older operator (multigrid may keep its coarsest inverse)."""
+
+    def interface_moved(self, cells):
+        """Told before a :meth:`refresh` how many grid cells at most the
+        interface has moved since the previous one (None: not known);
+        nothing for most preconditioners (multigrid keeps its coarsest
+        inverse while it is little)."""
+
+    def solved(self, iterations):
+        """Told after each solve how many ``iterations`` it took; nothing
+        for most preconditioners (multigrid renews its coarsest inverse
+        where they rise)."""
+
     def prepare(self, b):
         """Called by the Krylov loop before it solves ``A x = b`` (the
         solve's right-hand side, on the device); nothing for most

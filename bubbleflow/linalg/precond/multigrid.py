@@ -58,10 +58,17 @@ MIN_SIDE_CELLS = 1024
 #: ``w_levels="auto"``: a level visits its coarse level twice where that
 #: coarse level has at least this many cells.
 W_AUTO_CELLS = 2 ** 18
+#: ``coarse_refresh="auto"``: the coarsest level's inverse is recomputed
+#: once the interface may have moved this many finest cells since it was
+#: (a stale inverse costs no iteration below it: docs/performance_records.md)...
+COARSE_MOVE_CELLS = 0.5
+#: ... or after this many refreshes.
+COARSE_REFRESH_AUTO_MAX = 16
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes",
            "level_arrays",
-           "auto_w_levels", "restrict", "prolong", "smooth",
+           "auto_w_levels", "check_coarse_refresh", "COARSE_MOVE_CELLS",
+           "COARSE_REFRESH_AUTO_MAX", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
            "cycle_runner", "chebyshev_coefficients", "cycle_bytes"]
 
@@ -210,6 +217,14 @@ def level_shapes(shape, coarsest, min_side):
     return shapes
 
 
+def check_coarse_refresh(option):
+    """``option`` if it is ``"auto"`` or an integer >= 1, else a clear error."""
+    if option == "auto" or (isinstance(option, (int, np.integer)) and not isinstance(option, bool)
+                            and option >= 1):
+        return option
+    raise ValueError(f"multigrid: coarse_refresh={option!r}: expected an integer >= 1 or 'auto'")
+
+
 def auto_w_levels(shapes):
     """``w_levels="auto"`` for a hierarchy of level ``shapes``: W where the
     coarse level is large enough for its second visit to cost bandwidth
@@ -285,30 +300,54 @@ class Multigrid(Preconditioner):
         about 60 % of the bytes; the hierarchy is formed in float64 and
         rounded once, and the input, the output and CG stay in the Krylov
         method's precision.
+    coarse_refresh : int or "auto"
+        When a :meth:`refresh` recomputes the coarsest level's inverse (a
+        dense factorisation, the set-up's dearest part on small grids); the
+        levels above it are refreshed at every call.  The cycle stays
+        symmetric positive definite with an older coarsest operator, so CG
+        still converges to its tolerance, in a few more iterations once
+        the interface has moved a cell or more.  An integer: at every
+        ``coarse_refresh``-th refresh (1: at every one, as a new
+        hierarchy).  ``"auto"``: at every refresh where the coarsest level
+        is the grid itself (its inverse is then the operator's), else once
+        the interface may have moved
+        :data:`COARSE_MOVE_CELLS` finest cells since it was computed (a
+        flow tells :meth:`interface_moved` before each refresh), at every
+        refresh where nobody tells, and after at most
+        :data:`COARSE_REFRESH_AUTO_MAX` refreshes.  Either way also after a
+        solve that took clearly more iterations than the first one with it
+        (:meth:`solved`), and at the first refresh after :meth:`renew`.
     """
 
     name = "multigrid"
+    #: Levels of the whole hierarchy above this one's finest (:meth:`from_couplings`).
+    levels_above = 0
 
     def __init__(self, A, degree=2, ratio=4.0, scale=1.8, coarsest=512,
-                 cycle_precision="float32", w_levels="auto", min_side=16):
+                 cycle_precision="float32", w_levels="auto", min_side=16, coarse_refresh="auto"):
         A = require_grid_operator(A, self.name)
-        self._configure(degree, ratio, scale, coarsest, cycle_precision, w_levels, min_side)
+        self._configure(degree, ratio, scale, coarsest, cycle_precision, w_levels, min_side,
+                        coarse_refresh)
         self._build(A.couplings(), tuple(A.grid_shape), w_levels)
 
     @classmethod
-    def from_couplings(cls, couplings, shape, w_levels=0, **options):
+    def from_couplings(cls, couplings, shape, w_levels=0, levels_above=0, **options):
         """The hierarchy of the grid operator of face ``couplings`` (per
         axis, x first) on an array of ``shape``: a coarse part of another
-        hierarchy (the ranks' gathered levels), ``w_levels`` counted from
-        this level; the other options :class:`Multigrid`'s."""
+        hierarchy (the ranks' gathered levels, ``levels_above`` levels below
+        its finest), ``w_levels`` counted from this level; the other options
+        :class:`Multigrid`'s."""
         self = cls.__new__(cls)
+        self.levels_above = int(levels_above)
         options = dict(dict(degree=2, ratio=4.0, scale=1.8, coarsest=512,
-                            cycle_precision="float32", min_side=16), **options)
+                            cycle_precision="float32", min_side=16, coarse_refresh="auto"),
+                       **options)
         self._configure(w_levels=w_levels, **options)
         self._build(couplings, tuple(shape), w_levels)
         return self
 
-    def _configure(self, degree, ratio, scale, coarsest, cycle_precision, w_levels, min_side):
+    def _configure(self, degree, ratio, scale, coarsest, cycle_precision, w_levels, min_side,
+                   coarse_refresh):
         """The options, checked."""
         if cycle_precision not in CYCLE_PRECISIONS:
             raise ValueError(f"multigrid: cycle_precision={cycle_precision!r}: expected one of "
@@ -329,12 +368,18 @@ class Multigrid(Preconditioner):
             raise ValueError(f"multigrid: coarsest={coarsest!r}, min_side={min_side!r}: "
                              "expected integers >= 1")
         self.coarsest, self.min_side = int(coarsest), int(min_side)
+        self._coarse_refresh = check_coarse_refresh(coarse_refresh)
 
     def _build(self, couplings, shape, w_levels):
         self.xp = backend_of(couplings[0]).xp
         self.levels = [_Level(s, self.xp, self.dtype)
                        for s in level_shapes(shape, self.coarsest, self.min_side)]
         self.coarse_inverse = None
+        self._coarse_age = 0                # refreshes since the inverse was computed
+        self._coarse_moved = 0.0            # the interface's motion since, in cells
+        self._motion_told = False           # (for the next refresh)
+        self._coarse_iterations = None      # the first solve's iterations with it
+        self._coarse_due = True
         self.refresh_couplings(couplings)
         # [s_in, s_out]: the cycle reads s_in r and returns s_out M (s_in r)
         # (powers of two, :meth:`prepare`; exact, so M is unchanged).
@@ -364,12 +409,54 @@ class Multigrid(Preconditioner):
             if k:
                 couplings = coarsen_couplings(couplings, self.xp)
             level_arrays(couplings, level.couplings, level.inv_diagonal)
+        self._coarse_age += 1
+        if self._coarse_is_due():
+            self._coarse_due, self._coarse_age, self._coarse_iterations = False, 0, None
+            self._coarse_moved = 0.0
+            self._coarse_solve(couplings)
+        self._motion_told = False
+        return True
+
+    def _coarse_is_due(self):
+        if self._coarse_due:
+            return True
+        if self._coarse_refresh != "auto":
+            return self._coarse_age >= self._coarse_refresh
+        return (self.levels_above + len(self.levels) == 1 or not self._motion_told or self._coarse_moved >= COARSE_MOVE_CELLS
+                or self._coarse_age >= COARSE_REFRESH_AUTO_MAX)
+
+    def interface_moved(self, cells):
+        """Before a :meth:`refresh`: the interface has moved at most
+        ``cells`` finest cells since the operator of the previous one (None:
+        not known); ``coarse_refresh="auto"`` adds them up."""
+        if cells is not None:
+            self._coarse_moved += float(cells)
+            self._motion_told = True
+
+    def renew(self):
+        """The next :meth:`refresh` is a new hierarchy's, its coarsest
+        inverse recomputed (a restart begins there: see the class's
+        ``coarse_refresh``)."""
+        self._coarse_due = True
+
+    def solved(self, iterations):
+        """After a solve of ``iterations`` with this hierarchy: more than
+        the first solve with the coarsest inverse took, by a quarter and at
+        least two, and that inverse is recomputed at the next refresh."""
+        first = self._coarse_iterations
+        if first is None:
+            self._coarse_iterations = int(iterations)
+        elif iterations > first + max(2, first // 4):
+            self._coarse_due = True
+
+    def _coarse_solve(self, couplings):
+        """The coarsest level's inverse from its float64 ``couplings``,
+        written into the array the cycle's launches hold."""
         inverse, self._coarse_flags = coarse_solve(couplings, self.levels[-1].shape, self.dtype)
         if self.coarse_inverse is None or isinstance(inverse, HostCoarseSolve):
             self.coarse_inverse = inverse
         else:
             self.coarse_inverse[...] = inverse          # (the cycle's launches hold this array)
-        return True
 
     def bytes_per_apply(self, io_itemsize=8):
         """Bytes one cycle moves by the model of its fused kernels: each

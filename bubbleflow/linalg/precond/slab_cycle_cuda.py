@@ -165,8 +165,10 @@ class SlabGraphCycle:
         couplings, slab = levels[k]
         self.whole = whole = Multigrid.from_couplings(
             self._gather(couplings), slab.shape, w_levels=max(self.w_levels - k, 0),
+            levels_above=k,
             degree=mg.degree, ratio=mg.ratio, scale=mg.scale, coarsest=mg.coarsest,
-            min_side=mg.min_side, cycle_precision=self.dtype)
+            min_side=mg.min_side, cycle_precision=self.dtype,
+            coarse_refresh=mg.coarse_refresh)
         io_scale = self.io_scale if k == 0 else cp.ones(2)
         self.whole_cycle = GraphCycle(whole.levels, whole.coarse_inverse, mg.degree, mg.ratio,
                                       mg.scale, whole.w_levels, io_scale)
