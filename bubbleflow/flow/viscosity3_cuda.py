@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
+from .chebyshev_launch import SweepPlan
 from .padding import WALLS, WallPadding, along
 
 __all__ = ["viscous_coefficients", "system_arrays", "chebyshev_step", "chebyshev_sweep",
@@ -164,23 +165,35 @@ _SYSTEM_TABLE = np.dtype([(name, np.uint64) for name in
                          + [(name, np.int32) for name in ("n0", "n1", "n2", "steps")])
 
 
-def chebyshev_sweep(systems, xs, rs, ds, schedules, before_step=None):
+def chebyshev_sweep(systems, xs, rs, ds, schedules):
     """Twin of ``viscosity_chebyshev.chebyshev_sweep``: one launch of
     ``bf_visc3_chebyshev_table`` per step for every system, the systems'
-    arrays and schedules copied to the device once.  ``before_step(k,
-    directions)``, where given, runs before step ``k`` with each system's
-    direction of that step (``viscosity_cuda.slab_chebyshev_sweep``)."""
+    arrays and schedules copied to the device once (:func:`sweep_plan`)."""
     import cupy as cp
 
+    spare = [cp.empty_like(d) for d in ds]
+    plan = sweep_plan(systems, xs, rs, ds, spare, schedules)
+    if plan is NotImplemented:
+        return plan
+    if plan.steps:
+        plan.run(*plan.upload(), ds, spare)
+    # (spare, the couplings' views and the two tables go back to CuPy's
+    # pool, whose reuse is ordered on this stream, after the launches.)
+    return xs
+
+
+def sweep_plan(systems, xs, rs, ds, spare, schedules):
+    """The :class:`.chebyshev_launch.SweepPlan` of a sweep of ``systems``
+    (directions ``ds`` and ``spare`` alternating), or NotImplemented."""
     steps = max((len(s) for s in schedules), default=0)
     table = np.zeros(len(systems), dtype=_SYSTEM_TABLE)
     schedule = np.zeros((len(systems), max(steps, 1), 2), dtype=np.float64)
-    spare = [cp.empty_like(d) for d in ds]
-    shapes = []
+    shapes, keep = [], []
     for i, (S, x, r, d, e, sched) in enumerate(zip(systems, xs, rs, ds, spare, schedules)):
         view = system_arrays(S, x, r, d, e)
         if view is None:
             return NotImplemented
+        keep.append(view)
         rho, couplings, signs = view
         row = table[i]
         for name, arr in zip(_SYSTEM_TABLE.names[:9],
@@ -193,20 +206,9 @@ def chebyshev_sweep(systems, xs, rs, ds, schedules, before_step=None):
         if sched:
             schedule[i, :len(sched)] = sched
         shapes.append(rho.shape)
-    if steps == 0:
-        return xs
-    table_d = cp.asarray(table.view(np.uint8))
-    schedule_d = cp.asarray(schedule)
-    grid = tuple(max(g) for g in zip(*(_grid(s, len(systems))[0] for s in shapes)))
-    kernel = _kernel3("bf_visc3_chebyshev_table")
-    width = np.int32(schedule.shape[1])
-    for k in range(steps):
-        if before_step is not None:
-            before_step(k, ds if k % 2 == 0 else spare)
-        kernel(grid, _BLOCK, (table_d, schedule_d, width, np.int32(k)))
-    # (spare, the couplings' views and the two tables go back to CuPy's
-    # pool, whose reuse is ordered on this stream, after the launches.)
-    return xs
+    grid = tuple(max(g) for g in zip(*(_grid(s, len(systems))[0] for s in shapes))) or (1,)
+    return SweepPlan(_kernel3("bf_visc3_chebyshev_table"), grid, _BLOCK, table.view(np.uint8),
+                     schedule, steps, keep)
 
 
 def viscous_residual(S, rhs, x):

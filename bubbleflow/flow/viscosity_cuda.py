@@ -17,12 +17,14 @@ inside the functions only.
 """
 from __future__ import annotations
 
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
 
 from ..compute import cuda
 from . import viscosity3_cuda
+from .chebyshev_launch import SlabSweepGraphs, SweepPlan
 from .padding import WALLS, WallPadding
 
 __all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous_residual",
@@ -122,22 +124,36 @@ _SYSTEM_TABLE = np.dtype([(name, np.uint64) for name in
                          + [(name, np.int32) for name in ("ny", "nx", "normal_is_x", "steps")])
 
 
-def chebyshev_sweep(systems, xs, rs, ds, schedules, before_step=None):
+def chebyshev_sweep(systems, xs, rs, ds, schedules):
     """Twin of ``viscosity.chebyshev_sweep``: one launch of
     ``bf_visc_chebyshev_table`` per step for every system (``blockIdx.y``
-    the system), the systems' arrays and schedules copied to the device once.
-    ``before_step(k, directions)``, where given, runs before step ``k`` with
-    each system's direction of that step (:func:`slab_chebyshev_sweep`)."""
+    the system), the systems' arrays and schedules copied to the device once
+    (:func:`sweep_plan`)."""
     import cupy as cp
 
+    spare = [cp.empty_like(d) for d in ds]
+    plan = sweep_plan(systems, xs, rs, ds, spare, schedules)
+    if plan is NotImplemented:
+        return plan
+    if plan.steps:
+        plan.run(*plan.upload(), ds, spare)
+    # (spare and the two tables go back to CuPy's pool, whose reuse is
+    # ordered on this stream, after the launches.)
+    return xs
+
+
+def sweep_plan(systems, xs, rs, ds, spare, schedules):
+    """The :class:`.chebyshev_launch.SweepPlan` of a sweep of ``systems``
+    (directions ``ds`` and ``spare`` alternating), or NotImplemented."""
     steps = max((len(s) for s in schedules), default=0)
     table = np.zeros(len(systems), dtype=_SYSTEM_TABLE)
     schedule = np.zeros((len(systems), max(steps, 1), 2), dtype=np.float64)
-    spare = [cp.empty_like(d) for d in ds]
+    keep = []
     for i, (S, x, r, d, e, sched) in enumerate(zip(systems, xs, rs, ds, spare, schedules)):
         arrays = _system_arrays(S, x, r, d, e)
         if arrays is None:
             return NotImplemented
+        keep.append(arrays)
         row = table[i]
         for name, a in zip(_SYSTEM_TABLE.names[:10], arrays):
             row[name] = a.data.ptr
@@ -146,20 +162,9 @@ def chebyshev_sweep(systems, xs, rs, ds, schedules, before_step=None):
         row["normal_is_x"], row["steps"] = S.component == "u", len(sched)
         if sched:
             schedule[i, :len(sched)] = sched
-    if steps == 0:
-        return xs
-    table_d = cp.asarray(table.view(np.uint8))
-    schedule_d = cp.asarray(schedule)
-    blocks = max(_blocks(S.shape2d[0] * S.shape2d[1])[0][0] for S in systems)
-    kernel = _kernel("bf_visc_chebyshev_table")
-    grid, block, width = (blocks, len(systems)), (_THREADS,), np.int32(schedule.shape[1])
-    for k in range(steps):
-        if before_step is not None:
-            before_step(k, ds if k % 2 == 0 else spare)
-        kernel(grid, block, (table_d, schedule_d, width, np.int32(k)))
-    # (spare and the two tables go back to CuPy's pool, whose reuse is
-    # ordered on this stream, after the launches.)
-    return xs
+    blocks = max((_blocks(S.shape2d[0] * S.shape2d[1])[0][0] for S in systems), default=1)
+    return SweepPlan(_kernel("bf_visc_chebyshev_table"), (blocks, len(systems)), (_THREADS,),
+                     table.view(np.uint8), schedule, steps, keep)
 
 
 def chebyshev_step(S, x, r, d, d_new, keep, gain):
@@ -241,28 +246,32 @@ def slab_system(S):
     return _kernel_view(S, S.rho_ext.shape, c(S.rho_ext), diagonal, (1.0 / diagonal).ravel(), c)
 
 
+#: Per communicator, its slab sweeps' work arrays and graphs.
+_SLAB_GRAPHS = weakref.WeakKeyDictionary()
+
+
 def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
     """Twin of ``viscosity_chebyshev.chebyshev_sweep`` for a rank's
-    systems: :func:`chebyshev_sweep` (in 3-D ``viscosity3_cuda``'s) on their
+    systems: :func:`sweep_plan` (in 3-D ``viscosity3_cuda``'s) on their
     planes ``ext`` (:func:`slab_system`), each system's direction exchanged
     with the neighbours before every step (the owned end planes out, the
     neighbours' into the planes beside them), where the array code swaps
-    inside every product."""
-    import cupy as cp
-
+    inside every product.  The planes' work arrays are kept from sweep to
+    sweep and a sweep of the same step counts is replayed from a CUDA graph
+    (:class:`.chebyshev_launch.SlabSweepGraphs`)."""
     views = [slab_system(S) for S in systems]
     if not views or any(v is None for v in views):
         return NotImplemented
-    sweep = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else chebyshev_sweep
-
-    def on_ext(S, V, rows):
-        out = cp.zeros(S.rho_ext.shape, dtype=np.float64)
-        out[S.keep] = rows.reshape(S.shape_nd)
-        return out.ravel()
-
-    xe = [on_ext(S, V, x) for S, V, x in zip(systems, views, xs)]
-    re = [on_ext(S, V, r) for S, V, r in zip(systems, views, rs)]
-    de = [on_ext(S, V, d) for S, V, d in zip(systems, views, ds)]
+    plan_of = viscosity3_cuda.sweep_plan if _of_3d_grids(*systems) else sweep_plan
+    comm = systems[0].comm
+    graphs = _SLAB_GRAPHS.get(comm)
+    if graphs is None:
+        graphs = _SLAB_GRAPHS[comm] = SlabSweepGraphs()
+    work = graphs.arrays([S.rho_ext.shape for S in systems])
+    for S, arrays, rows in zip(systems, work, zip(xs, rs, ds)):
+        for ext, part in zip(arrays, rows):
+            ext.reshape(S.rho_ext.shape)[S.keep] = part.reshape(S.shape_nd)
+    xe, re, de, spare = (list(a) for a in zip(*work))
 
     def exchange(k, directions):
         handles = []
@@ -278,9 +287,11 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
         for comm, handle in handles:
             comm.wait(handle)
 
-    out = sweep(views, xe, re, de, schedules, exchange)
-    if out is NotImplemented:
-        return out
+    plan = plan_of(views, xe, re, de, spare, schedules)
+    if plan is NotImplemented:
+        return plan
+    if plan.steps:
+        graphs.run(comm, plan, de, spare, exchange, [len(s) for s in schedules])
     for S, x, r, x_ext, r_ext in zip(systems, xs, rs, xe, re):
         x[...] = x_ext.reshape(S.rho_ext.shape)[S.keep].ravel()
         r[...] = r_ext.reshape(S.rho_ext.shape)[S.keep].ravel()

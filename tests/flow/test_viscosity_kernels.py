@@ -132,6 +132,48 @@ def test_slab_systems_are_declined(cp):
         padding) is NotImplemented
 
 
+@pytest.mark.parametrize("cells", [(12, 9), (9, 8, 10)], ids=["2d", "3d"])
+def test_slab_sweeps_replay_from_a_graph_and_equal_the_array_code(cp, cells):
+    """A rank's slab systems (one rank here) swept again and again with the
+    same step counts: the first sweep launched, the second captured into a
+    CUDA graph and replayed, the next replayed, each equal to the array code
+    on the same inputs; other step counts take a graph of their own."""
+    from bubbleflow.flow import viscosity_cuda
+
+    rng = np.random.default_rng(4)
+    nd = len(cells)
+    mu, rho_faces = _inputs(cells, rng)
+    spacing, signs = (0.05, 0.04, 0.03)[:nd], SIGNS[0] + ((-1.0, -1.0),)
+    comm = SingleProcess()
+    systems = []
+    for a, r in enumerate(rho_faces):
+        padding = SlabPadding(comm, rank_slab(mu.shape, 0, 1))
+        systems.append(ViscousSystem(a, cp.asarray(mu), cp.asarray(r), 0.02, spacing,
+                                     signs[:nd], padding, (0, r.shape[0])))
+    sweep = chebyshev_sweep.variant("cupy")
+
+    def one(lengths):
+        schedules = [[(0.3 + 0.01 * k, 1.1 - 0.02 * k) for k in range(n)] for n in lengths]
+        start = [[cp.asarray(rng.standard_normal(S.shape[0])) for _ in range(3)] for S in systems]
+        ref = [[a.copy() for a in arrays] for arrays in start]
+        out = [[a.copy() for a in arrays] for arrays in start]
+        chebyshev_sweep.reference(systems, *zip(*ref), schedules)
+        assert sweep(systems, *zip(*out), schedules) is not NotImplemented
+        for a, b in zip(ref, out):
+            for name, u, v in (("x", a[0], b[0]), ("r", a[1], b[1])):
+                print(name, float(abs(u - v).max()))
+                assert float(abs(u - v).max()) <= 1e-13 * float(abs(u).max()), name
+
+    lengths = (7, 4, 5)[:nd]
+    for _ in range(4):
+        one(lengths)
+    counts = viscosity_cuda._SLAB_GRAPHS[comm].counts
+    assert counts == {"launched": 1, "captured": 1, "replayed": 3}, counts
+    one((3,) * nd)
+    one((3,) * nd)
+    assert counts == {"launched": 2, "captured": 2, "replayed": 4}, counts
+
+
 @pytest.mark.parametrize("cells", [(16, 24), (5, 6, 7)], ids=["2d", "3d"])
 def test_solves_on_the_gpu_are_numpys(cp, cupy_backend, cells):
     """The solves through the kernels (2-D and 3-D) against NumPy's: the
