@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SweepPlan", "SlabSweepGraphs", "CAPTURABLE", "GRAPHS_KEPT"]
+__all__ = ["SweepPlan", "sweep", "SlabSweepGraphs", "CAPTURABLE", "GRAPHS_KEPT"]
 
 #: The communicators whose exchanges a CUDA graph can hold (MPI's go
 #: through the host).
@@ -57,6 +57,24 @@ class SweepPlan:
             if before_step is not None:
                 before_step(k, ds if k % 2 == 0 else spare)
             self.kernel(self.grid, self.block, (table_d, schedule_d, width, np.int32(k)))
+
+
+def sweep(plan_of, systems, xs, rs, ds, schedules):
+    """A one-process sweep: ``plan_of(systems, xs, rs, ds, spare,
+    schedules)``'s plan (a module's ``sweep_plan``) on new spare directions,
+    its tables uploaded and its launches run; ``xs``, or NotImplemented
+    where the plan is."""
+    import cupy as cp
+
+    spare = [cp.empty_like(d) for d in ds]
+    plan = plan_of(systems, xs, rs, ds, spare, schedules)
+    if plan is NotImplemented:
+        return plan
+    if plan.steps:
+        plan.run(*plan.upload(), ds, spare)
+    # (spare, the tables and the plan's arrays go back to CuPy's pool, whose
+    # reuse is ordered on this stream, after the launches.)
+    return xs
 
 
 class SlabSweepGraphs:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
-from .chebyshev_launch import SweepPlan
+from .chebyshev_launch import SweepPlan, sweep
 from .padding import WALLS, WallPadding, along
 
 __all__ = ["viscous_coefficients", "system_arrays", "chebyshev_step", "chebyshev_sweep",
@@ -169,17 +169,7 @@ def chebyshev_sweep(systems, xs, rs, ds, schedules):
     """Twin of ``viscosity_chebyshev.chebyshev_sweep``: one launch of
     ``bf_visc3_chebyshev_table`` per step for every system, the systems'
     arrays and schedules copied to the device once (:func:`sweep_plan`)."""
-    import cupy as cp
-
-    spare = [cp.empty_like(d) for d in ds]
-    plan = sweep_plan(systems, xs, rs, ds, spare, schedules)
-    if plan is NotImplemented:
-        return plan
-    if plan.steps:
-        plan.run(*plan.upload(), ds, spare)
-    # (spare, the couplings' views and the two tables go back to CuPy's
-    # pool, whose reuse is ordered on this stream, after the launches.)
-    return xs
+    return sweep(sweep_plan, systems, xs, rs, ds, schedules)
 
 
 def sweep_plan(systems, xs, rs, ds, spare, schedules):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..compute import cuda
 from . import viscosity3_cuda
-from .chebyshev_launch import SlabSweepGraphs, SweepPlan
+from .chebyshev_launch import SlabSweepGraphs, SweepPlan, sweep
 from .padding import WALLS, WallPadding
 
 __all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous_residual",
@@ -129,17 +129,7 @@ def chebyshev_sweep(systems, xs, rs, ds, schedules):
     ``bf_visc_chebyshev_table`` per step for every system (``blockIdx.y``
     the system), the systems' arrays and schedules copied to the device once
     (:func:`sweep_plan`)."""
-    import cupy as cp
-
-    spare = [cp.empty_like(d) for d in ds]
-    plan = sweep_plan(systems, xs, rs, ds, spare, schedules)
-    if plan is NotImplemented:
-        return plan
-    if plan.steps:
-        plan.run(*plan.upload(), ds, spare)
-    # (spare and the two tables go back to CuPy's pool, whose reuse is
-    # ordered on this stream, after the launches.)
-    return xs
+    return sweep(sweep_plan, systems, xs, rs, ds, schedules)
 
 
 def sweep_plan(systems, xs, rs, ds, spare, schedules):
@@ -354,8 +344,8 @@ def chebyshev_sweep_nd(systems, xs, rs, ds, schedules):
     :func:`slab_chebyshev_sweep`."""
     if any(getattr(S, "comm", None) is not None for S in systems):
         return slab_chebyshev_sweep(systems, xs, rs, ds, schedules)
-    sweep = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else planar_chebyshev_sweep
-    return sweep(systems, xs, rs, ds, schedules)
+    run = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else planar_chebyshev_sweep
+    return run(systems, xs, rs, ds, schedules)
 
 
 def viscous_residual_nd(S, rhs, x):
