@@ -442,6 +442,30 @@ def test_mpiexec_bubbleflow_run_a_flow_and_its_restart(tmp_path):
             assert np.abs(got[0][name] - field).max() <= 1e-9 * np.abs(field).max(), name
 
 
+def test_the_ranks_restart_where_they_went_on_with_a_kept_coarsest_inverse(tmp_path):
+    """On a grid whose multigrid keeps its coarsest inverse between steps
+    (40 x 80, two levels), the ranks' run to t = 0.1 and their run to 0.05
+    continued with ``--restart`` end with the same fields, bit for bit."""
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    case = str(HERE.parents[1] / "cases" / "two_phase.yaml")
+    grid = ["--set", "grid.nx=40", "--set", "grid.ny=80", "--set", "output.interval=0.05"]
+
+    def run(folder, end, *more):
+        proc = _cli(2, grid + ["--set", f"time.end={end}", "-o", str(tmp_path / folder), *more],
+                    tmp_path, case=case)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    run("on", 0.1)
+    run("half", 0.05)
+    run("half", 0.1, "--restart", str(tmp_path / "half" / "two_phase.h5"))
+    went_on, restarted = (_flow_fields(tmp_path / f / "two_phase.h5") for f in ("on", "half"))
+    assert np.array_equal(went_on[1], restarted[1])
+    for name, field in went_on[0].items():
+        np.testing.assert_array_equal(restarted[0][name], field, err_msg=name)
+
+
 def test_a_failure_on_one_rank_ends_every_rank(tmp_path):
     """An error only one rank meets (here a ValueError, which a blow-up
     agreed by every rank also raises) ends the run on every rank, with the
