@@ -20,9 +20,10 @@ operations (:func:`.viscosity.planar_order`): the same bits (the norms of
 cover return ``NotImplemented`` and the array code runs: another dimension,
 a rank's slab (a padding other than the walls', a system with a
 communicator: ``viscosity_cuda.slab_chebyshev_sweep`` gives the Chebyshev
-steps the planes of its slab as a one-process system), another dtype than float64, work arrays or couplings not laid
-out contiguously, fewer than :data:`_MIN_CELLS` cells along an axis.  CuPy
-is imported inside the functions only.
+steps the planes of its slab as a one-process system), another dtype than
+float64, work arrays or couplings not laid out contiguously, fewer than
+:data:`_MIN_CELLS` cells along an axis.  CuPy is imported inside the
+functions only.
 """
 from __future__ import annotations
 

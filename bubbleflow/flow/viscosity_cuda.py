@@ -165,9 +165,9 @@ def chebyshev_step(S, x, r, d, d_new, keep, gain):
         return NotImplemented
     ny, nx = S.shape2d
     grid, block = _blocks(ny * nx)
-    _kernel("bf_visc_chebyshev_step")(grid, block, (*arrays, np.int32(ny), np.int32(nx), np.int32(S.component == "u"),
-                            np.float64(S.s_low), np.float64(S.s_high), np.float64(keep),
-                            np.float64(gain)))
+    _kernel("bf_visc_chebyshev_step")(grid, block, (
+        *arrays, np.int32(ny), np.int32(nx), np.int32(S.component == "u"), np.float64(S.s_low),
+        np.float64(S.s_high), np.float64(keep), np.float64(gain)))
     return x
 
 

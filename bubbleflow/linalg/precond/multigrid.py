@@ -310,11 +310,10 @@ class Multigrid(Preconditioner):
         ``coarse_refresh``-th refresh (1: at every one, as a new
         hierarchy).  ``"auto"``: at every refresh where the coarsest level
         is the grid itself (its inverse is then the operator's), else once
-        the interface may have moved
-        :data:`COARSE_MOVE_CELLS` finest cells since it was computed (a
-        flow tells :meth:`interface_moved` before each refresh), at every
-        refresh where nobody tells, and after at most
-        :data:`COARSE_REFRESH_AUTO_MAX` refreshes.  Either way also after a
+        the interface may have moved :data:`COARSE_MOVE_CELLS` finest cells
+        since it was computed (a flow tells :meth:`interface_moved` before
+        each refresh), at every refresh where nobody tells, and after at
+        most :data:`COARSE_REFRESH_AUTO_MAX` refreshes.  Either way also after a
         solve that took clearly more iterations than the first one with it
         (:meth:`solved`), and at the first refresh after :meth:`renew`.
     """
@@ -422,7 +421,8 @@ class Multigrid(Preconditioner):
             return True
         if self._coarse_refresh != "auto":
             return self._coarse_age >= self._coarse_refresh
-        return (self.levels_above + len(self.levels) == 1 or not self._motion_told or self._coarse_moved >= COARSE_MOVE_CELLS
+        one_level = self.levels_above + len(self.levels) == 1
+        return (one_level or not self._motion_told or self._coarse_moved >= COARSE_MOVE_CELLS
                 or self._coarse_age >= COARSE_REFRESH_AUTO_MAX)
 
     def interface_moved(self, cells):
