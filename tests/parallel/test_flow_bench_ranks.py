@@ -246,3 +246,22 @@ def test_bench_flow_scaling_refuses_bad_options_before_any_launch(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "nowhere.yaml" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("option", [["--set", "solver.preconditioner.w_levels=1"],
+                                    ["--steps", "3"], ["--cases", "column"]])
+def test_the_solver_scaling_refuses_flow_options_in_one_line(tmp_path, option):
+    """``bench --scaling`` of the solver (no ``--flow``) does not read the
+    flow benchmark's options: given, they are one line, before any launch
+    (under ``mpiexec`` too)."""
+    command = [sys.executable, "-m", "bubbleflow", "bench", "--sizes", "64", "--backend",
+               "numpy", *option]
+    for launch in (command + ["--scaling", "2"], [mpiexec(), "-n", "2"] + command):
+        if launch[0] is None:
+            continue
+        proc = subprocess.run(launch, capture_output=True, text=True, timeout=120,
+                              env=child_env(), cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert option[0] in lines[0] and "without --flow" in lines[0], proc.stderr
+        assert "Traceback" not in proc.stderr and not proc.stdout.strip(), proc.stdout

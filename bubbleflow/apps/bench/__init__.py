@@ -200,6 +200,7 @@ def _ranks_bench(comm, args):
         rows, _ = run_ranks_flow_bench(comm, parse_flow_args(args))
         _write_rows(args.rows, comm, rows)
         return 0
+    refuse_flow_only(args)
     sizes, weak = _ranks_size_lists(args, dim, comm.size)
     rows = run_ranks_bench(comm, dim, sizes, backend=backend, weak_sizes=weak,
                            engine=args.ranks_engine)
@@ -249,6 +250,7 @@ def _scaling(args):
     dim = dim_option(args.dim)
     if args.flow:
         return _flow_scaling(args, counts)
+    refuse_flow_only(args)
     sizes, weak = _ranks_size_lists(args, dim, max(counts))
     if args.csv:
         check_csv_writable(args.csv)
