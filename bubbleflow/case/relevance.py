@@ -106,7 +106,8 @@ def _viscosity_unless(case):
 APPLIES_ONLY_WHEN = (
     AppliesWhen((("time",), ("boundaries",), ("levelset",), ("momentum", "viscosity"),
                  ("momentum", "viscosity_mean"), ("momentum", "viscous_rtol"),
-                 ("output", "interval"), ("physics", "surface_tension")),
+                 ("output", "interval"), ("physics", "surface_tension"),
+                 ("solver", "preconditioner", "coarse_refresh")),
                 holds=lambda case: case.mode == "flow",
                 unless=lambda case: f"mode is {case.mode!r}; only mode 'flow' reads it"),
     AppliesWhen((("fluids", "gas"), ("physics", "surface_tension")),

@@ -48,6 +48,10 @@ def settings(data, *overrides):
     (PRESSURE, ["solver.variant=def1"], "solver.variant", "solver.method is 'pcg' without"),
     (PRESSURE, ["time.dt_max=0.01"], "time.dt_max", "mode is 'pressure'; only mode 'flow'"),
     (PRESSURE, ["output.interval=0.1"], "output.interval", "mode is 'pressure'"),
+    (PRESSURE, ["solver.preconditioner.coarse_refresh=4"], "solver.preconditioner.coarse_refresh",
+     "mode is 'pressure'"),
+    (FLOW, ["solver.preconditioner.type=jacobi", "solver.preconditioner.coarse_refresh=4"],
+     "solver.preconditioner.coarse_refresh", "only multigrid reads it"),
     (FLOW, ["time.dt=0.001", "time.dt_max=0.01"], "time.dt_max",
      "time.dt = 0.001 fixes the step"),
     (FLOW, ["time.dt=0.001", "time.cfl=0.5"], "time.cfl", "fixes the step"),
@@ -106,7 +110,9 @@ def test_the_option_rules_follow_the_registry():
                 default = getattr(config(), option)
                 value = concrete.get(option, default)
                 text = str(value).replace(" ", "").replace("'", "")
-                found = settings(PRESSURE, f"solver.{section}.type={name}",
+                # (a flow's refreshes are what coarse_refresh spaces out)
+                data = FLOW if option == "coarse_refresh" else PRESSURE
+                found = settings(data, f"solver.{section}.type={name}",
                                  f"solver.{section}.{option}={text}")
                 keys = [k for k, _ in found]
                 expected = [] if option in entry.options else [f"solver.{section}.{option}"]
