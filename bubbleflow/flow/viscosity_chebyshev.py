@@ -22,7 +22,7 @@ What the iteration reads of a system: ``matvec`` (flat in, flat out),
 ``jacobi``, ``rho_f``, ``diagonal``, ``inv_diagonal`` (flat), ``padding``,
 ``comm``, ``backend`` and ``xp``.  The CUDA variants of the twins here
 (:mod:`.viscosity_cuda`, :mod:`.viscosity3_cuda`) take the one-process 2-D
-and 3-D systems, and a rank's 2-D systems' Chebyshev steps.
+and 3-D systems, and a rank's 2-D and 3-D systems' Chebyshev sweeps.
 """
 from __future__ import annotations
 
