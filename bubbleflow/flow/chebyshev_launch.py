@@ -110,8 +110,10 @@ class SlabSweepGraphs:
         """The sweep of ``plan`` on the kept arrays (``ds`` and ``spare``
         among them), its steps preceded by ``exchange``: replayed, captured
         then replayed, or launched.  ``steps``: each system's step count
-        (which systems ``exchange`` swaps at a step)."""
-        key = (tuple(steps), plan.table.size, plan.schedule.shape, plan.grid)
+        (which systems ``exchange`` swaps at a step).  The step counts are
+        the graph's key: the shapes, and so the launch's grid and the
+        tables' sizes, are those of :meth:`arrays`."""
+        key = tuple(steps)
         entry = self._entries.get(key)
         if entry is None:
             if len(self._entries) >= GRAPHS_KEPT:
