@@ -100,7 +100,8 @@ class SlabSweepGraphs:
 
         shapes = tuple(tuple(s) for s in shapes)
         if shapes != self._shapes:
-            self._shapes, self._entries = shapes, {}
+            self._drop(list(self._entries))
+            self._shapes = shapes
             self.work = [[cp.zeros(int(np.prod(s)), dtype=np.float64) for _ in range(4)]
                          for s in shapes]
         return self.work
@@ -109,12 +110,14 @@ class SlabSweepGraphs:
         """The sweep of ``plan`` on the kept arrays (``ds`` and ``spare``
         among them), its steps preceded by ``exchange``: replayed, captured
         then replayed, or launched.  ``steps``: each system's step count
-        (which systems ``exchange`` swaps at a step)."""
-        key = (tuple(steps), plan.table.size, plan.schedule.shape, plan.grid)
+        (which systems ``exchange`` swaps at a step).  The step counts are
+        the graph's key: the shapes, and so the launch's grid and the
+        tables' sizes, are those of :meth:`arrays`."""
+        key = tuple(steps)
         entry = self._entries.get(key)
         if entry is None:
             if len(self._entries) >= GRAPHS_KEPT:
-                self._entries.pop(next(iter(self._entries)))
+                self._drop([next(iter(self._entries))])
             entry = self._entries[key] = {"tables": plan.upload(), "graph": None, "seen": 0}
         else:
             for buffer, host in zip(entry["tables"], (plan.table, plan.schedule)):
@@ -135,6 +138,16 @@ class SlabSweepGraphs:
         replayed = getattr(comm, "replayed", None)
         if replayed is not None:
             replayed(entry["counts"])
+
+    def _drop(self, keys):
+        """Forget the graphs and tables of ``keys``, once the device is done
+        with the work queued before (a replay may still be reading them)."""
+        if keys:
+            import cupy as cp
+
+            cp.cuda.get_current_stream().synchronize()
+        for key in keys:
+            del self._entries[key]
 
     def _capture(self, comm, plan, entry, ds, spare, exchange):
         """One CUDA graph of the sweep (nothing run) on ``entry``'s tables;

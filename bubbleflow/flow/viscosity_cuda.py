@@ -265,7 +265,7 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
 
     def exchange(k, directions):
         handles = []
-        for S, V, d, schedule in zip(systems, views, directions, schedules):
+        for S, d, schedule in zip(systems, directions, schedules):
             lower, upper = S.padding.slab.lower, S.padding.slab.upper
             if k >= len(schedule) or (lower is None and upper is None):
                 continue
@@ -274,8 +274,8 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
             handles.append((S.comm, S.comm.start_exchange(
                 lower, upper, own[:1], own[-1:], plane[:1] if lower is not None else None,
                 plane[-1:] if upper is not None else None)))
-        for comm, handle in handles:
-            comm.wait(handle)
+        for system_comm, handle in handles:
+            system_comm.wait(handle)
 
     plan = plan_of(views, xe, re, de, spare, schedules)
     if plan is NotImplemented:

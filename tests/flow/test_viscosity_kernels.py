@@ -172,6 +172,12 @@ def test_slab_sweeps_replay_from_a_graph_and_equal_the_array_code(cp, cells):
     one((3,) * nd)
     one((3,) * nd)
     assert counts == {"launched": 2, "captured": 2, "replayed": 4}, counts
+    graphs = viscosity_cuda._SLAB_GRAPHS[comm]
+    for n in (4, 5, 6):                 # past GRAPHS_KEPT: the oldest step counts go
+        one((n,) * nd)
+    assert len(graphs._entries) == 4 and (7, 4, 5)[:nd] not in graphs._entries
+    one(lengths)                        # launched again, its graph gone
+    assert counts["launched"] == 6, counts
 
 
 @pytest.mark.parametrize("cells", [(16, 24), (5, 6, 7)], ids=["2d", "3d"])
