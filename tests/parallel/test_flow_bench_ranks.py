@@ -261,7 +261,7 @@ def test_the_solver_scaling_refuses_flow_options_in_one_line(tmp_path, option):
             continue
         proc = subprocess.run(launch, capture_output=True, text=True, timeout=120,
                               env=child_env(), cwd=tmp_path)
-        lines = proc.stderr.strip().splitlines()
+        lines = said(proc.stderr)
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert option[0] in lines[0] and "without --flow" in lines[0], proc.stderr
         assert "Traceback" not in proc.stderr and not proc.stdout.strip(), proc.stdout
