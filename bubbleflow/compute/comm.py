@@ -429,7 +429,8 @@ class NCCLDevice(MPIHost):
         if not on_device(backend_of(a)):
             return super().allreduce_sum(a)
         cp = self.cp
-        send = cp.array(a, dtype=cp.float64).reshape(-1)
+        # (NCCL reads the sums where they are: no copy of a contiguous float64 array.)
+        send = cp.ascontiguousarray(a, dtype=cp.float64).reshape(-1)
         out = cp.empty_like(send)
         self.nccl_comm.allReduce(send.data.ptr, out.data.ptr, send.size, self.nccl.NCCL_FLOAT64,
                                  self.nccl.NCCL_SUM, cp.cuda.get_current_stream().ptr)

@@ -37,11 +37,23 @@ class SlabPadding:
         the slab ends at another rank (none at a wall): a field of the
         slab's cells, or with ``faces`` of its faces normal to axis 0 (both
         end faces held, so the neighbours' planes are those past them)."""
+        own = f[1:-1] if faces else f
+        if own.shape[0] < ng:
+            raise ValueError(f"a slab of {own.shape[0]} planes: the neighbours' ghost layers "
+                             f"need at least {ng}")
+        lower, upper = self.slab.lower, self.slab.upper
+        if lower is None and upper is None:
+            return f
         xp = backend_of(f).xp
-        inner = slice(1, -1) if faces else slice(None)
-        below, above = self._swap(f[inner], ng)
-        parts = [x for x in (below, f, above) if x is not None]
-        return xp.concatenate(parts, axis=0) if len(parts) > 1 else f
+        # The neighbours' planes are received into the widened array itself
+        # (its first and last planes are contiguous): no concatenation.
+        lo, n = (ng if lower is not None else 0), f.shape[0]
+        out = xp.empty((lo + n + (ng if upper is not None else 0),) + f.shape[1:], dtype=f.dtype)
+        out[lo: lo + n] = f
+        self.comm.exchange(lower, upper, xp.ascontiguousarray(own[:ng]),
+                           xp.ascontiguousarray(own[-ng:]), out[:lo] if lo else None,
+                           out[lo + n:] if upper is not None else None)
+        return out
 
     def _swap(self, phi, ng):
         """``(below, above)``: the lower neighbour's last ``ng`` planes of
