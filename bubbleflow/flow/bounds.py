@@ -175,13 +175,27 @@ class FlowBounds:
             / h_a`` of ``old_velocity``; ``far_gas``: the largest previous
             level set (m) at a cell holding gas now (``-inf`` without one).
         """
+        figures = self.device_figures(old_phi, old_velocity, phi, velocity, c, dt)
+        return self.figures(backend_of(phi).to_host(figures))
+
+    def device_figures(self, old_phi, old_velocity, phi, velocity, c, dt):
+        """:meth:`measure`'s figures on the fields' device, the largest over
+        the ranks (there too: read them with other figures in one transfer,
+        then :meth:`figures`).  Where a rank's field is not finite the
+        flag says so; its other figures are then not defined."""
         steps = tuple(dt / h for h in self.spacing)
         local = field_figures(old_phi, tuple(old_velocity), phi, tuple(velocity), c, steps,
                               FRACTION_TOLERANCE)
-        figures = np.asarray(backend_of(phi).to_host(local), dtype=np.float64)
-        if self.comm is not None and self.comm.size > 1:
-            figures = np.max(np.stack(self.comm.allgather(figures)), axis=0)
-        return dict(zip(FIGURES, (float(v) for v in figures)))
+        if self.comm is None or self.comm.size == 1:
+            return local
+        local = backend_of(phi).xp.ascontiguousarray(local, dtype=np.float64)
+        largest = backend_of(phi).xp.empty_like(local)
+        self.comm.allreduce_max_into(local, largest)
+        return largest
+
+    def figures(self, host):
+        """:meth:`device_figures` read on the host: the dict of :meth:`measure`."""
+        return dict(zip(FIGURES, (float(v) for v in np.asarray(host, dtype=np.float64))))
 
     def broken(self, report, gas_volume=None):
         """The bounds the step of ``report`` broke, as one line ("" if none).

@@ -138,6 +138,11 @@ class PhaseClock:
     work, and adds the time since the previous mark to that phase.
     """
 
+    #: The phases of a flow step in the order a step runs them (the next
+    #: step's properties and finite check are taken at the end of a step).
+    PHASES = ("properties", "finite check", "time step", "pressure set-up", "momentum",
+              "pressure solve", "correction", "advection", "reinitialisation", "diagnostics")
+
     def __init__(self, backend, enabled=False):
         self.backend, self.enabled = backend, enabled
         self.seconds, self._last = {}, None
@@ -147,7 +152,7 @@ class PhaseClock:
 
     def start(self):
         if self.enabled:
-            self.seconds = {}
+            self.seconds = dict.fromkeys(self.PHASES, 0.0)
             self.backend.synchronize()
             self._last = time.perf_counter()
 
@@ -220,6 +225,8 @@ class FlowSolver:
         # The last step's length, and the cells the interface may have moved
         # in it (None: not known; the pressure solver's set-up reads it).
         self._last_dt, self._interface_motion = 0.0, None
+        # (state, its start) of the state the last step made (:meth:`_start`).
+        self._next = None
         self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
         self.partition = self._partition(comm)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
@@ -304,16 +311,25 @@ class FlowSolver:
     def _step_scalars(self, state, rho, mu):
         """``[finite, max |u_a| per axis, max mu/rho]`` of the state's start
         (:meth:`_host_scalars`)."""
+        return self._over_ranks(self.backend.to_host(self._device_step_scalars(state, rho, mu)))
+
+    def _device_step_scalars(self, state, rho, mu):
+        """:meth:`_step_scalars` of this rank, on the device."""
         maxima = self.case.time.dt is None
-        return self._host_scalars(state.velocity, state.phi, rho, mu, maxima,
-                                  maxima and not self.implicit_viscosity)
+        return momentum.step_scalars(state.velocity, state.phi, rho, mu, maxima,
+                                     maxima and not self.implicit_viscosity)
 
     def _host_scalars(self, velocity, phi, rho, mu, maxima, viscous):
         """:func:`.momentum.step_scalars` on the host (one transfer),
         maximised over the ranks (the finite flag as its minimum): every rank
         takes the same step."""
-        local = np.array(self.backend.to_host(momentum.step_scalars(
-            velocity, phi, rho, mu, maxima, viscous)), dtype=np.float64)
+        return self._over_ranks(self.backend.to_host(momentum.step_scalars(
+            velocity, phi, rho, mu, maxima, viscous)))
+
+    def _over_ranks(self, local):
+        """Host step scalars of this rank maximised over the ranks, the
+        finite flag as its minimum."""
+        local = np.array(local, dtype=np.float64)
         local[0] = 1.0 - local[0]
         out = self.partition.maxima(local)
         out[0] = 1.0 - out[0]
@@ -451,16 +467,14 @@ class FlowSolver:
         Host synchronisations: the finite check together with the time
         step's maxima (one transfer), the implicit viscous solves', the
         pressure solve's (its two starting norms, the set-up's deferred
-        checks and the solver's own), the diagnostics together with the
-        divergence norms (one transfer) and the figures of the physical
-        bounds (one, :meth:`.bounds.FlowBounds.measure`).
+        checks and the solver's own), the transport's check of the new
+        velocity, and the diagnostics together with the divergence norms
+        and the figures of the physical bounds (one transfer,
+        :meth:`.bounds.FlowBounds.device_figures`).
         """
         clock, part, w = self.clock, self.partition, self.width
         clock.start()
-        phi_w = part.widened(state.phi, w)
-        H, rho, mu, rho_faces = self.properties(phi_w)
-        clock.mark("properties")
-        scalars = self._step_scalars(state, part.cropped(rho, w), part.cropped(mu, w))
+        phi_w, (H, rho, mu, rho_faces), scalars = self._start(state)
         if not scalars[0]:
             raise part.error(FloatingPointError(
                 f"the velocity or level set is not finite at t = {state.time:.6g}"))
@@ -494,8 +508,14 @@ class FlowSolver:
         end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
-        diagnostics, (nd, nu) = self._diagnostics(new, norms)
-        bounds = self.bounds.measure(state.phi, state.velocity, phi, velocity, c, dt)
+        # The next step's start is read with this one's figures (one transfer).
+        del fields, H, rho, mu, rho_faces, phi_w
+        next_start = self._start_on_device(new)
+        figures = self.bounds.device_figures(state.phi, state.velocity, phi, velocity, c, dt)
+        diagnostics, (nd, nu), (figures, scalars) = self._diagnostics(
+            new, norms, [figures, next_start[2]])
+        self._next = (new, next_start[:2] + (self._over_ranks(scalars),))
+        bounds = self.bounds.figures(figures)
         clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
                             setup_seconds=setup.seconds, divergence=nu / nd if nd > 0 else 0.0,
@@ -503,6 +523,28 @@ class FlowSolver:
                             phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds,
                             shortened=redone)
         return new, report
+
+    def _start(self, state):
+        """``(phi_w, properties, scalars)`` of a step from ``state``: the
+        widened level set, its :meth:`properties` and the host step scalars
+        (:meth:`_step_scalars`), as the step that made ``state`` read them
+        with its figures, else now (one transfer)."""
+        made, self._next = self._next, None
+        if made is not None and made[0] is state:
+            return made[1]
+        phi_w, props, scalars = self._start_on_device(state)
+        return phi_w, props, self._over_ranks(self.backend.to_host(scalars))
+
+    def _start_on_device(self, state):
+        """:meth:`_start` with the step scalars of this rank on the device."""
+        part, w = self.partition, self.width
+        phi_w = part.widened(state.phi, w)
+        props = self.properties(phi_w)
+        self.clock.mark("properties")
+        scalars = self._device_step_scalars(state, part.cropped(props[1], w),
+                                            part.cropped(props[2], w))
+        self.clock.mark("finite check")
+        return phi_w, props, scalars
 
     def _project(self, state, dt, fields, A, solver, setup):
         """The momentum phase, the pressure solve and the correction of a
@@ -596,10 +638,11 @@ class FlowSolver:
         return phi, c
 
     # ------------------------------------------------------------ diagnostics
-    def _diagnostics(self, state, norms=None):
+    def _diagnostics(self, state, norms=None, figures=None):
         """The bubble quantities of the state (with a volume fraction its
-        area or volume, centroid and rise velocity are the fraction's), and
-        ``norms`` as host floats: one transfer."""
+        area or volume, centroid and rise velocity are the fraction's),
+        ``norms`` as host floats and the device arrays ``figures`` (a list)
+        on the host (None where not given): one transfer."""
         padding = self.partition.padding
         sums = [bubble_measures.bubble_sums(state.phi, state.velocity, self.spacing, self.eps,
                                             padding=padding)]
@@ -608,13 +651,17 @@ class FlowSolver:
                                                  padding=padding))
         if norms is not None:
             sums.append(norms)
+        extra = len(figures) if figures is not None else 0
+        sums.extend(figures or ())
         # One wait for the device, no packing kernel (Backend.to_host_many).
         host = self.backend.to_host_many(sums)
+        if extra:
+            host, figures = host[:-extra], host[-extra:]
         d = bubble_measures.bubble_quantities(host[0], self.spacing)
         if state.c is not None:
             d.update(vof_diagnostics.gas_quantities(host[1], self.spacing))
         rest = host[2 if state.c is not None else 1:]
-        return d, tuple(float(x) for x in (rest[0] if rest else ()))
+        return d, tuple(float(x) for x in (rest[0] if rest else ())), figures
 
     def diagnostics(self, state):
         """Benchmark quantities of the gas (host floats): Hysing et al.
