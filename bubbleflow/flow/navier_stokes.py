@@ -52,14 +52,14 @@ from ..mesh.levelset import build_levelset, geometry_circles
 from . import (bubble_measures, clsvof_transport, interface_force, levelset, momentum, viscosity,
                vof_diagnostics, vof_fraction, vof_redistance)
 from .bounds import FlowBounds
-from .phase_clock import PhaseClock
 from .partition import RankSlabs, WholeGrid, slab_alignment
+from .phase_clock import PhaseClock
 from .state import FlowState
 
 __all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step",
-           "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "TRANSPORT_CFL", "MAX_SHORTENED_STEPS", "WALL_NAMES", "WINDOW", "CLSVOF_WINDOW",
-           "ADVECT_WINDOW",
-           "momentum_window", "thickest_window"]
+           "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "TRANSPORT_CFL", "MAX_SHORTENED_STEPS",
+           "WALL_NAMES", "WINDOW", "CLSVOF_WINDOW", "ADVECT_WINDOW", "momentum_window",
+           "thickest_window"]
 
 #: Passes of :func:`.levelset.smooth` over the level set of CLSVOF (the
 #: distance to the PLIC interface) before its curvature is taken; the level
@@ -428,12 +428,14 @@ class FlowSolver:
         Raises ``FloatingPointError`` when the state is no longer finite.
 
         Host synchronisations: the finite check together with the time
-        step's maxima (one transfer), the implicit viscous solves', the
-        pressure solve's (its two starting norms, the set-up's deferred
-        checks and the solver's own), the transport's check of the new
-        velocity, and the diagnostics together with the divergence norms
-        and the figures of the physical bounds (one transfer,
-        :meth:`.bounds.FlowBounds.device_figures`).
+        step's maxima (read with the previous step's figures where
+        ``state`` is the one it made, else one transfer), the implicit
+        viscous solves', the pressure solve's (its two starting norms, the
+        set-up's deferred checks and the solver's own), the transport's
+        check of the new velocity, and the diagnostics together with the
+        divergence norms, the figures of the physical bounds
+        (:meth:`.bounds.FlowBounds.device_figures`) and the next step's
+        start (one transfer).
         """
         clock, part, w = self.clock, self.partition, self.width
         clock.start()
