@@ -108,6 +108,8 @@ def shrunk(words, backend):
             ndim = int(argv[argv.index("--dim") + 1]) if "--dim" in argv else 2
             argv = _option(_option(argv, "--repeat", "1"), "--peer-repeat", "1")
         argv = _option(argv, "--sizes", BENCH_SIZES[flow, ndim])
+        if "--rounds" in argv:
+            argv = _option(argv, "--rounds", "2")
         if "--weak-sizes" in argv:
             argv = _option(argv, "--weak-sizes", BENCH_SIZES[flow, ndim])
         return argv + ["--no-progress"], None

@@ -1,6 +1,7 @@
 """``mpiexec -n N bubbleflow bench --flow``: the step on the ranks phase by
 phase, the messages counted per phase, the model of a step beside it."""
 import csv
+import re
 import subprocess
 import sys
 
@@ -237,6 +238,72 @@ def test_bench_flow_scaling_launches_each_count_and_prints_one_table(tmp_path):
     # (20 x 40: no small copy, no issue times) the phases shared out plus the messages
     assert float(rows[1]["model_ms"]) == pytest.approx(
         float(rows[0]["step_ms"]) / 2 + float(rows[1]["message_ms"]), rel=1e-6)
+
+
+def test_rounds_take_each_figure_s_median_and_pair_each_round_s_steps():
+    """Rounds of the same runs: each figure the median over the rounds that
+    have it; each round's N-rank step beside that round's one-rank step."""
+    from bubbleflow.apps.bench.ranks_flow_scaling import (format_round_ratios, median_rows,
+                                                          round_ratios)
+
+    base = dict(case="column", nx=64, ny=128, nz=None, comm="nccl", backend="cupy")
+
+    def rows(one, two, issue=None):
+        return [dict(base, phase="momentum", ranks=1, median_ms=one / 2, message_ms=0.0,
+                     issue_ms=issue),
+                dict(base, phase="step", ranks=1, median_ms=one, message_ms=0.0, issue_ms=None),
+                dict(base, phase="step", ranks=2, median_ms=two, message_ms=0.5, issue_ms=None)]
+
+    rounds = [rows(10.0, 8.0, issue=1.0), rows(20.0, 12.0), rows(12.0, 9.0, issue=3.0)]
+    merged = {(r["phase"], r["ranks"]): r for r in median_rows(rounds)}
+    assert merged["step", 1]["median_ms"] == 12.0 and merged["step", 2]["median_ms"] == 9.0
+    assert merged["momentum", 1]["median_ms"] == 6.0
+    assert merged["momentum", 1]["issue_ms"] == 2.0         # of the two rounds that have it
+    assert merged["step", 2]["message_ms"] == 0.5 and merged["step", 2]["issue_ms"] is None
+    [(key, ranks, pairs)] = round_ratios(rounds)
+    assert key == ("column", 64, 128, None) and ranks == 2
+    assert pairs == [(10.0, 8.0), (20.0, 12.0), (12.0, 9.0)]
+    line = format_round_ratios(round_ratios(rounds))
+    assert "0.80, 0.60, 0.75 (median 0.75" in line and line.startswith("# column 64 x 128")
+    # A round whose one-rank run failed pairs nothing.
+    assert round_ratios([[r for r in rows(10.0, 8.0) if r["ranks"] == 2]]) == []
+
+
+def test_bench_flow_scaling_rounds_run_every_count_each_round(tmp_path):
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    out = tmp_path / "scaling.csv"
+    proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--flow", "--scaling",
+                           "2", "--rounds", "2", "--cases", "hysing", "--sizes", "20",
+                           "--steps", "2", "--skip", "1", "--backend", "numpy", "--csv",
+                           str(out)], capture_output=True, text=True, timeout=600,
+                          env=child_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # Two rounds of the two counts: four runs, each printing its own table.
+    assert proc.stdout.count("# hysing 20 x 40 on 1 ranks") == 2
+    assert proc.stdout.count("# hysing 20 x 40 on 2 ranks") == 2
+    [line] = [l for l in proc.stdout.splitlines() if "round by round" in l]
+    ratios = [float(v) for v in line.split("round by round: ")[1].split(" (")[0].split(", ")]
+    ones, twos = ([float(v) for v in text.split(", ")] for text in
+                  re.search(r"one rank ([0-9., ]+) ms, 2 ranks ([0-9., ]+) ms\)$", line).groups())
+    assert len(ratios) == len(ones) == len(twos) == 2
+    assert ratios == pytest.approx([b / a for a, b in zip(ones, twos)], abs=0.006)
+    rows = list(csv.DictReader(out.open()))
+    assert [r["ranks"] for r in rows] == ["1", "2"]
+    assert float(rows[0]["step_ms"]) == pytest.approx(np.median(ones), abs=0.006)
+    assert float(rows[1]["step_ms"]) == pytest.approx(np.median(twos), abs=0.006)
+
+
+def test_rounds_without_flow_scaling_is_one_line_before_any_launch(tmp_path):
+    for extra in (["--flow"], ["--scaling", "2"], []):
+        proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--rounds", "3",
+                               "--backend", "numpy", *extra], capture_output=True, text=True,
+                              timeout=120, env=child_env(), cwd=tmp_path)
+        lines = said(proc.stderr)
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert "--rounds" in lines[0] and "without --flow --scaling" in lines[0], proc.stderr
+        assert not proc.stdout.strip()
 
 
 def test_bench_flow_scaling_refuses_bad_options_before_any_launch(tmp_path):

@@ -132,6 +132,10 @@ def cmd_bench(args):
     """
     from ...compute.comm import communicator
 
+    if args.rounds is not None and not (args.scaling and args.flow):
+        raise CaseError(PROG, "--rounds", f"got {args.rounds!r} without --flow --scaling",
+                        "it with bench --flow --scaling R ... (the rounds of the flow's "
+                        "scaling runs)")
     if args.scaling:                        # one process launching mpiexec -n N
         return _scaling(args)
     comm = communicator("auto")
@@ -298,8 +302,9 @@ def _flow_scaling(args, counts):
             flow_args += [flag, str(value)]
     for item in args.set or ():
         flow_args += ["--set", item]
+    rounds = count_option("--rounds", args.rounds) if args.rounds is not None else 1
     _, failed = run_flow_scaling(counts, flow_args, backend=backend, csv=csv,
-                                 mpiexec=_launcher())
+                                 mpiexec=_launcher(), rounds=rounds)
     return 1 if failed else 0
 
 
@@ -401,6 +406,10 @@ def add_subparser(subparsers):
                             "over the ranks in CUDA graphs, where it runs: CuPy with NCCL or "
                             "one rank; else the array loop) or generic (the array loop "
                             "everywhere)")
+    ranks.add_argument("--rounds", metavar="K",
+                       help="with --flow --scaling: run every count K times, the counts one "
+                            "after the other in each round, and print each figure's median "
+                            "over the rounds and each round's step ratio (default 1)")
     ranks.add_argument("--rows", metavar="FILE", help=argparse.SUPPRESS)
     flow = p.add_argument_group(
         "flow benchmark (--flow)",

@@ -84,6 +84,9 @@ LIMITS = {
     # mpiexec -n R runs R processes on this one host: no host has this many
     # cores or GPUs, so a larger count is a typo.
     "--scaling": (1, 1024, "ranks on this one host"),
+    # Each round runs every count's whole flow benchmark.
+    "--rounds": (1, 100, "each round runs every count's whole benchmark; the medians settle "
+                         "long before"),
 }
 
 

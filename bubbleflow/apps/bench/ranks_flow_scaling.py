@@ -16,13 +16,19 @@ Where the one-rank run has no issue time, ``max(T_1 / N, I_N) + M_N``;
 where a run has no phase rows, or neither has issue times, the step's
 ``T_1 / N + M_N``.  Where the measured time stays above the model, the
 ranks wait on each other, or on the host more than a small grid shows.
+
+With ``rounds`` K every count runs K times, the counts one after the other
+in each round, so that a machine whose speed drifts between runs drifts
+for every count alike: each figure is then its median over the rounds,
+and each round's step on N ranks over its one-rank step is printed
+beside them (:func:`round_ratios`).
 """
 from __future__ import annotations
 
 import sys
 
 __all__ = ["FLOW_SCALING_COLUMNS", "flow_scaling_rows", "format_flow_scaling",
-           "run_flow_scaling"]
+           "run_flow_scaling", "median_rows", "round_ratios", "format_round_ratios"]
 
 #: The table's columns (also the CSV's).
 FLOW_SCALING_COLUMNS = ("case", "nx", "ny", "nz", "ranks", "comm", "backend", "step_ms",
@@ -105,24 +111,92 @@ def format_flow_scaling(table):
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
 
 
+#: The figures of a benchmark row that :func:`median_rows` takes the median of.
+ROUND_FIGURES = ("median_ms", "mean_ms", "memory_ms", "message_ms", "issue_ms", "model_ms")
+
+
+def median_rows(rounds):
+    """The rows of several rounds of the same runs as one set: per
+    configuration, count and phase the first round's row with each of
+    :data:`ROUND_FIGURES` the median over the rounds that have it (None
+    where none has)."""
+    import numpy as np
+
+    groups = {}
+    for rows in rounds:
+        for r in rows:
+            groups.setdefault((_key(r), r["ranks"], r["phase"]), []).append(r)
+    out = []
+    for same in groups.values():
+        row = dict(same[0])
+        for name in ROUND_FIGURES:
+            values = [r[name] for r in same if r.get(name) is not None]
+            row[name] = float(np.median(values)) if values else None
+        out.append(row)
+    return out
+
+
+def round_ratios(rounds):
+    """Per configuration and count above one: ``(key, ranks, [(one-rank
+    step ms, N-rank step ms), ...])`` over the rounds that ran both."""
+    steps = {}
+    for k, rows in enumerate(rounds):
+        for r in rows:
+            if r["phase"] == "step":
+                steps.setdefault((_key(r), r["ranks"]), {})[k] = r["median_ms"]
+    out = []
+    for (key, ranks), by_round in steps.items():
+        one = steps.get((key, 1), {})
+        pairs = [(one[k], ms) for k, ms in sorted(by_round.items()) if k in one]
+        if ranks > 1 and pairs:
+            out.append((key, ranks, pairs))
+    return out
+
+
+def format_round_ratios(ratios):
+    """Lines of :func:`round_ratios`: each round's step on N ranks over its
+    one-rank step, and their median."""
+    import numpy as np
+
+    lines = []
+    for key, ranks, pairs in ratios:
+        size = " x ".join(str(v) for v in key[1:] if v is not None)
+        each = [n_ms / one_ms for one_ms, n_ms in pairs]
+        lines.append(f"# {key[0]} {size}: the step on {ranks} ranks over one rank's, round by "
+                     f"round: {', '.join(f'{q:.2f}' for q in each)} (median {np.median(each):.2f}"
+                     f"; one rank {', '.join(f'{a:.2f}' for a, _ in pairs)} ms, {ranks} ranks "
+                     f"{', '.join(f'{b:.2f}' for _, b in pairs)} ms)")
+    return "\n".join(lines)
+
+
 def _worker_command(mpiexec, ranks, flow_args, backend, rows_path):
     return ([mpiexec, "-n", str(ranks), sys.executable, "-m", "bubbleflow", "bench", "--flow",
              "--backend", backend, "--rows", str(rows_path), "--no-progress"] + list(flow_args))
 
 
 def run_flow_scaling(counts, flow_args, backend="numpy", csv=None, out=print, err=None,
-                     mpiexec=None):
+                     mpiexec=None, rounds=1):
     """The flow benchmark on each of ``counts`` ranks (1 added: the
-    baseline), ``flow_args`` the ``--cases``/``--sizes``/``--steps``/
-    ``--skip``/``--set`` options as given; prints the table, writes it to
-    ``csv`` (after each count, atomically); returns ``(table, failed counts)``."""
+    baseline), ``rounds`` times (the module docstring), ``flow_args`` the
+    ``--cases``/``--sizes``/``--steps``/``--skip``/``--set`` options as
+    given; prints the table (and with rounds each round's ratios), writes
+    it to ``csv`` (after each count, atomically); returns ``(table, failed
+    counts)``."""
     from .ranks_scaling import run_counts
 
     def command(ranks, path, launcher):
         return _worker_command(launcher, ranks, flow_args, backend, path)
 
-    rows, failed = run_counts(counts, command, FLOW_SCALING_COLUMNS, flow_scaling_rows, csv,
-                              err, mpiexec, "bench --flow --scaling")
-    table = flow_scaling_rows(rows)
+    done, failed = [], []
+    for _ in range(rounds):
+        rows, bad = run_counts(
+            counts, command, FLOW_SCALING_COLUMNS,
+            lambda got: flow_scaling_rows(median_rows(done + [got])), csv, err, mpiexec,
+            "bench --flow --scaling")
+        done.append(rows)
+        failed += [n for n in bad if n not in failed]
+    table = flow_scaling_rows(median_rows(done))
     out(format_flow_scaling(table))
+    if rounds > 1:
+        out(format_round_ratios(round_ratios(done)))
     return table, failed
