@@ -274,7 +274,7 @@ class FlowSolver:
     def _step_scalars(self, state, rho, mu):
         """``[finite, max |u_a| per axis, max mu/rho]`` of the state's start
         (:meth:`_host_scalars`)."""
-        return self._over_ranks(self.backend.to_host(self._device_step_scalars(state, rho, mu)))
+        return self._over_ranks(self._device_step_scalars(state, rho, mu))
 
     def _device_step_scalars(self, state, rho, mu):
         """:meth:`_step_scalars` of this rank, on the device."""
@@ -286,13 +286,13 @@ class FlowSolver:
         """:func:`.momentum.step_scalars` on the host (one transfer),
         maximised over the ranks (the finite flag as its minimum): every rank
         takes the same step."""
-        return self._over_ranks(self.backend.to_host(momentum.step_scalars(
-            velocity, phi, rho, mu, maxima, viscous)))
+        return self._over_ranks(momentum.step_scalars(velocity, phi, rho, mu, maxima, viscous))
 
     def _over_ranks(self, local):
-        """Host step scalars of this rank maximised over the ranks, the
-        finite flag as its minimum."""
-        local = np.array(local, dtype=np.float64)
+        """This rank's step scalars (on the device, where they are not read
+        yet) on the host, maximised over the ranks, the finite flag as its
+        minimum."""
+        local = np.array(self.backend.to_host(local), dtype=np.float64)
         local[0] = 1.0 - local[0]
         out = self.partition.maxima(local)
         out[0] = 1.0 - out[0]
@@ -498,7 +498,7 @@ class FlowSolver:
         if made is not None and made[0] is state:
             return made[1]
         phi_w, props, scalars = self._start_on_device(state)
-        return phi_w, props, self._over_ranks(self.backend.to_host(scalars))
+        return phi_w, props, self._over_ranks(scalars)
 
     def _start_on_device(self, state):
         """:meth:`_start` with the step scalars of this rank on the device."""
@@ -603,11 +603,11 @@ class FlowSolver:
         return phi, c
 
     # ------------------------------------------------------------ diagnostics
-    def _diagnostics(self, state, norms=None, figures=None):
+    def _diagnostics(self, state, norms=None, extra=()):
         """The bubble quantities of the state (with a volume fraction its
         area or volume, centroid and rise velocity are the fraction's),
-        ``norms`` as host floats and the device arrays ``figures`` (a list)
-        on the host (None where not given): one transfer."""
+        ``norms`` as host floats and the device arrays ``extra`` read on the
+        host with them (a list): one transfer."""
         padding = self.partition.padding
         sums = [bubble_measures.bubble_sums(state.phi, state.velocity, self.spacing, self.eps,
                                             padding=padding)]
@@ -616,17 +616,15 @@ class FlowSolver:
                                                  padding=padding))
         if norms is not None:
             sums.append(norms)
-        extra = len(figures) if figures is not None else 0
-        sums.extend(figures or ())
+        sums.extend(extra)
         # One wait for the device, no packing kernel (Backend.to_host_many).
         host = self.backend.to_host_many(sums)
-        if extra:
-            host, figures = host[:-extra], host[-extra:]
+        host, extra = host[:len(host) - len(extra)], host[len(host) - len(extra):]
         d = bubble_measures.bubble_quantities(host[0], self.spacing)
         if state.c is not None:
             d.update(vof_diagnostics.gas_quantities(host[1], self.spacing))
         rest = host[2 if state.c is not None else 1:]
-        return d, tuple(float(x) for x in (rest[0] if rest else ())), figures
+        return d, tuple(float(x) for x in (rest[0] if rest else ())), extra
 
     def diagnostics(self, state):
         """Benchmark quantities of the gas (host floats): Hysing et al.

@@ -38,9 +38,7 @@ class SlabPadding:
         slab's cells, or with ``faces`` of its faces normal to axis 0 (both
         end faces held, so the neighbours' planes are those past them)."""
         own = f[1:-1] if faces else f
-        if own.shape[0] < ng:
-            raise ValueError(f"a slab of {own.shape[0]} planes: the neighbours' ghost layers "
-                             f"need at least {ng}")
+        _check_planes(own, ng)
         lower, upper = self.slab.lower, self.slab.upper
         if lower is None and upper is None:
             return f
@@ -59,9 +57,7 @@ class SlabPadding:
         """``(below, above)``: the lower neighbour's last ``ng`` planes of
         ``phi`` and the upper one's first (None where the slab ends at a
         wall); every rank calls it at once."""
-        if phi.shape[0] < ng:
-            raise ValueError(f"a slab of {phi.shape[0]} planes: the neighbours' ghost layers "
-                             f"need at least {ng}")
+        _check_planes(phi, ng)
         xp = backend_of(phi).xp
         lower, upper = self.slab.lower, self.slab.upper
         below = xp.empty_like(phi[:ng]) if lower is not None else None
@@ -93,3 +89,10 @@ class SlabPadding:
         widths = [(0, 0)] + [(1, 1)] * (phi.ndim - 1)
         p = WALLS.edge(phi)
         return self._placed(p, 1, phi, lambda plane: xp.pad(plane, widths, mode="edge"))
+
+
+def _check_planes(phi, ng):
+    """A slab field ``phi`` holds the ``ng`` planes its neighbours ask for."""
+    if phi.shape[0] < ng:
+        raise ValueError(f"a slab of {phi.shape[0]} planes: the neighbours' ghost layers "
+                         f"need at least {ng}")

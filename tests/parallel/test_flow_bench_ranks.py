@@ -220,16 +220,24 @@ def test_flow_scaling_shares_the_work_the_host_does_not_hide():
     assert two["model_ms"] == pytest.approx(momentum + solve + correction + advection)
 
 
-def test_bench_flow_scaling_launches_each_count_and_prints_one_table(tmp_path):
+def _flow_scaling_run(tmp_path, *options):
+    """``bench --flow --scaling 2`` of Hysing at 20 x 40 (two steps after
+    one) with ``options``, its table to ``tmp_path/scaling.csv``: ``(proc,
+    csv path)``; skipped without an MPI launcher."""
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
     out = tmp_path / "scaling.csv"
     proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--flow", "--scaling",
-                           "2", "--cases", "hysing", "--sizes", "20", "--steps", "2", "--skip",
-                           "1", "--backend", "numpy", "--csv", str(out)],
+                           "2", *options, "--cases", "hysing", "--sizes", "20", "--steps", "2",
+                           "--skip", "1", "--backend", "numpy", "--csv", str(out)],
                           capture_output=True, text=True, timeout=600, env=child_env(),
                           cwd=tmp_path)
+    return proc, out
+
+
+def test_bench_flow_scaling_launches_each_count_and_prints_one_table(tmp_path):
+    proc, out = _flow_scaling_run(tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "model eff." in proc.stdout
     rows = list(csv.DictReader(out.open()))
@@ -270,15 +278,7 @@ def test_rounds_take_each_figure_s_median_and_pair_each_round_s_steps():
 
 
 def test_bench_flow_scaling_rounds_run_every_count_each_round(tmp_path):
-    if mpiexec() is None:
-        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
-    pytest.importorskip("mpi4py")
-    out = tmp_path / "scaling.csv"
-    proc = subprocess.run([sys.executable, "-m", "bubbleflow", "bench", "--flow", "--scaling",
-                           "2", "--rounds", "2", "--cases", "hysing", "--sizes", "20",
-                           "--steps", "2", "--skip", "1", "--backend", "numpy", "--csv",
-                           str(out)], capture_output=True, text=True, timeout=600,
-                          env=child_env(), cwd=tmp_path)
+    proc, out = _flow_scaling_run(tmp_path, "--rounds", "2")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     # Two rounds of the two counts: four runs, each printing its own table.
     assert proc.stdout.count("# hysing 20 x 40 on 1 ranks") == 2
