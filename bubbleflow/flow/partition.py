@@ -102,8 +102,9 @@ class WholeGrid:
         return 0, self.grid.shape[0]
 
     def whole_field(self, host, dtype):
-        """A host field of the :meth:`initial_planes` where the initial
-        state is built: here on the backend."""
+        """A host field of the :meth:`initial_planes` on the backend, where
+        the initial state is built from it (a rank's planes are its slab and
+        a plane of each neighbour, so its device never holds the grid)."""
         return self.backend.xp.asarray(host, dtype=dtype)
 
     def own(self, f, first=0):
@@ -203,11 +204,6 @@ class RankSlabs(WholeGrid):
         # differences reach one plane, so the slab's cells get the whole
         # grid's values, and no host holds the whole grid.
         return max(self.lo - 1, 0), min(self.hi + 1, self.grid.shape[0])
-
-    def whole_field(self, host, dtype):
-        # The planes stay on the host, as one process's whole grid would:
-        # a rank's device holds its slab.
-        return np.asarray(host, dtype=dtype)
 
     def own(self, f, first=0):
         return self.backend.xp.array(f[self.lo - first:self.hi - first])
