@@ -34,8 +34,15 @@ def transport(phi, c, velocity, dt, spacing, first_axis, bounded):
     most one cell; then, on grids large enough (:func:`.boxes.worth_a_box`),
     each is carried on the gas's box where its widened box holds at most
     :data:`.boxes.MAX_SHARE` of the grid (the level set elsewhere left as
-    it was, which the rebuild does not read)."""
-    box = boxes.gas_box(c) if bounded and boxes.worth_a_box(c) else None
+    it was, which the rebuild does not read), and neither is carried where
+    there is no gas."""
+    box = None
+    if bounded and boxes.worth_a_box(c):
+        box = boxes.gas_box(c)
+        if box is None:
+            # No gas (a rank's slab far from the bubbles): the sweeps leave
+            # every cell as it is, and the rebuild reads no carried level set.
+            return phi.copy(), c.copy()
     if boxes.spares(box, vof_advection.BOX_MARGIN, c.shape):
         c_new = vof_advection.advect_in_box(c, velocity, dt, spacing, box, first_axis, phi)
     else:

@@ -34,10 +34,25 @@ def coefficients(phi, passes, spacing, sigma, heights, buoyancy, y0, eps):
     the Heaviside's half width."""
     if sigma > 0 and boxes.worth_a_box(phi):
         box = boxes.interface_box(phi, eps + max(spacing))
+        if box is None:
+            # No interface within the Heaviside's reach (a rank's slab far
+            # from the bubbles): no face has a force.
+            return _zero_faces(phi)
         if boxes.spares(box, passes + REACH, phi.shape):
             return coefficients_in_box(phi, passes, spacing, sigma, heights, buoyancy, y0, box)
     return momentum.interface_coefficients(levelset.smooth(phi, passes), spacing, sigma,
                                            heights, buoyancy, y0)
+
+
+def _zero_faces(phi):
+    """Zero coefficients on the interior faces of each grid axis."""
+    xp = array_module(phi)
+    out = []
+    for a in range(phi.ndim):
+        shape = list(phi.shape)
+        shape[array_axis(phi.ndim, a)] -= 1
+        out.append(xp.zeros(tuple(shape), dtype=phi.dtype))
+    return tuple(out)
 
 
 def _rows(h, rows, cells):
@@ -55,16 +70,11 @@ def coefficients_in_box(phi, passes, spacing, sigma, heights, buoyancy, y0, box)
     ``passes + REACH`` cells, its faces taken as walls, zero on the other
     faces: on every face where ``dH`` is not zero, the whole grid's values."""
     xp = array_module(phi)
-    nd = phi.ndim
     cut = boxes.region(box, passes + REACH, phi.shape)
     inside = levelset.smooth(xp.ascontiguousarray(phi[cut]), passes)
     rows = None if heights is None else tuple(_rows(h, cut[0], phi.shape[0]) for h in heights)
     faces = momentum.interface_coefficients(inside, spacing, sigma, rows, buoyancy, y0)
-    out = []
+    out = _zero_faces(phi)
     for a, f in enumerate(faces):
-        shape = list(phi.shape)
-        shape[array_axis(nd, a)] -= 1
-        whole = xp.zeros(tuple(shape), dtype=f.dtype)
-        whole[boxes.interior_face_region(cut, a)] = f
-        out.append(whole)
-    return tuple(out)
+        out[a][boxes.interior_face_region(cut, a)] = f
+    return out

@@ -187,6 +187,41 @@ def test_the_transport_on_the_gas_box_rebuilds_the_whole_grids_level_set(monkeyp
         assert bool(xp.array_equal(carried, whole)), (bounded, share)
 
 
+@pytest.mark.parametrize("nd", [2, 3])
+def test_a_grid_without_gas_is_left_as_it_is_with_the_whole_grids_results(monkeypatch, backend,
+                                                                          nd):
+    """A slab far from the bubbles (no gas, no interface within the
+    Heaviside's reach): neither field is carried and no face has a force,
+    and the volume fraction, the rebuilt level set and the force are the
+    whole grid's."""
+    shape, spacing = FORCE_GRIDS[nd]
+    xp = backend.xp
+    x = _centres(shape, spacing)
+    phi = xp.asarray(0.2 + 0.1 * x[0] + 0.05 * np.sin(5.0 * x[-1]))     # liquid everywhere
+    c = xp.zeros_like(phi)
+    velocity, dt = _velocity(shape, spacing, seed=11 + nd)
+    velocity = tuple(xp.asarray(v) for v in velocity)
+    band = navier_stokes.CLSVOF_BAND
+    grid = Grid.regular(shape[::-1], tuple(n * h for n, h in zip(shape[::-1], spacing)))
+    args = (4, spacing, 0.07, interior_face_heights(grid, xp), 2.5, 0.31, 1.5 * max(spacing))
+    results = []
+    for min_cells in (1 << 62, 1):
+        monkeypatch.setitem(boxes.MIN_CELLS, backend.name, min_cells)
+        carried, c_new = clsvof_transport.transport(phi, c, velocity, dt, spacing, 0, True)
+        results.append((carried, c_new, redistance(carried, c_new, spacing, band=band,
+                                                   reach=band + 1),
+                        interface_force.coefficients(phi, *args)))
+    (whole, c_whole, phi_whole, f_whole), (kept, c_kept, phi_kept, f_kept) = results
+    assert bool(xp.array_equal(kept, phi)) and kept is not phi
+    assert bool(xp.any(whole != phi))                    # the whole grid's transport moved it
+    assert bool(xp.array_equal(c_kept, c_whole)) and bool(xp.array_equal(phi_kept, phi_whole))
+    H = heaviside(phi, 1.5 * max(spacing), xp)
+    for a in range(nd):
+        dH = xp.diff(H, axis=nd - 1 - a)
+        assert not bool(xp.any(f_kept[a])) and f_kept[a].shape == f_whole[a].shape
+        assert bool(xp.array_equal(-f_kept[a] * dH, -f_whole[a] * dH))
+
+
 def _forces(nd, kind, passes, buoyancy, backend):
     """The interface force ``-c dH/dx`` on each axis's interior faces from
     the coefficients of the whole grid and of the box, and the two sets of
