@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from bubbleflow.apps.bench import ranks_flow
 from bubbleflow.apps.bench.ranks_flow import (SMALL_SIDE, CountingComm, issue_times, model_rows,
                                                small_cells)
 from bubbleflow.apps.bench.ranks_model import Link
@@ -69,6 +70,35 @@ def test_the_model_adds_a_phases_bytes_and_messages():
     assert step["model_ms"] == pytest.approx(correction["model_ms"] + solve["model_ms"])
     assert step["median_ms"] == 8.0 and step["halo_swaps"] == 32 and step["reductions"] == 61
     assert solve["ratio_to_model"] == pytest.approx(5.0 / solve["model_ms"])
+
+
+class _TwoRanks:
+    """Rank 0 of two whose gather hands back its own and the other's array."""
+
+    rank = 0
+
+    def __init__(self, other):
+        self.other = other
+
+    def gather(self, local, root=0):
+        return [local, self.other]
+
+
+def test_the_step_is_the_slowest_ranks_whole_step_not_the_sum_of_phase_maxima():
+    """Rank 0 rebuilds the bubble's level set while rank 1 waits for it in
+    the next step's first phase: each phase's row is its slowest rank's, the
+    step the slowest rank's whole step (the wait counted once)."""
+    names = ["properties", "reinitialisation"]
+    ours = {"properties": np.array([0.5, 0.6]), "reinitialisation": np.array([5.0, 5.2])}
+    theirs = np.array([[4.6, 4.8], [1.0, 1.1]])          # phases x steps
+    phases, step = ranks_flow._slowest(_TwoRanks(theirs), names, ours)
+    assert list(phases["properties"]) == [4.6, 4.8]
+    assert list(phases["reinitialisation"]) == [5.0, 5.2]
+    assert list(step) == pytest.approx([5.6, 5.9])       # not 9.6 and 10.0
+    case = load_case(f"{ROOT}/cases/two_phase.yaml", [("grid.nx", 20), ("grid.ny", 40)])
+    link = Link(copy_bandwidth=1e10, latency=1e-5, bandwidth=1e9, allreduce=2e-5)
+    rows = model_rows(case, 2, names, phases, {}, dict(solve_bytes=0.0), link, None, step)
+    assert rows[-1]["phase"] == "step" and rows[-1]["median_ms"] == pytest.approx(5.75)
 
 
 def test_the_issue_time_comes_from_a_small_copy_and_joins_the_model():

@@ -5,8 +5,11 @@ Every rank steps its slab (:func:`bubbleflow.flow.flow_solver` on the
 ranks' communicator) with the phase clock on, as ``bench --flow`` does on
 one process; the ranks wait for each other inside a step, so a phase takes
 what its slowest rank takes: per step the maximum over the ranks, then the
-median over the measured steps.  The output phase is left out (on ranks the
-snapshot is gathered and written by rank 0: ``bubbleflow run`` measures it).
+median over the measured steps; the step is each rank's whole step, the
+slowest rank's per step (a rank waiting in one phase for another's earlier
+phase is not counted twice), then the median.  The output phase is left
+out (on ranks the snapshot is gathered and written by rank 0: ``bubbleflow
+run`` measures it).
 
 The model of a step, per phase, is what the rank's share cannot avoid:
 
@@ -242,10 +245,13 @@ def issue_times(names, slowest_ms, messages, figures, link, iterations):
     return issue
 
 
-def model_rows(case, ranks, names, slowest_ms, messages, figures, link, issue=None):
+def model_rows(case, ranks, names, slowest_ms, messages, figures, link, issue=None,
+               step_ms=None):
     """One row per phase and a ``step`` row: the slowest rank's median ms
     beside the model's bytes, messages and (``issue``: per phase, ms, from
-    :func:`issue_times`) issue time (the module docstring)."""
+    :func:`issue_times`) issue time (the module docstring).  ``step_ms``:
+    per step the slowest rank's whole step (:func:`_slowest`); without it
+    the sum of the phases' rows."""
     issue = issue or {}
     rows = []
     for name in names:
@@ -267,7 +273,7 @@ def model_rows(case, ranks, names, slowest_ms, messages, figures, link, issue=No
                          reductions=sum(c for k, (c, _) in kinds.items() if k != "halo"),
                          message_ms=message_ms, issue_ms=issue_ms, model_ms=model,
                          ratio_to_model=measured / model if model > 0 else None))
-    total = sum(slowest_ms.values())
+    total = sum(slowest_ms.values()) if step_ms is None else np.asarray(step_ms)
     model = sum(r["model_ms"] for r in rows)
     rows.append(dict(phase="step", median_ms=float(np.median(total)), mean_ms=float(total.mean()),
                      rank_bytes=sum(r["rank_bytes"] or 0 for r in rows),
@@ -322,7 +328,7 @@ def _issue_of_small_copy(config, bench, comm, say, figures):
     say(f"its small copy at {' x '.join(map(str, cells))} (the issue time)")
     names, ms, messages, small_figures = measure_config_ranks(copy, bench, comm, say)
     link = measure_link(comm, 8 * int(np.prod(cells[:-1])), bench.backend)
-    slowest = _slowest(comm, names, ms)
+    slowest, _ = _slowest(comm, names, ms)
     most = _most_messages(comm, names, messages)
     if comm.rank != 0:
         return None
@@ -330,13 +336,18 @@ def _issue_of_small_copy(config, bench, comm, say, figures):
 
 
 def _slowest(comm, names, ms):
-    """Per phase and step the slowest rank's ms (rank 0; None elsewhere)."""
+    """``(phases, step)`` on rank 0 (None elsewhere): per phase and step the
+    slowest rank's ms, and per step the slowest rank's whole step (the sum
+    of its phases).  A rank that waits in one phase for another rank's
+    earlier phase is slowest there, the other rank in the earlier phase:
+    the sum of the phases' maxima would count that time twice."""
     local = np.stack([ms[n] for n in names])
     gathered = comm.gather(local, root=0)
     if comm.rank != 0:
-        return None
-    slowest = np.max(np.stack(list(gathered)), axis=0)
-    return {n: slowest[i] for i, n in enumerate(names)}
+        return None, None
+    ranks = np.stack(list(gathered))                    # ranks x phases x steps
+    slowest = np.max(ranks, axis=0)
+    return {n: slowest[i] for i, n in enumerate(names)}, np.max(ranks.sum(axis=1), axis=0)
 
 
 def _most_messages(comm, names, messages):
@@ -379,12 +390,13 @@ def run_ranks_flow_bench(comm, bench, out=None, err=None):
         g = config.case.grid
         plane = 8 * int(np.prod(g.cells[:-1]))
         link = measure_link(comm, plane, bench.backend)
-        slowest = _slowest(comm, names, ms)
+        slowest, step = _slowest(comm, names, ms)
         most = _most_messages(comm, names, messages)
         issue = _issue_of_small_copy(config, bench, comm, say, figures)
         if not lead:
             continue
-        these = model_rows(config.case, comm.size, names, slowest, most, figures, link, issue)
+        these = model_rows(config.case, comm.size, names, slowest, most, figures, link, issue,
+                           step)
         for r in these:
             r.update(case=config.label, nx=g.nx, ny=g.ny, nz=g.nz, ranks=comm.size,
                      comm=comm.name, backend=bench.backend.name)
