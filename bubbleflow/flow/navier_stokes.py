@@ -230,14 +230,15 @@ class FlowSolver:
 
     # ------------------------------------------------------------------ state
     def initial_state(self):
-        """Fluid at rest, the interface from the case geometry (on ranks:
-        built on the host for the slab and a plane of each neighbour, the
-        slab's part on the backend)."""
+        """Fluid at rest, the interface from the case geometry, built on
+        the backend (on ranks for the slab and a plane of each neighbour,
+        then cut to the slab)."""
         g, xp, part = self.grid, self.xp, self.partition
         first, stop = part.initial_planes()
         phi = part.whole_field(build_levelset(g, self.case.geometry.free_surface,
                                               geometry_circles(self.case.geometry, g),
-                                              planes=(first, stop)), self.dtype)
+                                              backend=self.backend, planes=(first, stop)),
+                               self.dtype)
         c = self._initial_fraction(phi) if self.clsvof else None
         velocity = []
         for a in range(g.ndim):

@@ -102,9 +102,9 @@ class WholeGrid:
         return 0, self.grid.shape[0]
 
     def whole_field(self, host, dtype):
-        """A host field of the :meth:`initial_planes` on the backend, where
-        the initial state is built from it (a rank's planes are its slab and
-        a plane of each neighbour, so its device never holds the grid)."""
+        """A field of the :meth:`initial_planes` on the backend, where the
+        initial state is built from it (a rank's planes are its slab and a
+        plane of each neighbour, so its device never holds the grid)."""
         return self.backend.xp.asarray(host, dtype=dtype)
 
     def own(self, f, first=0):

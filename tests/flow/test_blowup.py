@@ -45,7 +45,7 @@ def _run(capsys, tmp_path, case, overrides):
 # --------------------------------------------------------------- the blow-up
 
 def test_a_fixed_step_too_long_leaves_the_bounds_long_before_anything_is_not_finite(backend):
-    """Stepped on without the check, the fixed-step column stays finite while
+    """Stepped on without the check, the fixed-step column stays finite until
     its volume fraction reaches 1e2 and more and its gas centroid leaves the
     box; the bounds name the volume fraction from the first step."""
     case = load_case(COLUMN, ["backend=numpy", *FIXED_DT])
@@ -57,10 +57,13 @@ def test_a_fixed_step_too_long_leaves_the_bounds_long_before_anything_is_not_fin
         for _ in range(20):
             state, rep = solver.step(state)
             said.append(solver.bounds.broken(rep, gas))
-    c = backend.to_host(state.c)
-    assert np.isfinite(c).all() and math.isfinite(rep.diagnostics["centroid_y"])
-    assert c.max() > 100 and not 0 <= rep.diagnostics["centroid_y"] <= 1.0
-    assert said[0].startswith("volume fraction ") and all(said)
+            c, y = backend.to_host(state.c), rep.diagnostics["centroid_y"]
+            if c.max() > 100 and not 0 <= y <= 1.0:
+                break
+    # (Past this the run's bits decide how soon the fields stop being finite.)
+    assert c.max() > 100 and not 0 <= y <= 1.0
+    assert np.isfinite(c).all() and math.isfinite(y)
+    assert len(said) >= 10 and said[0].startswith("volume fraction ") and all(said)
 
 
 def test_the_fixed_step_blow_up_ends_the_run_failed_in_one_line(capsys, tmp_path):

@@ -363,24 +363,33 @@ def test_one_stepper_class_for_every_dimension_and_rank_count(path, sets):
     assert steppers[0].slab is None and steppers[1].slab.lo == 0
 
 
+@pytest.mark.parametrize("ranks", [None, _Ranks()], ids=["one-process", "a-rank"])
 @pytest.mark.parametrize("backend_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
-def test_a_ranks_initial_fraction_is_cut_on_its_backend(backend_name, monkeypatch):
+def test_the_initial_state_is_built_on_the_backend(backend_name, ranks, monkeypatch):
     # The 3-D initial fraction cuts 4^3 sub-cells a cell: on the host it
     # takes minutes at 256 x 256 x 512, on the device a fraction of a second.
     from bubbleflow.compute.backend import get_backend
-    from bubbleflow.flow import vof_fraction
+    from bubbleflow.flow import navier_stokes, vof_fraction
 
     backend = get_backend(backend_name)
     seen = []
-    cut = vof_fraction.volume_fraction
 
-    def spy(phi, *args, **kwargs):
-        seen.append(type(phi))
-        return cut(phi, *args, **kwargs)
+    def spy(module, name, record):
+        real = getattr(module, name)
 
-    monkeypatch.setattr(vof_fraction, "volume_fraction", spy)
+        def call(*args, **kwargs):
+            out = real(*args, **kwargs)
+            seen.append(record(args, kwargs, out))
+            return out
+
+        monkeypatch.setattr(module, name, call)
+
+    spy(navier_stokes, "build_levelset", lambda a, k, out: ("phi", k.get("backend"), type(out)))
+    spy(vof_fraction, "volume_fraction", lambda a, k, out: ("c", type(a[0]), type(out)))
     case = load_case(os.path.join(ROOT, "cases/rising_bubble_3d.yaml"),
                      ["grid.nx=12", "grid.ny=12", "grid.nz=48", "levelset.method=clsvof"])
-    state = flow_solver(case, backend, _Ranks()).initial_state()
-    assert seen == [backend.xp.ndarray]
-    assert type(state.c) is backend.xp.ndarray and state.c.shape == state.phi.shape
+    state = flow_solver(case, backend, ranks).initial_state()
+    array = backend.xp.ndarray
+    assert seen == [("phi", backend, array), ("c", array, array)]
+    assert type(state.c) is array and state.c.shape == state.phi.shape
+    assert state.phi.shape[0] == (48 if ranks is None else 24)
