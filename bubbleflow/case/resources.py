@@ -15,7 +15,7 @@ import math
 from .config import CaseError
 
 __all__ = ["estimate_memory", "available_memory", "check_memory", "memory_refusal",
-           "ARRAYS_PER_CELL", "SAFETY"]
+           "allowance", "ARRAYS_PER_CELL", "SAFETY"]
 
 #: Grid-sized arrays alive at the peak, in units of one array of the case's
 #: precision per cell.  Calibrated on NumPy with tracemalloc (the peak of
@@ -117,7 +117,8 @@ def check_memory(case, backend, available=None):
     Raises
     ------
     CaseError
-        Key ``grid``: ``needs about X GiB on <device> but only Y GiB is free``.
+        Key ``grid``: ``needs about X GiB on <device>, more than the Z GiB
+        a run may take (80 % of the Y GiB free)``.
     """
     est, refusal = memory_refusal(case, backend, available)
     if refusal is not None:
@@ -150,11 +151,18 @@ def memory_refusal(case, backend, available=None, cells=None, sharing=1, ranks=1
     fit = max(0, (SAFETY * available / sharing - FIXED_BYTES)
               / (est["total"] - FIXED_BYTES) * est["cells"])
     if ranks == 1:
-        return est, (f"{dims} needs about {est['total'] / _GIB:.3g} GiB on {device} "
-                     f"but only {available / _GIB:.3g} GiB is free",
+        return est, (f"{dims} needs about {est['total'] / _GIB:.3g} GiB on {device}, more than "
+                     f"{allowance(available)}",
                      f"a smaller grid (about {fit:.3g} cells or fewer here)")
-    share = f", shared by {sharing} ranks" if sharing > 1 else ""
     return est, (f"{dims} on {ranks} ranks needs about {est['total'] / _GIB:.3g} GiB a rank "
-                 f"({est['cells']:.3g} cells of its slab) on {device} but only "
-                 f"{available / _GIB:.3g} GiB is free{share}",
+                 f"({est['cells']:.3g} cells of its slab) on {device}, more than "
+                 f"{allowance(available, sharing, 'a rank')}",
                  f"a smaller grid or more ranks (about {fit:.3g} cells a rank or fewer here)")
+
+
+def allowance(available, sharing=1, who="a run"):
+    """In words, the part of ``available`` free bytes that ``who`` may take:
+    :data:`SAFETY` of them, shared by ``sharing`` processes."""
+    share = f", shared by {sharing} ranks" if sharing > 1 else ""
+    return (f"the {SAFETY * available / sharing / _GIB:.3g} GiB {who} may take "
+            f"({100 * SAFETY:.0f} % of the {available / _GIB:.3g} GiB free{share})")

@@ -195,12 +195,12 @@ def test_a_3d_size_that_cannot_fit_is_refused_before_any_work(capsys, monkeypatc
     assert main(["bench", "--backend", "numpy", "--dim", "3", "--sizes", "16", "4096"]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert "--sizes: got 4096; expected a size whose arrays fit in the host: 4096^3 (--dim 3)" \
-        in line and "GiB is free" in line
+        in line and "GiB free)" in line
     # 256^3 (a few GiB with the peer) against 1 GiB free.
     monkeypatch.setattr(backend_mod, "host_available_memory", lambda: 2 ** 30)
     assert main(["bench", "--backend", "numpy", "--dim", "3", "--sizes", "256"]) == 2
     line = one_error_line(capsys.readouterr().err)
-    assert "--sizes: got 256" in line and "1 GiB is free" in line
+    assert "--sizes: got 256" in line and "(80 % of the 1 GiB free)" in line
     # The same size fits in 2-D.
     monkeypatch.setattr(bench_mod, "run_bench", lambda *a, **k: ([], 0))
     assert main(["bench", "--backend", "numpy", "--sizes", "256", "--no-peer"]) == 0

@@ -183,4 +183,5 @@ def test_memory_refusal_through_the_cli(tmp_path, capsys, monkeypatch):
     assert main(["run", path, "--backend", "numpy", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}:1: grid: 8192 x 8192 needs about ")
-    assert "GiB on the host but only 1 GiB is free" in err and err.count("\n") == 1
+    assert "GiB on the host, more than the 0.8 GiB a run may take (80 % of the 1 GiB free)" \
+        in err and err.count("\n") == 1

@@ -35,7 +35,8 @@ def test_huge_grid_refused_with_a_small_free_figure():
     msg = str(info.value)
     assert "\n" not in msg
     assert msg.startswith(f"{COLUMN}:9: grid: 16000 x 16000 needs about 61 GiB")
-    assert "GiB on the host but only 8 GiB is free; expected a smaller grid" in msg
+    assert ("GiB on the host, more than the 6.4 GiB a run may take (80 % of the 8 GiB free); "
+            "expected a smaller grid") in msg
     # The same case passes where the memory is there (with the margin).
     est = check_memory(case, numpy, available=int(estimate_memory(case)["total"] / SAFETY) + 1)
     assert est["available"] is not None
@@ -80,8 +81,8 @@ def test_cupy_free_memory_is_asked_of_the_gpu():
             self.xp, self.device_name = FakeCupy, "Fake GPU"
 
     assert available_memory(FakeBackend()) == (3 * 2 ** 30, "the GPU (Fake GPU)")
-    with pytest.raises(CaseError, match=r"needs about .* GiB on the GPU \(Fake GPU\) but only "
-                                        r"3 GiB is free"):
+    with pytest.raises(CaseError, match=r"needs about .* GiB on the GPU \(Fake GPU\), more than "
+                                        r"the 2.4 GiB a run may take \(80 % of the 3 GiB free\)"):
         check_memory(column(8192), FakeBackend())
 
 
@@ -129,6 +130,7 @@ def test_a_rank_weighs_its_slab_against_its_share_of_the_memory():
     _, refusal = memory_refusal(case, numpy, available=available, cells=half, sharing=2, ranks=2)
     problem, expected = refusal
     assert problem.startswith("4096 x 4096 on 2 ranks needs about 2.01 GiB a rank (8.39e+06 cells "
-                              "of its slab) on the host but only "), problem
-    assert problem.endswith("GiB is free, shared by 2 ranks")
+                              "of its slab) on the host, more than the "), problem
+    assert problem.endswith("GiB a rank may take (80 % of the "
+                            f"{available / 2 ** 30:.3g} GiB free, shared by 2 ranks)"), problem
     assert expected.startswith("a smaller grid or more ranks (about ")

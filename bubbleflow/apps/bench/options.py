@@ -428,7 +428,7 @@ def check_configs_3d(configs, requested_cells_per_subdomain=0):
 def _refuse_unless_fits(n, dim, checks):
     """Refuse size ``n`` where ``8 * arrays * n^dim`` bytes exceed the safe
     share of the free memory, for each ``((free, where), arrays)`` of ``checks``."""
-    from ...case.resources import SAFETY
+    from ...case.resources import SAFETY, allowance
 
     for (free, where), arrays in checks:
         need = 8 * arrays * n ** dim
@@ -436,7 +436,7 @@ def _refuse_unless_fits(n, dim, checks):
             fit = int((SAFETY * free / (8 * arrays)) ** (1.0 / dim))
             shape = f"{n}^{dim}" + (" (--dim 3)" if dim == 3 else "")
             raise _error("--sizes", str(n), f"a size whose arrays fit in {where}: {shape} needs "
-                         f"about {need / 2 ** 30:.3g} GiB, {free / 2 ** 30:.3g} GiB is free "
+                         f"about {need / 2 ** 30:.3g} GiB, more than {allowance(free)} "
                          f"(at most about {fit} here)")
 
 
