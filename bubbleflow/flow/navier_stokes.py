@@ -235,10 +235,10 @@ class FlowSolver:
         then cut to the slab)."""
         g, xp, part = self.grid, self.xp, self.partition
         first, stop = part.initial_planes()
-        phi = part.whole_field(build_levelset(g, self.case.geometry.free_surface,
-                                              geometry_circles(self.case.geometry, g),
-                                              backend=self.backend, planes=(first, stop)),
-                               self.dtype)
+        phi = xp.asarray(build_levelset(g, self.case.geometry.free_surface,
+                                        geometry_circles(self.case.geometry, g),
+                                        backend=self.backend, planes=(first, stop)),
+                         dtype=self.dtype)
         c = self._initial_fraction(phi) if self.clsvof else None
         velocity = []
         for a in range(g.ndim):

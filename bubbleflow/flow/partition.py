@@ -101,15 +101,9 @@ class WholeGrid:
         built on: here the whole grid."""
         return 0, self.grid.shape[0]
 
-    def whole_field(self, host, dtype):
-        """A field of the :meth:`initial_planes` on the backend, where the
-        initial state is built from it (a rank's planes are its slab and a
-        plane of each neighbour, so its device never holds the grid)."""
-        return self.backend.xp.asarray(host, dtype=dtype)
-
     def own(self, f, first=0):
-        """The slab's part, on the backend, of a field of :meth:`whole_field`
-        on the planes from ``first`` on."""
+        """The slab's part, on the backend, of a field of the
+        :meth:`initial_planes` from plane ``first`` on."""
         return f
 
     def owned_planes(self, ndim, width):
@@ -202,7 +196,7 @@ class RankSlabs(WholeGrid):
     def initial_planes(self):
         # The slab and a plane of each neighbour: the initial fraction's
         # differences reach one plane, so the slab's cells get the whole
-        # grid's values, and no host holds the whole grid.
+        # grid's values, and no rank holds the whole grid.
         return max(self.lo - 1, 0), min(self.hi + 1, self.grid.shape[0])
 
     def own(self, f, first=0):
