@@ -179,6 +179,46 @@ def _taylor_fractions(phi, spacing, k, xp):
                 shifted(unit([(i, 1), (j, 1)])) - shifted(unit([(i, 1), (j, -1)]))
                 - shifted(unit([(i, -1), (j, 1)])) + shifted(unit([(i, -1), (j, -1)]))
             ) / (4.0 * spacing[array_axis(nd, i)] * spacing[array_axis(nd, j)])
+    near = xp.flatnonzero(_may_be_cut(phi, g, hess, spacing, k, xp))
+    if near.size == phi.size:
+        return _taylor_cuts(phi, g, hess, spacing, k, xp)
+    # Elsewhere every sub-cell lies on phi's side: 1 in the gas, 0 in the
+    # liquid, as the cuts give there.
+    c = xp.where(phi < 0.0, 1.0, 0.0).astype(phi.dtype)
+    if near.size:
+        picked = {key: h.reshape(-1)[near] for key, h in hess.items()}
+        c.reshape(-1)[near] = _taylor_cuts(phi.reshape(-1)[near],
+                                           [gi.reshape(-1)[near] for gi in g], picked,
+                                           spacing, k, xp)
+    return c
+
+
+#: Relative margin of :func:`_may_be_cut`'s test, far above the rounding of
+#: the sub-cells' values and planes.
+_CUT_MARGIN = 1e-8
+
+
+def _may_be_cut(phi, g, hess, spacing, k, xp):
+    """The cells where a sub-cell's plane may cross it: all but those whose
+    ``|phi|`` exceeds a bound, over the cell, of the quadratic model's
+    change from the centre plus half of its gradient's reach across a
+    sub-cell (a plane that reaches no sub-cell corner leaves the sub-cell
+    whole: fraction 0 or 1 exactly, with phi's sign).  NaN is kept."""
+    nd = phi.ndim
+    h = [spacing[array_axis(nd, i)] for i in range(nd)]       # per array axis
+    reach = [(0.5 - 0.5 / k) * hi for hi in h]                # sub-cell centres' offsets, at most
+    slope = [xp.abs(g[i]) + sum(xp.abs(hess[i, j]) * reach[j] for j in range(nd))
+             for i in range(nd)]
+    change = sum(xp.abs(g[i]) * reach[i] for i in range(nd)) + 0.5 * sum(
+        xp.abs(hess[i, j]) * reach[i] * reach[j] for i in range(nd) for j in range(nd))
+    bound = change + sum(slope[i] * (0.5 * h[i] / k) for i in range(nd))
+    return ~(xp.abs(phi) * (1.0 - _CUT_MARGIN) > bound)
+
+
+def _taylor_cuts(phi, g, hess, spacing, k, xp):
+    """The mean over the ``k^nd`` sub-cells of their cut fractions (cells of
+    any shape: the arrays hold them alike)."""
+    nd = len(g)
     sub = tuple(h / k for h in spacing)
     c = xp.zeros_like(phi)
     for r in itertools.product(range(k), repeat=nd):      # sub-cell offsets, not cells

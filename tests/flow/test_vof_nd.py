@@ -102,6 +102,55 @@ def test_sphere_volume_fraction(backend):
         assert abs(c.sum() * spacing[0] ** 3 / exact - 1) < (1e-3 if n == 16 else 5e-4)
 
 
+def _cut_shapes(nd):
+    """Level sets whose quadratic models bend inside the cells: a sphere
+    (circle) off the grid's centre, two bubbles under a wavy free surface
+    (the kinks of ``min``), a bubble cut by the walls, and noise of about
+    a cell on a plane; anisotropic cells."""
+    rng = np.random.default_rng(5 + nd)
+    cells = (20, 14, 26)[:nd]
+    spacing = (0.05, 0.07, 0.04)[:nd]
+    axes = [(np.arange(n) + 0.5) * h for n, h in zip(cells, spacing)]
+    x = np.meshgrid(*axes[::-1], indexing="ij")[::-1]           # x first, grid shape
+
+    def ball(centre, radius):
+        return np.sqrt(sum((xa - ca) ** 2 for xa, ca in zip(x, centre))) - radius
+
+    top = x[-1].max()
+    yield ball((0.43, 0.52, 0.47)[:nd], 0.27)
+    yield np.minimum(np.minimum(ball((0.3, 0.35, 0.3)[:nd], 0.15),
+                                ball((0.62, 0.5, 0.55)[:nd], 0.2)),
+                     0.8 * top - x[-1] + 0.03 * np.sin(9.0 * x[0]))
+    yield ball((0.0,) * nd, 0.4)
+    yield x[0] - 0.4 + 0.6 * x[-1] + 0.04 * rng.standard_normal(x[0].shape)
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_the_quadratic_cuts_of_the_cells_near_the_interface_are_every_cells(backend, nd,
+                                                                           monkeypatch):
+    """The sub-cells are cut where a plane may reach them; elsewhere 0 or 1
+    by phi's sign: the bits of cutting every cell."""
+    from bubbleflow.flow import vof_fraction
+
+    xp = backend.xp
+    spacing = (0.05, 0.07, 0.04)[:nd]
+    real = vof_fraction._may_be_cut
+    for phi in _cut_shapes(nd):
+        phi = xp.asarray(phi)
+        seen = []
+        with monkeypatch.context() as m:
+            m.setattr(vof_fraction, "_may_be_cut", lambda *a: seen.append(real(*a)) or seen[-1])
+            ours = volume_fraction(phi, spacing, samples=4, fit="quadratic")
+        near = seen[0]
+        assert 0 < int(xp.count_nonzero(near)) < 0.7 * phi.size
+        with monkeypatch.context() as m:
+            m.setattr(vof_fraction, "_may_be_cut", lambda phi, *a: xp.ones(phi.shape, bool))
+            every = volume_fraction(phi, spacing, samples=4, fit="quadratic")
+        assert bool(xp.array_equal(ours, every))
+        cut = (every > 0.0) & (every < 1.0)
+        assert not bool(xp.any(cut & ~near))               # no cut cell left out
+
+
 def _swirl(n, amplitude):
     """A 3-D divergence-free MAC field from two stream functions (on the
     x-z and y-z edges): discretely divergence-free to rounding, zero
