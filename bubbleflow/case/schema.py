@@ -305,7 +305,7 @@ class PreconditionerConfig(_Node):
         IntSpec(min=0, max=MAX_W_LEVELS, also=("auto",), why="more levels than any grid has"),
         "auto", doc="`multigrid`: top levels that visit their coarse level twice (a W-cycle "
                     "there); 0: a V-cycle; `auto`: those whose coarse level has at least "
-                    "2^18 cells")
+                    "2^18 cells, at most 3")
     coarse_refresh: object = checked_field(
         IntSpec(min=1, max=MAX_COARSE_REFRESH, also=("auto",),
                 why="an older coarsest inverse costs iterations"),

@@ -7,7 +7,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from bubbleflow.linalg.precond import make_preconditioner
-from bubbleflow.linalg.precond.multigrid import Multigrid, coarsen_couplings, prolong, restrict
+from bubbleflow.linalg.precond.multigrid import (Multigrid, auto_w_levels, coarsen_couplings,
+                                                level_shapes, prolong, restrict)
 from bubbleflow.linalg.solver import PressureSolver
 from bubbleflow.case.problem import bubbly_column
 from bubbleflow.operators.poisson import PoissonOperator, apply_faces
@@ -366,6 +367,17 @@ def test_w_levels_auto_where_the_coarse_level_is_large(n, w):
     """The default: W on the levels whose coarse level has 2^18 cells or more."""
     M = Multigrid(bubbly_operator(n, 1e3, "numpy"))
     assert M.w_levels == w and M.dtype == np.float32
+
+
+@pytest.mark.parametrize("shape, large, w", [((4096, 4096), 3, 3), ((8192, 8192), 4, 3),
+                                             ((16384, 16384), 5, 3), ((4096, 2048), 2, 2),
+                                             ((256, 256, 256), 2, 2), ((512, 512, 512), 3, 3)])
+def test_w_levels_auto_are_at_most_three(shape, large, w):
+    """Of the ``large`` levels whose coarse level has 2^18 cells or more,
+    the top three at most are W levels."""
+    shapes = level_shapes(shape, 512, 16)
+    assert sum(1 for s in shapes[1:-1] if np.prod(s) >= 2 ** 18) == large
+    assert auto_w_levels(shapes) == w
 
 
 def test_a_float32_cycle_takes_any_scale_of_the_right_hand_side(backend):

@@ -56,8 +56,12 @@ CYCLE_PRECISIONS = ("float64", "float32")
 #: :attr:`Multigrid.min_side` applies to levels of at most this many cells.
 MIN_SIDE_CELLS = 1024
 #: ``w_levels="auto"``: a level visits its coarse level twice where that
-#: coarse level has at least this many cells.
+#: coarse level has at least this many cells...
 W_AUTO_CELLS = 2 ** 18
+#: ... on at most this many top levels: a fourth W level visits the levels
+#: below it sixteen times a cycle for no fewer iterations
+#: (docs/performance_records.md).
+W_AUTO_MAX = 3
 #: ``coarse_refresh="auto"``: the coarsest level's inverse is recomputed
 #: once the interface may have moved this many finest cells since it was
 #: (a stale inverse costs no iteration below it: docs/performance_records.md)...
@@ -67,7 +71,7 @@ COARSE_REFRESH_AUTO_MAX = 16
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes",
            "level_arrays",
-           "auto_w_levels", "check_coarse_refresh", "COARSE_MOVE_CELLS",
+           "auto_w_levels", "W_AUTO_MAX", "check_coarse_refresh", "COARSE_MOVE_CELLS",
            "COARSE_REFRESH_AUTO_MAX", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
            "cycle_runner", "chebyshev_coefficients", "cycle_bytes"]
@@ -228,8 +232,9 @@ def check_coarse_refresh(option):
 def auto_w_levels(shapes):
     """``w_levels="auto"`` for a hierarchy of level ``shapes``: W where the
     coarse level is large enough for its second visit to cost bandwidth
-    rather than launches (docs/performance_records.md)."""
-    return sum(1 for s in shapes[1:-1] if np.prod(s) >= W_AUTO_CELLS)
+    rather than launches, on at most :data:`W_AUTO_MAX` top levels
+    (docs/performance_records.md)."""
+    return min(sum(1 for s in shapes[1:-1] if np.prod(s) >= W_AUTO_CELLS), W_AUTO_MAX)
 
 
 @twin
@@ -292,9 +297,10 @@ class Multigrid(Preconditioner):
         The top ``w_levels`` levels visit their coarse level twice (a
         W-cycle there, a V-cycle below): ``x_c + V_c (b_c - A_c x_c)`` with
         ``x_c = V_c b_c``, still symmetric.  0: a V-cycle.  ``"auto"``: the
-        levels whose coarse level has at least :data:`W_AUTO_CELLS` cells
-        (3 at 4096^2, none at 512^2 and below, where a second visit costs
-        launches more than it saves iterations).
+        levels whose coarse level has at least :data:`W_AUTO_CELLS` cells,
+        at most :data:`W_AUTO_MAX` (3 from 4096^2 up, none at 512^2 and
+        below, where a second visit costs launches more than it saves
+        iterations).
     cycle_precision : {"float32", "float64"}
         The cycle's arithmetic and storage.  ``float32`` (the default) moves
         about 60 % of the bytes; the hierarchy is formed in float64 and
