@@ -244,6 +244,7 @@ def clear_cache():
         _CACHE.clear()
     for memo in _MEMOS:
         memo.clear()
+    _BUILT.clear()
 
 
 def float64_kernels(anchor: str, name: str, options=(), ndims=(2, 3)):
@@ -302,6 +303,23 @@ def prefetch(ndim):
     return len(jobs)
 
 
+#: The keys (:func:`_builder_key`) of the background builders that have run.
+_BUILT: set = set()
+
+
+def _builder_key(build, device):
+    """A ``functools.partial`` builder's function and arguments with the
+    device, or None where they cannot be a key (then it always runs)."""
+    if not isinstance(build, functools.partial):
+        return None
+    key = (build.func, build.args, tuple(sorted(build.keywords.items())), device)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def build_in_background(*builders, errors=None):
     """Call each of ``builders`` (functions of no argument that build
     compiled code through this module's caches) in a background thread of
@@ -310,22 +328,29 @@ def build_in_background(*builders, errors=None):
     for the build under way (:func:`_cached`).  A builder's failure is left
     to the caller's own fetch to raise (appended to the list ``errors``
     where one is given).  Daemon threads named after their builders, on the
-    current device; returns the threads."""
+    current device, but for a ``functools.partial`` builder that has run on
+    it already; returns the threads started."""
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
 
-    def work(build):
+    def work(build, key):
         with cupy.cuda.Device(device):
             try:
                 build()
             except Exception as exc:    # noqa: BLE001 - the caller's own fetch raises it
                 if errors is not None:
                     errors.append(exc)
+            else:
+                if key is not None:
+                    _BUILT.add(key)
 
-    threads = [threading.Thread(target=work, args=(b,), daemon=True,
-                                name=f"bubbleflow-build-{getattr(b, '__name__', 'module')}")
-               for b in builders]
+    # A builder already run on this device finds its code in the caches: no
+    # thread for it (a thread's start costs more than the lookup).
+    jobs = [(b, _builder_key(b, device)) for b in builders]
+    threads = [threading.Thread(target=work, args=job, daemon=True,
+                                name=f"bubbleflow-build-{getattr(job[0], '__name__', 'module')}")
+               for job in jobs if job[1] is None or job[1] not in _BUILT]
     for t in threads:
         t.start()
     return threads

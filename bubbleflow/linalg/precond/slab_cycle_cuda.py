@@ -135,7 +135,9 @@ class SlabGraphCycle:
         self.acc = {k + 1: cp.zeros(self.levels[k + 1].shape, dtype=dtype)
                     for k in range(min(self.w_levels, self.gathered - 1))}
         self._whole_part(mg, levels)
-        self.steps = self._cycle_steps(self.never)
+        # The direct cycle's steps (apply), built at its first use: a Krylov
+        # engine takes the steps of its own flag (device_launches).
+        self.steps, self._stop = None, self.never
         self._by_flags = {}
         self.graph = None
         self._captured = False
@@ -147,12 +149,11 @@ class SlabGraphCycle:
         earlier one of at most GATHER_CELLS cells or whose slabs are
         thinner than the halo on some rank (the same on every rank)."""
         limit = GATHER_CELLS if self.gather_cells is None else int(self.gather_cells)
-        for k, (_, slab) in enumerate(levels):
-            thin = (slab.hi - slab.lo) < self.halo
-            small = int(np.prod(slab.shape)) <= limit
-            if k == len(levels) - 1 or self.comm.sum_int(1 if thin or small else 0):
-                return k
-        return len(levels) - 1
+        # Every level's vote, the ranks' largest in one collective.
+        votes = [1.0 if (slab.hi - slab.lo) < self.halo or int(np.prod(slab.shape)) <= limit
+                 else 0.0 for _, slab in levels]
+        voted = self.comm.allreduce_maxima(votes)
+        return next((k for k, v in enumerate(voted) if v > 0), len(levels) - 1)
 
     def _whole_part(self, mg, levels):
         """The gathered level's buffers and the whole coarse hierarchy from
@@ -308,6 +309,8 @@ class SlabGraphCycle:
         """One CUDA graph of the steps; every rank agrees to use graphs
         (their NCCL calls must meet one for one) or none."""
         cp = self.cp
+        if self.steps is None:
+            self._cycle_steps(self.never)
         self._captured = True
         graph = None
         # One cycle launched directly first: NCCL sets up its connections at
