@@ -406,12 +406,7 @@ class FlowSolver:
         times the gas cells' large coefficients) would floor the attainable
         residual.  The record's relative figures are against ``||b||``."""
         r = b - A.matvec(p_old.ravel()).reshape(b.shape)
-        bnorm, rnorm = self.partition.two_norms(b, r)
-        if bnorm == 0.0 or rnorm == 0.0:
-            d, record = solver.solve(r)
-        else:
-            d, record = solver.solve(r, atol=solver.rtol * bnorm, rtol=0.0)
-            record.relative_to(rnorm, bnorm, solver.rtol)
+        d, record = solver.solve(r, reference=b)
         return p_old + d, record
 
     def total_pressure(self, p, rho):
@@ -431,8 +426,8 @@ class FlowSolver:
         Host synchronisations: the finite check together with the time
         step's maxima (read with the previous step's figures where
         ``state`` is the one it made, else one transfer), the implicit
-        viscous solves', the pressure solve's (its two starting norms, the
-        set-up's deferred checks and the solver's own), the transport's
+        viscous solves', the pressure solve's (the set-up's deferred
+        checks and the solver's own), the transport's
         check of the new velocity, and the diagnostics together with the
         divergence norms, the figures of the physical bounds
         (:meth:`.bounds.FlowBounds.device_figures`) and the next step's

@@ -115,12 +115,6 @@ class WholeGrid:
         """Host values maximised over the ranks (here: themselves)."""
         return np.asarray(values, dtype=np.float64)
 
-    def two_norms(self, a, b):
-        """``(||a||, ||b||)`` over the ranks, host floats (one transfer)."""
-        from .momentum import norms
-
-        return tuple(float(n) for n in self.backend.to_host(norms(a, b)))
-
     def whole_only(self, f):
         """``f`` where its figures are the whole grid's (here), else None."""
         return f
@@ -212,11 +206,6 @@ class RankSlabs(WholeGrid):
 
     def maxima(self, values):
         return self.comm.allreduce_maxima(values)
-
-    def two_norms(self, a, b):
-        local = self.backend.xp.stack([(a * a).sum(), (b * b).sum()])
-        return tuple(float(np.sqrt(v))
-                     for v in self.backend.to_host(self.comm.allreduce_sum(local)))
 
     def whole_only(self, f):
         return None

@@ -376,7 +376,8 @@ class PressureSolver:
                    check_every=solver_cfg.check_every, precision=precision,
                    preconditioner_options=options, grid=grid)
 
-    def solve(self, b, x0=None, callback=None, progress=None, rtol=None, atol=None):
+    def solve(self, b, x0=None, callback=None, progress=None, rtol=None, atol=None,
+              reference=None):
         """Solve ``A x = b``; returns ``(x, SolveRecord)``.
 
         ``b`` may be flat or grid-shaped (on a rank's slab: the slab's
@@ -404,6 +405,10 @@ class PressureSolver:
             returns.
         rtol, atol : float, optional
             This solve's tolerances (default: the solver's).
+        reference : array, optional
+            A vector of ``b``'s layout whose norm ``rtol`` and the record's
+            relative figures are against instead of ``||b||`` (``b`` the
+            right-hand side of an increment; :func:`.krylov.cg.solve`).
         """
         self._settle()
         rtol = self.rtol if rtol is None else rtol
@@ -417,13 +422,14 @@ class PressureSolver:
             x0 = xp.asarray(x0).astype(np.float64)
         M = None if self.preconditioner_name == "none" else self.M
         if self.precision == "float32":
-            x, record = self._refine(b, x0, M, callback, progress, rtol, atol)
+            x, record = self._refine_against(b, x0, M, callback, progress, rtol, atol, reference)
         else:
             x, record = krylov_solve(self.A, b, x0, rtol=rtol, atol=atol,
                                      maxiter=self.maxiter, M=M, callback=callback,
                                      deflation=self.deflation, variant=self.variant,
                                      check_every=self.check_every, method=self.method,
-                                     select=self._select, progress=progress)
+                                     select=self._select, progress=progress,
+                                     reference=reference)
         record.setup_seconds += self.setup_seconds
         if M is None:
             record.preconditioner = "none"
@@ -445,6 +451,22 @@ class PressureSolver:
         the motion adds up to little (:class:`.multigrid.Multigrid`)."""
         if self.M is not None:
             self.M.interface_moved(cells)
+
+    def _refine_against(self, b, x0, M, callback, progress, rtol, atol, reference):
+        """:meth:`_refine` with ``rtol`` against ``||reference||`` where one
+        is given and nonzero (both norms read first: the refinement reads
+        ``||b||`` on the host anyway)."""
+        if reference is None:
+            return self._refine(b, x0, M, callback, progress, rtol, atol)
+        backend = self.A.backend
+        _, norm = reductions(backend, np.float64)
+        bnorm, refnorm = (float(v) for v in backend.to_host_many(
+            [norm(b.ravel()), norm(backend.xp.asarray(reference, dtype=np.float64).ravel())]))
+        if bnorm == 0.0 or refnorm == 0.0:
+            return self._refine(b, x0, M, callback, progress, rtol, atol)
+        x, record = self._refine(b, x0, M, callback, progress, 0.0,
+                                 max(float(rtol) * refnorm, float(atol)))
+        return x, record.relative_to(bnorm, refnorm, rtol)
 
     def _refine(self, b, x0, M, callback, progress, rtol, atol, stagnation_steps=2):
         """Float64 iterative refinement with float32 (D)PCG corrections."""

@@ -279,3 +279,31 @@ def test_update_queued_beside_the_stream_with_its_checks_left_to_the_solve(backe
     kept._unchecked.append(Failing())
     with pytest.raises(np.linalg.LinAlgError, match="deferred failure"):
         kept.solve(b2)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_an_increment_solved_to_a_tolerance_on_another_vector(precision, backend):
+    """``solve(r, reference=b)``: an increment ``A d = r`` stops where
+    ``||r - A d|| <= rtol ||b||``, and the record's relative figures are
+    against ``||b||`` (fewer iterations than a tolerance on ``||r||``); a
+    zero reference leaves the tolerance on ``||r||``."""
+    if precision == "float32" and backend.name != "numpy":
+        pytest.skip("float32 refinement: its own GPU test")
+    A, b, phi = bubbly_column(64, 1e3, backend=backend.name)
+    xp = backend.xp
+    b = xp.asarray(b)
+    x_old, _ = PressureSolver(A, phi=phi, rtol=1e-4, precision=precision).solve(b)
+    r = b - A.matvec(x_old)
+    solver = PressureSolver(A, phi=phi, rtol=1e-8, precision=precision)
+    d, rec = solver.solve(r, reference=b)
+    true = float(xp.linalg.norm(r - A.matvec(d)))
+    bnorm, rnorm = float(xp.linalg.norm(b)), float(xp.linalg.norm(r))
+    assert rec.converged and rec.rtol == 1e-8
+    assert true <= 1e-8 * bnorm * (1 + 1e-6)
+    assert rec.residual == pytest.approx(true / bnorm, rel=1e-3, abs=1e-14)
+    assert rec.residual_history[0] == pytest.approx(rnorm / bnorm, rel=1e-6)
+    d_r, rec_r = solver.solve(r)
+    assert rec_r.iterations > rec.iterations
+    assert float(xp.linalg.norm(r - A.matvec(d_r))) <= 1e-8 * rnorm * (1 + 1e-6)
+    d0, rec0 = solver.solve(r, reference=xp.zeros_like(b))
+    assert rec0.iterations == rec_r.iterations and rec0.residual == rec_r.residual

@@ -25,7 +25,7 @@ __all__ = ["solve"]
 
 def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
           deflation=None, variant="adef2", check_every=10, nullspace="auto", method="cg",
-          stagnation_restarts=1, select=None, progress=None, confirm=True):
+          stagnation_restarts=1, select=None, progress=None, confirm=True, reference=None):
     """The loop behind :func:`~bubbleflow.cg` and :func:`~bubbleflow.dpcg` (their parameters), plus
 
     select : callable, optional
@@ -43,6 +43,12 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         ``False`` accepts the recursive residual as it is (``record.residual``
         is then the recursive one): for inner solves whose caller checks the
         true residual itself, in a higher precision.
+    reference : array, optional
+        A vector laid out as ``b`` whose norm takes the place of ``||b||``
+        in ``rtol`` and in the record's relative figures: a solve for an
+        increment, ``A d = b - A x_old``, held to a tolerance on the whole
+        right-hand side ``b``.  Its norm comes in the start's one transfer;
+        where it is zero, ``||b||`` serves.
     """
     rtol, atol, maxiter = check_tolerances(rtol, atol, maxiter, method)
     check_variant(variant)
@@ -79,6 +85,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         else:
             iterations = ArrayIterations(engine, system.check_every, system.maxiter)
         names, values = ["bnorm", "rn0"], [engine.norm(b), engine.norm(r)]
+        if reference is not None:
+            names.append("reference")
+            values.append(engine.norm(xp.asarray(reference, dtype=b.dtype).reshape(b.shape)))
         iterations.begin(state)
         for name, value in (("mean", system.rhs_mean), ("broke", iterations.flag(state))):
             if isinstance(value, float):
@@ -96,7 +105,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
             record.residual, record.converged, record.reason = 0.0, True, "converged"
             record.residual_history = np.zeros(1)
             return xp.zeros_like(b), record
-        tol = max(float(rtol) * bnorm, float(atol))
+        # The norm the tolerance and the record's relative figures are against.
+        against = first.get("reference") or bnorm
+        tol = max(float(rtol) * against, float(atol))
         state.bnorm, state.tol_rel = bnorm, tol / bnorm
         report_projection(record, system.size, bnorm, state.tol_rel)
         h0 = rn0 / bnorm
@@ -134,6 +145,8 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     else:
         history = backend.to_host(hist[: state.it + 1]).copy()
     close_record(record, backend, t_solve, state.it, rtn / bnorm, reason, history)
+    if against != bnorm:
+        record.relative_to(bnorm, against, rtol)
     return xf, record
 
 
