@@ -84,13 +84,20 @@ class DeviceEngine:
         it, h, bad = self.status_buf.get()
         return int(it), float(h), bool(bad != 0.0)
 
-    def settle(self, it, count):
+    def settle(self, it, count, extra=(), read=None):
         """After ``iterate(count)`` from ``it``: ``(iteration, relative
         recursive residual, broke)`` (:meth:`status`).  Fewer than ``count``
-        iterations ran when the tolerance was reached on the device."""
-        counter, h, bad = self.status()
+        iterations ran when the tolerance was reached on the device.  With
+        ``extra`` device arrays, read in the same transfer by ``read`` (a
+        backend's ``to_host_many``), their host values come fourth."""
+        if extra:
+            self.k_status((1,), (1,), (self.counter, self.hist, self.scal, self.status_buf))
+            status, *values = read([self.status_buf, *extra])
+            counter, h, bad = int(status[0]), float(status[1]), bool(status[2] != 0.0)
+        else:
+            counter, h, bad = self.status()
         self._settled(it, counter - it, count)
-        return counter, h, bad
+        return (counter, h, bad, values) if extra else (counter, h, bad)
 
     def _settled(self, it, done, count):
         """``done`` of the ``count`` iterations from ``it`` ran: the engine's

@@ -81,7 +81,12 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         x, r = engine.start(x, x0 is not None)
         state = KrylovState(x=x, r=r, hist=hist, bnorm=0.0, tol_rel=0.0)
         if device is not None:
-            iterations = DeviceIterations(device, engine, system.check_every, system.maxiter)
+            # An engine that stops on the device at the tolerance usually ends a
+            # stretch there: its check's true residual is queued behind the
+            # stretch and read with its status (one host wait, not two).
+            iterations = DeviceIterations(device, engine, system.check_every, system.maxiter,
+                                          ahead=(lambda st, stop: queue_check(st.x, stop))
+                                          if confirm else None)
         else:
             iterations = ArrayIterations(engine, system.check_every, system.maxiter)
         names, values = ["bnorm", "rn0"], [engine.norm(b), engine.norm(r)]
@@ -114,13 +119,28 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         hist[0] = h0
         iterations.started(state, h0, first.get("broke", 0.0) != 0.0)
 
-        def verify(candidate):
-            """The solution an iterate stands for, gauged, with its true
-            residual; the history up to the check comes with its norm."""
+        def queue_check(candidate, stop):
+            """``verify``'s device work for ``candidate`` and the arrays its
+            check reads (the history up to ``stop``, the furthest the check
+            can be), for a read with the iterations' status."""
             xf = solution(candidate)
             rt = b - system.matvec(xf)
+            return (candidate, xf, rt), [engine.norm(rt), state.hist[: stop + 1]]
+
+        def verify(candidate):
+            """The solution an iterate stands for, gauged, with its true
+            residual; the history up to the check comes with its norm (read
+            with the status already where the check's work was queued
+            ahead of it for this iterate)."""
             it = state.it
-            rtn, history = backend.to_host_many([engine.norm(rt), state.hist[: it + 1]])
+            if state.ahead is not None and state.ahead[0] == it \
+                    and state.ahead[1][0] is candidate:
+                (_, xf, rt), (rtn, history) = state.ahead[1], state.ahead[2]
+                history = history[: it + 1]
+            else:
+                xf = solution(candidate)
+                rt = b - system.matvec(xf)
+                rtn, history = backend.to_host_many([engine.norm(rt), state.hist[: it + 1]])
             state.hist_host = (it, np.array(history, dtype=np.float64))
             return xf, rt, float(rtn)
 
@@ -159,6 +179,7 @@ def _iterate(state, iterations, policy, callback, progress):
         it = state.last_check = state.it
         shown = (it, h)
         decision = policy.check(state.x, it, h, broke)
+        state.ahead = None             # (queued for this check only)
         reason = decision.reason
         if decision.restart:
             if decision.from_best:

@@ -12,7 +12,9 @@ the caller: this module imports none) provides
 ``load(x, r, p, rz, bad, hist, it, bnorm, tol_rel)``   a restart's state
 ``iterate(count)``      ``count`` iterations, no host synchronisation; it
                         stops on the device at the tolerance
-``settle(it, count)``   ``(iteration, h, broke)`` after ``iterate``
+``settle(it, count, extra=(), read=None)``   ``(iteration, h, broke)`` after
+                        ``iterate``; with ``extra`` device arrays read in the
+                        same transfer, their host values fourth
 ``status()``            ``(iteration, h, broke)``: one transfer
 ``x``, ``r_current``, ``p``, ``rz``, ``bad``, ``bytes_per_iteration``
 ``history(size)``       optional: a zeroed history buffer the engine owns
@@ -35,8 +37,12 @@ class DeviceIterations:
     name = "fused"
     report_every = 1                  # progress at every host check
 
-    def __init__(self, device, engine, check_every, maxiter):
+    def __init__(self, device, engine, check_every, maxiter, ahead=None):
         self.device, self.engine = device, engine
+        # ahead(state, stop) -> (payload, device arrays) or None: work the
+        # next check will want, queued behind a stretch's iterations (ending
+        # at most at ``stop``) and read with their status (state.ahead).
+        self.ahead = ahead
         self.check_every, self.maxiter = check_every, maxiter
         self.bytes_per_iteration = device.bytes_per_iteration
         self.status = None
@@ -54,7 +60,7 @@ class DeviceIterations:
         # only carries the cleared flag into ``load`` at a restart.
         xp = self.engine.xp
         flags = xp.zeros(2, dtype=bool)
-        state.bad, state.done = flags[0], flags[1]
+        state.bad, state.done = flags[0:1].reshape(()), flags[1:2].reshape(())   # 0-d views
 
     def flag(self, state):
         """The engine's breakdown flag after the start (a device scalar the
@@ -107,7 +113,15 @@ class DeviceIterations:
 
     def run(self, state, count, callback=None):
         self.device.iterate(count)
-        # Stopped on the device at the tolerance?  (One transfer.)
-        state.it, h, broke = self.device.settle(state.it, count)
+        queued = None if self.ahead is None else self.ahead(state, state.it + count)
+        # Stopped on the device at the tolerance?  (One transfer, with what
+        # was queued for the check.)
+        if queued is None:
+            state.it, h, broke = self.device.settle(state.it, count)
+        else:
+            payload, arrays = queued
+            state.it, h, broke, values = self.device.settle(
+                state.it, count, arrays, self.engine.system.backend.to_host_many)
+            state.ahead = (state.it, payload, values)
         self.status = (h, broke)
         state.r = self.device.r_current

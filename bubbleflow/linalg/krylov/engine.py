@@ -123,6 +123,10 @@ class KrylovState:
     it: int = 0
     last_check: int = 0
     hist_host: tuple = None            # (it, host copy of hist[:it + 1]) read at a check
+    # (it, (x, r) of the iterate's true residual, their host figures): a
+    # check's verification queued behind the iterations and read with their
+    # status, for the check at ``it`` only.
+    ahead: tuple = None
 
 
 # ------------------------------------------------------------------ the engine
