@@ -62,17 +62,10 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         prepare(b)
     engine = ArrayEngine(system)
     x = xp.zeros_like(b) if x0 is None else x0
-    gauge = system.nullspace.gauge
     device = select(system) if select is not None and callback is None else None
     owned = getattr(device, "history", None)          # a history buffer the engine keeps
     hist = owned(system.maxiter + 1) if owned is not None else \
         xp.zeros(system.maxiter + 1, dtype=np.float64)
-
-    def solution(x):
-        xf = gauge(engine.finish(x))
-        # (A device engine iterates in buffers of its own, reused by its next
-        # solve: the answer must not be one of them.)
-        return xf.copy() if device is not None and xf is x else xf
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # Everything up to the first check is queued before the host reads
@@ -80,13 +73,13 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         # flag, in one transfer.
         x, r = engine.start(x, x0 is not None)
         state = KrylovState(x=x, r=r, hist=hist, bnorm=0.0, tol_rel=0.0)
+        checks = _TrueResiduals(system, engine, state, device)
         if device is not None:
             # An engine that stops on the device at the tolerance usually ends a
             # stretch there: its check's true residual is queued behind the
             # stretch and read with its status (one host wait, not two).
             iterations = DeviceIterations(device, engine, system.check_every, system.maxiter,
-                                          ahead=(lambda st, stop: queue_check(st.x, stop))
-                                          if confirm else None)
+                                          ahead=checks.queue if confirm else None)
         else:
             iterations = ArrayIterations(engine, system.check_every, system.maxiter)
         names, values = ["bnorm", "rn0"], [engine.norm(b), engine.norm(r)]
@@ -119,35 +112,11 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         hist[0] = h0
         iterations.started(state, h0, first.get("broke", 0.0) != 0.0)
 
-        def queue_check(candidate, stop):
-            """``verify``'s device work for ``candidate`` and the arrays its
-            check reads (the history up to ``stop``, the furthest the check
-            can be), for a read with the iterations' status."""
-            xf = solution(candidate)
-            rt = b - system.matvec(xf)
-            return (candidate, xf, rt), [engine.norm(rt), state.hist[: stop + 1]]
-
-        def verify(candidate):
-            """The solution an iterate stands for, gauged, with its true
-            residual; the history up to the check comes with its norm (read
-            with the status already where the check's work was queued
-            ahead of it for this iterate)."""
-            it = state.it
-            if state.ahead is not None and state.ahead[0] == it \
-                    and state.ahead[1][0] is candidate:
-                (_, xf, rt), (rtn, history) = state.ahead[1], state.ahead[2]
-                history = history[: it + 1]
-            else:
-                xf = solution(candidate)
-                rt = b - system.matvec(xf)
-                rtn, history = backend.to_host_many([engine.norm(rt), state.hist[: it + 1]])
-            state.hist_host = (it, np.array(history, dtype=np.float64))
-            return xf, rt, float(rtn)
-
         # Attainable accuracy of the recursion: about eps ||A|| ||x|| (absolute);
         # ||A|| asked for only when a test needs it.
         floor = floor_estimate(lambda: norm_inf(A), b.dtype, engine.norm)
-        policy = StoppingPolicy(bnorm, tol, solution, verify, floor, confirm, stagnation_restarts)
+        policy = StoppingPolicy(bnorm, tol, checks.solution, checks.verify, floor, confirm,
+                                stagnation_restarts)
         reason = policy.begin(state.x, h0)
         if reason is None:
             record.engine = iterations.name
@@ -168,6 +137,49 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     if against != bnorm:
         record.relative_to(bnorm, against, rtol)
     return xf, record
+
+
+class _TrueResiduals:
+    """The true residuals of the iterates a solve checks: the solution an
+    iterate stands for (gauged) and ``b - A x``, read with the history up
+    to the check in one transfer; or, for a device engine, queued behind a
+    stretch of its iterations and read with their status (:meth:`queue`,
+    ``state.ahead``), then taken by the check at that iteration."""
+
+    def __init__(self, system, engine, state, device):
+        self.system, self.engine, self.state = system, engine, state
+        # (A device engine iterates in buffers of its own, reused by its next
+        # solve: the answer must not be one of them.)
+        self.copied = device is not None
+
+    def solution(self, x):
+        xf = self.system.nullspace.gauge(self.engine.finish(x))
+        return xf.copy() if self.copied and xf is x else xf
+
+    def _residual(self, candidate):
+        xf = self.solution(candidate)
+        return xf, self.system.b - self.system.matvec(xf)
+
+    def queue(self, state, stop):
+        """The check's work for the current iterate, and the arrays it reads
+        (the history up to ``stop``, the furthest the check can be)."""
+        xf, rt = self._residual(state.x)
+        return (state.x, xf, rt), [self.engine.norm(rt), state.hist[: stop + 1]]
+
+    def verify(self, candidate):
+        """``(solution, true residual, its norm)`` of ``candidate``; the
+        history up to the check comes with the norm."""
+        state = self.state
+        it, ahead = state.it, state.ahead
+        if ahead is not None and ahead[0] == it and ahead[1][0] is candidate:
+            (_, xf, rt), (rtn, history) = ahead[1], ahead[2]
+            history = history[: it + 1]
+        else:
+            xf, rt = self._residual(candidate)
+            rtn, history = self.system.backend.to_host_many([self.engine.norm(rt),
+                                                             state.hist[: it + 1]])
+        state.hist_host = (it, np.array(history, dtype=np.float64))
+        return xf, rt, float(rtn)
 
 
 def _iterate(state, iterations, policy, callback, progress):
