@@ -366,8 +366,9 @@ def test_one_stepper_class_for_every_dimension_and_rank_count(path, sets):
 @pytest.mark.parametrize("ranks", [None, _Ranks()], ids=["one-process", "a-rank"])
 @pytest.mark.parametrize("backend_name", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
 def test_the_initial_state_is_built_on_the_backend(backend_name, ranks, monkeypatch):
-    # The 3-D initial fraction cuts 4^3 sub-cells a cell: on the host it
-    # takes minutes at 256 x 256 x 512, on the device a fraction of a second.
+    # The level set and the initial fraction (4^3 sub-cells a cut cell) are
+    # built where the run computes, on each rank's own planes: never on the host
+    # of a GPU run.
     from bubbleflow.compute.backend import get_backend
     from bubbleflow.flow import navier_stokes, vof_fraction
 
