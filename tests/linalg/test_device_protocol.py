@@ -134,3 +134,34 @@ def test_no_work_is_queued_where_the_check_is_not_confirmed(monkeypatch):
     x, rec, waits, settles = _solve(monkeypatch, True, A, b, M, rtol=1e-8, confirm=False)
     assert rec.converged and rec.true_residual_checks == []
     assert waits == 1 + settles
+
+
+class _Pointer:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class _DeviceArray:
+    """What a launch argument's key reads of a device array: its address."""
+
+    def __init__(self, ptr):
+        self.data = _Pointer(ptr)
+
+
+def test_launch_argument_keys_are_memoised_on_the_tuple():
+    """The fused engine's signature keys a launch's arguments once per
+    argument tuple: the same tuple gives the keys computed before (the
+    memo's), an equal new tuple is keyed afresh, and the memo stays bounded."""
+    from bubbleflow.linalg.fused import stages
+
+    engine = stages.FusedStages.__new__(stages.FusedStages)
+    engine._args_keys = {}
+    args = (_DeviceArray(4096), np.int32(7), np.float64(0.5))
+    keys = engine._args_key(args)
+    assert keys == (("ptr", 4096), ("<i4", 7), ("<f8", 0.5))
+    assert engine._args_key(args) is keys
+    again = (_DeviceArray(4096), np.int32(7), np.float64(0.5))
+    assert engine._args_key(again) == keys and engine._args_key(again) is not keys
+    for k in range(stages.ARGS_KEYS_KEPT + 5):
+        engine._args_key((_DeviceArray(k),))
+    assert len(engine._args_keys) <= stages.ARGS_KEYS_KEPT

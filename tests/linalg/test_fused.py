@@ -575,3 +575,34 @@ def test_dense_coarse_product_has_a_handle_per_thread(cupy_backend):
     assert len({id(g) for g in gemms}) == 4 and dense_gemm() not in gemms
     for w, g in zip(want, got):
         np.testing.assert_array_equal(g, w)
+
+
+def test_multigrid_update_keeps_graphs_and_signature_keys(cupy_backend):
+    """A multigrid PCG updated for a new operator on the same grid refreshes
+    its hierarchy in place: the signature after the update, whose
+    preconditioner keys come from the memo, equals one computed afresh, the
+    graphs are kept, and the solve equals a new solver's bit for bit.  A new
+    preconditioner object empties the memo."""
+    from bubbleflow.linalg.solver import PressureSolver
+
+    A, b, phi = bubbly_column(128, 1e3, backend="cupy")
+    A2, b2, phi2 = bubbly_column(128, 1e4, backend="cupy")
+    S = PressureSolver(A, preconditioner="multigrid", deflation="none", rtol=1e-9)
+    S.solve(b)
+    eng = S.device
+    graphs = dict(eng._graphs)
+    assert graphs and eng._args_keys
+    S.update(A2)
+    x2, r2 = S.solve(b2)
+    assert S.device is eng and all(eng._graphs[key] is g for key, g in graphs.items())
+    memo_sig = eng._signature()
+    eng._args_keys.clear()
+    eng._sig = None
+    assert eng._signature() == memo_sig
+    ref = PressureSolver(A2, preconditioner="multigrid", deflation="none", rtol=1e-9)
+    y2, q2 = ref.solve(b2)
+    assert r2.iterations == q2.iterations
+    np.testing.assert_array_equal(_host(x2), _host(y2))
+    assert eng._args_keys
+    eng.update(A2, make_preconditioner("multigrid", A2), None)
+    assert eng._args_keys == {}                 # (it held the old hierarchy's arrays)

@@ -84,6 +84,97 @@ def test_a_hierarchy_on_the_gpu_is_the_array_codes(cp):
                                atol=1e-4 * np.abs(ref.coarse_inverse).max())
 
 
+@pytest.mark.parametrize("shape", [(33, 48), (20, 12, 16)], ids=str)
+def test_refreshes_replayed_from_a_graph_are_the_array_codes(shape, cp):
+    """A hierarchy's refreshes: the first launched, the second captured and
+    the later ones replayed from one CUDA graph; after each, every level
+    holds the bits of a new hierarchy built by NumPy's array code from the
+    same couplings (and the coarsest couplings handed to the coarse solve
+    are the array code's)."""
+    from bubbleflow.linalg.precond import multigrid_setup_cuda as setup
+    from bubbleflow.linalg.precond.multigrid import refresh_levels
+
+    first = couplings(shape, seed=4)
+    M = Multigrid.from_couplings(tuple(cp.asarray(x) for x in first), shape, coarsest=16,
+                                 min_side=1)
+    assert len(M.levels) > 2
+    for seed in range(5, 10):
+        c = couplings(shape, seed=seed)
+        coarsest = variant(refresh_levels)(tuple(cp.asarray(x) for x in c), M.levels,
+                                           M._refresh_kept)
+        if coarsest is NotImplemented:              # the first refresh: the twins' launches
+            coarsest = refresh_levels.reference(tuple(cp.asarray(x) for x in c), M.levels, {})
+        ref = Multigrid.from_couplings(c, shape, coarsest=16, min_side=1)
+        for lv, rv in zip(M.levels, ref.levels):
+            same(lv.couplings + (lv.inv_diagonal,), rv.couplings + (rv.inv_diagonal,))
+        same(coarsest, refresh_levels.reference(c, [_host_level(lv) for lv in ref.levels], {}))
+    entry = M._refresh_kept["graph"]
+    assert entry is not False and entry[0] == tuple(x.shape for x in first)
+    assert setup.REFRESH_LAUNCHED == M._refresh_kept["launched"]
+
+
+def _host_level(level):
+    """A level's arrays as new NumPy arrays (for the reference to write)."""
+    class Level:
+        couplings = tuple(np.empty_like(c) for c in level.couplings)
+        inv_diagonal = np.empty_like(level.inv_diagonal)
+    return Level
+
+
+def test_a_refresh_that_does_not_capture_runs_the_array_code(cp, monkeypatch):
+    """Where the refresh's launches do not capture, it runs the twins'
+    launches from then on, with the same bits."""
+    shape = (24, 40)
+    M = Multigrid.from_couplings(tuple(cp.asarray(x) for x in couplings(shape, seed=4)), shape,
+                                 coarsest=16, min_side=1)
+
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("no capture here")
+
+    monkeypatch.setattr(cp.cuda.Stream, "begin_capture", refuse)
+    for seed in (5, 6, 7):
+        c = couplings(shape, seed=seed)
+        assert M.refresh_couplings(tuple(cp.asarray(x) for x in c))
+        ref = Multigrid.from_couplings(c, shape, coarsest=16, min_side=1)
+        for lv, rv in zip(M.levels, ref.levels):
+            same(lv.couplings + (lv.inv_diagonal,), rv.couplings + (rv.inv_diagonal,))
+    assert M._refresh_kept["graph"] is False
+
+
+@pytest.mark.parametrize("case", ["random", "powers", "zero", "nan", "inf", "tiny", "one"])
+def test_cycle_scales_kernels(case, cp):
+    """The cycle's input and output scales from max |b|: the two kernels'
+    peak and scales are the array code's bits (a NaN or inf among the values,
+    all zeros, exact powers of two, values far below one, a single value)."""
+    from bubbleflow.linalg.precond.multigrid import abs_peak, write_io_scale
+
+    rng = np.random.default_rng(8)
+    b = rng.standard_normal(100_003) * 1e3
+    if case == "powers":
+        b[:] = 0.25
+        b[77] = -1024.0
+    elif case == "zero":
+        b[:] = 0.0
+    elif case == "nan":
+        b[5000] = np.nan
+    elif case == "inf":
+        b[99_999] = -np.inf
+    elif case == "tiny":
+        b *= 1e-300
+    elif case == "one":
+        b = np.array([-3.0])
+    peak = variant(abs_peak)(cp.asarray(b))
+    ref_peak = abs_peak.reference(b)
+    same((peak,), (ref_peak,))
+    got, ref = cp.zeros(2), np.zeros(2)
+    assert variant(write_io_scale)(peak, got) is None
+    write_io_scale.reference(ref_peak, ref)
+    same((got,), (ref,))
+    assert variant(abs_peak)(cp.asarray(b, dtype=cp.float32)) is NotImplemented
+    if b.size > 1:
+        assert variant(abs_peak)(cp.asarray(b)[::2]) is NotImplemented
+
+
 def test_calls_the_kernels_do_not_cover(cp):
     c = couplings((4, 5, 6))
     d = tuple(cp.asarray(x) for x in c)

@@ -62,6 +62,7 @@ class FusedIteration(FusedStages, IterationGraphs):
         self._dense_capture_failed = False           # the dense product would not capture
         self._kbuf = None                             # the engine's copy of a dense inverse
         self._table, self._sig = {}, None             # launches by (stage, parity), signature
+        self._args_keys, self.prec_obj = {}, None     # launch arguments' keys (_args_key)
         self._epoch = 0                               # buffers (re)allocated: a new layout
         self._solve_iterations = 0                    # iterations of the last solve
         self._allocate()
@@ -91,6 +92,8 @@ class FusedIteration(FusedStages, IterationGraphs):
         face couplings, the preconditioner's coefficients, the deflation's
         pieces (two kernels where the arrays allow, else one copy each)."""
         cp = self.cp
+        if prec_obj is not self.prec_obj:
+            self._args_keys = {}                      # (they hold the old one's arrays)
         self.prec_obj = prec_obj
         epoch = self._epoch
         self.defl = defl

@@ -39,6 +39,10 @@ def capturable(entry):
     return entry.__class__ is tuple or getattr(entry, "capturable", False)
 
 
+#: Launch argument tuples whose keys an engine keeps (:meth:`FusedStages._args_key`).
+ARGS_KEYS_KEPT = 1024
+
+
 def arg_key(a):
     """A kernel argument as the graphs see it: a buffer by its address, a
     scalar by its type and value."""
@@ -168,6 +172,25 @@ class FusedStages:
         launch(self._iteration(self.cur, self.pcur))
         self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
 
+    def _args_key(self, args):
+        """:func:`arg_key` of each of a launch's ``args``, memoised on the
+        tuple itself: a preconditioner's launch lists (built once per set of
+        buffers) hand the same tuples to every solve, so a new signature
+        after a bind keys them without visiting their arguments again.  The
+        memo holds each tuple, so that its ``id`` is not reused while it is
+        there, and is emptied when a new preconditioner is bound or it
+        reaches :data:`ARGS_KEYS_KEPT` tuples (a tuple's arrays and numbers
+        cannot change: the key stays right)."""
+        memo = self._args_keys
+        hit = memo.get(id(args))
+        if hit is not None and hit[0] is args:
+            return hit[1]
+        if len(memo) >= ARGS_KEYS_KEPT:
+            memo.clear()
+        keys = tuple(arg_key(a) for a in args)
+        memo[id(args)] = (args, keys)
+        return keys
+
     def _signature(self):
         """What the graphs hold, as a key: the buffers' layout (allocated once,
         or reallocated by :meth:`_reserve`: ``_epoch``), the number of
@@ -178,7 +201,7 @@ class FusedStages:
         if self._sig is None:
             cs = ()
             if self.cs is not None:
-                cs = tuple((id(kern), grid, block, shared, tuple(arg_key(a) for a in args))
+                cs = tuple((id(kern), grid, block, shared, self._args_key(args))
                            for kern, grid, block, args, shared in
                            self.cs.launches(self.g, self.e, gather=False))
                 cs += tuple(arg_key(a) for a in self.cs.gather_operands())
@@ -187,7 +210,7 @@ class FusedStages:
             prec = ()
             if self.prec_code == PREC_GENERIC:
                 prec = tuple((id(entry[0]), entry[1], entry[2], entry[4],
-                              tuple(arg_key(a) for a in entry[3]))
+                              self._args_key(entry[3]))
                              for cur in (0, 1) for entry in self._entries("precondition", cur, 0)
                              if entry.__class__ is tuple)
             self._sig = (self._epoch, self.k, hist, self.prec_code, cs, dense, prec)

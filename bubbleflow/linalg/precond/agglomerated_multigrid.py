@@ -37,8 +37,9 @@ from ...operators.distributed import DistributedOperator
 from ...operators.poisson import centre_from_couplings
 from . import slab_cycle_cuda
 from .base import Preconditioner
-from .multigrid import (Multigrid, auto_w_levels, chebyshev_smooth, check_coarse_refresh,
-                        coarsen_axis, cycle_bytes, level_shapes, prolong_add, restrict)
+from .multigrid import (Multigrid, abs_peak, auto_w_levels, chebyshev_smooth,
+                        check_coarse_refresh, coarsen_axis, cycle_bytes, level_shapes, prolong_add,
+                        restrict, write_io_scale)
 
 __all__ = ["DistributedMultigrid", "slab_alignment", "slab_cycle_runner", "gather_couplings"]
 
@@ -205,13 +206,9 @@ class DistributedMultigrid(Preconditioner):
         """:meth:`Multigrid.prepare`'s scales (powers of two) from the
         largest ``|b|`` over the ranks, on the device (one all-reduce of
         the maxima; no host read)."""
-        xp = self.xp
-        local = xp.abs(b).max().reshape(1) if b.size else xp.zeros(1)
-        peak = xp.empty(1)
-        self.comm.allreduce_max_into(xp.ascontiguousarray(local, dtype=xp.float64), peak)
-        exponent = xp.ceil(xp.log2(xp.where(peak > 0, peak, 1.0)))
-        self.io_scale[0:1] = xp.exp2(-exponent)
-        self.io_scale[1:2] = xp.exp2(exponent)
+        peak = self.xp.empty(1)
+        self.comm.allreduce_max_into(abs_peak(b), peak)
+        write_io_scale(peak, self.io_scale)
 
     @property
     def device_cycle(self):

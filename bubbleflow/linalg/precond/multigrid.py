@@ -252,6 +252,41 @@ def level_arrays(couplings, out_couplings, out_inv_diagonal):
         dst[...] = src
 
 
+@twin
+def abs_peak(b):
+    """The largest ``|b|`` as a one-element float64 array of ``b``'s
+    backend (NaN where ``b`` holds one, as ``max`` gives; 0 for no values)."""
+    xp = backend_of(b).xp
+    return xp.abs(b).max().reshape(1).astype(np.float64) if b.size else xp.zeros(1)
+
+
+@twin
+def write_io_scale(peak, io_scale):
+    """The cycle's scales ``io_scale = [2^-e, 2^e]`` of ``e = ceil(log2
+    peak)`` (``e = 0`` where the one-element ``peak`` is not positive),
+    written on the device (:meth:`Multigrid.prepare`)."""
+    xp = backend_of(peak).xp
+    exponent = xp.ceil(xp.log2(xp.where(peak > 0, peak, 1.0)))
+    io_scale[0:1] = xp.exp2(-exponent)
+    io_scale[1:2] = xp.exp2(exponent)
+
+
+@twin
+def refresh_levels(couplings, levels, keep):
+    """Every level's arrays (:func:`level_arrays`) from the finest level's
+    float64 face ``couplings``, each coarser level's couplings coarsened
+    from the one above (:func:`coarsen_couplings`), written in place;
+    returns the coarsest level's float64 couplings.  ``keep``: a dict the
+    hierarchy holds for the variants (the CUDA one keeps a graph of these
+    launches there)."""
+    xp = backend_of(couplings[0]).xp
+    for k, level in enumerate(levels):
+        if k:
+            couplings = coarsen_couplings(couplings, xp)
+        level_arrays(couplings, level.couplings, level.inv_diagonal)
+    return couplings
+
+
 class _Level:
     """One level: its couplings and inverse diagonal in the cycle's
     precision (arrays of its own, written in place by
@@ -379,6 +414,7 @@ class Multigrid(Preconditioner):
         self.xp = backend_of(couplings[0]).xp
         self.levels = [_Level(s, self.xp, self.dtype)
                        for s in level_shapes(shape, self.coarsest, self.min_side)]
+        self._refresh_kept = {}             # refresh_levels' variants keep their state here
         self.coarse_inverse = None
         self._coarse_age = 0                # refreshes since the inverse was computed
         self._coarse_moved = 0.0            # the interface's motion since, in cells
@@ -410,10 +446,7 @@ class Multigrid(Preconditioner):
         """:meth:`refresh` from the face ``couplings`` of an operator on
         this hierarchy's grid and backend (a gathered coarse level's)."""
         couplings = tuple(c.astype(np.float64, copy=False) for c in couplings)
-        for k, level in enumerate(self.levels):
-            if k:
-                couplings = coarsen_couplings(couplings, self.xp)
-            level_arrays(couplings, level.couplings, level.inv_diagonal)
+        couplings = refresh_levels(couplings, self.levels, self._refresh_kept)
         self._coarse_age += 1
         if self._coarse_is_due():
             self._coarse_due, self._coarse_age, self._coarse_iterations = False, 0, None
@@ -525,11 +558,7 @@ class Multigrid(Preconditioner):
         residuals of the solve then reach a float32 cycle within its range
         (down to about 1e-30 relative), whatever the units of ``b``; being
         powers of two, the scales change no digit of the result."""
-        xp = self.xp
-        peak = xp.abs(b).max()
-        exponent = xp.ceil(xp.log2(xp.where(peak > 0, peak, 1.0)))
-        self.io_scale[0] = xp.exp2(-exponent)
-        self.io_scale[1] = xp.exp2(exponent)
+        write_io_scale(abs_peak(b), self.io_scale)
 
     def apply(self, r):
         if self.runner is not None:
@@ -546,3 +575,6 @@ prolong_smooth.register("cupy")(multigrid_cuda.prolong_smooth)
 cycle_runner.register("cupy")(multigrid_cuda.cycle_runner)
 coarsen_couplings.register("cupy")(multigrid_setup_cuda.coarsen_couplings)
 level_arrays.register("cupy")(multigrid_setup_cuda.level_arrays)
+refresh_levels.register("cupy")(multigrid_setup_cuda.refresh_levels)
+abs_peak.register("cupy")(multigrid_setup_cuda.abs_peak)
+write_io_scale.register("cupy")(multigrid_setup_cuda.write_io_scale)

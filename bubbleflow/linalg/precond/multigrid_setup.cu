@@ -150,3 +150,40 @@ extern "C" __global__ void bf_mg_shifted_dense(const T* __restrict__ cx, const T
         out[q] = value + c;
     }
 }
+
+// Multigrid.prepare's scales (multigrid.abs_peak, multigrid.write_io_scale).
+// First pass: each block's largest |b| (a NaN wins, as numpy.max's), over
+// a grid-stride walk of n values.
+extern "C" __global__ void bf_mg_abs_max_partial(const T* __restrict__ b, const long long n,
+                                                 T* __restrict__ partial)
+{
+    __shared__ T shm[32];
+    T v[1] = {BF_NEG_INF};
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < n;
+         q += (long long)gridDim.x * blockDim.x)
+        v[0] = np_max(v[0], fabs(b[q]));
+    block_max<1>(v, shm);
+    if (threadIdx.x == 0) partial[blockIdx.x] = v[0];
+}
+
+// One block: peak = the largest of the blocks' values (0 where there are
+// none), written to peak (if given) and, where io_scale is given, the
+// scales [2^-e, 2^e] of e = ceil(log2 peak) (e = 0 where peak is not
+// positive): the array code's functions, the same bits.
+extern "C" __global__ void bf_mg_io_scale(const T* __restrict__ partial, const int blocks,
+                                          T* __restrict__ peak, T* __restrict__ io_scale)
+{
+    __shared__ T shm[32];
+    T v[1] = {BF_NEG_INF};
+    for (int q = threadIdx.x; q < blocks; q += blockDim.x) v[0] = np_max(v[0], partial[q]);
+    block_max<1>(v, shm);
+    if (threadIdx.x == 0) {
+        const T top = blocks > 0 ? v[0] : 0.0;
+        if (peak != nullptr) peak[0] = top;
+        if (io_scale != nullptr) {
+            const T e = ceil(log2(top > 0.0 ? top : 1.0));
+            io_scale[0] = exp2(-e);
+            io_scale[1] = exp2(e);
+        }
+    }
+}

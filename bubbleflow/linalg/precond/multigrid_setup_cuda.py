@@ -21,7 +21,17 @@ import numpy as np
 from ...compute import cuda
 from ...mesh.grid import array_axis
 
-__all__ = ["coarsen_couplings", "level_arrays", "shifted_dense"]
+__all__ = ["coarsen_couplings", "level_arrays", "refresh_levels", "shifted_dense", "abs_peak",
+           "write_io_scale"]
+
+#: The largest finest level (cells) whose refresh is replayed from a CUDA
+#: graph: the graph keeps a copy of the finest couplings and every coarse
+#: level's float64 couplings, which on larger grids would be memory held for
+#: launches that cost little beside their kernels.
+REFRESH_GRAPH_MAX_CELLS = 1 << 24
+#: Refreshes of a hierarchy launched directly before its graph is captured
+#: (the first compiles the kernels and leaves the blocks in CuPy's pool).
+REFRESH_LAUNCHED = 1
 
 _kernel = cuda.float64_kernels(__name__, "multigrid_setup.cu")
 #: The level kernel by the cycle's precision.
@@ -101,6 +111,68 @@ def level_arrays(couplings, out_couplings, out_inv_diagonal):
     return None
 
 
+def refresh_levels(couplings, levels, keep):
+    """Twin of ``multigrid.refresh_levels``: a hierarchy's first refresh
+    launches the kernels (``NotImplemented``: the array code runs, the
+    twins above in it), the next captures the same launches into one CUDA
+    graph on buffers of its own, and every later one copies the finest
+    couplings into the graph's input and replays it: a few launches instead
+    of two dispatches a level.  The graph, its input and every array made
+    while it was captured are kept in ``keep`` (the hierarchy's), so that
+    nothing it writes goes back to CuPy's pool; the coarsest couplings it
+    returns are the graph's own, rewritten by the next refresh.  Where the
+    capture fails, the array code runs from then on."""
+    import cupy as cp
+
+    if not all(isinstance(c, cp.ndarray) and c.dtype == cp.float64 and c.flags.c_contiguous
+               for c in couplings) or levels[0].inv_diagonal.size > REFRESH_GRAPH_MAX_CELLS:
+        return NotImplemented
+    shapes = tuple(c.shape for c in couplings)
+    entry = keep.get("graph")
+    if entry is None or entry is not False and entry[0] != shapes:
+        launched = keep.get("launched", 0)
+        if entry is None and launched < REFRESH_LAUNCHED:
+            keep["launched"] = launched + 1
+            return NotImplemented
+        entry = keep["graph"] = _capture_refresh(couplings, levels)
+    if entry is False:
+        return NotImplemented
+    _, graph, inputs, coarsest, _ = entry
+    for dst, src in zip(inputs, couplings):
+        cp.copyto(dst, src)
+    graph.launch()
+    return coarsest
+
+
+def _capture_refresh(couplings, levels):
+    """``(shapes, graph, inputs, coarsest, held)`` of a refresh of
+    ``levels`` from buffers ``inputs`` shaped as ``couplings``, or False
+    where the launches do not capture."""
+    import cupy as cp
+
+    from .multigrid import refresh_levels as concept
+
+    inputs = tuple(cp.empty_like(c) for c in couplings)
+    held, allocate = [], cp.cuda.get_allocator()
+
+    def holding(size):
+        memory = allocate(size)
+        held.append(memory)
+        return memory
+
+    stream = cp.cuda.Stream(non_blocking=True)
+    try:
+        with cp.cuda.using_allocator(holding), stream:
+            stream.begin_capture()
+            try:
+                coarsest = concept.reference(inputs, levels, {})
+            finally:
+                graph = stream.end_capture()
+    except Exception:                       # not capturable here: the array code's launches
+        return False
+    return tuple(c.shape for c in couplings), graph, inputs, coarsest, held
+
+
 def shifted_dense(couplings, shape, centre, shift):
     """Twin of ``coarsest_solve.shifted_dense``: one ``bf_mg_shifted_dense``
     launch."""
@@ -123,3 +195,29 @@ def shifted_dense(couplings, shape, centre, shift):
         *ins, cp.ascontiguousarray(centre), cp.ascontiguousarray(shift).reshape(1), out,
         *(np.int32(m) for m in cells)))
     return out
+
+
+def abs_peak(b):
+    """Twin of ``multigrid.abs_peak``: the blocks' maxima, then one block's
+    (two launches) for float64 values."""
+    import cupy as cp
+
+    if b.dtype != cp.float64 or not b.flags.c_contiguous or not b.size:
+        return NotImplemented
+    blocks = cuda.reduce_blocks(b.size)
+    partial = cp.empty(blocks, dtype=cp.float64)
+    _kernel("bf_mg_abs_max_partial")((blocks,), (256,), (b, np.int64(b.size), partial))
+    peak = cp.empty(1, dtype=cp.float64)
+    _kernel("bf_mg_io_scale")((1,), (256,), (partial, np.int32(blocks), peak, np.uint64(0)))
+    return peak
+
+
+def write_io_scale(peak, io_scale):
+    """Twin of ``multigrid.write_io_scale``: one launch."""
+    import cupy as cp
+
+    if peak.dtype != cp.float64 or peak.size != 1 or io_scale.dtype != cp.float64 \
+            or io_scale.size != 2 or not io_scale.flags.c_contiguous:
+        return NotImplemented
+    _kernel("bf_mg_io_scale")((1,), (32,), (peak, np.int32(1), np.uint64(0), io_scale))
+    return None
