@@ -101,16 +101,16 @@ def test_refreshes_replayed_from_a_graph_are_the_array_codes(shape, cp):
     for seed in range(5, 10):
         c = couplings(shape, seed=seed)
         coarsest = variant(refresh_levels)(tuple(cp.asarray(x) for x in c), M.levels,
-                                           M._refresh_kept)
+                                           M.refresh_kept)
         if coarsest is NotImplemented:              # the first refresh: the twins' launches
             coarsest = refresh_levels.reference(tuple(cp.asarray(x) for x in c), M.levels, {})
         ref = Multigrid.from_couplings(c, shape, coarsest=16, min_side=1)
         for lv, rv in zip(M.levels, ref.levels):
             same(lv.couplings + (lv.inv_diagonal,), rv.couplings + (rv.inv_diagonal,))
         same(coarsest, refresh_levels.reference(c, [_host_level(lv) for lv in ref.levels], {}))
-    entry = M._refresh_kept["graph"]
+    entry = M.refresh_kept["graph"]
     assert entry is not False and entry[0] == tuple(x.shape for x in first)
-    assert setup.REFRESH_LAUNCHED == M._refresh_kept["launched"]
+    assert setup.REFRESH_LAUNCHED == M.refresh_kept["launched"]
 
 
 def _host_level(level):
@@ -138,7 +138,7 @@ def test_a_refresh_that_does_not_capture_runs_the_array_code(cp, monkeypatch):
         ref = Multigrid.from_couplings(c, shape, coarsest=16, min_side=1)
         for lv, rv in zip(M.levels, ref.levels):
             same(lv.couplings + (lv.inv_diagonal,), rv.couplings + (rv.inv_diagonal,))
-    assert M._refresh_kept["graph"] is False
+    assert M.refresh_kept["graph"] is False
 
 
 @pytest.mark.parametrize("case", ["random", "powers", "zero", "nan", "inf", "tiny", "one"])

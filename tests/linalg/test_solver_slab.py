@@ -203,3 +203,28 @@ def test_a_refreshed_slab_multigrid_is_a_new_one(backend, dims):
     other = DistributedOperator.from_operator(bubbly_column(32)[0] if dims == 2 else
                                               bubbly_column_3d(8)[0], comm)
     assert not mg.refresh(other)
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_refreshes_of_a_slab_multigrid_replayed_from_a_graph(backend, dims):
+    """Refresh after refresh (on a GPU: the first launched, the next captured
+    into one CUDA graph and the later ones replayed from it) each gives a new
+    hierarchy's cycle bit for bit."""
+    from bubbleflow.linalg.precond.agglomerated_multigrid import DistributedMultigrid
+
+    make = (lambda c: bubbly_column(64, c, backend=backend.name)[0]) if dims == 2 else \
+        (lambda c: bubbly_column_3d(16, c, backend=backend.name)[0])
+    comm = SingleProcess()
+    ops = [DistributedOperator.from_operator(make(c), comm) for c in (10.0, 1000.0, 3.0)]
+    options = dict(coarsest=64, min_side=2, w_levels=1)
+    mg = DistributedMultigrid(ops[0], **options)
+    r = backend.xp.asarray(np.random.default_rng(6).standard_normal(ops[0].shape[0]))
+    for step in range(5):
+        op = ops[(step + 1) % 3]
+        assert mg.refresh(op)
+        fresh = DistributedMultigrid(op, **options)
+        for m in (mg, fresh):
+            m.prepare(r)
+        assert bool((mg.apply(r) == fresh.apply(r)).all()), step
+    if mg.runner is not None:
+        assert mg.runner._refresh_graph["entry"] not in (None, False)

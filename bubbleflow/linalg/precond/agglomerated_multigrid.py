@@ -101,11 +101,15 @@ class DistributedMultigrid(Preconditioner):
     def _levels(self, A_rank, deepest=None):
         """Each slabbed level's float64 couplings (on its slab widened by
         one plane) and slab, down to the gathered level (or ``deepest``)."""
-        couplings = tuple(c.astype(np.float64, copy=False) for c in A_rank.couplings())
+        return self._levels_of(tuple(c.astype(np.float64, copy=False)
+                                     for c in A_rank.couplings()), A_rank.slab, deepest)
+
+    def _levels_of(self, couplings, rank_slab, deepest=None):
+        """:meth:`_levels` from the finest level's float64 ``couplings`` on
+        ``rank_slab`` (widened by one plane)."""
         levels = []
         for k in range((self.gathered if deepest is None else deepest) + 1):
-            slab = RankSlab(self._shapes[k], A_rank.slab.rank, A_rank.slab.size,
-                            *self._slabs[k])
+            slab = RankSlab(self._shapes[k], rank_slab.rank, rank_slab.size, *self._slabs[k])
             if k:
                 couplings = _coarsen_slab(couplings, levels[-1][1], self.xp)
             levels.append((couplings, slab))
@@ -138,7 +142,9 @@ class DistributedMultigrid(Preconditioner):
             return False
         if self.runner is not None:
             # (The runner reads the levels down to the one it gathers.)
-            self.runner.refresh(self._levels(A_rank, self.runner.gathered))
+            couplings = tuple(c.astype(np.float64, copy=False) for c in A_rank.couplings())
+            self.runner.refresh_from(couplings, lambda c: self._levels_of(
+                c, A_rank.slab, self.runner.gathered))
             return True
         levels = self._levels(A_rank)
         self._rank_levels(levels)               # (the array cycle holds no graph)

@@ -414,7 +414,7 @@ class Multigrid(Preconditioner):
         self.xp = backend_of(couplings[0]).xp
         self.levels = [_Level(s, self.xp, self.dtype)
                        for s in level_shapes(shape, self.coarsest, self.min_side)]
-        self._refresh_kept = {}             # refresh_levels' variants keep their state here
+        self.refresh_kept = {}              # refresh_levels' variants keep their state here
         self.coarse_inverse = None
         self._coarse_age = 0                # refreshes since the inverse was computed
         self._coarse_moved = 0.0            # the interface's motion since, in cells
@@ -446,7 +446,12 @@ class Multigrid(Preconditioner):
         """:meth:`refresh` from the face ``couplings`` of an operator on
         this hierarchy's grid and backend (a gathered coarse level's)."""
         couplings = tuple(c.astype(np.float64, copy=False) for c in couplings)
-        couplings = refresh_levels(couplings, self.levels, self._refresh_kept)
+        return self.refreshed(refresh_levels(couplings, self.levels, self.refresh_kept))
+
+    def refreshed(self, couplings):
+        """After the levels' arrays were written (:func:`refresh_levels`,
+        here or in a caller's CUDA graph): the coarsest inverse, recomputed
+        from the coarsest level's float64 ``couplings`` where it is due."""
         self._coarse_age += 1
         if self._coarse_is_due():
             self._coarse_due, self._coarse_age, self._coarse_iterations = False, 0, None

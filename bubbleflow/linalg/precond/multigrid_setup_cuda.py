@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
+from ...compute.held_capture import capture_held
 from ...mesh.grid import array_axis
 
 __all__ = ["coarsen_couplings", "level_arrays", "refresh_levels", "shifted_dense", "abs_peak",
@@ -115,13 +116,13 @@ def refresh_levels(couplings, levels, keep):
     """Twin of ``multigrid.refresh_levels``: a hierarchy's first refresh
     launches the kernels (``NotImplemented``: the array code runs, the
     twins above in it), the next captures the same launches into one CUDA
-    graph on buffers of its own, and every later one copies the finest
-    couplings into the graph's input and replays it: a few launches instead
-    of two dispatches a level.  The graph, its input and every array made
-    while it was captured are kept in ``keep`` (the hierarchy's), so that
-    nothing it writes goes back to CuPy's pool; the coarsest couplings it
-    returns are the graph's own, rewritten by the next refresh.  Where the
-    capture fails, the array code runs from then on."""
+    graph on buffers of its own (:func:`.held_capture.capture_held`), and
+    every later one copies the finest couplings into the graph's input and
+    replays it: a few launches instead of two dispatches a level.  The
+    coarsest couplings it returns are the graph's own, rewritten by the
+    next refresh.  Where the capture fails, or ``keep`` says so
+    (``keep["graph"]`` False: a caller capturing the refresh itself), the
+    array code runs."""
     import cupy as cp
 
     if not all(isinstance(c, cp.ndarray) and c.dtype == cp.float64 and c.flags.c_contiguous
@@ -137,40 +138,22 @@ def refresh_levels(couplings, levels, keep):
         entry = keep["graph"] = _capture_refresh(couplings, levels)
     if entry is False:
         return NotImplemented
-    _, graph, inputs, coarsest, _ = entry
+    _, inputs, capture = entry
     for dst, src in zip(inputs, couplings):
         cp.copyto(dst, src)
-    graph.launch()
-    return coarsest
+    return capture.replay()
 
 
 def _capture_refresh(couplings, levels):
-    """``(shapes, graph, inputs, coarsest, held)`` of a refresh of
-    ``levels`` from buffers ``inputs`` shaped as ``couplings``, or False
-    where the launches do not capture."""
+    """``(shapes, inputs, capture)`` of a refresh of ``levels`` from buffers
+    ``inputs`` shaped as ``couplings``, or False where it does not capture."""
     import cupy as cp
 
     from .multigrid import refresh_levels as concept
 
     inputs = tuple(cp.empty_like(c) for c in couplings)
-    held, allocate = [], cp.cuda.get_allocator()
-
-    def holding(size):
-        memory = allocate(size)
-        held.append(memory)
-        return memory
-
-    stream = cp.cuda.Stream(non_blocking=True)
-    try:
-        with cp.cuda.using_allocator(holding), stream:
-            stream.begin_capture()
-            try:
-                coarsest = concept.reference(inputs, levels, {})
-            finally:
-                graph = stream.end_capture()
-    except Exception:                       # not capturable here: the array code's launches
-        return False
-    return tuple(c.shape for c in couplings), graph, inputs, coarsest, held
+    capture = capture_held(lambda: concept.reference(inputs, levels, {}))
+    return False if capture is None else (tuple(c.shape for c in couplings), inputs, capture)
 
 
 def shifted_dense(couplings, shape, centre, shift):

@@ -33,7 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
-from .multigrid import Multigrid, cycle_bytes
+from ...compute.held_capture import capture_held
+from .multigrid import Multigrid, cycle_bytes, refresh_levels
+from .multigrid_setup_cuda import REFRESH_GRAPH_MAX_CELLS, REFRESH_LAUNCHED
 from .multigrid_cuda import (GraphCycle, chebyshev_coef, covered, down_launch, level_kernel,
                              residual_launch, run_launch, up_launch)
 
@@ -142,6 +144,7 @@ class SlabGraphCycle:
         self.graph = None
         self._captured = False
         self.capture_error = None
+        self._refresh_graph = {"launched": 0}   # refresh_from's: refreshes launched, the graph
 
     # ------------------------------------------------------------ set-up
     def _gather_level(self, levels):
@@ -287,9 +290,46 @@ class SlabGraphCycle:
         written into the widened faces and the gathered hierarchy in place,
         so the launches and the graph stay valid; the gathered level's
         couplings gathered on the device, no host copy."""
+        self.whole.refreshed(self._refresh_arrays(levels, self.whole.refresh_kept))
+
+    def _refresh_arrays(self, levels, keep):
+        """:meth:`refresh`'s launches: the widened faces, the gather and
+        the gathered hierarchy's levels (:func:`.multigrid.refresh_levels`
+        with ``keep``); the gathered coarsest level's float64 couplings."""
         for k, level in enumerate(self.levels[:self.gathered]):
             _fill_widened(levels[k][0], level, self.comm)
-        self.whole.refresh_couplings(self._gather(levels[self.gathered][0]))
+        gathered = tuple(c.astype(np.float64, copy=False)
+                         for c in self._gather(levels[self.gathered][0]))
+        return refresh_levels(gathered, self.whole.levels, keep)
+
+    def refresh_from(self, couplings, levels_of):
+        """:meth:`refresh` of ``levels_of(couplings)`` (the finest level's
+        float64 couplings on this rank's widened slab): the first refreshes
+        launched, then every rank captures the launches of the slabbed
+        levels' coarsening, the fills and their swaps, the gather and the
+        gathered levels' arrays into one CUDA graph
+        (:func:`.held_capture.capture_held`; all ranks or none), and later
+        refreshes copy ``couplings`` into its input and replay it.  Grids
+        of more than :data:`.multigrid_setup_cuda.REFRESH_GRAPH_MAX_CELLS`
+        cells a rank, and communicators a graph cannot hold, launch."""
+        cp, kept = self.cp, self._refresh_graph
+        cells = int(np.prod(self.levels[0].slab.shape)) // self.comm.size   # (alike on every rank)
+        entry = kept.get("entry")
+        if self.comm.name not in _CAPTURABLE or cells > REFRESH_GRAPH_MAX_CELLS \
+                or entry is False or kept["launched"] < REFRESH_LAUNCHED:
+            kept["launched"] += 1
+            return self.refresh(levels_of(couplings))
+        if entry is None:
+            inputs = tuple(cp.empty_like(c) for c in couplings)
+            capture = capture_held(lambda: self._refresh_arrays(levels_of(inputs), {"graph": False}),
+                                   self.comm)
+            entry = kept["entry"] = False if capture is None else (inputs, capture)
+            if entry is False:
+                return self.refresh(levels_of(couplings))
+        inputs, capture = entry
+        for dst, src in zip(inputs, couplings):
+            cp.copyto(dst, src)
+        self.whole.refreshed(capture.replay())
 
     def bytes_per_apply(self, io_itemsize=8):
         """Bytes one cycle moves on this rank, by
