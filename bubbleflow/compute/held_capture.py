@@ -17,7 +17,14 @@ calls must meet one for one.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
-__all__ = ["HeldCapture", "capture_held"]
+import threading
+from collections import OrderedDict
+
+__all__ = ["HeldCapture", "capture_held", "KeyedReplays", "keyed_replays", "CAPTURABLE"]
+
+#: The communicators whose calls a CUDA graph can hold (NCCL's run on the
+#: device; MPI's go through the host).
+CAPTURABLE = ("single", "nccl")
 
 
 class HeldCapture:
@@ -42,6 +49,7 @@ def capture_held(run, comm=None):
     import cupy as cp
 
     held, allocate = [], cp.cuda.get_allocator()
+    pinned = _PinnedGuard(cp)
 
     def holding(size):
         memory = allocate(size)
@@ -51,13 +59,14 @@ def capture_held(run, comm=None):
     stream = cp.cuda.Stream(non_blocking=True)
     capture = None
     try:
-        with cp.cuda.using_allocator(holding), stream:
+        with cp.cuda.using_allocator(holding), stream, pinned:
             stream.begin_capture()
             try:
                 result = run()
             finally:
                 graph = stream.end_capture()
-        capture = HeldCapture(graph, result, held)
+        if not pinned.used:
+            capture = HeldCapture(graph, result, held)
     except Exception:                       # not capturable here: the caller launches
         capture = None
     if comm is not None and comm.sum_int(0 if capture is not None else 1):
@@ -65,3 +74,125 @@ def capture_held(run, comm=None):
     if capture is not None and comm is not None:
         capture.graph = comm.hold_graph(capture.graph)
     return capture
+
+
+class _PinnedGuard:
+    """While a capture runs, the capturing thread may not take pinned host
+    memory: CuPy stages a copy from the host through it, and a graph would
+    replay that copy from a buffer the pool has given to someone else.  A
+    request from this thread raises (the capture fails); other threads'
+    requests go to CuPy's pool as always."""
+
+    def __init__(self, cp):
+        self.cp, self.used = cp, False
+        self.thread = threading.get_ident()
+
+    def _allocate(self, size):
+        if threading.get_ident() == self.thread:
+            self.used = True
+            raise RuntimeError("pinned host memory requested during a CUDA graph capture")
+        return self.cp.get_default_pinned_memory_pool().malloc(size)
+
+    def __enter__(self):
+        self.cp.cuda.set_pinned_memory_allocator(self._allocate)
+        return self
+
+    def __exit__(self, *exc):
+        self.cp.cuda.set_pinned_memory_allocator(self.cp.get_default_pinned_memory_pool().malloc)
+        return False
+
+
+def _flatten(tree, leaves):
+    """The arrays of nested tuples and lists (None kept) appended to
+    ``leaves``; the nesting, to rebuild them (:func:`_rebuild`)."""
+    if isinstance(tree, (tuple, list)):
+        return (type(tree), tuple(_flatten(t, leaves) for t in tree))
+    leaves.append(tree)
+    return None
+
+
+def _rebuild(shape, leaves):
+    if shape is None:
+        return next(leaves)
+    kind, parts = shape
+    return kind(_rebuild(p, leaves) for p in parts)
+
+
+class KeyedReplays:
+    """The launches of a function replayed from CUDA graphs, one per key.
+
+    ``replays(key, fn, inputs)`` gives ``fn(*inputs)``: nested tuples and
+    lists of device arrays (or None) that ``fn`` computes from the device
+    arrays ``inputs`` (or None) by launches alone, everything else it
+    depends on named by ``key``.  The first :attr:`launched` calls of a key
+    run ``fn``; the next captures it on input buffers of its own
+    (:func:`capture_held`); later calls copy ``inputs`` into them, replay,
+    and return copies of the results (an array returned twice is copied
+    once), so that nothing a caller keeps is overwritten by a later replay.
+    At most :attr:`kept` keys keep their graphs (the oldest goes first);
+    after :attr:`failures` captures that fail, every call runs ``fn``.  On
+    ranks (``comm``) every rank must call with the same keys: they capture
+    together or not at all.
+    """
+
+    def __init__(self, comm=None, launched=1, kept=4, failures=2):
+        self.comm, self.launched, self.kept, self.failures = comm, launched, kept, failures
+        self._seen, self._graphs, self.failed = {}, OrderedDict(), 0
+        #: Calls run, captured and replayed (for the tests and benches).
+        self.counts = {"run": 0, "captured": 0, "replayed": 0}
+
+    def __call__(self, key, fn, inputs):
+        import cupy as cp
+
+        entry = self._graphs.get(key)
+        if entry is None:
+            seen = self._seen.get(key, 0)
+            if self.failed >= self.failures or seen < self.launched:
+                self._seen[key] = seen + 1
+                self.counts["run"] += 1
+                return fn(*inputs)
+            entry = self._capture(key, fn, inputs)
+            if entry is None:
+                self.counts["run"] += 1
+                return fn(*inputs)
+        buffers, capture = entry
+        for dst, src in zip(buffers, inputs):
+            if dst is not None:
+                cp.copyto(dst, src)
+        leaves, shape = capture.replay()
+        copies = {}
+        out = [None if a is None else copies.setdefault(id(a), a.copy()) for a in leaves]
+        self.counts["replayed"] += 1
+        return _rebuild(shape, iter(out))
+
+    def _capture(self, key, fn, inputs):
+        import cupy as cp
+
+        buffers = tuple(None if a is None else cp.empty_like(a) for a in inputs)
+
+        def run():
+            leaves = []
+            shape = _flatten(fn(*buffers), leaves)
+            if not all(a is None or isinstance(a, cp.ndarray) for a in leaves):
+                raise TypeError("a replayed function returns device arrays only")
+            return leaves, shape
+
+        capture = capture_held(run, self.comm)
+        if capture is None:
+            self.failed += 1
+            return None
+        self.counts["captured"] += 1
+        self._graphs[key] = entry = (buffers, capture)
+        while len(self._graphs) > self.kept:
+            self._graphs.popitem(last=False)
+        return entry
+
+
+def keyed_replays(backend, comm=None, **options):
+    """A :class:`KeyedReplays` for functions of ``backend``'s arrays, or
+    None where their launches cannot be replayed (the host's arrays, or
+    ranks whose calls go through the host: MPI's)."""
+    if backend.name != "cupy" or (comm is not None
+                                  and getattr(comm, "name", None) not in CAPTURABLE):
+        return None
+    return KeyedReplays(comm, **options)

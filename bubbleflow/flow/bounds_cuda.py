@@ -23,6 +23,17 @@ _THREADS = 256
 _AXES = 3
 
 
+@cuda.kernel_cache
+def _starts(without_c):
+    """The figures where no cell updates them (-min c and max c are 0 and 1
+    without c), on the device once: a copy of them starts each pass (a
+    device copy, which a CUDA graph of the step can hold)."""
+    import cupy as cp
+
+    return cp.asarray([0.0, 0.0, 1.0, 0.0, -np.inf] if without_c
+                      else [0.0, -np.inf, -np.inf, 0.0, -np.inf])
+
+
 def field_figures(old_phi, old_velocity, phi, velocity, c, steps, gas_fraction):
     """Twin of ``bounds.field_figures``: one launch of ``bf_bounds_figures``."""
     import cupy as cp
@@ -39,9 +50,7 @@ def field_figures(old_phi, old_velocity, phi, velocity, c, steps, gas_fraction):
     new = faces[len(velocity):] + [faces[0]] * (_AXES - len(velocity))
     sizes = [a.size for a in faces[len(velocity):]] + [0] * (_AXES - len(velocity))
     scales = list(steps) + [0.0] * (_AXES - len(velocity))
-    # Where no cell updates them: -min c, max c are 0 and 1 without c.
-    start = [0.0, 0.0, 1.0, 0.0, -np.inf] if c is None else [0.0, -np.inf, -np.inf, 0.0, -np.inf]
-    out = cp.asarray(np.array(start))
+    out = _starts(c is None).copy()
     total = phi.size + sum(sizes)
     blocks = cuda.reduce_blocks(total, _THREADS)
     _kernel("bf_bounds_figures")((blocks,), (_THREADS,), (

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SweepPlan", "sweep", "SlabSweepGraphs", "CAPTURABLE", "GRAPHS_KEPT"]
+from ..compute.held_capture import CAPTURABLE
 
-#: The communicators whose exchanges a CUDA graph can hold (MPI's go
-#: through the host).
-CAPTURABLE = ("single", "nccl")
+__all__ = ["SweepPlan", "sweep", "SlabSweepGraphs", "GRAPHS_KEPT"]
+
 #: Graphs kept for one set of slab shapes (a flow's sweeps settle on one or
 #: two step counts: the oldest goes first).
 GRAPHS_KEPT = 4

@@ -47,6 +47,7 @@ import numpy as np
 
 from ..case.time_step import step_limits, viscosity_scheme
 from ..compute.backend import SideWork
+from ..compute.held_capture import keyed_replays
 from ..mesh.grid import Grid, interior_face_heights
 from ..mesh.levelset import build_levelset, geometry_circles
 from . import (bubble_measures, clsvof_transport, interface_force, levelset, momentum, viscosity,
@@ -129,6 +130,13 @@ class StepReport:
     shortened: int = 0      # times the step was done again, shorter (TRANSPORT_CFL)
 
 
+#: The largest slab (cells of a rank, or of the grid) whose end of a step is
+#: replayed from CUDA graphs: a replay copies its inputs in and its results
+#: out (about sixteen fields), which on larger slabs takes about as long on
+#: the device as the launches it saves take on the host.
+REPLAYED_STEP_CELLS = 1 << 21
+
+
 def landing_step(time, dt, end, interval):
     """``dt`` shortened to land exactly on ``end`` and on the next multiple
     of the snapshot ``interval`` (None: no snapshots) after ``time``."""
@@ -193,6 +201,12 @@ class FlowSolver:
         self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
         self.partition = self._partition(comm)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
+        # The end of a step replayed from CUDA graphs (_end_of_step): on a
+        # GPU, where the ranks' calls are NCCL's (a graph cannot hold MPI's),
+        # on slabs of at most REPLAYED_STEP_CELLS cells.
+        comm = self.partition.comm
+        cells = math.prod(g.shape) // (1 if comm is None else comm.size)
+        self._replays = keyed_replays(backend, comm) if cells <= REPLAYED_STEP_CELLS else None
         self.width = momentum_window(case)
         lo, hi = self.partition.window(self.width)
         heights = self._face_heights()
@@ -464,17 +478,15 @@ class FlowSolver:
             dt, redone = shorter, redone + 1
             velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
         step, self._last_dt = state.step + 1, dt
-        phi, c = self.move_interface(state, velocity, dt, step, bounded)
+        del fields, H, rho, mu, rho_faces, phi_w
+        phi, c, next_start, figures, sums = self._end_of_step(state, velocity, dt, step, bounded)
         new = FlowState(phi=phi, velocity=velocity, p=p, time=state.time + dt, step=step, c=c)
         end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
         # The next step's start is read with this one's figures (one transfer).
-        del fields, H, rho, mu, rho_faces, phi_w
-        next_start = self._start_on_device(new)
-        figures = self.bounds.device_figures(state.phi, state.velocity, phi, velocity, c, dt)
         diagnostics, (nd, nu), (figures, scalars) = self._diagnostics(
-            new, norms, [figures, next_start[2]])
+            new, norms, [figures, next_start[2]], sums)
         self._next = (new, next_start[:2] + (self._over_ranks(scalars),))
         bounds = self.bounds.figures(figures)
         clock.mark("diagnostics")
@@ -484,6 +496,35 @@ class FlowSolver:
                             phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds,
                             shortened=redone)
         return new, report
+
+    def _end_of_step(self, state, velocity, dt, step, bounded):
+        """``(phi, c, next_start, figures, sums)``: the interface moved by
+        the new ``velocity`` (:meth:`move_interface`), the next step's start
+        on the device (:meth:`_start_on_device`), the physical bounds'
+        figures and the diagnostics' sums, all on the device.  Its launches
+        depend on the fields, on ``dt``, on the sweeps' order and the
+        reinitialisation that ``step`` sets, and on ``bounded``: on a GPU
+        they are replayed from a CUDA graph per such key
+        (:class:`~bubbleflow.compute.held_capture.KeyedReplays`)."""
+        ls = self.case.levelset
+        reinit = bool(ls.reinit_every) and step % ls.reinit_every == 0
+
+        def launches(old_phi, old_c, *faces):
+            old = FlowState(phi=old_phi, velocity=faces[:self.ndim], p=None, time=state.time,
+                            step=state.step, c=old_c)
+            new_velocity = faces[self.ndim:]
+            phi, c = self.move_interface(old, new_velocity, dt, step, bounded)
+            new = FlowState(phi=phi, velocity=new_velocity, p=None, time=state.time + dt,
+                            step=step, c=c)
+            return (phi, c, self._start_on_device(new),
+                    self.bounds.device_figures(old_phi, old.velocity, phi, new_velocity, c, dt),
+                    self._measure_sums(new))
+
+        inputs = (state.phi, state.c, *state.velocity, *velocity)
+        if self._replays is None or self.clock.enabled:
+            return launches(*inputs)
+        key = (dt, step % self.ndim, reinit, bounded)
+        return self._replays(key, launches, inputs)
 
     def _start(self, state):
         """``(phi_w, properties, scalars)`` of a step from ``state``: the
@@ -599,17 +640,23 @@ class FlowSolver:
         return phi, c
 
     # ------------------------------------------------------------ diagnostics
-    def _diagnostics(self, state, norms=None, extra=()):
-        """The bubble quantities of the state (with a volume fraction its
-        area or volume, centroid and rise velocity are the fraction's),
-        ``norms`` as host floats and the device arrays ``extra`` read on the
-        host with them (a list): one transfer."""
+    def _measure_sums(self, state):
+        """The device sums of :meth:`_diagnostics`' bubble quantities (a list)."""
         padding = self.partition.padding
         sums = [bubble_measures.bubble_sums(state.phi, state.velocity, self.spacing, self.eps,
                                             padding=padding)]
         if state.c is not None:
             sums.append(vof_diagnostics.gas_sums(state.c, state.velocity, self.spacing,
                                                  padding=padding))
+        return sums
+
+    def _diagnostics(self, state, norms=None, extra=(), sums=None):
+        """The bubble quantities of the state (with a volume fraction its
+        area or volume, centroid and rise velocity are the fraction's),
+        ``norms`` as host floats and the device arrays ``extra`` read on the
+        host with them (a list): one transfer.  ``sums``: the state's
+        :meth:`_measure_sums`, where they were taken already."""
+        sums = list(self._measure_sums(state) if sums is None else sums)
         if norms is not None:
             sums.append(norms)
         sums.extend(extra)

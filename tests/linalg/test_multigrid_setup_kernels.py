@@ -86,44 +86,30 @@ def test_a_hierarchy_on_the_gpu_is_the_array_codes(cp):
 
 @pytest.mark.parametrize("shape", [(33, 48), (20, 12, 16)], ids=str)
 def test_refreshes_replayed_from_a_graph_are_the_array_codes(shape, cp):
-    """A hierarchy's refreshes: the first launched, the second captured and
-    the later ones replayed from one CUDA graph; after each, every level
-    holds the bits of a new hierarchy built by NumPy's array code from the
-    same couplings (and the coarsest couplings handed to the coarse solve
-    are the array code's)."""
-    from bubbleflow.linalg.precond import multigrid_setup_cuda as setup
-    from bubbleflow.linalg.precond.multigrid import refresh_levels
-
+    """A hierarchy's refreshes: the first (the build's) launched, the second
+    captured and replayed, the later ones replayed from one CUDA graph;
+    after each, every level holds the bits of a new hierarchy built by
+    NumPy's array code from the same couplings, and the coarsest inverse is
+    computed from the array code's coarsest couplings."""
     first = couplings(shape, seed=4)
     M = Multigrid.from_couplings(tuple(cp.asarray(x) for x in first), shape, coarsest=16,
                                  min_side=1)
     assert len(M.levels) > 2
     for seed in range(5, 10):
         c = couplings(shape, seed=seed)
-        coarsest = variant(refresh_levels)(tuple(cp.asarray(x) for x in c), M.levels,
-                                           M.refresh_kept)
-        if coarsest is NotImplemented:              # the first refresh: the twins' launches
-            coarsest = refresh_levels.reference(tuple(cp.asarray(x) for x in c), M.levels, {})
+        assert M.refresh_couplings(tuple(cp.asarray(x) for x in c))
         ref = Multigrid.from_couplings(c, shape, coarsest=16, min_side=1)
         for lv, rv in zip(M.levels, ref.levels):
             same(lv.couplings + (lv.inv_diagonal,), rv.couplings + (rv.inv_diagonal,))
-        same(coarsest, refresh_levels.reference(c, [_host_level(lv) for lv in ref.levels], {}))
-    entry = M.refresh_kept["graph"]
-    assert entry is not False and entry[0] == tuple(x.shape for x in first)
-    assert setup.REFRESH_LAUNCHED == M.refresh_kept["launched"]
-
-
-def _host_level(level):
-    """A level's arrays as new NumPy arrays (for the reference to write)."""
-    class Level:
-        couplings = tuple(np.empty_like(c) for c in level.couplings)
-        inv_diagonal = np.empty_like(level.inv_diagonal)
-    return Level
+        np.testing.assert_allclose(M.coarse_inverse.get(), ref.coarse_inverse, rtol=1e-4,
+                                   atol=1e-4 * np.abs(ref.coarse_inverse).max())
+    # (the hierarchy's build is its first refresh: the loop's first captures)
+    assert M.replays.counts == {"run": 1, "captured": 1, "replayed": 5}
 
 
 def test_a_refresh_that_does_not_capture_runs_the_array_code(cp, monkeypatch):
-    """Where the refresh's launches do not capture, it runs the twins'
-    launches from then on, with the same bits."""
+    """Where the refresh's launches do not capture, it launches them from
+    then on, with the same bits."""
     shape = (24, 40)
     M = Multigrid.from_couplings(tuple(cp.asarray(x) for x in couplings(shape, seed=4)), shape,
                                  coarsest=16, min_side=1)
@@ -132,13 +118,13 @@ def test_a_refresh_that_does_not_capture_runs_the_array_code(cp, monkeypatch):
         raise RuntimeError("no capture here")
 
     monkeypatch.setattr(cp.cuda.Stream, "begin_capture", refuse)
-    for seed in (5, 6, 7):
+    for seed in (5, 6, 7, 8):
         c = couplings(shape, seed=seed)
         assert M.refresh_couplings(tuple(cp.asarray(x) for x in c))
         ref = Multigrid.from_couplings(c, shape, coarsest=16, min_side=1)
         for lv, rv in zip(M.levels, ref.levels):
             same(lv.couplings + (lv.inv_diagonal,), rv.couplings + (rv.inv_diagonal,))
-    assert M.refresh_kept["graph"] is False
+    assert M.replays.counts["replayed"] == 0 and M.replays.failed == M.replays.failures
 
 
 @pytest.mark.parametrize("case", ["random", "powers", "zero", "nan", "inf", "tiny", "one"])

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
+from ...compute.held_capture import CAPTURABLE
 from .protocol import BAD, BETA, DONE, INV_BNORM, RZ, TOL_REL, DeviceEngine, float64_on_device
 
 __all__ = ["RankFusedEngine", "engine_for", "MAX_CELLS"]
@@ -47,8 +48,6 @@ MAX_CELLS = 2 ** 31 - 2 ** 26
 #: The scalars' indices past the shared ones (ranks.cu's S_*).
 _PW_LOCAL, _PW, _SUMS_LOCAL, _SUMS = 7, 8, 9, 11
 _NSCAL = 13
-#: The communicators whose all-reduce and swap a CUDA graph can hold.
-_CAPTURABLE = ("single", "nccl")
 
 
 #: The kernels' forms by how ``y = M^-1 r`` is had: ``r`` itself, ``D^-1 r``
@@ -88,7 +87,7 @@ def engine_for(A, prec_obj, prec_name, defl, variant, b, previous=None):
         return None
     if _mode(prec_obj, prec_name) is None:
         return None
-    if getattr(A.comm, "name", None) not in _CAPTURABLE:
+    if getattr(A.comm, "name", None) not in CAPTURABLE:
         return None           # MPI staging through the host: the generic loop
     if previous is not None and previous.fits(A, prec_name):
         # (Its slab passed the ranks' agreement below when it was built; a
@@ -222,7 +221,7 @@ class RankFusedEngine(DeviceEngine):
         collectives at their first call, which a capture cannot hold), then
         replayed from a CUDA graph of the same launches (the cycle's
         hundred-odd launches are one from the host)."""
-        graphs = self.use_graphs and self.comm.name in _CAPTURABLE
+        graphs = self.use_graphs and self.comm.name in CAPTURABLE
         held = self._start_graph
         if not graphs or held is None or held[0] is not self._prec_of:
             self._precondition()
@@ -355,7 +354,7 @@ class RankFusedEngine(DeviceEngine):
             return
         if count <= 0:
             return
-        graphs = self.use_graphs and self.comm.name in _CAPTURABLE
+        graphs = self.use_graphs and self.comm.name in CAPTURABLE
         lengths = []
         if graphs:
             self._new_signature((self.hist.data.ptr, id(self._prec_of)))

@@ -39,12 +39,15 @@ captured with the Krylov iteration (:meth:`Multigrid.device_launches`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import multigrid_cuda, multigrid_setup_cuda
 from .chebyshev import chebyshev_coefficients
 from .coarsest_solve import HostCoarseSolve, coarse_solve, coarse_solve_bytes
 from ...compute.backend import backend_of
+from ...compute.held_capture import keyed_replays
 from ...compute.twins import twin
 from ...mesh.grid import array_axis
 from ...operators.poisson import apply_faces, centre_from_couplings
@@ -221,6 +224,13 @@ def level_shapes(shape, coarsest, min_side):
     return shapes
 
 
+#: The largest finest level (cells) whose refresh is replayed from a CUDA
+#: graph: the graph keeps a copy of the finest couplings and every coarse
+#: level's float64 couplings, which on larger grids would be memory held for
+#: launches that cost little beside their kernels.
+REPLAYED_REFRESH_CELLS = 1 << 24
+
+
 def check_coarse_refresh(option):
     """``option`` if it is ``"auto"`` or an integer >= 1, else a clear error."""
     if option == "auto" or (isinstance(option, (int, np.integer)) and not isinstance(option, bool)
@@ -271,14 +281,11 @@ def write_io_scale(peak, io_scale):
     io_scale[1:2] = xp.exp2(exponent)
 
 
-@twin
-def refresh_levels(couplings, levels, keep):
+def refresh_levels(couplings, levels):
     """Every level's arrays (:func:`level_arrays`) from the finest level's
     float64 face ``couplings``, each coarser level's couplings coarsened
     from the one above (:func:`coarsen_couplings`), written in place;
-    returns the coarsest level's float64 couplings.  ``keep``: a dict the
-    hierarchy holds for the variants (the CUDA one keeps a graph of these
-    launches there)."""
+    returns the coarsest level's float64 couplings."""
     xp = backend_of(couplings[0]).xp
     for k, level in enumerate(levels):
         if k:
@@ -414,7 +421,10 @@ class Multigrid(Preconditioner):
         self.xp = backend_of(couplings[0]).xp
         self.levels = [_Level(s, self.xp, self.dtype)
                        for s in level_shapes(shape, self.coarsest, self.min_side)]
-        self.refresh_kept = {}              # refresh_levels' variants keep their state here
+        # A refresh's launches replayed from a CUDA graph (a few launches
+        # instead of two dispatches a level) on grids up to REPLAYED_REFRESH_CELLS.
+        self.replays = (keyed_replays(backend_of(couplings[0]))
+                        if math.prod(shape) <= REPLAYED_REFRESH_CELLS else None)
         self.coarse_inverse = None
         self._coarse_age = 0                # refreshes since the inverse was computed
         self._coarse_moved = 0.0            # the interface's motion since, in cells
@@ -446,7 +456,10 @@ class Multigrid(Preconditioner):
         """:meth:`refresh` from the face ``couplings`` of an operator on
         this hierarchy's grid and backend (a gathered coarse level's)."""
         couplings = tuple(c.astype(np.float64, copy=False) for c in couplings)
-        return self.refreshed(refresh_levels(couplings, self.levels, self.refresh_kept))
+        if self.replays is None:
+            return self.refreshed(refresh_levels(couplings, self.levels))
+        return self.refreshed(self.replays(
+            "refresh", lambda *c: refresh_levels(c, self.levels), couplings))
 
     def refreshed(self, couplings):
         """After the levels' arrays were written (:func:`refresh_levels`,
@@ -580,6 +593,5 @@ prolong_smooth.register("cupy")(multigrid_cuda.prolong_smooth)
 cycle_runner.register("cupy")(multigrid_cuda.cycle_runner)
 coarsen_couplings.register("cupy")(multigrid_setup_cuda.coarsen_couplings)
 level_arrays.register("cupy")(multigrid_setup_cuda.level_arrays)
-refresh_levels.register("cupy")(multigrid_setup_cuda.refresh_levels)
 abs_peak.register("cupy")(multigrid_setup_cuda.abs_peak)
 write_io_scale.register("cupy")(multigrid_setup_cuda.write_io_scale)

@@ -19,20 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
-from ...compute.held_capture import capture_held
 from ...mesh.grid import array_axis
 
-__all__ = ["coarsen_couplings", "level_arrays", "refresh_levels", "shifted_dense", "abs_peak",
-           "write_io_scale"]
-
-#: The largest finest level (cells) whose refresh is replayed from a CUDA
-#: graph: the graph keeps a copy of the finest couplings and every coarse
-#: level's float64 couplings, which on larger grids would be memory held for
-#: launches that cost little beside their kernels.
-REFRESH_GRAPH_MAX_CELLS = 1 << 24
-#: Refreshes of a hierarchy launched directly before its graph is captured
-#: (the first compiles the kernels and leaves the blocks in CuPy's pool).
-REFRESH_LAUNCHED = 1
+__all__ = ["coarsen_couplings", "level_arrays", "shifted_dense", "abs_peak", "write_io_scale"]
 
 _kernel = cuda.float64_kernels(__name__, "multigrid_setup.cu")
 #: The level kernel by the cycle's precision.
@@ -110,50 +99,6 @@ def level_arrays(couplings, out_couplings, out_inv_diagonal):
     cuda.launch_1d(_kernel(_LEVEL[dtype]), inv.size, (*ins, *outs, inv,
                                                       *(np.int32(n) for n in inv.shape)))
     return None
-
-
-def refresh_levels(couplings, levels, keep):
-    """Twin of ``multigrid.refresh_levels``: a hierarchy's first refresh
-    launches the kernels (``NotImplemented``: the array code runs, the
-    twins above in it), the next captures the same launches into one CUDA
-    graph on buffers of its own (:func:`.held_capture.capture_held`), and
-    every later one copies the finest couplings into the graph's input and
-    replays it: a few launches instead of two dispatches a level.  The
-    coarsest couplings it returns are the graph's own, rewritten by the
-    next refresh.  Where the capture fails, or ``keep`` says so
-    (``keep["graph"]`` False: a caller capturing the refresh itself), the
-    array code runs."""
-    import cupy as cp
-
-    if not all(isinstance(c, cp.ndarray) and c.dtype == cp.float64 and c.flags.c_contiguous
-               for c in couplings) or levels[0].inv_diagonal.size > REFRESH_GRAPH_MAX_CELLS:
-        return NotImplemented
-    shapes = tuple(c.shape for c in couplings)
-    entry = keep.get("graph")
-    if entry is None or entry is not False and entry[0] != shapes:
-        launched = keep.get("launched", 0)
-        if entry is None and launched < REFRESH_LAUNCHED:
-            keep["launched"] = launched + 1
-            return NotImplemented
-        entry = keep["graph"] = _capture_refresh(couplings, levels)
-    if entry is False:
-        return NotImplemented
-    _, inputs, capture = entry
-    for dst, src in zip(inputs, couplings):
-        cp.copyto(dst, src)
-    return capture.replay()
-
-
-def _capture_refresh(couplings, levels):
-    """``(shapes, inputs, capture)`` of a refresh of ``levels`` from buffers
-    ``inputs`` shaped as ``couplings``, or False where it does not capture."""
-    import cupy as cp
-
-    from .multigrid import refresh_levels as concept
-
-    inputs = tuple(cp.empty_like(c) for c in couplings)
-    capture = capture_held(lambda: concept.reference(inputs, levels, {}))
-    return False if capture is None else (tuple(c.shape for c in couplings), inputs, capture)
 
 
 def shifted_dense(couplings, shape, centre, shift):

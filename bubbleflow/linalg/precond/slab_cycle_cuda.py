@@ -33,9 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
-from ...compute.held_capture import capture_held
-from .multigrid import Multigrid, cycle_bytes, refresh_levels
-from .multigrid_setup_cuda import REFRESH_GRAPH_MAX_CELLS, REFRESH_LAUNCHED
+from ...compute.held_capture import CAPTURABLE, KeyedReplays
+from .multigrid import REPLAYED_REFRESH_CELLS, Multigrid, cycle_bytes, refresh_levels
 from .multigrid_cuda import (GraphCycle, chebyshev_coef, covered, down_launch, level_kernel,
                              residual_launch, run_launch, up_launch)
 
@@ -46,8 +45,6 @@ __all__ = ["SlabGraphCycle", "slab_cycle_runner", "halo_planes", "GATHER_CELLS"]
 #: than its kernels on the whole level take (measured on two GPUs from
 #: 2^12 to 2^22: docs/performance_records.md).
 GATHER_CELLS = 2 ** 20
-#: The communicators whose swaps and all-gather a CUDA graph can hold.
-_CAPTURABLE = ("single", "nccl")
 
 
 def halo_planes(degree):
@@ -66,7 +63,7 @@ def slab_cycle_runner(mg, levels):
     communicator do not cover it; every rank answers alike."""
     dtype = str(mg.dtype)
     ndim = len(levels[0][1].shape)
-    ok = (getattr(mg.comm, "name", None) in _CAPTURABLE and dtype in cuda.CTYPE
+    ok = (getattr(mg.comm, "name", None) in CAPTURABLE and dtype in cuda.CTYPE
           and ndim in (2, 3))
     if ok:
         shape = (8,) * ndim
@@ -144,7 +141,9 @@ class SlabGraphCycle:
         self.graph = None
         self._captured = False
         self.capture_error = None
-        self._refresh_graph = {"launched": 0}   # refresh_from's: refreshes launched, the graph
+        cells = int(np.prod(self.levels[0].slab.shape)) // self.comm.size   # (alike on every rank)
+        self.replays = (KeyedReplays(self.comm) if self.comm.name in CAPTURABLE
+                         and cells <= REPLAYED_REFRESH_CELLS else None)
 
     # ------------------------------------------------------------ set-up
     def _gather_level(self, levels):
@@ -290,46 +289,30 @@ class SlabGraphCycle:
         written into the widened faces and the gathered hierarchy in place,
         so the launches and the graph stay valid; the gathered level's
         couplings gathered on the device, no host copy."""
-        self.whole.refreshed(self._refresh_arrays(levels, self.whole.refresh_kept))
+        self.whole.refreshed(self._refresh_arrays(levels))
 
-    def _refresh_arrays(self, levels, keep):
+    def _refresh_arrays(self, levels):
         """:meth:`refresh`'s launches: the widened faces, the gather and
-        the gathered hierarchy's levels (:func:`.multigrid.refresh_levels`
-        with ``keep``); the gathered coarsest level's float64 couplings."""
+        the gathered hierarchy's levels; the gathered coarsest level's
+        float64 couplings."""
         for k, level in enumerate(self.levels[:self.gathered]):
             _fill_widened(levels[k][0], level, self.comm)
         gathered = tuple(c.astype(np.float64, copy=False)
                          for c in self._gather(levels[self.gathered][0]))
-        return refresh_levels(gathered, self.whole.levels, keep)
+        return refresh_levels(gathered, self.whole.levels)
 
     def refresh_from(self, couplings, levels_of):
         """:meth:`refresh` of ``levels_of(couplings)`` (the finest level's
-        float64 couplings on this rank's widened slab): the first refreshes
-        launched, then every rank captures the launches of the slabbed
-        levels' coarsening, the fills and their swaps, the gather and the
-        gathered levels' arrays into one CUDA graph
-        (:func:`.held_capture.capture_held`; all ranks or none), and later
-        refreshes copy ``couplings`` into its input and replay it.  Grids
-        of more than :data:`.multigrid_setup_cuda.REFRESH_GRAPH_MAX_CELLS`
-        cells a rank, and communicators a graph cannot hold, launch."""
-        cp, kept = self.cp, self._refresh_graph
-        cells = int(np.prod(self.levels[0].slab.shape)) // self.comm.size   # (alike on every rank)
-        entry = kept.get("entry")
-        if self.comm.name not in _CAPTURABLE or cells > REFRESH_GRAPH_MAX_CELLS \
-                or entry is False or kept["launched"] < REFRESH_LAUNCHED:
-            kept["launched"] += 1
+        float64 couplings on this rank's widened slab), its launches (the
+        slabbed levels' coarsening, the fills and their swaps, the gather,
+        the gathered levels' arrays) replayed from one CUDA graph
+        (:class:`~bubbleflow.compute.held_capture.KeyedReplays`; every rank
+        or none) on grids of at most
+        :data:`.multigrid.REPLAYED_REFRESH_CELLS` cells a rank."""
+        if self.replays is None:
             return self.refresh(levels_of(couplings))
-        if entry is None:
-            inputs = tuple(cp.empty_like(c) for c in couplings)
-            capture = capture_held(lambda: self._refresh_arrays(levels_of(inputs), {"graph": False}),
-                                   self.comm)
-            entry = kept["entry"] = False if capture is None else (inputs, capture)
-            if entry is False:
-                return self.refresh(levels_of(couplings))
-        inputs, capture = entry
-        for dst, src in zip(inputs, couplings):
-            cp.copyto(dst, src)
-        self.whole.refreshed(capture.replay())
+        self.whole.refreshed(self.replays(
+            "refresh", lambda *c: self._refresh_arrays(levels_of(c)), couplings))
 
     def bytes_per_apply(self, io_itemsize=8):
         """Bytes one cycle moves on this rank, by
