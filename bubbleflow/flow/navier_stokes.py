@@ -133,8 +133,10 @@ class StepReport:
 #: The largest slab (cells of a rank, or of the grid) whose end of a step is
 #: replayed from CUDA graphs: a replay copies its inputs in and its results
 #: out (about sixteen fields), which on larger slabs takes about as long on
-#: the device as the launches it saves take on the host.
-REPLAYED_STEP_CELLS = 1 << 21
+#: the device as the launches it saves take on the host, and each graph
+#: holds the memory of every array its launches make (a few dozen fields;
+#: a graph a sweep order).
+REPLAYED_STEP_CELLS = 1 << 20
 
 
 def landing_step(time, dt, end, interval):
