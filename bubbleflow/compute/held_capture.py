@@ -130,14 +130,15 @@ class KeyedReplays:
     and return copies of the results (an array returned twice is copied
     once), so that nothing a caller keeps is overwritten by a later replay.
     At most :attr:`kept` keys keep their graphs (the oldest goes first);
-    after :attr:`failures` captures that fail, every call runs ``fn``.  On
+    after :attr:`failures` captures of a kind of key that fail (a tuple's
+    first item names its kind), every call of that kind runs ``fn``.  On
     ranks (``comm``) every rank must call with the same keys: they capture
     together or not at all.
     """
 
     def __init__(self, comm=None, launched=1, kept=4, failures=2):
         self.comm, self.launched, self.kept, self.failures = comm, launched, kept, failures
-        self._seen, self._graphs, self.failed = {}, OrderedDict(), 0
+        self._seen, self._graphs, self.failed, self._kind_failed = {}, OrderedDict(), 0, {}
         #: Calls run, captured and replayed (for the tests and benches).
         self.counts = {"run": 0, "captured": 0, "replayed": 0}
 
@@ -147,7 +148,7 @@ class KeyedReplays:
         entry = self._graphs.get(key)
         if entry is None:
             seen = self._seen.get(key, 0)
-            if self.failed >= self.failures or seen < self.launched:
+            if self._kind_failed.get(_kind(key), 0) >= self.failures or seen < self.launched:
                 self._seen[key] = seen + 1
                 self.counts["run"] += 1
                 return fn(*inputs)
@@ -180,12 +181,18 @@ class KeyedReplays:
         capture = capture_held(run, self.comm)
         if capture is None:
             self.failed += 1
+            self._kind_failed[_kind(key)] = self._kind_failed.get(_kind(key), 0) + 1
             return None
         self.counts["captured"] += 1
         self._graphs[key] = entry = (buffers, capture)
         while len(self._graphs) > self.kept:
             self._graphs.popitem(last=False)
         return entry
+
+
+def _kind(key):
+    """The kind of a key: a tuple's first item, else the key itself."""
+    return key[0] if isinstance(key, tuple) and key else key
 
 
 def keyed_replays(backend, comm=None, **options):

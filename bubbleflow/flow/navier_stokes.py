@@ -137,6 +137,10 @@ class StepReport:
 #: holds the memory of every array its launches make (a few dozen fields;
 #: a graph a sweep order).
 REPLAYED_STEP_CELLS = 1 << 20
+#: The graphs of a step's parts a run keeps (the oldest goes first): the
+#: momentum phase's two and the end of the step's one a sweep order, for
+#: the step's length and the one before it.
+REPLAYED_KEYS = 12
 
 
 def landing_step(time, dt, end, interval):
@@ -208,7 +212,8 @@ class FlowSolver:
         # on slabs of at most REPLAYED_STEP_CELLS cells.
         comm = self.partition.comm
         cells = math.prod(g.shape) // (1 if comm is None else comm.size)
-        self._replays = keyed_replays(backend, comm) if cells <= REPLAYED_STEP_CELLS else None
+        self._replays = (keyed_replays(backend, comm, kept=REPLAYED_KEYS)
+                         if cells <= REPLAYED_STEP_CELLS else None)
         self.width = momentum_window(case)
         lo, hi = self.partition.window(self.width)
         heights = self._face_heights()
@@ -349,33 +354,56 @@ class FlowSolver:
     def provisional_velocity(self, phi, velocity, dt, H, rho, mu, rho_faces):
         """``u*`` on the interior faces of the (widened) slab: explicit
         (:func:`.momentum.provisional_velocity`) or with the viscous
-        stress implicit (:meth:`_implicit_solves`)."""
-        # A level set rebuilt from PLIC interfaces is filtered before its
-        # curvature is taken (levelset.smooth says why).
-        coefficients = interface_force.coefficients(phi, self.curvature_passes, self.spacing,
-                                                    self.sigma, self.heights, self.buoyancy,
-                                                    self.y0, self.eps)
+        stress implicit (:meth:`_implicit_solves`).  Their launches around
+        the viscous solves' host reads are replayed per ``dt``
+        (:meth:`_replayed`)."""
+        nd = self.ndim
         # Reduced gravity's consistency term on the vertical faces (momentum.density_mismatch).
         reduced = (momentum.ReducedGravity(self.gravity, self.rho_g, self.rho_l)
                    if self.buoyancy != 0 else None)
         gravity = 0.0 if self.reduced_gravity else self.gravity
-        if self.implicit_viscosity:
-            solutions = self._implicit_solves(velocity, dt, mu, rho_faces)
-            return momentum.implicit_velocity(solutions, velocity, H, rho_faces, coefficients,
-                                                 dt, self.spacing, gravity, reduced)
-        return momentum.provisional_velocity(velocity, H, mu, rho_faces, coefficients, dt,
-                                                self.spacing, self.signs, gravity, reduced)
 
-    def _implicit_solves(self, velocity, dt, mu, rho_faces):
+        def forces(phi):
+            # A level set rebuilt from PLIC interfaces is filtered before its
+            # curvature is taken (levelset.smooth says why).
+            return interface_force.coefficients(phi, self.curvature_passes, self.spacing,
+                                                self.sigma, self.heights, self.buoyancy,
+                                                self.y0, self.eps)
+
+        faces = (*velocity, *rho_faces)
+        if not self.implicit_viscosity:
+            def explicit(phi, H, mu, *faces):
+                return momentum.provisional_velocity(faces[:nd], H, mu, faces[nd:], forces(phi),
+                                                     dt, self.spacing, self.signs, gravity,
+                                                     reduced)
+            return self._replayed(("explicit velocity", dt), explicit, (phi, H, mu, *faces))
+
+        def before(phi, mu, *faces):
+            u, rf = faces[:nd], faces[nd:]
+            adv = momentum.advection_terms(u, rf, mu, self.spacing, self.signs)
+            return forces(phi), momentum.implicit_rhs(u, mu, rf, adv, dt, self.spacing)
+
+        def after(H, *faces):
+            solutions, u, rf, coefficients = (faces[k * nd:(k + 1) * nd] for k in range(4))
+            if coefficients[0] is None:                 # (no surface tension, no buoyancy)
+                coefficients = None
+            return momentum.implicit_velocity(solutions, u, H, rf, coefficients, dt,
+                                              self.spacing, gravity, reduced)
+
+        coefficients, rhss = self._replayed(("viscous right-hand sides", dt), before,
+                                            (phi, mu, *faces))
+        solutions = self._implicit_solves(velocity, dt, mu, rho_faces, rhss)
+        return self._replayed(("implicit velocity", dt), after,
+                              (H, *solutions, *faces, *(coefficients or (None,) * nd)))
+
+    def _implicit_solves(self, velocity, dt, mu, rho_faces, rhss):
         """The viscous solves of every component (backward Euler,
-        :func:`.viscosity.solve_implicit`), side by side: the interior
+        :func:`.viscosity.solve_implicit`) of the right-hand sides ``rhss``
+        (:func:`.momentum.implicit_rhs`), side by side: the interior
         faces' velocities before the forces join; the records kept, a solve
         that did not converge raised as ``FloatingPointError`` naming it."""
-        spacing = self.spacing
-        adv = momentum.advection_terms(velocity, rho_faces, mu, spacing, self.signs)
-        rhss = momentum.implicit_rhs(velocity, mu, rho_faces, adv, dt, spacing)
         part = self.partition
-        solved = viscosity.solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing,
+        solved = viscosity.solve_implicit(velocity, mu, rho_faces, rhss, dt, self.spacing,
                                              self.signs, self.case.momentum.viscous_rtol,
                                              padding=part.padding,
                                              owned=part.owned_planes(self.ndim, self.width))
@@ -522,10 +550,16 @@ class FlowSolver:
                     self.bounds.device_figures(old_phi, old.velocity, phi, new_velocity, c, dt),
                     self._measure_sums(new))
 
-        inputs = (state.phi, state.c, *state.velocity, *velocity)
+        return self._replayed(("end of step", dt, step % self.ndim, reinit, bounded), launches,
+                              (state.phi, state.c, *state.velocity, *velocity))
+
+    def _replayed(self, key, launches, inputs):
+        """``launches(*inputs)``: a part of the step whose launches depend
+        on the arrays ``inputs`` and on what ``key`` names alone, replayed
+        from a CUDA graph per key on a GPU (:attr:`_replays`; not while the
+        phase clock times the phases)."""
         if self._replays is None or self.clock.enabled:
             return launches(*inputs)
-        key = (dt, step % self.ndim, reinit, bounded)
         return self._replays(key, launches, inputs)
 
     def _start(self, state):

@@ -42,7 +42,7 @@ def test_implicit_viscous_step_matches_a_direct_solve(backend):
     signs = flow.signs
     adv = momentum.advection_terms((u, v), (rho_x, rho_y), mu, (hx, hy), signs)
     rhs_u, rhs_v = momentum.implicit_rhs((u, v), mu, (rho_x, rho_y), adv, dt, (hx, hy))
-    xu, xv = flow._implicit_solves((u, v), dt, mu, (rho_x, rho_y))
+    xu, xv = flow._implicit_solves((u, v), dt, mu, (rho_x, rho_y), (rhs_u, rhs_v))
     assert [r.converged for r in flow.viscous_records] == [True, True]
     for a, (name, rho_f, rhs, x) in enumerate((("u", rho_x, rhs_u, xu), ("v", rho_y, rhs_v, xv))):
         S = ViscousSystem(a, mu, rho_f, dt, (hx, hy), signs)
