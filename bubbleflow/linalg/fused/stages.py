@@ -173,14 +173,16 @@ class FusedStages:
         self.cur, self.pcur = 1 - self.cur, 1 - self.pcur
 
     def _args_key(self, args):
-        """:func:`arg_key` of each of a launch's ``args``, memoised on the
-        tuple itself: a preconditioner's launch lists (built once per set of
-        buffers) hand the same tuples to every solve, so a new signature
+        """:func:`arg_key` of each of a preconditioner's launch ``args``,
+        memoised on the tuple itself: its launch lists (built once per set
+        of buffers) hand the same tuples to every solve, so a new signature
         after a bind keys them without visiting their arguments again.  The
         memo holds each tuple, so that its ``id`` is not reused while it is
         there, and is emptied when a new preconditioner is bound or it
         reaches :data:`ARGS_KEYS_KEPT` tuples (a tuple's arrays and numbers
-        cannot change: the key stays right)."""
+        cannot change: the key stays right).  The coarse solve's launches,
+        made again with each deflation space's arrays, are keyed afresh:
+        held here, those arrays would outlive their space."""
         memo = self._args_keys
         hit = memo.get(id(args))
         if hit is not None and hit[0] is args:
@@ -201,7 +203,7 @@ class FusedStages:
         if self._sig is None:
             cs = ()
             if self.cs is not None:
-                cs = tuple((id(kern), grid, block, shared, self._args_key(args))
+                cs = tuple((id(kern), grid, block, shared, tuple(arg_key(a) for a in args))
                            for kern, grid, block, args, shared in
                            self.cs.launches(self.g, self.e, gather=False))
                 cs += tuple(arg_key(a) for a in self.cs.gather_operands())
