@@ -130,8 +130,8 @@ class StepReport:
     shortened: int = 0      # times the step was done again, shorter (TRANSPORT_CFL)
 
 
-#: The largest slab (cells of a rank, or of the grid) whose end of a step is
-#: replayed from CUDA graphs: a replay copies its inputs in and its results
+#: The largest slab (cells of a rank, or of the grid) whose momentum phase
+#: and end of a step are replayed from CUDA graphs: a replay copies its inputs in and its results
 #: out (about sixteen fields), which on larger slabs takes about as long on
 #: the device as the launches it saves take on the host, and each graph
 #: holds the memory of every array its launches make (a few dozen fields;
@@ -207,9 +207,10 @@ class FlowSolver:
         self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
         self.partition = self._partition(comm)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
-        # The end of a step replayed from CUDA graphs (_end_of_step): on a
-        # GPU, where the ranks' calls are NCCL's (a graph cannot hold MPI's),
-        # on slabs of at most REPLAYED_STEP_CELLS cells.
+        # The parts of a step replayed from CUDA graphs (_replayed: the
+        # momentum phase around the viscous solves, _end_of_step): on a GPU,
+        # where the ranks' calls are NCCL's (a graph cannot hold MPI's), on
+        # slabs of at most REPLAYED_STEP_CELLS cells.
         comm = self.partition.comm
         cells = math.prod(g.shape) // (1 if comm is None else comm.size)
         self._replays = (keyed_replays(backend, comm, kept=REPLAYED_KEYS)
