@@ -25,6 +25,9 @@ __all__ = ["HeldCapture", "capture_held", "KeyedReplays", "keyed_replays", "CAPT
 #: The communicators whose calls a CUDA graph can hold (NCCL's run on the
 #: device; MPI's go through the host).
 CAPTURABLE = ("single", "nccl")
+#: Keys whose calls :class:`KeyedReplays` counts before it forgets them all
+#: (a key with a step's length in it may change at every step).
+SEEN_KEPT = 4096
 
 
 class HeldCapture:
@@ -143,12 +146,12 @@ class KeyedReplays:
         self.counts = {"run": 0, "captured": 0, "replayed": 0}
 
     def __call__(self, key, fn, inputs):
-        import cupy as cp
-
         entry = self._graphs.get(key)
         if entry is None:
             seen = self._seen.get(key, 0)
             if self._kind_failed.get(_kind(key), 0) >= self.failures or seen < self.launched:
+                if len(self._seen) >= SEEN_KEPT:       # (a key that changes every call)
+                    self._seen.clear()
                 self._seen[key] = seen + 1
                 self.counts["run"] += 1
                 return fn(*inputs)
@@ -156,15 +159,19 @@ class KeyedReplays:
             if entry is None:
                 self.counts["run"] += 1
                 return fn(*inputs)
+        import cupy as cp
+
         buffers, capture = entry
         for dst, src in zip(buffers, inputs):
             if dst is not None:
                 cp.copyto(dst, src)
         leaves, shape = capture.replay()
         copies = {}
-        out = [None if a is None else copies.setdefault(id(a), a.copy()) for a in leaves]
+        for a in leaves:
+            if a is not None and id(a) not in copies:
+                copies[id(a)] = a.copy()
         self.counts["replayed"] += 1
-        return _rebuild(shape, iter(out))
+        return _rebuild(shape, iter([None if a is None else copies[id(a)] for a in leaves]))
 
     def _capture(self, key, fn, inputs):
         import cupy as cp
