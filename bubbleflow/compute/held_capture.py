@@ -129,7 +129,8 @@ class KeyedReplays:
     arrays ``inputs`` (or None) by launches alone, everything else it
     depends on named by ``key``.  The first :attr:`launched` calls of a key
     run ``fn``; the next captures it on input buffers of its own
-    (:func:`capture_held`); later calls copy ``inputs`` into them, replay,
+    (:attr:`capture`, :func:`capture_held`); later calls copy ``inputs``
+    into them, replay,
     and return copies of the results (an array returned twice is copied
     once), so that nothing a caller keeps is overwritten by a later replay.
     At most :attr:`kept` keys keep their graphs (the oldest goes first);
@@ -139,8 +140,9 @@ class KeyedReplays:
     together or not at all.
     """
 
-    def __init__(self, comm=None, launched=1, kept=4, failures=2):
+    def __init__(self, comm=None, launched=1, kept=4, failures=2, capture=capture_held):
         self.comm, self.launched, self.kept, self.failures = comm, launched, kept, failures
+        self.capture = capture              # capture_held, or a stand-in (the CPU tests')
         self._seen, self._graphs, self.failed, self._kind_failed = {}, OrderedDict(), 0, {}
         #: Calls run, captured and replayed (for the tests and benches).
         self.counts = {"run": 0, "captured": 0, "replayed": 0}
@@ -159,12 +161,10 @@ class KeyedReplays:
             if entry is None:
                 self.counts["run"] += 1
                 return fn(*inputs)
-        import cupy as cp
-
         buffers, capture = entry
         for dst, src in zip(buffers, inputs):
             if dst is not None:
-                cp.copyto(dst, src)
+                dst[...] = src
         leaves, shape = capture.replay()
         copies = {}
         for a in leaves:
@@ -174,18 +174,17 @@ class KeyedReplays:
         return _rebuild(shape, iter([None if a is None else copies[id(a)] for a in leaves]))
 
     def _capture(self, key, fn, inputs):
-        import cupy as cp
-
-        buffers = tuple(None if a is None else cp.empty_like(a) for a in inputs)
+        array = type(next(a for a in inputs if a is not None))
+        buffers = tuple(None if a is None else array(a.shape, dtype=a.dtype) for a in inputs)
 
         def run():
             leaves = []
             shape = _flatten(fn(*buffers), leaves)
-            if not all(a is None or isinstance(a, cp.ndarray) for a in leaves):
-                raise TypeError("a replayed function returns device arrays only")
+            if not all(a is None or isinstance(a, array) for a in leaves):
+                raise TypeError("a replayed function returns arrays of its inputs' kind only")
             return leaves, shape
 
-        capture = capture_held(run, self.comm)
+        capture = self.capture(run, self.comm)
         if capture is None:
             self.failed += 1
             self._kind_failed[_kind(key)] = self._kind_failed.get(_kind(key), 0) + 1
