@@ -1,0 +1,62 @@
+"""The flow's replayed parts (FlowSolver._replayed: the momentum phase
+around the viscous solves, the end of a step) on the CPU, their capture a
+NumPy stand-in of a CUDA graph that runs the captured call again on its
+buffers: a replay repeats the call it captured, with that call's dt, step
+and options, so steps equal the launched ones bit for bit only where each
+key names everything its launches depend on besides the arrays.  The CUDA
+capture runs on the GPU (test_step_replays.py)."""
+import os
+
+import numpy as np
+import pytest
+
+from bubbleflow.case.config import load_case
+from bubbleflow.compute.backend import get_backend
+from bubbleflow.compute.held_capture import KeyedReplays
+from bubbleflow.flow import flow_solver
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Recorded:
+    """A graph's stand-in: the captured call again, its results written into
+    the captured run's arrays."""
+
+    def __init__(self, run):
+        self.run, self.result = run, run()
+
+    def replay(self):
+        leaves, _ = self.result
+        again, _ = self.run()
+        for dst, src in zip(leaves, again):
+            if dst is not None:
+                dst[...] = src
+        return self.result
+
+
+def _steps(case, replays, steps):
+    flow = flow_solver(case, get_backend("numpy"))
+    flow._replays = KeyedReplays(capture=lambda run, comm=None: Recorded(run), kept=12) \
+        if replays else None
+    state, reports = flow.initial_state(), []
+    for _ in range(steps):
+        state, report = flow.step(state)
+        reports.append((report.dt, report.diagnostics, report.bounds, report.divergence))
+    return flow, state, reports
+
+
+@pytest.mark.parametrize("sets", [
+    [],
+    ["levelset.method=levelset", "levelset.reinit_every=3"],
+    ["momentum.viscosity=explicit"],
+], ids=["clsvof-implicit", "levelset-reinit", "explicit"])
+def test_replayed_parts_repeat_the_launched_steps(sets):
+    case = load_case(os.path.join(ROOT, "cases", "two_phase.yaml"),
+                     sets + ["grid.nx=16", "grid.ny=32", "output.bubbles_every=0"])
+    flow, state, reports = _steps(case, True, 8)
+    _, ref, ref_reports = _steps(case, False, 8)
+    assert flow._replays.counts["replayed"] >= 6, flow._replays.counts
+    np.testing.assert_equal(reports, ref_reports)
+    for a, b in ((state.phi, ref.phi), (state.c, ref.c), (state.p, ref.p),
+                 *zip(state.velocity, ref.velocity)):
+        np.testing.assert_array_equal(a, b)
