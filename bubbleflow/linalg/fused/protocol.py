@@ -80,9 +80,13 @@ class DeviceEngine:
     def status(self):
         """``(iteration, hist[iteration], broke)`` from the device: one launch
         and one transfer (the host synchronisation of a check)."""
-        self.k_status((1,), (1,), (self.counter, self.hist, self.scal, self.status_buf))
+        self._queue_status()
         it, h, bad = self.status_buf.get()
         return int(it), float(h), bool(bad != 0.0)
+
+    def _queue_status(self):
+        """The launch that writes ``(iteration, h, broke)`` into ``status_buf``."""
+        self.k_status((1,), (1,), (self.counter, self.hist, self.scal, self.status_buf))
 
     def settle(self, it, count, extra=(), read=None):
         """After ``iterate(count)`` from ``it``: ``(iteration, relative
@@ -91,7 +95,7 @@ class DeviceEngine:
         ``extra`` device arrays, read in the same transfer by ``read`` (a
         backend's ``to_host_many``), their host values come fourth."""
         if extra:
-            self.k_status((1,), (1,), (self.counter, self.hist, self.scal, self.status_buf))
+            self._queue_status()
             status, *values = read([self.status_buf, *extra])
             counter, h, bad = int(status[0]), float(status[1]), bool(status[2] != 0.0)
         else:

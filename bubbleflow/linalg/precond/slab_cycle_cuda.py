@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
-from ...compute.held_capture import CAPTURABLE, KeyedReplays
+from ...compute.held_capture import CAPTURABLE, keyed_replays
 from .multigrid import REPLAYED_REFRESH_CELLS, Multigrid, cycle_bytes, refresh_levels
 from .multigrid_cuda import (GraphCycle, chebyshev_coef, covered, down_launch, level_kernel,
                              residual_launch, run_launch, up_launch)
@@ -142,8 +142,8 @@ class SlabGraphCycle:
         self._captured = False
         self.capture_error = None
         cells = int(np.prod(self.levels[0].slab.shape)) // self.comm.size   # (alike on every rank)
-        self.replays = (KeyedReplays(self.comm) if self.comm.name in CAPTURABLE
-                         and cells <= REPLAYED_REFRESH_CELLS else None)
+        self.replays = (keyed_replays(mg.backend, self.comm) if cells <= REPLAYED_REFRESH_CELLS
+                        else None)
 
     # ------------------------------------------------------------ set-up
     def _gather_level(self, levels):
