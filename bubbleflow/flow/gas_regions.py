@@ -284,7 +284,12 @@ def gas_regions(c, velocity, spacing, core=None, normal_from=None):
     labels, count = label_regions(c > 0.5 if core is None else core)
     if count == 0:
         return _empty(labels, spacing)
-    owner = nearest_labels(labels, spacing) if bool(any_true(labels == 0)) else labels
+    if count == 1:
+        # Every cell's nearest core cell is the one region's: no distance
+        # transform (the sample of a single bubble's run).
+        owner = xp.ones_like(labels)
+    else:
+        owner = nearest_labels(labels, spacing) if bool(any_true(labels == 0)) else labels
     weights = [c]
     for a, h in enumerate(spacing):
         shape = [1] * nd

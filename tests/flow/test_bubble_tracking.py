@@ -378,3 +378,28 @@ def test_the_pair_count_kernel_is_its_array_code(cp):
         got = pair_counts(cp.asarray(a), cp.asarray(b), *counts)
         assert got.shape == ref.shape == counts
         assert np.array_equal(cp.asnumpy(got).astype(np.int64), ref), (shape, counts)
+
+
+def test_one_region_owns_every_cell_without_a_distance_transform(backend, monkeypatch):
+    """With one region every cell's nearest core cell is its own: the
+    measures are those the distance transform's owners give, bit for bit
+    (a wisp of gas holding no core counted in), and the transform is not run."""
+    from bubbleflow.flow import gas_regions as module
+
+    xp = backend.xp
+    phi = balls(N, [((0.45, 0.4), 0.15)])
+    c = np.asarray(backend.to_host(volume_fraction(xp.asarray(phi), (H, H)))).copy()
+    c[int(0.8 * N), int(0.2 * N)] = 0.3                          # a wisp
+    c = xp.asarray(c)
+    velocity = still(xp, c.shape)
+    labels, count = module.label_regions(c > 0.5)
+    assert count == 1
+    owners = module.nearest_labels(labels, (H, H))
+    assert bool((owners == 1).all())
+    calls = []
+    monkeypatch.setattr(module, "nearest_labels", lambda *a: calls.append(a) or owners)
+    r = module.gas_regions(c, velocity, (H, H), normal_from=xp.asarray(phi))
+    assert not calls and r.count == 1
+    assert float(r.volume[0]) == pytest.approx(gas_volume(c, (H, H)), rel=1e-12)
+    xp_sums = module.region_sums(owners, [c], 1)
+    assert float(xp_sums[0][0]) * H * H == float(r.volume[0])
