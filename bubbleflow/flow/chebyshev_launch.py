@@ -4,25 +4,32 @@ from CUDA graphs.
 A sweep of the implicit viscous systems (:func:`.viscosity_cuda.chebyshev_sweep`,
 :func:`.viscosity3_cuda.chebyshev_sweep`) is one launch a Chebyshev step of
 a kernel that reads every system's arrays from a table of pointers and its
-step's two coefficients from a schedule, both on the device.
-:class:`SweepPlan` holds the two tables on the host and the launch; a
-sweep uploads the tables and runs it.
+step's two coefficients from a schedule, both on the device: the schedule
+as the plan's kernel wrote it (:func:`chebyshev_plan`, where the solve's
+scalars are), the table written by launches
+(:func:`~bubbleflow.compute.launch_tables.device_table`), so that a sweep
+is launches alone and a caller's CUDA graph can hold it.  :class:`SweepPlan`
+holds the table on the host, the schedule and the launch.
 
 On a rank's slab every step also waits for the exchange of the systems'
 directions with the neighbours (:func:`.viscosity_cuda.slab_chebyshev_sweep`):
 a few dozen NCCL groups a sweep, whose calls cost the host more than the
 kernels take.  :class:`SlabSweepGraphs` keeps the slab's work arrays from
 sweep to sweep and replays a sweep of the same step counts from one CUDA
-graph, the tables uploaded into the buffers the graph reads.  CuPy is
-imported inside the functions only.
+graph, the tables written into the buffers the graph reads.  A sweep that
+a caller captures (:func:`capturing`) takes arrays of its own, which the
+caller's graph holds.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..compute import cuda
 from ..compute.held_capture import CAPTURABLE
+from ..compute.launch_tables import device_table
 
-__all__ = ["SweepPlan", "sweep", "SlabSweepGraphs", "GRAPHS_KEPT"]
+__all__ = ["SweepPlan", "sweep", "SlabSweepGraphs", "GRAPHS_KEPT", "chebyshev_plan",
+           "device_schedule", "capturing"]
 
 #: Graphs kept for one set of slab shapes (a flow's sweeps settle on one or
 #: two step counts: the oldest goes first).
@@ -31,9 +38,9 @@ GRAPHS_KEPT = 4
 
 class SweepPlan:
     """A sweep's launches: ``kernel`` on ``grid`` x ``block`` once a step
-    for ``steps`` steps, reading the device copies of ``table`` (the
+    for ``steps`` steps, reading the device copy of ``table`` (the
     pointers of the arrays ``keep``, as bytes; the plan keeps them alive)
-    and ``schedule`` (systems x width x 2)."""
+    and the device array ``schedule`` (systems x width x 2, contiguous)."""
 
     def __init__(self, kernel, grid, block, table, schedule, steps, keep):
         self.kernel, self.grid, self.block = kernel, grid, block
@@ -41,10 +48,9 @@ class SweepPlan:
         self.keep = keep
 
     def upload(self):
-        """New device copies of the two tables."""
-        import cupy as cp
-
-        return cp.asarray(self.table), cp.asarray(self.schedule)
+        """The tables the launches read: a new device copy of the table,
+        written by launches, and the schedule."""
+        return device_table(self.table, self.schedule), self.schedule
 
     def run(self, table_d, schedule_d, ds, spare, before_step=None):
         """The launches on the current stream.  ``before_step(k,
@@ -58,15 +64,15 @@ class SweepPlan:
             self.kernel(self.grid, self.block, (table_d, schedule_d, width, np.int32(k)))
 
 
-def sweep(plan_of, systems, xs, rs, ds, schedules):
+def sweep(plan_of, systems, xs, rs, ds, schedule, steps):
     """A one-process sweep: ``plan_of(systems, xs, rs, ds, spare,
-    schedules)``'s plan (a module's ``sweep_plan``) on new spare directions,
-    its tables uploaded and its launches run; ``xs``, or NotImplemented
-    where the plan is."""
+    schedule, steps)``'s plan (a module's ``sweep_plan``) on new spare
+    directions, its table written and its launches run; ``xs``, or
+    NotImplemented where the plan is."""
     import cupy as cp
 
     spare = [cp.empty_like(d) for d in ds]
-    plan = plan_of(systems, xs, rs, ds, spare, schedules)
+    plan = plan_of(systems, xs, rs, ds, spare, schedule, steps)
     if plan is NotImplemented:
         return plan
     if plan.steps:
@@ -117,10 +123,14 @@ class SlabSweepGraphs:
         if entry is None:
             if len(self._entries) >= GRAPHS_KEPT:
                 self._drop([next(iter(self._entries))])
-            entry = self._entries[key] = {"tables": plan.upload(), "graph": None, "seen": 0}
+            table, schedule = plan.upload()
+            entry = self._entries[key] = {"tables": (table, schedule.copy()), "graph": None,
+                                          "seen": 0}
         else:
-            for buffer, host in zip(entry["tables"], (plan.table, plan.schedule)):
-                buffer.set(host)            # (in stream order: after the last replay's reads)
+            # (In stream order: after the last replay's reads.)
+            table, schedule = entry["tables"]
+            device_table(plan.table, table, out=table)
+            schedule[...] = plan.schedule
         tables = entry["tables"]
         entry["seen"] += 1
         if (entry["graph"] is None and entry["seen"] == 2
@@ -170,3 +180,42 @@ class SlabSweepGraphs:
         if comm.sum_int(0 if graph is not None else 1):
             graph = None
         return comm.hold_graph(graph)
+
+
+def device_schedule(schedule, systems):
+    """A sweep's schedule as the table kernels read it (contiguous float64,
+    ``systems`` x width x 2 on the device), or None."""
+    import cupy as cp
+
+    if not isinstance(schedule, cp.ndarray) or schedule.dtype != np.float64 \
+            or schedule.ndim != 3 or schedule.shape[0] != systems or schedule.shape[2] != 2:
+        return None
+    return cp.ascontiguousarray(schedule)
+
+
+def capturing():
+    """Whether the current stream is being captured into a CUDA graph (a
+    caller's: the sweep is then launched into it, on arrays it holds)."""
+    import cupy as cp
+
+    return cp.cuda.get_current_stream().is_capturing()
+
+
+_plan_kernel = cuda.float64_kernels(__name__, "chebyshev_plan.cu", ("--fmad=false",))
+
+
+def chebyshev_plan(totals, rtol, width, max_steps):
+    """Twin of ``viscosity_chebyshev.chebyshev_plan``: one launch, a thread
+    a system, where the scalars are."""
+    import cupy as cp
+
+    if totals.dtype != np.float64 or totals.ndim != 2 or totals.shape[1] != 5:
+        return NotImplemented
+    totals = cp.ascontiguousarray(totals)
+    n = totals.shape[0]
+    schedule = cp.empty((n, width, 2), dtype=np.float64)
+    first, needed = cp.empty(n, dtype=np.float64), cp.empty(n, dtype=np.float64)
+    _plan_kernel("bf_chebyshev_plan")((1,), (max(n, 1),), (
+        totals, np.float64(rtol), np.int32(n), np.int32(width), np.int32(max_steps),
+        schedule, first, needed))
+    return schedule, first, needed

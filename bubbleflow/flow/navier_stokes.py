@@ -41,6 +41,7 @@ layer (no-slip mirrors with a sign change, free-slip mirrors).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,7 @@ from ..compute.held_capture import keyed_replays
 from ..mesh.grid import Grid, interior_face_heights
 from ..mesh.levelset import build_levelset, geometry_circles
 from . import (bubble_measures, clsvof_transport, interface_force, levelset, momentum, viscosity,
-               vof_diagnostics, vof_fraction, vof_redistance)
+               viscosity_chebyshev, vof_diagnostics, vof_fraction, vof_redistance)
 from .bounds import FlowBounds
 from .partition import RankSlabs, WholeGrid, slab_alignment
 from .phase_clock import PhaseClock
@@ -215,6 +216,12 @@ class FlowSolver:
         cells = math.prod(g.shape) // (1 if comm is None else comm.size)
         self._replays = (keyed_replays(backend, comm, kept=REPLAYED_KEYS)
                          if cells <= REPLAYED_STEP_CELLS else None)
+        # The viscous solves' Chebyshev steps planned ahead from the last
+        # solve's (the momentum phase is then launches alone, one graph),
+        # where a host read costs a synchronisation and the step is
+        # launch-bound; None: planned from the step's start.
+        self._plan_ahead = backend.on_device and cells <= REPLAYED_STEP_CELLS
+        self._viscous_steps = None
         self.width = momentum_window(case)
         lo, hi = self.partition.window(self.width)
         heights = self._face_heights()
@@ -391,11 +398,44 @@ class FlowSolver:
             return momentum.implicit_velocity(solutions, u, H, rf, coefficients, dt,
                                               self.spacing, gravity, reduced)
 
+        steps = self._viscous_steps
+        if steps is not None:
+            def whole(phi, H, mu, *faces):
+                # The viscous solves with the steps planned ahead: launches alone.
+                coefficients, rhss = before(phi, mu, *faces)
+                solutions, report = viscosity.solve_implicit_ahead(
+                    faces[:nd], mu, faces[nd:], rhss, dt, self.spacing, self.signs,
+                    self.case.momentum.viscous_rtol, steps, padding=self.partition.padding,
+                    owned=self.partition.owned_planes(nd, self.width))
+                return after(H, *solutions, *faces, *(coefficients or (None,) * nd)), report
+
+            t0 = time.perf_counter()
+            provisional, report = self._replayed(("momentum", dt, steps), whole,
+                                                 (phi, H, mu, *faces))
+            if self._ahead_solved(self.backend.to_host(report), steps, t0):
+                return provisional
+        # Steps planned from this step's start: the first step, the first
+        # after a snapshot, and where the steps planned ahead fell short.
         coefficients, rhss = self._replayed(("viscous right-hand sides", dt), before,
                                             (phi, mu, *faces))
         solutions = self._implicit_solves(velocity, dt, mu, rho_faces, rhss)
         return self._replayed(("implicit velocity", dt), after,
                               (H, *solutions, *faces, *(coefficients or (None,) * nd)))
+
+    def _ahead_solved(self, report, steps, t0):
+        """Whether the viscous solves planned ahead with ``steps`` steps met
+        their tolerance (``report`` their rows, read on the host); if so
+        their records are kept and the next solves planned from the steps
+        these needed, else the next plan is taken from the start."""
+        records = viscosity_chebyshev.chebyshev_records(
+            report, [steps] * self.ndim, self.case.momentum.viscous_rtol,
+            (time.perf_counter() - t0) / self.ndim)
+        if not all(rec.converged for rec in records):
+            self._viscous_steps = None
+            return False
+        self.viscous_records = records
+        self._viscous_steps = viscosity_chebyshev.steps_ahead(np.asarray(report)[:, 2].max())
+        return True
 
     def _implicit_solves(self, velocity, dt, mu, rho_faces, rhss):
         """The viscous solves of every component (backward Euler,
@@ -414,6 +454,9 @@ class FlowSolver:
                     f"the implicit viscous solve for {name} did not converge: {rec.reason} "
                     f"after {rec.iterations} iterations, relative residual {rec.residual:.3g}"))
         self.viscous_records = [rec for _, rec in solved]
+        if self._plan_ahead:
+            self._viscous_steps = viscosity_chebyshev.steps_ahead(
+                max(rec.iterations for rec in self.viscous_records))
         return [x for x, _ in solved]
 
     # ---------------------------------------------------------------- pressure
@@ -427,7 +470,9 @@ class FlowSolver:
         """The state of this step is written where a run restarts from: the
         next step's pressure set-up is done in full (:meth:`.PressureSolver.renew`),
         as a restarted run's first step does, so the restart reproduces
-        the run bit for bit."""
+        the run bit for bit; so are the next viscous solves' steps
+        (planned from that step's start)."""
+        self._viscous_steps = None
         if self._pressure is not None:
             self._pressure.renew()
 

@@ -50,10 +50,10 @@ from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from . import viscosity_cuda
 from .padding import WALLS, WallPadding, along
-from .viscosity_chebyshev import solve_chebyshev
+from .viscosity_chebyshev import chebyshev_solves, solve_chebyshev
 
 __all__ = ["edge_viscosity", "planar_order", "viscous_coefficients", "viscous_stress",
-           "ViscousSystem", "solve_implicit"]
+           "ViscousSystem", "solve_implicit", "solve_implicit_ahead"]
 
 
 def edge_viscosity(mu, ka, kb, xp):
@@ -312,6 +312,30 @@ def solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing, signs, rtol, padd
         :class:`~bubbleflow.linalg.krylov.record.SolveRecord` reduced over
         the ranks, whose ``converged`` the caller checks.
     """
+    systems, rows, starts = _systems(velocity, mu, rho_faces, rhss, dt, spacing, signs, padding,
+                                     owned)
+    solved = solve_chebyshev(systems, rows, starts, rtol)
+    return [(S.placed(x, rhs), record) for S, rhs, (x, record) in zip(systems, rhss, solved)]
+
+
+def solve_implicit_ahead(velocity, mu, rho_faces, rhss, dt, spacing, signs, rtol, steps,
+                         padding=WALLS, owned=None):
+    """:func:`solve_implicit` with ``steps`` Chebyshev steps for every
+    component, planned ahead (:func:`.viscosity_chebyshev.chebyshev_solves`):
+    launches alone, nothing read on the host.  Returns ``(xs, report)``,
+    ``xs`` placed as :func:`solve_implicit`'s, ``report`` the device array
+    whose rows (read on the host) give the records
+    (:func:`.viscosity_chebyshev.chebyshev_records`); a component the
+    steps leave above ``rtol`` is for the caller to solve again."""
+    systems, rows, starts = _systems(velocity, mu, rho_faces, rhss, dt, spacing, signs, padding,
+                                     owned)
+    xs, report, _ = chebyshev_solves(systems, rows, starts, rtol, steps)
+    return [S.placed(x, rhs) for S, rhs, x in zip(systems, rhss, xs)], report
+
+
+def _systems(velocity, mu, rho_faces, rhss, dt, spacing, signs, padding, owned):
+    """The components' systems, their right-hand sides' and starting
+    velocities' owned rows."""
     nd = mu.ndim
     systems, rows, starts = [], [], []
     for a, (ua, rho_f, rhs) in enumerate(zip(velocity, rho_faces, rhss)):
@@ -321,8 +345,7 @@ def solve_implicit(velocity, mu, rho_faces, rhss, dt, spacing, signs, rtol, padd
         systems.append(S)
         rows.append(rhs[start:stop].ravel())
         starts.append(ua[along(nd, array_axis(nd, a), slice(1, -1))][start:stop])
-    solved = solve_chebyshev(systems, rows, starts, rtol)
-    return [(S.placed(x, rhs), record) for S, rhs, (x, record) in zip(systems, rhss, solved)]
+    return systems, rows, starts
 
 
 # The CUDA couplings of the one-process 2-D and 3-D systems (viscosity_cuda.py

@@ -9,7 +9,7 @@ kernels are ``viscosity3.cu`` beside this file:
   the kernel); the couplings of each grid axis ``b`` are the two views
   ``(before, after)`` of one array ``c_b``, as the array code's are;
 * :func:`chebyshev_sweep`: one launch a step for every component
-  (``blockIdx.z`` the system), the systems' arrays and schedules copied to
+  (``blockIdx.z`` the system), the systems' arrays in a table written on
   the device once; :func:`chebyshev_step`, :func:`viscous_residual`: one
   launch;
 * :func:`residual_scalars`: per-block partials then one block.
@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..compute import cuda
-from .chebyshev_launch import SweepPlan, sweep
+from .chebyshev_launch import SweepPlan, device_schedule, sweep
 from .padding import WALLS, WallPadding, along
 
 __all__ = ["viscous_coefficients", "system_arrays", "chebyshev_step", "chebyshev_sweep",
@@ -166,21 +166,22 @@ _SYSTEM_TABLE = np.dtype([(name, np.uint64) for name in
                          + [(name, np.int32) for name in ("n0", "n1", "n2", "steps")])
 
 
-def chebyshev_sweep(systems, xs, rs, ds, schedules):
+def chebyshev_sweep(systems, xs, rs, ds, schedule, steps):
     """Twin of ``viscosity_chebyshev.chebyshev_sweep``: one launch of
     ``bf_visc3_chebyshev_table`` per step for every system, the systems'
-    arrays and schedules copied to the device once (:func:`sweep_plan`)."""
-    return sweep(sweep_plan, systems, xs, rs, ds, schedules)
+    arrays in a table written on the device (:func:`sweep_plan`)."""
+    return sweep(sweep_plan, systems, xs, rs, ds, schedule, steps)
 
 
-def sweep_plan(systems, xs, rs, ds, spare, schedules):
+def sweep_plan(systems, xs, rs, ds, spare, schedule, steps):
     """The :class:`.chebyshev_launch.SweepPlan` of a sweep of ``systems``
     (directions ``ds`` and ``spare`` alternating), or NotImplemented."""
-    steps = max((len(s) for s in schedules), default=0)
+    schedule = device_schedule(schedule, len(systems))
+    if schedule is None:
+        return NotImplemented
     table = np.zeros(len(systems), dtype=_SYSTEM_TABLE)
-    schedule = np.zeros((len(systems), max(steps, 1), 2), dtype=np.float64)
     shapes, keep = [], []
-    for i, (S, x, r, d, e, sched) in enumerate(zip(systems, xs, rs, ds, spare, schedules)):
+    for i, (S, x, r, d, e, k) in enumerate(zip(systems, xs, rs, ds, spare, steps)):
         view = system_arrays(S, x, r, d, e)
         if view is None:
             return NotImplemented
@@ -193,13 +194,11 @@ def sweep_plan(systems, xs, rs, ds, spare, schedules):
         for q, s in enumerate(signs):
             row[f"s{q}"] = s
         row["n0"], row["n1"], row["n2"] = rho.shape
-        row["steps"] = len(sched)
-        if sched:
-            schedule[i, :len(sched)] = sched
+        row["steps"] = k
         shapes.append(rho.shape)
     grid = tuple(max(g) for g in zip(*(_grid(s, len(systems))[0] for s in shapes))) or (1,)
     return SweepPlan(_kernel3("bf_visc3_chebyshev_table"), grid, _BLOCK, table.view(np.uint8),
-                     schedule, steps, keep)
+                     schedule, max(steps, default=0), keep)
 
 
 def viscous_residual(S, rhs, x):

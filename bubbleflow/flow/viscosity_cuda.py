@@ -24,7 +24,7 @@ import numpy as np
 
 from ..compute import cuda
 from . import viscosity3_cuda
-from .chebyshev_launch import SlabSweepGraphs, SweepPlan, sweep
+from .chebyshev_launch import SlabSweepGraphs, SweepPlan, capturing, device_schedule, sweep
 from .padding import WALLS, WallPadding
 
 __all__ = ["chebyshev_step", "chebyshev_sweep", "viscous_coefficients", "viscous_residual",
@@ -124,22 +124,23 @@ _SYSTEM_TABLE = np.dtype([(name, np.uint64) for name in
                          + [(name, np.int32) for name in ("ny", "nx", "normal_is_x", "steps")])
 
 
-def chebyshev_sweep(systems, xs, rs, ds, schedules):
+def chebyshev_sweep(systems, xs, rs, ds, schedule, steps):
     """Twin of ``viscosity.chebyshev_sweep``: one launch of
     ``bf_visc_chebyshev_table`` per step for every system (``blockIdx.y``
-    the system), the systems' arrays and schedules copied to the device once
+    the system), the systems' arrays in a table written on the device
     (:func:`sweep_plan`)."""
-    return sweep(sweep_plan, systems, xs, rs, ds, schedules)
+    return sweep(sweep_plan, systems, xs, rs, ds, schedule, steps)
 
 
-def sweep_plan(systems, xs, rs, ds, spare, schedules):
+def sweep_plan(systems, xs, rs, ds, spare, schedule, steps):
     """The :class:`.chebyshev_launch.SweepPlan` of a sweep of ``systems``
     (directions ``ds`` and ``spare`` alternating), or NotImplemented."""
-    steps = max((len(s) for s in schedules), default=0)
+    schedule = device_schedule(schedule, len(systems))
+    if schedule is None:
+        return NotImplemented
     table = np.zeros(len(systems), dtype=_SYSTEM_TABLE)
-    schedule = np.zeros((len(systems), max(steps, 1), 2), dtype=np.float64)
     keep = []
-    for i, (S, x, r, d, e, sched) in enumerate(zip(systems, xs, rs, ds, spare, schedules)):
+    for i, (S, x, r, d, e, k) in enumerate(zip(systems, xs, rs, ds, spare, steps)):
         arrays = _system_arrays(S, x, r, d, e)
         if arrays is None:
             return NotImplemented
@@ -149,12 +150,10 @@ def sweep_plan(systems, xs, rs, ds, spare, schedules):
             row[name] = a.data.ptr
         row["s_low"], row["s_high"] = S.s_low, S.s_high
         row["ny"], row["nx"] = S.shape2d
-        row["normal_is_x"], row["steps"] = S.component == "u", len(sched)
-        if sched:
-            schedule[i, :len(sched)] = sched
+        row["normal_is_x"], row["steps"] = S.component == "u", k
     blocks = max((_blocks(S.shape2d[0] * S.shape2d[1])[0][0] for S in systems), default=1)
     return SweepPlan(_kernel("bf_visc_chebyshev_table"), (blocks, len(systems)), (_THREADS,),
-                     table.view(np.uint8), schedule, steps, keep)
+                     table.view(np.uint8), schedule, max(steps, default=0), keep)
 
 
 def chebyshev_step(S, x, r, d, d_new, keep, gain):
@@ -240,7 +239,7 @@ def slab_system(S):
 _SLAB_GRAPHS = weakref.WeakKeyDictionary()
 
 
-def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
+def slab_chebyshev_sweep(systems, xs, rs, ds, schedule, steps):
     """Twin of ``viscosity_chebyshev.chebyshev_sweep`` for a rank's
     systems: :func:`sweep_plan` (in 3-D ``viscosity3_cuda``'s) on their
     planes ``ext`` (:func:`slab_system`), each system's direction exchanged
@@ -248,16 +247,21 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
     neighbours' into the planes beside them), where the array code swaps
     inside every product.  The planes' work arrays are kept from sweep to
     sweep and a sweep of the same step counts is replayed from a CUDA graph
-    (:class:`.chebyshev_launch.SlabSweepGraphs`)."""
+    (:class:`.chebyshev_launch.SlabSweepGraphs`); a sweep that a caller
+    captures takes work arrays of its own, which the caller's graph holds."""
+    import cupy as cp
+
     views = [slab_system(S) for S in systems]
     if not views or any(v is None for v in views):
         return NotImplemented
     plan_of = viscosity3_cuda.sweep_plan if _of_3d_grids(*systems) else sweep_plan
     comm = systems[0].comm
-    graphs = _SLAB_GRAPHS.get(comm)
-    if graphs is None:
+    shapes = [S.rho_ext.shape for S in systems]
+    graphs = None if capturing() else _SLAB_GRAPHS.get(comm)
+    if graphs is None and not capturing():
         graphs = _SLAB_GRAPHS[comm] = SlabSweepGraphs()
-    work = graphs.arrays([S.rho_ext.shape for S in systems])
+    work = (graphs.arrays(shapes) if graphs is not None else
+            [[cp.zeros(int(np.prod(s)), dtype=np.float64) for _ in range(4)] for s in shapes])
     for S, arrays, rows in zip(systems, work, zip(xs, rs, ds)):
         for ext, part in zip(arrays, rows):
             ext.reshape(S.rho_ext.shape)[S.keep] = part.reshape(S.shape_nd)
@@ -265,9 +269,9 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
 
     def exchange(k, directions):
         handles = []
-        for S, d, schedule in zip(systems, directions, schedules):
+        for S, d, count in zip(systems, directions, steps):
             lower, upper = S.padding.slab.lower, S.padding.slab.upper
-            if k >= len(schedule) or (lower is None and upper is None):
+            if k >= count or (lower is None and upper is None):
                 continue
             plane = d.reshape(S.rho_ext.shape)
             own = plane[S.keep]
@@ -277,11 +281,13 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedules):
         for system_comm, handle in handles:
             system_comm.wait(handle)
 
-    plan = plan_of(views, xe, re, de, spare, schedules)
+    plan = plan_of(views, xe, re, de, spare, schedule, steps)
     if plan is NotImplemented:
         return plan
-    if plan.steps:
-        graphs.run(comm, plan, de, spare, exchange, [len(s) for s in schedules])
+    if plan.steps and graphs is None:
+        plan.run(*plan.upload(), de, spare, exchange)
+    elif plan.steps:
+        graphs.run(comm, plan, de, spare, exchange, list(steps))
     for S, x, r, x_ext, r_ext in zip(systems, xs, rs, xe, re):
         x[...] = x_ext.reshape(S.rho_ext.shape)[S.keep].ravel()
         r[...] = r_ext.reshape(S.rho_ext.shape)[S.keep].ravel()
@@ -294,12 +300,12 @@ def planar_chebyshev_step(S, x, r, d, d_new, keep, gain):
     return NotImplemented if view is None else chebyshev_step(view, x, r, d, d_new, keep, gain)
 
 
-def planar_chebyshev_sweep(systems, xs, rs, ds, schedules):
+def planar_chebyshev_sweep(systems, xs, rs, ds, schedule, steps):
     """Twin of ``viscosity_chebyshev.chebyshev_sweep``: :func:`chebyshev_sweep`."""
     views = [planar_system(S) for S in systems]
     if any(v is None for v in views):
         return NotImplemented
-    return chebyshev_sweep(views, xs, rs, ds, schedules)
+    return chebyshev_sweep(views, xs, rs, ds, schedule, steps)
 
 
 def planar_residual(S, rhs, x):
@@ -338,14 +344,14 @@ def chebyshev_step_nd(S, x, r, d, d_new, keep, gain):
     return step(S, x, r, d, d_new, keep, gain)
 
 
-def chebyshev_sweep_nd(systems, xs, rs, ds, schedules):
+def chebyshev_sweep_nd(systems, xs, rs, ds, schedule, steps):
     """Variant of ``viscosity_chebyshev.chebyshev_sweep``: :func:`planar_chebyshev_sweep`,
     in 3-D ``viscosity3_cuda.chebyshev_sweep``; a rank's systems:
     :func:`slab_chebyshev_sweep`."""
     if any(getattr(S, "comm", None) is not None for S in systems):
-        return slab_chebyshev_sweep(systems, xs, rs, ds, schedules)
+        return slab_chebyshev_sweep(systems, xs, rs, ds, schedule, steps)
     run = viscosity3_cuda.chebyshev_sweep if _of_3d_grids(*systems) else planar_chebyshev_sweep
-    return run(systems, xs, rs, ds, schedules)
+    return run(systems, xs, rs, ds, schedule, steps)
 
 
 def viscous_residual_nd(S, rhs, x):

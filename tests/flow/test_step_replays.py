@@ -1,7 +1,7 @@
-"""The end of a flow step replayed from CUDA graphs (FlowSolver._end_of_step
+"""The parts of a flow step replayed from CUDA graphs (FlowSolver._replayed
 through compute.held_capture.KeyedReplays) against the same steps launched
-directly: the same states and reports bit for bit, in 2-D (CLSVOF and the
-level set alone) and in 3-D (where the rebuild's host read refuses the
+directly: the same states and reports bit for bit, in 2-D (CLSVOF with
+explicit and implicit viscosity, the level set alone) and in 3-D (where the rebuild's host read refuses the
 capture); and KeyedReplays itself (copies returned,
 a capture refused where the function reads the host or stages a copy from
 it).  Run with ``pytest --backend cupy`` on a GPU machine."""
@@ -19,6 +19,8 @@ pytestmark = pytest.mark.gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASES = {
     "hysing": ("two_phase.yaml", []),
+    # (the viscous solves' steps planned ahead: the momentum phase one graph)
+    "hysing-implicit": ("two_phase.yaml", ["momentum.viscosity=implicit"]),
     "hysing-levelset": ("two_phase.yaml", ["levelset.method=levelset",
                                            "levelset.reinit_every=3"]),
     "rising3d": ("rising_bubble_3d.yaml", ["grid.nx=16", "grid.ny=16", "grid.nz=32"]),

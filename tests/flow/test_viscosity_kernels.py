@@ -22,6 +22,7 @@ from bubbleflow.flow.viscosity_chebyshev import (chebyshev_step, chebyshev_sweep
                                                  residual_scalars, viscous_residual)
 from bubbleflow.flow.viscosity import ViscousSystem, solve_implicit, viscous_coefficients
 from bubbleflow.mesh.ranks import rank_slab
+from helpers.chebyshev import schedule_arrays
 
 pytestmark = pytest.mark.gpu
 
@@ -95,16 +96,16 @@ def test_sweep_and_scalars_kernels_match_the_array_code(cp, cupy_backend):
     start = [[cp.asarray(rng.standard_normal(S.shape[0])) for _ in range(3)] for S in systems]
     ref = [[a.copy() for a in arrays] for arrays in start]
     out = [[a.copy() for a in arrays] for arrays in start]
-    chebyshev_sweep.reference(systems, *zip(*ref), schedules)
+    chebyshev_sweep.reference(systems, *zip(*ref), *schedule_arrays(cp, schedules))
     sweep = chebyshev_sweep.variant("cupy")
-    assert sweep(systems, *zip(*out), schedules) is not NotImplemented
+    assert sweep(systems, *zip(*out), *schedule_arrays(cp, schedules)) is not NotImplemented
     for a, b in zip(ref, out):
         assert _same(a[0], b[0], "x") and _same(a[1], b[1], "r")
     alone = [a.copy() for a in start[1]]
-    assert sweep(systems[1:], *zip(alone), schedules[1:]) is not NotImplemented
+    assert sweep(systems[1:], *zip(alone), *schedule_arrays(cp, schedules[1:])) is not NotImplemented
     assert _same(alone[0], ref[1][0], "x alone") and _same(alone[1], ref[1][1], "r alone")
     idle = [[a.copy() for a in arrays] for arrays in start]
-    sweep(systems, *zip(*idle), [[], schedules[1]])
+    sweep(systems, *zip(*idle), *schedule_arrays(cp, [[], schedules[1]]))
     assert _same(idle[0][0], start[0][0], "idle") and _same(idle[1][0], ref[1][0], "busy")
     scalars = residual_scalars.variant("cupy")
     for S, (rhs, x, _) in zip(systems, start):
@@ -157,8 +158,8 @@ def test_slab_sweeps_replay_from_a_graph_and_equal_the_array_code(cp, cells):
         start = [[cp.asarray(rng.standard_normal(S.shape[0])) for _ in range(3)] for S in systems]
         ref = [[a.copy() for a in arrays] for arrays in start]
         out = [[a.copy() for a in arrays] for arrays in start]
-        chebyshev_sweep.reference(systems, *zip(*ref), schedules)
-        assert sweep(systems, *zip(*out), schedules) is not NotImplemented
+        chebyshev_sweep.reference(systems, *zip(*ref), *schedule_arrays(cp, schedules))
+        assert sweep(systems, *zip(*out), *schedule_arrays(cp, schedules)) is not NotImplemented
         for a, b in zip(ref, out):
             for name, u, v in (("x", a[0], b[0]), ("r", a[1], b[1])):
                 print(name, float(abs(u - v).max()))

@@ -18,6 +18,7 @@ largest difference (``pytest -rP`` shows them).
 """
 import numpy as np
 import pytest
+from helpers.chebyshev import schedule_arrays
 from helpers.twins import check_variant, variant
 
 from bubbleflow.compute.comm import SingleProcess
@@ -117,16 +118,16 @@ def test_sweep_and_scalars_kernels_match_the_array_code(cp, cupy_backend, grid):
     start = [[cp.asarray(rng.standard_normal(S.shape[0])) for _ in range(3)] for S in systems]
     ref = [[a.copy() for a in arrays] for arrays in start]
     out = [[a.copy() for a in arrays] for arrays in start]
-    chebyshev_sweep.reference(systems, *zip(*ref), schedules)
+    chebyshev_sweep.reference(systems, *zip(*ref), *schedule_arrays(cp, schedules))
     sweep = variant(chebyshev_sweep)
-    assert sweep(systems, *zip(*out), schedules) is not NotImplemented
+    assert sweep(systems, *zip(*out), *schedule_arrays(cp, schedules)) is not NotImplemented
     for a, b in zip(ref, out):
         assert _same(a[0], b[0], "x") and _same(a[1], b[1], "r")
     alone = [a.copy() for a in start[2]]
-    assert sweep(systems[2:], *zip(alone), schedules[2:]) is not NotImplemented
+    assert sweep(systems[2:], *zip(alone), *schedule_arrays(cp, schedules[2:])) is not NotImplemented
     assert _same(alone[0], ref[2][0], "x alone") and _same(alone[1], ref[2][1], "r alone")
     idle = [[a.copy() for a in arrays] for arrays in start]
-    assert sweep(systems, *zip(*idle), [[], schedules[1], []]) is not NotImplemented
+    assert sweep(systems, *zip(*idle), *schedule_arrays(cp, [[], schedules[1], []])) is not NotImplemented
     assert _same(idle[0][0], start[0][0], "idle") and _same(idle[1][0], ref[1][0], "busy")
     assert _same(idle[2][1], start[2][1], "idle r")
     scalars = variant(residual_scalars)
@@ -272,13 +273,13 @@ def test_fallbacks(cp):
         if system is slab:
             continue
         assert variant(chebyshev_sweep)([system], [work[0]], [work[1]], [work[2]],
-                                        [[(0.5, 0.5)]]) is NotImplemented
+                                        *schedule_arrays(cp, [[(0.5, 0.5)]])) is NotImplemented
     n = slab.shape[0]
     start = [cp.asarray(rng.standard_normal(n)) for _ in range(3)]
     ref, out = [a.copy() for a in start], [a.copy() for a in start]
     schedule = [[(0.3 + 0.01 * k, 1.1 - 0.02 * k) for k in range(5)]]
-    chebyshev_sweep.reference([slab], *([a] for a in ref), schedule)
-    assert variant(chebyshev_sweep)([slab], *([a] for a in out), schedule) is not NotImplemented
+    chebyshev_sweep.reference([slab], *([a] for a in ref), *schedule_arrays(cp, schedule))
+    assert variant(chebyshev_sweep)([slab], *([a] for a in out), *schedule_arrays(cp, schedule)) is not NotImplemented
     for a, b in zip(ref[:2], out[:2]):
         assert float(abs(a - b).max()) <= 1e-13 * float(abs(a).max())
     velocity, mu3, H, faces, adv, coef = _momentum_inputs(GRIDS[0], rng)

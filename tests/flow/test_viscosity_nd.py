@@ -26,6 +26,7 @@ from bubbleflow.flow.viscosity_chebyshev import (chebyshev_interval, residual_sc
                                                  solve_chebyshev)
 from bubbleflow.flow.viscosity import ViscousSystem
 from bubbleflow.mesh.ranks import rank_slab
+from helpers.chebyshev import schedule_arrays
 from helpers.cli import ROOT
 
 RISING_3D = os.path.join(ROOT, "cases/rising_bubble_3d.yaml")
@@ -313,7 +314,7 @@ def test_kernel_layout_gives_the_array_code_bits(walls):
         n = S.shape[0]
         assert viscosity_cuda.planar_residual(S, np.zeros(n), np.zeros(n)) is NotImplemented
         work = [[np.zeros(n)] for _ in range(3)]
-        assert viscosity_cuda.planar_chebyshev_sweep([S], *work, [[(0.5, 0.5)]]) is NotImplemented
+        assert viscosity_cuda.planar_chebyshev_sweep([S], *work, *schedule_arrays(np, [[(0.5, 0.5)]])) is NotImplemented
     assert viscosity_cuda.planar_coefficients(0, mu3, rho3[0], 0.05, SPACING,
                                               WALLS["mixed"]) is NotImplemented
 
