@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from .array_copies import copy_arrays
+
 __all__ = ["HeldCapture", "capture_held", "KeyedReplays", "keyed_replays", "CAPTURABLE"]
 
 #: The communicators whose calls a CUDA graph can hold (NCCL's run on the
@@ -130,7 +132,8 @@ class KeyedReplays:
     depends on named by ``key``.  The first :attr:`launched` calls of a key
     run ``fn``; the next captures it on input buffers of its own
     (:attr:`capture`, :func:`capture_held`); later calls copy ``inputs``
-    into them, replay,
+    into them (:func:`.array_copies.copy_arrays`: eight to a launch on a
+    GPU), replay,
     and return copies of the results (an array returned twice is copied
     once), so that nothing a caller keeps is overwritten by a later replay.
     At most :attr:`kept` keys keep their graphs (the oldest goes first);
@@ -162,14 +165,15 @@ class KeyedReplays:
                 self.counts["run"] += 1
                 return fn(*inputs)
         buffers, capture = entry
-        for dst, src in zip(buffers, inputs):
-            if dst is not None:
-                dst[...] = src
+        into = [(dst, src) for dst, src in zip(buffers, inputs) if dst is not None]
+        copy_arrays([dst for dst, _ in into], [src for _, src in into])
         leaves, shape = capture.replay()
-        copies = {}
+        copies, results = {}, []
         for a in leaves:
             if a is not None and id(a) not in copies:
-                copies[id(a)] = a.copy()
+                copies[id(a)] = _empty_like(a)
+                results.append(a)
+        copy_arrays([copies[id(a)] for a in results], results)
         self.counts["replayed"] += 1
         return _rebuild(shape, iter([None if a is None else copies[id(a)] for a in leaves]))
 
@@ -194,6 +198,11 @@ class KeyedReplays:
         while len(self._graphs) > self.kept:
             self._graphs.popitem(last=False)
         return entry
+
+
+def _empty_like(a):
+    """A new C-contiguous array of ``a``'s shape and dtype, of its type."""
+    return type(a)(a.shape, dtype=a.dtype)
 
 
 def _kind(key):

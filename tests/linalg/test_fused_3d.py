@@ -37,7 +37,9 @@ def test_fused_3d_equals_the_generic_loop(prec, n, cupy_backend):
         assert rec.engine == ("fused" if engine == "fused" else "generic")
         results[engine] = (x.get(), rec.iterations)
     (xg, ig), (xf, itf) = results["generic"], results["fused"]
-    assert abs(ig - itf) <= 1
+    # (The two loops' inner products add in different orders: over hundreds
+    # of iterations they may end a few apart.)
+    assert abs(ig - itf) <= max(1, itf // 100), (ig, itf)
     scale = np.abs(xg).max()
     assert np.abs(xf - xg).max() <= 1e-6 * scale
 

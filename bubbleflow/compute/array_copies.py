@@ -1,0 +1,57 @@
+"""Several arrays copied at once: one launch for up to eight on a GPU.
+
+A part of a step replayed from a CUDA graph (:mod:`.held_capture`) copies
+its inputs into the graph's buffers and its results out of them, a dozen
+arrays a replay; one launch a copy costs the host more than the copies
+cost the device.  :func:`copy_arrays` is the array code (``dst[...] =
+src`` each); its CUDA variant copies the contiguous pairs of one dtype
+and shape eight to a launch (``array_copies.cu``), the others as the array
+code does.  CuPy is imported inside the functions only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import cuda
+from .twins import twin
+
+__all__ = ["COPIES_A_LAUNCH", "copy_arrays"]
+
+#: Arrays one launch copies (array_copies.cu).
+COPIES_A_LAUNCH = 8
+_THREADS = 256
+
+
+@twin
+def copy_arrays(dsts, srcs):
+    """``dst[...] = src`` for each pair of the sequences ``dsts`` and
+    ``srcs`` (arrays of one backend; ``dst`` of ``src``'s shape and
+    dtype); returns ``dsts``."""
+    for dst, src in zip(dsts, srcs):
+        dst[...] = src
+    return dsts
+
+
+@copy_arrays.register("cupy")
+def _copy_arrays_by_launches(dsts, srcs):
+    import cupy as cp
+
+    batched, rest = [], []
+    for dst, src in zip(dsts, srcs):
+        same = (isinstance(dst, cp.ndarray) and isinstance(src, cp.ndarray)
+                and dst.dtype == src.dtype and dst.shape == src.shape
+                and dst.flags.c_contiguous and src.flags.c_contiguous)
+        (batched if same and dst.nbytes else rest).append((dst, src))
+    kernel = cuda.raw_kernel(cuda.source(__name__, "array_copies.cu"), "bf_copy_arrays")
+    for start in range(0, len(batched), COPIES_A_LAUNCH):
+        group = batched[start:start + COPIES_A_LAUNCH]
+        args = [np.int32(len(group))]
+        for dst, src in group:
+            args += [dst, src, np.int64(dst.nbytes)]
+        args += [np.uint64(0), np.uint64(0), np.int64(0)] * (COPIES_A_LAUNCH - len(group))
+        words = max(-(-dst.nbytes // 8) for dst, _ in group)
+        blocks = max(1, min(-(-words // _THREADS), 1024))
+        kernel((blocks, len(group)), (_THREADS,), tuple(args))
+    for dst, src in rest:
+        dst[...] = src
+    return dsts
