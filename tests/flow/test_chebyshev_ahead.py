@@ -12,26 +12,13 @@ import pytest
 
 from bubbleflow.case.config import load_case
 from bubbleflow.flow import flow_solver
-from bubbleflow.flow.viscosity import ViscousSystem
 from bubbleflow.flow.viscosity_chebyshev import (MAX_CHEBYSHEV_STEPS, chebyshev_plan,
                                                  chebyshev_records, chebyshev_schedule,
                                                  chebyshev_solves, needed_steps,
                                                  residual_scalars, solve_chebyshev, steps_ahead)
+from helpers.chebyshev import stiff_systems
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SIGNS = ((-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0))
-
-
-def _systems(xp, rng, cells):
-    nd = len(cells)
-    mu = xp.asarray(np.where(rng.random(cells[::-1]) < 0.5, 10.0, 0.1))
-    systems = []
-    for a in range(nd):
-        shape = list(cells[::-1])
-        shape[nd - 1 - a] -= 1
-        systems.append(ViscousSystem(a, mu, xp.asarray(rng.uniform(1.0, 1000.0, shape)), 0.01,
-                                     tuple(1 / n for n in cells), SIGNS[:nd]))
-    return systems
 
 
 def _starts(xp, rng, systems):
@@ -46,7 +33,7 @@ def test_plan_is_the_host_formulas(cells, backend):
     (the same bits on NumPy; to rounding on a GPU, the same counts)."""
     rng = np.random.default_rng(3)
     xp = backend.xp
-    systems = _systems(xp, rng, cells)
+    systems = stiff_systems(xp, rng, cells)
     rhss, x0s = _starts(xp, rng, systems)
     totals = xp.stack([residual_scalars(S, b, x)[1] for S, b, x in zip(systems, rhss, x0s)])
     schedule, first, needed = (backend.to_host(a) for a in
@@ -77,7 +64,7 @@ def test_solves_planned_ahead(cells, backend):
     few are reported short, where the solve planned from its start finishes."""
     rng = np.random.default_rng(6)
     xp = backend.xp
-    systems = _systems(xp, rng, cells)
+    systems = stiff_systems(xp, rng, cells)
     rhss, x0s = _starts(xp, rng, systems)
     planned = solve_chebyshev(systems, rhss, x0s, 1e-10)
     need = max(rec.iterations for _, rec in planned)

@@ -26,7 +26,7 @@ from bubbleflow.flow.viscosity_chebyshev import (chebyshev_interval, residual_sc
                                                  solve_chebyshev)
 from bubbleflow.flow.viscosity import ViscousSystem
 from bubbleflow.mesh.ranks import rank_slab
-from helpers.chebyshev import schedule_arrays
+from helpers.chebyshev import schedule_arrays, stiff_systems
 from helpers.cli import ROOT
 
 RISING_3D = os.path.join(ROOT, "cases/rising_bubble_3d.yaml")
@@ -211,25 +211,12 @@ def test_chebyshev_solve_reaches_rtol_without_cg(cells, signs, backend):
         assert np.allclose(backend.to_host(x), direct, rtol=1e-8, atol=1e-12 * abs(direct).max())
 
 
-def _stiff_systems(xp, rng, cells=(14, 21)):
-    """The systems of every component of one grid, random viscosity and face densities."""
-    nd = len(cells)
-    mu = xp.asarray(np.where(rng.random(cells[::-1]) < 0.5, 10.0, 0.1))
-    systems = []
-    for a in range(nd):
-        shape = list(cells[::-1])
-        shape[nd - 1 - a] -= 1
-        systems.append(ViscousSystem(a, mu, xp.asarray(rng.uniform(1.0, 1000.0, shape)), 0.01,
-                                     tuple(1 / n for n in cells), WALLS["mixed"][:nd]))
-    return systems
-
-
 @pytest.mark.parametrize("cells", [(14, 21), (5, 6, 7)], ids=["2d", "3d"])
 def test_systems_solved_together_as_one_by_one(cells, backend):
     """Solving the components side by side gives each one's own solve."""
     rng = np.random.default_rng(9)
     xp = backend.xp
-    systems = _stiff_systems(xp, rng, cells)
+    systems = stiff_systems(xp, rng, cells)
     rhss = [xp.asarray(rng.standard_normal(S.shape[0])) for S in systems]
     x0s = [xp.zeros_like(b) for b in rhss]
     together = solve_chebyshev(systems, rhss, x0s, 1e-10)
