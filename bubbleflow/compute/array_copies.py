@@ -22,6 +22,10 @@ COPIES_A_LAUNCH = 8
 _THREADS = 256
 
 
+# (Listed for the compile ahead: cuda.prefetch.)
+_kernel = cuda.float64_kernels(__name__, "array_copies.cu")
+
+
 @twin
 def copy_arrays(dsts, srcs):
     """``dst[...] = src`` for each pair of the sequences ``dsts`` and
@@ -42,7 +46,7 @@ def _copy_arrays_by_launches(dsts, srcs):
                 and dst.dtype == src.dtype and dst.shape == src.shape
                 and dst.flags.c_contiguous and src.flags.c_contiguous)
         (batched if same and dst.nbytes else rest).append((dst, src))
-    kernel = cuda.raw_kernel(cuda.source(__name__, "array_copies.cu"), "bf_copy_arrays")
+    kernel = _kernel("bf_copy_arrays")
     for start in range(0, len(batched), COPIES_A_LAUNCH):
         group = batched[start:start + COPIES_A_LAUNCH]
         args = [np.int32(len(group))]

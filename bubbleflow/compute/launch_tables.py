@@ -23,6 +23,10 @@ __all__ = ["WORDS_A_LAUNCH", "device_table"]
 WORDS_A_LAUNCH = 16
 
 
+# (Listed for the compile ahead: cuda.prefetch.)
+_kernel = cuda.float64_kernels(__name__, "launch_tables.cu")
+
+
 def _words(table):
     """The bytes of the NumPy array ``table`` as 8-byte words (the last one
     padded with zeros)."""
@@ -54,7 +58,7 @@ def _device_table_by_launches(table, like, out=None):
                             or not out.flags.c_contiguous):
         return NotImplemented
     out = cp.empty(words.size, dtype=np.uint64) if out is None else out.view(np.uint64)
-    kernel = cuda.raw_kernel(cuda.source(__name__, "launch_tables.cu"), "bf_write_words")
+    kernel = _kernel("bf_write_words")
     for start in range(0, words.size, WORDS_A_LAUNCH):
         chunk = [np.uint64(w) for w in words[start:start + WORDS_A_LAUNCH]]
         n = len(chunk)
