@@ -41,7 +41,6 @@ layer (no-slip mirrors with a sign change, free-slip mirrors).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +51,12 @@ from ..compute.held_capture import keyed_replays
 from ..mesh.grid import Grid, interior_face_heights
 from ..mesh.levelset import build_levelset, geometry_circles
 from . import (bubble_measures, clsvof_transport, interface_force, levelset, momentum, viscosity,
-               viscosity_chebyshev, vof_diagnostics, vof_fraction, vof_redistance)
+               vof_diagnostics, vof_fraction, vof_redistance)
 from .bounds import FlowBounds
 from .partition import RankSlabs, WholeGrid, slab_alignment
 from .phase_clock import PhaseClock
 from .state import FlowState
+from .viscous_plan import ViscousPlan
 
 __all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step",
            "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "TRANSPORT_CFL", "MAX_SHORTENED_STEPS",
@@ -198,7 +198,6 @@ class FlowSolver:
         # Filter passes before the curvature: the rebuilt level set of CLSVOF
         # needs them (docs/interface_study.md measures the still bubble).
         self.curvature_passes = CLSVOF_CURVATURE_PASSES if self.clsvof else 0
-        self.viscous_records = None
         self._pressure = None                # built at the first step, then updated
         # The last step's length, and the cells the interface may have moved
         # in it (None: not known; the pressure solver's set-up reads it).
@@ -217,11 +216,11 @@ class FlowSolver:
         self._replays = (keyed_replays(backend, comm, kept=REPLAYED_KEYS)
                          if cells <= REPLAYED_STEP_CELLS else None)
         # The viscous solves' Chebyshev steps planned ahead from the last
-        # solve's (the momentum phase is then launches alone, one graph),
+        # solves' (the momentum phase is then launches alone, one graph)
         # where a host read costs a synchronisation and the step is
-        # launch-bound; None: planned from the step's start.
-        self._plan_ahead = backend.on_device and cells <= REPLAYED_STEP_CELLS
-        self._viscous_steps = None
+        # launch-bound.
+        self.viscous_plan = ViscousPlan(backend.on_device and cells <= REPLAYED_STEP_CELLS,
+                                        g.ndim, case.momentum.viscous_rtol)
         self.width = momentum_window(case)
         lo, hi = self.partition.window(self.width)
         heights = self._face_heights()
@@ -322,7 +321,13 @@ class FlowSolver:
         """This rank's step scalars (on the device, where they are not read
         yet) on the host, maximised over the ranks, the finite flag as its
         minimum."""
-        local = np.array(self.backend.to_host(local), dtype=np.float64)
+        pending = self.viscous_plan.pending
+        if pending is None:
+            local = self.backend.to_host(local)
+        else:                   # (the viscous solves' report in the same transfer)
+            local, report = self.backend.to_host_many([local, pending])
+            self.viscous_plan.settle(report)
+        local = np.array(local, dtype=np.float64)
         local[0] = 1.0 - local[0]
         out = self.partition.maxima(local)
         out[0] = 1.0 - out[0]
@@ -398,7 +403,7 @@ class FlowSolver:
             return momentum.implicit_velocity(solutions, u, H, rf, coefficients, dt,
                                               self.spacing, gravity, reduced)
 
-        steps = self._viscous_steps
+        steps = self.viscous_plan.steps
         if steps is not None:
             def whole(phi, H, mu, *faces):
                 # The viscous solves with the steps planned ahead: launches alone.
@@ -409,11 +414,10 @@ class FlowSolver:
                     owned=self.partition.owned_planes(nd, self.width))
                 return after(H, *solutions, *faces, *(coefficients or (None,) * nd)), report
 
-            t0 = time.perf_counter()
             provisional, report = self._replayed(("momentum", dt, steps), whole,
                                                  (phi, H, mu, *faces))
-            if self._ahead_solved(self.backend.to_host(report), steps, t0):
-                return provisional
+            self.viscous_plan.pend(report)      # (read with the next scalars: _over_ranks)
+            return provisional
         # Steps planned from this step's start: the first step, the first
         # after a snapshot, and where the steps planned ahead fell short.
         coefficients, rhss = self._replayed(("viscous right-hand sides", dt), before,
@@ -421,21 +425,6 @@ class FlowSolver:
         solutions = self._implicit_solves(velocity, dt, mu, rho_faces, rhss)
         return self._replayed(("implicit velocity", dt), after,
                               (H, *solutions, *faces, *(coefficients or (None,) * nd)))
-
-    def _ahead_solved(self, report, steps, t0):
-        """Whether the viscous solves planned ahead with ``steps`` steps met
-        their tolerance (``report`` their rows, read on the host); if so
-        their records are kept and the next solves planned from the steps
-        these needed, else the next plan is taken from the start."""
-        records = viscosity_chebyshev.chebyshev_records(
-            report, [steps] * self.ndim, self.case.momentum.viscous_rtol,
-            (time.perf_counter() - t0) / self.ndim)
-        if not all(rec.converged for rec in records):
-            self._viscous_steps = None
-            return False
-        self.viscous_records = records
-        self._viscous_steps = viscosity_chebyshev.steps_ahead(np.asarray(report)[:, 2].max())
-        return True
 
     def _implicit_solves(self, velocity, dt, mu, rho_faces, rhss):
         """The viscous solves of every component (backward Euler,
@@ -453,11 +442,13 @@ class FlowSolver:
                 raise part.error(FloatingPointError(
                     f"the implicit viscous solve for {name} did not converge: {rec.reason} "
                     f"after {rec.iterations} iterations, relative residual {rec.residual:.3g}"))
-        self.viscous_records = [rec for _, rec in solved]
-        if self._plan_ahead:
-            self._viscous_steps = viscosity_chebyshev.steps_ahead(
-                max(rec.iterations for rec in self.viscous_records))
+        self.viscous_plan.solved_from_start([rec for _, rec in solved])
         return [x for x, _ in solved]
+
+    @property
+    def viscous_records(self):
+        """The last implicit viscous solves' records (None before any)."""
+        return self.viscous_plan.records
 
     # ---------------------------------------------------------------- pressure
     @property
@@ -472,7 +463,7 @@ class FlowSolver:
         as a restarted run's first step does, so the restart reproduces
         the run bit for bit; so are the next viscous solves' steps
         (planned from that step's start)."""
-        self._viscous_steps = None
+        self.viscous_plan.restart()
         if self._pressure is not None:
             self._pressure.renew()
 
@@ -516,7 +507,8 @@ class FlowSolver:
         Host synchronisations: the finite check together with the time
         step's maxima (read with the previous step's figures where
         ``state`` is the one it made, else one transfer), the implicit
-        viscous solves', the pressure solve's (the set-up's deferred
+        viscous solves' (planned ahead: their report read with the
+        transport's check), the pressure solve's (the set-up's deferred
         checks and the solver's own), the transport's
         check of the new velocity, and the diagnostics together with the
         divergence norms, the figures of the physical bounds
@@ -552,6 +544,11 @@ class FlowSolver:
             if shorter is None:
                 break
             dt, redone = shorter, redone + 1
+            velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
+        if self.viscous_plan.fell_short(self.backend):
+            # The viscous steps planned ahead left a solve above its
+            # tolerance: the step again, its steps planned from its start
+            # (the velocity within the solves' tolerance of the one checked).
             velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
         step, self._last_dt = state.step + 1, dt
         del fields, H, rho, mu, rho_faces, phi_w

@@ -36,13 +36,13 @@ class Recorded:
 
 def _steps(case, replays, steps, ahead=False):
     flow = flow_solver(case, get_backend("numpy"))
-    flow._plan_ahead = ahead            # (as on a GPU: the viscous steps planned ahead)
+    flow.viscous_plan.ahead = ahead     # (as on a GPU: the viscous steps planned ahead)
     flow._replays = KeyedReplays(capture=lambda run, comm=None: Recorded(run), kept=12) \
         if replays else None
     state, reports = flow.initial_state(), []
     for k in range(steps):
         if ahead and k == steps // 2:
-            flow._viscous_steps += 3    # (a new count at the same dt: a graph of its own)
+            flow.viscous_plan.steps += 3    # (a new count at the same dt: a graph of its own)
         state, report = flow.step(state)
         reports.append((report.dt, report.diagnostics, report.bounds, report.divergence))
     return flow, state, reports
@@ -61,7 +61,7 @@ def test_replayed_parts_repeat_the_launched_steps(sets, ahead):
     _, ref, ref_reports = _steps(case, False, 8, ahead)
     assert flow._replays.counts["replayed"] >= 6, flow._replays.counts
     if ahead:                           # (one graph a step: the whole momentum phase)
-        assert flow._viscous_steps is not None
+        assert flow.viscous_plan.steps is not None
         assert any(key[0] == "momentum" for key in flow._replays._graphs), flow._replays._graphs
     np.testing.assert_equal(reports, ref_reports)
     for a, b in ((state.phi, ref.phi), (state.c, ref.c), (state.p, ref.p),
