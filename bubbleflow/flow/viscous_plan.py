@@ -43,7 +43,7 @@ class ViscousPlan:
     def pend(self, report):
         """The solves planned ahead with :attr:`steps` were queued; their
         ``report`` is read later."""
-        self._pending = (report, self.steps, time.perf_counter())
+        self._pending, self._short = (report, self.steps, time.perf_counter()), False
 
     def settle(self, report):
         """The pending solves' ``report``, read on the host: their records,
@@ -61,8 +61,9 @@ class ViscousPlan:
         self.steps = steps_ahead(np.asarray(report)[:, 2].max())
 
     def fell_short(self, backend):
-        """Whether the last solves planned ahead fell short of their
-        tolerance (their report read now, where nothing read it along)."""
+        """Whether the step's last viscous solves were planned ahead and
+        fell short of their tolerance (their report read now, where nothing
+        read it along)."""
         if self._pending is not None:
             self.settle(backend.to_host(self._pending[0]))
         short, self._short = self._short, False
@@ -71,7 +72,7 @@ class ViscousPlan:
     def solved_from_start(self, records):
         """The solves of a momentum phase planned from its start gave
         ``records``: the next count from the steps they took."""
-        self.records = records
+        self.records, self._short = records, False
         if self.ahead:
             self.steps = steps_ahead(max(rec.iterations for rec in records))
 

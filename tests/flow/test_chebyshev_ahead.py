@@ -151,3 +151,33 @@ def test_device_table_is_the_hosts_bytes_and_a_graph_can_hold_it(cp):
         graph.launch()
         stream.synchronize()
     assert cp.array_equal(out, ref)
+
+
+def test_plan_says_a_short_count_once_and_for_the_last_solves_only():
+    """The plan's bookkeeping: a report that falls short drops the count
+    and is said once; solves after it (planned ahead, or from their start)
+    answer for themselves; a report read along with other figures is not
+    read again."""
+    from bubbleflow.compute.backend import get_backend
+    from bubbleflow.flow.viscous_plan import ViscousPlan
+    from bubbleflow.linalg.krylov.record import SolveRecord
+
+    host = get_backend("numpy")
+    met, short = np.array([[1.0, 1e-11, 7.0]] * 2), np.array([[1.0, 1e-9, 30.0]] * 2)
+    plan = ViscousPlan(True, 2, 1e-10)
+    plan.steps = 9
+    plan.pend(met.copy())
+    assert plan.pending is not None
+    plan.settle(met)                    # (read along with the step's scalars)
+    assert plan.pending is None and plan.steps == steps_ahead(7) and not plan.fell_short(host)
+    plan.pend(short)
+    assert plan.fell_short(host) and plan.steps is None and not plan.fell_short(host)
+    plan.steps = 9
+    plan.pend(short)
+    plan.settle(short)
+    record = SolveRecord(method="chebyshev", rtol=1e-10)
+    record.iterations, record.converged = 12, True
+    plan.solved_from_start([record, record])      # (the step done again, planned at its start)
+    assert not plan.fell_short(host) and plan.steps == steps_ahead(12)
+    plan.restart()
+    assert plan.steps is None
