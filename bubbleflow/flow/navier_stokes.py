@@ -139,8 +139,10 @@ class StepReport:
 #: a graph a sweep order).
 REPLAYED_STEP_CELLS = 1 << 20
 #: The graphs of a step's parts a run keeps (the oldest goes first): the
-#: momentum phase's two and the end of the step's one a sweep order, for
-#: the step's length and the one before it.
+#: momentum phase's (with implicit viscosity one a step count planned
+#: ahead, and the two around solves planned at a step's start) and the end
+#: of the step's one a sweep order, for the step's length and the one
+#: before it.
 REPLAYED_KEYS = 12
 
 
@@ -208,19 +210,18 @@ class FlowSolver:
         self.partition = self._partition(comm)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
         # The parts of a step replayed from CUDA graphs (_replayed: the
-        # momentum phase around the viscous solves, _end_of_step): on a GPU,
-        # where the ranks' calls are NCCL's (a graph cannot hold MPI's), on
-        # slabs of at most REPLAYED_STEP_CELLS cells.
+        # momentum phase, _end_of_step): on a GPU, where the ranks' calls
+        # are NCCL's (a graph cannot hold MPI's), on slabs of at most
+        # REPLAYED_STEP_CELLS cells.
         comm = self.partition.comm
-        cells = math.prod(g.shape) // (1 if comm is None else comm.size)
-        self._replays = (keyed_replays(backend, comm, kept=REPLAYED_KEYS)
-                         if cells <= REPLAYED_STEP_CELLS else None)
+        small = math.prod(g.shape) // (1 if comm is None else comm.size) <= REPLAYED_STEP_CELLS
+        self._replays = keyed_replays(backend, comm, kept=REPLAYED_KEYS) if small else None
         # The viscous solves' Chebyshev steps planned ahead from the last
         # solves' (the momentum phase is then launches alone, one graph)
         # where a host read costs a synchronisation and the step is
         # launch-bound.
-        self.viscous_plan = ViscousPlan(backend.on_device and cells <= REPLAYED_STEP_CELLS,
-                                        g.ndim, case.momentum.viscous_rtol)
+        self.viscous_plan = ViscousPlan(backend.on_device and small, g.ndim,
+                                        case.momentum.viscous_rtol)
         self.width = momentum_window(case)
         lo, hi = self.partition.window(self.width)
         heights = self._face_heights()
@@ -367,9 +368,11 @@ class FlowSolver:
     def provisional_velocity(self, phi, velocity, dt, H, rho, mu, rho_faces):
         """``u*`` on the interior faces of the (widened) slab: explicit
         (:func:`.momentum.provisional_velocity`) or with the viscous
-        stress implicit (:meth:`_implicit_solves`).  Their launches around
-        the viscous solves' host reads are replayed per ``dt``
-        (:meth:`_replayed`)."""
+        stress implicit.  Its launches are replayed per ``dt``
+        (:meth:`_replayed`): with implicit viscosity the whole phase, its
+        solves' steps planned ahead (:attr:`viscous_plan`, their report
+        read later), else the launches around the solves planned at the
+        step's start (:meth:`_implicit_solves`, their host reads)."""
         nd = self.ndim
         # Reduced gravity's consistency term on the vertical faces (momentum.density_mismatch).
         reduced = (momentum.ReducedGravity(self.gravity, self.rho_g, self.rho_l)

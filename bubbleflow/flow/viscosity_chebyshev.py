@@ -90,7 +90,8 @@ def chebyshev_interval(lo, dmax, dmin):
     the eigenvalues of ``D^-1 S`` in ``[a, 2 - a]`` with ``a = lo`` (every
     row's off-diagonal sum is at most ``D - rho_f``), and the last factor
     turns the ``D^-1``-norm bound into a 2-norm one."""
-    return lo, 2.0 - lo, math.sqrt(dmax / dmin)
+    with np.errstate(divide="ignore", invalid="ignore"):    # (NaN or inf where D is degenerate)
+        return lo, 2.0 - lo, float(np.sqrt(np.float64(dmax) / dmin))
 
 
 def chebyshev_iterations(a, b, reduction):
@@ -170,7 +171,8 @@ def chebyshev_plan(totals, rtol, width, max_steps):
     for i, (fnorm, rnorm, lo, dmax, dmin) in enumerate(host):
         # (NumPy's scalars: a degenerate interval gives inf and NaN, as on a GPU.)
         with np.errstate(all="ignore"):
-            first[i], rows = chebyshev_schedule(lo, 2.0 - lo, width)
+            a, b, _ = chebyshev_interval(lo, dmax, dmin)
+            first[i], rows = chebyshev_schedule(a, b, width)
         schedule[i] = rows
         needed[i] = needed_steps(fnorm, rnorm, lo, dmax, dmin, rtol, max_steps)
     return tuple(backend.asarray(a) for a in (schedule, first, needed))
@@ -267,13 +269,12 @@ def solve_chebyshev(systems, rhss, x0s, rtol):
     ``"chebyshev"``, or ``"chebyshev+cg"`` where CG finished; the same on
     every rank)."""
     t0 = time.perf_counter()
-    backend = systems[0].backend
     xs, report, counts = chebyshev_solves(systems, rhss, x0s, rtol)
-    records = chebyshev_records(backend.to_host(report), counts, rtol)
+    report = systems[0].backend.to_host(report)
     seconds = (time.perf_counter() - t0) / len(systems)     # (solved together: shared evenly)
     out = []
-    for S, rhs, x, record in zip(systems, rhss, xs, records):
-        record.solve_seconds = seconds
+    for S, rhs, x, record in zip(systems, rhss, xs,
+                                 chebyshev_records(report, counts, rtol, seconds)):
         if not record.converged:
             k = record.iterations
             x, record = cg(S, rhs, x0=x, rtol=rtol, M=S.jacobi, nullspace=None, engine="generic")

@@ -257,9 +257,11 @@ def slab_chebyshev_sweep(systems, xs, rs, ds, schedule, steps):
     plan_of = viscosity3_cuda.sweep_plan if _of_3d_grids(*systems) else sweep_plan
     comm = systems[0].comm
     shapes = [S.rho_ext.shape for S in systems]
-    graphs = None if capturing() else _SLAB_GRAPHS.get(comm)
-    if graphs is None and not capturing():
-        graphs = _SLAB_GRAPHS[comm] = SlabSweepGraphs()
+    graphs = None
+    if not capturing():
+        graphs = _SLAB_GRAPHS.get(comm)
+        if graphs is None:
+            graphs = _SLAB_GRAPHS[comm] = SlabSweepGraphs()
     work = (graphs.arrays(shapes) if graphs is not None else
             [[cp.zeros(int(np.prod(s)), dtype=np.float64) for _ in range(4)] for s in shapes])
     for S, arrays, rows in zip(systems, work, zip(xs, rs, ds)):

@@ -11,25 +11,7 @@ import numpy as np
 
 from bubbleflow.compute import held_capture
 from bubbleflow.compute.held_capture import KeyedReplays
-
-
-class Recorded:
-    """The stand-in of a captured graph."""
-
-    def __init__(self, run):
-        self.run, self.result = run, run()
-
-    def replay(self):
-        leaves, _ = self.result
-        again, _ = self.run()
-        for dst, src in zip(leaves, again):
-            if dst is not None:
-                dst[...] = src
-        return self.result
-
-
-def record(run, comm=None):
-    return Recorded(run)
+from helpers.replays import record
 
 
 def refuse(run, comm=None):
@@ -65,7 +47,7 @@ def test_a_kind_whose_captures_fail_runs_and_the_others_replay():
     failing = ["host read"]
 
     def flaky(run, comm=None):
-        return None if failing else Recorded(run)
+        return None if failing else record(run)
 
     replays = KeyedReplays(capture=flaky, failures=2)
     x = np.arange(3.0)

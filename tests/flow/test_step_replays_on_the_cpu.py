@@ -1,7 +1,7 @@
-"""The flow's replayed parts (FlowSolver._replayed: the momentum phase
-around the viscous solves, the end of a step) on the CPU, their capture a
-NumPy stand-in of a CUDA graph that runs the captured call again on its
-buffers: a replay repeats the call it captured, with that call's dt, step
+"""The flow's replayed parts (FlowSolver._replayed: the momentum phase,
+the end of a step) on the CPU, their capture a NumPy stand-in of a CUDA
+graph that runs the captured call again on its buffers
+(helpers/replays.py): a replay repeats the call it captured, with that call's dt, step
 and options, so steps equal the launched ones bit for bit only where each
 key names everything its launches depend on besides the arrays.  The CUDA
 capture runs on the GPU (test_step_replays.py)."""
@@ -14,30 +14,15 @@ from bubbleflow.case.config import load_case
 from bubbleflow.compute.backend import get_backend
 from bubbleflow.compute.held_capture import KeyedReplays
 from bubbleflow.flow import flow_solver
+from helpers.replays import record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class Recorded:
-    """A graph's stand-in: the captured call again, its results written into
-    the captured run's arrays."""
-
-    def __init__(self, run):
-        self.run, self.result = run, run()
-
-    def replay(self):
-        leaves, _ = self.result
-        again, _ = self.run()
-        for dst, src in zip(leaves, again):
-            if dst is not None:
-                dst[...] = src
-        return self.result
 
 
 def _steps(case, replays, steps, ahead=False):
     flow = flow_solver(case, get_backend("numpy"))
     flow.viscous_plan.ahead = ahead     # (as on a GPU: the viscous steps planned ahead)
-    flow._replays = KeyedReplays(capture=lambda run, comm=None: Recorded(run), kept=12) \
+    flow._replays = KeyedReplays(capture=record, kept=12) \
         if replays else None
     state, reports = flow.initial_state(), []
     for k in range(steps):
