@@ -40,20 +40,25 @@ def copy_arrays(dsts, srcs):
 def _copy_arrays_by_launches(dsts, srcs):
     import cupy as cp
 
+    ndarray = cp.ndarray
     batched, rest = [], []
     for dst, src in zip(dsts, srcs):
-        same = (isinstance(dst, cp.ndarray) and isinstance(src, cp.ndarray)
-                and dst.dtype == src.dtype and dst.shape == src.shape
-                and dst.flags.c_contiguous and src.flags.c_contiguous)
+        same = (type(dst) is ndarray and type(src) is ndarray and dst.dtype == src.dtype
+                and dst.shape == src.shape and dst.flags.c_contiguous
+                and src.flags.c_contiguous)
         (batched if same and dst.nbytes else rest).append((dst, src))
     kernel = _kernel("bf_copy_arrays")
     for start in range(0, len(batched), COPIES_A_LAUNCH):
         group = batched[start:start + COPIES_A_LAUNCH]
-        args = [np.int32(len(group))]
+        args, words = [np.int32(len(group))], 0
         for dst, src in group:
-            args += [dst, src, np.int64(dst.nbytes)]
-        args += [np.uint64(0), np.uint64(0), np.int64(0)] * (COPIES_A_LAUNCH - len(group))
-        words = max(-(-dst.nbytes // 8) for dst, _ in group)
+            nbytes = dst.nbytes
+            args += (dst, src, np.int64(nbytes))
+            words = max(words, nbytes)
+        # The unused slots repeat the first pair (blockIdx.y >= count returns):
+        # arrays cost the launch less to pack than null pointers.
+        args += args[1:4] * (COPIES_A_LAUNCH - len(group))
+        words = -(-words // 8)
         blocks = max(1, min(-(-words // _THREADS), 1024))
         kernel((blocks, len(group)), (_THREADS,), tuple(args))
     for dst, src in rest:

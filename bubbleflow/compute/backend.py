@@ -13,6 +13,7 @@ import functools
 import gc
 import os
 import platform
+import threading
 import time
 
 import numpy as np
@@ -293,6 +294,7 @@ class CupyBackend(Backend):
         if count < 1:
             raise BackendUnavailable("no CUDA device found")
         self.xp = cupy
+        self._reads = threading.local()           # (the reads' pinned buffers, by thread)
         self.sparse = cupyx.scipy.sparse
         self.sparse_linalg = cupyx.scipy.sparse.linalg
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -311,8 +313,6 @@ class CupyBackend(Backend):
         allocation and a copy)."""
         import ctypes
 
-        import cupyx
-
         cp = self.xp
         shapes = [np.shape(a) for a in arrays]
         # (ascontiguousarray gives a 0-d array one dimension: shapes kept apart.)
@@ -322,7 +322,7 @@ class CupyBackend(Backend):
         for a in arrays:
             offsets.append(total)
             total += -(-a.nbytes // 16) * 16
-        buf = cupyx.empty_pinned(max(total, 16), dtype=np.uint8)
+        buf = self._pinned(max(total, 16))
         stream = cp.cuda.get_current_stream()
         for a, at in zip(arrays, offsets):
             if isinstance(a, cp.ndarray):
@@ -334,6 +334,17 @@ class CupyBackend(Backend):
         stream.synchronize()
         return [buf[at: at + a.nbytes].view(a.dtype).reshape(shape).copy()
                 for a, at, shape in zip(arrays, offsets, shapes)]
+
+    def _pinned(self, nbytes):
+        """A pinned host buffer of ``nbytes`` for :meth:`to_host_many`: one
+        per thread, kept from read to read (its values are copied out before
+        the next), grown when short."""
+        import cupyx
+
+        buf = getattr(self._reads, "buffer", None)
+        if buf is None or buf.size < nbytes:
+            buf = self._reads.buffer = cupyx.empty_pinned(max(nbytes, 4096), dtype=np.uint8)
+        return buf[:nbytes]
 
     def host_blocks(self, a, rows):
         """See :meth:`Backend.host_blocks`: two pinned buffers of a block,

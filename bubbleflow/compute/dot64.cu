@@ -24,3 +24,34 @@ extern "C" __global__ void bf_dot64_final(
     const T s = block_sum_array(partial, nblocks, shm);
     if (threadIdx.x == 0) out[0] = s;
 }
+
+// The norms of up to four float64 vectors of one length (reductions.several_norms):
+// blockIdx.y the vector, each block's sum of squares in bf_dot64_partial's order,
+// then one block adds each vector's block sums in bf_dot64_final's order (the
+// bits of sqrt(dot(a, a)), vector by vector) and takes the roots (roots != 0)
+// or leaves the sums (the ranks add theirs first).
+extern "C" __global__ void bf_norms64_partial(
+    const T* __restrict__ a0, const T* __restrict__ a1, const T* __restrict__ a2,
+    const T* __restrict__ a3, const long long n, T* __restrict__ partial)
+{
+    __shared__ T shm[32];
+    const T* const vectors[4] = {a0, a1, a2, a3};
+    const T* __restrict__ a = vectors[blockIdx.y];
+    T v[1] = {0.0};
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        v[0] += a[i] * a[i];
+    block_sum<1>(v, shm);
+    if (threadIdx.x == 0) partial[(long long)blockIdx.y * gridDim.x + blockIdx.x] = v[0];
+}
+
+extern "C" __global__ void bf_norms64_final(
+    const T* __restrict__ partial, const int nblocks, const int count, const int roots,
+    T* __restrict__ out)
+{
+    __shared__ T shm[32];
+    for (int k = 0; k < count; ++k) {
+        const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
+        if (threadIdx.x == 0) out[k] = roots ? sqrt(s) : s;
+    }
+}

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import cuda
 
-__all__ = ["reductions", "summed_dots", "DOTS", "BLOCK"]
+__all__ = ["reductions", "summed_dots", "several_norms", "DOTS", "NORM", "NORMS", "BLOCK"]
 
 BLOCK = 256          # float32 terms summed before the float64 accumulation (NumPy)
 _THREADS = 256
@@ -102,6 +102,93 @@ DOTS = {
 }
 
 
+def _numpy_squares64(backend):
+    def squares(vectors, roots):
+        sums = np.array([np.einsum("i,i->", v, v) for v in vectors], dtype=np.float64)
+        return np.sqrt(sums) if roots else sums
+    return squares
+
+
+#: Vectors one launch of ``bf_norms64_partial`` reads.
+NORMS_A_LAUNCH = 4
+
+
+def _cupy_squares64(backend):
+    import cupy as cp
+
+    dot = _cupy_dot64(backend)
+
+    def squares(vectors, roots):
+        first = vectors[0]
+        if not (len(vectors) <= NORMS_A_LAUNCH and all(
+                v.dtype == np.float64 and v.size == first.size and v.flags.c_contiguous
+                for v in vectors)):
+            sums = cp.stack([dot(v, v) for v in vectors])
+            return cp.sqrt(sums) if roots else sums
+        count = len(vectors)
+        blocks = cuda.reduce_blocks(first.size, _THREADS)
+        partial, out = cp.empty(count * blocks, dtype=np.float64), cp.empty(count, np.float64)
+        padded = tuple(vectors) + (first,) * (NORMS_A_LAUNCH - count)
+        _dot64_kernel("bf_norms64_partial")((blocks, count), (_THREADS,),
+                                            padded + (np.int64(first.size), partial))
+        _dot64_kernel("bf_norms64_final")((1,), (_THREADS,), (partial, np.int32(blocks),
+                                                              np.int32(count),
+                                                              np.int32(bool(roots)), out))
+        return out
+    return squares
+
+
+def _float32_squares(backend):
+    dot = DOTS[backend.name, "float32"](backend)
+    xp = backend.xp
+
+    def squares(vectors, roots):
+        sums = xp.stack([xp.asarray(dot(v, v), dtype=xp.float64) for v in vectors])
+        return xp.sqrt(sums) if roots else sums
+    return squares
+
+
+#: ``(backend name, vector dtype name) -> factory(backend) -> squares``:
+#: ``squares(vectors, roots)``, the vectors' sums of squares (their norms
+#: where ``roots``) as one float64 array, each the bits of ``dot(v, v)``.
+NORMS = {
+    ("numpy", "float64"): _numpy_squares64,
+    ("cupy", "float64"): _cupy_squares64,
+    ("numpy", "float32"): _float32_squares,
+    ("cupy", "float32"): _float32_squares,
+}
+
+
+def _cupy_norm64(backend):
+    squares = _cupy_squares64(backend)
+
+    def norm(a):
+        return squares((a,), True).reshape(())
+    return norm
+
+
+#: ``(backend name, vector dtype name) -> factory(backend) -> norm`` where
+#: the norm is not ``sqrt(dot(a, a))`` as two calls (the same bits).
+NORM = {("cupy", "float64"): _cupy_norm64}
+
+
+def several_norms(backend, dtype=np.float64, comm=None):
+    """``norms(*vectors)``: the norms of vectors of ``dtype`` and one length
+    on ``backend`` as one float64 array, each the bits :func:`reductions`'
+    ``norm`` gives, in one reduction (on CuPy in float64, four vectors or
+    fewer: two launches where each norm takes three); on a rank's parts
+    (``comm``) the sums of squares added over the ranks in one all-reduce."""
+    kind = "float32" if np.dtype(dtype) == np.float32 else "float64"
+    squares = NORMS[backend.name, kind](backend)
+    xp = backend.xp
+    if comm is None:
+        return lambda *vectors: squares(vectors, True)
+
+    def norms(*vectors):
+        return xp.sqrt(xp.asarray(comm.allreduce_sum(squares(vectors, False))))
+    return norms
+
+
 def reductions(backend, dtype=np.float64, comm=None):
     """``(dot, norm)`` for vectors of ``dtype`` on ``backend``: ``dot(a, b)``
     and ``norm(a) = sqrt(dot(a, a))`` as 0-d arrays (no host synchronisation).
@@ -116,6 +203,10 @@ def reductions(backend, dtype=np.float64, comm=None):
 
         def dot(a, b):
             return xp.asarray(comm.allreduce_sum(local_dot(a, b)))
+
+    own_norm = NORM.get((backend.name, kind)) if comm is None else None
+    if own_norm is not None:
+        return dot, own_norm(backend)
 
     def norm(a):
         return xp.sqrt(dot(a, a))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bubbleflow.compute.backend import get_backend
-from bubbleflow.compute.reductions import reductions
+from bubbleflow.compute.reductions import reductions, several_norms
 
 pytestmark = pytest.mark.gpu
 
@@ -24,3 +24,27 @@ def test_dot_and_norm_are_numpys(cp, n):
     assert float(norm(da)) == pytest.approx(np.linalg.norm(a), rel=1e-14)
     strided = cp.asarray(np.stack([a, b], axis=1))[:, 0]        # (another layout: cupy.dot)
     assert float(dot(strided, db)) == pytest.approx(float(got), rel=1e-12, abs=1e-12 * scale)
+
+
+@pytest.mark.parametrize("n", [1, 257, 70_001, 3 * 2 ** 20 + 5])
+@pytest.mark.parametrize("count", [1, 2, 3, 4])
+def test_several_norms_are_the_norms_bit_for_bit(cp, n, count):
+    rng = np.random.default_rng(count * n)
+    vectors = [cp.asarray(rng.standard_normal(n) * 10.0 ** k) for k in range(count)]
+    dot, norm = reductions(get_backend("cupy"))
+    got = several_norms(get_backend("cupy"))(*vectors)
+    assert isinstance(got, cp.ndarray) and got.shape == (count,)
+    one_by_one = [float(cp.sqrt(dot(v, v))) for v in vectors]
+    assert cp.asnumpy(got).tolist() == one_by_one
+    assert [float(norm(v)) for v in vectors] == one_by_one
+    assert norm(vectors[0]).shape == ()
+
+
+def test_several_norms_of_other_layouts_and_of_more_vectors(cp):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 2))
+    vectors = [cp.asarray(a[:, 0]), cp.asarray(a)[:, 1]] + \
+        [cp.asarray(rng.standard_normal(300)) for _ in range(4)]     # strided, and six
+    got = cp.asnumpy(several_norms(get_backend("cupy"))(*vectors))
+    want = [np.linalg.norm(cp.asnumpy(v)) for v in vectors]
+    np.testing.assert_allclose(got, want, rtol=1e-14)

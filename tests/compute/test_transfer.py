@@ -25,6 +25,31 @@ def test_to_host_many_gives_each_array_its_values_shape_and_dtype(backend):
     assert backend.to_host_many([]) == []
 
 
+def test_reads_in_turn_and_in_threads_keep_their_values(backend):
+    """Reads one after the other (a small one, then one larger than the
+    last) and reads from several threads at once each give their own
+    arrays' values, which the next read leaves as they were."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    xp = backend.xp
+    small, large = np.arange(3.0), np.arange(100_000.0)
+    first = backend.to_host_many([xp.asarray(small)])[0]
+    second = backend.to_host_many([xp.asarray(large), xp.asarray(small[::-1])])
+    assert np.array_equal(first, small)
+    assert np.array_equal(second[0], large) and np.array_equal(second[1], small[::-1])
+
+    def read(k):
+        values = [np.full(50 + k, float(k)), np.arange(k, dtype=np.int32)]
+        return [backend.to_host_many([xp.asarray(v) for v in values]) for _ in range(20)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(read, range(8)))
+    for k, reads in enumerate(results):
+        for got in reads:
+            assert np.array_equal(got[0], np.full(50 + k, float(k)))
+            assert np.array_equal(got[1], np.arange(k, dtype=np.int32))
+
+
 def test_host_blocks_cover_the_array_in_order_with_its_values(backend):
     """A field read in blocks of rows (Backend.host_blocks): the starts run
     by the block, the blocks are the rows' values (the last one short), also

@@ -82,10 +82,11 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
                                           ahead=checks.queue if confirm else None)
         else:
             iterations = ArrayIterations(engine, system.check_every, system.maxiter)
-        names, values = ["bnorm", "rn0"], [engine.norm(b), engine.norm(r)]
+        # ||b||, ||r0|| and the reference's norm, in one reduction.
+        vectors = [b, r]
         if reference is not None:
-            names.append("reference")
-            values.append(engine.norm(xp.asarray(reference, dtype=b.dtype).reshape(b.shape)))
+            vectors.append(xp.asarray(reference, dtype=b.dtype).reshape(b.shape))
+        names, values = ["norms"], [engine.norms(*vectors)]
         iterations.begin(state)
         for name, value in (("mean", system.rhs_mean), ("broke", iterations.flag(state))):
             if isinstance(value, float):
@@ -93,7 +94,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
             elif value is not None:
                 names.append(name)
                 values.append(value)
-        first = dict(zip(names, (float(v) for v in backend.to_host_many(values))))
+        read = backend.to_host_many(values)
+        first = dict(zip(names[1:], (float(v) for v in read[1:])))
+        first.update(zip(("bnorm", "rn0", "reference"), (float(v) for v in read[0])))
         bnorm, rn0 = first["bnorm"], first["rn0"]
         record.rhs_norm = bnorm
         if "mean" in first:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from ...compute.reductions import reductions, summed_dots
+from ...compute.reductions import reductions, several_norms, summed_dots
 from ...compute.transfer import on_device
 from ...compute.products import fixed_order_dot
 
@@ -141,6 +141,7 @@ class ArrayEngine:
         self.matvec = system.matvec
         self.dot, self.norm = reductions(system.backend, system.b.dtype, system.comm)
         self.dots = summed_dots(system.backend, system.b.dtype, system.comm)
+        self.norms = several_norms(system.backend, system.b.dtype, system.comm)
         # On ranks a sum is a message whose latency dominates it: r . r and
         # r . M^-1 r then travel together (the same values).
         self.sums_together = getattr(system.comm, "size", 1) > 1

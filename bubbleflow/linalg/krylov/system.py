@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...compute.backend import backend_of
+from ...compute.mean_removal import minus_mean
 from ...compute.transfer import on_device
 from .. import registry
 from ..deflation.vectors import deflation_from_input
@@ -58,6 +59,8 @@ class ConstantNullspace:
         """``(b - mean(b), mean(b))``.  Float64: the mean a 0-d array of
         ``b``'s backend, no host synchronisation (the caller reads it later);
         other dtypes: a Python float (subtracted as :meth:`compatible` does)."""
+        if self.comm is None and b.dtype == np.float64:
+            return minus_mean(b)           # (the copy, in the same pass)
         mean_b = self._mean(b)
         if b.dtype != np.float64:
             mean_b = float(mean_b)
@@ -69,6 +72,8 @@ class ConstantNullspace:
         return b - mean_b                  # the copy, in the same pass
 
     def gauge(self, x):
+        if self.comm is None:
+            return minus_mean(x)[0]
         return x - self._mean(x)
 
 
