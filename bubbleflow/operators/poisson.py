@@ -178,10 +178,17 @@ class PoissonOperator:
         The stored arrays for ``matrix_free`` storage (do not modify them); new
         arrays (``-E[:, :-1]``, ``-N[:-1, :]``) for ``diagonals`` storage.
         """
+        arrays, couplings_of = self.coupling_parts()
+        return couplings_of(arrays)
+
+    def coupling_parts(self):
+        """``(arrays, couplings_of)``: the operator's arrays the face
+        couplings come from, and the function that gives them from those
+        arrays alone by launches (``couplings_of(arrays) ==
+        couplings()``), for a caller that replays it from a CUDA graph."""
         if self.storage == "matrix_free":
-            return self._faces if self.ndim != 2 else (self.cx, self.cy)
-        upper = self.diagonals[self.ndim + 1:]              # E, N[, T]: x, y[, z]
-        return tuple(-d[face_sides(self.ndim, axis)[0]] for axis, d in enumerate(upper))
+            return (self._faces if self.ndim != 2 else (self.cx, self.cy)), tuple
+        return self.diagonals[self.ndim + 1:], couplings_from_upper     # E, N[, T]
 
     def norm_inf(self):
         """Largest absolute row sum (twice the largest diagonal entry).
@@ -321,6 +328,14 @@ class PoissonOperator:
     def __repr__(self):
         cells = "x".join(str(n) for n in self.grid_shape)
         return f"<PoissonOperator {cells} {self.storage} {self.dtype} on {self.backend.name}>"
+
+
+def couplings_from_upper(upper):
+    """The face couplings per axis (x, y[, z]) from the upper diagonals
+    ``(E, N[, T])`` of the grid's shape: ``-E`` on the faces with a cell
+    beyond them, and so on."""
+    ndim = len(upper)
+    return tuple(-d[face_sides(ndim, axis)[0]] for axis, d in enumerate(upper))
 
 
 def faces_to_scipy(couplings, shape):

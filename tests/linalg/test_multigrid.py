@@ -232,6 +232,30 @@ def test_refresh_takes_a_new_operator_in_place(backend):
     assert np.array_equal(backend.to_host(x), backend.to_host(x_new))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("storage", ["diagonals", "matrix_free"])
+def test_refreshes_from_operators_replayed_are_new_hierarchies(storage, cp):
+    """Refreshes from operators on a GPU (the couplings taken from the
+    operator's arrays and the levels written in one replayed graph, the
+    coarsest inverse in another) give, refresh after refresh, what a new
+    hierarchy of each operator gives, bit for bit."""
+    from bubbleflow.compute.backend import get_backend
+
+    backend = get_backend("cupy")
+    ops = [bubbly_operator(48, 10.0 ** (3 + k % 3), backend, seed=k) for k in range(5)]
+    if storage == "matrix_free":
+        ops = [PoissonOperator.from_faces(A.couplings(), A.grid,
+                                          backend=backend, storage=storage) for A in ops]
+    r = np.random.default_rng(3).standard_normal(48 * 48)
+    r = cp.asarray(r - r.mean())
+    M = Multigrid(ops[0], coarsest=64, min_side=1, w_levels=1, coarse_refresh=1)
+    for A in ops[1:]:
+        assert M.refresh(A)
+        new = Multigrid(A, coarsest=64, min_side=1, w_levels=1)
+        assert cp.array_equal(M.apply(r), new.apply(r))
+    assert M.replays.counts["replayed"] == len(ops) - 2     # (the first refresh launched)
+
+
 def moved_bubble_operator(n, contrast, backend, shift):
     """A bubble of radius 0.15 risen ``shift`` cells from (0.5, 0.3) in
     liquid ``contrast`` times denser, its density smoothed over 1.5 cells

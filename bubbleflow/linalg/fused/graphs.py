@@ -33,9 +33,18 @@ class IterationGraphs(DeviceEngine):
         """``"whole"``: whole iterations are captured (every stage is a raw
         kernel, or the dense coarse solve's cuBLAS product); ``"split"``: the
         runs between the dense coarse solve's library calls are; None:
-        direct launches only."""
+        direct launches only.  Kept while the launch signature and the
+        capture settings stay (asked at every start and stretch)."""
         if not self.use_graphs:
             return None
+        key = (self._signature(), self.capture_dense_product, self._dense_capture_failed)
+        memo = getattr(self, "_mode_memo", None)
+        if memo is None or memo[0] != key:
+            memo = self._mode_memo = (key, self._mode_of_launches())
+        return memo[1]
+
+    def _mode_of_launches(self):
+        """:meth:`_graph_mode` from the launches themselves."""
         if self.prec_code == PREC_GENERIC and not all(
                 capturable(entry) for cur in (0, 1) for entry in
                 self._entries("precondition", cur, 0)):

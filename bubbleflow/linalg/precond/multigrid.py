@@ -421,6 +421,7 @@ class Multigrid(Preconditioner):
         self.xp = backend_of(couplings[0]).xp
         self.levels = [_Level(s, self.xp, self.dtype)
                        for s in level_shapes(shape, self.coarsest, self.min_side)]
+        self._bytes_model = (None, 0)       # (bytes_per_apply's key, its figure)
         # A refresh's launches replayed from a CUDA graph (a few launches
         # instead of two dispatches a level) on grids up to REPLAYED_REFRESH_CELLS.
         self.replays = (keyed_replays(backend_of(couplings[0]))
@@ -450,7 +451,18 @@ class Multigrid(Preconditioner):
         fits = tuple(A.grid_shape) == self.levels[0].shape and A.backend.xp is self.xp
         if not fits:
             return False
-        return self.refresh_couplings(A.couplings())
+        parts = getattr(A, "coupling_parts", None)
+        if self.replays is None or parts is None:
+            return self.refresh_couplings(A.couplings())
+        # The couplings taken from the operator's arrays in the same graph.
+        arrays, couplings_of = parts()
+
+        def launches(*a):
+            return refresh_levels(tuple(c.astype(np.float64, copy=False)
+                                        for c in couplings_of(a)), self.levels)
+
+        return self.refreshed(self.replays(("refresh", couplings_of, arrays[0].dtype.str),
+                                           launches, tuple(arrays)))
 
     def refresh_couplings(self, couplings):
         """:meth:`refresh` from the face ``couplings`` of an operator on
@@ -527,12 +539,18 @@ class Multigrid(Preconditioner):
         copy, a residual and an add on the coarse level.  The coarsest
         level: its dense inverse (or the host's factor, a band or sparse
         factors) and its input and output."""
-        item = self.dtype.itemsize
-        cells = [int(np.prod(lv.shape)) for lv in self.levels]
-        couplings = [sum(int(c.size) for c in lv.couplings) * item for lv in self.levels]
-        return cycle_bytes(cells, couplings, item, io_itemsize, self.w_levels, len(self.levels),
-                           lambda io: coarse_solve_bytes(self.coarse_inverse)
-                           + 2 * cells[-1] * io)
+        # (Asked at every set-up: the levels stay, so the figure is kept by
+        # what can change, the W levels and the coarsest solve's bytes.)
+        coarse = coarse_solve_bytes(self.coarse_inverse)
+        key = (io_itemsize, self.w_levels, coarse)
+        if self._bytes_model[0] != key:
+            item = self.dtype.itemsize
+            cells = [int(np.prod(lv.shape)) for lv in self.levels]
+            couplings = [sum(int(c.size) for c in lv.couplings) * item for lv in self.levels]
+            self._bytes_model = (key, cycle_bytes(cells, couplings, item, io_itemsize,
+                                                  self.w_levels, len(self.levels),
+                                                  lambda io: coarse + 2 * cells[-1] * io))
+        return self._bytes_model[1]
 
     def check_flags(self):
         """The device flags of the coarsest inverse's factorisation, pending
