@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
+from ...compute.array_copies import copy_arrays
 from ...compute.cublas_gemm import dense_gemm, gemm_operand
 
 from .. import registry
@@ -325,11 +326,11 @@ class FusedIteration(FusedStages, IterationGraphs):
             self._graphs[key] = self._capture(emit)[0]
 
     def _take(self, x, r):
-        """The iterate and the residual into the engine's buffers."""
-        if x is not self.x:
-            self.x[...] = x.reshape(self.n)
-        if r is not self.r[self.cur]:
-            self.r[self.cur][...] = r.reshape(self.n)
+        """The iterate and the residual into the engine's buffers (one
+        launch for both)."""
+        pairs = [(dst, src.reshape(self.n)) for dst, src in ((self.x, x), (self.r[self.cur], r))
+                 if src is not dst]
+        copy_arrays([dst for dst, _ in pairs], [src for _, src in pairs])
 
     def _set_hist(self, hist):
         if self.hist is None or hist.data.ptr != self.hist.data.ptr:
