@@ -344,7 +344,7 @@ def test_starts_replayed_from_a_graph_equal_direct_launches(prec, cupy_backend, 
     for graphs in (True, False):
         monkeypatch.setattr(FusedEngine, "use_graphs", graphs)
         solver = PressureSolver(ops[0][0], method="pcg", preconditioner=prec, deflation="none",
-                                rtol=1e-9)
+                                rtol=1e-7)          # (above these problems' rounding floor)
         runs[graphs] = []
         for k, ((A, _), b) in enumerate(zip(ops, rhs)):
             if k:
