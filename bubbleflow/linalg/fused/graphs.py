@@ -58,15 +58,17 @@ class IterationGraphs(DeviceEngine):
             return "whole" if whole else "split"
         return None
 
-    def _prepare_graphs(self):
+    def _prepare_graphs(self, changed=None):
         """At a start: drop the graphs if the launches changed since they were
-        captured, and capture the split mode's short ones now (whole
-        iterations are captured after the first stretch was launched
-        directly: see :meth:`iterate`)."""
+        captured (``changed``: the start found so already), and capture the
+        split mode's short ones now (whole iterations are captured after the
+        first stretch was launched directly: see :meth:`iterate`)."""
         mode = self._graph_mode()
         if mode is None:
             return
-        if self._new_signature(self._signature()):
+        if changed is None:
+            changed = self._new_signature(self._signature())
+        if changed:
             self._sig_solves = 0
         self._sig_solves += 1
         # Long graphs where they will be used: the launches stayed from the

@@ -20,13 +20,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...compute import cuda
+from ...compute.array_copies import copy_arrays
 from ...compute.cublas_gemm import dense_gemm, gemm_operand
 
 from .. import registry
 from .graphs import IterationGraphs
 from .kernels import NSCAL, PREC_IDENTITY, kernel, reduction_blocks
 from .protocol import BETA, BAD, DONE, INV_BNORM, RZ, TOL_REL
-from .stages import FusedStages
+from .stages import FusedStages, launch
 
 __all__ = ["FusedIteration"]
 
@@ -281,34 +282,55 @@ class FusedIteration(FusedStages, IterationGraphs):
         # A new solve: the buffers' parity and the per-solve state of a
         # fresh engine.
         self.cur = self.pcur = 0
-        self._scratch.fill(0)                  # per-tile sums, g, e
         self._take(x, r)
-        self.pbuf[self.pcur].fill(0)           # 0 * p and 0 * w must stay 0
-        self.w.fill(0)
         # alpha = beta = 0, not bad, not done; the counter at ``it``.
         self.k_scalars((1,), (1,), (self.scal, self.counter,
                                     np.float64(1.0 if bnorm is None else 1.0 / bnorm),
                                     np.float64(0.0 if bnorm is None else tol_rel),
                                     np.int32(it), np.int32(1)))
         self._set_hist(hist)
+        changed = self._new_signature(self._signature())
         self._starting = 1
         try:
-            for name, fn in self._stages():
-                if name not in ("direction_spmv", "alpha"):
-                    fn()
+            launches = [entry for name in self._names() if name not in ("direction_spmv", "alpha")
+                        for entry in self._entries(name, self.cur, self.pcur)]
         finally:
             self._starting = 0
+        self._start_stages(launches, capture=not changed)
         self.cur = 1 - self.cur                # update wrote r' (= r) to the other buffer
         # The graphs of this launch signature: kept from the last solve when
         # nothing changed, else captured now, while the device runs the start.
-        self._prepare_graphs()
+        self._prepare_graphs(changed)
+
+    def _start_stages(self, launches, capture):
+        """The start's clears and its stages' ``launches``: replayed from a
+        CUDA graph of this launch signature where every launch is a raw
+        kernel's, captured (``capture``: the signature is the last solve's,
+        so it is likely to serve again) after they were launched directly,
+        while the device runs them."""
+        key = ("start", 0, self.cur, self.pcur)
+        graph = self._graphs.get(key)
+        if graph is not None:
+            graph.launch()
+            return
+
+        def emit():
+            self._scratch.fill(0)              # per-tile sums, g, e
+            self.pbuf[self.pcur].fill(0)       # 0 * p and 0 * w must stay 0
+            self.w.fill(0)
+            launch(launches)
+
+        emit()
+        if capture and key not in self._graphs and self._graph_mode() is not None and \
+                all(entry.__class__ is tuple for entry in launches):
+            self._graphs[key] = self._capture(emit)[0]
 
     def _take(self, x, r):
-        """The iterate and the residual into the engine's buffers."""
-        if x is not self.x:
-            self.x[...] = x.reshape(self.n)
-        if r is not self.r[self.cur]:
-            self.r[self.cur][...] = r.reshape(self.n)
+        """The iterate and the residual into the engine's buffers (one
+        launch for both)."""
+        pairs = [(dst, src.reshape(self.n)) for dst, src in ((self.x, x), (self.r[self.cur], r))
+                 if src is not dst]
+        copy_arrays([dst for dst, _ in pairs], [src for _, src in pairs])
 
     def _set_hist(self, hist):
         if self.hist is None or hist.data.ptr != self.hist.data.ptr:
