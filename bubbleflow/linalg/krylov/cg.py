@@ -86,7 +86,7 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         vectors = [b, r]
         if reference is not None:
             vectors.append(xp.asarray(reference, dtype=b.dtype).reshape(b.shape))
-        names, values = ["norms"], [engine.norms(*vectors)]
+        names, values = [], [engine.norms(*vectors)]
         iterations.begin(state)
         for name, value in (("mean", system.rhs_mean), ("broke", iterations.flag(state))):
             if isinstance(value, float):
@@ -94,9 +94,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
             elif value is not None:
                 names.append(name)
                 values.append(value)
-        read = backend.to_host_many(values)
-        first = dict(zip(names[1:], (float(v) for v in read[1:])))
-        first.update(zip(("bnorm", "rn0", "reference"), (float(v) for v in read[0])))
+        norms, *rest = backend.to_host_many(values)
+        first = dict(zip(("bnorm", "rn0", "reference"), (float(v) for v in norms)))
+        first.update(zip(names, (float(v) for v in rest)))
         bnorm, rn0 = first["bnorm"], first["rn0"]
         record.rhs_norm = bnorm
         if "mean" in first:
