@@ -38,7 +38,7 @@ class IterationGraphs(DeviceEngine):
         if not self.use_graphs:
             return None
         key = (self._signature(), self.capture_dense_product, self._dense_capture_failed)
-        memo = getattr(self, "_mode_memo", None)
+        memo = self._mode_memo
         if memo is None or memo[0] != key:
             memo = self._mode_memo = (key, self._mode_of_launches())
         return memo[1]

@@ -61,6 +61,7 @@ class FusedIteration(FusedStages, IterationGraphs):
         self.prec_code = self._code_of(prec_obj, prec_name)
         self._sig_solves = 0                          # solves of the graphs' signature
         self._dense_capture_failed = False           # the dense product would not capture
+        self._mode_memo = None                       # (key, graph mode): _graph_mode
         self._kbuf = None                             # the engine's copy of a dense inverse
         self._table, self._sig = {}, None             # launches by (stage, parity), signature
         self._args_keys, self.prec_obj = {}, None     # launch arguments' keys (_args_key)
@@ -289,7 +290,8 @@ class FusedIteration(FusedStages, IterationGraphs):
                                     np.float64(0.0 if bnorm is None else tol_rel),
                                     np.int32(it), np.int32(1)))
         self._set_hist(hist)
-        changed = self._new_signature(self._signature())
+        # (without graphs there is nothing a new signature would drop)
+        changed = self._new_signature(self._signature()) if self.use_graphs else True
         self._starting = 1
         try:
             launches = [entry for name in self._names() if name not in ("direction_spmv", "alpha")
@@ -309,7 +311,7 @@ class FusedIteration(FusedStages, IterationGraphs):
         so it is likely to serve again) after they were launched directly,
         while the device runs them."""
         key = ("start", 0, self.cur, self.pcur)
-        graph = self._graphs.get(key)
+        graph = self._graphs.get(key) if self.use_graphs else None
         if graph is not None:
             graph.launch()
             return
