@@ -45,12 +45,12 @@ class HeldCapture:
         return self.result
 
 
-def capture_held(run, comm=None):
+def capture_held(run, comm=None, why=None):
     """:class:`HeldCapture` of ``run()``'s launches on a stream of its own,
     or None where the capture fails (on ranks, ``comm``: where it fails on
-    any rank, every rank gets None).  ``run`` must launch only (no host
-    synchronisation, no copy from the host): its launches are recorded, not
-    run."""
+    any rank, every rank gets None; ``why``, a list: the reason is appended
+    to it).  ``run`` must launch only (no host synchronisation, no copy from
+    the host): its launches are recorded, not run."""
     import cupy as cp
 
     held, allocate = [], cp.cuda.get_allocator()
@@ -62,7 +62,7 @@ def capture_held(run, comm=None):
         return memory
 
     stream = cp.cuda.Stream(non_blocking=True)
-    capture = None
+    capture = reason = None
     try:
         with cp.cuda.using_allocator(holding), stream, pinned:
             stream.begin_capture()
@@ -70,12 +70,18 @@ def capture_held(run, comm=None):
                 result = run()
             finally:
                 graph = stream.end_capture()
-        if not pinned.used:
+        if pinned.used:
+            reason = "pinned host memory requested during the capture (a copy from the host)"
+        else:
             capture = HeldCapture(graph, result, held)
-    except Exception:                       # not capturable here: the caller launches
-        capture = None
+    except Exception as exc:                # not capturable here: the caller launches
+        capture, reason = None, repr(exc)
     if comm is not None and comm.sum_int(0 if capture is not None else 1):
+        if capture is not None:
+            reason = "the capture failed on another rank"
         capture = None
+    if capture is None and why is not None:
+        why.append(reason)
     if capture is not None and comm is not None:
         capture.graph = comm.hold_graph(capture.graph)
     return capture
@@ -138,7 +144,8 @@ class KeyedReplays:
     once), so that nothing a caller keeps is overwritten by a later replay.
     At most :attr:`kept` keys keep their graphs (the oldest goes first);
     after :attr:`failures` captures of a kind of key that fail (a tuple's
-    first item names its kind), every call of that kind runs ``fn``.  On
+    first item names its kind), every call of that kind runs ``fn``;
+    :attr:`errors` says why a kind's last capture failed.  On
     ranks (``comm``) every rank must call with the same keys: they capture
     together or not at all.
     """
@@ -147,6 +154,8 @@ class KeyedReplays:
         self.comm, self.launched, self.kept, self.failures = comm, launched, kept, failures
         self.capture = capture              # capture_held, or a stand-in (the CPU tests')
         self._seen, self._graphs, self._kind_failed = {}, OrderedDict(), {}
+        #: Why the last failed capture of each kind of key failed.
+        self.errors = {}
         #: Calls run, captured and replayed (for the tests and benches).
         self.counts = {"run": 0, "captured": 0, "replayed": 0}
 
@@ -193,9 +202,12 @@ class KeyedReplays:
                 raise TypeError("a replayed function returns arrays of its inputs' kind only")
             return leaves, shape
 
-        capture = self.capture(run, self.comm)
+        why = []
+        capture = self.capture(run, self.comm, why)
         if capture is None:
-            self._kind_failed[_kind(key)] = self._kind_failed.get(_kind(key), 0) + 1
+            kind = _kind(key)
+            self._kind_failed[kind] = self._kind_failed.get(kind, 0) + 1
+            self.errors[kind] = why[-1] if why else "the capture was refused"
             return None
         self.counts["captured"] += 1
         self._graphs[key] = entry = (buffers, capture)

@@ -5,7 +5,7 @@ addresses it captured): the first calls of a key run the function, the
 next captures, later ones copy the inputs in and the results out; results
 kept by a caller are not overwritten; a result returned twice is one copy;
 a kind of key whose captures fail runs from then on while other kinds
-replay; at most ``kept`` graphs; keys are forgotten past SEEN_KEPT.  The
+replay, and its errors say why; at most ``kept`` graphs; keys are forgotten past SEEN_KEPT.  The
 CUDA capture itself runs on the GPU (tests/flow/test_step_replays.py)."""
 import numpy as np
 
@@ -14,7 +14,7 @@ from bubbleflow.compute.held_capture import KeyedReplays
 from helpers.replays import record
 
 
-def refuse(run, comm=None):
+def refuse(run, comm=None, why=None):
     return None
 
 
@@ -46,8 +46,11 @@ def test_calls_run_capture_then_replay_and_return_copies():
 def test_a_kind_whose_captures_fail_runs_and_the_others_replay():
     failing = ["host read"]
 
-    def flaky(run, comm=None):
-        return None if failing else record(run)
+    def flaky(run, comm=None, why=None):
+        if failing:
+            why.append("a host read in the capture")
+            return None
+        return record(run)
 
     replays = KeyedReplays(capture=flaky, failures=2)
     x = np.arange(3.0)
@@ -55,6 +58,7 @@ def test_a_kind_whose_captures_fail_runs_and_the_others_replay():
         np.testing.assert_array_equal(replays(("host read", 0.1), affine, (x + k, None))[0],
                                       2.0 * (x + k))
     assert replays.failed == 2 and not replays._graphs
+    assert replays.errors == {"host read": "a host read in the capture"}
     failing.clear()
     for k in range(4):
         np.testing.assert_array_equal(replays(("launches", 0.1), affine, (x + k, None))[0],
@@ -64,6 +68,7 @@ def test_a_kind_whose_captures_fail_runs_and_the_others_replay():
     for k in range(3):
         never("k", affine, (x, None))
     assert never.counts == {"run": 3, "captured": 0, "replayed": 0}
+    assert never.errors == {"k": "the capture was refused"}
 
 
 def test_at_most_kept_graphs_and_keys_forgotten():

@@ -101,5 +101,10 @@ def test_a_function_that_reads_the_host_is_not_captured(reads, cp):
         np.testing.assert_array_equal(got.get(), want.get())
     assert replays.counts["replayed"] == 0 and replays.failed == 2
     assert not replays._graphs
+    reason = replays.errors["k"]
+    if reads == "host to device":
+        assert "pinned host memory" in reason
+    else:
+        assert reason and "pinned" not in reason      # the CUDA error the read raised
     pinned = cp.cuda.alloc_pinned_memory(64)     # the pool serves pinned memory again
     assert pinned.size() >= 64

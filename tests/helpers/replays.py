@@ -19,6 +19,6 @@ class Recorded:
         return self.result
 
 
-def record(run, comm=None):
+def record(run, comm=None, why=None):
     """A capture (KeyedReplays' ``capture``) that always succeeds: :class:`Recorded`."""
     return Recorded(run)
