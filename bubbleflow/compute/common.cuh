@@ -132,12 +132,14 @@ __device__ __forceinline__ T block_sum_array(const T* __restrict__ a, long long 
 }
 
 // out[k] = sqrt(sum of partial[k * nblocks .. (k + 1) * nblocks)) for k < count,
-// by one block, fixed order: the norms from per-block sums of squares.
+// by one block, fixed order: the norms from per-block sums of squares (the
+// sums themselves where roots is false).
 __device__ __forceinline__ void block_norms(const T* __restrict__ partial, int nblocks,
-                                            int count, T* __restrict__ out, T* shm) {
+                                            int count, T* __restrict__ out, T* shm,
+                                            bool roots = true) {
     for (int k = 0; k < count; ++k) {
         const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
-        if (threadIdx.x == 0) out[k] = sqrt(s);
+        if (threadIdx.x == 0) out[k] = roots ? sqrt(s) : s;
     }
 }
 

@@ -4,17 +4,25 @@
 // call to call).
 #include "common.cuh"
 
-extern "C" __global__ void bf_dot64_partial(
-    const T* __restrict__ a, const T* __restrict__ b, const long long n,
-    T* __restrict__ partial)
+// This block's share of sum a[i] b[i] (the blocks striding over the vectors)
+// into *share, in a fixed order.
+__device__ __forceinline__ void block_dot_share(const T* __restrict__ a, const T* __restrict__ b,
+                                                const long long n, T* __restrict__ share, T* shm)
 {
-    __shared__ T shm[32];
     T v[1] = {0.0};
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x)
         v[0] += a[i] * b[i];
     block_sum<1>(v, shm);
-    if (threadIdx.x == 0) partial[blockIdx.x] = v[0];
+    if (threadIdx.x == 0) *share = v[0];
+}
+
+extern "C" __global__ void bf_dot64_partial(
+    const T* __restrict__ a, const T* __restrict__ b, const long long n,
+    T* __restrict__ partial)
+{
+    __shared__ T shm[32];
+    block_dot_share(a, b, n, partial + blockIdx.x, shm);
 }
 
 extern "C" __global__ void bf_dot64_final(
@@ -36,13 +44,8 @@ extern "C" __global__ void bf_norms64_partial(
 {
     __shared__ T shm[32];
     const T* const vectors[4] = {a0, a1, a2, a3};
-    const T* __restrict__ a = vectors[blockIdx.y];
-    T v[1] = {0.0};
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        v[0] += a[i] * a[i];
-    block_sum<1>(v, shm);
-    if (threadIdx.x == 0) partial[(long long)blockIdx.y * gridDim.x + blockIdx.x] = v[0];
+    const T* const a = vectors[blockIdx.y];
+    block_dot_share(a, a, n, partial + (long long)blockIdx.y * gridDim.x + blockIdx.x, shm);
 }
 
 extern "C" __global__ void bf_norms64_final(
@@ -50,8 +53,5 @@ extern "C" __global__ void bf_norms64_final(
     T* __restrict__ out)
 {
     __shared__ T shm[32];
-    for (int k = 0; k < count; ++k) {
-        const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
-        if (threadIdx.x == 0) out[k] = roots ? sqrt(s) : s;
-    }
+    block_norms(partial, nblocks, count, out, shm, roots != 0);
 }
