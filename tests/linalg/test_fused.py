@@ -617,9 +617,9 @@ def test_dense_coarse_product_has_a_handle_per_thread(cupy_backend):
 def test_multigrid_update_keeps_graphs_and_signature_keys(cupy_backend):
     """A multigrid PCG updated for a new operator on the same grid refreshes
     its hierarchy in place: the signature after the update, whose
-    preconditioner keys come from the memo, equals one computed afresh, the
+    preconditioner keys come from the memos, equals one computed afresh, the
     graphs are kept, and the solve equals a new solver's bit for bit.  A new
-    preconditioner object empties the memo."""
+    preconditioner object empties the memos."""
     from bubbleflow.linalg.solver import PressureSolver
 
     A, b, phi = bubbly_column(128, 1e3, backend="cupy")
@@ -633,7 +633,11 @@ def test_multigrid_update_keeps_graphs_and_signature_keys(cupy_backend):
     x2, r2 = S.solve(b2)
     assert S.device is eng and all(eng._graphs[key] is g for key, g in graphs.items())
     memo_sig = eng._signature()
+    # (the update's signature took the preconditioner's key from the memo of
+    # the launch lists it offers, which it keeps from solve to solve)
+    assert eng._prec_memo[0][1] is eng._prec_launches(eng.r[1])
     eng._args_keys.clear()
+    eng._prec_memo = None
     eng._sig = None
     assert eng._signature() == memo_sig
     ref = PressureSolver(A2, preconditioner="multigrid", deflation="none", rtol=1e-9)
@@ -643,3 +647,4 @@ def test_multigrid_update_keeps_graphs_and_signature_keys(cupy_backend):
     assert eng._args_keys
     eng.update(A2, make_preconditioner("multigrid", A2), None)
     assert eng._args_keys == {}                 # (it held the old hierarchy's arrays)
+    assert eng._prec_memo is None

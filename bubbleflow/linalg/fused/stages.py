@@ -209,11 +209,23 @@ class FusedStages:
                 cs += tuple(arg_key(a) for a in self.cs.gather_operands())
             hist = self.hist.data.ptr if self.hist is not None else 0
             dense = self._dense_K.data.ptr if self._dense_K is not None else 0
-            prec = ()
-            if self.prec_code == PREC_GENERIC:
-                prec = tuple((id(entry[0]), entry[1], entry[2], entry[4],
-                              self._args_key(entry[3]))
-                             for cur in (0, 1) for entry in self._entries("precondition", cur, 0)
-                             if entry.__class__ is tuple)
+            prec = self._prec_signature() if self.prec_code == PREC_GENERIC else ()
             self._sig = (self._epoch, self.k, hist, self.prec_code, cs, dense, prec)
         return self._sig
+
+    def _prec_signature(self):
+        """The generic preconditioner's stage of both parities in
+        :meth:`_signature`: its launches keyed, and kept while the launch
+        lists it offers (:meth:`_prec_launches`, kept by it from call to
+        call) and the engine's buffers (``_epoch``) are the same objects, so
+        that a bind of a refreshed operator does not key them again."""
+        offered = (self._epoch,) + tuple(self._prec_launches(self.r[1 - cur]) for cur in (0, 1))
+        memo = self._prec_memo
+        if memo is not None and offered[1] is not None and \
+                all(a is b for a, b in zip(memo[0], offered)):
+            return memo[1]
+        key = tuple((id(entry[0]), entry[1], entry[2], entry[4], self._args_key(entry[3]))
+                    for cur in (0, 1) for entry in self._entries("precondition", cur, 0)
+                    if entry.__class__ is tuple)
+        self._prec_memo = (offered, key)
+        return key
