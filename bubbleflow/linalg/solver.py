@@ -339,11 +339,13 @@ class PressureSolver:
         self.setup_seconds = time.perf_counter() - t0
         return self
 
-    def _settle(self):
-        """Run the set-up's deferred checks, if any (one transfer)."""
+    def _settle(self, wait=True):
+        """Run the set-up's deferred checks, if any (one transfer); ``wait``
+        False: no synchronisation where none is pending (a solve's own start
+        reads the device)."""
         checked, self._unchecked = self._unchecked, None
         if checked:
-            _check_all(self.A_inner.backend, checked)
+            _check_all(self.A_inner.backend, checked, wait)
 
     def _device_engine(self):
         """The engine that runs whole iterations on the device for the
@@ -410,7 +412,7 @@ class PressureSolver:
             relative figures are against instead of ``||b||`` (``b`` the
             right-hand side of an increment; :func:`.krylov.cg.solve`).
         """
-        self._settle()
+        self._settle(wait=False)
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol
         shape = b.shape
@@ -584,15 +586,16 @@ class _Report:
         self.pending = None
 
 
-def _check_all(backend, parts):
+def _check_all(backend, parts, wait=True):
     """Wait for the device and run the deferred checks of ``parts`` (objects
     with ``check_flags()`` and ``check(values)``) on their flags, read in one
-    transfer (a plain synchronisation where none is pending); raises what
-    the first failing part raises."""
+    transfer (a plain synchronisation where none is pending, if ``wait``);
+    raises what the first failing part raises."""
     flags = [part.check_flags() for part in parts]
     flat = [f for fs in flags for f in fs]
     if not flat:
-        backend.synchronize()
+        if wait:
+            backend.synchronize()
         for part in parts:
             part.check([])
         return

@@ -71,7 +71,8 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         # Everything up to the first check is queued before the host reads
         # ||b||, ||r0||, the mean removed from b and the start's breakdown
         # flag, in one transfer.
-        x, r = engine.start(x, x0 is not None)
+        # (a device engine takes x and r into buffers of its own)
+        x, r = engine.start(x, x0 is not None, in_place=device is None)
         state = KrylovState(x=x, r=r, hist=hist, bnorm=0.0, tol_rel=0.0)
         checks = _TrueResiduals(system, engine, state, device)
         if device is not None:

@@ -48,8 +48,9 @@ class Undeflated:
     def operator(self, p):
         return self.matvec(p)
 
-    def start(self, x, r, x0_given):
-        return x, (r.copy() if r is self.b else r)     # r is updated in place
+    def start(self, x, r, x0_given, in_place=True):
+        # (r is updated in place, unless an engine iterates on a copy)
+        return x, (r.copy() if in_place and r is self.b else r)
 
     def finish(self, x):
         return x
@@ -67,7 +68,7 @@ class ADef2(Undeflated):
         s = self.prec(r)
         return s + d.prolong(d.coarse.solve(d.coarse_rhs(r, s)))
 
-    def start(self, x, r, x0_given):
+    def start(self, x, r, x0_given, in_place=True):
         # x0 = Q b + P^T x = x + Q (b - A x)
         d = self.defl
         q = d.prolong(d.coarse.solve(d.restrict(r)))
@@ -93,7 +94,7 @@ class Def1(Undeflated):
     def operator(self, p):
         return self.project(self.matvec(p))
 
-    def start(self, x, r, x0_given):
+    def start(self, x, r, x0_given, in_place=True):
         return x, self.project(r)
 
     def finish(self, x):
@@ -151,12 +152,14 @@ class ArrayEngine:
         self.operator = self.pieces.operator
         self.finish = self.pieces.finish
 
-    def start(self, x, x0_given):
+    def start(self, x, x0_given, in_place=True):
         """``(x, r)`` of the variant's start from the guess ``x``: ``b - A x``
-        is ``b`` itself (no product) for the default zero guess."""
+        is ``b`` itself (no product) for the default zero guess.  ``in_place``
+        False: the iterations run on copies (an engine's own buffers), so
+        ``r`` may be ``b`` itself."""
         b = self.system.b
         r = b - self.matvec(x) if x0_given else b
-        return self.pieces.start(x, r, x0_given)
+        return self.pieces.start(x, r, x0_given, in_place)
 
 
 class ArrayIterations:
