@@ -92,7 +92,7 @@ class _CupySideWork(SideWork):
     def __init__(self, cp, stream):
         super().__init__()
         self._cp, self._stream = cp, stream
-        self._start = self._done = None
+        self._start = self._done = self._seconds = None
 
     def __enter__(self):
         cp = self._cp
@@ -115,11 +115,13 @@ class _CupySideWork(SideWork):
 
     @property
     def seconds(self):
-        """Device seconds of the side work (waits for its end)."""
+        """Device seconds of the side work (waits for its end; read once)."""
         if self._done is None:
             return None
-        self._done.synchronize()
-        return self._cp.cuda.get_elapsed_time(self._start, self._done) / 1e3
+        if self._seconds is None:
+            self._done.synchronize()
+            self._seconds = self._cp.cuda.get_elapsed_time(self._start, self._done) / 1e3
+        return self._seconds
 
 
 class Backend:

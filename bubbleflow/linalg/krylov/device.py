@@ -56,11 +56,9 @@ class DeviceIterations:
         d.begin(state.x, state.r, state.hist, 0, own=True)
         state.x, state.r, state.p = d.x, d.r_current, d.p
         state.rz = d.rz
-        # The engine keeps its breakdown flag (read by ``status``); this one
-        # only carries the cleared flag into ``load`` at a restart.
-        xp = self.engine.xp
-        flags = xp.zeros(2, dtype=bool)
-        state.bad, state.done = flags[0:1].reshape(()), flags[1:2].reshape(())   # 0-d views
+        # The engine keeps its breakdown flag (read by ``status``); the
+        # state's flags only carry cleared ones into ``load`` at a restart.
+        state.bad = state.done = None
 
     def flag(self, state):
         """The engine's breakdown flag after the start (a device scalar the
@@ -87,8 +85,8 @@ class DeviceIterations:
         y = e.precondition(r)
         state.p = y.copy()
         state.rz = e.dot(r, y)
-        state.bad[...] = False
-        state.done[...] = False
+        flags = e.xp.zeros(2, dtype=bool)
+        state.bad, state.done = flags[0:1].reshape(()), flags[1:2].reshape(())   # 0-d views
         d = self.device
         d.load(state.x, state.r, state.p, state.rz, state.bad, state.hist, state.it, state.bnorm,
                state.tol_rel)
