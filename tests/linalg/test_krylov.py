@@ -281,6 +281,62 @@ def test_update_queued_beside_the_stream_with_its_checks_left_to_the_solve(backe
         kept.solve(b2)
 
 
+def test_a_solve_waits_for_the_device_only_where_a_check_is_pending():
+    """The set-up's deferred checks: a plain wait for the device where none
+    is pending, unless the caller says not to (a solve, whose start reads
+    the device); pending flags are read (one transfer) either way."""
+    from bubbleflow.linalg.solver import _check_all
+
+    class Counting:
+        def __init__(self):
+            self.waits, self.reads = 0, 0
+
+        def synchronize(self):
+            self.waits += 1
+
+        def to_host_many(self, arrays):
+            self.reads += 1
+            return [np.asarray(a) for a in arrays]
+
+    class Part:
+        def __init__(self, flags):
+            self.flags, self.seen = flags, None
+
+        def check_flags(self):
+            return self.flags
+
+        def check(self, values):
+            self.seen = values
+
+    backend = Counting()
+    _check_all(backend, [Part([])])
+    assert (backend.waits, backend.reads) == (1, 0)
+    quiet = Part([])
+    _check_all(backend, [quiet], wait=False)
+    assert (backend.waits, backend.reads) == (1, 0) and quiet.seen == []
+    flagged = Part([np.zeros(2, dtype=np.int32)])
+    _check_all(backend, [flagged], wait=False)
+    assert backend.reads == 1 and len(flagged.seen) == 1
+
+
+def test_the_start_copies_b_only_where_it_is_iterated_in_place():
+    """The array engine's start from a zero guess: ``r`` is a copy of ``b``
+    (its iterations update ``r`` in place), or ``b`` itself for an engine
+    that iterates on copies in buffers of its own; the same values."""
+    from bubbleflow.linalg.krylov.engine import ArrayEngine
+    from bubbleflow.linalg.krylov.system import make_system
+
+    A, b, phi = bubbly_column(16, 1e3)
+    system, _ = make_system(A, b, None, None, "adef2", "auto", None, 10, None,
+                            dict(method="cg", rtol=1e-8))
+    engine = ArrayEngine(system)
+    x = np.zeros_like(system.b)
+    _, r_copy = engine.start(x, False)
+    _, r_same = engine.start(x, False, in_place=False)
+    assert r_copy is not system.b and r_same is system.b
+    np.testing.assert_array_equal(r_copy, r_same)
+
+
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_an_increment_solved_to_a_tolerance_on_another_vector(precision, backend):
     """``solve(r, reference=b)``: an increment ``A d = r`` stops where
