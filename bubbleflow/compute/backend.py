@@ -92,7 +92,7 @@ class _CupySideWork(SideWork):
     def __init__(self, cp, stream):
         super().__init__()
         self._cp, self._stream = cp, stream
-        self._start = self._done = self._seconds = None
+        self._start = self._done = None
 
     def __enter__(self):
         cp = self._cp

@@ -635,7 +635,7 @@ def test_multigrid_update_keeps_graphs_and_signature_keys(cupy_backend):
     memo_sig = eng._signature()
     # (the update's signature took the preconditioner's key from the memo of
     # the launch lists it offers, which it keeps from solve to solve)
-    assert eng._prec_memo[0][1] is eng._prec_launches(eng.r[1])
+    assert eng._prec_memo[1][0] is eng._prec_launches(eng.r[1])
     eng._args_keys.clear()
     eng._prec_memo = None
     eng._sig = None

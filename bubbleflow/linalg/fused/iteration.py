@@ -62,7 +62,7 @@ class FusedIteration(FusedStages, IterationGraphs):
         self._sig_solves = 0                          # solves of the graphs' signature
         self._dense_capture_failed = False           # the dense product would not capture
         self._mode_memo = None                       # (key, graph mode): _graph_mode
-        self._prec_memo = None                       # (offered launches, key): _prec_signature
+        self._prec_memo = None                       # (epoch, offered launches, key): _prec_signature
         self._kbuf = None                             # the engine's copy of a dense inverse
         self._table, self._sig = {}, None             # launches by (stage, parity), signature
         self._args_keys, self.prec_obj = {}, None     # launch arguments' keys (_args_key)

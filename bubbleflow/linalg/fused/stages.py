@@ -219,13 +219,13 @@ class FusedStages:
         lists it offers (:meth:`_prec_launches`, kept by it from call to
         call) and the engine's buffers (``_epoch``) are the same objects, so
         that a bind of a refreshed operator does not key them again."""
-        offered = (self._epoch,) + tuple(self._prec_launches(self.r[1 - cur]) for cur in (0, 1))
+        offered = tuple(self._prec_launches(self.r[1 - cur]) for cur in (0, 1))
         memo = self._prec_memo
-        if memo is not None and offered[1] is not None and \
-                all(a is b for a, b in zip(memo[0], offered)):
-            return memo[1]
+        if memo is not None and memo[0] == self._epoch and offered[0] is not None and \
+                all(a is b for a, b in zip(memo[1], offered)):
+            return memo[2]
         key = tuple((id(entry[0]), entry[1], entry[2], entry[4], self._args_key(entry[3]))
                     for cur in (0, 1) for entry in self._entries("precondition", cur, 0)
                     if entry.__class__ is tuple)
-        self._prec_memo = (offered, key)
+        self._prec_memo = (self._epoch, offered, key)
         return key
