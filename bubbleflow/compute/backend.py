@@ -269,13 +269,22 @@ class NumpyBackend(Backend):
     name = "numpy"
 
     def __init__(self):
+        self.xp = np
+        self.device_name = _cpu_name()
+
+    # (SciPy's sparse modules are imported at first use: a run that never
+    # builds a sparse matrix starts without them.)
+    @property
+    def sparse(self):
         import scipy.sparse
+
+        return scipy.sparse
+
+    @property
+    def sparse_linalg(self):
         import scipy.sparse.linalg
 
-        self.xp = np
-        self.sparse = scipy.sparse
-        self.sparse_linalg = scipy.sparse.linalg
-        self.device_name = _cpu_name()
+        return scipy.sparse.linalg
 
 
 class CupyBackend(Backend):
@@ -285,8 +294,6 @@ class CupyBackend(Backend):
         try:
             use_precompiled_headers()
             import cupy
-            import cupyx.scipy.sparse
-            import cupyx.scipy.sparse.linalg
         except Exception as exc:  # ImportError, or a broken CUDA install
             raise BackendUnavailable(f"cupy cannot be imported ({type(exc).__name__}: {exc})") from None
         try:
@@ -297,11 +304,21 @@ class CupyBackend(Backend):
             raise BackendUnavailable("no CUDA device found")
         self.xp = cupy
         self._reads = threading.local()           # (the reads' pinned buffers, by thread)
-        self.sparse = cupyx.scipy.sparse
-        self.sparse_linalg = cupyx.scipy.sparse.linalg
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         name = props["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
+
+    @property
+    def sparse(self):
+        import cupyx.scipy.sparse
+
+        return cupyx.scipy.sparse
+
+    @property
+    def sparse_linalg(self):
+        import cupyx.scipy.sparse.linalg
+
+        return cupyx.scipy.sparse.linalg
 
     def to_host(self, a):
         if isinstance(a, self.xp.ndarray):

@@ -60,7 +60,6 @@ import time
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
 from ...compute.backend import backend_of
 from ...compute.blas import single_threaded
@@ -531,6 +530,8 @@ def _leading_entries(E, n):
 
 def _host_csr(E):
     """``E`` (dense or sparse, any backend) as a SciPy CSR matrix on the host."""
+    import scipy.sparse as sp
+
     if sp.issparse(E):
         return sp.csr_matrix(E)
     return sp.csr_matrix(to_host(E, backend_of(E)))

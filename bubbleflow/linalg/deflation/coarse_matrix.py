@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from ...compute.backend import backend_of
 from ...compute.twins import twin
@@ -128,6 +127,8 @@ def _sum_duplicates_scipy(rows, cols, vals, ncols):
     coarse space at h = 1/80)."""
     if rows.size == 0:
         return rows, cols, vals
+    import scipy.sparse as sp
+
     nrows = int(rows.max()) + 1
     m = sp.coo_matrix((vals, (rows, cols)), shape=(nrows, ncols)).tocsr()
     m.sum_duplicates()

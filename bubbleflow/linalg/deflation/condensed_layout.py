@@ -13,7 +13,6 @@ and out of the condensed ordering, all sent to the device in one transfer.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from .graph_partition import partition_groups, separator_of_entries
 
@@ -28,6 +27,8 @@ def condensed_numbering(entries, n, k, groups, group_size, separator, backend):
     separator unknowns next to each group (host arrays, in a dict)."""
     r, c, v = entries
     if groups is None:
+        import scipy.sparse as sp
+
         grp = partition_groups(sp.csr_matrix((v, (r, c)), shape=(n, n)), group_size)
     else:
         grp = np.asarray(backend.to_host(groups)).ravel()

@@ -10,7 +10,6 @@ on the host.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 __all__ = ["partition_groups", "separator_mask", "separator_of_entries", "SEPARATORS"]
 
@@ -40,6 +39,7 @@ def partition_groups(M, group_size=256):
     groups : ndarray of int64 (n,)
         Group id of each unknown, ``0 .. ceil(n / group_size) - 1``.
     """
+    import scipy.sparse as sp
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     M = sp.csr_matrix(M)
@@ -83,6 +83,8 @@ def separator_mask(M, groups, separator="one-sided"):
     """
     if separator not in SEPARATORS:
         raise ValueError(f"unknown separator {separator!r}; expected one of {SEPARATORS}")
+    import scipy.sparse as sp
+
     C = sp.coo_matrix(M)
     return separator_of_entries(C.row, C.col, C.data, np.asarray(groups), M.shape[0], separator)
 

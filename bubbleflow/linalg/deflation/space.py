@@ -51,7 +51,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from .. import registry
 from ...compute.backend import backend_of
@@ -229,6 +228,8 @@ class Deflation:
         for a in arrays:
             host.append(np.asarray(packed[at:at + a.nbytes]).view(a.dtype))
             at += a.nbytes
+        import scipy.sparse as sp
+
         self._E = sp.csr_matrix((host[0], host[1], host[2]), shape=shape)
         if original is not None:
             self._original_host = host[3]
