@@ -54,6 +54,9 @@ from . import (bubble_measures, clsvof_transport, interface_force, levelset, mom
                vof_diagnostics, vof_fraction, vof_redistance)
 from .bounds import FlowBounds
 from .partition import RankSlabs, WholeGrid, slab_alignment
+from .reach import (ADVECT_WINDOW, CLSVOF_BAND, CLSVOF_CURVATURE_PASSES, CLSVOF_WINDOW,
+                    MAX_SHORTENED_STEPS, TRANSPORT_CFL, WINDOW, momentum_window, rank_refusal,
+                    thickest_window)
 from .phase_clock import PhaseClock
 from .state import FlowState
 from .viscous_plan import ViscousPlan
@@ -61,57 +64,11 @@ from .viscous_plan import ViscousPlan
 __all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step",
            "CLSVOF_CURVATURE_PASSES", "CLSVOF_BAND", "TRANSPORT_CFL", "MAX_SHORTENED_STEPS",
            "WALL_NAMES", "WINDOW", "CLSVOF_WINDOW", "ADVECT_WINDOW", "momentum_window",
-           "thickest_window"]
+           "thickest_window", "rank_refusal"]
 
-#: Passes of :func:`.levelset.smooth` over the level set of CLSVOF (the
-#: distance to the PLIC interface) before its curvature is taken; the level
-#: set alone is used as it is.
-CLSVOF_CURVATURE_PASSES = 4
-#: Half-width in cells of the band CLSVOF rebuilds every step (and its search
-#: reach): every value the filtered curvature reads at a face the surface
-#: tension acts on (2 cells from an interface cell, eps = 1.5 h), through the
-#: curvature's stencil (1) and the filter (1 a pass), is a rebuilt distance.
-#: Outside the band the level set is the band's width with the volume
-#: fraction's sign; a narrower band let the values outside it bend the
-#: curvature and slowed Hysing's case-1 bubble under refinement
-#: (docs/interface_study.md).
-CLSVOF_BAND = 3 + CLSVOF_CURVATURE_PASSES
-#: The most cells the new velocity of a step may carry the interface along
-#: an axis: the volume fraction's split advection stays within [0, 1] for
-#: ``|u| dt <= h / 2`` (Weymouth and Yue 2010), and the level set's
-#: upwind stencils reach as far.  A longer step is done again, shorter.
-TRANSPORT_CFL = 0.5
-#: How often one step may be done again, shorter (each time the velocity
-#: it ends with is smaller: two suffice from rest in the shipped cases).
-MAX_SHORTENED_STEPS = 4
-#: Planes of each neighbour a rank's slab is widened by for the momentum
-#: phase: the reach of its stencils (face density, advection, stress,
-#: interface force) from a face at the slab's end; the smoothing passes
-#: before the curvature add theirs (:func:`momentum_window`).
-WINDOW = 4
-#: Planes for CLSVOF's volume fraction: its advection (the level set's
-#: normals, one sweep an axis) and its redistancing (the band, then the
-#: search ``band + 1`` cells further, from patches a cell or two wide).
-CLSVOF_WINDOW = CLSVOF_BAND + 5
-#: Planes for the level set's transport: WENO5 reads 3 cells a side in each
-#: of TVD-RK3's 3 stages.  On a slab widened by as many, the one-process
-#: function (a kernel on a GPU) gives the slab's cells one process's values,
-#: with one swap a field instead of one a stage.
-ADVECT_WINDOW = 9
 #: The case's wall names per grid axis, low side first.
 WALL_NAMES = {2: (("left", "right"), ("bottom", "top")),
               3: (("left", "right"), ("front", "back"), ("bottom", "top"))}
-
-
-def momentum_window(case):
-    """The momentum phase's widening of a rank's slab for ``case``."""
-    return WINDOW + (CLSVOF_CURVATURE_PASSES if case.levelset.method == "clsvof" else 0)
-
-
-def thickest_window(case):
-    """The most planes of a neighbour any phase of ``case`` reads."""
-    clsvof = case.levelset.method == "clsvof"
-    return max(momentum_window(case), ADVECT_WINDOW, CLSVOF_WINDOW if clsvof else 0)
 
 
 @dataclass
@@ -222,6 +179,14 @@ class FlowSolver:
         # launch-bound.
         self.viscous_plan = ViscousPlan(backend.on_device and small, g.ndim,
                                         case.momentum.viscous_rtol)
+        #: Queue the end of an adaptive step before its transport check is
+        #: read, and read the check with the step's figures (one host wait
+        #: fewer) where a wait costs more than the end's fields kept alive
+        #: meanwhile: on a device, where the step is launch-bound.
+        self.check_ahead = backend.on_device and small
+        #: Ends queued ahead of their check and then done again (the check
+        #: or the viscous solves planned ahead failed).
+        self.ends_redone = 0
         self.width = momentum_window(case)
         lo, hi = self.partition.window(self.width)
         heights = self._face_heights()
@@ -303,7 +268,7 @@ class FlowSolver:
 
     def _step_scalars(self, state, rho, mu):
         """``[finite, max |u_a| per axis, max mu/rho]`` of the state's start
-        (:meth:`_host_scalars`)."""
+        (:meth:`_over_ranks`)."""
         return self._over_ranks(self._device_step_scalars(state, rho, mu))
 
     def _device_step_scalars(self, state, rho, mu):
@@ -312,22 +277,21 @@ class FlowSolver:
         return momentum.step_scalars(state.velocity, state.phi, rho, mu, maxima,
                                      maxima and not self.implicit_viscosity)
 
-    def _host_scalars(self, velocity, phi, rho, mu, maxima, viscous):
-        """:func:`.momentum.step_scalars` on the host (one transfer),
-        maximised over the ranks (the finite flag as its minimum): every rank
-        takes the same step."""
-        return self._over_ranks(momentum.step_scalars(velocity, phi, rho, mu, maxima, viscous))
-
     def _over_ranks(self, local):
         """This rank's step scalars (on the device, where they are not read
         yet) on the host, maximised over the ranks, the finite flag as its
-        minimum."""
+        minimum: every rank takes the same step."""
         pending = self.viscous_plan.pending
         if pending is None:
             local = self.backend.to_host(local)
         else:                   # (the viscous solves' report in the same transfer)
             local, report = self.backend.to_host_many([local, pending])
             self.viscous_plan.settle(report)
+        return self._ranks_maxima(local)
+
+    def _ranks_maxima(self, local):
+        """Step scalars read on this rank, maximised over the ranks, the
+        finite flag as its minimum."""
         local = np.array(local, dtype=np.float64)
         local[0] = 1.0 - local[0]
         out = self.partition.maxima(local)
@@ -509,14 +473,16 @@ class FlowSolver:
 
         Host synchronisations: the finite check together with the time
         step's maxima (read with the previous step's figures where
-        ``state`` is the one it made, else one transfer), the implicit
-        viscous solves' (planned ahead: their report read with the
-        transport's check), the pressure solve's (the set-up's deferred
-        checks and the solver's own), the transport's
-        check of the new velocity, and the diagnostics together with the
-        divergence norms, the figures of the physical bounds
-        (:meth:`.bounds.FlowBounds.device_figures`) and the next step's
-        start (one transfer).
+        ``state`` is the one it made, else one transfer), the pressure
+        solve's (the set-up's deferred checks and the solver's own), and
+        the diagnostics together with the divergence norms, the figures of
+        the physical bounds (:meth:`.bounds.FlowBounds.device_figures`),
+        the next step's start and, with an adaptive step, the transport's
+        check of the new velocity and the report of the implicit viscous
+        solves planned ahead (one transfer).  The end of the step is
+        queued before that check is read (:attr:`check_ahead`); where the
+        check fails (rarely: the first steps from rest), the step is done
+        again as the check asks and its end queued anew.
         """
         clock, part, w = self.clock, self.partition, self.width
         clock.start()
@@ -536,11 +502,35 @@ class FlowSolver:
         clock.mark("pressure set-up")
         fields = (phi_w, H, rho, mu, rho_faces)
         velocity, p, record, norms = self._project(state, dt, fields, A, solver, setup)
-        # A step whose new velocity would carry the interface too far is done
-        # again, shorter: from rest the first step's length is set by the
-        # capillary or gravity time alone, and the flow it starts can cross
-        # several cells in it (the set-up, which depends on the densities
-        # alone, is kept).
+        step, redone = state.step + 1, 0
+        ended = None
+        if self.check_ahead and self.case.time.dt is None:
+            ended = self._end_checked(state, velocity, p, dt, norms)
+        if ended is None:
+            velocity, p, record, norms, dt, redone, bounded = self._checked_projection(
+                state, velocity, p, record, norms, dt, fields, A, solver)
+            del fields, H, rho, mu, rho_faces, phi_w      # (before the end's fields)
+            ended = self._end(state, velocity, p, dt, norms, bounded)
+        new, diagnostics, (nd, nu), figures, start = ended
+        self._last_dt = dt
+        self._next = (new, start[:2] + (self._over_ranks(start[2]),))
+        bounds = self.bounds.figures(figures)
+        clock.mark("diagnostics")
+        report = StepReport(step=step, time=new.time, dt=dt, record=record,
+                            setup_seconds=setup.seconds, divergence=nu / nd if nd > 0 else 0.0,
+                            diagnostics=diagnostics,
+                            phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds,
+                            shortened=redone)
+        return new, report
+
+    def _checked_projection(self, state, velocity, p, record, norms, dt, fields, A, solver):
+        """The step's projection checked on the host before its end:
+        ``(velocity, p, record, norms, dt, redone, bounded)``.  A step whose
+        new velocity would carry the interface too far is done again,
+        shorter: from rest the first step's length is set by the capillary
+        or gravity time alone, and the flow it starts can cross several
+        cells in it (the set-up, which depends on the densities alone, is
+        kept)."""
         redone, bounded = 0, False
         while redone < MAX_SHORTENED_STEPS:
             shorter, bounded = self._transport_step(state, velocity, dt)
@@ -553,25 +543,46 @@ class FlowSolver:
             # tolerance: the step again, its steps planned from its start
             # (the velocity within the solves' tolerance of the one checked).
             velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
-        step, self._last_dt = state.step + 1, dt
-        del fields, H, rho, mu, rho_faces, phi_w
+        return velocity, p, record, norms, dt, redone, bounded
+
+    def _end_checked(self, state, velocity, p, dt, norms):
+        """:meth:`_end` of a step whose transport check (and the report of
+        the viscous solves planned ahead) is read with its figures, the end
+        queued as for a velocity that passes it; None where it does not
+        pass, or the viscous solves fell short (nothing of the end kept)."""
+        checks = [self._device_transport_scalars(state, velocity)]
+        if self.viscous_plan.pending is not None:
+            checks.append(self.viscous_plan.pending)
+        ended = self._end(state, velocity, p, dt, norms, True, checks)
+        transport, *viscous = ended[-1]
+        if viscous:
+            self.viscous_plan.settle(viscous[0])
+        reach = self._reach(self._ranks_maxima(transport), dt)
+        # (A solve that fell short is done again by _checked_projection.)
+        if self.viscous_plan.short or not reach <= TRANSPORT_CFL:
+            self.ends_redone += 1
+            return None
+        return ended[:-1]
+
+    def _end(self, state, velocity, p, dt, norms, bounded, checks=()):
+        """``(new, diagnostics, norms, figures, start[, checks])`` of the
+        step of length ``dt`` that made ``velocity`` and ``p``: the
+        interface moved (:meth:`_end_of_step`), the new state, its
+        diagnostics with the divergence norms, the bounds' figures and the
+        next step's start (its scalars this rank's, on the host) read in
+        one transfer, with the device arrays ``checks`` (their host values
+        last, where given)."""
+        step = state.step + 1
         phi, c, next_start, figures, sums = self._end_of_step(state, velocity, dt, step, bounded)
         new = FlowState(phi=phi, velocity=velocity, p=p, time=state.time + dt, step=step, c=c)
         end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
         # The next step's start is read with this one's figures (one transfer).
-        diagnostics, (nd, nu), (figures, scalars) = self._diagnostics(
-            new, norms, [figures, next_start[2]], sums)
-        self._next = (new, next_start[:2] + (self._over_ranks(scalars),))
-        bounds = self.bounds.figures(figures)
-        clock.mark("diagnostics")
-        report = StepReport(step=step, time=new.time, dt=dt, record=record,
-                            setup_seconds=setup.seconds, divergence=nu / nd if nd > 0 else 0.0,
-                            diagnostics=diagnostics,
-                            phases=dict(clock.seconds) if clock.enabled else None, bounds=bounds,
-                            shortened=redone)
-        return new, report
+        diagnostics, host_norms, (figures, scalars, *checked) = self._diagnostics(
+            new, norms, [figures, next_start[2], *checks], sums)
+        start = next_start[:2] + (scalars,)
+        return (new, diagnostics, host_norms, figures, start) + ((checked,) if checks else ())
 
     def _end_of_step(self, state, velocity, dt, step, bounded):
         """``(phi, c, next_start, figures, sums)``: the interface moved by
@@ -670,14 +681,24 @@ class FlowSolver:
         kernel pass in 2-D on a GPU), over the ranks."""
         if self.case.time.dt is not None:
             return None, False
-        # (rho and mu are not read without the viscous maximum: phi stands in.)
-        speeds = self._host_scalars(velocity, state.phi, state.phi, state.phi, True,
-                                    False)[1:1 + self.ndim]
-        reach = max(float(s) * dt / h for s, h in zip(speeds, self.spacing))
+        scalars = self._over_ranks(self._device_transport_scalars(state, velocity))
+        reach = self._reach(scalars, dt)
         if reach <= TRANSPORT_CFL or not math.isfinite(reach):
             return None, reach <= TRANSPORT_CFL
+        speeds = scalars[1:1 + self.ndim]
         cfl = min(self.case.time.cfl, TRANSPORT_CFL)
         return min(cfl * h / float(s) for s, h in zip(speeds, self.spacing) if s > 0), False
+
+    def _device_transport_scalars(self, state, velocity):
+        """This rank's step scalars of the new ``velocity`` for the
+        transport's check, on the device."""
+        # (rho and mu are not read without the viscous maximum: phi stands in.)
+        return momentum.step_scalars(velocity, state.phi, state.phi, state.phi, True, False)
+
+    def _reach(self, scalars, dt):
+        """The most cells the speeds of the step scalars ``scalars`` (on the
+        host, over the ranks) carry the interface in ``dt`` along any axis."""
+        return max(float(s) * dt / h for s, h in zip(scalars[1:1 + self.ndim], self.spacing))
 
     def move_interface(self, state, velocity, dt, step, bounded=False):
         """The interface carried by the new velocity: ``(phi, c)`` at step
@@ -767,28 +788,3 @@ class FlowSolver:
 
         whole = self.partition.labelled_state(state)
         return None if whole is None else state_regions(whole, self.spacing)
-
-
-def rank_refusal(case, ranks):
-    """``(key, value, expected)`` of the first thing of the flow ``case``
-    that ``ranks`` ranks cannot run, or None: slabs thinner than the widest
-    window the phases read from a neighbour."""
-    from .partition import planes_grid, thinnest_slab
-
-    grid = Grid.from_config(case.grid)
-    planes = grid.shape[0]
-    slow = "grid." + ("nz" if grid.ndim == 3 else "ny")
-    need = thickest_window(case) + 1
-    try:
-        if thinnest_slab(case.solver, grid, planes, ranks) >= need:
-            return None
-    except ValueError:
-        return None         # the solver's own refusal names why (apps.ranks)
-    # Slab edges on the solver's alignment (multigrid's aggregates) can leave
-    # one slab thinner than an even share: name a count that works.
-    fits = next(p for p in range(max(planes, need * ranks), 64 * need * ranks)
-                if thinnest_slab(case.solver, grid, p, ranks) >= need)
-    align = slab_alignment(case.solver, planes_grid(grid, fits), ranks)
-    return (slow, planes, f"a count whose slabs have {need} planes a rank for the neighbours' "
-                          f"stencils, such as {fits}"
-                          + (f" (slab edges on multiples of {align})" if align > 1 else ""))

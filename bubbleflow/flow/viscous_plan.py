@@ -60,6 +60,12 @@ class ViscousPlan:
         self.records = records
         self.steps = steps_ahead(np.asarray(report)[:, 2].max())
 
+    @property
+    def short(self):
+        """Whether the solves settled last fell short of their tolerance
+        (:meth:`fell_short` without taking the answer)."""
+        return self._short
+
     def fell_short(self, backend):
         """Whether the step's last viscous solves were planned ahead and
         fell short of their tolerance (their report read now, where nothing
