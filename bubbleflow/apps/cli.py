@@ -132,8 +132,10 @@ def restart_command(args):
     return words
 
 
-def build_parser():
-    """The argument parser, one subparser per ``cmd_*`` function."""
+def build_parser(command=None):
+    """The argument parser, one subparser per ``cmd_*`` function;
+    ``command="run"``: the ``run`` subparser alone (a run starts without
+    importing the other commands' modules)."""
     parser = argparse.ArgumentParser(
         prog="bubbleflow",
         description="Two-phase bubbly-flow pressure solver (NumPy or CuPy).")
@@ -164,6 +166,8 @@ def build_parser():
                      help="no progress bar (it is also off when stderr is not a terminal)")
     run.set_defaults(func=cmd_run)
 
+    if command == "run":
+        return parser
     # Subcommands that live beside their code: each module has
     # add_subparser(subparsers), registering its cmd_* function.
     from . import bench, compile_ahead, plots, sweep as study
@@ -173,6 +177,15 @@ def build_parser():
     bench.add_subparser(sub)
     compile_ahead.add_subparser(sub)
     return parser
+
+
+def _command(words):
+    """The subcommand the command line names: its first word not an
+    option (None where there is none, or an option comes first: ``--help``
+    and ``--version`` want every subcommand)."""
+    if not words or words[0].startswith("-"):
+        return None
+    return words[0]
 
 
 def main(argv=None):
@@ -185,7 +198,8 @@ def main(argv=None):
     """
     # Freed NumPy arrays reused instead of mapped afresh (compute/host_memory.py).
     keep_freed_memory()
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(words))
     try:
         # Subcommands that set `one_line_errors` report argument errors as a
         # CaseError (one line, exit 2) instead of argparse's usage message.
