@@ -66,7 +66,7 @@ from ..compute.regions import label_regions, region_sums
 from ..compute.truth import any_true
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
-from . import vof_redistance_cuda
+from . import vof_cuda, vof_redistance_cuda
 from .face_velocity import cell_velocity, check_velocity
 from .plic import cut_fraction
 from .plic_reconstruction import interface_mask, reconstruct
@@ -252,6 +252,33 @@ def _empty(labels, spacing):
                       interface=np.zeros(0), layer=np.zeros(0, dtype=bool))
 
 
+@twin
+def region_moments(owner, labels, c, velocity, spacing, interface, count):
+    """The sums a region's measures are made of, per region ``1 .. count``
+    (:func:`~bubbleflow.compute.regions.region_sums` over ``owner``; None:
+    every cell is region 1): ``c``; ``c`` times each cell-centre coordinate
+    and each cell-centre velocity (:func:`.face_velocity.cell_velocity`), in
+    grid-axis order; the ``interface`` measure; the core cells (``labels >
+    0``) of the top plane of cells.  A list of host arrays of ``count`` sums,
+    in that order."""
+    xp = backend_of(c, *velocity).xp
+    nd = c.ndim
+    if owner is None:
+        owner = xp.ones_like(labels)
+    weights = [c]
+    for a, h in enumerate(spacing):
+        shape = [1] * nd
+        k = array_axis(nd, a)
+        shape[k] = c.shape[k]
+        weights.append(c * ((xp.arange(c.shape[k], dtype=c.dtype) + 0.5) * h).reshape(shape))
+    weights += [c * u for u in cell_velocity(velocity)]
+    weights.append(interface)
+    top = xp.zeros(c.shape, dtype=c.dtype)
+    top[-1] = labels[-1] > 0
+    weights.append(top)
+    return region_sums(owner, weights, count)
+
+
 def gas_regions(c, velocity, spacing, core=None, normal_from=None):
     """Label and measure the connected gas regions of a volume fraction.
 
@@ -287,23 +314,11 @@ def gas_regions(c, velocity, spacing, core=None, normal_from=None):
     if count == 1:
         # Every cell's nearest core cell is the one region's: no distance
         # transform (the sample of a single bubble's run).
-        owner = xp.ones_like(labels)
+        owner = None
     else:
         owner = nearest_labels(labels, spacing) if bool(any_true(labels == 0)) else labels
-    weights = [c]
-    for a, h in enumerate(spacing):
-        shape = [1] * nd
-        k = array_axis(nd, a)
-        shape[k] = c.shape[k]
-        weights.append(c * ((xp.arange(c.shape[k], dtype=c.dtype) + 0.5) * h).reshape(shape))
-    weights += [c * u for u in cell_velocity(velocity)]
-    weights.append(interface_measure(c, spacing, normal_from))
-    # The core cells of the top plane, counted per region with the sums (a
-    # core cell is its own owner): a region with one is a layer.
-    top = xp.zeros(c.shape, dtype=c.dtype)
-    top[-1] = labels[-1] > 0
-    weights.append(top)
-    sums = region_sums(owner, weights, count)
+    sums = region_moments(owner, labels, c, velocity, spacing,
+                          interface_measure(c, spacing, normal_from), count)
     layer = sums[-1] > 0.0
     mass = sums[0]
     centroid = np.stack([w / mass for w in sums[1:1 + nd]], axis=1)
@@ -344,6 +359,8 @@ def state_regions(state, spacing):
     return gas_regions(c, state.velocity, spacing, core=state.phi < 0.0, normal_from=state.phi)
 
 
+# At most four regions on a GPU: one pass over the cells (vof_cuda.py).
+region_moments.register("cupy")(vof_cuda.region_moments)
 # 2-D with the level set's normals, on a GPU: the segments kernel of the
 # level set's rebuild, the lengths taken from it (vof_redistance_cuda.py).
 interface_measure.register("cupy")(vof_redistance_cuda.segment_lengths)

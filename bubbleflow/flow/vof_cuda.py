@@ -30,7 +30,7 @@ from ..compute import cuda
 from .padding import WALLS
 from .vof_limits import CLIP_TOLERANCE, times_cell_volume
 
-__all__ = ["advect", "advect_2d", "advect_3d", "gas_sums"]
+__all__ = ["advect", "advect_2d", "advect_3d", "gas_sums", "region_moments", "REGIONS_A_LAUNCH"]
 
 #: No FMA contraction: the kernel rounds as the array code does.
 _OPTIONS = ("--fmad=false",)
@@ -192,3 +192,44 @@ def gas_sums(c, velocity, spacing, padding=WALLS):
     _gas_kernel("bf_vof_gas_final")((1,), (_REDUCE_THREADS,), (partial, np.int32(blocks),
                                                               np.int32(nd + 2), out))
     return padding.total(out)
+
+
+#: Regions one launch of ``bf_region_moments_partial`` sums (``BF_RM_REGIONS``).
+REGIONS_A_LAUNCH = 4
+
+
+def region_moments(owner, labels, c, velocity, spacing, interface, count):
+    """Twin of ``gas_regions.region_moments`` for at most
+    :data:`REGIONS_A_LAUNCH` regions: per-block sums of every region's
+    moments in one pass over the cells (``bf_region_moments_partial``),
+    then one block (``bf_vof_gas_final``), in a fixed order: equal to the
+    array code's sums to rounding.  More regions: ``NotImplemented``."""
+    import cupy as cp
+
+    nd = getattr(c, "ndim", 0)
+    if nd not in (2, 3) or not 1 <= count <= REGIONS_A_LAUNCH or len(velocity) != nd:
+        return NotImplemented
+    arrays = cuda.float64_nd(nd, c, *velocity, interface)
+    ints = [a for a in (labels, owner) if a is not None]
+    if arrays is None or not all(a.dtype == cp.int32 and a.shape == c.shape for a in ints):
+        return NotImplemented
+    c, *faces, interface = arrays
+    if interface.shape != c.shape:
+        return NotImplemented
+    single = owner is None                  # every cell region 1
+    labels = cp.ascontiguousarray(labels)
+    owner = labels if single else cp.ascontiguousarray(owner)
+    cells = (1,) * (3 - nd) + c.shape
+    faces = list(faces) + [faces[-1]] * (3 - nd)       # (2-D: no w, never read)
+    hz = spacing[2] if nd == 3 else 0.0
+    quantities = 2 * nd + 3
+    blocks = cuda.reduce_blocks(c.size, _REDUCE_THREADS)
+    partial = cp.empty(quantities * count * blocks, dtype=cp.float64)
+    out = cp.empty(quantities * count, dtype=cp.float64)
+    _gas_kernel("bf_region_moments_partial")((blocks,), (_REDUCE_THREADS,), (
+        owner, labels, c, *faces, interface, partial, np.int32(cells[2]), np.int32(cells[1]),
+        np.int32(cells[0]), np.float64(spacing[0]), np.float64(spacing[1]), np.float64(hz),
+        np.int32(nd == 3), np.int32(single), np.int32(count)))
+    _gas_kernel("bf_vof_gas_final")((1,), (_REDUCE_THREADS,), (
+        partial, np.int32(blocks), np.int32(quantities * count), out))
+    return list(cp.asnumpy(out).reshape(quantities, count))

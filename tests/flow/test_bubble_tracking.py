@@ -362,6 +362,43 @@ def test_auto_sampling_is_every_step_on_the_cpu_and_every_tenth_on_a_gpu(backend
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape,count,single", [
+    ((40, 30), 1, True), ((40, 30), 3, False), ((64, 48), 4, False), ((9, 11, 7), 1, True),
+    ((12, 9, 10), 4, False), ((20, 20), 6, False)])
+def test_the_region_moments_kernel_is_its_array_code(cp, shape, count, single):
+    """Every region's moments in one pass on the GPU (at most four regions;
+    more: the array code) against the array code's weights and sums, owners
+    given or every cell region 1."""
+    from bubbleflow.flow.gas_regions import region_moments
+
+    rng = np.random.default_rng(7)
+    nd = len(shape)
+    labels = rng.integers(0, count + 1, shape).astype(np.int32)
+    labels[-1, ..., : shape[-1] // 2] = count          # core cells on the top plane
+    owner = None if single else np.where(labels > 0, labels,
+                                         rng.integers(1, count + 1, shape)).astype(np.int32)
+    c = rng.random(shape)
+    faces = [list(shape) for _ in range(nd)]
+    for a in range(nd):
+        faces[a][nd - 1 - a] += 1
+    velocity = tuple(rng.standard_normal(f) for f in faces)
+    spacing = (0.1, 0.2, 0.3)[:nd]
+    measure = rng.random(shape)
+
+    def args(xp):
+        return (None if owner is None else xp.asarray(owner), xp.asarray(labels), xp.asarray(c),
+                tuple(xp.asarray(v) for v in velocity), spacing, xp.asarray(measure), count)
+
+    ref = region_moments.reference(*args(np))
+    got = region_moments(*args(cp))
+    assert len(got) == len(ref) == 2 * nd + 3
+    for g, r in zip(got, ref):
+        assert isinstance(g, np.ndarray) and g.shape == (count,)
+        np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12)
+    assert ref[-1].sum() > 0                            # the top plane's cores counted
+
+
+@pytest.mark.gpu
 def test_the_pair_count_kernel_is_its_array_code(cp):
     """Two label fields' overlap table: random labels, and a block of one
     pair wider than a warp (its lanes add once), an empty field, no regions."""
@@ -401,5 +438,6 @@ def test_one_region_owns_every_cell_without_a_distance_transform(backend, monkey
     r = module.gas_regions(c, velocity, (H, H), normal_from=xp.asarray(phi))
     assert not calls and r.count == 1
     assert float(r.volume[0]) == pytest.approx(gas_volume(c, (H, H)), rel=1e-12)
-    xp_sums = module.region_sums(owners, [c], 1)
-    assert float(xp_sums[0][0]) * H * H == float(r.volume[0])
+    measure = module.interface_measure(c, (H, H), xp.asarray(phi))
+    owned = module.region_moments(owners, labels, c, velocity, (H, H), measure, 1)
+    assert float(owned[0][0]) * H * H == float(r.volume[0])
