@@ -27,7 +27,7 @@ __all__ = ["run_case_ranks"]
 
 def _refusal(case, backend, restart, ranks):
     """``(key, value, expected)`` of the first thing the ranks cannot run, or None."""
-    from ..flow.navier_stokes import rank_refusal
+    from ..flow.reach import rank_refusal
 
     s = case.solver
     slow = ("grid", "nz") if case.grid.nz is not None else ("grid", "ny")
@@ -147,7 +147,7 @@ def slab_cells(case, rank, ranks):
     """The cells rank ``rank`` of ``ranks`` holds: its slab of planes
     widened by the planes its neighbours lend it (a pressure case's one
     plane a side, a flow's widest window), within the grid."""
-    from ..flow.navier_stokes import thickest_window
+    from ..flow.reach import thickest_window
     from ..linalg.solver import slab_align
     from ..mesh.grid import Grid
     from ..mesh.ranks import rank_slab

@@ -477,12 +477,13 @@ class FlowSolver:
         solve's (the set-up's deferred checks and the solver's own), and
         the diagnostics together with the divergence norms, the figures of
         the physical bounds (:meth:`.bounds.FlowBounds.device_figures`),
-        the next step's start and, with an adaptive step, the transport's
-        check of the new velocity and the report of the implicit viscous
-        solves planned ahead (one transfer).  The end of the step is
-        queued before that check is read (:attr:`check_ahead`); where the
-        check fails (rarely: the first steps from rest), the step is done
-        again as the check asks and its end queued anew.
+        the next step's start (one transfer).  With an adaptive step the
+        transport's check of the new velocity, with the report of the
+        implicit viscous solves planned ahead, is read in that transfer
+        where :attr:`check_ahead` (the end of the step queued before the
+        check is read; where the check fails, rarely: the first steps from
+        rest, the step is done again as the check asks and its end queued
+        anew), else in one transfer of its own before the end.
         """
         clock, part, w = self.clock, self.partition, self.width
         clock.start()
