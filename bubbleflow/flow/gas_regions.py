@@ -319,6 +319,8 @@ def gas_regions(c, velocity, spacing, core=None, normal_from=None):
         owner = nearest_labels(labels, spacing) if bool(any_true(labels == 0)) else labels
     sums = region_moments(owner, labels, c, velocity, spacing,
                           interface_measure(c, spacing, normal_from), count)
+    # A region holding a core cell of the top plane (a core cell is its own
+    # owner) is a layer.
     layer = sums[-1] > 0.0
     mass = sums[0]
     centroid = np.stack([w / mass for w in sums[1:1 + nd]], axis=1)
