@@ -311,8 +311,9 @@ class PreconditionerConfig(_Node):
                 why="an older coarsest inverse costs iterations"),
         "auto", doc="`multigrid`: a flow's steps between two computations of the coarsest "
                     "level's inverse (the levels above it every step); 1: every step; `auto`: "
-                    "once the interface may have moved half a cell since, at most 16 steps, "
-                    "and after a solve that took clearly more iterations")
+                    "once the interface may have moved an eighth of a coarsest cell (at least "
+                    "half a cell) since, at most 16 steps, and after a solve that took "
+                    "clearly more iterations")
 
     def options(self):
         """Every preconditioner option of the section (the solver passes on

@@ -7,7 +7,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from bubbleflow.linalg.precond import make_preconditioner
-from bubbleflow.linalg.precond.multigrid import (Multigrid, auto_w_levels, coarsen_couplings,
+from bubbleflow.linalg.precond.multigrid import (COARSE_MOVE_CELLS, COARSE_MOVE_FRACTION,
+                                                Multigrid, auto_w_levels, coarsen_couplings,
                                                 level_shapes, prolong, restrict)
 from bubbleflow.linalg.solver import PressureSolver
 from bubbleflow.case.problem import bubbly_column
@@ -369,6 +370,43 @@ def test_a_kept_coarsest_inverse_still_solves_to_the_tolerance(backend):
         assert kept <= 1.15 * new
         if contrast == 1e3:
             assert len(inverses) == 5, inverses     # the first, at steps 5, 10, 15 and 20
+
+
+def test_a_deep_hierarchy_keeps_its_coarsest_inverse_for_an_eighth_of_a_coarsest_cell(backend):
+    """``coarse_refresh="auto"`` keeps the coarsest inverse while the
+    interface moves less than an eighth of a coarsest cell, and at least
+    half a finest one: on 64^2 (coarsest 16^2, 4 finest cells across) half
+    a cell, on 256^2 (16 across) two cells, on a gathered part two levels
+    below 64^2 two cells.  Along a bubble's path on 256^2 (a quarter of a
+    cell an update) it keeps the inverse for eight updates at a time, meets
+    the tolerance at every solve and takes at most two iterations more than
+    a new solver at each."""
+    xp = backend.xp
+    small = Multigrid(moved_bubble_operator(64, 1e3, backend, 0))
+    assert small.coarse_move_limit == max(COARSE_MOVE_CELLS, 4 * COARSE_MOVE_FRACTION) == 0.5
+    part = Multigrid.from_couplings(small.levels[0].couplings, (64, 64), levels_above=2)
+    assert part.coarse_move_limit == 16 * COARSE_MOVE_FRACTION == 2.0
+    rng = np.random.default_rng(5)
+    solver = PressureSolver(moved_bubble_operator(256, 1e3, backend, 0), method="pcg",
+                            preconditioner="multigrid", deflation="none", rtol=1e-8)
+    assert solver.M.coarse_move_limit == 16 * COARSE_MOVE_FRACTION == 2.0
+    inverses = [backend.to_host(solver.M.coarse_inverse).copy()]
+    for step in range(1, 17):
+        A = moved_bubble_operator(256, 1e3, backend, 0.25 * step)
+        r = rng.standard_normal(256 * 256)
+        r = xp.asarray(r - r.mean())
+        solver.interface_moved(0.25)
+        _, rec = solver.update(A).solve(r)
+        _, rec_new = PressureSolver(A, method="pcg", preconditioner="multigrid",
+                                    deflation="none", rtol=1e-8).solve(r)
+        assert rec.converged and rec.residual <= 1e-8, (step, rec.residual)
+        assert rec.iterations <= rec_new.iterations + 2, (step, rec.iterations,
+                                                          rec_new.iterations)
+        inverse = backend.to_host(solver.M.coarse_inverse)
+        if not np.array_equal(inverse, inverses[-1]):
+            inverses.append(inverse.copy())
+            assert step % 8 == 0, step          # recomputed at 2 and 4 cells only
+    assert len(inverses) == 3
 
 
 def test_the_bytes_model_follows_the_options():

@@ -66,15 +66,20 @@ W_AUTO_CELLS = 2 ** 18
 #: (docs/performance_records.md).
 W_AUTO_MAX = 3
 #: ``coarse_refresh="auto"``: the coarsest level's inverse is recomputed
-#: once the interface may have moved this many finest cells since it was
-#: (a stale inverse costs no iteration below it: docs/performance_records.md)...
+#: once the interface may have moved this fraction of a coarsest cell since
+#: it was (below it a stale inverse costs an iteration or none:
+#: docs/performance_records.md)...
+COARSE_MOVE_FRACTION = 0.125
+#: ... but not before it may have moved this many finest cells (a shallow
+#: hierarchy's coarsest cells are few finest ones across)...
 COARSE_MOVE_CELLS = 0.5
-#: ... or after this many refreshes.
+#: ... and at the latest after this many refreshes.
 COARSE_REFRESH_AUTO_MAX = 16
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes",
            "level_arrays",
            "auto_w_levels", "W_AUTO_MAX", "check_coarse_refresh", "COARSE_MOVE_CELLS",
+           "COARSE_MOVE_FRACTION",
            "COARSE_REFRESH_AUTO_MAX", "restrict", "prolong", "smooth",
            "residual_restrict", "prolong_add", "smooth_restrict", "prolong_smooth",
            "cycle_runner", "chebyshev_coefficients", "cycle_bytes"]
@@ -358,7 +363,7 @@ class Multigrid(Preconditioner):
         ``coarse_refresh``-th refresh (1: at every one, as a new
         hierarchy).  ``"auto"``: at every refresh where the coarsest level
         is the grid itself (its inverse is then the operator's), else once
-        the interface may have moved :data:`COARSE_MOVE_CELLS` finest cells
+        the interface may have moved :attr:`coarse_move_limit` finest cells
         since it was computed (a flow tells :meth:`interface_moved` before
         each refresh), at every refresh where nobody tells, and after at
         most :data:`COARSE_REFRESH_AUTO_MAX` refreshes.  Either way also after a
@@ -491,8 +496,19 @@ class Multigrid(Preconditioner):
         if self._coarse_refresh != "auto":
             return self._coarse_age >= self._coarse_refresh
         one_level = self.levels_above + len(self.levels) == 1
-        return (one_level or not self._motion_told or self._coarse_moved >= COARSE_MOVE_CELLS
+        return (one_level or not self._motion_told
+                or self._coarse_moved >= self.coarse_move_limit
                 or self._coarse_age >= COARSE_REFRESH_AUTO_MAX)
+
+    @property
+    def coarse_move_limit(self):
+        """The interface's motion, in finest cells, after which
+        ``coarse_refresh="auto"`` recomputes the coarsest inverse:
+        :data:`COARSE_MOVE_FRACTION` of a coarsest cell (the finest grid's
+        cells across one, along the axis coarsened least, the levels above
+        this hierarchy halving each), at least :data:`COARSE_MOVE_CELLS`."""
+        across = min(f / c for f, c in zip(self.levels[0].shape, self.levels[-1].shape))
+        return max(COARSE_MOVE_CELLS, COARSE_MOVE_FRACTION * across * 2 ** self.levels_above)
 
     def interface_moved(self, cells):
         """Before a :meth:`refresh`: the interface has moved at most
