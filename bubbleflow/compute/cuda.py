@@ -247,14 +247,19 @@ def clear_cache():
     _BUILT.clear()
 
 
-def float64_kernels(anchor: str, name: str, options=(), ndims=(2, 3)):
+def float64_kernels(anchor: str, name: str, options=(), ndims=(2, 3), first=False):
     """A getter ``get(kernel_name)`` of the kernels of the source ``name``
     beside ``anchor`` (:func:`source`), compiled with ``typedef double T;``
     and ``options``: memoised on the kernel's name and the device.  The
     source is listed for :func:`prefetch` by the grid dimensions ``ndims``
-    whose runs use it."""
+    whose runs use it; ``first``: at the head of the list (a case build
+    calls it before any step)."""
     options = tuple(options)
-    _SOURCES.append((anchor, name, options, tuple(ndims)))
+    entry = (anchor, name, options, tuple(ndims))
+    if first:
+        _SOURCES.insert(0, entry)
+    else:
+        _SOURCES.append(entry)
 
     @kernel_cache
     def get(kernel_name):

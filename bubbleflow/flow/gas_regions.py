@@ -66,7 +66,7 @@ from ..compute.regions import label_regions, region_sums
 from ..compute.truth import any_true
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
-from . import vof_cuda, vof_redistance_cuda
+from . import interface_measure_cuda, vof_cuda
 from .face_velocity import cell_velocity, check_velocity
 from .plic import cut_fraction
 from .plic_reconstruction import interface_mask, reconstruct
@@ -363,6 +363,7 @@ def state_regions(state, spacing):
 
 # At most four regions on a GPU: one pass over the cells (vof_cuda.py).
 region_moments.register("cupy")(vof_cuda.region_moments)
-# 2-D with the level set's normals, on a GPU: the segments kernel of the
-# level set's rebuild, the lengths taken from it (vof_redistance_cuda.py).
-interface_measure.register("cupy")(vof_redistance_cuda.segment_lengths)
+# With the level set's normals, on a GPU: in 2-D the segments kernel of the
+# level set's rebuild, the lengths taken from it (vof_redistance_cuda.py); in
+# 3-D the planes' areas in one launch (interface_measure_cuda.py).
+interface_measure.register("cupy")(interface_measure_cuda.interface_measure)

@@ -1,6 +1,7 @@
-// PLIC geometry shared by the volume-of-fluid kernels (vof.cu and
-// vof_redistance.cu): the unit normal, the level set's normal and the line
-// constant of a cell, in the array code's order of operations (bubbleflow.flow.plic, plic_reconstruction).
+// PLIC geometry shared by the volume-of-fluid kernels (vof.cu,
+// vof_redistance.cu and vof_fraction.cu): the unit normal, the level set's
+// normal, the line's fraction and constant of a cell, in the array code's
+// order of operations (bubbleflow.flow.plic, plic_reconstruction).
 // "typedef double T;" and common.cuh precede this text.
 #ifndef BUBBLEFLOW_PLIC_CUH
 #define BUBBLEFLOW_PLIC_CUH
@@ -13,6 +14,15 @@ __device__ __forceinline__ void vof_unit(T gx, T gy, T* mx, T* my)
     const T inv = 1.0 / (zero ? 1.0 : norm);
     *mx = zero ? 0.0 : gx * inv;
     *my = zero ? -1.0 : gy * inv;
+}
+
+// plic_reconstruction.cell_gradient along one axis at index i of n cells (f0 the cell's
+// value, fm / fp its neighbours'; at least 2 cells).
+__device__ __forceinline__ T vof_gradient_1(T fm, T f0, T fp, int i, int n, T h)
+{
+    if (i == 0)     return (fp - f0) / h;
+    if (i == n - 1) return (f0 - fm) / h;
+    return (fp - fm) / (2.0 * h);
 }
 
 // plic_reconstruction.interface_normal with normal_from = phi: plic_reconstruction.cell_gradient (central
@@ -57,6 +67,22 @@ __device__ __forceinline__ T vof_line_constant(T mx, T my, T c, T lx, T ly)
     const T a = v < c1 ? sqrt(two_lo_hi * v)
               : (v <= 1.0 - c1 ? hi * v + 0.5 * lo : 1.0 - sqrt(two_lo_hi * (1.0 - v)));
     return a * s + np_min(mx, 0.0) * lx + np_min(my, 0.0) * ly;
+}
+
+// plic.cut_fraction: the fraction of [0, lx] x [0, ly] where mx x + my y <= alpha.
+__device__ __forceinline__ T vof_cut_fraction(T mx, T my, T alpha, T lx, T ly)
+{
+    const T shifted = alpha - np_min(mx, 0.0) * lx - np_min(my, 0.0) * ly;
+    T lo, hi, s, inv;
+    vof_scaled(mx, my, lx, ly, &lo, &hi, &s, &inv);
+    const T a = np_clip(shifted * inv, 0.0, 1.0);
+    const T two_lo_hi = 2.0 * lo * hi;
+    const T corner = 1.0 / (two_lo_hi > 0.0 ? two_lo_hi : 1.0);
+    const T middle = (a - 0.5 * lo) / (hi > 0.0 ? hi : 1.0);
+    const T f = a < lo ? a * a * corner
+              : (a <= hi ? middle : 1.0 - (1.0 - a) * (1.0 - a) * corner);
+    const T degenerate = alpha >= 0.0 ? 1.0 : 0.0;
+    return s > 0.0 ? np_clip(f, 0.0, 1.0) : degenerate;
 }
 
 #endif

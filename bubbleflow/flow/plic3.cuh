@@ -21,15 +21,6 @@ __device__ __forceinline__ void vof_unit3(T gx, T gy, T gz, T* m)
     m[2] = zero ? -1.0 : gz * inv;
 }
 
-// plic_reconstruction.cell_gradient along one axis at index i of n cells (f0 the cell's
-// value, fm / fp its neighbours'; at least 2 cells).
-__device__ __forceinline__ T vof_gradient_1(T fm, T f0, T fp, int i, int n, T h)
-{
-    if (i == 0)     return (fp - f0) / h;
-    if (i == n - 1) return (f0 - fm) / h;
-    return (fp - fm) / (2.0 * h);
-}
-
 // plic_reconstruction.interface_normal with normal_from = phi in 3-D.
 __device__ __forceinline__ void vof_phi_normal3(const T* __restrict__ phi, int nx, int ny, int nz,
                                                 int k, int j, int i, T hx, T hy, T hz, T* m)

@@ -41,22 +41,6 @@ __device__ __forceinline__ void vof_youngs(const T* __restrict__ c, int nx, int 
     vof_unit(-(col_r - col_l) / (8.0 * hx), -(row_t - row_b) / (8.0 * hy), mx, my);
 }
 
-// plic.cut_fraction: the fraction of [0, lx] x [0, ly] where mx x + my y <= alpha.
-__device__ __forceinline__ T vof_cut_fraction(T mx, T my, T alpha, T lx, T ly)
-{
-    const T shifted = alpha - np_min(mx, 0.0) * lx - np_min(my, 0.0) * ly;
-    T lo, hi, s, inv;
-    vof_scaled(mx, my, lx, ly, &lo, &hi, &s, &inv);
-    const T a = np_clip(shifted * inv, 0.0, 1.0);
-    const T two_lo_hi = 2.0 * lo * hi;
-    const T corner = 1.0 / (two_lo_hi > 0.0 ? two_lo_hi : 1.0);
-    const T middle = (a - 0.5 * lo) / (hi > 0.0 ? hi : 1.0);
-    const T f = a < lo ? a * a * corner
-              : (a <= hi ? middle : 1.0 - (1.0 - a) * (1.0 - a) * corner);
-    const T degenerate = alpha >= 0.0 ? 1.0 : 0.0;
-    return s > 0.0 ? np_clip(f, 0.0, 1.0) : degenerate;
-}
-
 // w dt / h times the fraction of the swept slab of width |w| dt that holds
 // gas: 0 and 1 for an empty and a full donor, else mixed(width, w > 0), its
 // PLIC cut (computed only there: the array code overrides the pure donors').

@@ -17,14 +17,18 @@ import itertools
 import math
 
 from ..compute.backend import array_module
+from ..compute.twins import twin
 from ..mesh.grid import array_axis
+from . import vof_fraction_cuda
 from .padding import along
 from .plic import cut_fraction
 from .plic_reconstruction import cell_gradient
+from .vof_limits import CUT_MARGIN
 
 __all__ = ["volume_fraction"]
 
 
+@twin
 def volume_fraction(phi, spacing, samples=None, fit="multilinear"):
     """Gas volume fraction of each cell from a level set.
 
@@ -193,11 +197,6 @@ def _taylor_fractions(phi, spacing, k, xp):
     return c
 
 
-#: Relative margin of :func:`_may_be_cut`'s test, far above the rounding of
-#: the sub-cells' values and planes.
-_CUT_MARGIN = 1e-8
-
-
 def _may_be_cut(phi, g, hess, spacing, k, xp):
     """The cells where a sub-cell's plane may cross it: all but those whose
     ``|phi|`` exceeds a bound, over the cell, of the quadratic model's
@@ -212,7 +211,7 @@ def _may_be_cut(phi, g, hess, spacing, k, xp):
     change = sum(xp.abs(g[i]) * reach[i] for i in range(nd)) + 0.5 * sum(
         xp.abs(hess[i, j]) * reach[i] * reach[j] for i in range(nd) for j in range(nd))
     bound = change + sum(slope[i] * (0.5 * h[i] / k) for i in range(nd))
-    return ~(xp.abs(phi) * (1.0 - _CUT_MARGIN) > bound)
+    return ~(xp.abs(phi) * (1.0 - CUT_MARGIN) > bound)
 
 
 def _taylor_cuts(phi, g, hess, spacing, k, xp):
@@ -230,3 +229,7 @@ def _taylor_cuts(phi, g, hess, spacing, k, xp):
         alpha = 0.5 * sum(m * s for m, s in zip(normal, sub)) - val
         c = c + cut_fraction(normal, alpha, sub)
     return c / k ** nd
+
+
+# The CUDA variant (vof_fraction_cuda.py, kernels in vof_fraction.cu): one launch.
+volume_fraction.register("cupy")(vof_fraction_cuda.volume_fraction)

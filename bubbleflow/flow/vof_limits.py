@@ -1,6 +1,7 @@
 """What the volume-of-fluid array code and its CUDA twins share: the clip
-tolerance of the volume fraction, the redistancing search's window and
-order, and the cell-volume scaling of sums.  (A module of its own: the
+tolerance of the volume fraction, the margin of the initial fraction's cut
+test, the redistancing search's window and order, and the cell-volume
+scaling of sums.  (A module of its own: the
 array code imports the twins to register them, so they cannot import it.)
 """
 from __future__ import annotations
@@ -11,13 +12,18 @@ from typing import NamedTuple
 
 from ..mesh.grid import array_axis
 
-__all__ = ["CLIP_TOLERANCE", "search_reach", "search_window", "search_offsets",
+__all__ = ["CLIP_TOLERANCE", "CUT_MARGIN", "search_reach", "search_window", "search_offsets",
            "box_distance2", "SearchOrder", "search_order", "times_cell_volume"]
 
 #: Excursions of c outside [0, 1] smaller than this are rounding and are
 #: clipped; larger ones are left in place (they mean a too-large time step).
 #: Cells within it of 0 or 1 hold no PLIC segment.
 CLIP_TOLERANCE = 1e-12
+
+#: Relative margin of the quadratic sub-cell cuts' test whether a cell may
+#: be cut (:func:`.vof_fraction._may_be_cut`), far above the rounding of the
+#: sub-cells' values and planes.
+CUT_MARGIN = 1e-8
 
 
 def search_reach(band, spacing):

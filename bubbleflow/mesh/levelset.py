@@ -14,6 +14,7 @@ import numpy as np
 
 from ..compute.backend import array_module
 from ..compute.twins import twin
+from . import levelset_cuda
 
 __all__ = [
     "Circle", "geometry_circles", "place_random_bubbles", "build_levelset", "BUILD_PLANES",
@@ -201,6 +202,10 @@ def _build_by_blocks(grid, free_surface, circles, backend, first, stop):
             grid, free_surface, sorted(circles, key=bound), _axes(grid, np, slice(lo, hi)),
             (hi - lo,) + grid.shape[1:], np, bound)
     return phi
+
+
+# The CUDA variant (levelset_cuda.py, kernels in levelset.cu): one launch.
+_build.register("cupy")(levelset_cuda.build)
 
 
 def heaviside(phi, eps, xp=np):

@@ -129,7 +129,8 @@ def _cut_shapes(nd):
 def test_the_quadratic_cuts_of_the_cells_near_the_interface_are_every_cells(backend, nd,
                                                                            monkeypatch):
     """The sub-cells are cut where a plane may reach them; elsewhere 0 or 1
-    by phi's sign: the bits of cutting every cell."""
+    by phi's sign: the bits of cutting every cell (the array code's test;
+    the kernel's is its twin, tests/flow/test_vof_fraction_kernels.py)."""
     from bubbleflow.flow import vof_fraction
 
     xp = backend.xp
@@ -140,12 +141,14 @@ def test_the_quadratic_cuts_of_the_cells_near_the_interface_are_every_cells(back
         seen = []
         with monkeypatch.context() as m:
             m.setattr(vof_fraction, "_may_be_cut", lambda *a: seen.append(real(*a)) or seen[-1])
-            ours = volume_fraction(phi, spacing, samples=4, fit="quadratic")
+            ours = vof_fraction.volume_fraction.reference(phi, spacing, samples=4,
+                                                          fit="quadratic")
         near = seen[0]
         assert 0 < int(xp.count_nonzero(near)) < 0.7 * phi.size
         with monkeypatch.context() as m:
             m.setattr(vof_fraction, "_may_be_cut", lambda phi, *a: xp.ones(phi.shape, bool))
-            every = volume_fraction(phi, spacing, samples=4, fit="quadratic")
+            every = vof_fraction.volume_fraction.reference(phi, spacing, samples=4,
+                                                           fit="quadratic")
         assert bool(xp.array_equal(ours, every))
         cut = (every > 0.0) & (every < 1.0)
         assert not bool(xp.any(cut & ~near))               # no cut cell left out
