@@ -1,5 +1,6 @@
-"""A flow's kernels compiled before the run needs them: its first step and
-its gas regions, on a small copy of the case, in background threads.
+"""A flow's kernels compiled before the run needs them: its first step,
+its pressure set-up and its gas regions, on a small copy of the case, in
+background threads.
 
 On a GPU a kernel compiles (NVRTC) where it is first called: the
 package's sources, and CuPy's own element-wise and reduction kernels that
@@ -9,9 +10,11 @@ sources in background threads while the case is built; which of CuPy's
 kernels and which variants of the pressure solver's kernels a run calls
 only running them tells.  :func:`start` runs them while the run's own
 thread builds its case: one thread labels the gas regions of a small copy
-of the case, another takes one step of it.  Their state is built on the
-host (the level set, and a fraction clipped from it), not by the case
-build's array code, whose kernels the run's thread is compiling meanwhile;
+of the case, another takes one step of it, a third sets up its pressure
+solver and solves once (the step's first phases skipped, so the set-up's
+kernels and the fused engine's modules are reached soonest).  Their state
+is built on the host (the level set, and a fraction clipped from it), not
+by the case build, whose kernels the run's thread is compiling meanwhile;
 so they reach the step's kernels first, and the run then finds them
 compiled (CuPy's caches and :mod:`.compute.cuda`'s are the process's).
 
@@ -120,8 +123,9 @@ class WarmUp:
 def jobs(case, backend):
     """The warm-up's work for the flow ``case`` on ``backend``: a list of
     callables (the gas regions of :func:`small_case`'s :func:`host_state`,
-    and one step of it with its diagnostics), each independent of the other.
-    ``ValueError`` where there is no small copy."""
+    one step of it with its diagnostics, and its first pressure set-up and
+    solve from densities made on the host), each independent of the
+    others.  ``ValueError`` where there is no small copy."""
     from .gas_regions import state_regions
     from .navier_stokes import FlowSolver
 
@@ -140,7 +144,18 @@ def jobs(case, backend):
             solver.diagnostics(state)
         return report
 
-    return [regions, step]
+    def pressure():
+        # The set-up's and the solve's kernels without the step's phases
+        # before them: reached while the run's own thread builds its case.
+        solver = FlowSolver(small, backend)
+        phi = host_state(small, np).phi
+        faces = tuple(backend.xp.asarray(f) for f in solver.properties(phi)[3])
+        A = solver.partition.operator(faces, solver.dtype, small.operator.storage, solver.width)
+        rhs = np.cos(np.linspace(0.0, 7.0, phi.size)).reshape(phi.shape)
+        return solver.pressure_solver(A, backend.xp.asarray(phi)).solve(
+            backend.xp.asarray(rhs - rhs.mean()))[1]
+
+    return [regions, step, pressure]
 
 
 def start(case, backend):

@@ -62,13 +62,16 @@ def test_host_state(method):
     (RISING_3D, ["grid.nx=12", "grid.ny=12", "grid.nz=24"]),
 ])
 def test_jobs_run_on_the_backend(path, overrides, backend):
-    """Each job runs on the suite's backend: one gas region, a converged step."""
+    """Each job runs on the suite's backend: one gas region, a converged
+    step, a converged pressure solve."""
     case = load_case(path, overrides + ["output.bubbles_every=0"])
-    regions, step = warm_up.jobs(case, backend)
+    regions, step, pressure = warm_up.jobs(case, backend)
     found = regions()
     assert isinstance(found, GasRegions) and len(found.volume) == 1
     report = step()
     assert report.step == 1 and report.record.converged
+    record = pressure()
+    assert record.converged and record.iterations > 0
 
 
 def test_no_warm_up_on_the_host():
@@ -81,7 +84,7 @@ def test_no_warm_up_on_the_host():
 def test_warm_up_on_the_device_ends_without_errors(cupy_backend):
     case = load_case(RISING_3D, ["grid.nx=12", "grid.ny=12", "grid.nz=24"])
     started = warm_up.start(case, cupy_backend)
-    assert started is not None and len(started.threads) == 2
+    assert started is not None and len(started.threads) == 3
     started.join()
     assert not any(t.is_alive() for t in started.threads)
     assert started.errors == []
