@@ -231,5 +231,6 @@ def _taylor_cuts(phi, g, hess, spacing, k, xp):
     return c / k ** nd
 
 
-# The CUDA variant (vof_fraction_cuda.py, kernels in vof_fraction.cu): one launch.
+# The CUDA variant (vof_fraction_cuda.py, kernels in vof_fraction.cu and
+# vof_fraction3.cu): one launch.
 volume_fraction.register("cupy")(vof_fraction_cuda.volume_fraction)
