@@ -36,11 +36,12 @@ def build(grid, free_surface, circles, backend, first, stop):
     shape = (stop - first,) + tuple(grid.shape[1:])
     axes = [np.asarray(c, dtype=np.float64) for c in grid.centres]
     axes[-1] = axes[-1][first:stop]
-    shapes = ([tuple(c.centre) + (c.radius,) for c in circles if c.gas]
-              + [tuple(c.centre) + (c.radius,) for c in circles if not c.gas])
+    # The bubbles first, then the droplets: the kernel takes the split.
+    bubbles = [tuple(c.centre) + (c.radius,) for c in circles if c.gas]
+    droplets = [tuple(c.centre) + (c.radius,) for c in circles if not c.gas]
+    shapes = bubbles + droplets
     if any(len(s) != nd + 1 for s in shapes):
         return NotImplemented           # (the array code says what is wrong)
-    bubbles = sum(1 for c in circles if c.gas)
     table = cp.asarray(np.asarray(shapes, dtype=np.float64).reshape(-1) if shapes
                        else np.zeros(1))
     surface = free_surface is not None
@@ -51,6 +52,6 @@ def build(grid, free_surface, circles, backend, first, stop):
     name = "bf_levelset_shapes2" if nd == 2 else "bf_levelset_shapes3"
     sizes = [np.int32(n) for n in shape[::-1]]
     cuda.launch_1d(_kernel(name), phi.size,
-                   (phi, *(cp.asarray(a) for a in axes), *sizes, table, np.int32(bubbles),
-                    np.int32(len(shapes) - bubbles), np.int32(surface), np.float64(level)))
+                   (phi, *(cp.asarray(a) for a in axes), *sizes, table, np.int32(len(bubbles)),
+                    np.int32(len(droplets)), np.int32(surface), np.float64(level)))
     return phi
