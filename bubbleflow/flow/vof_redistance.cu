@@ -3,11 +3,14 @@
 // text.  Every formula is written in the array code's order of operations
 // (compiled without FMA contraction), so the kernels give its bits.
 //
-// Cells (j, i) are stored row after row, p = j * nx + i.  Two kernels:
+// Cells (j, i) are stored row after row, p = j * nx + i.  Three kernels:
 //   bf_vof_rd_segments: per cell, the flags (an interface cell, the interface
 //     faces it holds, the band seed) and, for an interface cell, the eight
 //     numbers of its PLIC segment that the search reads (plic_segments.cell_segments with
 //     the normals of phi, plic_segments.segment_fields);
+//   bf_vof_rd_band_rows: per cell, whether its row holds a band seed within
+//     `band` cells (the band's Chebyshev test split by axis: a cell far from
+//     the interface then reads 2 band + 1 bytes, not their square);
 //   bf_vof_rd_search: per cell, the band (a seed within `band` cells), for a
 //     band cell the nearest segment among the cells in reach (the offsets in
 //     the array code's order, its layers in its order, the first met winning
@@ -122,6 +125,23 @@ __device__ __forceinline__ void visit(T px, T py, T mx, T my, T d, T x0, T y0, T
     }
 }
 
+// near[p]: 1 where a band seed lies in cell p's row within `band` cells of
+// it, else 0.
+#ifndef BF_WITHOUT_2D_KERNELS
+extern "C" __global__ void bf_vof_rd_band_rows(
+    const unsigned char* __restrict__ flags, unsigned char* __restrict__ near, const int nx,
+    const int ny, const int band)
+{
+    BF_CELLS(nx, ny) {
+        const unsigned char* row = flags + (long long)j * nx;
+        const int lo = i - band < 0 ? 0 : i - band, hi = i + band >= nx ? nx - 1 : i + band;
+        unsigned char found = 0;
+        for (int ii = lo; ii <= hi && !found; ++ii) found = (row[ii] & BF_RD_SEED) ? 1 : 0;
+        near[(long long)j * nx + i] = found;
+    }
+}
+#endif
+
 // The new level set.  offsets: n_offsets pairs (dj, di), nearest first as
 // vof_redistance's nearest-segment search sorts them; band <= both reaches.  far = band *
 // min(hx, hy), outside the band with the own-side sign.  counts[0], counts[1] (when count): the band cells and the
@@ -129,7 +149,8 @@ __device__ __forceinline__ void visit(T px, T py, T mx, T my, T d, T x0, T y0, T
 #ifndef BF_WITHOUT_2D_KERNELS
 extern "C" __global__ void bf_vof_rd_search(
     const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
-    const T* __restrict__ seg, const int* __restrict__ offsets, const int n_offsets,
+    const unsigned char* __restrict__ near, const T* __restrict__ seg,
+    const int* __restrict__ offsets, const int n_offsets,
     T* __restrict__ out, unsigned long long* __restrict__ counts, const int count,
     const int nx, const int ny, const T hx, const T hy, const int band, const T far,
     const T tol, const T one_tol)
@@ -151,20 +172,10 @@ extern "C" __global__ void bf_vof_rd_search(
         T own = cc >= one_tol ? -1.0
               : (cc <= tol ? 1.0 : ((fl & BF_RD_MASK) ? np_sign(-seg[p * BF_RD_NSEG + 2]) : 0.0));
         if (own == 0.0) own = cc > 0.5 ? -1.0 : 1.0;
-        // The band: a seed within `band` cells (Chebyshev).
+        // The band: a seed within `band` cells (Chebyshev), by the rows' tests.
         bool in_band = false;
-        for (int dj = -band; dj <= band && !in_band; ++dj) {
-            const int jj = j + dj;
-            if (jj < 0 || jj >= ny) continue;
-            const unsigned char* row = flags + (long long)jj * nx;
-            for (int di = -band; di <= band; ++di) {
-                const int ii = i + di;
-                if (ii >= 0 && ii < nx && (row[ii] & BF_RD_SEED)) {
-                    in_band = true;
-                    break;
-                }
-            }
-        }
+        const int jlo = j - band < 0 ? 0 : j - band, jhi = j + band >= ny ? ny - 1 : j + band;
+        for (int jj = jlo; jj <= jhi && !in_band; ++jj) in_band = near[(long long)jj * nx + i] != 0;
         if (!in_band) {
             out[p] = own * far;
             continue;

@@ -429,6 +429,6 @@ def _dilate(seed, band, xp):
     return out
 
 
-# The kernels: two launches a call in 2-D, eight in 3-D; NotImplemented (the
+# The kernels: three launches a call in 2-D, eight in 3-D; NotImplemented (the
 # array code runs) for what they do not cover.
 redistance.register("cupy")(vof_redistance_cuda.redistance)

@@ -10,7 +10,7 @@ widened by the search's reach, each cell's distances to the nearest band seed
 and to the nearest patch cell, one axis a launch; the cells outside the band;
 and a search like the 2-D one over the planes and faces, for the band's cells
 listed by their gap).  The array code batches the search's
-(offset, layer) entries, several array operations a batch; here two
+(offset, layer) entries, several array operations a batch; here three
 kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
 
 * ``bf_vof_rd_segments``: per cell, the flags (an interface cell, the
@@ -18,6 +18,8 @@ kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
   segment of an interface cell, reconstructed with the normals of ``phi``
   (:func:`.plic_segments.cell_segments`, :func:`.plic_segments.face_segments`,
   :func:`.plic_segments.segment_fields`);
+* ``bf_vof_rd_band_rows``: per cell, whether a band seed lies in its row
+  within the band (the search's band test then reads a column of these);
 * ``bf_vof_rd_search``: per cell, the band and, for a band cell, the nearest
   segment among the cells in reach, the offsets visited in the array code's
   order (nearest first, :func:`.vof_limits.search_offsets`, the first
@@ -31,7 +33,7 @@ alone and takes each interface cell's segment length from it.
 
 With ``info`` the search also counts the band cells and the sign conflicts
 (atomic integer adds: the same totals in any order), and one device-to-host
-read fills ``info``.  So a call is two launches, three with ``info`` (the
+read fills ``info``.  So a call is three launches, four with ``info`` (the
 counters' zeroing), and one host-to-device copy of the offsets the first time
 a reach and cell size are met (they are kept per device).
 
@@ -114,8 +116,8 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
 
 def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction on a 2-D grid of cell
-    sizes ``hx``, ``hy``: ``bf_vof_rd_segments`` then ``bf_vof_rd_search``,
-    one launch each."""
+    sizes ``hx``, ``hy``: ``bf_vof_rd_segments``, ``bf_vof_rd_band_rows``
+    and ``bf_vof_rd_search``, one launch each."""
     import cupy as cp
 
     arrays = cuda.float64_2d(phi, c)
@@ -135,10 +137,13 @@ def redistance_2d(phi, c, hx, hy, band=3, reach=None, info=None):
     seg = cp.empty((ny, nx, _NSEG), dtype=cp.float64)
     _kernel("bf_vof_rd_segments")(grid, block, (
         phi, c, flags, seg, np.int32(nx), np.int32(ny), fhx, fhy, tol, one_tol))
+    near = cp.empty((ny, nx), dtype=cp.uint8)
+    _kernel("bf_vof_rd_band_rows")(grid, block, (flags, near, np.int32(nx), np.int32(ny),
+                                                 np.int32(band)))
     counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
     out = cp.empty_like(phi)
     _kernel("bf_vof_rd_search")(grid, block, (
-        phi, c, flags, seg, offs, np.int32(offs.size // 2), out, counts,
+        phi, c, flags, near, seg, offs, np.int32(offs.size // 2), out, counts,
         np.int32(info is not None), np.int32(nx), np.int32(ny), fhx, fhy, np.int32(band),
         np.float64(band * min(hx, hy)), tol, one_tol))
     if info is not None:
