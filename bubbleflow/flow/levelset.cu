@@ -93,6 +93,18 @@ __device__ __forceinline__ T weno_plus(const T* e, T floor_)
     return weno5(e[5], e[4], e[3], e[2], e[1], floor_);
 }
 
+// weno_minus (minus) or weno_plus of the differences e.  Six differences of
+// +0 (a flat stretch of the line, such as the level set past CLSVOF's band)
+// give +0, weno5's own value for them, without its arithmetic: the same bits.
+__device__ __forceinline__ T weno_upwind(const T* e, bool minus, T floor_)
+{
+    bool flat = floor_ > 0.0;       // (weno5's eps is then positive: its weights finite)
+#pragma unroll
+    for (int m = 0; m < 6; ++m) flat = flat && __double_as_longlong(e[m]) == 0;
+    if (flat) return 0.0;
+    return minus ? weno_minus(e, floor_) : weno_plus(e, floor_);
+}
+
 // One TVD-RK3 stage (rk3) given the right-hand side r at the stage's field p:
 // stage 1: base + dt r; 2: 3/4 base + 1/4 (p + dt r); 3: 1/3 base + 2/3 (p + dt r).
 __device__ __forceinline__ T rk3_stage(int stage, T base, T p, T dt, T r)
@@ -119,9 +131,9 @@ extern "C" __global__ void bf_ls_advect_stage(
         const T vc = 0.5 * (v[c] + v[c + nx]);
         T e[6];
         differences(p + (long long)j * nx, 1, nx, i, inv_hx, e);
-        const T px = uc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        const T px = weno_upwind(e, uc > 0, floor_);
         differences(p + i, nx, ny, j, inv_hy, e);
-        const T py = vc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        const T py = weno_upwind(e, vc > 0, floor_);
         const T r = -(uc * px + vc * py);
         out[c] = rk3_stage(stage, base[c], p[c], dt, r);
     }

@@ -27,11 +27,11 @@ extern "C" __global__ void bf_ls_advect_stage3(
         const T wc = 0.5 * (w[c] + w[c + plane]);
         T e[6];
         differences(p + (c - i), 1, nx, i, inv_hx, e);
-        const T px = uc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        const T px = weno_upwind(e, uc > 0, floor_);
         differences(p + (long long)k * plane + i, nx, ny, j, inv_hy, e);
-        const T py = vc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        const T py = weno_upwind(e, vc > 0, floor_);
         differences(p + (long long)j * nx + i, plane, nz, k, inv_hz, e);
-        const T pz = wc > 0 ? weno_minus(e, floor_) : weno_plus(e, floor_);
+        const T pz = weno_upwind(e, wc > 0, floor_);
         const T r = -(uc * px + vc * py + wc * pz);
         out[c] = rk3_stage(stage, base[c], p[c], dt, r);
     }
