@@ -256,6 +256,18 @@ extern "C" __global__ void bf_ls_curvature(
         const T n = quad_xy(phi, nx, ny, j + 1, i), s = quad_xy(phi, nx, ny, j - 1, i);
         const T ne = quad_xy(phi, nx, ny, j + 1, i + 1), nw = quad_xy(phi, nx, ny, j + 1, i - 1);
         const T se = quad_xy(phi, nx, ny, j - 1, i + 1), sw = quad_xy(phi, nx, ny, j - 1, i - 1);
+        // Nine values of one bit pattern (a flat stretch, such as the level
+        // set past CLSVOF's band): every difference is +0, and so is kappa
+        // (the formula's own value there), without its divisions.
+        const long long bits = __double_as_longlong(cc);
+        if (kmax > 0.0 && __double_as_longlong(e) == bits && __double_as_longlong(w) == bits
+            && __double_as_longlong(n) == bits && __double_as_longlong(s) == bits
+            && __double_as_longlong(ne) == bits && __double_as_longlong(nw) == bits
+            && __double_as_longlong(se) == bits && __double_as_longlong(sw) == bits
+            && fabs(cc) < 1e300) {     // (2 cc finite: the formula gives +0)
+            out[c] = 0.0;
+            continue;
+        }
         const T px = (e - w) / two_hx;
         const T py = (n - s) / two_hy;
         const T pxx = (e - 2.0 * cc + w) / hx2;
