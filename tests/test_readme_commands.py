@@ -38,7 +38,7 @@ def test_readme_opens_with_the_two_setup_commands():
     assert [b[2] for b in blocks[:2]] == [
         ["python3 -m pip install -e . && bubbleflow run cases/two_phase.yaml"],
         [ci_command]]
-    assert ci_command == 'python3 -m pip install -e ".[test]" && python3 -m pytest'
+    assert ci_command == 'python3 -m pip install -e ".[test]" && python3 -m pytest -n auto'
 
 
 @pytest.mark.parametrize("page,line,words", [c for c in COMMANDS if c[2][0] == "bubbleflow"],
