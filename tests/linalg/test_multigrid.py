@@ -337,6 +337,23 @@ def test_the_coarsest_inverse_is_recomputed_on_its_schedule(backend):
             Multigrid(ops[0], coarse_refresh=bad)
 
 
+def along_the_path(solver, n, contrast, move, updates, backend, rng):
+    """``solver`` updated along a bubble's path on ``n``^2 (``move`` cells an
+    update, told the motion), a random right-hand side of zero mean solved
+    at each update by it and by a new solver: per update ``(step, its
+    record, the new solver's, its coarsest inverse on the host)``."""
+    xp = backend.xp
+    for step in range(1, updates + 1):
+        A = moved_bubble_operator(n, contrast, backend, move * step)
+        r = rng.standard_normal(n * n)
+        r = xp.asarray(r - r.mean())
+        solver.interface_moved(move)
+        _, rec = solver.update(A).solve(r)
+        _, rec_new = PressureSolver(A, method="pcg", preconditioner="multigrid",
+                                    deflation="none", rtol=1e-8).solve(r)
+        yield step, rec, rec_new, backend.to_host(solver.M.coarse_inverse)
+
+
 def test_a_kept_coarsest_inverse_still_solves_to_the_tolerance(backend):
     """A solver updated along a bubble's path (a tenth of a cell an
     update), told the motion, meets the tolerance at every solve.  At
@@ -345,22 +362,15 @@ def test_a_kept_coarsest_inverse_still_solves_to_the_tolerance(backend):
     1e6 a solve can take more (a gas cell's coupling changes by a large
     factor where the interface's smoothed edge enters it) and renews the
     inverse, and the solves take at most 15 % more in all."""
-    xp = backend.xp
     rng = np.random.default_rng(3)
     for contrast in (1e3, 1e6):
         solver = PressureSolver(moved_bubble_operator(64, contrast, backend, 0), method="pcg",
                                 preconditioner="multigrid", deflation="none", rtol=1e-8)
         inverses = {float(backend.to_host(solver.M.coarse_inverse).sum())}
         kept = new = 0
-        for step in range(1, 21):
-            A = moved_bubble_operator(64, contrast, backend, 0.1 * step)
-            r = rng.standard_normal(64 * 64)
-            r = xp.asarray(r - r.mean())
-            solver.interface_moved(0.1)
-            _, rec = solver.update(A).solve(r)
-            _, rec_new = PressureSolver(A, method="pcg", preconditioner="multigrid",
-                                        deflation="none", rtol=1e-8).solve(r)
-            inverses.add(float(backend.to_host(solver.M.coarse_inverse).sum()))
+        for step, rec, rec_new, inverse in along_the_path(solver, 64, contrast, 0.1, 20,
+                                                          backend, rng):
+            inverses.add(float(inverse.sum()))
             assert rec.converged and rec.residual <= 1e-8, (contrast, step, rec.residual)
             kept, new = kept + rec.iterations, new + rec_new.iterations
             if contrast == 1e3:
@@ -381,7 +391,6 @@ def test_a_deep_hierarchy_keeps_its_coarsest_inverse_for_an_eighth_of_a_coarsest
     cell an update) it keeps the inverse for eight updates at a time, meets
     the tolerance at every solve and takes at most two iterations more than
     a new solver at each."""
-    xp = backend.xp
     small = Multigrid(moved_bubble_operator(64, 1e3, backend, 0))
     assert small.coarse_move_limit == max(COARSE_MOVE_CELLS, 4 * COARSE_MOVE_FRACTION) == 0.5
     part = Multigrid.from_couplings(small.levels[0].couplings, (64, 64), levels_above=2)
@@ -391,18 +400,11 @@ def test_a_deep_hierarchy_keeps_its_coarsest_inverse_for_an_eighth_of_a_coarsest
                             preconditioner="multigrid", deflation="none", rtol=1e-8)
     assert solver.M.coarse_move_limit == 16 * COARSE_MOVE_FRACTION == 2.0
     inverses = [backend.to_host(solver.M.coarse_inverse).copy()]
-    for step in range(1, 17):
-        A = moved_bubble_operator(256, 1e3, backend, 0.25 * step)
-        r = rng.standard_normal(256 * 256)
-        r = xp.asarray(r - r.mean())
-        solver.interface_moved(0.25)
-        _, rec = solver.update(A).solve(r)
-        _, rec_new = PressureSolver(A, method="pcg", preconditioner="multigrid",
-                                    deflation="none", rtol=1e-8).solve(r)
+    for step, rec, rec_new, inverse in along_the_path(solver, 256, 1e3, 0.25, 16, backend,
+                                                      rng):
         assert rec.converged and rec.residual <= 1e-8, (step, rec.residual)
         assert rec.iterations <= rec_new.iterations + 2, (step, rec.iterations,
                                                           rec_new.iterations)
-        inverse = backend.to_host(solver.M.coarse_inverse)
         if not np.array_equal(inverse, inverses[-1]):
             inverses.append(inverse.copy())
             assert step % 8 == 0, step          # recomputed at 2 and 4 cells only
