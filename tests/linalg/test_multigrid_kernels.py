@@ -95,7 +95,7 @@ def test_what_the_kernels_do_not_cover_runs_the_array_code(cp):
     f32 = cp.asarray(b, dtype=cp.float32)
     assert variant(smooth_restrict)(dev, cp.asarray(inv_d), f32, 2, 4.0) is NotImplemented
     assert variant(smooth_restrict)(dev, cp.asarray(inv_d), cp.asarray(b), 4, 4.0) \
-        is NotImplemented                           # its float64 tile needs more shared memory
+        is NotImplemented                           # its float64 tile needs more registers
     half = tuple(c.astype(cp.float16) for c in dev)
     assert variant(smooth_restrict)(half, cp.asarray(inv_d), cp.asarray(b, dtype=cp.float16),
                                     2, 4.0) is NotImplemented

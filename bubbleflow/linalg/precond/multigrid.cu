@@ -9,12 +9,18 @@
 
 
 // ---------------------------------------------------------------- fused cycle
-// One block smooths a tile of MG_TX x MG_TY cells (even: a tile holds whole
-// 2 x 2 aggregates) from a region MG_H = degree cells wider on every side,
-// in shared memory: each Chebyshev step's stencil leaves one more ring of
-// the region invalid, so after `degree` steps the tile is exact.  Reading
-// the halo again costs L2 traffic; the steps' intermediate vectors never
-// reach DRAM.  The level's input and output (b, and the result of the up
+// One block smooths a tile of cells from a region MG_H = degree cells wider
+// on every side: each Chebyshev step's stencil leaves one more ring of the
+// region invalid, so after `degree` steps the tile is exact.  Reading the
+// halo again costs L2 traffic; the steps' intermediate vectors never reach
+// DRAM.  The region is 32 columns by MG_RY rows: lane l of each warp holds
+// column l, warp w the rows w MG_R .. w MG_R + MG_R - 1, every value of a
+// cell in registers (the kernels are bound by their instructions: a
+// neighbour in the row comes by a shuffle, in the column from the thread's
+// own registers, across warps from two rows a warp publishes in shared
+// memory, one barrier a step).  The tile is the region less MG_H cells on
+// every side, MG_TX x MG_TY cells (both even: a tile holds whole 2 x 2
+// aggregates).  The level's input and output (b, and the result of the up
 // kernel) are of type TI: on the finest level of a float32 cycle the Krylov
 // method's float64 vectors, elsewhere T.  io_scale = [s_in, s_out], powers
 // of two (Multigrid.prepare), scale b as it is read and the result as it
@@ -22,98 +28,135 @@
 // cycle stays the same operator (1 and 1 on the coarse levels).  coef =
 // [1 / theta, a_1, c_1, a_2, c_2, ...] (chebyshev_coefficients).  The
 // inverse diagonal is formed from the couplings (D = the sum of the cell's
-// couplings).  MG_H is defined by
-// the includer (a compile per degree: the region's sizes are constants).
-#define MG_TX 32
-#define MG_TY 16
-#define MG_THREADS 256
-#define MG_RX (MG_TX + 2 * MG_H)
-#define MG_RY (MG_TY + 2 * MG_H)
-#define MG_SIZE (MG_RX * MG_RY)
+// couplings).  MG_H is defined by the includer (a compile per degree: the
+// region's sizes are constants); MG_WARPS and MG_R may be.
+#ifndef MG_WARPS
+#define MG_WARPS 8
+#define MG_R 5
+#endif
+#define MG_RX 32
+#define MG_RY (MG_WARPS * MG_R)
+#define MG_TX (MG_RX - 2 * MG_H)
+#define MG_TY (MG_RY - 2 * MG_H)
+#define MG_THREADS (32 * MG_WARPS)
+#define MG_FULL 0xffffffffu
 
-// The shared arrays of a tile: east and north couplings, D^-1, r, x and
-// two d (a step reads one and writes the other: one barrier per step).
-struct MgTile {
-    int i0, j0;
-    T *ce, *cn, *dinv, *r, *x, *d, *dn;
+// A thread's cells: column `lane` of the region, rows row0 .. row0 + MG_R - 1,
+// and the grid's cell of the first one (i, j0).  The couplings towards each
+// neighbour (zero outside the grid and across walls), D^-1, r, x and d.
+struct MgStrip {
+    int lane, warp, row0, i, j0;
+    T cw[MG_R], ce[MG_R], cs[MG_R], cn[MG_R], dinv[MG_R], r[MG_R], x[MG_R], d[MG_R];
 };
 
-__device__ __forceinline__ MgTile mg_tile(unsigned char* smem)
+// The rows a warp shares with its neighbours: [parity][warp][first, last][lane].
+struct MgEdges {
+    T v[2][MG_WARPS][2][32];
+};
+
+__device__ __forceinline__ bool mg_in(int i, int j, int nx, int ny)
 {
-    MgTile t;
-    t.i0 = blockIdx.x * MG_TX - MG_H;
-    t.j0 = blockIdx.y * MG_TY - MG_H;
-    T* base = reinterpret_cast<T*>(smem);
-    t.ce = base;
-    t.cn = base + MG_SIZE;
-    t.dinv = base + 2 * MG_SIZE;
-    t.r = base + 3 * MG_SIZE;
-    t.x = base + 4 * MG_SIZE;
-    t.d = base + 5 * MG_SIZE;
-    t.dn = base + 6 * MG_SIZE;
-    return t;
+    return i >= 0 && i < nx && j >= 0 && j < ny;
 }
 
-// Region cell q from global memory: its couplings and D^-1 into the tile
-// (zero outside the grid and across walls), and its b scaled by s_in (zero
-// outside); *in: whether q is in the grid, *p: its index there.
-__device__ __forceinline__ T mg_load(const MgTile& t, const T* __restrict__ cx,
-                                     const T* __restrict__ cy, const TI* __restrict__ b,
-                                     const double* __restrict__ io_scale, int nx, int ny,
-                                     int q, bool* in, long long* p)
+// Whether row k of the strip is inside the region's outer ring (its
+// stencil's neighbours are all in the region).
+__device__ __forceinline__ bool mg_inner(const MgStrip& s, int k)
 {
-    const int i = t.i0 + q % MG_RX, j = t.j0 + q / MG_RX;
-    *in = i >= 0 && i < nx && j >= 0 && j < ny;
-    *p = (long long)j * nx + i;
-    T w = 0.0, e = 0.0, s = 0.0, n = 0.0;
-    if (*in) {
-        const long long fx = (long long)j * (nx - 1) + i;
-        if (i > 0) w = cx[fx - 1];
-        if (i < nx - 1) e = cx[fx];
-        if (j > 0) s = cy[(long long)(j - 1) * nx + i];
-        if (j < ny - 1) n = cy[(long long)j * nx + i];
+    const int row = s.row0 + k;
+    return s.lane > 0 && s.lane < MG_RX - 1 && row > 0 && row < MG_RY - 1;
+}
+
+// Whether row k of the strip is a tile cell.
+__device__ __forceinline__ bool mg_tile_cell(const MgStrip& s, int k)
+{
+    const int row = s.row0 + k;
+    return s.lane >= MG_H && s.lane < MG_H + MG_TX && row >= MG_H && row < MG_H + MG_TY;
+}
+
+// The strip's couplings and D^-1 from the grid (levels hold fewer than 2^31
+// cells: multigrid_cuda.covered); returns b scaled by s_in (zero outside)
+// into s.r.
+__device__ __forceinline__ void mg_load(MgStrip& s, const T* __restrict__ cx,
+                                        const T* __restrict__ cy, const TI* __restrict__ b,
+                                        TI s_in, int nx, int ny)
+{
+#pragma unroll
+    for (int k = 0; k < MG_R; ++k) {
+        const int i = s.i, j = s.j0 + k;
+        const bool in = mg_in(i, j, nx, ny);
+        const T w = in && i > 0 ? cx[j * (nx - 1) + i - 1] : T(0);
+        const T e = in && i < nx - 1 ? cx[j * (nx - 1) + i] : T(0);
+        const T so = in && j > 0 ? cy[(j - 1) * nx + i] : T(0);
+        const T n = in && j < ny - 1 ? cy[j * nx + i] : T(0);
+        const T centre = (w + e) + (so + n);
+        s.cw[k] = w;
+        s.ce[k] = e;
+        s.cs[k] = so;
+        s.cn[k] = n;
+        s.dinv[k] = centre > 0 ? T(1) / centre : T(0);
+        s.r[k] = in ? T(b[j * nx + i] * s_in) : T(0);
     }
-    const T centre = (w + e) + (s + n);
-    t.ce[q] = e;
-    t.cn[q] = n;
-    t.dinv[q] = centre > 0 ? T(1) / centre : T(0);
-    return *in ? T(b[*p] * TI(io_scale[0])) : T(0);
 }
 
-// (A u)_q from the region's shared arrays (q not on the region's edge).
-__device__ __forceinline__ T mg_stencil(const MgTile& t, const T* u, int q)
+// (A u) of every row of the strip (out), u the strip's values of a field:
+// its first and last rows published in edges (parity), one barrier, the
+// neighbours' rows read.  Rows on the region's ring get values from
+// missing neighbours (the shuffles' own, the strip's end): never used.
+__device__ __forceinline__ void mg_apply(const MgStrip& s, const T* u, MgEdges& edges,
+                                         int parity, T* out)
 {
-    const T uq = u[q];
-    return t.ce[q - 1] * (uq - u[q - 1]) + t.ce[q] * (uq - u[q + 1])
-         + t.cn[q - MG_RX] * (uq - u[q - MG_RX]) + t.cn[q] * (uq - u[q + MG_RX]);
-}
-
-__device__ __forceinline__ bool mg_inner(int q)
-{
-    const int li = q % MG_RX, lj = q / MG_RX;
-    return li > 0 && li < MG_RX - 1 && lj > 0 && lj < MG_RY - 1;
+    edges.v[parity][s.warp][0][s.lane] = u[0];
+    edges.v[parity][s.warp][1][s.lane] = u[MG_R - 1];
+    __syncthreads();
+    const T below = s.warp > 0 ? edges.v[parity][s.warp - 1][1][s.lane] : u[0];
+    const T above = s.warp < MG_WARPS - 1 ? edges.v[parity][s.warp + 1][0][s.lane]
+                                           : u[MG_R - 1];
+#pragma unroll
+    for (int k = 0; k < MG_R; ++k) {
+        const T uq = u[k];
+        const T uw = __shfl_up_sync(MG_FULL, uq, 1);
+        const T ue = __shfl_down_sync(MG_FULL, uq, 1);
+        const T us = k > 0 ? u[k - 1] : below;
+        const T un = k < MG_R - 1 ? u[k + 1] : above;
+        out[k] = s.cw[k] * (uq - uw) + s.ce[k] * (uq - ue) + s.cs[k] * (uq - us)
+               + s.cn[k] * (uq - un);
+    }
 }
 
 // The Chebyshev steps after the first: r -= A d, d' = a d + c D^-1 r,
-// x += d' (on the region but its edge, whose values are not used).
-__device__ __forceinline__ void mg_steps(MgTile& t, const T* __restrict__ coef)
+// x += d' (on the region but its ring, whose values are not used).
+__device__ __forceinline__ int mg_steps(MgStrip& s, MgEdges& edges, int parity,
+                                        const T* __restrict__ coef)
 {
 #pragma unroll
-    for (int s = 1; s < MG_H; ++s) {
-        const T a = coef[2 * s - 1], c = coef[2 * s];
-        __syncthreads();
-        for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) {
-            if (!mg_inner(q)) continue;
-            const T rq = t.r[q] - mg_stencil(t, t.d, q);
-            const T dq = a * t.d[q] + c * (t.dinv[q] * rq);
-            t.r[q] = rq;
-            t.dn[q] = dq;
-            t.x[q] += dq;
+    for (int step = 1; step < MG_H; ++step) {
+        const T a = coef[2 * step - 1], c = coef[2 * step];
+        T ad[MG_R];
+        mg_apply(s, s.d, edges, parity, ad);
+        parity ^= 1;
+#pragma unroll
+        for (int k = 0; k < MG_R; ++k) {
+            if (!mg_inner(s, k)) continue;
+            const T rq = s.r[k] - ad[k];
+            const T dq = a * s.d[k] + c * (s.dinv[k] * rq);
+            s.r[k] = rq;
+            s.d[k] = dq;
+            s.x[k] += dq;
         }
-        T* swap = t.d;
-        t.d = t.dn;
-        t.dn = swap;
     }
+    return parity;
+}
+
+__device__ __forceinline__ MgStrip mg_strip()
+{
+    MgStrip s;
+    s.lane = threadIdx.x & 31;
+    s.warp = threadIdx.x >> 5;
+    s.row0 = s.warp * MG_R;
+    s.i = blockIdx.x * MG_TX - MG_H + s.lane;
+    s.j0 = blockIdx.y * MG_TY - MG_H + s.row0;
+    return s;
 }
 
 // Down the cycle: x = S(b) from zero (Chebyshev of degree MG_H) on the
@@ -125,33 +168,36 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_down(
     const double* __restrict__ stop)
 {
     if (stop[0] != 0.0) return;         // the Krylov solve has converged: nothing to do
-    extern __shared__ __align__(16) unsigned char smem[];
-    MgTile t = mg_tile(smem);
+    __shared__ MgEdges edges;
+    __shared__ T rtile[MG_RY][MG_RX];
+    MgStrip s = mg_strip();
     const T inv_theta = coef[0];
-    for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) {
-        bool in;
-        long long p;
-        const T bq = mg_load(t, cx, cy, b, io_scale, nx, ny, q, &in, &p);
-        const T dq = (t.dinv[q] * bq) * inv_theta;
-        t.r[q] = bq;
-        t.d[q] = dq;
-        t.x[q] = dq;
+    mg_load(s, cx, cy, b, TI(io_scale[0]), nx, ny);
+#pragma unroll
+    for (int k = 0; k < MG_R; ++k) {
+        const T dq = (s.dinv[k] * s.r[k]) * inv_theta;
+        s.d[k] = dq;
+        s.x[k] = dq;
     }
-    mg_steps(t, coef);
-    __syncthreads();
-    for (int k = threadIdx.x; k < MG_TX * MG_TY; k += MG_THREADS) {
-        const int q = (k / MG_TX + MG_H) * MG_RX + k % MG_TX + MG_H;
-        t.r[q] -= mg_stencil(t, t.d, q);
-        const int i = t.i0 + MG_H + k % MG_TX, j = t.j0 + MG_H + k / MG_TX;
-        if (i < nx && j < ny) x[(long long)j * nx + i] = t.x[q];
+    int parity = mg_steps(s, edges, 0, coef);
+    T ad[MG_R];
+    mg_apply(s, s.d, edges, parity, ad);
+#pragma unroll
+    for (int k = 0; k < MG_R; ++k) {
+        if (!mg_tile_cell(s, k)) continue;
+        const T rq = s.r[k] - ad[k];
+        rtile[s.row0 + k][s.lane] = rq;
+        const int j = s.j0 + k;
+        if (s.i < nx && j < ny) x[j * nx + s.i] = s.x[k];
     }
     __syncthreads();
     for (int k = threadIdx.x; k < (MG_TX / 2) * (MG_TY / 2); k += MG_THREADS) {
         const int ci = blockIdx.x * (MG_TX / 2) + k % (MG_TX / 2);
         const int cj = blockIdx.y * (MG_TY / 2) + k / (MG_TX / 2);
         if (ci >= ncx || cj >= ncy) continue;
-        const int q = (2 * (k / (MG_TX / 2)) + MG_H) * MG_RX + 2 * (k % (MG_TX / 2)) + MG_H;
-        bc[(long long)cj * ncx + ci] = (t.r[q] + t.r[q + 1]) + (t.r[q + MG_RX] + t.r[q + MG_RX + 1]);
+        const int li = 2 * (k % (MG_TX / 2)) + MG_H, lj = 2 * (k / (MG_TX / 2)) + MG_H;
+        bc[cj * ncx + ci] = (rtile[lj][li] + rtile[lj][li + 1])
+                          + (rtile[lj + 1][li] + rtile[lj + 1][li + 1]);
     }
 }
 
@@ -163,32 +209,31 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
     const int ncx, const T scale, const double* __restrict__ stop)
 {
     if (stop[0] != 0.0) return;
-    extern __shared__ __align__(16) unsigned char smem[];
-    MgTile t = mg_tile(smem);
+    __shared__ MgEdges edges;
+    MgStrip s = mg_strip();
     const T inv_theta = coef[0];
-    for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) {
-        bool in;
-        long long p;
-        t.r[q] = mg_load(t, cx, cy, b, io_scale, nx, ny, q, &in, &p);
-        const int i = t.i0 + q % MG_RX, j = t.j0 + q / MG_RX;
-        t.x[q] = in ? x[p] + scale * xc[(long long)(j >> 1) * ncx + (i >> 1)] : T(0);
+    mg_load(s, cx, cy, b, TI(io_scale[0]), nx, ny);
+#pragma unroll
+    for (int k = 0; k < MG_R; ++k) {
+        const int i = s.i, j = s.j0 + k;
+        s.x[k] = mg_in(i, j, nx, ny) ? x[j * nx + i] + scale * xc[(j >> 1) * ncx + (i >> 1)]
+                                     : T(0);
     }
-    __syncthreads();
-    for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) {
-        const T rq = mg_inner(q) ? t.r[q] - mg_stencil(t, t.x, q) : T(0);
-        const T dq = (t.dinv[q] * rq) * inv_theta;
-        t.r[q] = rq;
-        t.d[q] = dq;
+    T ax[MG_R];
+    mg_apply(s, s.x, edges, 0, ax);
+#pragma unroll
+    for (int k = 0; k < MG_R; ++k) {
+        const T rq = mg_inner(s, k) ? s.r[k] - ax[k] : T(0);
+        s.d[k] = (s.dinv[k] * rq) * inv_theta;
+        s.r[k] = rq;
+        s.x[k] += s.d[k];
     }
-    __syncthreads();
-    for (int q = threadIdx.x; q < MG_SIZE; q += MG_THREADS) t.x[q] += t.d[q];
-    mg_steps(t, coef);
-    __syncthreads();
-    for (int k = threadIdx.x; k < MG_TX * MG_TY; k += MG_THREADS) {
-        const int i = t.i0 + MG_H + k % MG_TX, j = t.j0 + MG_H + k / MG_TX;
-        if (i < nx && j < ny)
-            out[(long long)j * nx + i] =
-                TI(t.x[(k / MG_TX + MG_H) * MG_RX + k % MG_TX + MG_H]) * TI(io_scale[1]);
+    mg_steps(s, edges, 1, coef);
+    const TI s_out = TI(io_scale[1]);
+#pragma unroll
+    for (int k = 0; k < MG_R; ++k) {
+        const int j = s.j0 + k;
+        if (mg_tile_cell(s, k) && s.i < nx && j < ny) out[j * nx + s.i] = TI(s.x[k]) * s_out;
     }
 }
 

@@ -32,8 +32,8 @@ twins, :func:`coarsen_couplings` and :func:`level_arrays` (on CuPy one
 kernel an axis and one a level, :mod:`.multigrid_setup_cuda`).  A cycle is two
 twins per level, :func:`smooth_restrict` (down) and :func:`prolong_smooth`
 (up), and a dense product on the coarsest level: no host synchronisation.
-On CuPy in 2-D each twin is one kernel that smooths tiles in shared memory
-(:mod:`.multigrid_cuda`), and the whole cycle (:func:`cycle_runner`) is
+On CuPy in 2-D each twin is one kernel that smooths tiles held in
+registers (:mod:`.multigrid_cuda`), and the whole cycle (:func:`cycle_runner`) is
 those kernels on buffers allocated once, replayed from one CUDA graph or
 captured with the Krylov iteration (:meth:`Multigrid.device_launches`).
 """

@@ -3,9 +3,10 @@
 Registered on the array code of :mod:`bubbleflow.linalg.precond.multigrid`
 (the tests compare the two on the GPU); the kernels are ``multigrid.cu``
 (2-D) and ``multigrid3d.cu`` (3-D) beside this file.  A level of the cycle
-is two kernels, each smoothing in shared memory (the Chebyshev steps'
-vectors never reach DRAM): in 2-D tiles of cells, in 3-D xy tiles that
-stream up the planes (a pipeline of the steps, :file:`multigrid3d.cu`):
+is two kernels, each smoothing on chip (the Chebyshev steps' vectors never
+reach DRAM): in 2-D tiles of cells held in registers, a column of the tile
+a lane, in 3-D xy tiles in shared memory that stream up the planes (a
+pipeline of the steps, :file:`multigrid3d.cu`):
 
 * :func:`smooth_restrict` (``bf_mg_down``, ``bf_mg3_down``): the
   pre-smoothing from zero and the restricted residual, reading the
@@ -26,9 +27,9 @@ input type (``typedef double T; typedef double TI;``, or ``float`` for a
 float32 cycle, whose finest level reads and writes ``TI = double``) and
 degree (``#define MG_H``: the tile's halo).  Calls
 they do not cover (another dtype, mixed dtypes, a degree whose tile would
-not fit the shared memory: above 3 in float64 and 6 in float32 in 2-D,
-above 2 in float64 and 3 in float32 in 3-D) return ``NotImplemented`` and
-the array code runs.  CuPy is imported inside the functions only.
+not fit the registers or the shared memory: above 3 in float64 and 6 in
+float32 in 2-D, above 2 in float64 and 3 in float32 in 3-D) return
+``NotImplemented`` and the array code runs.  CuPy is imported inside the functions only.
 """
 from __future__ import annotations
 
@@ -44,9 +45,16 @@ __all__ = ["smooth_restrict", "prolong_smooth", "cycle_runner", "GraphCycle", "l
            "run_launch"]
 
 _OPTIONS = ("--fmad=false",)
-#: Cells per tile (MG_TX, MG_TY in multigrid.cu) and threads per 2-D block.
-_TILE = (32, 16)
-_THREADS = 256
+#: A 2-D block: _WARPS warps, each holding _ROWS rows of a region 32 cells
+#: wide (MG_WARPS, MG_R in multigrid.cu); its tile is the region less the
+#: degree on every side (_tile_2d).
+_WARPS, _ROWS = 8, 5
+_THREADS = 32 * _WARPS
+#: The largest degree a 2-D tile kernel takes, per value type: a cell's nine
+#: values live in registers (a float64's in two each).
+_MAX_DEGREE_2D = {"float64": 3, "float32": 6}
+#: A 2-D level's kernels index with 32-bit offsets: its cells stay below this.
+_MAX_CELLS_2D = 2 ** 31 - 1
 #: The columns of a 3-D xy tile (MG3_TX, MG3_TY in multigrid3d.cu).
 _TILE_3D = (32, 8)
 #: A 3-D level's kernels index with 32-bit offsets: a level's cells plus the
@@ -85,13 +93,19 @@ def _shared_bytes(dtype, degree, ndim=2):
         slots = 2 if degree < 2 else (4 if degree < 4 else 8)      # MG3_SLOTS
         planes = 2 * slots + 2 * degree + 2
         return planes * (tx + 2 * degree) * (ty + 2 * degree) * item
-    tx, ty = _TILE
-    return 7 * (tx + 2 * degree) * (ty + 2 * degree) * item
+    # The rows each warp shares (two buffers) and the down kernel's residuals.
+    return (2 * _WARPS * 2 * 32 + _WARPS * _ROWS * 32) * item
 
 
-def _tiles(shape):
+def _tile_2d(degree):
+    """Cells of a 2-D tile (MG_TX, MG_TY in multigrid.cu)."""
+    return 32 - 2 * int(degree), _WARPS * _ROWS - 2 * int(degree)
+
+
+def _tiles(shape, degree):
     ny, nx = shape
-    return (-(-nx // _TILE[0]), -(-ny // _TILE[1])), (_THREADS,)
+    tx, ty = _tile_2d(degree)
+    return (-(-nx // tx), -(-ny // ty)), (_THREADS,)
 
 
 def _tiles_3d(shape, degree):
@@ -121,6 +135,7 @@ def covered(couplings, arrays, degree):
     ndim = getattr(arrays[0], "ndim", 0)
     ok = (dtype in cuda.CTYPE and ndim in (2, 3) and len(couplings) == ndim
           and int(degree) >= 1 and _shared_bytes(dtype, int(degree), ndim) <= _SHARED_LIMIT
+          and (ndim == 3 or int(degree) <= _MAX_DEGREE_2D.get(dtype, 0))
           and all(str(getattr(a, "dtype", "")) == dtype and getattr(a, "ndim", 0) == ndim
                   for a in (*couplings, *arrays)))
     if not ok:
@@ -133,10 +148,12 @@ def covered(couplings, arrays, degree):
         expected[ndim - 1 - axis] -= 1
         if c.shape != tuple(expected):
             return None
+    if ndim == 2 and int(np.prod(shape, dtype=np.int64)) > _MAX_CELLS_2D:
+        return None
     if ndim == 3 and (int(np.prod(shape, dtype=np.int64))
                       + (int(degree) + 1) * shape[1] * shape[2]) > _MAX_CELLS_3D:
         return None
-    tiles_y = -(-shape[-2] // (_TILE[1] if ndim == 2 else _TILE_3D[1]))
+    tiles_y = -(-shape[-2] // (_tile_2d(degree)[1] if ndim == 2 else _TILE_3D[1]))
     return dtype if tiles_y <= 65535 else None
 
 
@@ -147,21 +164,20 @@ def _contiguous(*arrays):
 
 
 def down_launch(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree, stop):
-    """The launch tuple of ``bf_mg_down`` (``bf_mg3_down``) on one level."""
-    shared = _shared_bytes(dtype, degree, b.ndim)
+    """The launch tuple of ``bf_mg_down`` (``bf_mg3_down``) on one level
+    (static shared memory: none dynamic)."""
     if b.ndim == 3:
         nz, ny, nx = b.shape
         grid, block, chunk = _tiles_3d(b.shape, degree)
-        # (Static shared memory: none dynamic.)
         return (level_kernel(dtype, io_dtype, degree, "bf_mg3_down", _TILE_3D), grid, block,
                 (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(nz),
                  np.int32(bc.shape[2]), np.int32(bc.shape[1]), np.int32(chunk), stop), 0)
     ny, nx = b.shape
     ncy, ncx = bc.shape
-    grid, block = _tiles(b.shape)
+    grid, block = _tiles(b.shape, degree)
     return (level_kernel(dtype, io_dtype, degree, "bf_mg_down"), grid, block,
             (*faces, b, io_scale, coef, x, bc, np.int32(nx), np.int32(ny), np.int32(ncx),
-             np.int32(ncy), stop), shared)
+             np.int32(ncy), stop), 0)
 
 
 def up_launch(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, stop):
@@ -175,10 +191,10 @@ def up_launch(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degr
                  np.int32(nz), np.int32(xc.shape[2]), np.int32(xc.shape[1]), np.int32(chunk),
                  value, stop), 0)
     ny, nx = b.shape
-    grid, block = _tiles(b.shape)
+    grid, block = _tiles(b.shape, degree)
     return (level_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
             (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
-             np.int32(xc.shape[1]), value, stop), _shared_bytes(dtype, degree))
+             np.int32(xc.shape[1]), value, stop), 0)
 
 
 def residual_launch(dtype, degree, couplings, x, b):
