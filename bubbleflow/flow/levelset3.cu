@@ -167,6 +167,17 @@ extern "C" __global__ void bf_ls_curvature3(
             for (int n = 0; n < 18; ++n)
                 q[n] = quad_xyz(phi, nx, ny, nz, k + off[n][0], j + off[n][1], i + off[n][2]);
         }
+        // Nineteen values of one bit pattern (a flat stretch, such as the
+        // level set past CLSVOF's band): every difference is +0, and so is
+        // kappa (the formula's own value there), without its divisions.
+        const long long bits = __double_as_longlong(cc);
+        bool flat = kmax > 0.0 && fabs(cc) < 1e300;     // (2 cc finite: the formula gives +0)
+#pragma unroll
+        for (int n = 0; n < 18; ++n) flat = flat && __double_as_longlong(q[n]) == bits;
+        if (flat) {
+            out[c] = 0.0;
+            continue;
+        }
         const T xp = q[0], xm = q[1], yp = q[2], ym = q[3], zp = q[4], zm = q[5];
         const T px = (xp - xm) / two_hx, py = (yp - ym) / two_hy, pz = (zp - zm) / two_hz;
         const T pxx = (xp - 2.0 * cc + xm) / hx2;
