@@ -201,14 +201,16 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_down(
     }
 }
 
-// Up the cycle: out = S(b) from x + scale P xc (Chebyshev of degree MG_H).
-extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
+// Up the cycle: out = S(b) from x + scale P xc (Chebyshev of degree MG_H),
+// plus first where it is given (bf_mg_up_sum: a W level's coarse level
+// visited the second time, first the first visit's result, summed as it is
+// written).  Inlined into each kernel, so first's test is resolved there.
+__device__ __forceinline__ void mg_up(
     const T* __restrict__ cx, const T* __restrict__ cy, const TI* __restrict__ b,
     const double* __restrict__ io_scale, const T* __restrict__ x, const T* __restrict__ xc,
-    const T* __restrict__ coef, TI* __restrict__ out, const int nx, const int ny,
-    const int ncx, const T scale, const double* __restrict__ stop)
+    const T* __restrict__ coef, TI* __restrict__ out, const T* __restrict__ first,
+    const int nx, const int ny, const int ncx, const T scale)
 {
-    if (stop[0] != 0.0) return;
     __shared__ MgEdges edges;
     MgStrip s = mg_strip();
     const T inv_theta = coef[0];
@@ -233,8 +235,32 @@ extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
 #pragma unroll
     for (int k = 0; k < MG_R; ++k) {
         const int j = s.j0 + k;
-        if (mg_tile_cell(s, k) && s.i < nx && j < ny) out[j * nx + s.i] = TI(s.x[k]) * s_out;
+        if (mg_tile_cell(s, k) && s.i < nx && j < ny) {
+            const int p = j * nx + s.i;
+            const TI value = TI(s.x[k]) * s_out;
+            out[p] = first != nullptr ? value + TI(first[p]) : value;
+        }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up(
+    const T* __restrict__ cx, const T* __restrict__ cy, const TI* __restrict__ b,
+    const double* __restrict__ io_scale, const T* __restrict__ x, const T* __restrict__ xc,
+    const T* __restrict__ coef, TI* __restrict__ out, const int nx, const int ny,
+    const int ncx, const T scale, const double* __restrict__ stop)
+{
+    if (stop[0] != 0.0) return;
+    mg_up(cx, cy, b, io_scale, x, xc, coef, out, nullptr, nx, ny, ncx, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(MG_THREADS) bf_mg_up_sum(
+    const T* __restrict__ cx, const T* __restrict__ cy, const TI* __restrict__ b,
+    const double* __restrict__ io_scale, const T* __restrict__ x, const T* __restrict__ xc,
+    const T* __restrict__ coef, TI* __restrict__ out, const T* __restrict__ first,
+    const int nx, const int ny, const int ncx, const T scale, const double* __restrict__ stop)
+{
+    if (stop[0] != 0.0) return;
+    mg_up(cx, cy, b, io_scale, x, xc, coef, out, first, nx, ny, ncx, scale);
 }
 
 // dst = src between the level's type and the finest level's TI (n values).

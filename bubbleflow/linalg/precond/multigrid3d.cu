@@ -139,13 +139,15 @@ __device__ __forceinline__ int mg3_slot(int k)
 }
 
 // The pipeline of one block; DOWN: from zero, the last stage the residual
-// (restricted into bc, x written); else from x + scale P xc, out written.
+// (restricted into bc, x written); else from x + scale P xc, out written
+// (plus first where it is given).
 template <bool DOWN>
 __device__ __forceinline__ void mg3_pipeline(
     Mg3Shared& sh, const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
     const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ coef,
     const T* __restrict__ xin, const T* __restrict__ xc, T scale, T* __restrict__ xout,
-    TI* __restrict__ out, T* __restrict__ bc, int nx, int ny, int nz, int ncx, int ncy, int chunk)
+    TI* __restrict__ out, const T* __restrict__ first, T* __restrict__ bc, int nx, int ny,
+    int nz, int ncx, int ncy, int chunk)
 {
     const int q = threadIdx.x;
     const int li = q % MG3_RX, lj = q / MG3_RX;
@@ -242,7 +244,8 @@ __device__ __forceinline__ void mg3_pipeline(
                 }
             }
         } else {
-            out[p] = TI(c[MG_H].x) * TI(io_scale[1]);
+            const TI value = TI(c[MG_H].x) * TI(io_scale[1]);
+            out[p] = first != nullptr ? value + TI(first[p]) : value;
         }
     }
 }
@@ -257,10 +260,11 @@ extern "C" __global__ void __launch_bounds__(MG3_THREADS) bf_mg3_down(
     if (stop[0] != 0.0) return;         // the Krylov solve has converged: nothing to do
     __shared__ Mg3Shared sh;
     mg3_pipeline<true>(sh, cx, cy, cz, b, io_scale, coef, nullptr, nullptr, T(0), x, nullptr,
-                       bc, nx, ny, nz, ncx, ncy, chunk);
+                       nullptr, bc, nx, ny, nz, ncx, ncy, chunk);
 }
 
-// Up the cycle: out = S(b) from x + scale P xc.
+// Up the cycle: out = S(b) from x + scale P xc; bf_mg3_up_sum (the coarse
+// level of a W level visited the second time): out = S(b) + first.
 extern "C" __global__ void __launch_bounds__(MG3_THREADS) bf_mg3_up(
     const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
     const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ x,
@@ -271,7 +275,20 @@ extern "C" __global__ void __launch_bounds__(MG3_THREADS) bf_mg3_up(
     if (stop[0] != 0.0) return;
     __shared__ Mg3Shared sh;
     mg3_pipeline<false>(sh, cx, cy, cz, b, io_scale, coef, x, xc, scale, nullptr, out, nullptr,
-                        nx, ny, nz, ncx, ncy, chunk);
+                        nullptr, nx, ny, nz, ncx, ncy, chunk);
+}
+
+extern "C" __global__ void __launch_bounds__(MG3_THREADS) bf_mg3_up_sum(
+    const T* __restrict__ cx, const T* __restrict__ cy, const T* __restrict__ cz,
+    const TI* __restrict__ b, const double* __restrict__ io_scale, const T* __restrict__ x,
+    const T* __restrict__ xc, const T* __restrict__ coef, TI* __restrict__ out,
+    const T* __restrict__ first, const int nx, const int ny, const int nz, const int ncx,
+    const int ncy, const int chunk, const T scale, const double* __restrict__ stop)
+{
+    if (stop[0] != 0.0) return;
+    __shared__ Mg3Shared sh;
+    mg3_pipeline<false>(sh, cx, cy, cz, b, io_scale, coef, x, xc, scale, nullptr, out, first,
+                        nullptr, nx, ny, nz, ncx, ncy, chunk);
 }
 
 // b -= A x on one level (a W level's second visit), one thread a cell.

@@ -180,20 +180,26 @@ def down_launch(dtype, io_dtype, faces, b, io_scale, coef, x, bc, degree, stop):
              np.int32(ncy), stop), 0)
 
 
-def up_launch(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, stop):
-    """The launch tuple of ``bf_mg_up`` (``bf_mg3_up``) on one level."""
+def up_launch(dtype, io_dtype, faces, b, io_scale, x, xc, coef, out, scale, degree, stop,
+              first=None):
+    """The launch tuple of ``bf_mg_up`` (``bf_mg3_up``) on one level; with
+    ``first`` (a W level's coarse level visited the second time: the first
+    visit's result) ``bf_mg_up_sum`` (``bf_mg3_up_sum``), whose ``out`` is
+    the sum of both results, so no launch adds them."""
     value = np.dtype(dtype).type(scale)
+    summed = () if first is None else (first,)
+    suffix = "" if first is None else "_sum"
     if b.ndim == 3:
         nz, ny, nx = b.shape
         grid, block, chunk = _tiles_3d(b.shape, degree)
-        return (level_kernel(dtype, io_dtype, degree, "bf_mg3_up", _TILE_3D), grid, block,
-                (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
-                 np.int32(nz), np.int32(xc.shape[2]), np.int32(xc.shape[1]), np.int32(chunk),
-                 value, stop), 0)
+        return (level_kernel(dtype, io_dtype, degree, "bf_mg3_up" + suffix, _TILE_3D), grid,
+                block, (*faces, b, io_scale, x, xc, coef, out, *summed, np.int32(nx),
+                        np.int32(ny), np.int32(nz), np.int32(xc.shape[2]),
+                        np.int32(xc.shape[1]), np.int32(chunk), value, stop), 0)
     ny, nx = b.shape
     grid, block = _tiles(b.shape, degree)
-    return (level_kernel(dtype, io_dtype, degree, "bf_mg_up"), grid, block,
-            (*faces, b, io_scale, x, xc, coef, out, np.int32(nx), np.int32(ny),
+    return (level_kernel(dtype, io_dtype, degree, "bf_mg_up" + suffix), grid, block,
+            (*faces, b, io_scale, x, xc, coef, out, *summed, np.int32(nx), np.int32(ny),
              np.int32(xc.shape[1]), value, stop), 0)
 
 
@@ -273,8 +279,9 @@ class GraphCycle:
     on the first :meth:`apply` (launched directly where capture fails).
 
     The launches follow ``Multigrid._cycle``: per level ``bf_mg_down``, the
-    coarse level's cycle (twice on a W level, with a residual, a copy and an
-    add between), ``bf_mg_up``; the coarsest level's dense product as a
+    coarse level's cycle (twice on a W level: a residual between, the second
+    visit's last ``bf_mg_up`` adding the first result as it writes the
+    sum), ``bf_mg_up``; the coarsest level's dense product as a
     kernel (``bf_mg_dense_matvec``).  The arrays of the hierarchy are read
     where they are, so :meth:`Multigrid.refresh` rewriting them in place
     keeps the launches (and the graphs holding them) valid.
@@ -302,7 +309,7 @@ class GraphCycle:
         self.b, self.x = ([cp.zeros(lv.shape, dtype=dtype) if k or len(levels) == 1 else None
                            for k, lv in enumerate(levels)] for _ in range(2))
         self.xs = [cp.zeros(lv.shape, dtype=dtype) for lv in levels[:-1]]   # pre-smoothed
-        # The first coarse result of a level visited twice (W levels).
+        # The sum of the two coarse results of a level visited twice (W levels).
         self.acc = {k + 1: cp.zeros(levels[k + 1].shape, dtype=dtype)
                     for k in range(max(self.w_levels, 0))}
         self.coarse_inverse = coarse_inverse
@@ -336,10 +343,10 @@ class GraphCycle:
             n = int(np.prod(levels[k].shape))
             return (max(1, min(-(-n // 256), 65535)),), (256,), np.int64(n)
 
-        def visit(k, b, x):
+        def visit(k, b, x, first=None):
             io = io0 if k == 0 else dtype
             kernel = lambda name, of=dtype: level_kernel(dtype, of, self.degree, name)   # noqa: E731
-            if k == last:
+            if k == last:               # (never a second visit: w_levels < len(levels) - 1)
                 grid, block, cells = flat(k)
                 if io != dtype:         # a one-level hierarchy of another type
                     launches.append((kernel("bf_mg_to_level", io), grid, block,
@@ -358,17 +365,14 @@ class GraphCycle:
             launches.append(down_launch(dtype, io, faces, b, io_scale, self.coef, self.xs[k],
                                   self.b[k + 1], self.degree, stop))
             visit(k + 1, self.b[k + 1], self.x[k + 1])
+            coarse = self.x[k + 1]
             if k + 1 in self.acc:
-                grid, block, n = flat(k + 1)
-                launches.append((kernel("bf_mg_copy"), grid, block,
-                                 (self.x[k + 1], self.acc[k + 1], n), 0))
                 launches.append(residual_launch(dtype, self.degree, levels[k + 1].couplings,
                                           self.x[k + 1], self.b[k + 1]))
-                visit(k + 1, self.b[k + 1], self.x[k + 1])
-                launches.append((kernel("bf_mg_add"), grid, block,
-                                 (self.x[k + 1], self.acc[k + 1], self.x[k + 1], n), 0))
-            launches.append(up_launch(dtype, io, faces, b, io_scale, self.xs[k], self.x[k + 1],
-                                self.coef, x, self.scale, self.degree, stop))
+                coarse = self.acc[k + 1]
+                visit(k + 1, self.b[k + 1], coarse, first=self.x[k + 1])
+            launches.append(up_launch(dtype, io, faces, b, io_scale, self.xs[k], coarse,
+                                self.coef, x, self.scale, self.degree, stop, first=first))
 
         visit(0, b0, x0)
         return launches
