@@ -72,7 +72,7 @@ from .plic import cut_fraction
 from .plic_reconstruction import interface_mask, reconstruct
 from .plic_segments import interface_segments
 from .vof_fraction import volume_fraction
-from .vof_limits import times_cell_volume
+from .vof_limits import area_step, times_cell_volume
 
 __all__ = ["GasRegions", "gas_regions", "state_regions", "nearest_labels",
            "interface_measure", "ball_surface", "ball_diameter"]
@@ -175,7 +175,7 @@ def interface_measure(c, spacing, normal_from=None):
         mask, x0, y0, x1, y1 = interface_segments(c, spacing, normal_from)
         return xp.where(mask, xp.sqrt((x1 - x0) * (x1 - x0) + (y1 - y0) * (y1 - y0)), 0.0)
     normal, alpha = reconstruct(c, spacing, normal_from)
-    step = math.sqrt(float(np.finfo(c.dtype).eps)) * max(spacing)
+    step = area_step(spacing, c.dtype)
     rate = (cut_fraction(normal, alpha + step, spacing)
             - cut_fraction(normal, alpha - step, spacing)) / (2.0 * step)
     return xp.where(interface_mask(c), rate * math.prod(spacing), 0.0)

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..compute import cuda
-from .vof_limits import CLIP_TOLERANCE
+from .vof_limits import CLIP_TOLERANCE, area_step
 from .vof_redistance_cuda import segment_lengths
 
 __all__ = ["interface_measure", "plane_areas"]
@@ -50,7 +50,7 @@ def plane_areas(c, spacing, normal_from=None):
     phi, c = arrays
     if phi.shape != c.shape or min(c.shape) < 2:
         return NotImplemented
-    step = math.sqrt(float(np.finfo(c.dtype).eps)) * max(spacing)
+    step = area_step(spacing, c.dtype)
     area = cp.empty_like(c)
     nz, ny, nx = c.shape
     cuda.launch_1d(_kernel3("bf_plane_areas3"), c.size, (

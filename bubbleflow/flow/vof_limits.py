@@ -1,7 +1,7 @@
 """What the volume-of-fluid array code and its CUDA twins share: the clip
 tolerance of the volume fraction, the margin of the initial fraction's cut
-test, the redistancing search's window and order, and the cell-volume
-scaling of sums.  (A module of its own: the
+test, the difference step of a plane's area, the redistancing search's
+window and order, and the cell-volume scaling of sums.  (A module of its own: the
 array code imports the twins to register them, so they cannot import it.)
 """
 from __future__ import annotations
@@ -10,10 +10,12 @@ import itertools
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from ..mesh.grid import array_axis
 
-__all__ = ["CLIP_TOLERANCE", "CUT_MARGIN", "search_reach", "search_window", "search_offsets",
-           "box_distance2", "SearchOrder", "search_order", "times_cell_volume"]
+__all__ = ["CLIP_TOLERANCE", "CUT_MARGIN", "area_step", "search_reach", "search_window",
+           "search_offsets", "box_distance2", "SearchOrder", "search_order", "times_cell_volume"]
 
 #: Excursions of c outside [0, 1] smaller than this are rounding and are
 #: clipped; larger ones are left in place (they mean a too-large time step).
@@ -24,6 +26,13 @@ CLIP_TOLERANCE = 1e-12
 #: be cut (:func:`.vof_fraction._may_be_cut`), far above the rounding of the
 #: sub-cells' values and planes.
 CUT_MARGIN = 1e-8
+
+
+def area_step(spacing, dtype):
+    """The step of the central difference that gives a PLIC plane's area
+    (the fraction's rate in the plane constant): sqrt(eps) of ``dtype``
+    times the largest cell size."""
+    return math.sqrt(float(np.finfo(dtype).eps)) * max(spacing)
 
 
 def search_reach(band, spacing):
