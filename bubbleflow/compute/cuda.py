@@ -35,6 +35,7 @@ import sys
 import threading
 from concurrent.futures import Future
 
+from . import workers
 from .host_cores import spare_cores
 
 __all__ = ["CTYPE", "source", "defines", "module", "function", "raw_kernel", "elementwise",
@@ -273,39 +274,39 @@ _SOURCES: list = []
 
 
 def prefetch(ndim):
-    """Compile, in background threads, every :func:`float64_kernels` source
-    that runs of ``ndim``-D grids use and that is not compiled yet, while
-    the caller builds its case: the first call of a kernel then finds its
-    module compiled, or waits for the build under way.  The compiler runs
-    outside Python's lock, so the builds overlap each other and the caller
-    (CuPy's own kernels compile in the caller's thread).  The threads are
-    daemons: a process that ends first does not wait for them.  Returns
-    the number of sources queued (a compiled one is found at once)."""
+    """Compile, on background workers (:mod:`.workers`), every
+    :func:`float64_kernels` source that runs of ``ndim``-D grids use and
+    that is not compiled yet, while the caller builds its case: the first
+    call of a kernel then finds its module compiled, or waits for the build
+    under way.  The compiler runs outside Python's lock, so the builds
+    overlap each other and the caller (CuPy's own kernels compile in the
+    caller's thread).  At most one worker a spare core; a process that ends
+    first does not wait for them.  Returns the workers' jobs, each giving
+    the number of sources it took (``job.result()``)."""
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
-    jobs = [(a, n, o) for a, n, o, dims in _SOURCES if ndim in dims]
-    if not jobs:
-        return 0
+    sources = [(a, n, o) for a, n, o, dims in _SOURCES if ndim in dims]
     work = queue.SimpleQueue()
-    for job in jobs:
-        work.put(job)
+    for entry in sources:
+        work.put(entry)
 
-    def worker():
+    def drain():
+        taken = 0
         with cupy.cuda.Device(device):
             while True:
                 try:
                     anchor, name, options = work.get_nowait()
                 except queue.Empty:
-                    return
+                    return taken
+                taken += 1
                 try:
                     module("typedef double T;\n" + source(anchor, name), options)
                 except Exception:       # the caller's own call raises it again
                     pass
 
-    for _ in range(min(len(jobs), spare_cores())):
-        threading.Thread(target=worker, name="bubbleflow-prefetch", daemon=True).start()
-    return len(jobs)
+    return [workers.submit(drain, name="bubbleflow-prefetch")
+            for _ in range(min(len(sources), spare_cores()))]
 
 
 #: The keys (:func:`_builder_key`) of the background builders that have run.
@@ -327,14 +328,15 @@ def _builder_key(build, device):
 
 def build_in_background(*builders, errors=None):
     """Call each of ``builders`` (functions of no argument that build
-    compiled code through this module's caches) in a background thread of
-    its own: a caller that needs several modules one after the other starts
-    them side by side, and each later fetch finds its module built or waits
-    for the build under way (:func:`_cached`).  A builder's failure is left
-    to the caller's own fetch to raise (appended to the list ``errors``
-    where one is given).  Daemon threads named after their builders, on the
+    compiled code through this module's caches) on a background worker
+    (:mod:`.workers`) of its own: a caller that needs several modules one
+    after the other starts them side by side, and each later fetch finds
+    its module built or waits for the build under way (:func:`_cached`).
+    A builder's failure is left to the caller's own fetch to raise
+    (appended to the list ``errors`` where one is given).  Each runs on the
     current device, but for a ``functools.partial`` builder that has run on
-    it already; returns the threads started."""
+    it already; returns the jobs queued (:class:`.workers.Job`), named
+    after their builders."""
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
@@ -351,14 +353,11 @@ def build_in_background(*builders, errors=None):
                     _BUILT.add(key)
 
     # A builder already run on this device finds its code in the caches: no
-    # thread for it (a thread's start costs more than the lookup).
+    # job for it (a job costs more than the lookup).
     jobs = [(b, _builder_key(b, device)) for b in builders]
-    threads = [threading.Thread(target=work, args=job, daemon=True,
-                                name=f"bubbleflow-build-{getattr(job[0], '__name__', 'module')}")
-               for job in jobs if job[1] is None or job[1] not in _BUILT]
-    for t in threads:
-        t.start()
-    return threads
+    return [workers.submit(work, *job,
+                           name=f"bubbleflow-build-{getattr(job[0], '__name__', 'module')}")
+            for job in jobs if job[1] is None or job[1] not in _BUILT]
 
 
 #: The most blocks of a two-pass reduction's first pass: the second pass,

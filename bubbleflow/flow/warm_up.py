@@ -102,22 +102,23 @@ def host_state(case, xp):
 
 
 class WarmUp:
-    """The warm-up's threads (:func:`start`, one a job of :func:`jobs`, on
-    the caller's device: :func:`.compute.cuda.build_in_background`);
-    ``errors`` the exceptions that stopped any of them (kept, not raised)."""
+    """The warm-up's background jobs (:func:`start`, one a callable of
+    :func:`jobs`, on the caller's device:
+    :func:`.compute.cuda.build_in_background`); ``errors`` the exceptions
+    that stopped any of them (kept, not raised)."""
 
     def __init__(self, jobs, wait=WAIT_AT_EXIT):
         from ..compute import cuda
 
         self.errors = []
-        self.threads = cuda.build_in_background(*jobs, errors=self.errors)
+        self.jobs = cuda.build_in_background(*jobs, errors=self.errors)
         # A process ends with no kernel of theirs in flight.
         atexit.register(self.join, wait)
 
     def join(self, timeout=None):
-        """Wait for the threads (each up to ``timeout`` seconds)."""
-        for t in self.threads:
-            t.join(timeout)
+        """Wait for the jobs (each up to ``timeout`` seconds)."""
+        for job in self.jobs:
+            job.join(timeout)
 
 
 def jobs(case, backend):

@@ -31,8 +31,8 @@ Snapshots are written in the background, so that they never hold up the
 time step: :meth:`FlowWriter.write_snapshot` copies the fields (on a GPU it
 only starts an asynchronous copy into pinned host memory, see
 :meth:`bubbleflow.compute.backend.Backend.to_host_async`) and takes a
-consistent view of the rows and snapshots so far, and one writer thread
-then writes the snapshot file, commits the index of that view and rewrites
+consistent view of the rows and snapshots so far, and a background worker
+(:mod:`bubbleflow.compute.workers`) then writes the snapshot file, commits the index of that view and rewrites
 the XDMF sidecar, in that order, as a synchronous write would.  At most one
 snapshot is in flight: the next one (and :meth:`~FlowWriter.commit`,
 :meth:`~FlowWriter.close`) first waits for it, so memory stays bounded and
@@ -50,12 +50,12 @@ import datetime as _dt
 import os
 import stat
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
 
 from ..case.config import CaseError
+from ..compute import workers
 from ..compute.backend import Backend, HostCopy
 from . import layout, result_writer, run_paths
 from .atomic import WriteFailure, link_or_copy
@@ -181,7 +181,7 @@ class FlowWriter:
     :meth:`create` and :meth:`resume`.
     """
 
-    #: Write snapshots in a background thread by default.
+    #: Write snapshots on a background worker by default.
     background = True
 
     def __init__(self, path, attrs, grid, run_id, series=None, snapshots=None, background=None,
@@ -220,8 +220,7 @@ class FlowWriter:
         self.closed = False
         if background is not None:
             self.background = bool(background)
-        self._executor = None       # the writer thread, started with the first snapshot
-        self._pending = None        # (future, job) of the snapshot in flight
+        self._pending = None        # (worker job, snapshot job) of the snapshot in flight
         self._copy = None           # the last HostCopy: its buffers are reused
 
     # -------------------------------------------------------------- opening
@@ -377,9 +376,7 @@ class FlowWriter:
         if not self.background:
             self._run(job)
             return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="bubbleflow-writer")
-        self._pending = (self._executor.submit(self._write, job), job)
+        self._pending = (workers.submit(self._write, job, name="bubbleflow-writer"), job)
 
     def wait(self, raise_error=True):
         """Wait until the snapshot in flight (if any) is written and committed.
@@ -414,20 +411,13 @@ class FlowWriter:
     def close(self, status="finished"):
         """Wait for the writer, then commit the index with the run's final status.
 
-        The writer thread ends here, also when the commit fails (then
-        :class:`SnapshotWriteError` is raised and a later call may try
-        again, with another status).
+        Where the commit fails, :class:`SnapshotWriteError` is raised and a
+        later call may try again, with another status.
         """
         if self.closed:
             return
-        try:
-            self.commit(status)
-            self.closed = True
-        finally:
-            # Nothing is in flight after commit(), whatever it raised.
-            if self._executor is not None and self._pending is None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
+        self.commit(status)
+        self.closed = True
 
     # -------------------------------------------------------------- the writer
     def _view(self):

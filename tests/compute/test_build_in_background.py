@@ -1,11 +1,12 @@
-"""compute.cuda.build_in_background's threads, on a stand-in for CuPy's
-device calls (no device): each builder runs once in a thread of its own on
-the caller's device, and a failure is kept where a list is given."""
+"""compute.cuda.build_in_background's jobs, on a stand-in for CuPy's
+device calls (no device): each builder runs once on a background worker of
+its own, on the caller's device, and a failure is kept where a list is
+given."""
 import sys
 import threading
 from types import SimpleNamespace
 
-from bubbleflow.compute import cuda
+from bubbleflow.compute import cuda, workers
 
 
 class _Device:
@@ -42,7 +43,10 @@ def test_builders_run_side_by_side_on_the_callers_device(monkeypatch):
     assert [type(e) for e in errors] == [ValueError]
     assert sorted(name for name, _ in _Device.entered) == sorted(t.name for t in threads)
     assert {n for _, n in _Device.entered} == {3}
-    assert len({t.name for t in threads}) == 2 and all(t.daemon for t in threads)
+    assert len({t.name for t in threads}) == 2 and not any(t.is_alive() for t in threads)
+    # The workers outlive their jobs (daemons waiting for the next one).
+    live = {t.name: t for t in threading.enumerate()}
+    assert all(live[name].daemon for name in workers.worker_names())
     # Without a list a failure is dropped: the caller's own fetch meets it.
     for t in cuda.build_in_background(broken):
         t.join(10)

@@ -84,9 +84,9 @@ def test_no_warm_up_on_the_host():
 def test_warm_up_on_the_device_ends_without_errors(cupy_backend):
     case = load_case(RISING_3D, ["grid.nx=12", "grid.ny=12", "grid.nz=24"])
     started = warm_up.start(case, cupy_backend)
-    assert started is not None and len(started.threads) == 3
+    assert started is not None and len(started.jobs) == 3
     started.join()
-    assert not any(t.is_alive() for t in started.threads)
+    assert not any(job.is_alive() for job in started.jobs)
     assert started.errors == []
 
 

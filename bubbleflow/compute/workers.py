@@ -1,0 +1,117 @@
+"""Background work on threads that live as long as the process.
+
+Work that may touch the device beside the caller (kernel builds, the flow
+warm-up, a snapshot's copy and write) runs here, never on a thread of its
+own that ends with it.  A thread that has used the CUDA runtime tears its
+per-thread state down when it ends, and a teardown while another thread
+captures a CUDA graph can crash the driver: so a worker, once started,
+waits for the next job for the rest of the process.
+
+:func:`submit` queues a call and returns its :class:`Job`; the pool grows
+by one worker whenever every worker is busy, so jobs submitted together
+run side by side (a job never waits behind another).  The workers are
+daemons: a process that ends does not wait for them.  While it runs a job,
+a worker carries the job's name (what a stack dump or a profiler shows).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+
+__all__ = ["Job", "submit", "worker_names"]
+
+
+class Job:
+    """One call queued by :func:`submit`: wait for it with :meth:`join`
+    (the thread API) or :meth:`result` (the futures API)."""
+
+    def __init__(self, fn, args, kwargs, name):
+        self.name = name
+        self._call = (fn, args, kwargs)
+        self._done = threading.Event()
+        self._value = self._error = None
+
+    def _run(self):
+        fn, args, kwargs = self._call
+        self._call = None
+        try:
+            self._value = fn(*args, **kwargs)
+        except BaseException as exc:    # noqa: BLE001 - kept for result()
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def is_alive(self):
+        """Is the job queued or running?"""
+        return not self._done.is_set()
+
+    def done(self):
+        return self._done.is_set()
+
+    def join(self, timeout=None):
+        """Wait until the job has ended (at most ``timeout`` seconds);
+        whether it has."""
+        return self._done.wait(timeout)
+
+    def result(self, timeout=None):
+        """The call's return value, or its exception raised here;
+        ``TimeoutError`` where it has not ended within ``timeout`` seconds."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"{self.name} has not ended in {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _Pool:
+    def __init__(self):
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = []
+        self._idle = 0          # workers waiting for a job
+        self._queued = 0        # jobs no worker has taken yet
+
+    def submit(self, job):
+        with self._lock:
+            self._queued += 1
+            if self._queued > self._idle:
+                thread = threading.Thread(target=self._work, daemon=True,
+                                          name=f"bubbleflow-worker-{len(self._threads)}")
+                self._threads.append(thread)
+                self._idle += 1
+                thread.start()
+            self._queue.put(job)
+        return job
+
+    def _work(self):
+        me = threading.current_thread()
+        own_name = me.name
+        while True:
+            job = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+                self._queued -= 1
+            me.name = job.name
+            try:
+                job._run()
+            finally:
+                me.name = own_name
+                with self._lock:
+                    self._idle += 1
+
+    def names(self):
+        with self._lock:
+            return [t.name for t in self._threads]
+
+
+_POOL = _Pool()
+
+
+def submit(fn, *args, name="bubbleflow-job", **kwargs):
+    """Run ``fn(*args, **kwargs)`` on a worker; its :class:`Job`."""
+    return _POOL.submit(Job(fn, args, kwargs, name))
+
+
+def worker_names():
+    """The names the workers have now (a busy one's is its job's)."""
+    return _POOL.names()

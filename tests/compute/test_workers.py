@@ -1,0 +1,56 @@
+"""compute.workers: jobs on threads that live as long as the process."""
+import threading
+
+import pytest
+
+from bubbleflow.compute import workers
+
+
+def test_jobs_submitted_together_run_side_by_side():
+    """Each job waits for the other to start: both end only where they run at once."""
+    first, second = threading.Event(), threading.Event()
+
+    def meet(mine, other):
+        mine.set()
+        return other.wait(10)
+
+    jobs = [workers.submit(meet, first, second, name="bubbleflow-meet-a"),
+            workers.submit(meet, second, first, name="bubbleflow-meet-b")]
+    assert [job.result(20) for job in jobs] == [True, True]
+
+
+def test_a_job_gives_its_value_or_raises_its_error():
+    assert workers.submit(lambda a, b=0: a + b, 2, b=3).result(10) == 5
+    job = workers.submit(int, "not a number")
+    assert job.join(10) and job.done() and not job.is_alive()
+    with pytest.raises(ValueError, match="not a number"):
+        job.result()
+
+
+def test_a_job_not_ended_in_time_says_so():
+    release = threading.Event()
+    job = workers.submit(release.wait, 10, name="bubbleflow-held")
+    try:
+        assert not job.join(0.05) and job.is_alive()
+        with pytest.raises(TimeoutError, match="bubbleflow-held"):
+            job.result(0.05)
+    finally:
+        release.set()
+    assert job.result(10) is True
+
+
+def test_workers_outlive_their_jobs_and_are_reused():
+    """A worker carries its job's name while it runs it, then waits for the
+    next job: jobs one after the other start no new thread."""
+    seen = []
+
+    def name():
+        seen.append(threading.current_thread())
+        return threading.current_thread().name
+
+    assert workers.submit(name, name="bubbleflow-named").result(10) == "bubbleflow-named"
+    count = len(workers.worker_names())
+    for _ in range(20):
+        workers.submit(name).result(10)
+    assert len(workers.worker_names()) == count
+    assert all(t.is_alive() and t.daemon for t in seen)
