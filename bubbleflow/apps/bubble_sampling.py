@@ -51,6 +51,8 @@ class BubbleSampling:
             # tables written before (a checkpoint without a tracker's state).
             written = [row[2] for row in getattr(writer, "bubbles", ())]
             self.tracker.next_id = max([self.tracker.next_id] + [i + 1 for i in written])
+        #: ``(bubbles, layers, time)`` of the last sample (None before one).
+        self.last = None
 
     def due(self, step):
         """Whether ``step`` is sampled."""
@@ -66,6 +68,20 @@ class BubbleSampling:
             return
         self.tracker.update(state.step, state.time, regions)
         self.writer.write_bubbles(*self.tracker.drain())
+        layers = int(regions.layer.sum())
+        self.last = (len(regions.layer) - layers, layers, state.time)
+
+    def gas_text(self):
+        """``6 bubbles + gas layer at t = 0.1 s``: the regions of the last
+        sample where the gas was more than one region (what the whole gas
+        phase's diagnostics then stand for); None otherwise."""
+        if self.last is None or sum(self.last[:2]) < 2:
+            return None
+        bubbles, layers, time = self.last
+        parts = [f"{bubbles} bubble{'s' if bubbles != 1 else ''}"] if bubbles else []
+        if layers:
+            parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
+        return f"{' + '.join(parts)} at t = {time:g} s"
 
     def state(self):
         """The tracker's state to store with a snapshot (host arrays); None

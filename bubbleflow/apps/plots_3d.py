@@ -172,20 +172,35 @@ def is_rising_bubble_3d(case):
 
 
 def benchmark_figure(run, run_figure):
-    """Rise velocity, sphericity, centroid height and volume change against time."""
+    """Rise velocity, sphericity, centroid height and volume change against
+    time: one bubble's, or the whole gas phase's, named so, where the gas is
+    several regions or lies under a free surface (as in 2-D,
+    :func:`.plots_flow.benchmark_figure`)."""
+    from .plots_figure import mark_gas_volume
+    from .plots_flow import gas_phase
     from .validation_3d import load_reference
 
     d = run["diagnostics"]
     t = d["time"]
-    benchmark = is_rising_bubble_3d(run.get("case") or {})
-    fig, body = run_figure(run, 17.0, 4.4)
+    gas = gas_phase(run)
+    benchmark = is_rising_bubble_3d(run.get("case") or {}) and gas["single"]
+    fig, body = run_figure(run, 17.0, 4.4 if gas["single"] else 5.0)
     axes = body.subplots(1, 4)
     volume = d.get("volume")
     change = volume / volume[0] - 1.0 if volume is not None and volume[0] > 0 else None
-    panels = ((d.get("rise_velocity"), "rise velocity (m/s)", "max_rise_velocity",
-               "t_max_rise_velocity"),
-              (d.get("sphericity"), "sphericity", "min_sphericity", "t_min_sphericity"),
-              (d.get("centroid_z"), "centroid height z (m)", "centroid_end", "t_centroid_end"),
+    if gas["single"]:
+        labels = ("rise velocity (m/s)", "sphericity", "centroid height z (m)")
+    else:
+        labels = ("mean rise velocity of the gas (m/s)",
+                  "$(36 \\pi V^2)^{1/3}$ / total interface area (-)",
+                  "centroid height z of the gas (m)")
+        for ax, name in zip(axes, ("mean rise velocity of all gas",
+                                   "sphericity of all gas together\n(not the shape of any bubble)",
+                                   "centroid height of all gas", "volume change of all gas")):
+            ax.set_title(name, fontsize=10)
+    panels = ((d.get("rise_velocity"), labels[0], "max_rise_velocity", "t_max_rise_velocity"),
+              (d.get("sphericity"), labels[1], "min_sphericity", "t_min_sphericity"),
+              (d.get("centroid_z"), labels[2], "centroid_end", "t_centroid_end"),
               (change, "relative volume change", None, None))
     ref = load_reference() if benchmark else {}
     cells = f"{len(run['x'])} x {len(run['y'])} x {len(run['z'])}"
@@ -199,11 +214,15 @@ def benchmark_figure(run, run_figure):
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.35)
     axes[0].legend(fontsize=8)
-    title = f"{run['name']}: benchmark quantities of the gas"
-    if benchmark:
-        title += " vs the codes of Adelsberger et al. (2014), test case 1 (markers: their extremes)"
+    if gas["single"]:
+        title = f"{run['name']}: benchmark quantities of the bubble"
+        if benchmark:
+            title += (" vs the codes of Adelsberger et al. (2014), test case 1 (markers: their"
+                      " extremes)")
+    else:
+        title = (f"{run['name']}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
+                 "means over all the gas; sphericity: total gas volume against total interface "
+                 "area" + (" (free surface included)" if gas["layer"] else ""))
     body.suptitle(title, fontsize=11)
-    from .plots_figure import mark_gas_volume
-
     mark_gas_volume(body, run)
     return fig

@@ -6,9 +6,9 @@ colour per bubble, its merges and splits marked), the rise velocity of
 each bubble against time, and the size distribution (the equivalent
 diameters at the last sample, those of the first sample outlined).  A
 swarm (more than :data:`SWARM` bubbles at one sample) adds the void
-fraction profile (the gas fraction averaged over horizontal planes, from
-the last snapshot's volume fraction ``c``, or from ``phi < 0`` for the
-level set alone), the mean rise velocity against time (with the bubbles'
+fraction profile (the bubbles' gas fraction averaged over horizontal
+planes, from the last snapshot's volume fraction ``c``, or from ``phi <
+0`` for the level set alone; a gas layer above a free surface left out), the mean rise velocity against time (with the bubbles'
 spread) and the number of bubbles against time.
 
 Unlike the benchmark figure (:mod:`.plots_flow`), whose quantities are
@@ -20,7 +20,7 @@ import numpy as np
 
 from .plots_figure import no_data_note, run_figure
 
-__all__ = ["bubbles_figure", "bubble_table", "SWARM", "LEGEND_MOST"]
+__all__ = ["bubbles_figure", "bubble_table", "void_profile", "SWARM", "LEGEND_MOST"]
 
 #: More bubbles than this at one sample make a swarm: its panels are added.
 SWARM = 5
@@ -168,9 +168,34 @@ def _sizes(ax, table):
     ax.legend(fontsize=8, loc="best")
 
 
+def void_profile(gas, spacing):
+    """``(profile, layers)``: the bubbles' gas fraction of each horizontal
+    plane of the cell field ``gas`` (the gas fraction of each cell, the
+    first axis vertical; ``spacing`` the cell sizes in grid-axis order) and
+    the number of gas layers left out of it.
+
+    A gas layer (the gas above a free surface) is what the bubble tracker
+    calls one (:mod:`bubbleflow.flow.gas_regions`): a region whose cores,
+    the cells more than half gas, reach the top plane of cells; every cell
+    counts with the region of its nearest core.  Counted, a layer would
+    fill the planes above the surface and leave the bubbles' fractions a
+    sliver of the axis.
+    """
+    from ..compute.regions import label_regions
+    from ..flow.gas_regions import nearest_labels
+
+    gas = np.asarray(gas, dtype=np.float64)
+    labels, _ = label_regions(gas > 0.5)
+    layers = np.unique(labels[-1])
+    layers = layers[layers != 0]
+    if layers.size:
+        gas = np.where(np.isin(nearest_labels(labels, spacing), layers), 0.0, gas)
+    return gas.mean(axis=tuple(range(1, gas.ndim))), int(layers.size)
+
+
 def _void_fraction(ax, run):
-    """The gas fraction of each horizontal plane of the last snapshot."""
-    ndim, up, heights = _vertical(run)
+    """The bubbles' gas fraction of each horizontal plane of the last snapshot."""
+    _, up, heights = _vertical(run)
     f = run.get("fields") or {}
     if f.get("c") is not None:
         gas, source = f["c"], "volume fraction c"
@@ -179,14 +204,18 @@ def _void_fraction(ax, run):
     else:
         no_data_note(ax, "no snapshot in this file")
         return
-    profile = gas.mean(axis=tuple(range(1, ndim)))
+    spacing = [float(run[a][1] - run[a][0]) if len(run[a]) > 1 else 1.0
+               for a in "xyz"[:gas.ndim]]
+    profile, layers = void_profile(gas, spacing)
     ax.plot(profile, heights, "-", color="C0", lw=1.6)
     ax.set_xlim(0.0, max(1e-3, float(np.nanmax(profile)) * 1.05))
     ax.set_ylim(*_domain(run)[2:])
-    ax.set_xlabel(f"gas fraction of the plane (-), from {source}")
+    left_out = ("" if not layers else
+                ", the gas layer left out" if layers == 1 else f", {layers} gas layers left out")
+    ax.set_xlabel(f"gas fraction of the plane (-), from {source}{left_out}")
     ax.set_ylabel(f"{up} (m)")
     when = f"t = {f['time']:.3g} s" if f.get("time") is not None else "the last snapshot"
-    ax.set_title(f"void fraction profile at {when}", fontsize=10)
+    ax.set_title(f"void fraction profile of the bubbles at {when}", fontsize=10)
     ax.grid(True, alpha=0.35)
 
 

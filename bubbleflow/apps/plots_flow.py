@@ -15,8 +15,8 @@ from .plots_figure import (BANNER_COLOUR, grid_text, mark_gas_volume, no_data_no
                            solver_text, spans_decades)
 from .validation import nested as _nested
 
-__all__ = ["gas_components", "is_hysing_case1", "benchmark_figure", "iterations_figure",
-           "missing_quantities", "BENCHMARK_QUANTITIES"]
+__all__ = ["gas_components", "gas_phase", "is_hysing_case1", "benchmark_figure",
+           "iterations_figure", "missing_quantities", "BENCHMARK_QUANTITIES"]
 
 
 def gas_components(phi):
@@ -99,7 +99,7 @@ def benchmark_figure(run):
 
     d = run["diagnostics"]
     t = d["time"]
-    gas = _gas_phase(run)
+    gas = gas_phase(run)
     hysing = is_hysing_case1(run["case"]) and gas["single"]
     fig, body = run_figure(run, 14.0, 4.6 if gas["single"] else 5.2)
     axes = body.subplots(1, 3)
@@ -195,7 +195,7 @@ def _missing_text(run, key):
     return f"no {key.replace('_', ' ')} in this file"
 
 
-def _gas_phase(run):
+def gas_phase(run):
     """What the gas of a flow run is: one bubble, or several and/or a gas layer.
 
     Returns ``{"single": bool, "layer": bool, "text": str}``; ``text`` counts

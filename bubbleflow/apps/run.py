@@ -330,7 +330,6 @@ def _flow_writer(case, backend, comm, restart, path, grid):
 
 def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hint,
               profile=None):
-    import signal
     import time as _time
 
     import numpy as np
@@ -441,23 +440,33 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hi
     gas_line = _gas_volume_line(case.name, case.levelset.method, g.ndim, gas, state.time,
                                 writer.gas_volume_change, judged=failures == 0)
     if status == "stopped":
-        _say_gas_volume(quiet, gas_line)
-        _err(loud, f"{case.name}: stopped by {stop.received} at t = {state.time:.6g} (step {state.step}); "
-              f"state written; continue with: {hint}")
-        return 128 + int(getattr(signal, stop.received))
-    _say_summary(quiet, state, wall, iters, worst, path, rep if failures == 0 and gas else None)
+        return _say_stopped(case.name, quiet, loud, stop, state, hint, gas_line)
+    _say_summary(quiet, state, wall, iters, worst, path, rep if failures == 0 and gas else None,
+                 bubbles.gas_text())
     _say_gas_volume(quiet, gas_line)
     return 1 if failures else 0
 
 
-def _say_summary(quiet, state, wall, iters, worst, path, last):
+def _say_stopped(name, quiet, loud, stop, state, hint, gas_line):
+    """What a run stopped by a signal says (the gas volume, where it stopped
+    and the command that continues it); its exit status, 128 + the signal."""
+    import signal
+
+    _say_gas_volume(quiet, gas_line)
+    _err(loud, f"{name}: stopped by {stop.received} at t = {state.time:.6g} (step {state.step}); "
+          f"state written; continue with: {hint}")
+    return 128 + int(getattr(signal, stop.received))
+
+
+def _say_summary(quiet, state, wall, iters, worst, path, last, gas=None):
     """The run's summary line, then the last report's diagnostics (``last``;
-    None: none to say)."""
+    None: none to say), named the whole gas phase's where the gas was
+    several regions (``gas``, :meth:`.BubbleSampling.gas_text`)."""
     _say(quiet, f"{state.step} steps to t = {state.time:g} s in {wall:.1f} s; pressure iterations "
                 f"mean {sum(iters) / max(len(iters), 1):.1f}, max {max(iters, default=0)}; "
                 f"worst true residual {worst:.2e}; wrote {path}")
     if iters and last is not None:
-        _say(quiet, _final_line(last.diagnostics))
+        _say(quiet, _final_line(last.diagnostics, gas))
 
 
 def _profiled(profile, solver, writer):
@@ -482,13 +491,15 @@ def _timed(profile, part, obj, *methods):
     return obj if profile is None else TimedCalls(obj, profile, part, methods)
 
 
-def _final_line(diagnostics):
+def _final_line(diagnostics, gas=None):
     """``final: area 0.19 m^2, ..., circularity 0.98 (-)``: the last
-    diagnostics, each with its unit (``(-)``: dimensionless)."""
+    diagnostics, each with its unit (``(-)``: dimensionless); ``final, the
+    whole gas phase (GAS): ...`` where the gas is several regions."""
     def unit(name):
         u = SERIES_UNITS.get(name, "")
         return " (-)" if u == "1" else f" {u}" if u else ""
-    return "final: " + ", ".join(f"{k} {v:.6g}{unit(k)}" for k, v in diagnostics.items())
+    head = "final: " if gas is None else f"final, the whole gas phase ({gas}): "
+    return head + ", ".join(f"{k} {v:.6g}{unit(k)}" for k, v in diagnostics.items())
 
 
 def _gas_volume_line(name, method, ndim, gas, time, change, judged=True):

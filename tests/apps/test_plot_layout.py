@@ -12,6 +12,7 @@ from bubbleflow.apps.plots import run_figures
 from bubbleflow.apps.plots_3d import PANEL_PAD, fields_figure, slice_plane
 from bubbleflow.apps.plots_figure import run_figure
 from bubbleflow.apps.plots_study import bench_figures
+from helpers.figures import suptitle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -136,18 +137,46 @@ def test_3d_colour_bar_labels_keep_off_the_next_panel():
     assert "most cells of 3 bubbles" in title
 
 
-def test_3d_bubbly_column_figure_slices_through_gas(tmp_path):
+def _run_3d(case, folder, *sets):
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        assert main(["run", "cases/bubbly_column_3d_flow.yaml", "--backend", "numpy", "-q",
-                     "--no-progress", "--set", "grid.nx=16", "--set", "grid.ny=16",
-                     "--set", "grid.nz=32", "--set", "time.end=0.01",
-                     "-o", str(tmp_path)]) == 0
+        assert main(["run", f"cases/{case}.yaml", "--backend", "numpy", "-q", "--no-progress",
+                     *sets, "-o", str(folder)]) == 0
     finally:
         os.chdir(cwd)
-    fig = run_figures(tmp_path / "bubbly_column_3d_flow.h5")["bubbly_column_3d_flow_fields.png"]
+    return run_figures(folder / f"{case}.h5")
+
+
+@pytest.fixture(scope="module")
+def column_3d(tmp_path_factory):
+    """The figures of a short 3-D bubbly column (six bubbles under a free surface)."""
+    return _run_3d("bubbly_column_3d_flow", tmp_path_factory.mktemp("column3d"),
+                   "--set", "grid.nx=16", "--set", "grid.ny=16", "--set", "grid.nz=32",
+                   "--set", "time.end=0.01")
+
+
+def test_3d_bubbly_column_figure_slices_through_gas(column_3d):
+    fig = column_3d["bubbly_column_3d_flow_fields.png"]
     horizontal = _panels(fig)[2]
     assert "bubbles; gas layer not counted" in horizontal.get_title()
     slice_rho = horizontal.images[0].get_array()
     assert float(np.min(slice_rho)) < 500.0            # gas (density 1) in the drawn plane
+
+
+def test_3d_benchmark_figure_names_the_whole_gas_phase(column_3d, tmp_path):
+    """Several bubbles and a gas layer: the quantities are the whole gas
+    phase's, and the figure says so (its sphericity exceeds 1); one bubble
+    keeps the bubble's names."""
+    fig = column_3d["bubbly_column_3d_flow_benchmark.png"]
+    title = suptitle(fig)
+    assert "WHOLE GAS PHASE (6 bubbles + gas layer at t = 0 s), NOT ONE BUBBLE" in title
+    assert "(free surface included)" in title
+    axes = [ax for ax in fig.get_axes() if ax.get_xlabel() == "time t (s)"]
+    assert "not the shape of any bubble" in axes[1].get_title()
+    assert "total interface area" in axes[1].get_ylabel()
+    one = _run_3d("rising_bubble_3d", tmp_path, "--set", "grid.nx=8", "--set", "grid.ny=8",
+                  "--set", "grid.nz=16", "--set", "time.end=0.01")["rising_bubble_3d_benchmark.png"]
+    title = suptitle(one)
+    assert "benchmark quantities of the bubble vs the codes of Adelsberger" in title
+    assert "WHOLE GAS" not in title

@@ -11,6 +11,7 @@ from matplotlib.image import imread
 
 from bubbleflow.apps.cli import main
 from bubbleflow.apps.plots import is_hysing_case1, plot_run, plot_study, run_figures, study_figures
+from helpers.figures import suptitle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,14 +25,6 @@ def texts(fig):
     from matplotlib.text import Text
 
     return [t.get_text() for t in fig.findobj(Text)]
-
-
-def suptitle(fig):
-    """The figure's title (on the body subfigure when there is a banner)."""
-    for f in [fig, *fig.subfigs]:
-        if f._suptitle is not None:
-            return f._suptitle.get_text()
-    return ""
 
 
 def assert_not_blank(path):

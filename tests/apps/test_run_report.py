@@ -84,6 +84,23 @@ def test_the_final_line_gives_each_quantity_its_unit(tmp_path, backend, capsys):
         assert len(value.split(" ")) == 2, f"{name} {value}: no unit"
 
 
+def test_the_final_line_of_several_gas_regions_names_the_whole_gas_phase(tmp_path, backend,
+                                                                         capsys):
+    """Six bubbles under a free surface: the final quantities are the whole
+    gas phase's, and the line says which regions they stand for (the last
+    sample's)."""
+    column = os.path.join(ROOT, "cases", "bubbly_column_flow.yaml")
+    assert main(["run", column, "--backend", backend.name, "-o", str(tmp_path),
+                 "--no-progress", "--set", "grid.nx=32", "--set", "grid.ny=64",
+                 "--set", "time.end=0.004"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    final = [line for line in out if line.startswith("final")]
+    assert len(final) == 1, out
+    head, _, rest = final[0].partition("): ")
+    assert head.startswith("final, the whole gas phase (6 bubbles + gas layer at t = 0.004")
+    assert rest.startswith("area ") and "circularity" in rest
+
+
 def test_a_restart_counts_the_change_from_the_first_state(tmp_path):
     common = ["--backend", "numpy", *SMALL, "--set", "levelset.method=levelset"]
     full, part, cont = run_interrupted(CASE, tmp_path, common, 0.05, 0.1)
