@@ -15,7 +15,7 @@ from .plots_figure import (BANNER_COLOUR, grid_text, mark_gas_volume, no_data_no
                            solver_text, spans_decades)
 from .validation import nested as _nested
 
-__all__ = ["gas_components", "gas_phase", "is_hysing_case1", "benchmark_figure",
+__all__ = ["gas_components", "gas_phase", "hysing_case", "is_hysing_case1", "benchmark_figure",
            "iterations_figure", "missing_quantities", "BENCHMARK_QUANTITIES"]
 
 
@@ -52,14 +52,65 @@ def _close(a, b, rel=1e-6):
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-12)
 
 
-def is_hysing_case1(case):
-    """True if ``case`` (the resolved case, a dict) is Hysing et al.'s test case 1.
+#: The fluids of Hysing et al.'s test cases: case -> {key: value}.  Keys
+#: with None in :func:`hysing_case` must be as given where the case states
+#: them; the others always.
+_HYSING_FLUIDS = {
+    1: {"fluids.liquid.density": 1000.0, "fluids.gas.density": 100.0,
+        "physics.surface_tension": 24.5},
+    2: {"fluids.liquid.density": 1000.0, "fluids.gas.density": 1.0,
+        "physics.surface_tension": 1.96},
+}
+_HYSING_STATED = {
+    1: {"physics.gravity": 0.98, "fluids.liquid.viscosity": 10.0, "fluids.gas.viscosity": 1.0},
+    2: {"physics.gravity": 0.98, "fluids.liquid.viscosity": 10.0, "fluids.gas.viscosity": 0.1},
+}
 
-    Test case 1: domain 1 x 2 m, a single bubble of radius 0.25 at (0.5, 0.5),
-    no other interface (no free surface, droplets, lattice or random bubbles),
-    liquid density 1000, gas density 100, surface tension 24.5 (and, where
-    the case states them, gravity 0.98 and viscosities 10 / 1).  The grid is
-    free.
+
+def hysing_case(case):
+    """Which of Hysing et al.'s test cases ``case`` (the resolved case, a
+    dict) is: 1, 2 or None.
+
+    Both: domain 1 x 2 m, a single bubble of radius 0.25 at (0.5, 0.5), no
+    other interface (no free surface, droplets, lattice or random bubbles),
+    liquid density 1000; test case 1: gas density 100, surface tension 24.5
+    (and, where the case states them, gravity 0.98 and viscosities 10 / 1);
+    test case 2: gas density 1, surface tension 1.96 (gravity 0.98 and
+    viscosities 10 / 0.1).  The grid is free.
+
+    >>> hysing_case({"grid": {"lx": 1, "ly": 2},
+    ...     "fluids": {"liquid": {"density": 1000}, "gas": {"density": 1}},
+    ...     "physics": {"surface_tension": 1.96},
+    ...     "geometry": {"bubbles": [{"center": [0.5, 0.5], "radius": 0.25}]}})
+    2
+    """
+    if not isinstance(case, dict):
+        return None
+    g = lambda key: _nested(case, key)  # noqa: E731
+    if not (_close(g("grid.lx"), 1.0) and _close(g("grid.ly"), 2.0)):
+        return None
+    bubbles = g("geometry.bubbles") or []
+    if not isinstance(bubbles, list) or len(bubbles) != 1 or not isinstance(bubbles[0], dict):
+        return None
+    centre, radius = bubbles[0].get("center"), bubbles[0].get("radius")
+    if not (isinstance(centre, (list, tuple)) and len(centre) == 2 and _close(centre[0], 0.5)
+            and _close(centre[1], 0.5) and _close(radius, 0.25)):
+        return None
+    for key in ("geometry.droplets", "geometry.bubble_lattice", "geometry.random_bubbles",
+                "geometry.free_surface"):
+        if g(key):
+            return None
+    for number, fluids in _HYSING_FLUIDS.items():
+        if all(_close(g(key), value) for key, value in fluids.items()) and all(
+                g(key) is None or _close(g(key), value)
+                for key, value in _HYSING_STATED[number].items()):
+            return number
+    return None
+
+
+def is_hysing_case1(case):
+    """True if ``case`` (the resolved case, a dict) is Hysing et al.'s test
+    case 1 (:func:`hysing_case`).
 
     >>> is_hysing_case1({"grid": {"lx": 1, "ly": 2},
     ...     "fluids": {"liquid": {"density": 1000}, "gas": {"density": 100}},
@@ -67,40 +118,23 @@ def is_hysing_case1(case):
     ...     "geometry": {"bubbles": [{"center": [0.5, 0.5], "radius": 0.25}]}})
     True
     """
-    if not isinstance(case, dict):
-        return False
-    g = lambda key: _nested(case, key)  # noqa: E731
-    if not (_close(g("grid.lx"), 1.0) and _close(g("grid.ly"), 2.0)):
-        return False
-    if not (_close(g("fluids.liquid.density"), 1000.0) and _close(g("fluids.gas.density"), 100.0)):
-        return False
-    if not _close(g("physics.surface_tension"), 24.5):
-        return False
-    for key, value in (("physics.gravity", 0.98), ("fluids.liquid.viscosity", 10.0),
-                       ("fluids.gas.viscosity", 1.0)):
-        if g(key) is not None and not _close(g(key), value):
-            return False
-    bubbles = g("geometry.bubbles") or []
-    if not isinstance(bubbles, list) or len(bubbles) != 1 or not isinstance(bubbles[0], dict):
-        return False
-    centre, radius = bubbles[0].get("center"), bubbles[0].get("radius")
-    if not (isinstance(centre, (list, tuple)) and len(centre) == 2 and _close(centre[0], 0.5)
-            and _close(centre[1], 0.5) and _close(radius, 0.25)):
-        return False
-    for key in ("geometry.droplets", "geometry.bubble_lattice", "geometry.random_bubbles",
-                "geometry.free_surface"):
-        if g(key):
-            return False
-    return True
+    return hysing_case(case) == 1
 
 
 def benchmark_figure(run):
-    from .validation import REFERENCE_GROUPS, load_reference
+    """Rise velocity, circularity and centroid height against time: one
+    bubble's, or the whole gas phase's, named so; on Hysing et al.'s curves
+    for test case 1 (one bubble) and test case 2 (also where its skirt has
+    broken up: the groups' curves agree up to the break-up, and the
+    validation compares the whole gas's figures with them)."""
+    from .validation import benchmark, load_reference
 
     d = run["diagnostics"]
     t = d["time"]
     gas = gas_phase(run)
-    hysing = is_hysing_case1(run["case"]) and gas["single"]
+    number = hysing_case(run["case"])
+    hysing = number if (number == 1 and gas["single"]) or (number == 2 and not gas["layer"]) \
+        else None
     fig, body = run_figure(run, 14.0, 4.6 if gas["single"] else 5.2)
     axes = body.subplots(1, 3)
     if gas["single"]:
@@ -116,9 +150,9 @@ def benchmark_figure(run):
     refs = []
     if hysing:
         styles = {"tp2d": "k", "freelife": "C3", "moonmd": "C2"}
-        for key, (_, label) in REFERENCE_GROUPS.items():
+        for key, (_, label) in benchmark(hysing).groups.items():
             try:
-                refs.append((label, styles.get(key, "0.4"), load_reference(key)))
+                refs.append((label, styles.get(key, "0.4"), load_reference(key, case=hysing)))
             except (OSError, ValueError, KeyError):  # pragma: no cover - packaging
                 continue
     nx, ny = len(run["x"]), len(run["y"])
@@ -153,10 +187,9 @@ def benchmark_figure(run):
                 ax.set_ylim(lo - pad, hi + pad)
     if axes[0].get_legend_handles_labels()[0]:
         axes[0].legend(fontsize=8, loc="best")
+    versus = f" vs Hysing et al. (2009), test case {hysing} (dashed)" if hysing else ""
     if gas["single"]:
-        title = f"{run['name']}: benchmark quantities of the bubble"
-        if hysing:
-            title += " vs Hysing et al. (2009), test case 1 (dashed)"
+        title = f"{run['name']}: benchmark quantities of the bubble{versus}"
     elif len(missing) == len(panels):
         title = (f"{run['name']}: no benchmark quantity to draw ({gas['text']})\n"
                  "rise velocity, circularity and centroid are those of the gas")
@@ -164,7 +197,8 @@ def benchmark_figure(run):
         title = (f"{run['name']}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
                  "means over all the gas; circularity: total gas area against total interface "
                  "length" + (" (free surface included)" if gas["layer"] else "") + "\n"
-                 "no reference curves: Hysing et al. (2009) is one bubble")
+                 + (f"{versus[1:]}: the groups agree up to the skirt's break-up" if hysing else
+                    "no reference curves: Hysing et al. (2009) is one bubble"))
     body.suptitle(title, fontsize=11)
     mark_gas_volume(body, run)
     return fig

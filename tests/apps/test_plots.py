@@ -11,6 +11,7 @@ from matplotlib.image import imread
 
 from bubbleflow.apps.cli import main
 from bubbleflow.apps.plots import is_hysing_case1, plot_run, plot_study, run_figures, study_figures
+from bubbleflow.apps.plots_flow import hysing_case
 from helpers.figures import suptitle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -187,6 +188,11 @@ def test_hysing_case_detection():
     two["geometry"]["bubbles"].append({"center": [0.5, 1.5], "radius": 0.1})
     assert not is_hysing_case1(two)
     assert not is_hysing_case1({})
+    assert hysing_case(case1) == 1 and hysing_case(case2) == 2
+    assert hysing_case(moved) is None and hysing_case(two) is None and hysing_case({}) is None
+    thinner = yaml.safe_load(yaml.safe_dump(case2))
+    thinner["fluids"]["gas"]["viscosity"] = 1.0             # case 1's gas viscosity
+    assert hysing_case(thinner) is None
 
 
 # --------------------------------------------------------------------------- studies
@@ -513,6 +519,45 @@ def test_one_bubble_keeps_the_hysing_overlay(tmp_path):
     title = suptitle(fig["two_benchmark.png"])
     assert "WHOLE GAS PHASE (2 bubbles at t = 0 s), NOT ONE BUBBLE" in title
     assert "free surface included" not in title
+
+
+def _case2_file(path, satellite):
+    """A synthetic flow file with test case 2's fluids; ``satellite``: its
+    last snapshot's gas is two regions (a piece of the skirt split off)."""
+    import h5py
+    import yaml
+
+    write_flow_file(path)
+    with open(os.path.join(ROOT, "cases", "hysing_case2.yaml")) as fh:
+        case2 = yaml.safe_load(fh)
+    with h5py.File(path, "a") as fh:
+        case = yaml.safe_load(fh.attrs["case"])
+        case["fluids"], case["physics"] = case2["fluids"], case2["physics"]
+        fh.attrs["case"] = yaml.safe_dump(case)
+        if satellite:
+            x, y = fh["grid/x"][()], fh["grid/y"][()]
+            phi = fh["fields/phi"][()]
+            phi[1] = _phi(x, y, [((0.5, 0.55), 0.25), ((0.2, 0.3), 0.06)])
+            fh["fields/phi"][...] = phi
+    return path
+
+
+def test_hysing_case_2_keeps_its_reference_curves_after_its_skirt_breaks_up(tmp_path):
+    """Test case 2's gas is several regions once its skirt breaks up: the
+    figure names the whole gas phase and still draws the groups' case-2
+    curves (the validation compares those figures with them)."""
+    fig = run_figures(_case2_file(str(tmp_path / "case2.h5"), True))["case2_benchmark.png"]
+    title = suptitle(fig)
+    assert "WHOLE GAS PHASE (1 bubble at t = 0 s; 2 bubbles at t = 0.5 s), NOT ONE BUBBLE" in title
+    assert "vs Hysing et al. (2009), test case 2 (dashed)" in title
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:3] == ["TP2D (h = 1/640)", "FreeLIFE (h = 1/160)", "MooNMD"]
+    # Before a break-up the bubble's quantities, on the same curves.
+    one = run_figures(_case2_file(str(tmp_path / "one.h5"), False))["one_benchmark.png"]
+    assert suptitle(one).endswith(
+        "benchmark quantities of the bubble vs Hysing et al. (2009), test case 2 (dashed)")
+    labels = [t.get_text() for t in one.axes[0].get_legend().get_texts()]
+    assert labels[0] == "TP2D (h = 1/640)"
 
 
 def test_gas_components():
