@@ -10,11 +10,14 @@ waits for the next job for the rest of the process.
 :func:`submit` queues a call and returns its :class:`Job`; the pool grows
 by one worker whenever every worker is busy, so jobs submitted together
 run side by side (a job never waits behind another).  The workers are
-daemons: a process that ends does not wait for them.  While it runs a job,
-a worker carries the job's name (what a stack dump or a profiler shows).
+daemons: a process that ends does not wait for them, but for the jobs
+submitted with ``wait_at_exit`` (a snapshot being written), which it
+finishes first.  While it runs a job, a worker carries the job's name (what
+a stack dump or a profiler shows).
 """
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 
@@ -30,6 +33,7 @@ class Job:
         self._call = (fn, args, kwargs)
         self._done = threading.Event()
         self._value = self._error = None
+        self._done_callbacks = []
 
     def _run(self):
         fn, args, kwargs = self._call
@@ -40,6 +44,8 @@ class Job:
             self._error = exc
         finally:
             self._done.set()
+            for callback in self._done_callbacks:
+                callback(self)
 
     def is_alive(self):
         """Is the job queued or running?"""
@@ -105,11 +111,34 @@ class _Pool:
 
 
 _POOL = _Pool()
+#: The jobs a process that ends waits for (submitted with ``wait_at_exit``).
+_AT_EXIT: set = set()
+_AT_EXIT_LOCK = threading.Lock()
 
 
-def submit(fn, *args, name="bubbleflow-job", **kwargs):
-    """Run ``fn(*args, **kwargs)`` on a worker; its :class:`Job`."""
-    return _POOL.submit(Job(fn, args, kwargs, name))
+def submit(fn, *args, name="bubbleflow-job", wait_at_exit=False, **kwargs):
+    """Run ``fn(*args, **kwargs)`` on a worker; its :class:`Job`.  With
+    ``wait_at_exit`` a process that ends waits for the job first (the
+    workers run on while the interpreter's exit handlers do)."""
+    job = Job(fn, args, kwargs, name)
+    if wait_at_exit:
+        with _AT_EXIT_LOCK:
+            _AT_EXIT.add(job)
+        job._done_callbacks.append(_forget)
+    return _POOL.submit(job)
+
+
+def _forget(job):
+    with _AT_EXIT_LOCK:
+        _AT_EXIT.discard(job)
+
+
+@atexit.register
+def _finish_at_exit():
+    with _AT_EXIT_LOCK:
+        pending = list(_AT_EXIT)
+    for job in pending:
+        job.join()
 
 
 def worker_names():

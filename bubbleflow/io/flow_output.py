@@ -376,7 +376,9 @@ class FlowWriter:
         if not self.background:
             self._run(job)
             return
-        self._pending = (workers.submit(self._write, job, name="bubbleflow-writer"), job)
+        # A process that ends (a second Ctrl-C) first finishes the file in flight.
+        self._pending = (workers.submit(self._write, job, name="bubbleflow-writer",
+                                        wait_at_exit=True), job)
 
     def wait(self, raise_error=True):
         """Wait until the snapshot in flight (if any) is written and committed.

@@ -54,3 +54,25 @@ def test_workers_outlive_their_jobs_and_are_reused():
         workers.submit(name).result(10)
     assert len(workers.worker_names()) == count
     assert all(t.is_alive() and t.daemon for t in seen)
+
+
+def test_a_process_that_ends_finishes_the_jobs_it_waits_for(tmp_path):
+    """A job submitted with ``wait_at_exit`` is finished before the process
+    ends; the others are left to the daemon workers' fate."""
+    import subprocess
+    import sys
+
+    script = (
+        "import pathlib, sys, time\n"
+        "from bubbleflow.compute import workers\n"
+        "def late(path, seconds):\n"
+        "    time.sleep(seconds)\n"
+        "    pathlib.Path(path).write_text('done')\n"
+        "workers.submit(late, sys.argv[1], 0.5, wait_at_exit=True)\n"
+        "workers.submit(late, sys.argv[2], 5.0)\n")
+    kept, dropped = tmp_path / "kept", tmp_path / "dropped"
+    done = subprocess.run([sys.executable, "-c", script, str(kept), str(dropped)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert kept.read_text() == "done"
+    assert not dropped.exists()
