@@ -71,17 +71,20 @@ class BubbleSampling:
         layers = int(regions.layer.sum())
         self.last = (len(regions.layer) - layers, layers, state.time)
 
-    def gas_text(self):
+    def gas_text(self, time=None):
         """``6 bubbles + gas layer at t = 0.1 s``: the regions of the last
         sample where the gas was more than one region (what the whole gas
-        phase's diagnostics then stand for); None otherwise."""
+        phase's diagnostics then stand for); None otherwise.  Where that
+        sample is not at ``time`` (the state's), the text says it is the
+        last sample's."""
         if self.last is None or sum(self.last[:2]) < 2:
             return None
-        bubbles, layers, time = self.last
+        bubbles, layers, when = self.last
         parts = [f"{bubbles} bubble{'s' if bubbles != 1 else ''}"] if bubbles else []
         if layers:
             parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
-        return f"{' + '.join(parts)} at t = {time:g} s"
+        last = "" if time is None or when == time else ", the last tracking sample"
+        return f"{' + '.join(parts)} at t = {when:g} s{last}"
 
     def state(self):
         """The tracker's state to store with a snapshot (host arrays); None

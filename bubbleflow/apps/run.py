@@ -442,7 +442,7 @@ def _run_flow(case, backend, quiet, path, out, restart, progress, stop, comm, hi
     if status == "stopped":
         return _say_stopped(case.name, quiet, loud, stop, state, hint, gas_line)
     _say_summary(quiet, state, wall, iters, worst, path, rep if failures == 0 and gas else None,
-                 bubbles.gas_text())
+                 bubbles.gas_text(state.time))
     _say_gas_volume(quiet, gas_line)
     return 1 if failures else 0
 

@@ -17,6 +17,7 @@ from matplotlib.text import Text
 from bubbleflow.apps.cli import build_parser, main, restart_command
 from bubbleflow.apps.plots import run_figures
 from bubbleflow.apps.run import restart_hint
+from bubbleflow.flow.bubble_tracking import sample_interval
 from bubbleflow.io.flow_output import GAS_VOLUME_TOLERANCE
 from helpers.cli import ROOT, run_interrupted
 
@@ -87,18 +88,28 @@ def test_the_final_line_gives_each_quantity_its_unit(tmp_path, backend, capsys):
 def test_the_final_line_of_several_gas_regions_names_the_whole_gas_phase(tmp_path, backend,
                                                                          capsys):
     """Six bubbles under a free surface: the final quantities are the whole
-    gas phase's, and the line says which regions they stand for (the last
-    sample's)."""
+    gas phase's, and the line says which regions they stand for: the last
+    tracking sample's, which says so where it is not the last step."""
     column = os.path.join(ROOT, "cases", "bubbly_column_flow.yaml")
-    assert main(["run", column, "--backend", backend.name, "-o", str(tmp_path),
-                 "--no-progress", "--set", "grid.nx=32", "--set", "grid.ny=64",
-                 "--set", "time.end=0.004"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    final = [line for line in out if line.startswith("final")]
-    assert len(final) == 1, out
-    head, _, rest = final[0].partition("): ")
-    assert head.startswith("final, the whole gas phase (6 bubbles + gas layer at t = 0.004")
-    assert rest.startswith("area ") and "circularity" in rest
+
+    def final_head(folder, *extra):
+        assert main(["run", column, "--backend", backend.name, "-o", str(folder),
+                     "--no-progress", "--set", "grid.nx=32", "--set", "grid.ny=64",
+                     "--set", "time.end=0.004", *extra]) == 0
+        out = capsys.readouterr().out.splitlines()
+        final = [line for line in out if line.startswith("final")]
+        assert len(final) == 1, out
+        head, _, rest = final[0].partition("): ")
+        assert head.startswith("final, the whole gas phase (6 bubbles + gas layer at t = ")
+        assert rest.startswith("area ") and "circularity" in rest
+        with h5py.File(folder / "bubbly_column_flow.h5", "r") as fh:
+            return head, int(fh["diagnostics/step"][-1])
+
+    head, steps = final_head(tmp_path / "auto")
+    at_end = steps % sample_interval("auto", backend) == 0
+    assert head.endswith("at t = 0.004 s" if at_end else ", the last tracking sample"), head
+    head, _ = final_head(tmp_path / "first", "--set", f"output.bubbles_every={steps + 1}")
+    assert head.endswith("at t = 0 s, the last tracking sample"), head
 
 
 def test_a_restart_counts_the_change_from_the_first_state(tmp_path):
