@@ -79,13 +79,13 @@ class _Pool:
 
     def submit(self, job):
         with self._lock:
-            self._queued += 1
-            if self._queued > self._idle:
+            if self._queued + 1 > self._idle:
                 thread = threading.Thread(target=self._work, daemon=True,
                                           name=f"bubbleflow-worker-{len(self._threads)}")
+                thread.start()          # (a refused start leaves the counts as they were)
                 self._threads.append(thread)
                 self._idle += 1
-                thread.start()
+            self._queued += 1
             self._queue.put(job)
         return job
 

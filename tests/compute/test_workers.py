@@ -76,3 +76,27 @@ def test_a_process_that_ends_finishes_the_jobs_it_waits_for(tmp_path):
     assert done.returncode == 0, done.stderr
     assert kept.read_text() == "done"
     assert not dropped.exists()
+
+
+def test_a_worker_that_cannot_start_leaves_the_pool_usable(monkeypatch):
+    """A refused thread start raises in the caller, and the next job still
+    gets a worker (the pool does not count the one that never ran)."""
+    pool = workers._Pool()
+    real = threading.Thread.start
+    refused = []
+
+    def start(self):
+        if not refused:
+            refused.append(self)
+            raise RuntimeError("can't start new thread")
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        pool.submit(workers.Job(int, ("1",), {}, "bubbleflow-refused"))
+    assert pool.names() == []
+    job = pool.submit(workers.Job(int, ("2",), {}, "bubbleflow-second"))
+    assert job.result(10) == 2
+    for _ in range(3):          # one at a time: the one worker takes each
+        assert pool.submit(workers.Job(int, ("3",), {}, "bubbleflow-next")).result(10) == 3
+    assert len(pool.names()) == 1
