@@ -125,7 +125,11 @@ def submit(fn, *args, name="bubbleflow-job", wait_at_exit=False, **kwargs):
         with _AT_EXIT_LOCK:
             _AT_EXIT.add(job)
         job._done_callbacks.append(_forget)
-    return _POOL.submit(job)
+    try:
+        return _POOL.submit(job)
+    except BaseException:
+        _forget(job)            # it never runs: nothing to wait for at exit
+        raise
 
 
 def _forget(job):

@@ -95,6 +95,13 @@ def test_a_worker_that_cannot_start_leaves_the_pool_usable(monkeypatch):
     with pytest.raises(RuntimeError, match="can't start new thread"):
         pool.submit(workers.Job(int, ("1",), {}, "bubbleflow-refused"))
     assert pool.names() == []
+    # A job the process would wait for at exit is not waited for when it
+    # never ran.
+    monkeypatch.setattr(workers, "_POOL", pool)
+    refused.clear()
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        workers.submit(int, "1", wait_at_exit=True)
+    assert not workers._AT_EXIT
     job = pool.submit(workers.Job(int, ("2",), {}, "bubbleflow-second"))
     assert job.result(10) == 2
     for _ in range(3):          # one at a time: the one worker takes each
