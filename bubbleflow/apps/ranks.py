@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 
 import numpy as np
 
 from ..io.compression import Compression
 from ..linalg.registry import DEFLATIONS, PRECONDITIONERS, on_slabs
 
-__all__ = ["run_case_ranks"]
+__all__ = ["run_case_ranks", "ABORT_GRACE"]
+
+#: Seconds a failing rank waits between writing its report and ending every
+#: rank: MPI's abort also ends the launcher's forwarding of what the ranks
+#: wrote, and a report still on its way would be lost.
+ABORT_GRACE = 0.5
 
 
 def _refusal(case, backend, restart, ranks):
@@ -114,16 +120,15 @@ def run_case_ranks(case, backend, comm, quiet=False, outdir=None, restart=None,
 
             refused = write_failure_line(exc) if isinstance(exc, Exception) else None
             if isinstance(exc, KeyboardInterrupt):     # (a second Ctrl-C: no traceback)
-                print(f"error: rank {comm.rank} of {comm.size} interrupted; ending every rank",
-                      file=sys.stderr, flush=True)
+                report = f"error: rank {comm.rank} of {comm.size} interrupted; ending every rank\n"
             elif refused is not None:                  # the storage's refusal: one line
-                print(f"error: {case.name}: {refused}; ending every rank", file=sys.stderr,
-                      flush=True)
+                report = f"error: {case.name}: {refused}; ending every rank\n"
             else:
-                print(f"error: rank {comm.rank} of {comm.size} failed; ending every rank",
-                      file=sys.stderr, flush=True)
-                traceback.print_exc()
+                report = (f"error: rank {comm.rank} of {comm.size} failed; ending every rank\n"
+                          + traceback.format_exc())
+            sys.stderr.write(report)
             sys.stderr.flush()
+            time.sleep(ABORT_GRACE)
             comm.abort(1)
             if refused is not None:
                 return 1        # said in its line (MPI's abort can return before the end)
