@@ -8,8 +8,9 @@ diameters at the last sample, those of the first sample outlined).  A
 swarm (more than :data:`SWARM` bubbles at one sample) adds the void
 fraction profile (the bubbles' gas fraction averaged over horizontal
 planes, from the last snapshot's volume fraction ``c``, or from ``phi <
-0`` for the level set alone; a gas layer above a free surface left out), the mean rise velocity against time (with the bubbles'
-spread) and the number of bubbles against time.
+0`` for the level set alone; a gas layer above a free surface left out), the mean
+rise velocity against time (with the bubbles' spread, and the bubbles' gas
+weighted by size) and the number of bubbles against time.
 
 Unlike the benchmark figure (:mod:`.plots_flow`), whose quantities are
 those of the whole gas phase, every curve here is one bubble's.
@@ -20,7 +21,8 @@ import numpy as np
 
 from .plots_figure import no_data_note, run_figure
 
-__all__ = ["bubbles_figure", "bubble_table", "void_profile", "SWARM", "LEGEND_MOST"]
+__all__ = ["bubbles_figure", "bubble_table", "gas_weighted_rise", "void_profile", "SWARM",
+           "LEGEND_MOST"]
 
 #: More bubbles than this at one sample make a swarm: its panels are added.
 SWARM = 5
@@ -230,12 +232,28 @@ def _per_sample(table, values):
     return table["time"][first], mean, spread, counts
 
 
+def gas_weighted_rise(table, up):
+    """``(times, velocity)``: each sample's rise velocity of the bubbles'
+    gas, each bubble's weighted by its size (``volume``, or ``area`` in
+    2-D): where a swarm's gas goes, which its many small pieces do not
+    sway as they sway the mean over the bubbles."""
+    size = table["volume"] if "volume" in table else table["area"]
+    steps, first = np.unique(table["step"], return_index=True)
+    at = np.searchsorted(steps, table["step"])
+    moved = np.bincount(at, weights=size * table["velocity_" + up], minlength=steps.size)
+    gas = np.bincount(at, weights=size, minlength=steps.size)
+    return table["time"][first], moved / np.where(gas > 0, gas, np.nan)
+
+
 def _mean_rise(ax, run, table):
     _, up, _ = _vertical(run)
     t, mean, spread, _ = _per_sample(table, table["velocity_" + up])
     ax.fill_between(t, mean - spread, mean + spread, color="C1", alpha=0.25,
                     label="one standard deviation")
     ax.plot(t, mean, "-", color="C1", lw=1.6, label="mean over the bubbles")
+    if "volume" in table or "area" in table:
+        t, weighted = gas_weighted_rise(table, up)
+        ax.plot(t, weighted, "--", color="C4", lw=1.4, label="the bubbles' gas (size-weighted)")
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xlabel("time t (s)")
     ax.set_ylabel("rise velocity (m/s)")
