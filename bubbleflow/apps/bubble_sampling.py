@@ -19,7 +19,7 @@ snapshot interval), so that its tables are the uninterrupted run's.
 """
 from __future__ import annotations
 
-__all__ = ["BubbleSampling"]
+__all__ = ["BubbleSampling", "gas_regions_text"]
 
 
 class BubbleSampling:
@@ -80,13 +80,19 @@ class BubbleSampling:
         if self.last is None or sum(self.last[:2]) < 2:
             return None
         bubbles, layers, when = self.last
-        parts = [f"{bubbles} bubble{'s' if bubbles != 1 else ''}"] if bubbles else []
-        if layers:
-            parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
         last = "" if time is None or when == time else ", the last tracking sample"
-        return f"{' + '.join(parts)} at t = {when:g} s{last}"
+        return f"{gas_regions_text(bubbles, layers)} at t = {when:g} s{last}"
 
     def state(self):
         """The tracker's state to store with a snapshot (host arrays); None
         without tracking or off rank 0."""
         return None if self.tracker is None else self.tracker.state()
+
+
+def gas_regions_text(bubbles, layers):
+    """``6 bubbles + gas layer``: what ``bubbles`` bubbles and ``layers`` gas
+    layers are in words (``no gas`` for none)."""
+    parts = [f"{bubbles} bubble{'s' if bubbles != 1 else ''}"] if bubbles else []
+    if layers:
+        parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
+    return " + ".join(parts) if parts else "no gas"

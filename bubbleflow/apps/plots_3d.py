@@ -177,7 +177,7 @@ def benchmark_figure(run, run_figure):
     several regions or lies under a free surface (as in 2-D,
     :func:`.plots_flow.benchmark_figure`)."""
     from .plots_figure import mark_gas_volume
-    from .plots_flow import gas_phase
+    from .plots_flow import gas_phase, whole_gas_title
     from .validation_3d import load_reference
 
     d = run["diagnostics"]
@@ -220,9 +220,8 @@ def benchmark_figure(run, run_figure):
             title += (" vs the codes of Adelsberger et al. (2014), test case 1 (markers: their"
                       " extremes)")
     else:
-        title = (f"{run['name']}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
-                 "means over all the gas; sphericity: total gas volume against total interface "
-                 "area" + (" (free surface included)" if gas["layer"] else ""))
+        title = whole_gas_title(run["name"], gas,
+                                "sphericity: total gas volume against total interface area")
     body.suptitle(title, fontsize=11)
     mark_gas_volume(body, run)
     return fig

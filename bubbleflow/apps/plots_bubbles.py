@@ -221,15 +221,22 @@ def _void_fraction(ax, run):
     ax.grid(True, alpha=0.35)
 
 
+def _samples(table):
+    """``(times, sum)``: each sample's time and ``sum(values)``, a function
+    that sums ``values`` (one a row) over each sample's bubbles."""
+    steps, first = np.unique(table["step"], return_index=True)
+    at = np.searchsorted(steps, table["step"])
+    return table["time"][first], lambda values: np.bincount(at, weights=values,
+                                                            minlength=steps.size)
+
+
 def _per_sample(table, values):
     """``(times, means, spreads, counts)`` of ``values`` over the bubbles of each sample."""
-    steps, first, counts = np.unique(table["step"], return_index=True, return_counts=True)
-    at = np.searchsorted(steps, table["step"])
-    sums = np.bincount(at, weights=values, minlength=steps.size)
-    squares = np.bincount(at, weights=values * values, minlength=steps.size)
-    mean = sums / counts
-    spread = np.sqrt(np.maximum(squares / counts - mean * mean, 0.0))
-    return table["time"][first], mean, spread, counts
+    times, total = _samples(table)
+    counts = total(np.ones(len(values)))
+    mean = total(values) / counts
+    spread = np.sqrt(np.maximum(total(values * values) / counts - mean * mean, 0.0))
+    return times, mean, spread, counts.astype(np.int64)
 
 
 def gas_weighted_rise(table, up):
@@ -238,11 +245,9 @@ def gas_weighted_rise(table, up):
     2-D): where a swarm's gas goes, which its many small pieces do not
     sway as they sway the mean over the bubbles."""
     size = table["volume"] if "volume" in table else table["area"]
-    steps, first = np.unique(table["step"], return_index=True)
-    at = np.searchsorted(steps, table["step"])
-    moved = np.bincount(at, weights=size * table["velocity_" + up], minlength=steps.size)
-    gas = np.bincount(at, weights=size, minlength=steps.size)
-    return table["time"][first], moved / np.where(gas > 0, gas, np.nan)
+    times, total = _samples(table)
+    gas = total(size)
+    return times, total(size * table["velocity_" + up]) / np.where(gas > 0, gas, np.nan)
 
 
 def _mean_rise(ax, run, table):

@@ -13,9 +13,11 @@ import numpy as np
 
 from .plots_figure import (BANNER_COLOUR, grid_text, mark_gas_volume, no_data_note, run_figure,
                            solver_text, spans_decades)
+from .bubble_sampling import gas_regions_text
 from .validation import nested as _nested
 
-__all__ = ["gas_components", "gas_phase", "hysing_case", "is_hysing_case1", "benchmark_figure",
+__all__ = ["gas_components", "gas_phase", "hysing_case", "is_hysing_case1", "whole_gas_title",
+           "benchmark_figure",
            "iterations_figure", "missing_quantities", "BENCHMARK_QUANTITIES"]
 
 
@@ -33,15 +35,6 @@ def gas_components(phi):
     labels, n = ndimage.label(gas)
     top = set(np.unique(labels[-1])) - {0}
     return n - len(top), len(top)
-
-
-def _gas_phase_text(bubbles, layers):
-    parts = []
-    if bubbles:
-        parts.append(f"{bubbles} bubble{'s' if bubbles != 1 else ''}")
-    if layers:
-        parts.append("gas layer" if layers == 1 else f"{layers} gas layers")
-    return " + ".join(parts) if parts else "no gas"
 
 
 def _close(a, b, rel=1e-6):
@@ -194,14 +187,22 @@ def benchmark_figure(run):
         title = (f"{run['name']}: no benchmark quantity to draw ({gas['text']})\n"
                  "rise velocity, circularity and centroid are those of the gas")
     else:
-        title = (f"{run['name']}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
-                 "means over all the gas; circularity: total gas area against total interface "
-                 "length" + (" (free surface included)" if gas["layer"] else "") + "\n"
+        title = (whole_gas_title(run["name"], gas, "circularity: total gas area against total "
+                                 "interface length") + "\n"
                  + (f"{versus[1:]}: the groups agree up to the skirt's break-up" if hysing else
                     "no reference curves: Hysing et al. (2009) is one bubble"))
     body.suptitle(title, fontsize=11)
     mark_gas_volume(body, run)
     return fig
+
+
+def whole_gas_title(name, gas, shape_words):
+    """The two title lines of a benchmark figure of the whole gas phase
+    (``gas``: :func:`gas_phase`; ``shape_words``: how its shape factor is
+    taken), in 2-D and 3-D alike."""
+    return (f"{name}: WHOLE GAS PHASE ({gas['text']}), NOT ONE BUBBLE\n"
+            f"means over all the gas; {shape_words}"
+            + (" (free surface included)" if gas["layer"] else ""))
 
 
 #: The diagnostics the benchmark figure of a 2-D flow draws.
@@ -248,9 +249,9 @@ def gas_phase(run):
         first = gas_components(f.get("phi_first", f["phi"]))
         last = gas_components(f["phi"])
         t0, t1 = f.get("time_first"), f.get("time")
-        text = _gas_phase_text(*first) + (f" at t = {t0:.3g} s" if t0 is not None else "")
+        text = gas_regions_text(*first) + (f" at t = {t0:.3g} s" if t0 is not None else "")
         if f.get("snapshots", 1) > 1 and last != first:
-            text += "; " + _gas_phase_text(*last) + (f" at t = {t1:.3g} s" if t1 is not None else "")
+            text += "; " + gas_regions_text(*last) + (f" at t = {t1:.3g} s" if t1 is not None else "")
         single = first == (1, 0) and last in ((1, 0), (0, 0)) and not surface and not many
         layer = surface or first[1] > 0 or last[1] > 0
     else:

@@ -82,19 +82,17 @@ def level_kernel(dtype, io_dtype, degree, kernel_name, tile=None):
     return cuda.function(head + cuda.source(__name__, source), kernel_name, options=_OPTIONS)
 
 
-def _shared_bytes(dtype, degree, ndim=2):
-    """Shared memory of a tile kernel: in 2-D seven arrays over the region;
-    in 3-D (Mg3Shared) the ring of coupling planes (two arrays of a power
-    of two of at least degree + 1 planes), two planes per stage but the last
-    and two residual planes over the widened xy tile."""
+def _shared_bytes_3d(dtype, degree):
+    """Shared memory of a 3-D tile kernel (Mg3Shared): the ring of coupling
+    planes (two arrays of a power of two of at least degree + 1 planes), two
+    planes per stage but the last and two residual planes over the widened
+    xy tile.  (A 2-D kernel's, the rows its warps share, is a few KiB at
+    any degree: its registers bound the degree, :data:`_MAX_DEGREE_2D`.)"""
     item = np.dtype(dtype).itemsize
-    if ndim == 3:
-        tx, ty = _TILE_3D
-        slots = 2 if degree < 2 else (4 if degree < 4 else 8)      # MG3_SLOTS
-        planes = 2 * slots + 2 * degree + 2
-        return planes * (tx + 2 * degree) * (ty + 2 * degree) * item
-    # The rows each warp shares (two buffers) and the down kernel's residuals.
-    return (2 * _WARPS * 2 * 32 + _WARPS * _ROWS * 32) * item
+    tx, ty = _TILE_3D
+    slots = 2 if degree < 2 else (4 if degree < 4 else 8)      # MG3_SLOTS
+    planes = 2 * slots + 2 * degree + 2
+    return planes * (tx + 2 * degree) * (ty + 2 * degree) * item
 
 
 def _tile_2d(degree):
@@ -134,8 +132,9 @@ def covered(couplings, arrays, degree):
     dtype = str(getattr(arrays[0], "dtype", ""))
     ndim = getattr(arrays[0], "ndim", 0)
     ok = (dtype in cuda.CTYPE and ndim in (2, 3) and len(couplings) == ndim
-          and int(degree) >= 1 and _shared_bytes(dtype, int(degree), ndim) <= _SHARED_LIMIT
-          and (ndim == 3 or int(degree) <= _MAX_DEGREE_2D.get(dtype, 0))
+          and int(degree) >= 1
+          and (_shared_bytes_3d(dtype, int(degree)) <= _SHARED_LIMIT if ndim == 3
+               else int(degree) <= _MAX_DEGREE_2D.get(dtype, 0))
           and all(str(getattr(a, "dtype", "")) == dtype and getattr(a, "ndim", 0) == ndim
                   for a in (*couplings, *arrays)))
     if not ok:
