@@ -4,7 +4,8 @@ The flow solvers take the smallest of them every step (with the fluid's
 speed and largest kinematic viscosity of the step); the case checks take
 them at t = 0, the fluid at rest (:func:`initial_dt_limits`), to resolve
 ``momentum.viscosity: auto`` and to check ``time`` and ``output.interval``.
-Host floats only: reading a case needs no numerics.
+:func:`landing_step` shortens a step to land on the run's end and on its
+snapshot times.  Host floats only: reading a case needs no numerics.
 """
 from __future__ import annotations
 
@@ -181,3 +182,15 @@ def check_time(case, ctx):
                      f"{step / iv:.3g} times shorter than the stable step {step:.3g} s at t = 0",
                      f"an interval >= {MIN_INTERVAL_FRACTION:g} * step = "
                      f"{MIN_INTERVAL_FRACTION * step:.3g}", value=iv)
+
+
+def landing_step(time, dt, end, interval):
+    """``dt`` shortened to land exactly on ``end`` and on the next multiple
+    of the snapshot ``interval`` (None: no snapshots) after ``time``."""
+    if time + dt > end - 1e-12 * end:
+        dt = end - time
+    if interval is not None:
+        k = math.floor(time / interval + 1e-9) + 1
+        if time + dt > k * interval - 1e-12 * end:
+            dt = k * interval - time
+    return dt

@@ -40,25 +40,25 @@ layer (no-slip mirrors with a sign change, free-slip mirrors).
 """
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..case.time_step import step_limits, viscosity_scheme
+from ..case.time_step import landing_step, step_limits, viscosity_scheme
 from ..compute.backend import SideWork
 from ..compute.held_capture import keyed_replays
 from ..mesh.grid import Grid, interior_face_heights
 from ..mesh.levelset import build_levelset, geometry_circles
-from . import (bubble_measures, clsvof_transport, interface_force, levelset, momentum, viscosity,
-               vof_diagnostics, vof_fraction, vof_redistance)
+from . import (clsvof_transport, interface_force, levelset, momentum, viscosity, vof_fraction,
+               vof_redistance)
 from .bounds import FlowBounds
 from .partition import RankSlabs, WholeGrid, slab_alignment
 from .reach import (ADVECT_WINDOW, CLSVOF_BAND, CLSVOF_CURVATURE_PASSES, CLSVOF_WINDOW,
                     MAX_SHORTENED_STEPS, TRANSPORT_CFL, WINDOW, momentum_window, rank_refusal,
                     thickest_window)
 from .phase_clock import PhaseClock
-from .state import FlowState
+from .state import FlowState, StepReport
+from .state_measures import StateMeasures
 from .viscous_plan import ViscousPlan
 
 __all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step",
@@ -69,23 +69,6 @@ __all__ = ["FlowState", "FlowSolver", "StepReport", "PhaseClock", "landing_step"
 #: The case's wall names per grid axis, low side first.
 WALL_NAMES = {2: (("left", "right"), ("bottom", "top")),
               3: (("left", "right"), ("front", "back"), ("bottom", "top"))}
-
-
-@dataclass
-class StepReport:
-    """What one time step did (host scalars, the whole grid's)."""
-
-    step: int
-    time: float
-    dt: float
-    record: object          # SolveRecord of the pressure solve
-    setup_seconds: float    # operator + preconditioner + deflation for this interface
-    #                         (also in ``record.setup_seconds``, with the solve's own)
-    divergence: float       # ||div u|| / ||div u*||
-    diagnostics: dict
-    phases: dict = None     # seconds per phase, when the solver's phase clock is on
-    bounds: dict = None     # the state's figures against its physical bounds (.bounds)
-    shortened: int = 0      # times the step was done again, shorter (TRANSPORT_CFL)
 
 
 #: The largest slab (cells of a rank, or of the grid) whose momentum phase
@@ -101,18 +84,6 @@ REPLAYED_STEP_CELLS = 1 << 20
 #: of the step's one a sweep order, for the step's length and the one
 #: before it.
 REPLAYED_KEYS = 12
-
-
-def landing_step(time, dt, end, interval):
-    """``dt`` shortened to land exactly on ``end`` and on the next multiple
-    of the snapshot ``interval`` (None: no snapshots) after ``time``."""
-    if time + dt > end - 1e-12 * end:
-        dt = end - time
-    if interval is not None:
-        k = math.floor(time / interval + 1e-9) + 1
-        if time + dt > k * interval - 1e-12 * end:
-            dt = k * interval - time
-    return dt
 
 
 class FlowSolver:
@@ -165,6 +136,7 @@ class FlowSolver:
         self._next = None
         self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
         self.partition = self._partition(comm)
+        self.measures = StateMeasures(backend, self.spacing, self.eps, self.partition.padding)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
         # The parts of a step replayed from CUDA graphs (_replayed: the
         # momentum phase, _end_of_step): on a GPU, where the ranks' calls
@@ -184,6 +156,11 @@ class FlowSolver:
         #: fewer) where a wait costs more than the end's fields kept alive
         #: meanwhile: on a device, where the step is launch-bound.
         self.check_ahead = backend.on_device and small
+        #: With :attr:`check_ahead`, also queue the correction and the end of
+        #: the step on the pressure solver's candidate answer while its check
+        #: is read (the host's launches overlap the device's iterations),
+        #: where the step's parts are replayed.
+        self.queue_behind_solve = self.check_ahead and self._replays is not None
         #: Ends queued ahead of their check and then done again (the check
         #: or the viscous solves planned ahead failed).
         self.ends_redone = 0
@@ -446,16 +423,29 @@ class FlowSolver:
             self._pressure, A, self.partition.solver_phi(A, phi, self.width), self.case, check)
         return self._pressure
 
-    def solve_pressure(self, solver, A, b, p_old):
-        """``A p = b`` as an increment on the previous pressure: ``A d = b -
-        A p_old``, ``p = p_old + d``, stopped where ``||b - A p|| <= rtol
-        ||b||`` as a direct solve would be.  The solver's checks then see the
-        small increment, not the whole pressure, whose rounding (``eps |p|``
-        times the gas cells' large coefficients) would floor the attainable
-        residual.  The record's relative figures are against ``||b||``."""
+    def solve_pressure(self, solver, A, b, p_old, behind=None):
+        """``(p, record, queued)``: ``A p = b`` as an increment on the
+        previous pressure: ``A d = b - A p_old``, ``p = p_old + d``, stopped
+        where ``||b - A p|| <= rtol ||b||`` as a direct solve would be.  The
+        solver's checks then see the small increment, not the whole
+        pressure, whose rounding (``eps |p|`` times the gas cells' large
+        coefficients) would floor the attainable residual.  The record's
+        relative figures are against ``||b||``.  ``behind(p)`` queues work on
+        a candidate pressure while the solver's check of it is read
+        (:meth:`.PressureSolver.solve`); ``queued`` is what it returned for
+        the pressure accepted, else None."""
         r = b - A.matvec(p_old.ravel()).reshape(b.shape)
-        d, record = solver.solve(r, reference=b)
-        return p_old + d, record
+
+        def candidate(d):
+            p = p_old + d
+            return p, behind(p)
+
+        d, record = solver.solve(r, reference=b, behind=None if behind is None else candidate)
+        accepted = solver.accepted_behind if behind is not None else None
+        if accepted is not None:
+            p, queued = accepted
+            return p, record, queued
+        return p_old + d, record, None
 
     def total_pressure(self, p, rho):
         """The pressure with its hydrostatic part: ``p`` itself, or with
@@ -502,11 +492,15 @@ class FlowSolver:
             solver = self.pressure_solver(A, phi_w, check=not part.overlap_setup)
         clock.mark("pressure set-up")
         fields = (phi_w, H, rho, mu, rho_faces)
-        velocity, p, record, norms = self._project(state, dt, fields, A, solver, setup)
+        ahead = self.check_ahead and self.case.time.dt is None
+        behind = (functools.partial(self._queue_checked_end, state, dt)
+                  if ahead and self.queue_behind_solve and not clock.enabled else None)
+        velocity, p, record, norms, queued = self._project(state, dt, fields, A, solver, setup,
+                                                           behind)
         step, redone = state.step + 1, 0
         ended = None
-        if self.check_ahead and self.case.time.dt is None:
-            ended = self._end_checked(state, velocity, p, dt, norms)
+        if ahead:
+            ended = self._end_checked(state, velocity, p, dt, norms, queued)
         if ended is None:
             velocity, p, record, norms, dt, redone, bounded = self._checked_projection(
                 state, velocity, p, record, norms, dt, fields, A, solver)
@@ -538,23 +532,32 @@ class FlowSolver:
             if shorter is None:
                 break
             dt, redone = shorter, redone + 1
-            velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
+            velocity, p, record, norms, _ = self._project(state, dt, fields, A, solver, None)
         if self.viscous_plan.fell_short(self.backend):
             # The viscous steps planned ahead left a solve above its
             # tolerance: the step again, its steps planned from its start
             # (the velocity within the solves' tolerance of the one checked).
-            velocity, p, record, norms = self._project(state, dt, fields, A, solver, None)
+            velocity, p, record, norms, _ = self._project(state, dt, fields, A, solver, None)
         return velocity, p, record, norms, dt, redone, bounded
 
-    def _end_checked(self, state, velocity, p, dt, norms):
-        """:meth:`_end` of a step whose transport check (and the report of
-        the viscous solves planned ahead) is read with its figures, the end
-        queued as for a velocity that passes it; None where it does not
-        pass, or the viscous solves fell short (nothing of the end kept)."""
+    def _queue_checked_end(self, state, dt, velocity, p):
+        """The launches of :meth:`_end_checked` (:meth:`_queue_end`), with
+        the transport check and the viscous solves' report among the
+        arrays to read."""
         checks = [self._device_transport_scalars(state, velocity)]
         if self.viscous_plan.pending is not None:
             checks.append(self.viscous_plan.pending)
-        ended = self._end(state, velocity, p, dt, norms, True, checks)
+        return self._queue_end(state, velocity, p, dt, True, checks)
+
+    def _end_checked(self, state, velocity, p, dt, norms, queued=None):
+        """:meth:`_end` of a step whose transport check (and the report of
+        the viscous solves planned ahead) is read with its figures, the end
+        queued as for a velocity that passes it (``queued``: by
+        :meth:`_queue_checked_end` already); None where it does not pass, or
+        the viscous solves fell short (nothing of the end kept)."""
+        if queued is None:
+            queued = self._queue_checked_end(state, dt, velocity, p)
+        ended = self._read_end(queued, norms)
         transport, *viscous = ended[-1]
         if viscous:
             self.viscous_plan.settle(viscous[0])
@@ -573,14 +576,25 @@ class FlowSolver:
         next step's start (its scalars this rank's, on the host) read in
         one transfer, with the device arrays ``checks`` (their host values
         last, where given)."""
+        return self._read_end(self._queue_end(state, velocity, p, dt, bounded, checks), norms)
+
+    def _queue_end(self, state, velocity, p, dt, bounded, checks):
+        """The launches of :meth:`_end`: ``(new, next_start, figures, sums,
+        checks)``, all on the device."""
         step = state.step + 1
         phi, c, next_start, figures, sums = self._end_of_step(state, velocity, dt, step, bounded)
         new = FlowState(phi=phi, velocity=velocity, p=p, time=state.time + dt, step=step, c=c)
         end = self.case.time.end
         if abs(new.time - end) <= 1e-12 * end:
             new.time = end
+        return new, next_start, figures, sums, checks
+
+    def _read_end(self, queued, norms):
+        """:meth:`_end`'s result from its launches ``queued``
+        (:meth:`_queue_end`) and the divergence ``norms``: one transfer."""
+        new, next_start, figures, sums, checks = queued
         # The next step's start is read with this one's figures (one transfer).
-        diagnostics, host_norms, (figures, scalars, *checked) = self._diagnostics(
+        diagnostics, host_norms, (figures, scalars, *checked) = self.measures.read(
             new, norms, [figures, next_start[2], *checks], sums)
         start = next_start[:2] + (scalars,)
         return (new, diagnostics, host_norms, figures, start) + ((checked,) if checks else ())
@@ -606,7 +620,7 @@ class FlowSolver:
                             step=step, c=c)
             return (phi, c, self._start_on_device(new),
                     self.bounds.device_figures(old_phi, old.velocity, phi, new_velocity, c, dt),
-                    self._measure_sums(new))
+                    self.measures.sums(new))
 
         return self._replayed(("end of step", dt, step % self.ndim, reinit, bounded), launches,
                               (state.phi, state.c, *state.velocity, *velocity))
@@ -642,11 +656,15 @@ class FlowSolver:
         self.clock.mark("finite check")
         return phi_w, props, scalars
 
-    def _project(self, state, dt, fields, A, solver, setup):
+    def _project(self, state, dt, fields, A, solver, setup, behind=None):
         """The momentum phase, the pressure solve and the correction of a
-        step of length ``dt``: ``(velocity, p, record, norms)`` (``norms``
-        the device array of ``[||div u*||, ||div u||]``).  ``setup``: the
-        pressure set-up's side work, joined before the solve (None: done)."""
+        step of length ``dt``: ``(velocity, p, record, norms, queued)``
+        (``norms`` the device array of ``[||div u*||, ||div u||]``).
+        ``setup``: the pressure set-up's side work, joined before the solve
+        (None: done).  ``behind(velocity, p)``: work queued on the
+        correction of a candidate pressure while the solver's check of it is
+        read; ``queued`` is what it returned for the pressure accepted, else
+        None."""
         clock, part, w = self.clock, self.partition, self.width
         phi_w, H, rho, mu, rho_faces = fields
         provisional_w = self.provisional_velocity(phi_w, self.widened_velocity(state.velocity, w),
@@ -656,20 +674,32 @@ class FlowSolver:
         clock.mark("momentum")
         if setup is not None:
             setup.join()
-        p, record = self.solve_pressure(solver, A, b, state.p)
+
+        def correct(p):
+            velocity_w, norms = momentum.correct_velocity(
+                provisional_w, part.widened(p, w), rho_faces, part.whole_only(div_star), dt,
+                self.spacing)
+            velocity = self.cropped_velocity(velocity_w, w)
+            return velocity, part.divergence_norms(norms, div_star, velocity, self.spacing)
+
+        def corrected_behind(p):
+            velocity, norms = correct(p)
+            return velocity, norms, behind(velocity, p)
+
+        p, record, queued = self.solve_pressure(solver, A, b, state.p,
+                                                None if behind is None else corrected_behind)
         if setup is not None:
             # The record's set-up: the solve's own and this step's (operator
             # and update, timed on their stream), in place of the update's
             # host time.
             record.setup_seconds += setup.seconds - solver.setup_seconds
         clock.mark("pressure solve")
-        velocity_w, norms = momentum.correct_velocity(
-            provisional_w, part.widened(p, w), rho_faces, part.whole_only(div_star), dt,
-            self.spacing)
-        velocity = self.cropped_velocity(velocity_w, w)
-        norms = part.divergence_norms(norms, div_star, velocity, self.spacing)
+        if queued is None:
+            velocity, norms = correct(p)
+        else:
+            velocity, norms, queued = queued
         clock.mark("correction")
-        return velocity, p, record, norms
+        return velocity, p, record, norms, queued
 
     def _transport_step(self, state, velocity, dt):
         """``(shorter, bounded)``: ``shorter`` None where the new
@@ -744,40 +774,11 @@ class FlowSolver:
         return phi, c
 
     # ------------------------------------------------------------ diagnostics
-    def _measure_sums(self, state):
-        """The device sums of :meth:`_diagnostics`' bubble quantities (a list)."""
-        padding = self.partition.padding
-        sums = [bubble_measures.bubble_sums(state.phi, state.velocity, self.spacing, self.eps,
-                                            padding=padding)]
-        if state.c is not None:
-            sums.append(vof_diagnostics.gas_sums(state.c, state.velocity, self.spacing,
-                                                 padding=padding))
-        return sums
-
-    def _diagnostics(self, state, norms=None, extra=(), sums=None):
-        """The bubble quantities of the state (with a volume fraction its
-        area or volume, centroid and rise velocity are the fraction's),
-        ``norms`` as host floats and the device arrays ``extra`` read on the
-        host with them (a list): one transfer.  ``sums``: the state's
-        :meth:`_measure_sums`, where they were taken already."""
-        sums = list(self._measure_sums(state) if sums is None else sums)
-        if norms is not None:
-            sums.append(norms)
-        sums.extend(extra)
-        # One wait for the device, no packing kernel (Backend.to_host_many).
-        host = self.backend.to_host_many(sums)
-        host, extra = host[:len(host) - len(extra)], host[len(host) - len(extra):]
-        d = bubble_measures.bubble_quantities(host[0], self.spacing)
-        if state.c is not None:
-            d.update(vof_diagnostics.gas_quantities(host[1], self.spacing))
-        rest = host[2 if state.c is not None else 1:]
-        return d, tuple(float(x) for x in (rest[0] if rest else ())), extra
-
     def diagnostics(self, state):
         """Benchmark quantities of the gas (host floats): Hysing et al.
         (2009) in 2-D, the sphere's in 3-D; with a volume fraction the area
         or volume, centroid and rise velocity are its."""
-        return self._diagnostics(state)[0]
+        return self.measures.read(state)[0]
 
     def regions(self, state):
         """The connected gas regions of the state

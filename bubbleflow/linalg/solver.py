@@ -289,6 +289,8 @@ class PressureSolver:
                                        if k in given}
         self.deflation_options = deflation_options(subdomains, stripes, cells_per_subdomain)
         self.M = self.device = None
+        #: What ``solve``'s ``behind`` returned for the answer it accepted.
+        self.accepted_behind = None
         self._unchecked = None          # the set-up's checks, when update left them to solve
         self.update(A, phi)
 
@@ -379,7 +381,7 @@ class PressureSolver:
                    preconditioner_options=options, grid=grid)
 
     def solve(self, b, x0=None, callback=None, progress=None, rtol=None, atol=None,
-              reference=None):
+              reference=None, behind=None):
         """Solve ``A x = b``; returns ``(x, SolveRecord)``.
 
         ``b`` may be flat or grid-shaped (on a rank's slab: the slab's
@@ -411,6 +413,13 @@ class PressureSolver:
             A vector of ``b``'s layout whose norm ``rtol`` and the record's
             relative figures are against instead of ``||b||`` (``b`` the
             right-hand side of an increment; :func:`.krylov.cg.solve`).
+        behind : callable, optional
+            ``behind(x)`` with each candidate answer (``b``'s shape) of a
+            device engine, queued before the host reads whether it is
+            accepted (:func:`.krylov.cg.solve`): work the caller queues on it
+            runs while the host waits.  What it returned for the answer
+            the solve accepted is :attr:`accepted_behind` afterwards (None
+            where no candidate was accepted: its work is to be dropped).
         """
         self._settle(wait=False)
         rtol = self.rtol if rtol is None else rtol
@@ -423,15 +432,22 @@ class PressureSolver:
         if x0 is not None and xp.asarray(x0).dtype != np.float64:
             x0 = xp.asarray(x0).astype(np.float64)
         M = None if self.preconditioner_name == "none" else self.M
+        self.accepted_behind, queued = None, []
         if self.precision == "float32":
             x, record = self._refine(b, x0, M, callback, progress, rtol, atol, reference)
         else:
+            def candidate(x):
+                queued[:] = [x, behind(x.reshape(shape))]
+
             x, record = krylov_solve(self.A, b, x0, rtol=rtol, atol=atol,
                                      maxiter=self.maxiter, M=M, callback=callback,
                                      deflation=self.deflation, variant=self.variant,
                                      check_every=self.check_every, method=self.method,
                                      select=self._select, progress=progress,
-                                     reference=reference)
+                                     reference=reference,
+                                     behind=None if behind is None else candidate)
+            if queued and queued[0] is x:
+                self.accepted_behind = queued[1]
         record.setup_seconds += self.setup_seconds
         if M is None:
             record.preconditioner = "none"

@@ -25,7 +25,8 @@ __all__ = ["solve"]
 
 def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
           deflation=None, variant="adef2", check_every=10, nullspace="auto", method="cg",
-          stagnation_restarts=1, select=None, progress=None, confirm=True, reference=None):
+          stagnation_restarts=1, select=None, progress=None, confirm=True, reference=None,
+          behind=None):
     """The loop behind :func:`~bubbleflow.cg` and :func:`~bubbleflow.dpcg` (their parameters), plus
 
     select : callable, optional
@@ -49,6 +50,15 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         increment, ``A d = b - A x_old``, held to a tolerance on the whole
         right-hand side ``b``.  Its norm comes in the start's one transfer;
         where it is zero, ``||b||`` serves.
+    behind : callable, optional
+        ``behind(x)`` with each candidate answer of a device engine, once its
+        check is queued behind a stretch of iterations and before the host
+        reads whether the check accepts it: the caller queues work on it
+        (launches alone, no host reads) that the device runs while the
+        host waits.  Where the check accepts the candidate, the solve
+        returns that very array (``x is candidate``); else the caller's
+        work is to be dropped.  The record's solve time then includes the
+        device time of that work.
     """
     rtol, atol, maxiter = check_tolerances(rtol, atol, maxiter, method)
     check_variant(variant)
@@ -74,7 +84,7 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         # (a device engine takes x and r into buffers of its own)
         x, r = engine.start(x, x0 is not None, in_place=device is None)
         state = KrylovState(x=x, r=r, hist=hist, bnorm=0.0, tol_rel=0.0)
-        checks = _TrueResiduals(system, engine, state, device)
+        checks = _TrueResiduals(system, engine, state, device, behind)
         if device is not None:
             # An engine that stops on the device at the tolerance usually ends a
             # stretch there: its check's true residual is queued behind the
@@ -87,17 +97,7 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         vectors = [b, r]
         if reference is not None:
             vectors.append(xp.asarray(reference, dtype=b.dtype).reshape(b.shape))
-        names, values = [], [engine.norms(*vectors)]
-        iterations.begin(state)
-        for name, value in (("mean", system.rhs_mean), ("broke", iterations.flag(state))):
-            if isinstance(value, float):
-                record.rhs_mean_removed = value      # already on the host
-            elif value is not None:
-                names.append(name)
-                values.append(value)
-        norms, *rest = backend.to_host_many(values)
-        first = dict(zip(("bnorm", "rn0", "reference"), (float(v) for v in norms)))
-        first.update(zip(names, (float(v) for v in rest)))
+        first = _first_figures(system, engine, iterations, state, record, vectors)
         bnorm, rn0 = first["bnorm"], first["rn0"]
         record.rhs_norm = bnorm
         if "mean" in first:
@@ -143,6 +143,26 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     return xf, record
 
 
+def _first_figures(system, engine, iterations, state, record, vectors):
+    """The start queued (``iterations.begin``), then in one transfer the
+    norms of ``vectors`` (``bnorm``, ``rn0``, ``reference``), the mean
+    removed from ``b`` (``mean``) and the start's breakdown flag
+    (``broke``), as a dict of host floats (a mean already on the host goes
+    into ``record`` at once)."""
+    names, values = [], [engine.norms(*vectors)]
+    iterations.begin(state)
+    for name, value in (("mean", system.rhs_mean), ("broke", iterations.flag(state))):
+        if isinstance(value, float):
+            record.rhs_mean_removed = value      # already on the host
+        elif value is not None:
+            names.append(name)
+            values.append(value)
+    norms, *rest = system.backend.to_host_many(values)
+    first = dict(zip(("bnorm", "rn0", "reference"), (float(v) for v in norms)))
+    first.update(zip(names, (float(v) for v in rest)))
+    return first
+
+
 class _TrueResiduals:
     """The true residuals of the iterates a solve checks: the solution an
     iterate stands for (gauged) and ``b - A x``, read with the history up
@@ -150,8 +170,9 @@ class _TrueResiduals:
     stretch of its iterations and read with their status (:meth:`queue`,
     ``state.ahead``), then taken by the check at that iteration."""
 
-    def __init__(self, system, engine, state, device):
+    def __init__(self, system, engine, state, device, behind=None):
         self.system, self.engine, self.state = system, engine, state
+        self.behind = behind
         # (A device engine iterates in buffers of its own, reused by its next
         # solve: the answer must not be one of them.)
         self.copied = device is not None
@@ -166,9 +187,13 @@ class _TrueResiduals:
 
     def queue(self, state, stop):
         """The check's work for the current iterate, and the arrays it reads
-        (the history up to ``stop``, the furthest the check can be)."""
+        (the history up to ``stop``, the furthest the check can be); the
+        caller's work on the candidate answer queued behind it (``behind``)."""
         xf, rt = self._residual(state.x)
-        return (state.x, xf, rt), [self.engine.norm(rt), state.hist[: stop + 1]]
+        reads = [self.engine.norm(rt), state.hist[: stop + 1]]
+        if self.behind is not None:
+            self.behind(xf)
+        return (state.x, xf, rt), reads
 
     def verify(self, candidate):
         """``(solution, true residual, its norm)`` of ``candidate``; the
