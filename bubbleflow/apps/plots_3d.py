@@ -61,14 +61,15 @@ def slice_plane(phi):
     why : str
         What the plane is, for the panel's title.
     """
-    from scipy import ndimage
+    from ..compute.regions import label_regions
+    from ..flow.gas_regions import layer_labels
 
     gas = np.asarray(phi) < 0.0
     nz = gas.shape[0]
     if not gas.any():
         return nz // 2, "mid-height: no gas"
-    labels, n = ndimage.label(gas)
-    layer = np.setdiff1d(np.unique(labels[-1]), [0])
+    labels, n = label_regions(gas)
+    layer = layer_labels(labels)
     bubbles = gas & ~np.isin(labels, layer)
     cells = bubbles.sum(axis=(1, 2))
     if not cells.any():

@@ -184,12 +184,11 @@ def void_profile(gas, spacing):
     sliver of the axis.
     """
     from ..compute.regions import label_regions
-    from ..flow.gas_regions import nearest_labels
+    from ..flow.gas_regions import layer_labels, nearest_labels
 
     gas = np.asarray(gas, dtype=np.float64)
     labels, _ = label_regions(gas > 0.5)
-    layers = np.unique(labels[-1])
-    layers = layers[layers != 0]
+    layers = layer_labels(labels)
     if layers.size:
         gas = np.where(np.isin(nearest_labels(labels, spacing), layers), 0.0, gas)
     return gas.mean(axis=tuple(range(1, gas.ndim))), int(layers.size)

@@ -25,16 +25,18 @@ def gas_components(phi):
     """``(bubbles, layers)``: connected regions of gas (``phi < 0``) in ``phi``.
 
     Regions are 4-connected sets of cells; one that reaches the top row of
-    cells is a gas layer (the gas above a free surface), any other a bubble.
+    cells is a gas layer (the gas above a free surface,
+    :func:`~bubbleflow.flow.gas_regions.layer_labels`), any other a bubble.
     """
-    from scipy import ndimage
+    from ..compute.regions import label_regions
+    from ..flow.gas_regions import layer_labels
 
     gas = np.asarray(phi) < 0.0
     if not gas.any():
         return 0, 0
-    labels, n = ndimage.label(gas)
-    top = set(np.unique(labels[-1])) - {0}
-    return n - len(top), len(top)
+    labels, n = label_regions(gas)
+    layers = len(layer_labels(labels))
+    return n - layers, layers
 
 
 def _close(a, b, rel=1e-6):

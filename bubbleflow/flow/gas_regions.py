@@ -74,7 +74,7 @@ from .plic_segments import interface_segments
 from .vof_fraction import volume_fraction
 from .vof_limits import area_step, times_cell_volume
 
-__all__ = ["GasRegions", "gas_regions", "state_regions", "nearest_labels",
+__all__ = ["GasRegions", "gas_regions", "state_regions", "nearest_labels", "layer_labels",
            "interface_measure", "ball_surface", "ball_diameter"]
 
 
@@ -106,6 +106,15 @@ def ball_diameter(volume, ndim):
     if ndim == 2:
         return 2.0 * np.sqrt(volume / math.pi)
     return np.cbrt(6.0 * volume / math.pi)
+
+
+def layer_labels(labels):
+    """The labels (ascending, 0 left out) of the regions of the host label
+    array ``labels`` that reach the top plane of cells: the layers (see the
+    module), by the rule :func:`gas_regions` applies to its cores on the
+    device."""
+    top = np.unique(np.asarray(labels)[-1])
+    return top[top != 0]
 
 
 @twin

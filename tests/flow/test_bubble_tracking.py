@@ -11,8 +11,9 @@ import pytest
 from bubbleflow.case.config import load_case
 from bubbleflow.flow.bubble_tracking import (COLUMN_UNITS, EVENT_COLUMNS, EVENT_KINDS,
                                              STATE_KEYS, BubbleTracker, bubble_columns)
-from bubbleflow.flow.gas_regions import (gas_regions, interface_measure, nearest_labels,
-                                         state_regions)
+from bubbleflow.compute.regions import label_regions
+from bubbleflow.flow.gas_regions import (gas_regions, interface_measure, layer_labels,
+                                         nearest_labels, state_regions)
 from bubbleflow.flow.navier_stokes import FlowSolver
 from bubbleflow.flow.state import FlowState
 from bubbleflow.flow.vof_diagnostics import gas_volume
@@ -103,6 +104,22 @@ def test_region_volumes_add_up_to_the_gas_volume(backend):
     assert float(np.sum(r.volume)) == pytest.approx(gas_volume(c, (H, H)), rel=1e-12)
     empty = gas_regions(xp.zeros((N, N)), still(xp, (N, N)), (H, H))
     assert empty.count == 0 and empty.centroid.shape == (0, 2)
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_the_layers_of_a_label_array_are_the_regions_the_tracker_flags(dims):
+    """The figures' rule (layer_labels on the host) and the tracker's (its
+    cores' top-plane count on the device) call the same regions layers."""
+    n = 32
+    phi = balls(n, [((0.3,) * dims, 0.12), ((0.7,) * (dims - 1) + (0.85,), 0.2)], dims)
+    c = np.asarray(volume_fraction(phi, (1.0 / n,) * dims)).copy()
+    c[-3:] = 1.0                                                # a layer
+    labels, count = label_regions(c > 0.5)
+    layers = layer_labels(labels)
+    assert count == 2 and layers.tolist() == [int(labels[-1].max())]   # the cap joins the layer
+    r = gas_regions(c, still(np, c.shape), (1.0 / n,) * dims)
+    assert r.count == count and int(r.layer.sum()) == layers.size
+    assert layer_labels(np.zeros((4, 4), dtype=np.int32)).size == 0
 
 
 def test_nearest_labels_share_every_cell_out():
