@@ -33,6 +33,30 @@ extern "C" __global__ void bf_set_scalars(T* scal, int* counter, const T inv_bno
     scal[6] = tol_rel;
 }
 
+// The solve's scalars from its start's norms on the device, so that the
+// first stretch is queued before the host reads them: norms = [||b||,
+// ||r0||, the reference's norm where has_reference]; the tolerance
+// max(rtol * against, atol) (against: the reference's norm where nonzero,
+// else ||b||, as the host takes Python's max), 1 / ||b|| and the relative
+// tolerance into scal[5], scal[6], hist[0] = ||r0|| / ||b||, and the done
+// flag where the host's first check ends the solve: ||b|| not positive and
+// finite, h0 not finite or at the tolerance, or a breakdown in the start.
+extern "C" __global__ void bf_tolerance_from_norms(const T* __restrict__ norms,
+        const int has_reference, const T rtol, const T atol, T* scal, T* hist)
+{
+    const T bnorm = norms[0];
+    const T against = (has_reference && norms[2] != 0.0) ? norms[2] : bnorm;
+    const T scaled = rtol * against;
+    const T tol = atol > scaled ? atol : scaled;
+    const T tol_rel = tol / bnorm;
+    const T h0 = norms[1] / bnorm;
+    scal[5] = 1.0 / bnorm;
+    scal[6] = tol_rel;
+    hist[0] = h0;
+    if (!(bnorm > 0.0 && isfinite(bnorm) && isfinite(h0) && h0 > tol_rel) || scal[3] != 0.0)
+        scal[4] = 1.0;
+}
+
 // The engine's copies of an operator (diagonals storage), of the
 // preconditioner's coefficients and of the deflation's cells, in one pass:
 // cx = -E[:, :-1], cy = -N[:-1, :], s = s_src, cxs = -Es[:, :-1],

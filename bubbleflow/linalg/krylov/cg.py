@@ -93,15 +93,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
                                           ahead=checks.queue if confirm else None)
         else:
             iterations = ArrayIterations(engine, system.check_every, system.maxiter)
-        # ||b||, ||r0|| and the reference's norm, in one reduction.
-        vectors = [b, r]
-        if reference is not None:
-            vectors.append(xp.asarray(reference, dtype=b.dtype).reshape(b.shape))
-        first = _first_figures(system, engine, iterations, state, record, vectors)
-        bnorm, rn0 = first["bnorm"], first["rn0"]
-        record.rhs_norm = bnorm
-        if "mean" in first:
-            record.rhs_mean_removed = first["mean"]
+        first = _first_figures(system, engine, iterations, state, record, r, reference,
+                               (rtol, atol))
+        bnorm, rn0, ahead = first["bnorm"], first["rn0"], first["ahead"]
         if bnorm == 0.0:
             report_projection(record, system.size, bnorm, 0.0)
             record.residual, record.converged, record.reason = 0.0, True, "converged"
@@ -113,7 +107,8 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         state.bnorm, state.tol_rel = bnorm, tol / bnorm
         report_projection(record, system.size, bnorm, state.tol_rel)
         h0 = rn0 / bnorm
-        hist[0] = h0
+        if not ahead:
+            hist[0] = h0                 # (else written on the device, the same bits)
         iterations.started(state, h0, first.get("broke", 0.0) != 0.0)
 
         # Attainable accuracy of the recursion: about eps ||A|| ||x|| (absolute);
@@ -121,7 +116,8 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         floor = floor_estimate(lambda: norm_inf(A), b.dtype, engine.norm)
         policy = StoppingPolicy(bnorm, tol, checks.solution, checks.verify, floor, confirm,
                                 stagnation_restarts)
-        reason = policy.begin(state.x, h0)
+        reason = (policy.begin(iterations.x_start, h0, copy=False) if ahead
+                  else policy.begin(state.x, h0))
         if reason is None:
             record.engine = iterations.name
             record.bytes_per_iteration = iterations.bytes_per_iteration
@@ -143,12 +139,21 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     return xf, record
 
 
-def _first_figures(system, engine, iterations, state, record, vectors):
+def _first_figures(system, engine, iterations, state, record, r, reference, tolerances):
     """The start queued (``iterations.begin``), then in one transfer the
-    norms of ``vectors`` (``bnorm``, ``rn0``, ``reference``), the mean
-    removed from ``b`` (``mean``) and the start's breakdown flag
-    (``broke``), as a dict of host floats (a mean already on the host goes
-    into ``record`` at once)."""
+    norms of ``b``, ``r`` and ``reference`` (``bnorm``, ``rn0``,
+    ``reference``: one reduction), the mean removed from ``b`` (``mean``)
+    and the start's breakdown flag (``broke``), as a dict of host floats
+    (``||b||`` and the mean go into ``record``).  Where the engine takes the
+    tolerance (``tolerances``: rtol, atol) from these norms on the device,
+    the first stretch and its check are queued before that transfer and
+    read in it (``iterations.first_stretch``; ``ahead`` True in the dict)."""
+    b = system.b
+    vectors = [b, r]
+    if reference is not None:
+        vectors.append(system.backend.xp.asarray(reference, dtype=b.dtype).reshape(b.shape))
+    ahead = (*tolerances, reference is not None) \
+        if getattr(iterations, "starts_ahead", False) else None
     names, values = [], [engine.norms(*vectors)]
     iterations.begin(state)
     for name, value in (("mean", system.rhs_mean), ("broke", iterations.flag(state))):
@@ -156,10 +161,27 @@ def _first_figures(system, engine, iterations, state, record, vectors):
             record.rhs_mean_removed = value      # already on the host
         elif value is not None:
             names.append(name)
-            values.append(value)
-    norms, *rest = system.backend.to_host_many(values)
+            # (The flag as the start left it: the first stretch may set it.)
+            values.append(value.copy() if ahead is not None and name == "broke" else value)
+    read = system.backend.to_host_many
+    if ahead is None:
+        host = read(values)
+    else:
+        host = []
+
+        def read_with_start(arrays):
+            figures = read(values + list(arrays))
+            host.extend(figures[:len(values)])
+            return figures[len(values):]
+
+        iterations.first_stretch(state, values[0], *ahead, read_with_start)
+    norms, *rest = host
     first = dict(zip(("bnorm", "rn0", "reference"), (float(v) for v in norms)))
     first.update(zip(names, (float(v) for v in rest)))
+    record.rhs_norm = first["bnorm"]
+    if "mean" in first:
+        record.rhs_mean_removed = first["mean"]
+    first["ahead"] = ahead is not None
     return first
 
 

@@ -20,6 +20,10 @@ the caller: this module imports none) provides
 ``history(size)``       optional: a zeroed history buffer the engine owns
                         (kept from solve to solve, so that what the engine
                         captured of it stays valid)
+``tolerance_from_norms(norms, rtol, atol, has_reference)``   optional: the
+                        tolerance from the start's norms on the device, so
+                        that the first stretch is queued before the host
+                        reads them (:meth:`DeviceIterations.first_stretch`)
 
 Restarts are prepared by the array engine (its preconditioner and
 deflation), then loaded.
@@ -47,6 +51,20 @@ class DeviceIterations:
         self.bytes_per_iteration = device.bytes_per_iteration
         self.status = None
         self.next_chunk, self.prev_check = check_every, None
+        #: The first stretch queued before the start's figures were read
+        #: (:meth:`first_stretch`): ``(count, it, h, broke, payload, values)``.
+        self.pending = None
+        #: The iterate at the start, copied on the device before that stretch.
+        self.x_start = None
+
+    @property
+    def starts_ahead(self):
+        """Whether the first stretch can be queued before the host reads the
+        start's figures (:meth:`first_stretch`): the engine takes the
+        tolerance from the norms on the device, a check is queued behind
+        each stretch, and the solve may iterate at all."""
+        return (self.ahead is not None and self.maxiter >= 1
+                and hasattr(self.device, "tolerance_from_norms"))
 
     def begin(self, state):
         """The first preconditioned residual and direction by the engine's
@@ -66,10 +84,12 @@ class DeviceIterations:
         return getattr(self.device, "bad", None)
 
     def started(self, state, h, broke):
-        """``||b||`` and the tolerance are known: into the engine; ``(h,
-        broke)`` is the first check's status."""
+        """``||b||`` and the tolerance are known: into the engine (there
+        already after :meth:`first_stretch`); ``(h, broke)`` is the first
+        check's status."""
         self.tol_rel = state.tol_rel
-        self.device.tolerance(state.bnorm, state.tol_rel)
+        if self.pending is None:
+            self.device.tolerance(state.bnorm, state.tol_rel)
         self.status = (h, bool(broke))
 
     def read(self, state):
@@ -78,8 +98,26 @@ class DeviceIterations:
         status, self.status = self.status, None
         return status
 
+    def first_stretch(self, state, norms, rtol, atol, has_reference, read):
+        """The first stretch queued before the host knows ``||b||``: the
+        tolerance from the start's ``norms`` on the device
+        (:meth:`tolerance_from_norms`, which marks the solve done where the
+        host's first check ends it, so that nothing then iterates), a copy
+        of the start's iterate (:attr:`x_start`), the stretch that the first
+        check plans (``check_every``, :meth:`chunk`) and its check, read by
+        ``read`` (the start's figures in the same transfer).  :meth:`run`
+        takes its outcome where the host asks for that stretch."""
+        self.device.tolerance_from_norms(norms, rtol, atol, has_reference)
+        self.x_start = state.x.copy()
+        count = self.chunk(state)
+        self.device.iterate(count)
+        payload, arrays = self.ahead(state, state.it + count)
+        it, h, broke, values = self.device.settle(state.it, count, arrays, read)
+        self.pending = (count, it, h, broke, payload, values)
+
     def restart(self, state, r):
         """The array engine's restart, loaded into the device engine."""
+        self.pending = None
         state.r = r
         e = self.engine
         y = e.precondition(r)
@@ -110,6 +148,13 @@ class DeviceIterations:
         return count
 
     def run(self, state, count, callback=None):
+        pending, self.pending = self.pending, None
+        if pending is not None and state.it == 0 and count == pending[0]:
+            _, state.it, h, broke, payload, values = pending        # (run already)
+            state.ahead = (state.it, payload, values)
+            self.status = (h, broke)
+            state.r = self.device.r_current
+            return
         self.device.iterate(count)
         queued = None if self.ahead is None else self.ahead(state, state.it + count)
         # Stopped on the device at the tolerance?  (One transfer, with what

@@ -72,12 +72,13 @@ class StoppingPolicy:
         self._rec_verified = math.inf    # the recursive residual at the last such check
         self.steady = True
 
-    def begin(self, x, h0):
+    def begin(self, x, h0, copy=True):
         """Before the first check: the iterate with the smallest recursive
-        residual so far is ``x``.  Near the attainable accuracy rounding can
-        make the recursion grow again, and we then go back to it rather than
-        follow the growth.  Returns ``"non-finite"`` or None."""
-        self.x_rec = x.copy()
+        residual so far is ``x`` (a copy is kept; ``copy=False``: ``x`` is
+        one).  Near the attainable accuracy rounding can make the recursion
+        grow again, and we then go back to it rather than follow the
+        growth.  Returns ``"non-finite"`` or None."""
+        self.x_rec = x.copy() if copy else x
         self.best_rec, self.last_improvement = float(h0) * self.bnorm, 0
         self._rec_kept = self.best_rec
         self._rec_at_check = self.best_rec
