@@ -82,7 +82,9 @@ def test_slow_writer_gives_the_same_files(tmp_path, backend, reference, monkeypa
 def test_the_loop_steps_while_a_snapshot_is_written(tmp_path, backend, reference, monkeypatch):
     """The writer is held in its second snapshot until the main loop has done a step."""
     real_write, real_step = result_writer.write_snapshot, FlowWriter.write_step
-    held, released, seen = threading.Event(), threading.Event(), {"steps": 0, "calls": 0}
+    real_submit = FlowWriter.write_snapshot
+    held, released = threading.Event(), threading.Event()
+    seen = {"steps": 0, "calls": 0, "submitted": 0}
 
     def holding_write(*a, **kw):
         seen["calls"] += 1
@@ -91,13 +93,22 @@ def test_the_loop_steps_while_a_snapshot_is_written(tmp_path, backend, reference
             assert released.wait(60), "no step completed while the writer was held"
         real_write(*a, **kw)
 
+    def counting_submit(self, *a, **kw):
+        seen["submitted"] += 1
+        return real_submit(self, *a, **kw)
+
     def counting_step(self, report, initial=False):
         real_step(self, report, initial)
-        if held.is_set() and not released.is_set():
+        # The first step after the second snapshot was handed over: it
+        # completes once the writer holds that snapshot (a loop that reached
+        # the next snapshot first would wait there for the writer).
+        if seen["submitted"] >= 2 and not released.is_set():
+            assert held.wait(60), "the writer never took the second snapshot"
             seen["steps"] += 1
             released.set()
 
     monkeypatch.setattr(result_writer, "write_snapshot", holding_write)
+    monkeypatch.setattr(FlowWriter, "write_snapshot", counting_submit)
     monkeypatch.setattr(FlowWriter, "write_step", counting_step)
     assert run(tmp_path, backend) == 0
     assert seen["steps"] == 1
