@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import math
+
 import numpy as np
 
 from ..case.time_step import landing_step, step_limits, viscosity_scheme
