@@ -161,7 +161,8 @@ def build_parser(command=None):
     run.add_argument("--profile", action="store_true",
                      help="say at the end where the run's time went: start-up, case build, "
                           "set-up, solve or the steps phase by phase, output, each beside "
-                          "its floor (a flow's phases synchronise the device: a little slower)")
+                          "its floor (a flow's phases launched directly and waited for: "
+                          "slower, on a GPU much slower for small steps)")
     run.add_argument("--no-progress", action="store_true",
                      help="no progress bar (it is also off when stderr is not a terminal)")
     run.set_defaults(func=cmd_run)

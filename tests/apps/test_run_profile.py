@@ -75,3 +75,24 @@ def test_profile_on_ranks_is_one_line(tmp_path):
                           env=child_env(), cwd=child_env()["PYTHONPATH"].split(":")[0])
     assert proc.returncode == 2, proc.stderr
     assert "--profile with 2 ranks" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_flow_profile_on_a_device_says_its_steps_take_less_unprofiled(monkeypatch):
+    """The table's last line, for a flow's steps on a device only."""
+    from bubbleflow.apps.bench import measure
+    from bubbleflow.apps.run_profile import STEPS_ON_A_DEVICE
+
+    monkeypatch.setattr(measure, "copy_bandwidth", lambda backend, nbytes: (1e12, None))
+
+    class Device:
+        on_device = True
+
+        def synchronize(self):
+            pass
+
+    for backend, steps, said in ((Device(), 3, True), (Device(), 0, False),
+                                 (get_backend("numpy"), 3, False)):
+        profile = RunProfile(backend, started=0.0)
+        profile.steps = steps
+        table = profile.table()
+        assert (table.splitlines()[-1] == STEPS_ON_A_DEVICE) is said, table
