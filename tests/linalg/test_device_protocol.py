@@ -136,6 +136,119 @@ def test_no_work_is_queued_where_the_check_is_not_confirmed(monkeypatch):
     assert waits == 1 + settles
 
 
+class NumpyEngineTakingTheTolerance(NumpyDeviceEngine):
+    """The stand-in that also takes the tolerance from the start's norms,
+    as the fused engine's ``bf_tolerance_from_norms`` does: the first
+    stretch is then queued before the start is read."""
+
+    def tolerance_from_norms(self, norms, rtol, atol, has_reference):
+        norms = np.asarray(norms, dtype=np.float64)
+        bnorm = norms[0]
+        against = norms[2] if has_reference and norms[2] != 0.0 else bnorm
+        scaled = np.float64(rtol) * against
+        tol = np.float64(atol) if atol > scaled else scaled
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tol_rel, h0 = tol / bnorm, norms[1] / bnorm
+        self.tolerance(float(bnorm), float(tol_rel))
+        self.hist[0] = h0
+        starts = bnorm > 0.0 and np.isfinite(bnorm) and np.isfinite(h0) and h0 > tol_rel
+        self.done = self.done or not starts or bool(self.bad)
+
+
+def _solve_on(engine_type, monkeypatch, A, b, M, **kw):
+    """``(x, record, transfers, engine)`` of a solve on a stand-in engine."""
+    backend = get_backend("numpy")
+    transfers = []
+    plain = type(backend).to_host_many
+
+    def counted(self, arrays):
+        transfers.append(len(arrays))
+        return plain(self, arrays)
+    monkeypatch.setattr(type(backend), "to_host_many", counted)
+    engines = []
+
+    def select(system):
+        engines.append(engine_type(system))
+        return engines[0]
+    try:
+        x, rec = solve(A, b, M=M, select=select, **kw)
+    finally:
+        monkeypatch.undo()
+    return x, rec, len(transfers), engines[0] if engines else None
+
+
+def _same_solves(one, two):
+    (x0, r0, *_), (x1, r1, *_) = one, two
+    np.testing.assert_array_equal(x1, x0)
+    assert (r1.iterations, r1.residual, r1.reason, r1.converged, r1.rhs_norm) == \
+        (r0.iterations, r0.residual, r0.reason, r0.converged, r0.rhs_norm)
+    np.testing.assert_array_equal(r1.residual_history, r0.residual_history)
+    assert r1.true_residual_checks == r0.true_residual_checks
+
+
+@pytest.mark.parametrize("rtol, check_every", [(1e-8, 10), (1e-8, 3), (1e-12, 50)])
+def test_the_first_stretch_queued_before_the_start_is_read_is_the_same_solve(
+        monkeypatch, rtol, check_every):
+    A, b, _ = bubbly_column(48, 1e3)
+    M = make_preconditioner("multigrid", A)
+    kw = dict(rtol=rtol, check_every=check_every, maxiter=400)
+    read_first = _solve_on(NumpyDeviceEngine, monkeypatch, A, b, M, **kw)
+    ahead = _solve_on(NumpyEngineTakingTheTolerance, monkeypatch, A, b, M, **kw)
+    _same_solves(read_first, ahead)
+    assert ahead[1].engine == "fused"
+    assert ahead[2] == read_first[2] - 1                 # the start's own transfer
+
+
+@pytest.mark.parametrize("case", ["zero right-hand side", "start at the answer", "reference",
+                                  "maxiter 1"])
+def test_a_first_stretch_queued_ahead_where_the_first_check_ends_the_solve(monkeypatch, case):
+    A, b, _ = bubbly_column(32, 1e3)
+    M = make_preconditioner("multigrid", A)
+    kw = dict(rtol=1e-8, maxiter=400)
+    if case == "zero right-hand side":
+        b = np.zeros_like(b)
+    elif case == "start at the answer":
+        kw["x0"] = _solve_on(NumpyDeviceEngine, monkeypatch, A, b, M, **kw)[0]
+    elif case == "reference":
+        kw["reference"] = 10.0 * b
+    else:
+        kw["maxiter"] = 1
+    read_first = _solve_on(NumpyDeviceEngine, monkeypatch, A, b, M, **kw)
+    ahead = _solve_on(NumpyEngineTakingTheTolerance, monkeypatch, A, b, M, **kw)
+    _same_solves(read_first, ahead)
+    if case in ("zero right-hand side", "start at the answer"):
+        assert ahead[1].iterations == 0
+
+
+def test_work_behind_a_check_is_queued_before_it_is_read_and_gets_the_answer(monkeypatch):
+    """``behind`` sees each candidate before the transfer that reads its
+    check; the answer returned is the candidate the last check accepted."""
+    A, b, _ = bubbly_column(32, 1e3)
+    M = make_preconditioner("multigrid", A)
+    backend = get_backend("numpy")
+    plain, reads, offered = type(backend).to_host_many, [], []
+
+    def counted(self, arrays):
+        reads.append(len(arrays))
+        return plain(self, arrays)
+
+    def behind(x):
+        offered.append((x, len(reads)))
+
+    monkeypatch.setattr(type(backend), "to_host_many", counted)
+    x, rec = solve(A, b, M=M, rtol=1e-8, maxiter=400, behind=behind,
+                   select=lambda system: NumpyEngineTakingTheTolerance(system))
+    monkeypatch.undo()
+    assert rec.converged and offered
+    candidate, reads_before = offered[-1]
+    assert x is candidate
+    assert reads_before < len(reads)                     # read after it was offered
+    plain_x, plain_rec, *_ = _solve_on(NumpyEngineTakingTheTolerance, monkeypatch, A, b, M,
+                                       rtol=1e-8, maxiter=400)
+    np.testing.assert_array_equal(x, plain_x)
+    assert plain_rec.iterations == rec.iterations
+
+
 class _Pointer:
     def __init__(self, ptr):
         self.ptr = ptr
