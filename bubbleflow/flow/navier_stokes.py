@@ -477,7 +477,10 @@ class FlowSolver:
         where :attr:`check_ahead` (the end of the step queued before the
         check is read; where the check fails, rarely: the first steps from
         rest, the step is done again as the check asks and its end queued
-        anew), else in one transfer of its own before the end.
+        anew), else in one transfer of its own before the end.  Where
+        :attr:`queue_behind_solve`, that end and the correction are queued
+        on the pressure solver's candidate answer before the solver reads
+        its check, so the device has done them when the step reads.
         """
         clock, part, w = self.clock, self.partition, self.width
         clock.start()
