@@ -49,10 +49,10 @@ from ..case.time_step import landing_step, step_limits, viscosity_scheme
 from ..compute.backend import SideWork
 from ..compute.held_capture import keyed_replays
 from ..mesh.grid import Grid, interior_face_heights
-from ..mesh.levelset import build_levelset, geometry_circles
-from . import (clsvof_transport, interface_force, levelset, momentum, viscosity, vof_fraction,
+from . import (clsvof_transport, interface_force, levelset, momentum, viscosity,
                vof_redistance)
 from .bounds import FlowBounds
+from .initial_state import initial_state
 from .partition import RankSlabs, WholeGrid, slab_alignment
 from .reach import (ADVECT_WINDOW, CLSVOF_BAND, CLSVOF_CURVATURE_PASSES, CLSVOF_WINDOW,
                     MAX_SHORTENED_STEPS, TRANSPORT_CFL, WINDOW, momentum_window, rank_refusal,
@@ -206,32 +206,9 @@ class FlowSolver:
     # ------------------------------------------------------------------ state
     def initial_state(self):
         """Fluid at rest, the interface from the case geometry, built on
-        the backend (on ranks for the slab and a plane of each neighbour,
-        then cut to the slab)."""
-        g, xp, part = self.grid, self.xp, self.partition
-        first, stop = part.initial_planes()
-        phi = xp.asarray(build_levelset(g, self.case.geometry.free_surface,
-                                        geometry_circles(self.case.geometry, g),
-                                        backend=self.backend, planes=(first, stop)),
-                         dtype=self.dtype)
-        c = self._initial_fraction(phi) if self.clsvof else None
-        velocity = []
-        for a in range(g.ndim):
-            shape = list(part.local_shape)
-            shape[g.ndim - 1 - a] += 1
-            velocity.append(xp.zeros(tuple(shape), dtype=self.dtype))
-        return FlowState(phi=part.own(phi, first), velocity=tuple(velocity),
-                         p=xp.zeros(part.local_shape, dtype=self.dtype),
-                         c=None if c is None else part.own(c, first))
-
-    def _initial_fraction(self, phi):
-        """The gas fraction of the initial level set: in 2-D one cut per
-        cell; in 3-D, where one cut per cell makes a sphere too large by
-        ``0.26 (h/R)^2``, 4^3 sub-cells cut along the cell's quadratic model
-        of phi (:func:`.vof_fraction.volume_fraction`)."""
-        if self.ndim == 2:
-            return vof_fraction.volume_fraction(phi, self.spacing)
-        return vof_fraction.volume_fraction(phi, self.spacing, samples=4, fit="quadratic")
+        the backend (:func:`.initial_state.initial_state`)."""
+        return initial_state(self.case, self.grid, self.backend, self.partition, self.dtype,
+                             self.clsvof)
 
     def properties(self, phi):
         """``(H, rho, mu, rho_faces)`` (:func:`.momentum.fluid_properties`)."""

@@ -370,7 +370,8 @@ def test_the_initial_state_is_built_on_the_backend(backend_name, ranks, monkeypa
     # built where the run computes, on each rank's own planes: never on the host
     # of a GPU run.
     from bubbleflow.compute.backend import get_backend
-    from bubbleflow.flow import navier_stokes, vof_fraction
+    from bubbleflow.flow import initial_state as first_state
+    from bubbleflow.flow import vof_fraction
 
     backend = get_backend(backend_name)
     seen = []
@@ -385,7 +386,7 @@ def test_the_initial_state_is_built_on_the_backend(backend_name, ranks, monkeypa
 
         monkeypatch.setattr(module, name, call)
 
-    spy(navier_stokes, "build_levelset", lambda a, k, out: ("phi", k.get("backend"), type(out)))
+    spy(first_state, "build_levelset", lambda a, k, out: ("phi", k.get("backend"), type(out)))
     spy(vof_fraction, "volume_fraction", lambda a, k, out: ("c", type(a[0]), type(out)))
     case = load_case(os.path.join(ROOT, "cases/rising_bubble_3d.yaml"),
                      ["grid.nx=12", "grid.ny=12", "grid.nz=48", "levelset.method=clsvof"])
