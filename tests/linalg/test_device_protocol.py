@@ -77,25 +77,11 @@ def _solve(monkeypatch, ahead, A, b, M, **kw):
     """A solve on the stand-in, its check's work queued ahead or not;
     ``(x, record, host waits, settles)``: a wait per transfer, the status
     read alone one too."""
-    backend = get_backend("numpy")
-    transfers = []
-    plain = type(backend).to_host_many
-
-    def counted(self, arrays):
-        transfers.append(len(arrays))
-        return plain(self, arrays)
-    monkeypatch.setattr(type(backend), "to_host_many", counted)
     if not ahead:
         monkeypatch.setattr(cg_module, "DeviceIterations",
                             lambda *a, ahead=None, **k: DeviceIterations(*a, **k))
-    engines = []
-
-    def select(system):
-        engines.append(NumpyDeviceEngine(system))
-        return engines[0]
-    x, rec = solve(A, b, M=M, select=select, **kw)
-    monkeypatch.undo()
-    return x, rec, len(transfers) + engines[0].status_alone, engines[0].settles
+    x, rec, transfers, engine = _solve_on(NumpyDeviceEngine, monkeypatch, A, b, M, **kw)
+    return x, rec, transfers + engine.status_alone, engine.settles
 
 
 @pytest.mark.parametrize("rtol, check_every", [(1e-8, 10), (1e-8, 3), (1e-12, 50)])
