@@ -160,11 +160,9 @@ class FlowSolver:
         #: With :attr:`check_ahead`, also queue the correction and the end of
         #: the step on the pressure solver's candidate answer while its check
         #: is read (the host's launches overlap the device's iterations),
-        #: where the step's parts are replayed, on one process (the ranks'
-        #: end of a step keeps to after the solve: its collectives behind a
-        #: check are not yet measured on several GPUs).
-        self.queue_behind_solve = (self.check_ahead and self._replays is not None
-                                   and (comm is None or comm.size == 1))
+        #: where the step's parts are replayed.  Every rank reads the same
+        #: check, so the ranks queue and drop the same collectives.
+        self.queue_behind_solve = self.check_ahead and self._replays is not None
         #: Ends queued ahead of their check and then done again (the check
         #: or the viscous solves planned ahead failed).
         self.ends_redone = 0

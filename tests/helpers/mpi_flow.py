@@ -105,11 +105,13 @@ def main(path, backend_name="numpy"):
         case = load_case(os.path.join(ROOT, file), overrides)
         kernel_sweeps.clear()
         ranked = flow_solver(case, backend, comm)
-        state, its, diags = ranked.initial_state(), [], []
+        state, its, diags, engines, queued = ranked.initial_state(), [], [], [], 0
         for _ in range(steps):
             state, rep = ranked.step(state)
             its.append(rep.record.iterations)
             diags.append(rep.diagnostics)
+            engines.append(rep.record.engine)
+            queued += ranked._pressure.accepted_behind is not None
         sweeps = len(kernel_sweeps)
         whole = whole_state(state, comm)
         if comm.rank != 0:
@@ -128,7 +130,8 @@ def main(path, backend_name="numpy"):
             diff["uvw"[a]] = relative(v, h(w))
         worst = max(diagnostic_difference(d[k], e[k]) for d, e in zip(diags, diags_one) for k in e)
         lines.append(dict(case=name, ranks=comm.size, diff=diff, its=its, its_one=its_one,
-                          kernel_sweeps=sweeps,
+                          kernel_sweeps=sweeps, engines=engines, queued_behind=queued,
+                          queue_behind=ranked.queue_behind_solve, redone=ranked.ends_redone,
                           diagnostics=worst, time=state.time, time_one=ref.time))
     if comm.rank == 0:
         with open(path, "w") as fh:
