@@ -154,3 +154,41 @@ def test_a_first_solve_within_its_direct_iterations_captures_nothing(cupy_backen
     assert any(g is not None for g in engine._graphs.values())
     assert engine._start_graph[1] is not None
     assert cupy_backend.xp.array_equal(x1, x2)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_the_engine_keeps_its_residual_in_the_cycles_buffers(dim, cupy_backend, monkeypatch):
+    """With the slab multigrid the engine's residual and preconditioned
+    residual are the cycle's finest buffers on the rank's own planes, so the
+    cycle copies neither in nor out; the solves (graphs or direct launches)
+    are the bits of an engine with buffers of its own, which the cycle
+    copies, and a new preconditioner hands the engine its own buffers."""
+    from bubbleflow.linalg.precond.agglomerated_multigrid import DistributedMultigrid
+
+    D, b = _system(dim, cupy_backend)
+    M = _preconditioner("multigrid", D)
+    shared = [_solve_with(D, b, M, direct_first=direct) for direct in (0, 16)]
+    engine = shared[0][2]
+    r, y = M.device_buffers()
+    assert engine.r.data.ptr == r.data.ptr and engine.dinv.data.ptr == y.data.ptr
+
+    monkeypatch.setattr(DistributedMultigrid, "device_buffers", lambda self: None)
+    copied = [_solve_with(D, b, M, direct_first=direct) for direct in (0, 16)]
+    own = copied[0][2]
+    assert own.r.data.ptr != r.data.ptr
+    assert len(own.prec_launches) == len(engine.prec_launches) + 2      # the copy in and out
+    for (xs, info_s, _), (xc, info_c, _) in zip(shared, copied):
+        assert info_s.iterations == info_c.iterations
+        assert cupy_backend.xp.array_equal(xs, xc)
+    monkeypatch.undo()
+
+    from bubbleflow.linalg.krylov import solve
+
+    kept, select = _kept_engine()
+    solve(D, b, rtol=1e-10, M=M, maxiter=5000, select=select)
+    first = kept[0]
+    other = _preconditioner("multigrid", D)
+    x, info = solve(D, b, rtol=1e-10, M=other, maxiter=5000, select=select)
+    assert kept[0] is first and info.converged
+    assert first.r.data.ptr == other.device_buffers()[0].data.ptr
+    assert cupy_backend.xp.array_equal(x, _solve_with(D, b, other)[0])

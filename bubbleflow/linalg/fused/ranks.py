@@ -137,13 +137,12 @@ class RankFusedEngine(DeviceEngine):
         self.p_ext = cp.zeros((self.nloc + 2) * P, dtype=f64)
         self.p_view = self.p_ext[P:P + self.n]
         self.x = cp.zeros(self.n, dtype=f64)
-        self.r = cp.zeros(self.n, dtype=f64)
         self.w = cp.zeros(self.n, dtype=f64)
         self.cs = cp.zeros((self.nloc + 1) * P, dtype=f64)
         self.in_plane = [cp.zeros(c.size, dtype=f64) for c in A._inner[:self.ndim - 1]]
-        # D^-1 for Jacobi; for a generic preconditioner its result y, which
-        # the kernels read where Jacobi's read D^-1 r.
-        self.dinv = cp.zeros(self.n if self.mode != "none" else 1, dtype=f64)
+        # r, and D^-1 for Jacobi or a generic preconditioner's result y,
+        # which the kernels read where Jacobi's read D^-1 r.
+        self.r, self.dinv = self._residual_buffers(prec_obj)
         self.prec_launches, self._prec_of = None, None
         # The start's y = M^-1 r replayed from a graph: (preconditioner, graph).
         self._start_graph = None
@@ -178,6 +177,18 @@ class RankFusedEngine(DeviceEngine):
         self._own_bytes = int(8 * arrays * self.n)
         self.update(A, prec_obj)
 
+    def _residual_buffers(self, prec_obj):
+        """``(r, y)``: the preconditioner's own buffers where it offers them
+        (``device_buffers``: its cycle then reads ``r`` and writes ``y`` in
+        place, no copy in or out), else the engine's."""
+        offered = getattr(prec_obj, "device_buffers", None) if self.mode == "generic" else None
+        buffers = offered() if offered is not None else None
+        if buffers is not None:
+            return buffers
+        f64 = self.cp.float64
+        return (self.cp.zeros(self.n, dtype=f64),
+                self.cp.zeros(self.n if self.mode != "none" else 1, dtype=f64))
+
     def fits(self, A, prec_name):
         """Can :meth:`update` take ``A`` (the same slab, communicator and
         preconditioner kind)?"""
@@ -201,6 +212,9 @@ class RankFusedEngine(DeviceEngine):
         self.bytes_per_iteration = self._own_bytes
         if self.mode == "generic":
             if self._prec_of is not prec_obj:
+                # (A new preconditioner's buffers: the graphs are keyed by it.)
+                if self._prec_of is not None:
+                    self.r, self.dinv = self._residual_buffers(prec_obj)
                 self.prec_launches = list(prec_obj.device_launches(self.r, self.dinv,
                                                                    self.scal[DONE:DONE + 1]))
                 self._prec_of = prec_obj

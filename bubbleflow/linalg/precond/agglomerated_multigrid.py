@@ -229,6 +229,12 @@ class DistributedMultigrid(Preconditioner):
         where the array cycle runs."""
         return self.runner.device_launches(r, y, stop) if self.device_cycle else None
 
+    def device_buffers(self):
+        """``(r, y)`` a device engine may keep its residual in and take
+        ``M^-1 r`` from, so that :meth:`device_launches` copies neither
+        (:meth:`.slab_cycle_cuda.SlabGraphCycle.device_buffers`), or None."""
+        return self.runner.device_buffers() if self.device_cycle else None
+
     def apply(self, r):
         if self.runner is not None:
             return self.runner.apply(r)

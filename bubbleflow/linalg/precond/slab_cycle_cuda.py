@@ -218,43 +218,46 @@ class SlabGraphCycle:
         self._launch((kernel, (max(1, min(-(-n // 256), 65535)),), (256,), (*args, np.int64(n)),
                       0))
 
-    def _visit(self, k):
+    def _visit(self, k, out=None, summed=None):
         """Level ``k``'s launches: its right-hand side ``b`` valid on the
         slab and its halo (the gathered level: on the slab); its result
-        ``x`` left valid on both (level 0: on the slab)."""
+        left valid on both (level 0: on the slab) in ``out`` (by default
+        the level's ``x``), plus ``summed`` where given (a W level's
+        second visit: its last kernel adds the first visit's result)."""
         level = self.levels[k]
         if k == self.gathered:
             self._gathered_visit(level, twice=0 < k <= self.w_levels
                                  and k < self.n_levels - 1)
             return
+        out = level.x if out is None else out
         coarse = self.levels[k + 1]
-        first, stop = level.coarse_view(coarse)
+        lo, hi = level.coarse_view(coarse)
         io = str(level.b.dtype)
         io_scale = self.io_scale if k == 0 else self.whole_cycle.unit_scale
         self._launch(down_launch(self.dtype, io, level.faces, level.b, io_scale, self.coef,
-                                 level.xs, coarse.b[first:stop], self.degree, self._stop))
-        self._coarse_visit(k + 1)
+                                 level.xs, coarse.b[lo:hi], self.degree, self._stop))
+        correction = self._coarse_visit(k + 1)
         self._launch(up_launch(self.dtype, io, level.faces, level.b, io_scale, level.xs,
-                               coarse.x[first:stop], self.coef, level.x, self.scale,
-                               self.degree, self._stop))
+                               correction[lo:hi], self.coef, out, self.scale,
+                               self.degree, self._stop, first=summed))
         if k:
-            self._swap(level, level.x)
+            self._swap(level, out)
 
     def _coarse_visit(self, k):
         """Level ``k`` visited from above: once, or twice on a W level
-        (``x + V(b - A x)``) while it is slabbed."""
+        while it is slabbed (``x + V(b - A x)``, the sum written by the
+        second visit's last kernel); returns the buffer of its result."""
         level = self.levels[k]
         if k < self.gathered:
             self._swap(level, level.b)
         self._visit(k)
         if k < self.gathered and k - 1 < self.w_levels and k < self.n_levels - 1:
-            n = int(np.prod(level.shape))
-            self._flat("bf_mg_copy", (level.x, self.acc[k]), n)
             self._launch(residual_launch(self.dtype, self.degree, level.faces, level.x,
                                          level.b))
             self._swap(level, level.b)
-            self._visit(k)
-            self._flat("bf_mg_add", (level.x, self.acc[k], level.x), n)
+            self._visit(k, out=self.acc[k], summed=level.x)
+            return self.acc[k]
+        return level.x
 
     def _gathered_visit(self, level, twice):
         """Every rank's slab of ``b`` gathered into the whole level, the
@@ -363,14 +366,24 @@ class SlabGraphCycle:
             graph = None
         self.graph = self.comm.hold_graph(graph)
 
+    def device_buffers(self):
+        """``(r, y)``: flat float64 views of the finest level's right-hand
+        side and result on this rank's own planes.  An engine that keeps
+        its residual in ``r`` and takes the preconditioned residual from
+        ``y`` hands them to :meth:`device_launches`, which then copies
+        neither in nor out (two passes over the slab a cycle)."""
+        top = self.levels[0]
+        return top.b[top.own].reshape(-1), top.x[top.own].reshape(-1)
+
     def device_launches(self, r, y, stop):
         """The launches of ``y = M^-1 r`` (flat float64 device arrays the
         caller keeps): ``r`` into the finest level's buffer, a cycle whose
         level kernels return at once where the device flag ``stop`` is set
         (a Krylov engine's done flag), the slab of its result into ``y``; a
         CUDA graph of the caller's may hold them (buffers allocated once,
-        NCCL's calls on the current stream).  The cycle's steps for a flag
-        are built once."""
+        NCCL's calls on the current stream).  Where ``r`` or ``y`` is the
+        view :meth:`device_buffers` gives, its copy is left out.  The
+        cycle's steps for a flag are built once."""
         cp, top = self.cp, self.levels[0]
         shape = top.slab.local_shape
         key = int(stop.data.ptr)
@@ -378,6 +391,7 @@ class SlabGraphCycle:
             kept = self.steps, self._stop
             self._by_flags[key] = self._cycle_steps(stop)
             self.steps, self._stop = kept
+        own_r, own_y = self.device_buffers()
 
         def copy_in():
             cp.copyto(top.b[top.own], r.reshape(shape), casting="unsafe")
@@ -385,7 +399,8 @@ class SlabGraphCycle:
         def copy_out():
             cp.copyto(y.reshape(shape), top.x[top.own], casting="unsafe")
 
-        out = [copy_in, *self._by_flags[key], copy_out]
+        out = ([] if _same_array(r, own_r) else [copy_in]) + list(self._by_flags[key]) + \
+            ([] if _same_array(y, own_y) else [copy_out])
         for step in out:
             step.capturable = True
         return out
@@ -407,6 +422,11 @@ class SlabGraphCycle:
             for step in self.steps:
                 step()
         return top.x[top.own].astype(r.dtype, copy=True).reshape(r.shape)
+
+
+def _same_array(a, b):
+    """Are ``a`` and ``b`` the same memory (the same start, size and dtype)?"""
+    return a.data.ptr == b.data.ptr and a.size == b.size and a.dtype == b.dtype
 
 
 def _fill_widened(couplings, level, comm):
