@@ -92,6 +92,25 @@ def test_a_solver_keeps_its_partition(column):
         PressureSolver(A, method="pcg", preconditioner="jacobi").update(D)
 
 
+def test_a_slabs_solve_counts_its_grids_unknowns_without_a_collective(column, monkeypatch):
+    """A solve on a rank's slab takes the unknowns over every rank (its
+    default ``maxiter``, the gauge, the record) from the slab's grid: no
+    collective that would make its set-up wait for the other ranks."""
+    from bubbleflow.linalg.krylov.system import make_system
+
+    A, b, _, D = column
+    calls = []
+    monkeypatch.setattr(SingleProcess, "sum_int", lambda self, v: calls.append(v) or v)
+    system, _ = make_system(D, b, None, None, "adef2", "auto", None, 10, None,
+                            dict(method="cg", rtol=1e-8))
+    assert system.size == A.shape[0] == int(np.prod(D.slab.shape))
+    assert system.maxiter == 10 * A.shape[0]
+    assert calls == []
+    whole, _ = make_system(A, b, None, None, "adef2", "auto", None, 10, None,
+                           dict(method="cg", rtol=1e-8))
+    assert whole.size == system.size
+
+
 def test_slab_align_is_the_preconditioners_entrys():
     def cfg(kind, **options):
         pc = SimpleNamespace(type=kind, options=lambda: {"block_lines": 4, "degree": 2,

@@ -251,6 +251,16 @@ class KrylovSystem:
     size: int = 0                   # the unknowns over every rank
 
 
+def _unknowns(A, n, comm):
+    """The unknowns over every rank of a rank's operator with ``n`` rows:
+    the cells of a slab's grid (the ranks' slabs partition it: no
+    collective, so a solve's set-up does not wait for the other ranks),
+    else the ranks' sum."""
+    slab = getattr(A, "slab", None)
+    shape = getattr(slab, "shape", None)
+    return int(np.prod(shape)) if shape is not None else comm.sum_int(n)
+
+
 def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, callback,
                 record_fields, x0=None):
     """``(KrylovSystem, SolveRecord)``: the set-up of a solve, timed into the record
@@ -292,7 +302,7 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
         raise ValueError(f"{name}: on several ranks the deflation is a DistributedDeflation "
                          "of the same operator (bubbleflow.linalg.deflation.distributed)")
     defl = deflation_from_input(deflation, A)
-    size = comm.sum_int(n) if comm is not None else n
+    size = n if comm is None else _unknowns(A, n, comm)
     gauge = nullspace_of(A, nullspace, comm, size)
     if maxiter is None:
         maxiter = 10 * size
