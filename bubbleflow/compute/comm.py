@@ -33,6 +33,9 @@ communicator offers:
 ``gather_rows(a, root)``         the ranks' arrays joined along axis 0 on
                                  ``root``'s host (None elsewhere): the
                                  slabs' fields as the whole grid's
+``gather_rows_to_device(a, root)``  as ``gather_rows``, the whole array on
+                                 ``root`` of ``a``'s backend (on NCCL sent
+                                 device to device: no host staging)
 ``broadcast(obj, root)``         ``root``'s Python object on every rank
 ``allgather(a)``                 every rank's array, in rank order, on every rank
 ``allgather_into(send, recv)``   every rank's ``send`` (one size on every rank)
@@ -153,6 +156,9 @@ class SingleProcess:
 
     def gather_rows(self, a, root=0):
         return np.array(to_host(a, backend_of(a)))      # (a new array, as on ranks)
+
+    def gather_rows_to_device(self, a, root=0):
+        return backend_of(a).xp.array(a)                # (a new array, as on ranks)
 
     def broadcast(self, obj, root=0):
         return obj
@@ -299,6 +305,11 @@ class MPIHost:
         finally:
             rowtype.Free()
         return out
+
+    def gather_rows_to_device(self, a, root=0):
+        """:meth:`gather_rows` on ``root``'s backend of ``a`` (through the host)."""
+        out = self.gather_rows(a, root)
+        return None if out is None else on_backend(out, backend_of(a))
 
     def broadcast(self, obj, root=0):
         return self.comm.bcast(obj, root=root)
@@ -468,6 +479,35 @@ class NCCLDevice(MPIHost):
         self.nccl_comm.allGather(send.data.ptr, recv.data.ptr, send.size,
                                  self._types[np.dtype(send.dtype)],
                                  self.cp.cuda.get_current_stream().ptr)
+
+    def gather_rows_to_device(self, a, root=0):
+        """The ranks' device arrays joined along axis 0 in ``root``'s device
+        memory: each rank's rows sent as bytes to ``root`` in one NCCL group
+        on the compute stream (the row counts gathered through MPI first)."""
+        if not on_device(backend_of(a)):
+            return super().gather_rows_to_device(a, root)
+        cp = self.cp
+        a = cp.ascontiguousarray(a)
+        counts = self.comm.allgather(int(a.shape[0]))
+        stream = cp.cuda.get_current_stream().ptr
+        uint8 = self.nccl.NCCL_UINT8
+        out = None
+        if self.rank == root:
+            out = cp.empty((sum(counts),) + a.shape[1:], dtype=a.dtype)
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
+            out[starts[root]:starts[root] + counts[root]] = a
+        self.nccl.groupStart()
+        try:
+            if self.rank == root:
+                for peer, (start, count) in enumerate(zip(starts, counts)):
+                    part = out[start:start + count]
+                    if peer != root and part.nbytes:
+                        self.nccl_comm.recv(part.data.ptr, part.nbytes, uint8, peer, stream)
+            elif a.nbytes:
+                self.nccl_comm.send(a.data.ptr, a.nbytes, uint8, root, stream)
+        finally:
+            self.nccl.groupEnd()
+        return out
 
     def start_exchange(self, lower, upper, send_lower, send_upper, recv_lower, recv_upper):
         if not on_device(backend_of(recv_lower if lower is not None else recv_upper)):

@@ -16,6 +16,7 @@ slab and the state where its gas regions are labelled.
 """
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -245,18 +246,17 @@ class RankSlabs(WholeGrid):
     def labelled_state(self, state):
         # On rank 0's device where the whole grid's labelling fits in half
         # its free memory (the labelling's kernels, not the host's array
-        # code), else on its host.
-        whole = whole_state(state, self.comm, pressure=False)
-        if whole is None or not self.backend.on_device:
-            return whole
-        free = self.backend.available_memory()[0]
-        if free is None or LABEL_ARRAYS * whole.phi.nbytes > free // 2:
-            return whole
-        xp = self.backend.xp
-        return FlowState(phi=xp.asarray(whole.phi), velocity=tuple(xp.asarray(v) for v in
-                                                                     whole.velocity),
-                         p=None, time=whole.time, step=whole.step,
-                         c=None if whole.c is None else xp.asarray(whole.c))
+        # code), the slabs sent there device to device; else on its host.
+        # Rank 0 chooses and every rank follows: the gathers must meet.
+        on_device = False
+        if self.backend.on_device:
+            fits = None
+            if self.comm.rank == 0:
+                free = self.backend.available_memory()[0]
+                whole = math.prod(self.grid.shape) * state.phi.dtype.itemsize
+                fits = free is not None and LABEL_ARRAYS * whole <= free // 2
+            on_device = bool(self.comm.broadcast(fits, root=0))
+        return whole_state(state, self.comm, pressure=False, on_device=on_device)
 
     def error(self, exc):
         return agreed(exc)
@@ -275,15 +275,17 @@ def slab_state(state, slab, xp=None):
                      c=None if state.c is None else own(state.c[cells]))
 
 
-def whole_state(state, comm, root=0, pressure=True):
+def whole_state(state, comm, root=0, pressure=True, on_device=False):
     """The ranks' slab states gathered on ``root`` as one whole-grid state
-    on the host (None on the other ranks); every rank calls it.  Without
-    ``pressure`` its ``p`` is None (what the gas regions do not read)."""
+    on the host, or with ``on_device`` on the state's device (None on the
+    other ranks); every rank calls it.  Without ``pressure`` its ``p`` is
+    None (what the gas regions do not read)."""
     nd = state.phi.ndim
+    gather = comm.gather_rows_to_device if on_device else comm.gather_rows
 
     def joined(f, faces=False):
         # A face between two slabs is held by both: the lower's.
-        return comm.gather_rows(f[1:] if faces and comm.rank > 0 else f, root)
+        return gather(f[1:] if faces and comm.rank > 0 else f, root)
 
     phi = joined(state.phi)
     p = joined(state.p) if pressure else None

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.launcher import ROOT, child_env, mpiexec
 
-MERGE = ["--backend", "numpy", "--no-progress", "-q", "--set", "grid.nx=20",
+MERGE = ["--no-progress", "-q", "--set", "grid.nx=20",
          "--set", "grid.ny=40",
          "--set", "output.interval=0.1",
          "--set", "geometry.bubbles=[{center: [0.5, 0.45], radius: 0.2}, "
@@ -19,9 +19,9 @@ MERGE = ["--backend", "numpy", "--no-progress", "-q", "--set", "grid.nx=20",
 EXACT = ("step", "id", "events/step", "events/kind", "events/id", "events/other")
 
 
-def run(ranks, folder, end, *more):
+def run(ranks, folder, end, *more, backend="numpy"):
     cmd = [sys.executable, "-m", "bubbleflow", "run", str(ROOT / "cases" / "two_phase.yaml"),
-           *MERGE, "--set", f"time.end={end}", "-o", str(folder), *more]
+           "--backend", backend, *MERGE, "--set", f"time.end={end}", "-o", str(folder), *more]
     if ranks > 1:
         cmd = [mpiexec(), "-n", str(ranks)] + cmd
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=child_env(),
@@ -53,6 +53,25 @@ def test_the_ranks_track_the_bubbles_of_one_process(tmp_path):
                                            err_msg=name)
 
 
+@pytest.mark.gpu
+def test_the_ranks_on_the_gpu_track_the_bubbles_of_one_process(tmp_path, cupy_backend):
+    """On CuPy: each sample's slabs gathered on rank 0's device (device to
+    device on NCCL) and labelled there give one process's tables."""
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    every = ["--set", "output.bubbles_every=1"]
+    one = run(1, tmp_path / "one", 0.5, *every, backend="cupy")
+    two = run(2, tmp_path / "two", 0.5, *every, backend="cupy")
+    assert one["events/kind"].tolist() == [0, 0, 1]
+    assert sorted(two) == sorted(one)
+    for name, values in one.items():
+        if name in EXACT:
+            np.testing.assert_array_equal(two[name], values, err_msg=name)
+        else:
+            np.testing.assert_allclose(two[name], values, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
 def test_a_trackers_state_that_cannot_be_read_is_one_line_on_the_ranks(tmp_path):
     """Checked on rank 0 before the ranks start: one line, said once."""
     if mpiexec() is None:
@@ -66,7 +85,8 @@ def test_a_trackers_state_that_cannot_be_read_is_one_line_on_the_ranks(tmp_path)
     with h5py.File(snapshots[-1], "a") as fh:
         del fh["bubble_tracker/ids"]
     cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "bubbleflow", "run",
-           str(ROOT / "cases" / "two_phase.yaml"), *MERGE, "--set", "time.end=0.1",
+           str(ROOT / "cases" / "two_phase.yaml"), "--backend", "numpy", *MERGE,
+           "--set", "time.end=0.1",
            "-o", str(folder), "--restart", str(index)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=child_env(),
                           cwd=folder.parent)

@@ -210,7 +210,26 @@ def test_gather_rows_joins_the_ranks_arrays(tmp_path):
                               env=child_env())
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         line = json.loads(out.read_text())
-        assert line == {"ranks": ranks, "same": [True] * 4, "maxima": True}, line
+        assert {k: line[k] for k in ("ranks", "same", "device", "maxima")} == \
+            {"ranks": ranks, "same": [True] * 4, "device": [True] * 4, "maxima": True}, line
+
+
+@pytest.mark.gpu
+def test_gather_rows_to_device_joins_the_ranks_device_arrays(tmp_path, cupy_backend):
+    """The same on CuPy arrays, two ranks: on NCCL (a GPU a rank) each
+    rank's rows go to rank 0's device as bytes, float64, bool and int64
+    alike, and a rank of no rows sends nothing."""
+    if mpiexec() is None:
+        pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
+    pytest.importorskip("mpi4py")
+    script = HERE.parent / "helpers" / "mpi_gather_rows.py"
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script), str(out),
+                           "cupy"], capture_output=True, text=True, timeout=300,
+                          env=child_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    line = json.loads(out.read_text())
+    assert line["same"] == line["device"] == [True] * 4 and line["maxima"], line
 
 
 def test_flow_steps_on_ranks_equal_one_process(tmp_path):
