@@ -34,6 +34,17 @@ def run(ranks, folder, end, *more, backend="numpy"):
     return out
 
 
+def _same_tables(got, one):
+    """``got``'s bubble tables are ``one``'s: the ids, steps and events
+    exactly, the measures to rounding."""
+    assert sorted(got) == sorted(one)
+    for name, values in one.items():
+        if name in EXACT:
+            np.testing.assert_array_equal(got[name], values, err_msg=name)
+        else:
+            np.testing.assert_allclose(got[name], values, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
 def test_the_ranks_track_the_bubbles_of_one_process(tmp_path):
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
@@ -44,13 +55,7 @@ def test_the_ranks_track_the_bubbles_of_one_process(tmp_path):
     cont = run(2, tmp_path / "half", 0.5, "--restart", str(tmp_path / "half" / "two_phase.h5"))
     assert one["events/kind"].tolist() == [0, 0, 1]          # created twice, merged once
     for got in (two, cont):
-        assert sorted(got) == sorted(one)
-        for name, values in one.items():
-            if name in EXACT:
-                np.testing.assert_array_equal(got[name], values, err_msg=name)
-            else:
-                np.testing.assert_allclose(got[name], values, rtol=1e-9, atol=1e-12,
-                                           err_msg=name)
+        _same_tables(got, one)
 
 
 @pytest.mark.gpu
@@ -64,12 +69,7 @@ def test_the_ranks_on_the_gpu_track_the_bubbles_of_one_process(tmp_path, cupy_ba
     one = run(1, tmp_path / "one", 0.5, *every, backend="cupy")
     two = run(2, tmp_path / "two", 0.5, *every, backend="cupy")
     assert one["events/kind"].tolist() == [0, 0, 1]
-    assert sorted(two) == sorted(one)
-    for name, values in one.items():
-        if name in EXACT:
-            np.testing.assert_array_equal(two[name], values, err_msg=name)
-        else:
-            np.testing.assert_allclose(two[name], values, rtol=1e-9, atol=1e-12, err_msg=name)
+    _same_tables(two, one)
 
 
 def test_a_trackers_state_that_cannot_be_read_is_one_line_on_the_ranks(tmp_path):

@@ -194,6 +194,17 @@ def _assert_flow_steps_equal(run, ranks):
         assert got["diagnostics"] <= 1e-9, got
 
 
+def _gathered_rows(tmp_path, ranks, *options):
+    """The JSON line ``mpiexec -n ranks`` of tests/helpers/mpi_gather_rows.py wrote."""
+    script = HERE.parent / "helpers" / "mpi_gather_rows.py"
+    out = tmp_path / f"rows{ranks}.json"
+    proc = subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, str(script), str(out),
+                           *options], capture_output=True, text=True, timeout=300,
+                          env=child_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
 def test_gather_rows_joins_the_ranks_arrays(tmp_path):
     """Arrays of each rank's own number of rows (none on one rank), of
     float64, bool and int64, and rows of no entries: rank 0 gets their
@@ -202,14 +213,8 @@ def test_gather_rows_joins_the_ranks_arrays(tmp_path):
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    script = HERE.parent / "helpers" / "mpi_gather_rows.py"
     for ranks in (1, 3):
-        out = tmp_path / f"rows{ranks}.json"
-        proc = subprocess.run([mpiexec(), "-n", str(ranks), sys.executable, str(script),
-                               str(out)], capture_output=True, text=True, timeout=300,
-                              env=child_env())
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        line = json.loads(out.read_text())
+        line = _gathered_rows(tmp_path, ranks)
         assert {k: line[k] for k in ("ranks", "same", "device", "maxima")} == \
             {"ranks": ranks, "same": [True] * 4, "device": [True] * 4, "maxima": True}, line
 
@@ -222,13 +227,7 @@ def test_gather_rows_to_device_joins_the_ranks_device_arrays(tmp_path, cupy_back
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
-    script = HERE.parent / "helpers" / "mpi_gather_rows.py"
-    out = tmp_path / "rows.json"
-    proc = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script), str(out),
-                           "cupy"], capture_output=True, text=True, timeout=300,
-                          env=child_env())
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    line = json.loads(out.read_text())
+    line = _gathered_rows(tmp_path, 2, "cupy")
     assert line["same"] == line["device"] == [True] * 4 and line["maxima"], line
 
 
