@@ -41,26 +41,48 @@ def _copy_arrays_by_launches(dsts, srcs):
     import cupy as cp
 
     ndarray = cp.ndarray
-    batched, rest = [], []
-    for dst, src in zip(dsts, srcs):
-        same = (type(dst) is ndarray and type(src) is ndarray and dst.dtype == src.dtype
-                and dst.shape == src.shape and dst.flags.c_contiguous
-                and src.flags.c_contiguous)
-        (batched if same and dst.nbytes else rest).append((dst, src))
     kernel = _kernel("bf_copy_arrays")
-    for start in range(0, len(batched), COPIES_A_LAUNCH):
-        group = batched[start:start + COPIES_A_LAUNCH]
-        args, words = [np.int32(len(group))], 0
-        for dst, src in group:
-            nbytes = dst.nbytes
-            args += (dst, src, np.int64(nbytes))
-            words = max(words, nbytes)
-        # The unused slots repeat the first pair (blockIdx.y >= count returns):
-        # arrays cost the launch less to pack than null pointers.
-        args += args[1:4] * (COPIES_A_LAUNCH - len(group))
-        words = -(-words // 8)
-        blocks = max(1, min(-(-words // _THREADS), 1024))
-        kernel((blocks, len(group)), (_THREADS,), tuple(args))
+    args, count, most, rest = [None], 0, 0, []
+    for dst, src in zip(dsts, srcs):
+        nbytes = dst.nbytes if type(dst) is ndarray and type(src) is ndarray else 0
+        if not (nbytes and (dst.dtype is src.dtype or dst.dtype == src.dtype)
+                and dst.shape == src.shape and dst.flags.c_contiguous
+                and src.flags.c_contiguous):
+            rest.append((dst, src))
+            continue
+        args += (dst, src, _sizes.get(nbytes) or _size(nbytes))
+        count += 1
+        if nbytes > most:
+            most = nbytes
+        if count == COPIES_A_LAUNCH:
+            _launch(kernel, args, count, most)
+            args, count, most = [None], 0, 0
+    if count:
+        _launch(kernel, args, count, most)
     for dst, src in rest:
         dst[...] = src
     return dsts
+
+
+def _launch(kernel, args, count, most):
+    """One launch of ``bf_copy_arrays`` for the ``count`` pairs of ``args``
+    (its first slot the count's), ``most`` bytes the largest."""
+    args[0] = np.int32(count)
+    # The unused slots repeat the first pair (blockIdx.y >= count returns):
+    # arrays cost the launch less to pack than null pointers.
+    args += args[1:4] * (COPIES_A_LAUNCH - count)
+    words = -(-most // 8)
+    blocks = max(1, min(-(-words // _THREADS), 1024))
+    kernel((blocks, count), (_THREADS,), tuple(args))
+
+
+# Sizes as the kernel's int64 arguments, made once each (a copy's sizes
+# repeat from call to call; making the scalar costs more than finding it).
+_sizes: dict = {}
+
+
+def _size(nbytes):
+    if len(_sizes) > 4096:
+        _sizes.clear()
+    value = _sizes[nbytes] = np.int64(nbytes)
+    return value

@@ -178,18 +178,12 @@ class KeyedReplays:
             if entry is None:
                 self.counts["run"] += 1
                 return fn(*inputs)
-        buffers, capture = entry
-        into = [(dst, src) for dst, src in zip(buffers, inputs) if dst is not None]
-        copy_arrays([dst for dst, _ in into], [src for _, src in into])
-        leaves, shape = capture.replay()
-        copies, results = {}, []
-        for a in leaves:
-            if a is not None and id(a) not in copies:
-                copies[id(a)] = _empty_like(a)
-                results.append(a)
-        copy_arrays([copies[id(a)] for a in results], results)
+        copy_arrays(entry.buffers, [inputs[i] for i in entry.filled])
+        entry.capture.replay()
+        fresh = [_empty_like(a) for a in entry.results]
+        copy_arrays(fresh, entry.results)
         self.counts["replayed"] += 1
-        return _rebuild(shape, iter([None if a is None else copies[id(a)] for a in leaves]))
+        return _rebuild(entry.shape, iter([None if j < 0 else fresh[j] for j in entry.slots]))
 
     def _capture(self, key, fn, inputs):
         array = type(next(a for a in inputs if a is not None))
@@ -210,10 +204,33 @@ class KeyedReplays:
             self.errors[kind] = why[-1] if why else "the capture was refused"
             return None
         self.counts["captured"] += 1
-        self._graphs[key] = entry = (buffers, capture)
+        self._graphs[key] = entry = _Replay(buffers, capture)
         while len(self._graphs) > self.kept:
             self._graphs.popitem(last=False)
         return entry
+
+
+class _Replay:
+    """A key's graph and what its replays copy: the input buffers its
+    inputs go into (:attr:`buffers`, at the inputs' places :attr:`filled`),
+    the distinct arrays of its result (:attr:`results`, copied out), and
+    for each leaf of the result the index of its array among them
+    (:attr:`slots`; -1 for None) and the result's nesting (:attr:`shape`)."""
+
+    def __init__(self, buffers, capture):
+        self.capture = capture
+        self.filled = [i for i, b in enumerate(buffers) if b is not None]
+        self.buffers = [buffers[i] for i in self.filled]
+        leaves, self.shape = capture.result
+        index, self.results, self.slots = {}, [], []
+        for a in leaves:
+            if a is None:
+                self.slots.append(-1)
+                continue
+            if id(a) not in index:
+                index[id(a)] = len(self.results)
+                self.results.append(a)
+            self.slots.append(index[id(a)])
 
 
 def _empty_like(a):

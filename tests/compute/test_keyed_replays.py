@@ -34,8 +34,7 @@ def test_calls_run_capture_then_replay_and_return_copies():
         assert none is None
         if k >= 1:                                  # a replay: one copy for both
             assert z2 is z
-    buffers, capture = replays._graphs["k"]
-    leaves, _ = capture.result
+    leaves, _ = replays._graphs["k"].capture.result
     assert all(r[0] is not leaf for r in results for leaf in leaves)
     none_in = replays("n", affine, (x, None))
     again = replays("n", affine, (3.0 * x, None))

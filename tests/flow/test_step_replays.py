@@ -77,8 +77,7 @@ def test_keyed_replays_return_copies(cp):
         np.testing.assert_array_equal(z.get(), (2.0 * k * x + y).get())
         np.testing.assert_array_equal(x1.get(), (k * x + 1.0).get())
         assert z2 is z
-    buffers, capture = replays._graphs["k"]
-    leaves, _ = capture.result
+    leaves, _ = replays._graphs["k"].capture.result
     assert all(r[0] is not g for r in results for g in leaves)
 
 
