@@ -333,26 +333,31 @@ class CupyBackend(Backend):
         import ctypes
 
         cp = self.xp
-        shapes = [np.shape(a) for a in arrays]
-        # (ascontiguousarray gives a 0-d array one dimension: shapes kept apart.)
-        arrays = [cp.ascontiguousarray(a) if isinstance(a, cp.ndarray) else np.asarray(a)
-                  for a in arrays]
-        offsets, total = [], 0
+        ndarray = cp.ndarray
+        pieces, total = [], 0
         for a in arrays:
-            offsets.append(total)
+            if isinstance(a, ndarray):
+                # (A 0-d array comes out of ascontiguousarray with one dimension.)
+                shape = a.shape
+                if not a.flags.c_contiguous:
+                    a = cp.ascontiguousarray(a)
+            else:
+                a = np.asarray(a)
+                shape = a.shape
+            pieces.append((a, total, shape))
             total += -(-a.nbytes // 16) * 16
         buf = self._pinned(max(total, 16))
+        address = buf.ctypes.data
         stream = cp.cuda.get_current_stream()
-        for a, at in zip(arrays, offsets):
-            if isinstance(a, cp.ndarray):
+        for a, at, _ in pieces:
+            if isinstance(a, ndarray):
                 if a.nbytes:
-                    a.data.copy_to_host_async(ctypes.c_void_p(buf.ctypes.data + at), a.nbytes,
-                                              stream)
+                    a.data.copy_to_host_async(ctypes.c_void_p(address + at), a.nbytes, stream)
             else:
                 buf[at: at + a.nbytes] = a.reshape(-1).view(np.uint8)
         stream.synchronize()
         return [buf[at: at + a.nbytes].view(a.dtype).reshape(shape).copy()
-                for a, at, shape in zip(arrays, offsets, shapes)]
+                for a, at, shape in pieces]
 
     def _pinned(self, nbytes):
         """A pinned host buffer of ``nbytes`` for :meth:`to_host_many`: one
