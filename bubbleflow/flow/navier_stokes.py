@@ -470,7 +470,8 @@ class FlowSolver:
         # runs on a stream of its own while the host queues the momentum
         # phase (the solve runs its checks).
         with (self.backend.side_stream() if part.overlap_setup else SideWork()) as setup:
-            A = part.operator(rho_faces, self.dtype, self.case.operator.storage, w)
+            A = part.operator(rho_faces, self.dtype, self.case.operator.storage, w,
+                              out=self._pressure.operator_arrays() if self._pressure else None)
             solver = self.pressure_solver(A, phi_w, check=not part.overlap_setup)
         clock.mark("pressure set-up")
         fields = (phi_w, H, rho, mu, rho_faces)

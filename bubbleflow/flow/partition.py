@@ -125,10 +125,12 @@ class WholeGrid:
         projection's correction, here the whole grid's already."""
         return norms
 
-    def operator(self, rho_faces, dtype, storage, width):
-        """The pressure operator of the (widened) slab's face densities."""
+    def operator(self, rho_faces, dtype, storage, width, out=None):
+        """The pressure operator of the (widened) slab's face densities;
+        ``out``: the arrays its couplings are written into (the pressure
+        solver's, :meth:`.PressureSolver.operator_arrays`), or None."""
         return PoissonOperator.from_faces(rho_faces, self.grid, backend=self.backend, dtype=dtype,
-                                          densities=True, storage=storage)
+                                          densities=True, storage=storage, out=out)
 
     def solver_phi(self, A, phi, width):
         """The level set the pressure solver's deflation reads, from the
@@ -219,9 +221,10 @@ class RankSlabs(WholeGrid):
         local = xp.stack([(div_star * div_star).sum(), (div * div).sum()])
         return xp.sqrt(self.comm.allreduce_sum(local))
 
-    def operator(self, rho_faces, dtype, storage, width):
+    def operator(self, rho_faces, dtype, storage, width, out=None):
         """The rank's rows of the pressure operator of the slab widened by
-        ``width`` planes (``rho_faces`` the widened slab's); matrix free."""
+        ``width`` planes (``rho_faces`` the widened slab's); matrix free
+        (``out`` is None: a solver on a slab offers no arrays)."""
         from ..operators.distributed import DistributedOperator
 
         lo, hi = self.window(width)

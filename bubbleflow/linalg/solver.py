@@ -349,6 +349,19 @@ class PressureSolver:
         if checked:
             _check_all(self.A_inner.backend, checked, wait)
 
+    def operator_arrays(self):
+        """Arrays the next operator's face couplings may be written into
+        (:meth:`.PoissonOperator.from_faces`'s ``out``): the device engine's
+        own, which its launches and CUDA graphs read, so that :meth:`update`
+        copies nothing; None where it keeps none such (no device engine, a
+        2-D grid, an operator stored otherwise than matrix free, a rank's
+        slab, float32 iterations).  An operator built in them is
+        overwritten by the next one built in them."""
+        if (self.device is None or self.partition.on_slab or self.A_inner is not self.A
+                or getattr(self.A, "storage", None) != "matrix_free"):
+            return None
+        return getattr(self.device, "operator_arrays", lambda: None)()
+
     def _device_engine(self):
         """The engine that runs whole iterations on the device for the
         float64 solves (:mod:`bubbleflow.linalg.engines`), or None: built

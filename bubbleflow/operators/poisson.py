@@ -102,7 +102,7 @@ class PoissonOperator:
 
     @classmethod
     def from_faces(cls, betas, grid, backend="numpy", dtype=np.float64, densities=False,
-                   storage="matrix_free"):
+                   storage="matrix_free", out=None):
         """The operator of any dimension from the face coefficients per axis.
 
         ``betas[k]`` holds ``1/rho`` (``rho`` with ``densities``) on the
@@ -114,6 +114,13 @@ class PoissonOperator:
         diagonals ``(B, S, W, C, E, N, T)`` of the grid's shape (z-, y-,
         x-lower neighbour, centre, x-, y-, z-upper; zero across the walls).
 
+        ``out``: in 3-D, matrix free and in float64, one array per axis of
+        that axis's faces' shape on the backend, which the couplings are
+        written into and the operator then holds: a solver's own
+        (:meth:`~bubbleflow.linalg.solver.PressureSolver.operator_arrays`),
+        whose launches read them, so that its update copies nothing.  An
+        operator built in them earlier is overwritten.
+
         >>> import numpy as np
         >>> g = Grid.regular((4, 3, 2), (1.0, 1.0, 1.0))
         >>> betas = [np.ones(s) for s in ((2, 3, 3), (2, 2, 4), (1, 3, 4))]
@@ -121,6 +128,10 @@ class PoissonOperator:
         >>> A.grid_shape, A.shape, float(abs(A @ np.ones(24)).max())
         ((2, 3, 4), (24, 24), 0.0)
         """
+        if out is not None and (grid.ndim != 3 or storage != "matrix_free"
+                                or np.dtype(dtype) != np.float64):
+            raise ValueError("from_faces: out= is for a 3-D matrix-free float64 operator; got "
+                             f"{grid.ndim}-D, storage {storage!r}, dtype {np.dtype(dtype)}")
         if grid.ndim == 2:
             return cls(betas[0], betas[1], *grid.spacing, backend=backend, dtype=dtype,
                        storage=storage, densities=densities, grid=grid)
@@ -138,7 +149,8 @@ class PoissonOperator:
             if tuple(beta.shape) != tuple(expected):
                 raise ValueError(f"faces normal to axis {'xyz'[axis]} have shape "
                                  f"{tuple(beta.shape)}; expected {tuple(expected)}")
-            faces.append(face_couplings(beta, h, densities))
+            faces.append(face_couplings(beta, h, densities,
+                                        out=None if out is None else _out_of(out, axis, beta)))
         if storage == "diagonals":
             # Formed in float64 and rounded, as the 2-D diagonals are.
             self.diagonals = tuple(d.astype(self.dtype, copy=False)
@@ -374,20 +386,36 @@ def _face_couplings(beta_x, beta_y, hx, hy, reciprocal):
 
 
 @twin
-def face_couplings(beta, h, reciprocal=False):
+def face_couplings(beta, h, reciprocal=False, out=None):
     """The couplings ``beta / h^2`` of the faces normal to an axis of cell
     size ``h`` (``1 / beta`` first with ``reciprocal``: ``beta`` then holds
-    densities), float64 on ``beta``'s backend.  On CuPy one pass instead of
-    two (:func:`bubbleflow.operators.poisson_cuda.face_couplings`, equal bit
-    for bit): a 3-D flow forms them for every step's operator."""
-    return (1.0 / beta if reciprocal else beta) / h ** 2
+    densities), float64 on ``beta``'s backend: written into ``out`` where
+    given (a float64 array of ``beta``'s shape on its backend), else a new
+    array.  On CuPy one pass instead of two
+    (:func:`bubbleflow.operators.poisson_cuda.face_couplings`, equal bit for
+    bit): a 3-D flow forms them for every step's operator."""
+    couplings = (1.0 / beta if reciprocal else beta) / h ** 2
+    if out is None:
+        return couplings
+    out[...] = couplings
+    return out
 
 
 @face_couplings.register("cupy")
-def _face_couplings_cuda(beta, h, reciprocal=False):
+def _face_couplings_cuda(beta, h, reciprocal=False, out=None):
     if beta.dtype != np.float64:
         return NotImplemented
-    return poisson_cuda.face_couplings(beta, h, reciprocal)
+    return poisson_cuda.face_couplings(beta, h, reciprocal, out)
+
+
+def _out_of(out, axis, beta):
+    """``out[axis]``, checked: a float64 array of ``beta``'s shape and backend."""
+    a = out[axis]
+    if type(a) is not type(beta) or a.dtype != np.float64 or a.shape != beta.shape:
+        raise ValueError(f"from_faces: out[{axis}] is a {type(a).__name__} of {a.dtype} "
+                         f"{tuple(a.shape)}; expected {type(beta).__name__} of float64 "
+                         f"{tuple(beta.shape)}")
+    return a
 
 
 def _f64(a, xp):

@@ -118,12 +118,14 @@ def _couplings_kernel(reciprocal):
                             f"bf_face_couplings_{int(reciprocal)}")
 
 
-def face_couplings(beta, h, reciprocal=False):
+def face_couplings(beta, h, reciprocal=False, out=None):
     """The face couplings ``beta / h^2`` (``1 / beta`` first with
-    ``reciprocal``) of float64 CuPy ``beta``, in one pass (twin:
-    ``poisson.face_couplings``, equal bit for bit)."""
+    ``reciprocal``) of float64 CuPy ``beta``, in one pass, into ``out``
+    where given (a float64 array of ``beta``'s shape), else a new array
+    (twin: ``poisson.face_couplings``, equal bit for bit)."""
     import cupy as cp
 
-    out = cp.empty(beta.shape, dtype=cp.float64)
+    if out is None:
+        out = cp.empty(beta.shape, dtype=cp.float64)
     _couplings_kernel(bool(reciprocal))(beta, np.float64(float(h) ** 2), out)
     return out

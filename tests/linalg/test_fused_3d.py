@@ -92,3 +92,38 @@ def test_fused_3d_leaves_grids_past_32_bit_offsets_to_the_generic_loop(cupy_back
     assert s.device is None
     x, rec = s.solve(b)
     assert rec.converged and rec.engine == "generic"
+
+
+def test_an_operator_built_in_the_engines_arrays_is_taken_without_a_copy(cupy_backend):
+    """A solver offers its engine's couplings (``operator_arrays``); the next
+    operator built in them is updated to and solved with the same bits as
+    an operator of its own, and the engine reads those arrays (no copy).
+    The solver offers none where its operator is stored as diagonals."""
+    from bubbleflow.operators.poisson import PoissonOperator
+
+    cp = cupy_backend.xp
+    A, b, phi = column(24, cupy_backend, 1e3)
+    grid = A.grid
+    rng = np.random.default_rng(7)
+    densities = [cp.asarray(10.0 ** rng.uniform(0, 3, size=grid.faces_shape(a)))
+                 for a in range(3)]
+    answers = []
+    for built_in in (False, True):
+        s = PressureSolver(A, method="pcg", preconditioner="multigrid", rtol=1e-9)
+        out = s.operator_arrays()
+        assert isinstance(s.device, FusedEngine3D) and out is not None
+        assert all(o is e for o, e in zip(out, (s.device.cx, s.device.cy, s.device.cz)))
+        B = PoissonOperator.from_faces(densities, grid, backend=cupy_backend, densities=True,
+                                       out=out if built_in else None)
+        s.update(B)
+        if built_in:
+            assert all(c is o for c, o in zip(B.couplings(), out))
+        x, rec = s.solve(b)
+        assert rec.converged, rec.summary()
+        answers.append((x.get(), rec.iterations))
+    (x0, i0), (x1, i1) = answers
+    assert i0 == i1
+    np.testing.assert_array_equal(x0, x1)
+    D = PoissonOperator.from_faces(densities, grid, backend=cupy_backend, densities=True,
+                                   storage="diagonals")
+    assert PressureSolver(D, method="pcg", preconditioner="multigrid").operator_arrays() is None

@@ -47,6 +47,51 @@ def test_faces_of_the_wrong_shape_are_refused():
                                    storage="dia")
 
 
+
+def test_an_operator_built_in_given_arrays_holds_them_with_the_same_couplings(backend):
+    """``from_faces(out=...)`` writes the couplings into the given arrays
+    and the operator holds them: the same values as an operator of its own;
+    a second operator built in them overwrites the first's."""
+    rng = np.random.default_rng(5)
+    grid = Grid.regular((5, 4, 3), (1.0, 0.8, 0.9))
+    xp = backend.xp
+    faces = [xp.asarray(f) for f in random_faces(grid.shape, rng)]
+    own = PoissonOperator.from_faces(faces, grid, backend=backend, densities=True)
+    out = tuple(xp.full(grid.faces_shape(a), -1.0) for a in range(3))
+    A = PoissonOperator.from_faces(faces, grid, backend=backend, densities=True, out=out)
+    assert all(c is o for c, o in zip(A.couplings(), out))
+    for c, ref in zip(A.couplings(), own.couplings()):
+        np.testing.assert_array_equal(backend.to_host(c), backend.to_host(ref))
+    later = [2.0 * f for f in faces]
+    B = PoissonOperator.from_faces(later, grid, backend=backend, densities=True, out=out)
+    ref = PoissonOperator.from_faces(later, grid, backend=backend, densities=True)
+    for c, r in zip(A.couplings(), ref.couplings()):
+        np.testing.assert_array_equal(backend.to_host(c), backend.to_host(r))
+    assert all(b is a for b, a in zip(B.couplings(), A.couplings()))
+
+
+def test_arrays_an_operator_cannot_be_built_in_are_refused():
+    """``out`` is for a 3-D matrix-free float64 operator, one float64 array
+    per axis of that axis's faces' shape: anything else is refused."""
+    rng = np.random.default_rng(6)
+    grid = Grid.regular((4, 4, 4), (1.0, 1.0, 1.0))
+    faces = random_faces(grid.shape, rng)
+    out = [np.zeros(grid.faces_shape(a)) for a in range(3)]
+    with pytest.raises(ValueError, match="storage 'diagonals'"):
+        PoissonOperator.from_faces(faces, grid, storage="diagonals", out=out)
+    with pytest.raises(ValueError, match="dtype float32"):
+        PoissonOperator.from_faces(faces, grid, dtype=np.float32, out=out)
+    flat = Grid.regular((4, 4), (1.0, 1.0))
+    with pytest.raises(ValueError, match="2-D"):
+        PoissonOperator.from_faces([np.ones(flat.faces_shape(a)) for a in range(2)], flat,
+                                   out=out[:2])
+    out[1] = out[1][:-1]
+    with pytest.raises(ValueError, match=r"out\[1\]"):
+        PoissonOperator.from_faces(faces, grid, out=out)
+    out[1] = np.zeros(grid.faces_shape(1), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"out\[1\] is a ndarray of float32"):
+        PoissonOperator.from_faces(faces, grid, out=out)
+
 def test_bubbly_column_3d_is_singular_and_compatible():
     A, b, phi = bubbly_column_3d(10, 1e3)
     S = A.to_scipy()

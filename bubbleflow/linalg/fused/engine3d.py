@@ -132,9 +132,17 @@ class FusedEngine3D(FusedIteration):
     def _bind_grid(self, A, prec_obj, pieces):
         return False
 
+    def operator_arrays(self):
+        """The engine's face couplings per axis (x, y, z), which its
+        launches read: an operator built in them
+        (:meth:`.PoissonOperator.from_faces`'s ``out``) is taken without a
+        copy."""
+        return self.cx, self.cy, self.cz
+
     def _copy_grid(self, A, prec_obj, pieces):
         for dst, src in zip((self.cx, self.cy, self.cz), A.couplings()):
-            dst[...] = src
+            if src is not dst:
+                dst[...] = src
         if self.prec_code == PREC_JACOBI:
             self.s[...] = prec_obj.inv_diagonal.reshape(self.n)
 

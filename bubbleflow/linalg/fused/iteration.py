@@ -89,6 +89,12 @@ class FusedIteration(FusedStages, IterationGraphs):
         self.bytes_per_iteration = self._count_bytes()
         return self
 
+    def operator_arrays(self):
+        """Arrays the next operator may be built in so that :meth:`update`
+        copies nothing (see the 3-D engine's); None: the engine binds its
+        operator otherwise."""
+        return None
+
     # ------------------------------------------------------------ binding
     def _bind(self, A, prec_obj, defl):
         """The operator-dependent arrays, copied into the engine's buffers:
