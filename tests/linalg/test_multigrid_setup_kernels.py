@@ -1,6 +1,7 @@
 """The multigrid set-up's CUDA kernels (linalg.precond.multigrid_setup_cuda)
 against their array-code twins: the coarse couplings, a level's arrays in
-both cycle precisions and the coarsest level's dense matrix, the same bits,
+both cycle precisions (alone, and with the coarser level's couplings in the
+same pass) and the coarsest level's dense matrix, the same bits,
 in 2-D and 3-D, on even and odd grids, grids one cell wide and couplings
 spanning six decades (some zero); and the coarsest inverse's failure,
 deferred on the GPU to the solver's checks.
@@ -12,7 +13,8 @@ import pytest
 from helpers.twins import variant
 
 from bubbleflow.linalg.precond.coarsest_solve import coarsest_shift, shifted_dense
-from bubbleflow.linalg.precond.multigrid import Multigrid, coarsen_couplings, level_arrays
+from bubbleflow.linalg.precond.multigrid import (Multigrid, coarsen_couplings, level_and_coarser,
+                                                 level_arrays)
 from bubbleflow.operators.poisson import centre_from_couplings
 from bubbleflow.mesh.grid import array_axis
 
@@ -66,6 +68,23 @@ def test_level_arrays_kernel(shape, dtype, cp):
         is not NotImplemented
     same(out_c + (out_inv,), ref_c + (ref_inv,))
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_level_and_coarser_kernel(shape, dtype, cp):
+    """One pass writes the level's arrays and returns the coarser level's
+    couplings: the bits of the array code's two steps."""
+    c = couplings(shape, seed=5)
+    ref_c = tuple(np.empty(x.shape, dtype=dtype) for x in c)
+    ref_inv = np.empty(shape, dtype=dtype)
+    ref_coarse = level_and_coarser.reference(c, ref_c, ref_inv)
+    out_c = tuple(cp.full(x.shape, np.nan, dtype=dtype) for x in c)
+    out_inv = cp.full(shape, np.nan, dtype=dtype)
+    got = variant(level_and_coarser)(tuple(cp.asarray(x) for x in c), out_c, out_inv)
+    assert got is not NotImplemented
+    same(out_c + (out_inv,), ref_c + (ref_inv,))
+    same(got, coarsen_couplings.reference(c, np))
+    same(got, ref_coarse)
 
 def test_a_hierarchy_on_the_gpu_is_the_array_codes(cp):
     """A 3-D hierarchy built and refreshed with the kernels holds the bits
@@ -172,6 +191,10 @@ def test_calls_the_kernels_do_not_cover(cp):
         is NotImplemented
     out_c = tuple(cp.empty(x.shape, dtype=cp.float32) for x in c)
     assert variant(level_arrays)(d, out_c, cp.empty((4, 5, 7), dtype=cp.float32)) \
+        is NotImplemented
+    assert variant(level_and_coarser)(d, out_c, cp.empty((4, 5, 7), dtype=cp.float32)) \
+        is NotImplemented
+    assert variant(level_and_coarser)(d[::-1], out_c, cp.empty((4, 5, 6), dtype=cp.float32)) \
         is NotImplemented
 
 

@@ -28,8 +28,9 @@ number of dimensions:
 The set-up runs on the operator's backend (NumPy or CuPy) and makes no
 host round trip but to size the levels; :meth:`Multigrid.refresh` redoes
 it for a new operator on the same grid in place.  A level's set-up is two
-twins, :func:`coarsen_couplings` and :func:`level_arrays` (on CuPy one
-kernel an axis and one a level, :mod:`.multigrid_setup_cuda`).  A cycle is two
+twins, :func:`coarsen_couplings` and :func:`level_arrays`, and where a
+coarser level follows, :func:`level_and_coarser` does both (on CuPy one
+kernel a level, :mod:`.multigrid_setup_cuda`).  A cycle is two
 twins per level, :func:`smooth_restrict` (down) and :func:`prolong_smooth`
 (up), and a dense product on the coarsest level: no host synchronisation.
 On CuPy in 2-D each twin is one kernel that smooths tiles held in
@@ -77,7 +78,7 @@ COARSE_MOVE_CELLS = 0.5
 COARSE_REFRESH_AUTO_MAX = 16
 
 __all__ = ["Multigrid", "CYCLE_PRECISIONS", "coarsen_couplings", "coarsen_axis", "level_shapes",
-           "level_arrays",
+           "level_arrays", "level_and_coarser",
            "auto_w_levels", "W_AUTO_MAX", "check_coarse_refresh", "COARSE_MOVE_CELLS",
            "COARSE_MOVE_FRACTION",
            "COARSE_REFRESH_AUTO_MAX", "restrict", "prolong", "smooth",
@@ -268,6 +269,15 @@ def level_arrays(couplings, out_couplings, out_inv_diagonal):
 
 
 @twin
+def level_and_coarser(couplings, out_couplings, out_inv_diagonal):
+    """:func:`level_arrays` of a level from its float64 face ``couplings``,
+    and the next level's float64 couplings (:func:`coarsen_couplings`),
+    returned; on CuPy one pass over the level's cells."""
+    level_arrays(couplings, out_couplings, out_inv_diagonal)
+    return coarsen_couplings(couplings, backend_of(couplings[0]).xp)
+
+
+@twin
 def abs_peak(b):
     """The largest ``|b|`` as a one-element float64 array of ``b``'s
     backend (NaN where ``b`` holds one, as ``max`` gives; 0 for no values)."""
@@ -291,11 +301,12 @@ def refresh_levels(couplings, levels):
     float64 face ``couplings``, each coarser level's couplings coarsened
     from the one above (:func:`coarsen_couplings`), written in place;
     returns the coarsest level's float64 couplings."""
-    xp = backend_of(couplings[0]).xp
+    last = len(levels) - 1
     for k, level in enumerate(levels):
-        if k:
-            couplings = coarsen_couplings(couplings, xp)
-        level_arrays(couplings, level.couplings, level.inv_diagonal)
+        if k < last:
+            couplings = level_and_coarser(couplings, level.couplings, level.inv_diagonal)
+        else:
+            level_arrays(couplings, level.couplings, level.inv_diagonal)
     return couplings
 
 
@@ -627,5 +638,6 @@ prolong_smooth.register("cupy")(multigrid_cuda.prolong_smooth)
 cycle_runner.register("cupy")(multigrid_cuda.cycle_runner)
 coarsen_couplings.register("cupy")(multigrid_setup_cuda.coarsen_couplings)
 level_arrays.register("cupy")(multigrid_setup_cuda.level_arrays)
+level_and_coarser.register("cupy")(multigrid_setup_cuda.level_and_coarser)
 abs_peak.register("cupy")(multigrid_setup_cuda.abs_peak)
 write_io_scale.register("cupy")(multigrid_setup_cuda.write_io_scale)

@@ -27,9 +27,35 @@ __device__ __forceinline__ void mg_unflatten(long long q, int n1, int n2, int* a
     *a0 = (int)(r / n1);
 }
 
-// The coarse couplings of the faces normal to array axis KA: the fine faces
-// between aggregates (odd along KA) summed over the aggregates' pairs along
-// the other axes, the lower array axis first (multigrid.coarsen_axis).
+// The coarse coupling of the face normal to array axis KA of coarse index
+// (k0, k1, k2): the fine faces between aggregates (odd along KA) summed over
+// the aggregates' pairs along the other axes, the lower array axis first
+// (multigrid.coarsen_axis); n0, n1, n2: the fine face array's extents.
+template <int KA>
+__device__ __forceinline__ T mg_coarse_face(const T* __restrict__ fine, int n0, int n1, int n2,
+                                            int k0, int k1, int k2)
+{
+    // Base index per array axis: 2 K + 1 along KA, 2 K along the others.
+    const int b0 = KA == 0 ? 2 * k0 + 1 : 2 * k0;
+    const int b1 = KA == 1 ? 2 * k1 + 1 : 2 * k1;
+    const int b2 = KA == 2 ? 2 * k2 + 1 : 2 * k2;
+    if (KA == 0) {          // pairs along axis 1, then axis 2
+        return (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0, b1 + 1, b2))
+               + (mg_face(fine, n0, n1, n2, b0, b1, b2 + 1)
+                  + mg_face(fine, n0, n1, n2, b0, b1 + 1, b2 + 1));
+    } else if (KA == 1) {   // pairs along axis 0, then axis 2
+        return (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2))
+               + (mg_face(fine, n0, n1, n2, b0, b1, b2 + 1)
+                  + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2 + 1));
+    }
+    // pairs along axis 0, then axis 1
+    return (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2))
+           + (mg_face(fine, n0, n1, n2, b0, b1 + 1, b2)
+              + mg_face(fine, n0, n1, n2, b0 + 1, b1 + 1, b2));
+}
+
+// The coarse couplings of the faces normal to array axis KA (coarse face
+// array of extents c0, c1, c2).
 template <int KA>
 __device__ __forceinline__ void mg_coarsen(const T* __restrict__ fine, T* __restrict__ coarse,
                                            int n0, int n1, int n2, int c0, int c1, int c2)
@@ -39,25 +65,7 @@ __device__ __forceinline__ void mg_coarsen(const T* __restrict__ fine, T* __rest
          q += (long long)gridDim.x * blockDim.x) {
         int k0, k1, k2;
         mg_unflatten(q, c1, c2, &k0, &k1, &k2);
-        // Base index per array axis: 2 K + 1 along KA, 2 K along the others.
-        const int b0 = KA == 0 ? 2 * k0 + 1 : 2 * k0;
-        const int b1 = KA == 1 ? 2 * k1 + 1 : 2 * k1;
-        const int b2 = KA == 2 ? 2 * k2 + 1 : 2 * k2;
-        T s;
-        if (KA == 0) {          // pairs along axis 1, then axis 2
-            s = (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0, b1 + 1, b2))
-                + (mg_face(fine, n0, n1, n2, b0, b1, b2 + 1)
-                   + mg_face(fine, n0, n1, n2, b0, b1 + 1, b2 + 1));
-        } else if (KA == 1) {   // pairs along axis 0, then axis 2
-            s = (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2))
-                + (mg_face(fine, n0, n1, n2, b0, b1, b2 + 1)
-                   + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2 + 1));
-        } else {                // pairs along axis 0, then axis 1
-            s = (mg_face(fine, n0, n1, n2, b0, b1, b2) + mg_face(fine, n0, n1, n2, b0 + 1, b1, b2))
-                + (mg_face(fine, n0, n1, n2, b0, b1 + 1, b2)
-                   + mg_face(fine, n0, n1, n2, b0 + 1, b1 + 1, b2));
-        }
-        coarse[q] = s;
+        coarse[q] = mg_coarse_face<KA>(fine, n0, n1, n2, k0, k1, k2);
     }
 }
 
@@ -78,6 +86,25 @@ extern "C" __global__ void bf_mg_coarsen(const T* __restrict__ fine, T* __restri
 // the last grid axis down, then upper faces from the first up), 0 where it
 // is not positive.
 template <typename S>
+__device__ __forceinline__ void mg_level_cell(const T* __restrict__ cx, const T* __restrict__ cy,
+                                              const T* __restrict__ cz, S* __restrict__ ox,
+                                              S* __restrict__ oy, S* __restrict__ oz,
+                                              S* __restrict__ inv, int n0, int n1, int n2,
+                                              long long p, int k, int j, int i)
+{
+    const long long px = ((long long)k * n1 + j) * (n2 - 1) + i;
+    const long long py = ((long long)k * (n1 - 1) + j) * n2 + i;
+    T C = 0.0;
+    if (k > 0) C += cz[p - (long long)n1 * n2];
+    if (j > 0) C += cy[py - n2];
+    if (i > 0) C += cx[px - 1];
+    if (i < n2 - 1) { C += cx[px]; ox[px] = (S)cx[px]; }
+    if (j < n1 - 1) { C += cy[py]; oy[py] = (S)cy[py]; }
+    if (k < n0 - 1) { C += cz[p]; oz[p] = (S)cz[p]; }
+    inv[p] = (S)(C > 0.0 ? 1.0 / C : 0.0);
+}
+
+template <typename S>
 __device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __restrict__ cy,
                                          const T* __restrict__ cz, S* __restrict__ ox,
                                          S* __restrict__ oy, S* __restrict__ oz,
@@ -88,16 +115,42 @@ __device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __re
          p += (long long)gridDim.x * blockDim.x) {
         int k, j, i;
         mg_unflatten(p, n1, n2, &k, &j, &i);
-        const long long px = ((long long)k * n1 + j) * (n2 - 1) + i;
-        const long long py = ((long long)k * (n1 - 1) + j) * n2 + i;
-        T C = 0.0;
-        if (k > 0) C += cz[p - (long long)n1 * n2];
-        if (j > 0) C += cy[py - n2];
-        if (i > 0) C += cx[px - 1];
-        if (i < n2 - 1) { C += cx[px]; ox[px] = (S)cx[px]; }
-        if (j < n1 - 1) { C += cy[py]; oy[py] = (S)cy[py]; }
-        if (k < n0 - 1) { C += cz[p]; oz[p] = (S)cz[p]; }
-        inv[p] = (S)(C > 0.0 ? 1.0 / C : 0.0);
+        mg_level_cell<S>(cx, cy, cz, ox, oy, oz, inv, n0, n1, n2, p, k, j, i);
+    }
+}
+
+// A level's arrays (mg_level) and the next level's float64 couplings
+// (mg_coarsen, per axis) in one pass over the level's cells: the cell at an
+// aggregate's lowest corner also sums the aggregate's upper coarse faces,
+// whose fine faces its neighbours read for their own arrays.  kx, ky, kz:
+// the coarse couplings (extents c0, c1, c2 less one along their axis); kz
+// and cz are not read where n0 is 1 (a 2-D grid).
+template <typename S>
+__device__ __forceinline__ void mg_level_coarsen(const T* __restrict__ cx,
+                                                 const T* __restrict__ cy,
+                                                 const T* __restrict__ cz, S* __restrict__ ox,
+                                                 S* __restrict__ oy, S* __restrict__ oz,
+                                                 S* __restrict__ inv, T* __restrict__ kx,
+                                                 T* __restrict__ ky, T* __restrict__ kz, int n0,
+                                                 int n1, int n2, int c0, int c1, int c2)
+{
+    const long long count = (long long)n0 * n1 * n2;
+    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < count;
+         p += (long long)gridDim.x * blockDim.x) {
+        int k, j, i;
+        mg_unflatten(p, n1, n2, &k, &j, &i);
+        mg_level_cell<S>(cx, cy, cz, ox, oy, oz, inv, n0, n1, n2, p, k, j, i);
+        if ((k | j | i) & 1) continue;
+        const int k0 = k >> 1, k1 = j >> 1, k2 = i >> 1;
+        if (k2 < c2 - 1)
+            kx[((long long)k0 * c1 + k1) * (c2 - 1) + k2] =
+                mg_coarse_face<2>(cx, n0, n1, n2 - 1, k0, k1, k2);
+        if (k1 < c1 - 1)
+            ky[((long long)k0 * (c1 - 1) + k1) * c2 + k2] =
+                mg_coarse_face<1>(cy, n0, n1 - 1, n2, k0, k1, k2);
+        if (k0 < c0 - 1)
+            kz[((long long)k0 * c1 + k1) * c2 + k2] =
+                mg_coarse_face<0>(cz, n0 - 1, n1, n2, k0, k1, k2);
     }
 }
 
@@ -112,6 +165,20 @@ __device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __re
     }
 BF_MG_LEVEL(bf_mg_level_f64, double)
 BF_MG_LEVEL(bf_mg_level_f32, float)
+
+#define BF_MG_LEVEL_COARSEN(NAME, S)                                                           \
+    extern "C" __global__ void NAME(const T* __restrict__ cx, const T* __restrict__ cy,        \
+                                    const T* __restrict__ cz, S* __restrict__ ox,              \
+                                    S* __restrict__ oy, S* __restrict__ oz,                    \
+                                    S* __restrict__ inv, T* __restrict__ kx,                   \
+                                    T* __restrict__ ky, T* __restrict__ kz, const int n0,      \
+                                    const int n1, const int n2, const int c0, const int c1,    \
+                                    const int c2)                                              \
+    {                                                                                          \
+        mg_level_coarsen<S>(cx, cy, cz, ox, oy, oz, inv, kx, ky, kz, n0, n1, n2, c0, c1, c2);  \
+    }
+BF_MG_LEVEL_COARSEN(bf_mg_level_coarsen_f64, double)
+BF_MG_LEVEL_COARSEN(bf_mg_level_coarsen_f32, float)
 
 // coarsest_solve.shifted_dense: the dense A + shift 1 1^T of a level of n0 x
 // n1 x n2 cells from its float64 couplings (as mg_level's), its diagonal

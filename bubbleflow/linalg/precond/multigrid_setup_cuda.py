@@ -8,7 +8,8 @@ A time step of a flow refreshes the hierarchy for its new densities
 sums and casts are a few dozen launches a level, each costing more to
 launch than to run on the coarse levels.  Here a level is one launch per
 axis for its coarse couplings and one for its arrays in the cycle's
-precision, with the array code's order of sums: the same bits; the
+precision, with the array code's order of sums: the same bits (a level
+with a coarser one below writes both in one pass); the
 coarsest level's dense matrix is one launch instead of a scatter per face
 array.  A 2-D grid runs as a 3-D grid of one plane.  Calls they do not cover (another
 dimension, other dtypes) return ``NotImplemented`` and the array code runs.
@@ -21,11 +22,15 @@ import numpy as np
 from ...compute import cuda
 from ...mesh.grid import array_axis
 
-__all__ = ["coarsen_couplings", "level_arrays", "shifted_dense", "abs_peak", "write_io_scale"]
+__all__ = ["coarsen_couplings", "level_arrays", "level_and_coarser", "shifted_dense", "abs_peak",
+           "write_io_scale"]
 
 _kernel = cuda.float64_kernels(__name__, "multigrid_setup.cu")
 #: The level kernel by the cycle's precision.
 _LEVEL = {np.dtype(np.float64): "bf_mg_level_f64", np.dtype(np.float32): "bf_mg_level_f32"}
+#: The level kernel that also coarsens, by the cycle's precision.
+_LEVEL_COARSEN = {np.dtype(np.float64): "bf_mg_level_coarsen_f64",
+                  np.dtype(np.float32): "bf_mg_level_coarsen_f32"}
 
 
 def _as_3d(a):
@@ -77,28 +82,66 @@ def coarsen_couplings(couplings, xp):
 def level_arrays(couplings, out_couplings, out_inv_diagonal):
     """Twin of ``multigrid.level_arrays``: one launch of ``bf_mg_level_f32``
     (or ``_f64``) writes the level's couplings and inverse diagonal."""
+    level = _level_args(couplings, out_couplings, out_inv_diagonal)
+    if level is None:
+        return NotImplemented
+    args, inv, _ = level
+    cuda.launch_1d(_kernel(_LEVEL[inv.dtype]), inv.size,
+                   (*args, *(np.int32(n) for n in inv.shape)))
+    return None
+
+
+def level_and_coarser(couplings, out_couplings, out_inv_diagonal):
+    """Twin of ``multigrid.level_and_coarser``: one launch of
+    ``bf_mg_level_coarsen_f32`` (or ``_f64``) writes the level's arrays and
+    the next level's float64 couplings, which it returns."""
+    import cupy as cp
+
+    level = _level_args(couplings, out_couplings, out_inv_diagonal)
+    if level is None:
+        return NotImplemented
+    args, inv, cells = level
+    nd = len(couplings)
+    coarse = tuple((n + 1) // 2 for n in cells)
+    out = []
+    for a in range(nd):
+        shape = list(coarse)
+        shape[array_axis(nd, a)] -= 1
+        out.append(cp.empty(tuple(shape), dtype=cp.float64))
+    coarser = [_as_3d(o) for o in out]
+    if nd == 2:                            # no z couplings: any array stands in
+        coarser.append(coarser[0])
+    cuda.launch_1d(_kernel(_LEVEL_COARSEN[inv.dtype]), inv.size, (
+        *args, *coarser, *(np.int32(n) for n in inv.shape),
+        *(np.int32(n) for n in (1,) * (3 - nd) + coarse)))
+    return out
+
+
+def _level_args(couplings, out_couplings, out_inv_diagonal):
+    """``(args, inv, cells)``: the level kernels' arrays (the couplings, the
+    outputs, the inverse diagonal; 3-d, a stand-in for z in 2-D), the
+    inverse diagonal as 3-d and the level's cells per array axis; None
+    where the kernels do not cover the call."""
     nd = len(couplings)
     if nd not in (2, 3) or len(out_couplings) != nd:
-        return NotImplemented
+        return None
     arrays = cuda.float64_nd(nd, *couplings)
     dtype = out_inv_diagonal.dtype
     if arrays is None or dtype not in _LEVEL:
-        return NotImplemented
+        return None
     cells = _cells(arrays)
     outputs = (*out_couplings, out_inv_diagonal)
     if out_inv_diagonal.shape != cells or any(
             o.dtype != dtype or not o.flags.c_contiguous for o in outputs) \
             or any(o.shape != c.shape for o, c in zip(out_couplings, arrays)):
-        return NotImplemented
+        return None
     ins = [_as_3d(c) for c in arrays]
     outs = [_as_3d(o) for o in out_couplings]
     if nd == 2:                            # no z couplings: any array stands in
         ins.append(ins[0])
         outs.append(outs[0])
     inv = _as_3d(out_inv_diagonal)
-    cuda.launch_1d(_kernel(_LEVEL[dtype]), inv.size, (*ins, *outs, inv,
-                                                      *(np.int32(n) for n in inv.shape)))
-    return None
+    return (*ins, *outs, inv), inv, cells
 
 
 def shifted_dense(couplings, shape, centre, shift):
