@@ -129,7 +129,8 @@ def main(path, backend_name="numpy"):
         for a, (v, w) in enumerate(zip(whole.velocity, ref.velocity)):
             diff["uvw"[a]] = relative(v, h(w))
         worst = max(diagnostic_difference(d[k], e[k]) for d, e in zip(diags, diags_one) for k in e)
-        lines.append(dict(case=name, ranks=comm.size, diff=diff, its=its, its_one=its_one,
+        lines.append(dict(case=name, ranks=comm.size, comm=comm.name, diff=diff, its=its,
+                          its_one=its_one,
                           kernel_sweeps=sweeps, engines=engines, queued_behind=queued,
                           queue_behind=ranked.queue_behind_solve, redone=ranked.ends_redone,
                           diagnostics=worst, time=state.time, time_one=ref.time))

@@ -255,9 +255,10 @@ def test_flow_steps_on_ranks_on_the_gpu(tmp_path, cupy_backend):
     """The same on CuPy arrays: two ranks (NCCL where each has a GPU, else
     sharing one, MPI through the host); the implicit viscous solves'
     Chebyshev steps run the kernels on each rank's slab, in 2-D and 3-D;
-    the end of a step is queued on the fused engine's candidate answer,
-    which the ranks' check accepts at almost every step (a step from rest
-    whose transport check fails is done again after its solve)."""
+    on NCCL the end of a step is queued on the fused engine's candidate
+    answer, which the ranks' check accepts at almost every step (a step from
+    rest whose transport check fails is done again after its solve).
+    Through the host the ranks replay no graphs, so nothing is queued."""
     if mpiexec() is None:
         pytest.skip("no mpiexec (pip install mpich mpi4py: the test extras)")
     pytest.importorskip("mpi4py")
@@ -266,11 +267,14 @@ def test_flow_steps_on_ranks_on_the_gpu(tmp_path, cupy_backend):
     _assert_flow_steps_equal(run, 2)
     for case in ("2-D implicit viscosity", "3-D implicit viscosity"):
         assert run[case]["kernel_sweeps"] > 0, run[case]
+    on_device = [line for line in run.values() if line["comm"] == "nccl"]
     for line in run.values():
-        assert line["queue_behind"], str(line)
+        assert line["queue_behind"] == (line["comm"] == "nccl"), str(line)
+    for line in on_device:
         fused = line["engines"].count("fused")
         assert line["queued_behind"] + line["redone"] >= fused - 1, str(line)
-    assert sum(line["queued_behind"] for line in run.values()) >= 5, run
+    if on_device:
+        assert sum(line["queued_behind"] for line in on_device) >= 5, run
 
 
 def test_a_flow_slab_too_thin_for_the_stencils_is_refused():
