@@ -4,8 +4,10 @@
 first operator and interface), call :meth:`PressureSolver.update` when the
 operator changes (it redoes only the operator-dependent set-up:
 preconditioner, deflation space, coarse factorisation, the engine's copies
-of the operator), then :meth:`PressureSolver.solve` for each right-hand
-side.  The set-up time is measured and reported in every solve record.
+of the operator, none where the operator was built in the engine's arrays:
+:meth:`PressureSolver.operator_arrays`), then :meth:`PressureSolver.solve`
+for each right-hand side.  The set-up time is measured and reported in
+every solve record.
 
 The operator's partition decides where the set-up runs: the whole grid's
 operator on one process, or one rank's slab of a

@@ -98,8 +98,10 @@ class FusedIteration(FusedStages, IterationGraphs):
     # ------------------------------------------------------------ binding
     def _bind(self, A, prec_obj, defl):
         """The operator-dependent arrays, copied into the engine's buffers:
-        face couplings, the preconditioner's coefficients, the deflation's
-        pieces (two kernels where the arrays allow, else one copy each)."""
+        face couplings (none that are the buffers already:
+        :meth:`operator_arrays`), the preconditioner's coefficients, the
+        deflation's pieces (two kernels where the arrays allow, else one
+        copy each)."""
         cp = self.cp
         if prec_obj is not self.prec_obj:
             self._args_keys = {}                      # (they hold the old one's arrays)
