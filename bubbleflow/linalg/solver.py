@@ -362,7 +362,7 @@ class PressureSolver:
         if (self.device is None or self.partition.on_slab or self.A_inner is not self.A
                 or getattr(self.A, "storage", None) != "matrix_free"):
             return None
-        return getattr(self.device, "operator_arrays", lambda: None)()
+        return self.device.operator_arrays()
 
     def _device_engine(self):
         """The engine that runs whole iterations on the device for the

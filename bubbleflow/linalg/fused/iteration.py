@@ -89,12 +89,6 @@ class FusedIteration(FusedStages, IterationGraphs):
         self.bytes_per_iteration = self._count_bytes()
         return self
 
-    def operator_arrays(self):
-        """Arrays the next operator may be built in so that :meth:`update`
-        copies nothing (see the 3-D engine's); None: the engine binds its
-        operator otherwise."""
-        return None
-
     # ------------------------------------------------------------ binding
     def _bind(self, A, prec_obj, defl):
         """The operator-dependent arrays, copied into the engine's buffers:
@@ -237,7 +231,6 @@ class FusedIteration(FusedStages, IterationGraphs):
         self.k_dot = kernel("bf_dot_tiles")
         self.k_status = kernel("bf_status")
         self.k_scalars = kernel("bf_set_scalars")
-        self.k_tolerance = kernel("bf_tolerance_from_norms")
         self.k_bind_grid = kernel("bf_bind_grid")
         self.k_bind_vectors = kernel("bf_bind_vectors")
         self.status_buf = self.cp.zeros(3, dtype=self.cp.float64)
@@ -255,14 +248,6 @@ class FusedIteration(FusedStages, IterationGraphs):
         scalars that ``beta`` reads (one small transfer)."""
         self.k_scalars((1,), (1,), (self.scal, self.counter, np.float64(1.0 / bnorm),
                                     np.float64(tol_rel), np.int32(0), np.int32(0)))
-
-    def tolerance_from_norms(self, norms, rtol, atol, has_reference):
-        """:meth:`tolerance` from the start's norms on the device (``[||b||,
-        ||r0||, ||reference||]``, the last where ``has_reference``), with
-        ``hist[0]`` and, where the host's first check ends the solve, the done
-        flag: no host read before the first stretch (one launch)."""
-        self.k_tolerance((1,), (1,), (norms, np.int32(bool(has_reference)), np.float64(rtol),
-                                      np.float64(atol), self.scal, self.hist))
 
     def load(self, x, r, p, rz, bad, hist, it, bnorm, tol_rel=0.0):
         """Take the generic loop's state (after a start or a restart).

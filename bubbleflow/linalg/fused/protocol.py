@@ -56,6 +56,8 @@ class DeviceEngine:
     use_graphs = True
     #: Iterations in the long graph.
     graph_iterations = 8
+    #: The kernel of :meth:`tolerance_from_norms` (fetched at its first call).
+    _k_tolerance = None
 
     def __init__(self, cp):
         self.cp = cp
@@ -87,6 +89,26 @@ class DeviceEngine:
     def _queue_status(self):
         """The launch that writes ``(iteration, h, broke)`` into ``status_buf``."""
         self.k_status((1,), (1,), (self.counter, self.hist, self.scal, self.status_buf))
+
+    def tolerance_from_norms(self, norms, rtol, atol, has_reference):
+        """The solve's ``1 / ||b||`` and relative tolerance into the device
+        scalars from the start's norms on the device (``[||b||, ||r0||,
+        ||reference||]``, the last where ``has_reference``; on ranks summed
+        over them), with ``hist[0]`` and, where the host's first check ends
+        the solve, the done flag: no host read before the first stretch (one
+        launch, its kernel fetched once an engine)."""
+        if self._k_tolerance is None:
+            from .kernels import kernel
+
+            self._k_tolerance = kernel("bf_tolerance_from_norms")
+        self._k_tolerance((1,), (1,), (norms, np.int32(bool(has_reference)), np.float64(rtol),
+                                       np.float64(atol), self.scal, self.hist))
+
+    def operator_arrays(self):
+        """Arrays the next operator may be built in so that the engine's
+        update copies nothing (the 3-D engine's face couplings); None: the
+        engine binds its operator otherwise."""
+        return None
 
     def settle(self, it, count, extra=(), read=None):
         """After ``iterate(count)`` from ``it``: ``(iteration, relative

@@ -264,18 +264,6 @@ class RankFusedEngine(DeviceEngine):
         self.scal[INV_BNORM] = 1.0 / bnorm
         self.scal[TOL_REL] = tol_rel
 
-    def tolerance_from_norms(self, norms, rtol, atol, has_reference):
-        """:meth:`tolerance` from the start's norms summed over the ranks on
-        the device (``[||b||, ||r0||, ||reference||]``), with ``hist[0]`` and
-        the done flag where the host's first check ends the solve: the one
-        engine's kernel (the scalars' indices are the protocol's), so the
-        first stretch is queued before the host reads anything."""
-        from .kernels import kernel
-
-        kernel("bf_tolerance_from_norms")(
-            (1,), (1,), (norms, np.int32(bool(has_reference)), np.float64(rtol),
-                         np.float64(atol), self.scal, self.hist))
-
     def begin(self, x, r, hist, it, bnorm=None, tol_rel=0.0, own=False):
         """Start from ``x`` and its residual ``r``: ``y = M^-1 r``, ``rz =
         r . y`` over the ranks and ``p = y`` by the engine's kernels (the
