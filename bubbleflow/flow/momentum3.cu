@@ -70,37 +70,57 @@ extern "C" __global__ void bf_mom3_properties(
     }
 }
 
+// The strides (per array axis) of a 3-D array of nc[0] x nc[1] x nc[2]
+// cells with `extra` more entries along array axis kx (a component's faces:
+// 1; its interior faces: -1; the cells: 0).
+__device__ __forceinline__ void strides3(const int* nc, int kx, int extra, long long* s)
+{
+    const int n1 = nc[1] + (kx == 1 ? extra : 0), n2 = nc[2] + (kx == 2 ? extra : 0);
+    s[0] = (long long)n1 * n2;
+    s[1] = n2;
+    s[2] = 1;
+}
+
+// The flat index of at[] under strides s.
+__device__ __forceinline__ long long flat3(const long long* s, const int* at)
+{
+    return at[0] * s[0] + at[1] * s[1] + at[2];
+}
+
 // (u . grad) u_a at face at[] of component `axis` (at[2 - axis] its index
-// among all its faces, an interior one; na their shape, nc the cells'):
-// momentum.advection_terms, the axes in order, the own one with its faces'
-// neighbours, the others with the mean of the four b faces around and the
-// walls' ghosts signs[2 b] u, signs[2 b + 1] u; r and mu_f the face's
-// density and mean viscosity.
+// among all its faces, an interior one; f its flat index, sa the strides of
+// the component's faces, nc the cells' shape): momentum.advection_terms, the
+// axes in order, the own one with its faces' neighbours, the others with the
+// mean of the four b faces around and the walls' ghosts signs[2 b] u,
+// signs[2 b + 1] u; r and mu_f the face's density and mean viscosity.  Each
+// entry is read at the face's flat index plus strides: a handful of index
+// products a face, not one a read.
 template <int axis>
 __device__ __forceinline__ T mom3_advection(
     const T* const* vel, const T* h, const T* inv_h, const T* signs, const int* nc,
-    const int* na, const int* at, const T centre, const T r, const T mu_f)
+    const int* at, const long long f, const long long* sa, const T centre, const T r,
+    const T mu_f)
 {
-    const int ka = 2 - axis, fa = at[ka];
+    constexpr int ka = 2 - axis;
     const T* ua = vel[axis];
     T adv = 0.0;
+#pragma unroll
     for (int b = 0; b < 3; ++b) {
         T minus, plus, speed;
         const int kb = 2 - b;
         if (b == axis) {
             speed = centre;
-            minus = get3_at(ua, na, at, ka, fa - 1);
-            plus = get3_at(ua, na, at, ka, fa + 1);
+            minus = ua[f - sa[ka]];
+            plus = ua[f + sa[ka]];
         } else {
-            int nb[3] = {nc[0], nc[1], nc[2]};
-            nb[kb] += 1;
+            long long sb[3];
+            strides3(nc, kb, 1, sb);
+            const T* ub = vel[b];
+            const long long g = flat3(sb, at) - sb[ka];      // (fa - 1, cb) of component b
             const int cb = at[kb];
-            speed = 0.25 * (get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb)
-                            + get3_at2(vel[b], nb, at, ka, fa, kb, cb)
-                            + get3_at2(vel[b], nb, at, ka, fa - 1, kb, cb + 1)
-                            + get3_at2(vel[b], nb, at, ka, fa, kb, cb + 1));
-            minus = cb > 0 ? get3_at(ua, na, at, kb, cb - 1) : signs[2 * b] * centre;
-            plus = cb < nc[kb] - 1 ? get3_at(ua, na, at, kb, cb + 1) : signs[2 * b + 1] * centre;
+            speed = 0.25 * (ub[g] + ub[g + sb[ka]] + ub[g + sb[kb]] + ub[g + sb[ka] + sb[kb]]);
+            minus = cb > 0 ? ua[f - sa[kb]] : signs[2 * b] * centre;
+            plus = cb < nc[kb] - 1 ? ua[f + sa[kb]] : signs[2 * b + 1] * centre;
         }
         const T term = speed * hybrid(minus, centre, plus, speed, h[b], inv_h[b], r, mu_f);
         adv = b == 0 ? term : adv + term;
@@ -134,60 +154,63 @@ __device__ __forceinline__ void mom3_explicit(
     // it to rounding.
     const T inv_h[3] = {inv_hx, inv_hy, inv_hz};
     const T signs[6] = {s0, s1, s2, s3, s4, s5};
-    const int ka = 2 - axis;
+    constexpr int ka = 2 - axis;
     const int nc[3] = {nz, ny, nx};
     int na[3] = {nz, ny, nx};            // the faces of `axis`
     na[ka] += 1;
-    int ni[3] = {nz, ny, nx};            // its interior faces
-    ni[ka] -= 1;
+    long long sa[3], sc[3], si[3];       // strides: the faces, the cells, the interior faces
+    strides3(nc, ka, 1, sa);
+    strides3(nc, ka, 0, sc);
+    strides3(nc, ka, -1, si);
     const T* ua = vel[axis];
     const T inv_ha = inv_h[axis];
     BF_CELLS3(na[2], na[1], na[0]) {
         const int at[3] = {k, j, i};
-        const long long f = ((long long)k * na[1] + j) * na[2] + i;
+        const long long f = flat3(sa, at);
         const int fa = at[ka];
         if (fa == 0 || fa == nc[ka]) {
             out[f] = ua[f];
             continue;
         }
-        int inner[3] = {k, j, i};
-        inner[ka] = fa - 1;
+        // The cell above the face (hi) and below it (lo); the interior face.
+        const long long hi = flat3(sc, at), lo = hi - sc[ka];
+        const long long inner = flat3(si, at) - si[ka];
         const T centre = ua[f];
-        const T mu_f = 0.5 * (get3_at(mu, nc, at, ka, fa) + get3_at(mu, nc, at, ka, fa - 1));
-        const T r = get3(rho_f, ni, inner);
-        const T adv = mom3_advection<axis>(vel, h, inv_h, signs, nc, na, at, centre, r, mu_f);
+        const T mu_f = 0.5 * (mu[hi] + mu[lo]);
+        const T r = rho_f[inner];
+        const T adv = mom3_advection<axis>(vel, h, inv_h, signs, nc, at, f, sa, centre, r, mu_f);
         // The viscous stress.
-        const T txx_hi = 2 * get3_at(mu, nc, at, ka, fa)
-                         * (get3_at(ua, na, at, ka, fa + 1) - centre) * inv_ha;
-        const T txx_lo = 2 * get3_at(mu, nc, at, ka, fa - 1)
-                         * (centre - get3_at(ua, na, at, ka, fa - 1)) * inv_ha;
+        const T txx_hi = 2 * mu[hi] * (ua[f + sa[ka]] - centre) * inv_ha;
+        const T txx_lo = 2 * mu[lo] * (centre - ua[f - sa[ka]]) * inv_ha;
         T force = (txx_hi - txx_lo) * inv_ha;
+#pragma unroll
         for (int b = 0; b < 3; ++b) {
             if (b == axis) continue;
             const int kb = 2 - b;
-            int nb[3] = {nz, ny, nx};
-            nb[kb] += 1;
+            long long sb[3];
+            strides3(nc, kb, 1, sb);
+            const T* ub = vel[b];
+            const long long g = flat3(sb, at);               // (fa, cb) of component b
             const int cb = at[kb];
             T stress[2];
+#pragma unroll
             for (int s = 0; s < 2; ++s) {
                 const int e = cb + s;            // the edge below (s = 0) and above the face
-                const int elo = e - 1 < 0 ? 0 : e - 1, ehi = e > nc[kb] - 1 ? nc[kb] - 1 : e;
-                const T mu_e = 0.25 * (get3_at2(mu, nc, at, ka, fa - 1, kb, elo)
-                                       + get3_at2(mu, nc, at, ka, fa - 1, kb, ehi)
-                                       + get3_at2(mu, nc, at, ka, fa, kb, elo)
-                                       + get3_at2(mu, nc, at, ka, fa, kb, ehi));
-                const T u_hi = e < nc[kb] ? get3_at(ua, na, at, kb, e)
-                                          : signs[2 * b + 1] * get3_at(ua, na, at, kb, nc[kb] - 1);
-                const T u_lo = e > 0 ? get3_at(ua, na, at, kb, e - 1)
-                                     : signs[2 * b] * get3_at(ua, na, at, kb, 0);
-                const T dv = get3_at2(vel[b], nb, at, ka, fa, kb, e)
-                             - get3_at2(vel[b], nb, at, ka, fa - 1, kb, e);
+                // The cells either side of the edge along b, clamped at the walls.
+                const long long elo = (s == 0 && cb > 0) ? -sc[kb] : 0;
+                const long long ehi = (s == 1 && cb < nc[kb] - 1) ? sc[kb] : 0;
+                const T mu_e = 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+                const T u_hi = e < nc[kb] ? ua[f + (s == 1 ? sa[kb] : 0)]
+                                          : signs[2 * b + 1] * ua[f];
+                const T u_lo = e > 0 ? ua[f - (s == 0 ? sa[kb] : 0)] : signs[2 * b] * ua[f];
+                const long long ge = g + (s == 1 ? sb[kb] : 0);
+                const T dv = ub[ge] - ub[ge - sb[ka]];
                 stress[s] = mu_e * ((u_hi - u_lo) * inv_h[b] + dv * inv_ha);
             }
             force = force + (stress[1] - stress[0]) * inv_h[b];
         }
-        const T H_hi = get3_at(H, nc, at, ka, fa), H_lo = get3_at(H, nc, at, ka, fa - 1);
-        if (forces) force = force - get3(coef, ni, inner) * (H_hi - H_lo) * inv_ha;
+        const T H_hi = H[hi], H_lo = H[lo];
+        if (forces) force = force - coef[inner] * (H_hi - H_lo) * inv_ha;
         if (axis == 2 && reduced != 0) {
             const T rho_hi = rho_g + (rho_l - rho_g) * H_hi;
             const T rho_lo = rho_g + (rho_l - rho_g) * H_lo;
@@ -321,13 +344,16 @@ __device__ __forceinline__ void mom3_advection_faces(
     na[ka] += 1;
     int ni[3] = {nz, ny, nx};
     ni[ka] -= 1;
+    long long sa[3], sc[3];
+    strides3(nc, ka, 1, sa);
+    strides3(nc, ka, 0, sc);
     BF_CELLS3(ni[2], ni[1], ni[0]) {
         const long long F = ((long long)k * ni[1] + j) * ni[2] + i;
         int at[3] = {k, j, i};
         at[ka] += 1;
-        const int fa = at[ka];
-        const T mu_f = 0.5 * (get3_at(mu, nc, at, ka, fa) + get3_at(mu, nc, at, ka, fa - 1));
-        adv[F] = mom3_advection<axis>(vel, h, inv_h, signs, nc, na, at, get3(vel[axis], na, at),
+        const long long f = flat3(sa, at), hi = flat3(sc, at);
+        const T mu_f = 0.5 * (mu[hi] + mu[hi - sc[ka]]);
+        adv[F] = mom3_advection<axis>(vel, h, inv_h, signs, nc, at, f, sa, vel[axis][f],
                                       rho_f[F], mu_f);
     }
 }

@@ -236,9 +236,11 @@ __device__ __forceinline__ T rd3_block_gap(int c, int lo)
 // the x, y and z faces), and keeps the first met of equal distances: so the
 // nearest wins here, and of equal ones the least key, 4 rank + layer; the
 // order of the visits then is free.  They go block by block (bits), the
-// n_near block offsets near a cell's block (triples dk, dj, di) nearest
-// first, one order for every cell (a warp's threads load the same blocks'
-// words), a block skipped where its box is farther than the best yet (each
+// n_near block offsets near a cell's block (triples dk, dj, di) by their
+// floor (near_floor: the least squared distance from any cell of a block to
+// that block's box), one order for every cell (a warp's threads load the
+// same blocks' words), the search ending at the first block whose floor is
+// past the best yet, a block skipped where its box is farther than it (each
 // of its patches' distances is at least its cell's box2[rank], the array
 // code's floor, and that at least the block's), a cell of a block the same
 // way.  The list holds the cells of one gap together, so a warp's threads
@@ -246,7 +248,8 @@ __device__ __forceinline__ T rd3_block_gap(int c, int lo)
 extern "C" __global__ void bf_vof_rd3_search(
     const long long* __restrict__ cells, const long long n_cells, const T* __restrict__ c,
     const unsigned char* __restrict__ flags, const T* __restrict__ planes,
-    const unsigned long long* __restrict__ bits, const int* __restrict__ near, const int n_near,
+    const unsigned long long* __restrict__ bits, const int* __restrict__ near,
+    const T* __restrict__ near_floor, const int n_near,
     const int* __restrict__ rank, const T* __restrict__ box2,
     T* __restrict__ out, unsigned long long* __restrict__ counts, const int count, const int nx,
     const int ny, const T hx, const T hy, const T hz, const T tol, const T one_tol, const int i0,
@@ -270,6 +273,7 @@ extern "C" __global__ void bf_vof_rd3_search(
         int best_key = 0x7fffffff;
         T side = 0.0;
         for (int n = 0; n < n_near; ++n) {
+            if (near_floor[n] * shrink > best) break;    // this block and every later one farther
             const int ek = (lk >> 2) + near[3 * n], ej = (lj >> 2) + near[3 * n + 1],
                       ei = (li >> 2) + near[3 * n + 2];
             if (ek < 0 || ek >= bz || ej < 0 || ej >= by || ei < 0 || ei >= bx) continue;

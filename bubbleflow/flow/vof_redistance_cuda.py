@@ -159,7 +159,8 @@ def _device_search_3d(window, spacing, spacing_types):
     as :func:`_device_offsets`): each offset's place in the array code's
     order (int32, the window's offsets row-major), each one's box distance
     squared in that order, the block offsets near a cell's block (int32
-    triples, nearest first), their count, and the gap's cap: a gap past the
+    triples, by their floor, :func:`_block_floor`, then by their centres'
+    distance), those floors, their count, and the gap's cap: a gap past the
     window is as far as any (:class:`.vof_limits.SearchOrder`'s ``lead``)."""
     import cupy as cp
 
@@ -175,9 +176,23 @@ def _device_search_3d(window, spacing, spacing_types):
     reach = [-(-w // _BLOCK_SIDE) for w in window]
     near = np.array(list(itertools.product(*(range(-r, r + 1) for r in reach))), dtype=np.int32)
     h = np.array(spacing[::-1], dtype=np.float64)
-    near = near[np.argsort(((near * h) ** 2).sum(axis=1), kind="stable")]
+    floor = _block_floor(near, h)
+    near_order = np.lexsort((((near * h) ** 2).sum(axis=1), floor))
     return (cp.asarray(rank), cp.asarray(np.array(order.box2, dtype=np.float64)),
-            cp.asarray(near.reshape(-1)), len(near), len(order.lead) - 1)
+            cp.asarray(near[near_order].reshape(-1)), cp.asarray(floor[near_order]), len(near),
+            len(order.lead) - 1)
+
+
+def _block_floor(near, h):
+    """Per block offset (rows dk, dj, di; ``h`` the cell sizes in that order),
+    the least squared distance from any cell of a block to the box of the
+    block that far: ``4 |d| - 3.5`` cells along an axis (``rd3_block_gap``
+    of the nearest pair), none within the own block.  Shrunk by a part in
+    10^12 so that rounding never lifts it over the kernel's own gap: the
+    search stops at the first block, in this order, whose floor is past the
+    best distance yet (every later one is farther still)."""
+    gap = np.maximum(_BLOCK_SIDE * np.abs(near) - (_BLOCK_SIDE - 0.5), 0.0) * h
+    return (gap ** 2).sum(axis=1) * (1.0 - 1e-12)
 
 
 
@@ -210,7 +225,7 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     if phi.shape != c.shape or min(nx, ny, nz) < _MIN_CELLS or not 1 <= band < _BYTE:
         return NotImplemented
     window = search_window(band, reach, tuple(spacing))
-    rank, box2, near, n_near, cap = _device_search_3d(window, tuple(spacing),
+    rank, box2, near, near_floor, n_near, cap = _device_search_3d(window, tuple(spacing),
                                                       tuple(type(h) for h in spacing))
     if cap > _BYTE:
         return NotImplemented
@@ -258,7 +273,8 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
                                                    *rargs, *(np.int32(n) for n in blocks)))
         wk, wj, wi = window
         cuda.launch_1d(_kernel3("bf_vof_rd3_search"), cells.size, (
-            cells, np.int64(cells.size), c, flags, planes, bits, near, np.int32(n_near), rank,
+            cells, np.int64(cells.size), c, flags, planes, bits, near, near_floor,
+            np.int32(n_near), rank,
             box2, out, counts, np.int32(info is not None), np.int32(nx), np.int32(ny), hx, hy,
             hz, tol, one_tol, *rargs, np.int32(wi), np.int32(wj), np.int32(wk)))
     if info is not None:
