@@ -20,6 +20,8 @@
 //     holding a patch (its gap) and to the nearest band seed, one axis a
 //     launch; vof_redistance's band is the cells within `band` of a seed;
 //   bf_vof_rd3_outside: the level set outside the band;
+//   bf_vof_rd3_band_blocks: the band's cells, block after block, as flags
+//     (their positions listed for the search);
 //   bf_vof_rd3_bits: the region's patch cells as bits, a word a block of
 //     4 x 4 x 4 cells;
 //   bf_vof_rd3_search: per band cell (a list), the nearest patch among the
@@ -199,6 +201,38 @@ extern "C" __global__ void bf_vof_rd3_bits(
     }
 }
 
+// Position t of the region padded to whole blocks of 4 x 4 x 4 cells, taken
+// block after block (the bz x by x bx blocks plane after plane, a block's
+// cells as bf_vof_rd3_bits' bits): its region cell (lk, lj, li).
+__device__ __forceinline__ void rd3_block_cell(long long t, int bx, int by, int* lk, int* lj,
+                                               int* li)
+{
+    const int b = (int)(t & 63);
+    const long long blk = t >> 6;
+    const long long row = blk / bx;
+    const int ei = (int)(blk - row * bx), ej = (int)(row % by), ek = (int)(row / by);
+    *li = 4 * ei + (b & 3);
+    *lj = 4 * ej + ((b >> 2) & 3);
+    *lk = 4 * ek + (b >> 4);
+}
+
+// Per position t of the padded region in block order (rd3_block_cell),
+// whether it is a band cell (its seed distance at most band): the search's
+// list, in that order, gives a warp the cells of one or two blocks, whose
+// threads then meet the same blocks and patches in step.
+extern "C" __global__ void bf_vof_rd3_band_blocks(
+    const unsigned short* __restrict__ dist, bool* __restrict__ in_band, const int band,
+    const int rx, const int ry, const int rz, const int bx, const int by, const long long n)
+{
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n;
+         t += (long long)gridDim.x * blockDim.x) {
+        int lk, lj, li;
+        rd3_block_cell(t, bx, by, &lk, &lj, &li);
+        in_band[t] = lk < rz && lj < ry && li < rx
+                     && (dist[((long long)lk * ry + lj) * rx + li] >> 8) <= band;
+    }
+}
+
 // One patch of vof_redistance's search seen from X (from the patch cell's
 // centre): plane m . X = d; vof_redistance._patch_distance in 3-D with the
 // box bound box2.  The first met of equal distances is the least key: keep
@@ -243,8 +277,9 @@ __device__ __forceinline__ T rd3_block_gap(int c, int lo)
 // past the best yet, a block skipped where its box is farther than it (each
 // of its patches' distances is at least its cell's box2[rank], the array
 // code's floor, and that at least the block's), a cell of a block the same
-// way.  The list holds the cells of one gap together, so a warp's threads
-// meet the same blocks.  counts as bf_vof_rd_search's.
+// way.  The list holds the band's positions in block order
+// (bf_vof_rd3_band_blocks), so a warp's threads meet the same blocks.
+// counts as bf_vof_rd_search's.
 extern "C" __global__ void bf_vof_rd3_search(
     const long long* __restrict__ cells, const long long n_cells, const T* __restrict__ c,
     const unsigned char* __restrict__ flags, const T* __restrict__ planes,
@@ -264,9 +299,8 @@ extern "C" __global__ void bf_vof_rd3_search(
     const T shrink = 1.0 - 1e-9;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n_cells;
          t += (long long)gridDim.x * blockDim.x) {
-        const long long l = cells[t];
         int lk, lj, li;
-        bf_cell3(l, rx, (long long)rx * ry, &lk, &lj, &li);
+        rd3_block_cell(cells[t], bx, by, &lk, &lj, &li);
         const long long p = ((long long)(lk + k0) * ny + (lj + j0)) * nx + (li + i0);
         const T own = rd3_own(c[p], flags[p], planes, p, tol, one_tol);
         T best = __longlong_as_double(0x7ff0000000000000LL);   // +inf

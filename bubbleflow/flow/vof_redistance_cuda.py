@@ -9,7 +9,7 @@ the cells' planes and the box of the cells holding a patch; over that box
 widened by the search's reach, each cell's distances to the nearest band seed
 and to the nearest patch cell, one axis a launch; the cells outside the band;
 and a search like the 2-D one over the planes and faces, for the band's cells
-listed by their gap).  The array code batches the search's
+listed block after block).  The array code batches the search's
 (offset, layer) entries, several array operations a batch; here three
 kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
 
@@ -212,8 +212,9 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction on a 3-D grid:
     ``bf_vof_rd3_planes``, ``bf_vof_rd3_box`` (read by the host: the one
     wait), three launches of ``bf_vof_rd3_reach`` over the region,
-    ``bf_vof_rd3_outside``, ``bf_vof_rd3_bits`` and ``bf_vof_rd3_search``
-    over the band's cells."""
+    ``bf_vof_rd3_outside``, ``bf_vof_rd3_band_blocks`` (the band's cells,
+    block after block, listed by ``flatnonzero``), ``bf_vof_rd3_bits`` and
+    ``bf_vof_rd3_search`` over the band's cells."""
     import cupy as cp
 
     arrays = cuda.float64_3d(phi, c)
@@ -259,14 +260,20 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     _kernel3("bf_vof_rd3_outside")(grid, block, (
         phi, c, flags, dist, np.int32(band), *rargs, planes, out, *sizes,
         np.float64(band * min(spacing)), tol, one_tol))
-    # The band cells listed by their gap: a warp's cells meet the same
-    # blocks (in raster order, a warp mixes gaps and waits for its farthest
-    # cell).
-    cells = cp.flatnonzero((dist >> 8) <= band)
-    cells = cells[cp.argsort(dist.ravel()[cells] & _BYTE)]
     counts = cp.zeros(2, dtype=cp.uint64) if info is not None else cp.empty(2, dtype=cp.uint64)
+    blocks = tuple(-(-n // _BLOCK_SIDE) for n in (rx, ry, rz))
+    n_padded = int(np.prod(blocks)) * _BLOCK_SIDE ** 3
+    # The band's cells listed block after block: a warp's threads search
+    # from the same block, so they meet the same blocks and patches in step
+    # (in raster order or by their distance, a warp's cells lie in many
+    # blocks and its threads take their own turns).
+    in_band = cp.empty(n_padded, dtype=cp.bool_)
+    if n_padded:
+        cuda.launch_1d(_kernel3("bf_vof_rd3_band_blocks"), n_padded, (
+            dist, in_band, np.int32(band), *(np.int32(n) for n in (rx, ry, rz) + blocks[:2]),
+            np.int64(n_padded)))
+    cells = cp.flatnonzero(in_band)
     if cells.size:
-        blocks = tuple(-(-n // _BLOCK_SIDE) for n in (rx, ry, rz))
         bits = cp.empty(blocks[::-1], dtype=cp.uint64)
         bgrid, _ = cuda.grid_2d(blocks[0], blocks[1] * blocks[2], _BLOCK)
         _kernel3("bf_vof_rd3_bits")(bgrid, block, (flags, bits, np.int32(nx), np.int32(ny),
