@@ -15,10 +15,10 @@
 //     cell, its PLIC plane m . X = d, X from the cell centre (vof_redistance's
 //     plane layers, with the normals of phi);
 //   bf_vof_rd3_box: the box of the cells holding a patch;
-//   bf_vof_rd3_reach: in the region (that box widened by the search's reach,
-//     its own arrays), each cell's Chebyshev distances to the nearest cell
-//     holding a patch (its gap) and to the nearest band seed, one axis a
-//     launch; vof_redistance's band is the cells within `band` of a seed;
+//   bf_vof_rd3_reach: in the region (that box widened by the band, its own
+//     arrays), each cell's Chebyshev distance to the nearest band seed, one
+//     axis a launch; vof_redistance's band is the cells within `band` of a
+//     seed;
 //   bf_vof_rd3_outside: the level set outside the band;
 //   bf_vof_rd3_band_blocks: the band's cells, block after block, as flags
 //     (their positions listed for the search);
@@ -27,9 +27,9 @@
 //   bf_vof_rd3_search: per band cell (a list), the nearest patch among the
 //     cells in reach, block by block, the array code's choice among equal
 //     ones; then the level set with the own-side sign.
-// Past the region every cell is as far as the distances count (no patch
-// within the gap's cap, no seed within the band), so the region's kernels
-// take a read outside it as far, and its distances are the whole grid's.
+// Past the region every cell is as far as the distances count (no seed
+// within the band), so the region's kernels take a read outside it as far,
+// and its distances are the whole grid's.
 // ---------------------------------------------------------------------------
 #define BF_RD3_MASK 1
 #define BF_RD3_FACE 2        // + 2 * axis: the face towards +axis is an interface face
@@ -111,43 +111,29 @@ struct Region3 {
     int i0, j0, k0, rx, ry, rz;
 };
 
-// A region cell's distances, packed: the gap to the nearest cell holding a
-// patch in the low byte (at most cap), the distance to the nearest seed in
-// the high byte (at most band + 1).  One axis a launch, three make the
-// Chebyshev distances: first from the flags, then
-// out[p] = min over s of max(|s|, in[p + s stride]), each byte alone.
+// A region cell's Chebyshev distance to the nearest band seed (at most
+// band + 1 = seed_cap).  One axis a launch, three make the distances: first
+// from the flags, then out[p] = min over s of max(|s|, in[p + s stride]).
 extern "C" __global__ void bf_vof_rd3_reach(
-    const unsigned char* __restrict__ flags, const unsigned short* __restrict__ in,
-    unsigned short* __restrict__ out, const int first, const int axis, const int cap,
-    const int seed_cap,
+    const unsigned char* __restrict__ flags, const unsigned char* __restrict__ in,
+    unsigned char* __restrict__ out, const int first, const int axis, const int seed_cap,
     const int nx, const int ny, const int i0, const int j0, const int k0, const int rx,
     const int ry, const int rz)
 {
-    const int reach = cap > seed_cap ? cap : seed_cap;
     BF_CELLS3(rx, ry, rz) {
         const long long p = ((long long)k * ry + j) * rx + i;
         const Line3 line = line3(axis, rx, ry, rz, k, j, i);
         const long long g = ((long long)(k + k0) * ny + (j + j0)) * nx + (i + i0);
         const long long gstride = axis == 0 ? 1 : (axis == 1 ? (long long)nx : (long long)nx * ny);
-        int gap = cap, seed = seed_cap;
-        const int lo = line.at - reach < 0 ? -line.at : -reach;
-        const int hi = line.at + reach > line.n - 1 ? line.n - 1 - line.at : reach;
+        int seed = seed_cap;
+        const int lo = line.at - seed_cap < 0 ? -line.at : -seed_cap;
+        const int hi = line.at + seed_cap > line.n - 1 ? line.n - 1 - line.at : seed_cap;
         for (int s = lo; s <= hi; ++s) {
-            int dg, ds;
-            if (first) {
-                const int f = flags[g + s * gstride];
-                dg = (f & BF_RD3_PATCH) ? 0 : cap;
-                ds = (f & BF_RD3_SEED) ? 0 : seed_cap;
-            } else {
-                const unsigned short v = in[p + s * line.stride];
-                dg = v & 255;
-                ds = v >> 8;
-            }
-            const int as = s < 0 ? -s : s;
-            gap = min(gap, max(as, dg));
-            seed = min(seed, max(as, ds));
+            const int ds = first ? ((flags[g + s * gstride] & BF_RD3_SEED) ? 0 : seed_cap)
+                                 : in[p + s * line.stride];
+            seed = min(seed, max(s < 0 ? -s : s, ds));
         }
-        out[p] = (unsigned short)(gap | (seed << 8));
+        out[p] = (unsigned char)seed;
     }
 }
 
@@ -165,7 +151,7 @@ __device__ __forceinline__ T rd3_own(T cc, int fl, const T* __restrict__ planes,
 // own-side sign.
 extern "C" __global__ void bf_vof_rd3_outside(
     const T* __restrict__ phi, const T* __restrict__ c, const unsigned char* __restrict__ flags,
-    const unsigned short* __restrict__ dist, const int band, const int i0, const int j0,
+    const unsigned char* __restrict__ dist, const int band, const int i0, const int j0,
     const int k0, const int rx, const int ry, const int rz, const T* __restrict__ planes,
     T* __restrict__ out, const int nx, const int ny, const int nz, const T far, const T tol,
     const T one_tol)
@@ -175,7 +161,7 @@ extern "C" __global__ void bf_vof_rd3_outside(
         const long long p = (long long)k * plane + (long long)j * nx + i;
         const int li = i - i0, lj = j - j0, lk = k - k0;
         if (li >= 0 && li < rx && lj >= 0 && lj < ry && lk >= 0 && lk < rz
-            && (dist[((long long)lk * ry + lj) * rx + li] >> 8) <= band)
+            && dist[((long long)lk * ry + lj) * rx + li] <= band)
             continue;
         out[p] = rd3_own(c[p], flags[p], planes, p, tol, one_tol) * far;
     }
@@ -221,7 +207,7 @@ __device__ __forceinline__ void rd3_block_cell(long long t, int bx, int by, int*
 // list, in that order, gives a warp the cells of one or two blocks, whose
 // threads then meet the same blocks and patches in step.
 extern "C" __global__ void bf_vof_rd3_band_blocks(
-    const unsigned short* __restrict__ dist, bool* __restrict__ in_band, const int band,
+    const unsigned char* __restrict__ dist, bool* __restrict__ in_band, const int band,
     const int rx, const int ry, const int rz, const int bx, const int by, const long long n)
 {
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n;
@@ -229,7 +215,7 @@ extern "C" __global__ void bf_vof_rd3_band_blocks(
         int lk, lj, li;
         rd3_block_cell(t, bx, by, &lk, &lj, &li);
         in_band[t] = lk < rz && lj < ry && li < rx
-                     && (dist[((long long)lk * ry + lj) * rx + li] >> 8) <= band;
+                     && dist[((long long)lk * ry + lj) * rx + li] <= band;
     }
 }
 

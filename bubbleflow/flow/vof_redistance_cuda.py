@@ -73,8 +73,7 @@ _NPLANE = 4
 #: Cells along each axis of a block of the 3-D search's patch bits (a 64-bit
 #: word a block: bf_vof_rd3_bits).
 _BLOCK_SIDE = 4
-#: The largest distance a byte of bf_vof_rd3_reach's packed distances holds
-#: (and its mask).
+#: The largest distance a byte of bf_vof_rd3_reach's distances holds.
 _BYTE = 255
 
 
@@ -160,8 +159,7 @@ def _device_search_3d(window, spacing, spacing_types):
     order (int32, the window's offsets row-major), each one's box distance
     squared in that order, the block offsets near a cell's block (int32
     triples, by their floor, :func:`_block_floor`, then by their centres'
-    distance), those floors, their count, and the gap's cap: a gap past the
-    window is as far as any (:class:`.vof_limits.SearchOrder`'s ``lead``)."""
+    distance), those floors and their count."""
     import cupy as cp
 
     order = search_order(window, spacing)
@@ -179,8 +177,7 @@ def _device_search_3d(window, spacing, spacing_types):
     floor = _block_floor(near, h)
     near_order = np.lexsort((((near * h) ** 2).sum(axis=1), floor))
     return (cp.asarray(rank), cp.asarray(np.array(order.box2, dtype=np.float64)),
-            cp.asarray(near[near_order].reshape(-1)), cp.asarray(floor[near_order]), len(near),
-            len(order.lead) - 1)
+            cp.asarray(near[near_order].reshape(-1)), cp.asarray(floor[near_order]), len(near))
 
 
 def _block_floor(near, h):
@@ -226,10 +223,8 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     if phi.shape != c.shape or min(nx, ny, nz) < _MIN_CELLS or not 1 <= band < _BYTE:
         return NotImplemented
     window = search_window(band, reach, tuple(spacing))
-    rank, box2, near, near_floor, n_near, cap = _device_search_3d(window, tuple(spacing),
-                                                      tuple(type(h) for h in spacing))
-    if cap > _BYTE:
-        return NotImplemented
+    rank, box2, near, near_floor, n_near = _device_search_3d(window, tuple(spacing),
+                                                           tuple(type(h) for h in spacing))
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
     hx, hy, hz = (np.float64(h) for h in spacing)
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
@@ -242,20 +237,18 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     # Few blocks, each striding over many rows: a block folds its part
     # into the box by atomics once.
     _kernel3("bf_vof_rd3_box")((grid[0], min(grid[1], BOX_ROWS)), block, (flags, box, *sizes))
-    # Past the box widened by the gap's cap and by the band (plus the one
-    # cell from a seed to its patch) nothing is near: the region's kernels
-    # need no more.
-    region = _region(box.get(), max(cap, band + 2), c.shape)
+    # Past the box widened by the band (plus the one cell from a seed to its
+    # patch) no cell is in the band: the region's kernels need no more.
+    region = _region(box.get(), band + 2, c.shape)
     rargs = tuple(np.int32(v) for v in region)
     rx, ry, rz = region[3:]
-    dist, spare = (cp.empty((rz, ry, rx), dtype=cp.uint16) for _ in range(2))
+    dist, spare = (cp.empty((rz, ry, rx), dtype=cp.uint8) for _ in range(2))
     if dist.size:
         rgrid, _ = cuda.grid_2d(rx, ry * rz, _BLOCK)
         reach_pass = _kernel3("bf_vof_rd3_reach")
         for axis, (src, dst) in enumerate(((spare, dist), (dist, spare), (spare, dist))):
             reach_pass(rgrid, block, (flags, src, dst, np.int32(axis == 0), np.int32(axis),
-                                      np.int32(cap), np.int32(band + 1), np.int32(nx),
-                                      np.int32(ny), *rargs))
+                                      np.int32(band + 1), np.int32(nx), np.int32(ny), *rargs))
     out = cp.empty_like(phi)
     _kernel3("bf_vof_rd3_outside")(grid, block, (
         phi, c, flags, dist, np.int32(band), *rargs, planes, out, *sizes,
