@@ -10,13 +10,13 @@
 // ---------------------------------------------------------------------------
 // 3-D.  Cells (k, j, i) stored plane after plane, p = (k * ny + j) * nx + i.
 // The kernels:
-//   bf_vof_rd3_planes: per cell, the flags (an interface cell, the interface
-//     faces it holds and their sense, the band seed) and, for an interface
-//     cell, its PLIC plane m . X = d, X from the cell centre (vof_redistance's
-//     plane layers, with the normals of phi);
-//   bf_vof_rd3_box: the box of the cells holding a patch;
-//   bf_vof_rd3_reach: in the region (that box widened by the band, its own
-//     arrays), each cell's Chebyshev distance to the nearest band seed, one
+//   bf_vof_rd3_planes: per cell of the gas's box widened by one, the flags
+//     (an interface cell, the interface faces it holds and their sense, the
+//     band seed) and, for an interface cell, its PLIC plane m . X = d, X
+//     from the cell centre (vof_redistance's plane layers, with the normals
+//     of phi);
+//   bf_vof_rd3_reach: in the region (the gas's box widened by the band, its
+//     own arrays), each cell's Chebyshev distance to the nearest band seed, one
 //     axis a launch; vof_redistance's band is the cells within `band` of a
 //     seed;
 //   bf_vof_rd3_outside: the level set outside the band;
@@ -38,17 +38,22 @@
 #define BF_RD3_NPLANE 4      // per interface cell: mx, my, mz, d
 #define BF_RD3_PATCH (BF_RD3_MASK | (7 * BF_RD3_FACE))   // the cell holds a patch
 
+// Over the cells (k0 + k, j0 + j, i0 + i), k < rz, j < ry, i < rx: the
+// gas's box widened by one cell, which holds every patch and seed (a face's
+// patch and seeds lie beside a full cell); the flags elsewhere stay zero.
 extern "C" __global__ void bf_vof_rd3_planes(
     const T* __restrict__ phi, const T* __restrict__ c, unsigned char* __restrict__ flags,
-    T* __restrict__ planes, const int nx, const int ny, const int nz, const T hx, const T hy,
-    const T hz, const T tol, const T one_tol)
+    T* __restrict__ planes, const int nx, const int ny, const int nz, const int i0,
+    const int j0, const int k0, const int rx, const int ry, const int rz, const T hx,
+    const T hy, const T hz, const T tol, const T one_tol)
 {
     const long long plane = (long long)nx * ny;
-    BF_CELLS3(nx, ny, nz) {
-        const long long p = (long long)k * plane + (long long)j * nx + i;
+    BF_CELLS3(rx, ry, rz) {
+        const int gi = i + i0, gj = j + j0, gk = k + k0;      // the cell in the grid
+        const long long p = (long long)gk * plane + (long long)gj * nx + gi;
         const T cc = c[p];
         const bool mask = cc > tol && cc < one_tol;               // plic_reconstruction.interface_mask
-        const int idx[3] = {i, j, k};
+        const int idx[3] = {gi, gj, gk};
         const int n[3] = {nx, ny, nz};
         const long long stride[3] = {1, nx, plane};
         int fl = mask ? BF_RD3_MASK : 0;
@@ -63,7 +68,7 @@ extern "C" __global__ void bf_vof_rd3_planes(
         flags[p] = (unsigned char)fl;
         if (mask) {
             T m[3];
-            vof_phi_normal3(phi, nx, ny, nz, k, j, i, hx, hy, hz, m);
+            vof_phi_normal3(phi, nx, ny, nz, gk, gj, gi, hx, hy, hz, m);
             const T alpha = vof_plane_constant(m, cc, hx, hy, hz);
             T* out = planes + p * BF_RD3_NPLANE;
             out[0] = m[0];
@@ -72,23 +77,6 @@ extern "C" __global__ void bf_vof_rd3_planes(
             out[3] = alpha - 0.5 * (0.0 + m[0] * hx + m[1] * hy + m[2] * hz);   // sum() from 0
         }
     }
-}
-
-// The box of the cells holding a patch, folded into box (imin, jmin, kmin,
-// imax, jmax, kmax; the least at the int32 maximum and the greatest at -1
-// before the first).
-extern "C" __global__ void bf_vof_rd3_box(const unsigned char* __restrict__ flags,
-                                          int* __restrict__ box, const int nx, const int ny,
-                                          const int nz)
-{
-    int lo[3] = {0x7fffffff, 0x7fffffff, 0x7fffffff}, hi[3] = {-1, -1, -1};   // none met
-    BF_CELLS3(nx, ny, nz) {
-        if (flags[((long long)k * ny + j) * nx + i] & BF_RD3_PATCH) {
-            lo[0] = min(lo[0], i), lo[1] = min(lo[1], j), lo[2] = min(lo[2], k);
-            hi[0] = max(hi[0], i), hi[1] = max(hi[1], j), hi[2] = max(hi[2], k);
-        }
-    }
-    bf_box_fold(lo, hi, box);
 }
 
 // Cell (k, j, i)'s grid line along `axis` (0 x, 1 y, 2 z): its stride, the

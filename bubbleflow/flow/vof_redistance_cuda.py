@@ -4,12 +4,11 @@ and 3-D (CuPy, float64).
 :func:`redistance` is the ``"cupy"`` variant of
 :func:`bubbleflow.flow.vof_redistance.redistance`; :func:`redistance_2d` is
 the same call with the cell sizes as separate arguments, and
-:func:`redistance_3d` the 3-D call (the kernels of ``vof_redistance3.cu``:
-the cells' planes and the box of the cells holding a patch; over that box
-widened by the search's reach, each cell's distances to the nearest band seed
-and to the nearest patch cell, one axis a launch; the cells outside the band;
-and a search like the 2-D one over the planes and faces, for the band's cells
-listed block after block).  The array code batches the search's
+:func:`redistance_3d` the 3-D call (the kernels of ``vof_redistance3.cu``,
+after the gas's box: the cells' planes near that box; over the box widened
+by the band, each cell's distance to the nearest band seed, one axis a
+launch; the cells outside the band; and a search like the 2-D one over the
+planes and faces, for the band's cells listed block after block).  The array code batches the search's
 (offset, layer) entries, several array operations a batch; here three
 kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
 
@@ -55,7 +54,7 @@ import itertools
 import numpy as np
 
 from ..compute import cuda
-from .boxes_cuda import BOX_ROWS, NO_BOX
+from .boxes_cuda import gas_box
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_order, search_window
 
 __all__ = ["redistance", "redistance_2d", "redistance_3d", "segment_lengths"]
@@ -194,21 +193,22 @@ def _block_floor(near, h):
 
 
 def _region(box, far, shape):
-    """The region of the 3-D kernels: the patch cells' box (imin, jmin, kmin,
-    imax, jmax, kmax) widened by ``far`` cells within the grid of ``shape``
-    (nz, ny, nx), as ``(i0, j0, k0, rx, ry, rz)``; all zero without a patch."""
-    if box[3] < 0:
+    """The region of the 3-D kernels: ``box`` (:func:`.boxes_cuda.gas_box`'s,
+    ``(lo, hi)`` per array axis) widened by ``far`` cells within the grid of
+    ``shape`` (nz, ny, nx), as ``(i0, j0, k0, rx, ry, rz)``; all zero without
+    a box."""
+    if box is None:
         return (0,) * 6
-    n = shape[::-1]
-    lo = [max(int(box[a]) - far, 0) for a in range(3)]
-    hi = [min(int(box[3 + a]) + far, n[a] - 1) for a in range(3)]
+    lo = [max(b[0] - far, 0) for b in box[::-1]]
+    hi = [min(b[1] + far, n - 1) for b, n in zip(box[::-1], shape[::-1])]
     return tuple(lo) + tuple(h - l + 1 for l, h in zip(lo, hi))
 
 
 def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction on a 3-D grid:
-    ``bf_vof_rd3_planes``, ``bf_vof_rd3_box`` (read by the host: the one
-    wait), three launches of ``bf_vof_rd3_reach`` over the region,
+    the gas's box (``bf_box_where``, read by the host: the one wait),
+    ``bf_vof_rd3_planes`` near it, three launches of ``bf_vof_rd3_reach``
+    over the region,
     ``bf_vof_rd3_outside``, ``bf_vof_rd3_band_blocks`` (the band's cells,
     block after block, listed by ``flatnonzero``), ``bf_vof_rd3_bits`` and
     ``bf_vof_rd3_search`` over the band's cells."""
@@ -229,17 +229,20 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     hx, hy, hz = (np.float64(h) for h in spacing)
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
     grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
-    flags = cp.empty(c.shape, dtype=cp.uint8)
+    # Every patch and seed lies within one cell of the gas's box (a face's
+    # patch and seeds beside a full cell), so the band within band + 1 of
+    # it: the flags and planes are made there, the region's kernels need no
+    # more than band + 2.
+    gas = gas_box(c)
+    flags = cp.zeros(c.shape, dtype=cp.uint8)
     planes = cp.empty(c.shape + (_NPLANE,), dtype=cp.float64)
-    _kernel3("bf_vof_rd3_planes")(grid, block, (phi, c, flags, planes, *sizes, hx, hy, hz,
-                                               tol, one_tol))
-    box = cp.asarray(NO_BOX)
-    # Few blocks, each striding over many rows: a block folds its part
-    # into the box by atomics once.
-    _kernel3("bf_vof_rd3_box")((grid[0], min(grid[1], BOX_ROWS)), block, (flags, box, *sizes))
-    # Past the box widened by the band (plus the one cell from a seed to its
-    # patch) no cell is in the band: the region's kernels need no more.
-    region = _region(box.get(), band + 2, c.shape)
+    near_gas = _region(gas, 1, c.shape)
+    if near_gas[3]:
+        pgrid, _ = cuda.grid_2d(near_gas[3], near_gas[4] * near_gas[5], _BLOCK)
+        _kernel3("bf_vof_rd3_planes")(pgrid, block, (
+            phi, c, flags, planes, *sizes, *(np.int32(v) for v in near_gas), hx, hy, hz, tol,
+            one_tol))
+    region = _region(gas, band + 2, c.shape)
     rargs = tuple(np.int32(v) for v in region)
     rx, ry, rz = region[3:]
     dist, spare = (cp.empty((rz, ry, rx), dtype=cp.uint8) for _ in range(2))
