@@ -61,21 +61,47 @@ __device__ __forceinline__ void vof_youngs3(const T* __restrict__ c, const int* 
     vof_unit3(g[0], g[1], g[2], m);
 }
 
+// The PLIC planes of a sweep's donors: per cell neither full nor empty
+// (0 < c < 1) its normal (of phi where use_phi, else Youngs' of c) and plane
+// constant, m . x <= alpha from the cell's low corner, as
+// plic_reconstruction.reconstruct gives them: planes[4 p .. 4 p + 3] = m[0],
+// m[1], m[2], alpha; other cells' entries are not written (no flux reads
+// them).  A pass of its own: each plane is made once, not once for each
+// face flux that reads it (two cells a face, up to two faces a donor), and
+// the sweep's threads do not wait on the few that make one.
+extern "C" __global__ void bf_vof_planes3(
+    const T* __restrict__ c, const T* __restrict__ phi, T* __restrict__ planes, const int nx,
+    const int ny, const int nz, const int use_phi, const T hx, const T hy, const T hz)
+{
+    const long long plane = (long long)nx * ny;
+    const int n[3] = {nz, ny, nx};
+    BF_CELLS3(nx, ny, nz) {
+        const long long p = (long long)k * plane + (long long)j * nx + i;
+        const T cd = c[p];
+        if (!(cd > 0.0 && cd < 1.0)) continue;
+        const int at[3] = {k, j, i};
+        T m[3];
+        if (use_phi) vof_phi_normal3(phi, nx, ny, nz, k, j, i, hx, hy, hz, m);
+        else         vof_youngs3(c, n, at, hx, hy, hz, m);
+        T* out = planes + 4 * p;
+        out[0] = m[0];
+        out[1] = m[1];
+        out[2] = m[2];
+        out[3] = vof_plane_constant(m, cd, hx, hy, hz);
+    }
+}
+
 // The gas volume through one interior face along grid axis a in dt, in units
-// of the cell volume (vof_advection's sweep's `inner` in 3-D): w the face velocity,
-// donor[] the upwind cell per array axis, cd its fraction.  The donor's plane
-// is reconstructed only where it is neither full nor empty.
-__device__ __forceinline__ T vof_face_flux3(
-    const T* __restrict__ c, const T* __restrict__ phi, int use_phi, int a, const int* n,
-    const int* donor, T cd, T w, T hx, T hy, T hz, T dt, T dt_over_h)
+// of the cell volume (vof_advection's sweep's `inner` in 3-D): w the face
+// velocity, cd the upwind cell's fraction and pl its plane (bf_vof_planes3;
+// read only where it is neither full nor empty).
+__device__ __forceinline__ T vof_face_flux3(const T* __restrict__ pl, int a, T cd, T w, T hx,
+                                            T hy, T hz, T dt, T dt_over_h)
 {
     const T h[3] = {hx, hy, hz};
     return vof_swept(cd, w, dt, dt_over_h, [&](T width, bool right) {
-        T m[3];
-        if (use_phi) vof_phi_normal3(phi, n[2], n[1], n[0], donor[0], donor[1], donor[2],
-                                     hx, hy, hz, m);
-        else         vof_youngs3(c, n, donor, hx, hy, hz, m);
-        const T alpha = vof_plane_constant(m, cd, hx, hy, hz);
+        const T m[3] = {pl[0], pl[1], pl[2]};
+        const T alpha = pl[3];
         const int b = a == 0 ? 1 : 0, e = a == 2 ? 1 : 2;     // the other grid axes, in order
         const T shifted = right ? alpha - m[a] * (h[a] - width) : alpha;
         return vof_cut_fraction3(m[a], m[b], m[e], shifted, width, h[b], h[e]);
@@ -83,15 +109,15 @@ __device__ __forceinline__ T vof_face_flux3(
 }
 
 // One sweep of vof_advection's sweep along grid axis `axis` of the field c
-// (vel: that axis's face velocity), as bf_vof_sweep.  The axis is a template
-// parameter so that every index array is indexed by constants and stays in
-// registers.
+// (vel: that axis's face velocity; planes: c's, bf_vof_planes3), as
+// bf_vof_sweep.  The axis is a template parameter so that every index array
+// is indexed by constants and stays in registers.
 template <int axis>
 __device__ __forceinline__ void vof_sweep3(
-    const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ phi,
+    const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ planes,
     const T* __restrict__ vel, T* out, T* raw, const int nx, const int ny, const int nz,
-    const int use_phi, const int last, const int keep_raw, const T hx,
-    const T hy, const T hz, const T dt, const T dt_over_h, const T tol, const T one_plus_tol)
+    const int last, const int keep_raw, const T hx, const T hy, const T hz, const T dt,
+    const T dt_over_h, const T tol, const T one_plus_tol)
 {
     const long long plane = (long long)nx * ny;
     const int n[3] = {nz, ny, nx};
@@ -115,19 +141,14 @@ __device__ __forceinline__ void vof_sweep3(
         const T cc = c[p];
         T flux_in = 0.0, flux_out = 0.0;         // no gas through walls
         if (at[ka] > 0) {
-            const bool from_prev = w_in > 0.0;
-            int donor[3] = {k, j, i};
-            if (from_prev) donor[ka] -= 1;
-            flux_in = vof_face_flux3(c, phi, use_phi, axis, n, donor,
-                                     from_prev ? c[p - step] : cc, w_in, hx, hy, hz, dt, dt_over_h);
+            const long long donor = w_in > 0.0 ? p - step : p;
+            flux_in = vof_face_flux3(planes + 4 * donor, axis, donor == p ? cc : c[donor], w_in,
+                                     hx, hy, hz, dt, dt_over_h);
         }
         if (at[ka] < n[ka] - 1) {
-            const bool from_here = w_out > 0.0;
-            int donor[3] = {k, j, i};
-            if (!from_here) donor[ka] += 1;
-            flux_out = vof_face_flux3(c, phi, use_phi, axis, n, donor,
-                                      from_here ? cc : c[p + step], w_out, hx, hy, hz, dt,
-                                      dt_over_h);
+            const long long donor = w_out > 0.0 ? p : p + step;
+            flux_out = vof_face_flux3(planes + 4 * donor, axis, donor == p ? cc : c[donor],
+                                      w_out, hx, hy, hz, dt, dt_over_h);
         }
         vof_store(cc, flux_in, flux_out, w_in, w_out, c0[p], dt_over_h, last, keep_raw, tol,
                   one_plus_tol, out, raw, p);
@@ -135,13 +156,13 @@ __device__ __forceinline__ void vof_sweep3(
 }
 
 extern "C" __global__ void bf_vof_sweep3(
-    const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ phi,
+    const T* __restrict__ c, const T* __restrict__ c0, const T* __restrict__ planes,
     const T* __restrict__ vel, T* out, T* raw, const int nx, const int ny, const int nz,
-    const int axis, const int use_phi, const int last, const int keep_raw, const T hx,
-    const T hy, const T hz, const T dt, const T dt_over_h, const T tol, const T one_plus_tol)
+    const int axis, const int last, const int keep_raw, const T hx, const T hy, const T hz,
+    const T dt, const T dt_over_h, const T tol, const T one_plus_tol)
 {
-#define BF_VOF_SWEEP3(A) vof_sweep3<A>(c, c0, phi, vel, out, raw, nx, ny, nz, use_phi, last, \
-    keep_raw, hx, hy, hz, dt, dt_over_h, tol, one_plus_tol)
+#define BF_VOF_SWEEP3(A) vof_sweep3<A>(c, c0, planes, vel, out, raw, nx, ny, nz, last, keep_raw, \
+    hx, hy, hz, dt, dt_over_h, tol, one_plus_tol)
     if (axis == 0) BF_VOF_SWEEP3(0);
     else if (axis == 1) BF_VOF_SWEEP3(1);
     else BF_VOF_SWEEP3(2);

@@ -7,12 +7,13 @@ dimension.  The kernels are ``vof.cu`` beside this file (``vof3.cu`` in
 3-D; the gas sums ``vof_gas.cu``).  The array code
 launches hundreds of small kernels per step (the PLIC reconstruction, the
 slab cuts and the update, for each sweep); a call here launches one kernel
-per direction sweep (``bf_vof_sweep``, ``bf_vof_sweep3``): a thread per
-cell reconstructs the donor cells' PLIC lines or planes (Youngs' normal or
-the level set's, the plane constant), cuts the slabs, and writes ``c -
-(F_out - F_in) + indicator * dilatation``; the last sweep also clips.  Two
-launches a step in 2-D, three in 3-D, plus a few CuPy reductions when
-``info`` is asked for.
+per direction sweep in 2-D (``bf_vof_sweep``: a thread per cell
+reconstructs the donor cells' PLIC lines, Youngs' normal or the level
+set's and the line constant, cuts the slabs, and writes ``c - (F_out -
+F_in) + indicator * dilatation``; the last sweep also clips), and two in
+3-D (``bf_vof_planes3``, the donors' planes, each made once; then
+``bf_vof_sweep3``, the slabs and the update).  Two launches a step in 2-D,
+six in 3-D, plus a few CuPy reductions when ``info`` is asked for.
 
 The kernels are compiled without FMA contraction and follow the array
 code's order of operations (the ``info`` sums are the array code's own CuPy
@@ -113,8 +114,9 @@ def advect_2d(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
 
 
 def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
-    """One step of ``c_t + div(c u) = 0`` on a 3-D grid: three launches of
-    ``bf_vof_sweep3``, one per direction in the array code's order; with
+    """One step of ``c_t + div(c u) = 0`` on a 3-D grid: per direction, in
+    the array code's order, the donors' planes (``bf_vof_planes3``) and the
+    sweep (``bf_vof_sweep3``); with
     ``info``, its two numbers from CuPy reductions as the array code
     computes them."""
     import cupy as cp
@@ -134,21 +136,25 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
     hx, hy, hz = (float(h) for h in spacing)
     h = (hx, hy, hz)
     grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
-    kernel = _kernel3("bf_vof_sweep3")
+    sweep, make_planes = _kernel3("bf_vof_sweep3"), _kernel3("bf_vof_planes3")
     out = cp.empty_like(c)
     raw = cp.empty_like(c) if info is not None else out
     work = (cp.empty_like(c), cp.empty_like(c))
+    planes = cp.empty(c.shape + (4,), dtype=cp.float64)
+    sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
+    spacings = (np.float64(hx), np.float64(hy), np.float64(hz))
     src = c
     for k in range(3):
         # Array axis (first_axis + k) % 3 is grid axis 2 - that.
         axis = 2 - (first_axis + k) % 3
         last = k == 2
         dst = out if last else work[k]
-        kernel(grid, block, (
-            src, c, phi, vel[axis], dst, raw, np.int32(nx), np.int32(ny), np.int32(nz),
-            np.int32(axis), np.int32(normal_from is not None), np.int32(last),
-            np.int32(last and info is not None), np.float64(hx), np.float64(hy), np.float64(hz),
-            np.float64(dt), np.float64(dt / h[axis]), np.float64(CLIP_TOLERANCE),
+        make_planes(grid, block, (src, phi, planes, *sizes, np.int32(normal_from is not None),
+                                  *spacings))
+        sweep(grid, block, (
+            src, c, planes, vel[axis], dst, raw, *sizes, np.int32(axis), np.int32(last),
+            np.int32(last and info is not None), *spacings, np.float64(dt),
+            np.float64(dt / h[axis]), np.float64(CLIP_TOLERANCE),
             np.float64(1.0 + CLIP_TOLERANCE)))
         src = dst
     if info is not None:
