@@ -1,6 +1,7 @@
 """The CUDA kernels of one flow step, each timed by CUDA events.
 
     python3 scripts/flow_kernel_events.py [--case rising3d] [--size 256x256x512] [--warm 2]
+                                          [--set KEY=VALUE ...]
 
 Builds a named case of ``bubbleflow bench --flow`` (``rising3d``,
 ``column3d``, ``hysing``, ``column``) at the given cells on CuPy, steps it
@@ -50,6 +51,8 @@ def main(argv=None):
     ap.add_argument("--case", default="rising3d")
     ap.add_argument("--size", default="256x256x512", help="cells per axis, x first")
     ap.add_argument("--warm", type=int, default=2, help="steps before the timed one")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a case setting, as bubbleflow bench --set (repeatable)")
     args = ap.parse_args(argv)
 
     import cupy as cp
@@ -60,7 +63,7 @@ def main(argv=None):
 
     cells = [int(n) for n in args.size.lower().split("x")]
     case = named_case(args.case, cells, f"scripts/flow_kernel_events.py ({args.case})",
-                      ["output.bubbles_every=0"])
+                      ["output.bubbles_every=0"] + args.set)
     flow = FlowSolver(case, get_backend("cupy"))
     flow.clock.enabled = True
     state = flow.initial_state()

@@ -340,8 +340,6 @@ __device__ __forceinline__ void mom3_advection_faces(
     const T signs[6] = {s0, s1, s2, s3, s4, s5};
     const int ka = 2 - axis;
     const int nc[3] = {nz, ny, nx};
-    int na[3] = {nz, ny, nx};
-    na[ka] += 1;
     int ni[3] = {nz, ny, nx};
     ni[ka] -= 1;
     long long sa[3], sc[3];
@@ -388,37 +386,42 @@ __device__ __forceinline__ void mom3_implicit_rhs(
     const T h[3] = {hx, hy, hz};
     const int ka = 2 - axis;
     const int nc[3] = {nz, ny, nx};
-    int na[3] = {nz, ny, nx};
-    na[ka] += 1;
     int ni[3] = {nz, ny, nx};
     ni[ka] -= 1;
+    long long sa[3], sc[3];              // strides: the faces, the cells
+    strides3(nc, ka, 1, sa);
+    strides3(nc, ka, 0, sc);
     BF_CELLS3(ni[2], ni[1], ni[0]) {
         const int at[3] = {k, j, i};
         const long long F = ((long long)k * ni[1] + j) * ni[2] + i;
-        const int fa = at[ka];
+        const long long lo = flat3(sc, at), hi = lo + sc[ka];    // the cells either side
         T cross = 0.0;
         bool first = true;
+#pragma unroll
         for (int b = 0; b < 3; ++b) {
             if (b == axis) continue;
             const int kb = 2 - b;
-            int nb[3] = {nz, ny, nx};
-            nb[kb] += 1;
+            long long sb[3];
+            strides3(nc, kb, 1, sb);
+            const T* ub = vel[b];
+            const long long g = flat3(sb, at);               // (fa, cb) of component b
+            const int cb = at[kb];
             T shear[2];
+#pragma unroll
             for (int s = 0; s < 2; ++s) {
-                const int e = at[kb] + s;        // the edge below (s = 0) and above the face
-                const int elo = e - 1 < 0 ? 0 : e - 1, ehi = e > nc[kb] - 1 ? nc[kb] - 1 : e;
-                const T mu_e = 0.25 * (get3_at2(mu, nc, at, ka, fa, kb, elo)
-                                       + get3_at2(mu, nc, at, ka, fa, kb, ehi)
-                                       + get3_at2(mu, nc, at, ka, fa + 1, kb, elo)
-                                       + get3_at2(mu, nc, at, ka, fa + 1, kb, ehi));
-                shear[s] = mu_e * (get3_at2(vel[b], nb, at, ka, fa + 1, kb, e)
-                                   - get3_at2(vel[b], nb, at, ka, fa, kb, e)) / h[axis];
+                // The edge below (s = 0) and above the face; the cells either
+                // side of it along b, clamped at the walls.
+                const long long elo = (s == 0 && cb > 0) ? -sc[kb] : 0;
+                const long long ehi = (s == 1 && cb < nc[kb] - 1) ? sc[kb] : 0;
+                const T mu_e = 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+                const long long ge = g + (s == 1 ? sb[kb] : 0);
+                shear[s] = mu_e * (ub[ge + sb[ka]] - ub[ge]) / h[axis];
             }
             const T term = (shear[1] - shear[0]) / h[b];
             cross = first ? term : cross + term;
             first = false;
         }
-        const T ua = get3_at(vel[axis], na, at, ka, fa + 1);
+        const T ua = vel[axis][flat3(sa, at) + sa[ka]];
         rhs[F] = rho_f[F] * (ua - dt * adv[F]) + dt * cross;
     }
 }
