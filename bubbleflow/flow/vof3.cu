@@ -61,24 +61,51 @@ __device__ __forceinline__ void vof_youngs3(const T* __restrict__ c, const int* 
     vof_unit3(g[0], g[1], g[2], m);
 }
 
-// The PLIC planes of a sweep's donors: per cell neither full nor empty
-// (0 < c < 1) its normal (of phi where use_phi, else Youngs' of c) and plane
-// constant, m . x <= alpha from the cell's low corner, as
+// The cells of a sweep's field c that are neither full nor empty
+// (0 < c < 1) appended to list, their number added to *count; a warp takes
+// its places by one atomic.  Their order is the warps' (each plane is the
+// cell's alone, so the order is free).
+extern "C" __global__ void bf_vof_mixed3(const T* __restrict__ c, long long* __restrict__ list,
+                                         unsigned long long* __restrict__ count,
+                                         const long long n)
+{
+    const int lane = threadIdx.x & 31;
+    const long long stride = (long long)gridDim.x * blockDim.x;       // whole warps
+    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
+         base += stride) {
+        const long long p = base + lane;
+        const bool mixed = p < n && c[p] > 0.0 && c[p] < 1.0;
+        const unsigned ballot = __ballot_sync(0xffffffffu, mixed);
+        if (ballot == 0) continue;
+        const int leader = __ffs(ballot) - 1;
+        unsigned long long first = 0;
+        if (lane == leader) first = atomicAdd(count, (unsigned long long)__popc(ballot));
+        first = __shfl_sync(0xffffffffu, first, leader);
+        if (mixed) list[first + __popc(ballot & ((1u << lane) - 1u))] = p;
+    }
+}
+
+// The PLIC planes of a sweep's donors: per cell of list (bf_vof_mixed3's,
+// *count of them) its normal (of phi where use_phi, else Youngs' of c) and
+// plane constant, m . x <= alpha from the cell's low corner, as
 // plic_reconstruction.reconstruct gives them: planes[4 p .. 4 p + 3] = m[0],
 // m[1], m[2], alpha; other cells' entries are not written (no flux reads
-// them).  A pass of its own: each plane is made once, not once for each
-// face flux that reads it (two cells a face, up to two faces a donor), and
-// the sweep's threads do not wait on the few that make one.
+// them).  A pass of its own over the listed cells: each plane is made once,
+// not once for each face flux that reads it (two cells a face, up to two
+// faces a donor), and no warp waits on a few threads that make one.
 extern "C" __global__ void bf_vof_planes3(
-    const T* __restrict__ c, const T* __restrict__ phi, T* __restrict__ planes, const int nx,
+    const T* __restrict__ c, const T* __restrict__ phi, const long long* __restrict__ list,
+    const unsigned long long* __restrict__ count, T* __restrict__ planes, const int nx,
     const int ny, const int nz, const int use_phi, const T hx, const T hy, const T hz)
 {
     const long long plane = (long long)nx * ny;
     const int n[3] = {nz, ny, nx};
-    BF_CELLS3(nx, ny, nz) {
-        const long long p = (long long)k * plane + (long long)j * nx + i;
-        const T cd = c[p];
-        if (!(cd > 0.0 && cd < 1.0)) continue;
+    const long long listed = (long long)*count;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < listed;
+         t += (long long)gridDim.x * blockDim.x) {
+        const long long p = list[t];
+        int k, j, i;
+        bf_cell3(p, nx, plane, &k, &j, &i);
         const int at[3] = {k, j, i};
         T m[3];
         if (use_phi) vof_phi_normal3(phi, nx, ny, nz, k, j, i, hx, hy, hz, m);
@@ -87,7 +114,7 @@ extern "C" __global__ void bf_vof_planes3(
         out[0] = m[0];
         out[1] = m[1];
         out[2] = m[2];
-        out[3] = vof_plane_constant(m, cd, hx, hy, hz);
+        out[3] = vof_plane_constant(m, c[p], hx, hy, hz);
     }
 }
 

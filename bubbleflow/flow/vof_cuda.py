@@ -11,9 +11,10 @@ per direction sweep in 2-D (``bf_vof_sweep``: a thread per cell
 reconstructs the donor cells' PLIC lines, Youngs' normal or the level
 set's and the line constant, cuts the slabs, and writes ``c - (F_out -
 F_in) + indicator * dilatation``; the last sweep also clips), and two in
-3-D (``bf_vof_planes3``, the donors' planes, each made once; then
-``bf_vof_sweep3``, the slabs and the update).  Two launches a step in 2-D,
-six in 3-D, plus a few CuPy reductions when ``info`` is asked for.
+3-D (``bf_vof_mixed3`` lists the cells neither full nor empty,
+``bf_vof_planes3`` makes their planes, each once; then ``bf_vof_sweep3``,
+the slabs and the update).  Two launches a step in 2-D, nine in 3-D, plus a
+few CuPy reductions when ``info`` is asked for.
 
 The kernels are compiled without FMA contraction and follow the array
 code's order of operations (the ``info`` sums are the array code's own CuPy
@@ -39,6 +40,10 @@ _OPTIONS = ("--fmad=false",)
 _BLOCK = (32, 8)
 #: Cells the kernel needs along each axis.
 _MIN_CELLS = 3
+#: The launch of bf_vof_planes3, whose number of cells the host does not
+#: read: enough threads for the mixed cells of a large grid's gas, each
+#: striding past them where there are more.
+_PLANE_BLOCKS, _PLANE_THREADS = 1024, 128
 
 
 _kernel = cuda.float64_kernels(__name__, "vof.cu", _OPTIONS, ndims=(2,))
@@ -115,8 +120,9 @@ def advect_2d(c, u, v, dt, hx, hy, first_axis=0, normal_from=None, info=None):
 
 def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=None):
     """One step of ``c_t + div(c u) = 0`` on a 3-D grid: per direction, in
-    the array code's order, the donors' planes (``bf_vof_planes3``) and the
-    sweep (``bf_vof_sweep3``); with
+    the array code's order, the cells neither full nor empty listed
+    (``bf_vof_mixed3``), their planes (``bf_vof_planes3``) and the sweep
+    (``bf_vof_sweep3``); with
     ``info``, its two numbers from CuPy reductions as the array code
     computes them."""
     import cupy as cp
@@ -141,6 +147,7 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
     raw = cp.empty_like(c) if info is not None else out
     work = (cp.empty_like(c), cp.empty_like(c))
     planes = cp.empty(c.shape + (4,), dtype=cp.float64)
+    mixed, counts = cp.empty(c.size, dtype=cp.int64), cp.zeros(3, dtype=cp.uint64)
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
     spacings = (np.float64(hx), np.float64(hy), np.float64(hz))
     src = c
@@ -149,8 +156,11 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
         axis = 2 - (first_axis + k) % 3
         last = k == 2
         dst = out if last else work[k]
-        make_planes(grid, block, (src, phi, planes, *sizes, np.int32(normal_from is not None),
-                                  *spacings))
+        count = counts[k:k + 1]
+        cuda.launch_1d(_kernel3("bf_vof_mixed3"), c.size, (src, mixed, count, np.int64(c.size)))
+        make_planes((_PLANE_BLOCKS,), (_PLANE_THREADS,), (
+            src, phi, mixed, count, planes, *sizes, np.int32(normal_from is not None),
+            *spacings))
         sweep(grid, block, (
             src, c, planes, vel[axis], dst, raw, *sizes, np.int32(axis), np.int32(last),
             np.int32(last and info is not None), *spacings, np.float64(dt),
