@@ -62,26 +62,37 @@ __device__ __forceinline__ void vof_youngs3(const T* __restrict__ c, const int* 
 }
 
 // The cells of a sweep's field c that are neither full nor empty
-// (0 < c < 1) appended to list, their number added to *count; a warp takes
-// its places by one atomic.  Their order is the warps' (each plane is the
-// cell's alone, so the order is free).
+// (0 < c < 1) appended to list, their number added to *count; a block takes
+// its places by one atomic (one a warp contends on the counter where the
+// gas's surface crosses most warps).  Their order is the blocks' (each plane
+// is the cell's alone, so the order is free).  Blocks of whole warps, at
+// most 32 of them.
 extern "C" __global__ void bf_vof_mixed3(const T* __restrict__ c, long long* __restrict__ list,
                                          unsigned long long* __restrict__ count,
                                          const long long n)
 {
-    const int lane = threadIdx.x & 31;
-    const long long stride = (long long)gridDim.x * blockDim.x;       // whole warps
-    for (long long base = (long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < n;
-         base += stride) {
-        const long long p = base + lane;
+    __shared__ unsigned before[32];               // per warp: the block's listed cells before it
+    __shared__ unsigned long long first;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += stride) {
+        const long long p = base + threadIdx.x;
         const bool mixed = p < n && c[p] > 0.0 && c[p] < 1.0;
         const unsigned ballot = __ballot_sync(0xffffffffu, mixed);
-        if (ballot == 0) continue;
-        const int leader = __ffs(ballot) - 1;
-        unsigned long long first = 0;
-        if (lane == leader) first = atomicAdd(count, (unsigned long long)__popc(ballot));
-        first = __shfl_sync(0xffffffffu, first, leader);
-        if (mixed) list[first + __popc(ballot & ((1u << lane) - 1u))] = p;
+        if (lane == 0) before[warp] = __popc(ballot);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned total = 0;
+            for (int w = 0; w < warps; ++w) {
+                const unsigned in_warp = before[w];
+                before[w] = total;
+                total += in_warp;
+            }
+            first = total ? atomicAdd(count, (unsigned long long)total) : 0ULL;
+        }
+        __syncthreads();
+        if (mixed) list[first + before[warp] + __popc(ballot & ((1u << lane) - 1u))] = p;
+        __syncthreads();                          // before[] and first are read before the next
     }
 }
 
