@@ -61,12 +61,13 @@ __device__ __forceinline__ void vof_youngs3(const T* __restrict__ c, const int* 
     vof_unit3(g[0], g[1], g[2], m);
 }
 
-// The cells of a sweep's field c that are neither full nor empty
-// (0 < c < 1) appended to list, their number added to *count; a block takes
-// its places by one atomic (one a warp contends on the counter where the
-// gas's surface crosses most warps).  Their order is the blocks' (each plane
-// is the cell's alone, so the order is free).  Blocks of whole warps, at
-// most 32 of them.
+// The cells of a sweep's field c that are neither full nor empty (not c <=
+// 0 nor c >= 1, as vof_swept tells them: a NaN cell is listed, and its NaN
+// plane carries on as the array code's) appended to list, their number
+// added to *count; a block takes its places by one atomic (one a warp
+// contends on the counter where the gas's surface crosses most warps).
+// Their order is the blocks' (each plane is the cell's alone, so the order
+// is free).  Blocks of whole warps, at most 32 of them.
 extern "C" __global__ void bf_vof_mixed3(const T* __restrict__ c, long long* __restrict__ list,
                                          unsigned long long* __restrict__ count,
                                          const long long n)
@@ -77,7 +78,7 @@ extern "C" __global__ void bf_vof_mixed3(const T* __restrict__ c, long long* __r
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += stride) {
         const long long p = base + threadIdx.x;
-        const bool mixed = p < n && c[p] > 0.0 && c[p] < 1.0;
+        const bool mixed = p < n && !(c[p] <= 0.0 || c[p] >= 1.0);
         const unsigned ballot = __ballot_sync(0xffffffffu, mixed);
         if (lane == 0) before[warp] = __popc(ballot);
         __syncthreads();

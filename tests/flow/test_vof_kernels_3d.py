@@ -301,3 +301,27 @@ def test_redistance_3d_strided_and_deterministic(cp):
     np.testing.assert_array_equal(runs[0].view(np.uint64), runs[1].view(np.uint64))
     equal("strided", cp.asarray(runs[0]), redistance.reference(cp.asarray(phi), cp.asarray(c),
                                                                spacing))
+
+
+@pytest.mark.parametrize("use_phi", [True, False], ids=["phi", "youngs"])
+def test_advect_3d_a_nan_cell_as_the_array_code(use_phi, cp):
+    """A NaN cell of the fraction (or of the level set) spreads to the cells
+    it gives to as the array code's sweeps spread it: the kernels' planes of
+    a NaN donor are NaN too, never an entry left unwritten."""
+    g = GRIDS[0]
+    phi, c = fields(g, "sphere")
+    velocity = potential_velocity(g)
+    dt = time_step(velocity, g, 0.45)
+    nan_c = c.copy()
+    nan_c[np.unravel_index(int(np.argmin(np.abs(c - 0.5))), c.shape)] = np.nan
+    d_vel = tuple(cp.asarray(q) for q in velocity)
+    d_phi = cp.asarray(phi) if use_phi else None
+    for first in range(3):
+        got = vof_cuda.advect(cp.asarray(nan_c), d_vel, dt, g[3:], first_axis=first,
+                              normal_from=d_phi)
+        ref = advect.reference(cp.asarray(nan_c), d_vel, dt, g[3:], first_axis=first,
+                               normal_from=d_phi)
+        got, ref = got.get(), ref.get()
+        assert np.isnan(ref).sum() > 1
+        assert np.array_equal(np.isnan(got), np.isnan(ref))
+        assert np.array_equal(got[~np.isnan(ref)], ref[~np.isnan(ref)])
