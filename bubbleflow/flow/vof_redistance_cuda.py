@@ -8,9 +8,10 @@ the same call with the cell sizes as separate arguments, and
 after the gas's box: the cells' planes near that box; over the box widened
 by the band, each cell's distance to the nearest band seed, one axis a
 launch; the cells outside the band; and a search like the 2-D one over the
-planes and faces, for the band's cells listed block after block).  The array code batches the search's
-(offset, layer) entries, several array operations a batch; here three
-kernels of ``vof_redistance.cu`` beside this file do the whole 2-D call:
+planes and faces, for the band's cells listed block after block).  The
+array code batches the search's (offset, layer) entries, several array
+operations a batch; here three kernels of ``vof_redistance.cu`` beside this
+file do the whole 2-D call:
 
 * ``bf_vof_rd_segments``: per cell, the flags (an interface cell, the
   interface faces it holds and their sense, the band seed) and the PLIC
@@ -206,12 +207,12 @@ def _region(box, far, shape):
 
 def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     """The level set rebuilt from the volume fraction on a 3-D grid:
-    the gas's box (``bf_box_where``, read by the host: the one wait),
-    ``bf_vof_rd3_planes`` near it, three launches of ``bf_vof_rd3_reach``
-    over the region,
+    the gas's box (``bf_box_where``, read by the host), ``bf_vof_rd3_planes``
+    near it, three launches of ``bf_vof_rd3_reach`` over the region,
     ``bf_vof_rd3_outside``, ``bf_vof_rd3_band_blocks`` (the band's cells,
-    block after block, listed by ``flatnonzero``), ``bf_vof_rd3_bits`` and
-    ``bf_vof_rd3_search`` over the band's cells."""
+    block after block, listed by ``flatnonzero``: the host reads their
+    number), ``bf_vof_rd3_bits`` and ``bf_vof_rd3_search`` over the band's
+    cells."""
     import cupy as cp
 
     arrays = cuda.float64_3d(phi, c)
@@ -230,9 +231,9 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
     grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
     # Every patch and seed lies within one cell of the gas's box (a face's
-    # patch and seeds beside a full cell), so the band within band + 1 of
-    # it: the flags and planes are made there, the region's kernels need no
-    # more than band + 2.
+    # patch and seeds beside a full cell), so every band cell within band + 1
+    # of it: the flags and planes are made within one cell, and the region's
+    # kernels need no more than band + 2.
     gas = gas_box(c)
     flags = cp.zeros(c.shape, dtype=cp.uint8)
     planes = cp.empty(c.shape + (_NPLANE,), dtype=cp.float64)
@@ -277,9 +278,9 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
         wk, wj, wi = window
         cuda.launch_1d(_kernel3("bf_vof_rd3_search"), cells.size, (
             cells, np.int64(cells.size), c, flags, planes, bits, near, near_floor,
-            np.int32(n_near), rank,
-            box2, out, counts, np.int32(info is not None), np.int32(nx), np.int32(ny), hx, hy,
-            hz, tol, one_tol, *rargs, np.int32(wi), np.int32(wj), np.int32(wk)))
+            np.int32(n_near), rank, box2, out, counts, np.int32(info is not None),
+            np.int32(nx), np.int32(ny), hx, hy, hz, tol, one_tol, *rargs, np.int32(wi),
+            np.int32(wj), np.int32(wk)))
     if info is not None:
         band_cells, conflicts = (int(n) for n in counts.get())
         info["band_cells"] = band_cells
