@@ -142,6 +142,7 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
     hx, hy, hz = (float(h) for h in spacing)
     h = (hx, hy, hz)
     grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
+    mixed_cells = _kernel3("bf_vof_mixed3")
     sweep, make_planes = _kernel3("bf_vof_sweep3"), _kernel3("bf_vof_planes3")
     out = cp.empty_like(c)
     raw = cp.empty_like(c) if info is not None else out
@@ -157,7 +158,7 @@ def advect_3d(c, velocity, dt, spacing, first_axis=0, normal_from=None, info=Non
         last = k == 2
         dst = out if last else work[k]
         count = counts[k:k + 1]
-        cuda.launch_1d(_kernel3("bf_vof_mixed3"), c.size, (src, mixed, count, np.int64(c.size)))
+        cuda.launch_1d(mixed_cells, c.size, (src, mixed, count, np.int64(c.size)))
         make_planes((_PLANE_BLOCKS,), (_PLANE_THREADS,), (
             src, phi, mixed, count, planes, *sizes, np.int32(normal_from is not None),
             *spacings))

@@ -104,11 +104,19 @@ __device__ __forceinline__ void mg_level_cell(const T* __restrict__ cx, const T*
     inv[p] = (S)(C > 0.0 ? 1.0 / C : 0.0);
 }
 
-template <typename S>
+// A level's arrays (mg_level_cell) over the level's cells; with COARSEN
+// also the next level's float64 couplings (mg_coarsen, per axis) in the same
+// pass: the cell at an aggregate's lowest corner sums the aggregate's upper
+// coarse faces, whose fine faces its neighbours read for their own arrays.
+// kx, ky, kz: the coarse couplings (extents c0, c1, c2 less one along their
+// axis); kz and cz are not read where n0 is 1 (a 2-D grid).
+template <typename S, bool COARSEN>
 __device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __restrict__ cy,
                                          const T* __restrict__ cz, S* __restrict__ ox,
                                          S* __restrict__ oy, S* __restrict__ oz,
-                                         S* __restrict__ inv, int n0, int n1, int n2)
+                                         S* __restrict__ inv, T* __restrict__ kx,
+                                         T* __restrict__ ky, T* __restrict__ kz, int n0, int n1,
+                                         int n2, int c0, int c1, int c2)
 {
     const long long count = (long long)n0 * n1 * n2;
     for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < count;
@@ -116,31 +124,7 @@ __device__ __forceinline__ void mg_level(const T* __restrict__ cx, const T* __re
         int k, j, i;
         mg_unflatten(p, n1, n2, &k, &j, &i);
         mg_level_cell<S>(cx, cy, cz, ox, oy, oz, inv, n0, n1, n2, p, k, j, i);
-    }
-}
-
-// A level's arrays (mg_level) and the next level's float64 couplings
-// (mg_coarsen, per axis) in one pass over the level's cells: the cell at an
-// aggregate's lowest corner also sums the aggregate's upper coarse faces,
-// whose fine faces its neighbours read for their own arrays.  kx, ky, kz:
-// the coarse couplings (extents c0, c1, c2 less one along their axis); kz
-// and cz are not read where n0 is 1 (a 2-D grid).
-template <typename S>
-__device__ __forceinline__ void mg_level_coarsen(const T* __restrict__ cx,
-                                                 const T* __restrict__ cy,
-                                                 const T* __restrict__ cz, S* __restrict__ ox,
-                                                 S* __restrict__ oy, S* __restrict__ oz,
-                                                 S* __restrict__ inv, T* __restrict__ kx,
-                                                 T* __restrict__ ky, T* __restrict__ kz, int n0,
-                                                 int n1, int n2, int c0, int c1, int c2)
-{
-    const long long count = (long long)n0 * n1 * n2;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < count;
-         p += (long long)gridDim.x * blockDim.x) {
-        int k, j, i;
-        mg_unflatten(p, n1, n2, &k, &j, &i);
-        mg_level_cell<S>(cx, cy, cz, ox, oy, oz, inv, n0, n1, n2, p, k, j, i);
-        if ((k | j | i) & 1) continue;
+        if (!COARSEN || ((k | j | i) & 1)) continue;
         const int k0 = k >> 1, k1 = j >> 1, k2 = i >> 1;
         if (k2 < c2 - 1)
             kx[((long long)k0 * c1 + k1) * (c2 - 1) + k2] =
@@ -161,7 +145,8 @@ __device__ __forceinline__ void mg_level_coarsen(const T* __restrict__ cx,
                                     S* __restrict__ inv, const int n0, const int n1,           \
                                     const int n2)                                              \
     {                                                                                          \
-        mg_level<S>(cx, cy, cz, ox, oy, oz, inv, n0, n1, n2);                                  \
+        mg_level<S, false>(cx, cy, cz, ox, oy, oz, inv, nullptr, nullptr, nullptr, n0, n1,     \
+                           n2, 0, 0, 0);                                                       \
     }
 BF_MG_LEVEL(bf_mg_level_f64, double)
 BF_MG_LEVEL(bf_mg_level_f32, float)
@@ -175,7 +160,7 @@ BF_MG_LEVEL(bf_mg_level_f32, float)
                                     const int n1, const int n2, const int c0, const int c1,    \
                                     const int c2)                                              \
     {                                                                                          \
-        mg_level_coarsen<S>(cx, cy, cz, ox, oy, oz, inv, kx, ky, kz, n0, n1, n2, c0, c1, c2);  \
+        mg_level<S, true>(cx, cy, cz, ox, oy, oz, inv, kx, ky, kz, n0, n1, n2, c0, c1, c2);    \
     }
 BF_MG_LEVEL_COARSEN(bf_mg_level_coarsen_f64, double)
 BF_MG_LEVEL_COARSEN(bf_mg_level_coarsen_f32, float)
