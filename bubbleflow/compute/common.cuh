@@ -19,6 +19,20 @@
         for (int k = r_ / (NY), j = r_ - k * (NY), i = blockIdx.x * blockDim.x + threadIdx.x; \
              i < (NX); i += gridDim.x * blockDim.x)
 
+// Every cell (k, j, i) of an NZ x NY x NX grid in runs of planes: z block ZB
+// of NZB takes consecutive planes, BF_CELLS over each (launched as
+// cuda.grid_3d's 3-D grid).  For kernels that read many neighbours and hold
+// many registers: the plane a thread read for one cell's neighbours is in L1
+// for its next, and its set-up (the launch's scalars, the strides) is paid
+// once a run.  Light kernels run slower so (docs/performance_records.md).
+#define BF_CELLS3_RUNS_IN(NX, NY, NZ, ZB, NZB)                                             \
+    for (int kn_ = ((NZ) + (NZB) - 1) / (NZB), k = (ZB) * kn_, ke_ = min(k + kn_, (NZ));   \
+         k < ke_; ++k)                                                                     \
+        BF_CELLS(NX, NY)
+
+// BF_CELLS3_RUNS_IN with the launch's z blocks.
+#define BF_CELLS3_RUNS(NX, NY, NZ) BF_CELLS3_RUNS_IN(NX, NY, NZ, blockIdx.z, gridDim.z)
+
 // The least and greatest (i, j, k) of a block's threads' lo and hi folded
 // into box (imin, jmin, kmin, imax, jmax, kmax) by atomics, one set a block.
 // Every thread of the block calls it; a block is whole warps.

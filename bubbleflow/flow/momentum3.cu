@@ -164,7 +164,7 @@ __device__ __forceinline__ void mom3_explicit(
     strides3(nc, ka, -1, si);
     const T* ua = vel[axis];
     const T inv_ha = inv_h[axis];
-    BF_CELLS3(na[2], na[1], na[0]) {
+    BF_CELLS3_RUNS(na[2], na[1], na[0]) {
         const int at[3] = {k, j, i};
         const long long f = flat3(sa, at);
         const int fa = at[ka];
@@ -345,7 +345,7 @@ __device__ __forceinline__ void mom3_advection_faces(
     long long sa[3], sc[3];
     strides3(nc, ka, 1, sa);
     strides3(nc, ka, 0, sc);
-    BF_CELLS3(ni[2], ni[1], ni[0]) {
+    BF_CELLS3_RUNS(ni[2], ni[1], ni[0]) {
         const long long F = ((long long)k * ni[1] + j) * ni[2] + i;
         int at[3] = {k, j, i};
         at[ka] += 1;
@@ -391,7 +391,7 @@ __device__ __forceinline__ void mom3_implicit_rhs(
     long long sa[3], sc[3];              // strides: the faces, the cells
     strides3(nc, ka, 1, sa);
     strides3(nc, ka, 0, sc);
-    BF_CELLS3(ni[2], ni[1], ni[0]) {
+    BF_CELLS3_RUNS(ni[2], ni[1], ni[0]) {
         const int at[3] = {k, j, i};
         const long long F = ((long long)k * ni[1] + j) * ni[2] + i;
         const long long lo = flat3(sc, at), hi = lo + sc[ka];    // the cells either side
@@ -459,7 +459,7 @@ extern "C" __global__ void bf_mom3_implicit_velocity(
     int ni[3] = {nz, ny, nx};
     ni[ka] -= 1;
     const bool mismatch = axis == 2 && reduced != 0;
-    BF_CELLS3(na[2], na[1], na[0]) {
+    BF_CELLS3_RUNS(na[2], na[1], na[0]) {
         const int at[3] = {k, j, i};
         const long long f = ((long long)k * na[1] + j) * na[2] + i;
         const int fa = at[ka];

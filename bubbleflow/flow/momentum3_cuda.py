@@ -63,9 +63,15 @@ def _space_arrays(cells, **arrays):
 
 
 def _space_grid(shape):
-    """Launch shape of a 3-D kernel over an array of ``shape``."""
+    """Launch shape of a BF_CELLS3 kernel over an array of ``shape``."""
     nz, ny, nx = shape
     return cuda.grid_2d(nx, ny * nz, BLOCK)
+
+
+def _runs_grid(shape):
+    """Launch shape of a BF_CELLS3_RUNS kernel over an array of ``shape``."""
+    nz, ny, nx = shape
+    return cuda.grid_3d(nx, ny, nz, BLOCK)
 
 
 def fluid_properties_3d(phi, eps, rho_l, rho_g, mu_l, mu_g, rule):
@@ -121,7 +127,7 @@ def provisional_velocity_3d(velocity, H, mu, rho_faces, coefficients, dt, spacin
     out = []
     for a, f in enumerate((u, v, w)):
         new = cp.empty_like(f)
-        kernel(*_space_grid(f.shape), (
+        kernel(*_runs_grid(f.shape), (
             u, v, w, mu, H, rho_f[a], coef[a], new, np.int32(nx), np.int32(ny), np.int32(nz),
             np.int32(a), np.float64(dt), *(np.float64(h) for h in spacing),
             *(np.float64(1.0 / h) for h in spacing), *wall_signs, np.float64(gravity),
@@ -190,7 +196,7 @@ def _per_component(name, shared, per_component, like, cells, scalars):
     out = []
     for a in range(3):
         new = cp.empty_like(like[a])
-        kernel(*_space_grid(new.shape), (*shared, *(p[a] for p in per_component), new,
+        kernel(*_runs_grid(new.shape), (*shared, *(p[a] for p in per_component), new,
                                          np.int32(nx), np.int32(ny), np.int32(nz), np.int32(a),
                                          *scalars))
         out.append(new)

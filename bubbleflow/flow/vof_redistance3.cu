@@ -108,7 +108,7 @@ extern "C" __global__ void bf_vof_rd3_reach(
     const int nx, const int ny, const int i0, const int j0, const int k0, const int rx,
     const int ry, const int rz)
 {
-    BF_CELLS3(rx, ry, rz) {
+    BF_CELLS3_RUNS(rx, ry, rz) {
         const long long p = ((long long)k * ry + j) * rx + i;
         const Line3 line = line3(axis, rx, ry, rz, k, j, i);
         const long long g = ((long long)(k + k0) * ny + (j + j0)) * nx + (i + i0);
@@ -145,7 +145,7 @@ extern "C" __global__ void bf_vof_rd3_outside(
     const T one_tol)
 {
     const long long plane = (long long)nx * ny;
-    BF_CELLS3(nx, ny, nz) {
+    BF_CELLS3_RUNS(nx, ny, nz) {
         const long long p = (long long)k * plane + (long long)j * nx + i;
         const int li = i - i0, lj = j - j0, lk = k - k0;
         if (li >= 0 && li < rx && lj >= 0 && lj < ry && lk >= 0 && lk < rz

@@ -229,7 +229,7 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     tol, one_tol = np.float64(CLIP_TOLERANCE), np.float64(1.0 - CLIP_TOLERANCE)
     hx, hy, hz = (np.float64(h) for h in spacing)
     sizes = (np.int32(nx), np.int32(ny), np.int32(nz))
-    grid, block = cuda.grid_2d(nx, ny * nz, _BLOCK)
+    grid, block = cuda.grid_3d(nx, ny, nz, _BLOCK)
     # Every patch and seed lies within one cell of the gas's box (a face's
     # patch and seeds beside a full cell), so every band cell within band + 1
     # of it: the flags and planes are made within one cell, and the region's
@@ -248,7 +248,7 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     rx, ry, rz = region[3:]
     dist, spare = (cp.empty((rz, ry, rx), dtype=cp.uint8) for _ in range(2))
     if dist.size:
-        rgrid, _ = cuda.grid_2d(rx, ry * rz, _BLOCK)
+        rgrid, _ = cuda.grid_3d(rx, ry, rz, _BLOCK)
         reach_pass = _kernel3("bf_vof_rd3_reach")
         for axis, (src, dst) in enumerate(((spare, dist), (dist, spare), (spare, dist))):
             reach_pass(rgrid, block, (flags, src, dst, np.int32(axis == 0), np.int32(axis),

@@ -102,6 +102,23 @@ def test_3d_momentum_kernels_match_their_reference(config, flow_states, cp):
                       same=np.array_equal)
 
 
+@pytest.mark.parametrize("planes", [5, 16])
+def test_3d_momentum_kernels_in_runs_of_planes(planes, flow_states, cp, monkeypatch):
+    """The kernels whose threads take runs of planes (``BF_CELLS3_RUNS``),
+    each z block a run of ``planes`` (these grids are small enough for one
+    plane a block otherwise), the last run shorter (18 cells, 19 faces
+    along z): the reference's bits."""
+    from bubbleflow.compute import cuda
+
+    monkeypatch.setattr(cuda, "MIN_BLOCKS_3D", 1)
+    monkeypatch.setattr(cuda, "RUN_PLANES", planes)
+    flow, state, dt = flow_states["rising-reduced"]
+    assert state.phi.shape[0] == 18
+    for label, concept, args in calls(flow, state, dt):
+        check_variant(planes, label, concept, args, cp, {"correct_velocity[1]"}, RTOL,
+                      same=np.array_equal)
+
+
 def test_3d_fallbacks(cp):
     """The harmonic viscosity mean, float32 and grids of one cell along an
     axis: the variants decline."""

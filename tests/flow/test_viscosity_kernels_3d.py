@@ -214,11 +214,23 @@ def _momentum_inputs(grid, rng):
     return tuple(velocity), mu, H, tuple(rho_faces), tuple(adv), tuple(coef)
 
 
+def _run_planes(monkeypatch, planes):
+    """Every BF_CELLS3_RUNS launch in runs of ``planes`` (None: as shipped)."""
+    from bubbleflow.compute import cuda
+
+    if planes is not None:
+        monkeypatch.setattr(cuda, "MIN_BLOCKS_3D", 1)
+        monkeypatch.setattr(cuda, "RUN_PLANES", planes)
+
+
+@pytest.mark.parametrize("planes", [None, 3, 16], ids=lambda p: f"runs{p}")
 @pytest.mark.parametrize("walls", list(SIGNS))
 @pytest.mark.parametrize("grid", GRIDS, ids=grid_id)
-def test_momentum_implicit_kernels_match_their_reference(cp, grid, walls):
+def test_momentum_implicit_kernels_match_their_reference(cp, grid, walls, planes, monkeypatch):
     """The advection, the solves' right-hand sides and the implicit ``u*``
-    (with and without interface forces, reduced or volumetric gravity)."""
+    (with and without interface forces, reduced or volumetric gravity);
+    their threads in runs of a few planes, or of more than the grid has."""
+    _run_planes(monkeypatch, planes)
     rng = np.random.default_rng(13)
     _, spacing = grid
     velocity, mu, H, faces, adv, coef = _momentum_inputs(grid, rng)

@@ -272,12 +272,20 @@ def test_redistance_3d_cases_reach_every_branch(cp):
     assert info["sign_conflicts"] > 0
 
 
+@pytest.mark.parametrize("planes", [None, 5], ids=lambda p: f"runs{p}")
 @pytest.mark.parametrize("search", SEARCHES[2:], ids=lambda s: f"band{s[0]}-reach{s[1]}")
 @pytest.mark.parametrize("shape", ["small-sphere", "corner-sphere", "no-gas"])
-def test_redistance_3d_gas_in_part_of_the_grid(shape, search, cp):
+def test_redistance_3d_gas_in_part_of_the_grid(shape, search, planes, cp, monkeypatch):
     """Gas in a corner of the grid or nowhere: the kernels' region about the
     patches is part of the grid, or empty; its cells lie both away from the
-    walls and at them.  The reference's bits and counts."""
+    walls and at them.  The reference's bits and counts; also with the
+    threads of the kernels that take runs of planes in runs of 5 (44 planes:
+    the last run shorter)."""
+    if planes is not None:
+        from bubbleflow.compute import cuda
+
+        monkeypatch.setattr(cuda, "MIN_BLOCKS_3D", 1)
+        monkeypatch.setattr(cuda, "RUN_PLANES", planes)
     g = (40, 36, 44, 1 / 40, 1 / 40, 1 / 40)
     phi, c = fields(g, shape)
     band, reach = search
