@@ -128,8 +128,8 @@ __device__ __forceinline__ T mom3_advection(
     return adv;
 }
 
-// u* of component `axis` on every one of its faces (explicit viscosity; the
-// wall faces copied): momentum.provisional_velocity in 3-D, the advection
+// u* of component `axis` at its face (k, j, i) (explicit viscosity; a wall
+// face copied): momentum.provisional_velocity in 3-D, the advection
 // (advection_terms), the viscous stress (viscous_forces: the normal stress,
 // then the shear of each other axis in order), the interface force (with
 // forces) and reduced gravity's density mismatch on the vertical axis (reduced
@@ -139,13 +139,14 @@ __device__ __forceinline__ T mom3_advection(
 // The axis is a template parameter so that every index array is indexed by
 // constants and stays in registers.
 template <int axis>
-__device__ __forceinline__ void mom3_explicit(
+__device__ __forceinline__ void mom3_explicit_face(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
     const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_f,
     const T* __restrict__ coef, T* __restrict__ out, const int nx, const int ny, const int nz,
     const T dt, const T hx, const T hy, const T hz, const T inv_hx, const T inv_hy,
     const T inv_hz, const T s0, const T s1, const T s2, const T s3, const T s4, const T s5,
-    const T gravity, const int forces, const T reduced, const T rho_g, const T rho_l)
+    const T gravity, const int forces, const T reduced, const T rho_g, const T rho_l,
+    const int k, const int j, const int i)
 {
     const T* vel[3] = {u, v, w};
     const T h[3] = {hx, hy, hz};
@@ -156,88 +157,97 @@ __device__ __forceinline__ void mom3_explicit(
     const T signs[6] = {s0, s1, s2, s3, s4, s5};
     constexpr int ka = 2 - axis;
     const int nc[3] = {nz, ny, nx};
-    int na[3] = {nz, ny, nx};            // the faces of `axis`
-    na[ka] += 1;
     long long sa[3], sc[3], si[3];       // strides: the faces, the cells, the interior faces
     strides3(nc, ka, 1, sa);
     strides3(nc, ka, 0, sc);
     strides3(nc, ka, -1, si);
     const T* ua = vel[axis];
     const T inv_ha = inv_h[axis];
-    BF_CELLS3_RUNS(na[2], na[1], na[0]) {
-        const int at[3] = {k, j, i};
-        const long long f = flat3(sa, at);
-        const int fa = at[ka];
-        if (fa == 0 || fa == nc[ka]) {
-            out[f] = ua[f];
-            continue;
-        }
-        // The cell above the face (hi) and below it (lo); the interior face.
-        const long long hi = flat3(sc, at), lo = hi - sc[ka];
-        const long long inner = flat3(si, at) - si[ka];
-        const T centre = ua[f];
-        const T mu_f = 0.5 * (mu[hi] + mu[lo]);
-        const T r = rho_f[inner];
-        const T adv = mom3_advection<axis>(vel, h, inv_h, signs, nc, at, f, sa, centre, r, mu_f);
-        // The viscous stress.
-        const T txx_hi = 2 * mu[hi] * (ua[f + sa[ka]] - centre) * inv_ha;
-        const T txx_lo = 2 * mu[lo] * (centre - ua[f - sa[ka]]) * inv_ha;
-        T force = (txx_hi - txx_lo) * inv_ha;
-#pragma unroll
-        for (int b = 0; b < 3; ++b) {
-            if (b == axis) continue;
-            const int kb = 2 - b;
-            long long sb[3];
-            strides3(nc, kb, 1, sb);
-            const T* ub = vel[b];
-            const long long g = flat3(sb, at);               // (fa, cb) of component b
-            const int cb = at[kb];
-            T stress[2];
-#pragma unroll
-            for (int s = 0; s < 2; ++s) {
-                const int e = cb + s;            // the edge below (s = 0) and above the face
-                // The cells either side of the edge along b, clamped at the walls.
-                const long long elo = (s == 0 && cb > 0) ? -sc[kb] : 0;
-                const long long ehi = (s == 1 && cb < nc[kb] - 1) ? sc[kb] : 0;
-                const T mu_e = 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
-                const T u_hi = e < nc[kb] ? ua[f + (s == 1 ? sa[kb] : 0)]
-                                          : signs[2 * b + 1] * ua[f];
-                const T u_lo = e > 0 ? ua[f - (s == 0 ? sa[kb] : 0)] : signs[2 * b] * ua[f];
-                const long long ge = g + (s == 1 ? sb[kb] : 0);
-                const T dv = ub[ge] - ub[ge - sb[ka]];
-                stress[s] = mu_e * ((u_hi - u_lo) * inv_h[b] + dv * inv_ha);
-            }
-            force = force + (stress[1] - stress[0]) * inv_h[b];
-        }
-        const T H_hi = H[hi], H_lo = H[lo];
-        if (forces) force = force - coef[inner] * (H_hi - H_lo) * inv_ha;
-        if (axis == 2 && reduced != 0) {
-            const T rho_hi = rho_g + (rho_l - rho_g) * H_hi;
-            const T rho_lo = rho_g + (rho_l - rho_g) * H_lo;
-            force = force + reduced * ((T)0.5 * (rho_hi + rho_lo) - r);
-        }
-        out[f] = axis == 2 && gravity != 0 ? centre + dt * (-adv + force / r - gravity)
-                                           : centre + dt * (-adv + force / r);
+    const int at[3] = {k, j, i};
+    const long long f = flat3(sa, at);
+    const int fa = at[ka];
+    if (fa == 0 || fa == nc[ka]) {
+        out[f] = ua[f];
+        return;
     }
+    // The cell above the face (hi) and below it (lo); the interior face.
+    const long long hi = flat3(sc, at), lo = hi - sc[ka];
+    const long long inner = flat3(si, at) - si[ka];
+    const T centre = ua[f];
+    const T mu_f = 0.5 * (mu[hi] + mu[lo]);
+    const T r = rho_f[inner];
+    const T adv = mom3_advection<axis>(vel, h, inv_h, signs, nc, at, f, sa, centre, r, mu_f);
+    // The viscous stress.
+    const T txx_hi = 2 * mu[hi] * (ua[f + sa[ka]] - centre) * inv_ha;
+    const T txx_lo = 2 * mu[lo] * (centre - ua[f - sa[ka]]) * inv_ha;
+    T force = (txx_hi - txx_lo) * inv_ha;
+#pragma unroll
+    for (int b = 0; b < 3; ++b) {
+        if (b == axis) continue;
+        const int kb = 2 - b;
+        long long sb[3];
+        strides3(nc, kb, 1, sb);
+        const T* ub = vel[b];
+        const long long g = flat3(sb, at);               // (fa, cb) of component b
+        const int cb = at[kb];
+        T stress[2];
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            const int e = cb + s;            // the edge below (s = 0) and above the face
+            // The cells either side of the edge along b, clamped at the walls.
+            const long long elo = (s == 0 && cb > 0) ? -sc[kb] : 0;
+            const long long ehi = (s == 1 && cb < nc[kb] - 1) ? sc[kb] : 0;
+            const T mu_e = 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+            const T u_hi = e < nc[kb] ? ua[f + (s == 1 ? sa[kb] : 0)]
+                                      : signs[2 * b + 1] * ua[f];
+            const T u_lo = e > 0 ? ua[f - (s == 0 ? sa[kb] : 0)] : signs[2 * b] * ua[f];
+            const long long ge = g + (s == 1 ? sb[kb] : 0);
+            const T dv = ub[ge] - ub[ge - sb[ka]];
+            stress[s] = mu_e * ((u_hi - u_lo) * inv_h[b] + dv * inv_ha);
+        }
+        force = force + (stress[1] - stress[0]) * inv_h[b];
+    }
+    const T H_hi = H[hi], H_lo = H[lo];
+    if (forces) force = force - coef[inner] * (H_hi - H_lo) * inv_ha;
+    if (axis == 2 && reduced != 0) {
+        const T rho_hi = rho_g + (rho_l - rho_g) * H_hi;
+        const T rho_lo = rho_g + (rho_l - rho_g) * H_lo;
+        force = force + reduced * ((T)0.5 * (rho_hi + rho_lo) - r);
+    }
+    out[f] = axis == 2 && gravity != 0 ? centre + dt * (-adv + force / r - gravity)
+                                       : centre + dt * (-adv + force / r);
 }
 
-// Registers capped for two blocks of momentum3_cuda's 32 x 8 threads an SM:
-// the compiler's own choice fits one, too few warps to hide the loads'
-// latency (docs/performance.md has the timings).
+// u* of the three components on every one of their faces in one pass over
+// the cells (mom3_explicit_face): a cell's thread makes the faces on its low
+// side, and on its high side where that is the grid's wall.  The three
+// components read the same velocities, viscosities and Heaviside about a
+// cell, from L1 after the first.  Registers capped for two blocks of
+// momentum3_cuda's 32 x 8 threads an SM: the compiler's own choice fits one,
+// too few warps to hide the loads' latency (docs/performance.md has the
+// timings).
 extern "C" __global__ void __launch_bounds__(256, 2) bf_mom3_explicit(
     const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
-    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_f,
-    const T* __restrict__ coef, T* __restrict__ out, const int nx, const int ny, const int nz,
-    const int axis, const T dt, const T hx, const T hy, const T hz, const T inv_hx,
-    const T inv_hy, const T inv_hz, const T s0, const T s1, const T s2, const T s3, const T s4,
-    const T s5, const T gravity, const int forces, const T reduced, const T rho_g,
-    const T rho_l)
+    const T* __restrict__ mu, const T* __restrict__ H, const T* __restrict__ rho_x,
+    const T* __restrict__ rho_y, const T* __restrict__ rho_z, const T* __restrict__ coef_x,
+    const T* __restrict__ coef_y, const T* __restrict__ coef_z, T* __restrict__ out_u,
+    T* __restrict__ out_v, T* __restrict__ out_w, const int nx, const int ny, const int nz,
+    const T dt, const T hx, const T hy, const T hz, const T inv_hx, const T inv_hy,
+    const T inv_hz, const T s0, const T s1, const T s2, const T s3, const T s4, const T s5,
+    const T gravity, const int forces, const T reduced, const T rho_g, const T rho_l)
 {
-#define BF_MOM3_EXPLICIT(A) mom3_explicit<A>(u, v, w, mu, H, rho_f, coef, out, nx, ny, nz, dt, \
-    hx, hy, hz, inv_hx, inv_hy, inv_hz, s0, s1, s2, s3, s4, s5, gravity, forces, reduced,     \
-    rho_g, rho_l)
-    BF_BY_AXIS(axis, BF_MOM3_EXPLICIT);
-#undef BF_MOM3_EXPLICIT
+#define BF_MOM3_FACE(A, RHO, COEF, OUT, K, J, I) mom3_explicit_face<A>(u, v, w, mu, H, RHO,     \
+    COEF, OUT, nx, ny, nz, dt, hx, hy, hz, inv_hx, inv_hy, inv_hz, s0, s1, s2, s3, s4, s5,    \
+    gravity, forces, reduced, rho_g, rho_l, K, J, I)
+    BF_CELLS3_RUNS(nx, ny, nz) {
+        BF_MOM3_FACE(0, rho_x, coef_x, out_u, k, j, i);
+        if (i == nx - 1) BF_MOM3_FACE(0, rho_x, coef_x, out_u, k, j, nx);
+        BF_MOM3_FACE(1, rho_y, coef_y, out_v, k, j, i);
+        if (j == ny - 1) BF_MOM3_FACE(1, rho_y, coef_y, out_v, k, ny, i);
+        BF_MOM3_FACE(2, rho_z, coef_z, out_w, k, j, i);
+        if (k == nz - 1) BF_MOM3_FACE(2, rho_z, coef_z, out_w, nz, j, i);
+    }
+#undef BF_MOM3_FACE
 }
 
 // The interface force's coefficients on the interior faces of the three

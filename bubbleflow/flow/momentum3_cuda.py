@@ -107,7 +107,7 @@ def step_scalars_3d(velocity, phi, rho, mu, maxima, viscous):
 def provisional_velocity_3d(velocity, H, mu, rho_faces, coefficients, dt, spacing, signs,
                             gravity, reduced=None):
     """``momentum.provisional_velocity`` on a 3-D grid: one launch of
-    ``bf_mom3_explicit`` a component."""
+    ``bf_mom3_explicit`` for the three components."""
     import cupy as cp
 
     cells = getattr(H, "shape", ())
@@ -123,17 +123,13 @@ def provisional_velocity_3d(velocity, H, mu, rho_faces, coefficients, dt, spacin
     nz, ny, nx = cells
     wall_signs = tuple(np.float64(s) for pair in signs for s in pair)
     red, rho_g, rho_l = reduced_scalars(reduced)
-    kernel = _kernel3("bf_mom3_explicit")
-    out = []
-    for a, f in enumerate((u, v, w)):
-        new = cp.empty_like(f)
-        kernel(*_runs_grid(f.shape), (
-            u, v, w, mu, H, rho_f[a], coef[a], new, np.int32(nx), np.int32(ny), np.int32(nz),
-            np.int32(a), np.float64(dt), *(np.float64(h) for h in spacing),
-            *(np.float64(1.0 / h) for h in spacing), *wall_signs, np.float64(gravity),
-            np.int32(forces), np.float64(red), np.float64(rho_g), np.float64(rho_l)))
-        out.append(new)
-    return tuple(out)
+    out = tuple(cp.empty_like(f) for f in (u, v, w))
+    _kernel3("bf_mom3_explicit")(*_runs_grid(cells), (
+        u, v, w, mu, H, *rho_f, *coef, *out, np.int32(nx), np.int32(ny), np.int32(nz),
+        np.float64(dt), *(np.float64(h) for h in spacing),
+        *(np.float64(1.0 / h) for h in spacing), *wall_signs, np.float64(gravity),
+        np.int32(forces), np.float64(red), np.float64(rho_g), np.float64(rho_l)))
+    return out
 
 
 def divergence_3d(velocity, spacing, dt=None):
