@@ -292,13 +292,15 @@ extern "C" __global__ void bf_mom3_divergence(
     }
 }
 
-// The correction of component `axis`: us - dt / rho_f dp/dx_a on its interior
-// faces, the wall faces copied.  (A template on the axis: with the axis known
-// at compile time the index arrays stay in registers, not on the stack.)
+// The correction of component `axis` at its face (k, j, i): us - dt / rho_f
+// dp/dx_a on an interior face, a wall face copied.  (A template on the axis:
+// with the axis known at compile time the index arrays stay in registers, not
+// on the stack.)
 template <int axis>
-__device__ __forceinline__ void mom3_correct(
+__device__ __forceinline__ void mom3_correct_face(
     const T* __restrict__ us, const T* __restrict__ p, const T* __restrict__ rho_f,
-    T* __restrict__ out, const int nx, const int ny, const int nz, const T dt, const T h)
+    T* __restrict__ out, const int nx, const int ny, const int nz, const T dt, const T h,
+    const int k, const int j, const int i)
 {
     constexpr int ka = 2 - axis;
     const int nc[3] = {nz, ny, nx};
@@ -306,29 +308,38 @@ __device__ __forceinline__ void mom3_correct(
     na[ka] += 1;
     int ni[3] = {nz, ny, nx};
     ni[ka] -= 1;
-    BF_CELLS3(na[2], na[1], na[0]) {
-        const int at[3] = {k, j, i};
-        const long long f = ((long long)k * na[1] + j) * na[2] + i;
-        const int fa = at[ka];
-        if (fa == 0 || fa == nc[ka]) {
-            out[f] = us[f];
-            continue;
-        }
-        int inner[3] = {k, j, i};
-        inner[ka] = fa - 1;
-        out[f] = us[f] - dt / get3(rho_f, ni, inner)
-                         * (get3_at(p, nc, at, ka, fa) - get3_at(p, nc, at, ka, fa - 1)) / h;
+    const int at[3] = {k, j, i};
+    const long long f = ((long long)k * na[1] + j) * na[2] + i;
+    const int fa = at[ka];
+    if (fa == 0 || fa == nc[ka]) {
+        out[f] = us[f];
+        return;
     }
+    int inner[3] = {k, j, i};
+    inner[ka] = fa - 1;
+    out[f] = us[f] - dt / get3(rho_f, ni, inner)
+                     * (get3_at(p, nc, at, ka, fa) - get3_at(p, nc, at, ka, fa - 1)) / h;
 }
 
+// The three components corrected in one pass over the cells
+// (mom3_correct_face): a cell's thread corrects the faces on its low side,
+// and on its high side where that is the grid's wall, reading the pressure
+// about the cell once for the three.
 extern "C" __global__ void bf_mom3_correct(
-    const T* __restrict__ us, const T* __restrict__ p, const T* __restrict__ rho_f,
-    T* __restrict__ out, const int nx, const int ny, const int nz, const int axis, const T dt,
-    const T h)
+    const T* __restrict__ us, const T* __restrict__ vs, const T* __restrict__ ws,
+    const T* __restrict__ p, const T* __restrict__ rho_x, const T* __restrict__ rho_y,
+    const T* __restrict__ rho_z, T* __restrict__ out_u, T* __restrict__ out_v,
+    T* __restrict__ out_w, const int nx, const int ny, const int nz, const T dt, const T hx,
+    const T hy, const T hz)
 {
-#define BF_MOM3_CORRECT(A) mom3_correct<A>(us, p, rho_f, out, nx, ny, nz, dt, h)
-    BF_BY_AXIS(axis, BF_MOM3_CORRECT);
-#undef BF_MOM3_CORRECT
+    BF_CELLS3(nx, ny, nz) {
+        mom3_correct_face<0>(us, p, rho_x, out_u, nx, ny, nz, dt, hx, k, j, i);
+        if (i == nx - 1) mom3_correct_face<0>(us, p, rho_x, out_u, nx, ny, nz, dt, hx, k, j, nx);
+        mom3_correct_face<1>(vs, p, rho_y, out_v, nx, ny, nz, dt, hy, k, j, i);
+        if (j == ny - 1) mom3_correct_face<1>(vs, p, rho_y, out_v, nx, ny, nz, dt, hy, k, ny, i);
+        mom3_correct_face<2>(ws, p, rho_z, out_w, nx, ny, nz, dt, hz, k, j, i);
+        if (k == nz - 1) mom3_correct_face<2>(ws, p, rho_z, out_w, nx, ny, nz, dt, hz, nz, j, i);
+    }
 }
 
 // ------------------------------------------------------------- implicit path

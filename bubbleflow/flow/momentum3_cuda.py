@@ -9,11 +9,12 @@ them), with what the 2-D twins share from :mod:`.momentum_launch`:
   :func:`interface_coefficients_3d` (after the curvature's own twin when
   ``sigma > 0``), :func:`divergence_3d` (the divergence and the pressure's
   right-hand side): one launch each;
-* :func:`provisional_velocity_3d`, :func:`advection_terms_3d`,
-  :func:`implicit_rhs_3d`, :func:`implicit_velocity_3d`: one launch a
-  component;
-* :func:`correct_velocity_3d`: one launch a component, then (with
-  ``div_star``) the divergence's kernel and ``momentum_launch.norms``;
+* :func:`provisional_velocity_3d`: one launch for the three components, a
+  cell's thread making the faces on its low side;
+* :func:`advection_terms_3d`, :func:`implicit_rhs_3d`,
+  :func:`implicit_velocity_3d`: one launch a component;
+* :func:`correct_velocity_3d`: one launch for the three components, then
+  (with ``div_star``) the divergence's kernel and ``momentum_launch.norms``;
 * :func:`step_scalars_3d`: per-block maxima then one block.
 
 Compiled without FMA contraction, in the array code's order of operations:
@@ -154,8 +155,8 @@ def divergence_3d(velocity, spacing, dt=None):
 
 def correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing):
     """``momentum.correct_velocity`` on a 3-D grid: one launch of
-    ``bf_mom3_correct`` a component, then (with ``div_star``) the divergence's
-    kernel and :func:`.momentum_launch.norms`."""
+    ``bf_mom3_correct`` for the three components, then (with ``div_star``)
+    the divergence's kernel and :func:`.momentum_launch.norms`."""
     import cupy as cp
 
     cells = getattr(p, "shape", ())
@@ -166,15 +167,10 @@ def correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing):
     p, *rest = arrays
     vel, rho_f = rest[:3], rest[3:]
     nz, ny, nx = cells
-    kernel = _kernel3("bf_mom3_correct")
-    out = []
-    for a, f in enumerate(vel):
-        new = cp.empty_like(f)
-        kernel(*_space_grid(f.shape), (f, p, rho_f[a], new, np.int32(nx), np.int32(ny),
-                                       np.int32(nz), np.int32(a), np.float64(dt),
-                                       np.float64(spacing[a])))
-        out.append(new)
-    out = tuple(out)
+    out = tuple(cp.empty_like(f) for f in vel)
+    _kernel3("bf_mom3_correct")(*_space_grid(cells), (
+        *vel, p, *rho_f, *out, np.int32(nx), np.int32(ny), np.int32(nz), np.float64(dt),
+        *(np.float64(h) for h in spacing)))
     if div_star is None:
         return out, None
     div, _ = divergence_3d(out, spacing)
