@@ -87,6 +87,19 @@ __device__ __forceinline__ long long flat3(const long long* s, const int* at)
     return at[0] * s[0] + at[1] * s[1] + at[2];
 }
 
+// The mean viscosity of the edge below (s = 0) or above (s = 1) a face along
+// array axis kb (the face's index cb of ncb cells along it, `step` the
+// cells' stride): its four cells about the face's cells lo and hi, clamped
+// at the walls (viscosity.edge_viscosity's order).
+__device__ __forceinline__ T mom3_edge_viscosity(const T* __restrict__ mu, const long long lo,
+                                                 const long long hi, const long long step,
+                                                 const int cb, const int ncb, const int s)
+{
+    const long long elo = (s == 0 && cb > 0) ? -step : 0;
+    const long long ehi = (s == 1 && cb < ncb - 1) ? step : 0;
+    return 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+}
+
 // (u . grad) u_a at face at[] of component `axis` (at[2 - axis] its index
 // among all its faces, an interior one; f its flat index, sa the strides of
 // the component's faces, nc the cells' shape): momentum.advection_terms, the
@@ -194,10 +207,7 @@ __device__ __forceinline__ void mom3_explicit_face(
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             const int e = cb + s;            // the edge below (s = 0) and above the face
-            // The cells either side of the edge along b, clamped at the walls.
-            const long long elo = (s == 0 && cb > 0) ? -sc[kb] : 0;
-            const long long ehi = (s == 1 && cb < nc[kb] - 1) ? sc[kb] : 0;
-            const T mu_e = 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+            const T mu_e = mom3_edge_viscosity(mu, lo, hi, sc[kb], cb, nc[kb], s);
             const T u_hi = e < nc[kb] ? ua[f + (s == 1 ? sa[kb] : 0)]
                                       : signs[2 * b + 1] * ua[f];
             const T u_lo = e > 0 ? ua[f - (s == 0 ? sa[kb] : 0)] : signs[2 * b] * ua[f];
@@ -430,11 +440,8 @@ __device__ __forceinline__ void mom3_implicit_rhs(
             T shear[2];
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
-                // The edge below (s = 0) and above the face; the cells either
-                // side of it along b, clamped at the walls.
-                const long long elo = (s == 0 && cb > 0) ? -sc[kb] : 0;
-                const long long ehi = (s == 1 && cb < nc[kb] - 1) ? sc[kb] : 0;
-                const T mu_e = 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+                // The edge below (s = 0) and above the face.
+                const T mu_e = mom3_edge_viscosity(mu, lo, hi, sc[kb], cb, nc[kb], s);
                 const long long ge = g + (s == 1 ? sb[kb] : 0);
                 shear[s] = mu_e * (ub[ge + sb[ka]] - ub[ge]) / h[axis];
             }
