@@ -36,16 +36,6 @@ __device__ __forceinline__ T get3_at(const T* __restrict__ f, const int* n, cons
     return get3(f, n, q);
 }
 
-// at[] with at[k] = x and at[l] = y.
-__device__ __forceinline__ T get3_at2(const T* __restrict__ f, const int* n, const int* at, int k,
-                                      int x, int l, int y)
-{
-    int q[3] = {at[0], at[1], at[2]};
-    q[k] = x;
-    q[l] = y;
-    return get3(f, n, q);
-}
-
 // H, rho, mu at the cells and the interior face densities of the three axes
 // (bf_mom_properties in 3-D).
 extern "C" __global__ void bf_mom3_properties(
@@ -87,17 +77,28 @@ __device__ __forceinline__ long long flat3(const long long* s, const int* at)
     return at[0] * s[0] + at[1] * s[1] + at[2];
 }
 
-// The mean viscosity of the edge below (s = 0) or above (s = 1) a face along
-// array axis kb (the face's index cb of ncb cells along it, `step` the
-// cells' stride): its four cells about the face's cells lo and hi, clamped
-// at the walls (viscosity.edge_viscosity's order).
-__device__ __forceinline__ T mom3_edge_viscosity(const T* __restrict__ mu, const long long lo,
-                                                 const long long hi, const long long step,
-                                                 const int cb, const int ncb, const int s)
+// The edge below (s = 0) or above (s = 1) face at[] of component `axis`
+// (its index among all the component's faces; lo and hi its cells, sc the
+// cells' strides, nc their shape) in the plane of grid axis b: the edge's
+// viscosity, the mean of its four cells clamped at the walls
+// (viscosity.edge_viscosity's order), and component b's difference across
+// it along the face's axis, dv = u_b(hi side) - u_b(lo side).
+template <int axis>
+__device__ __forceinline__ void mom3_edge(const T* __restrict__ mu, const T* __restrict__ ub,
+                                          const int b, const int* nc, const int* at,
+                                          const long long lo, const long long hi,
+                                          const long long* sc, const int s, T* mu_e, T* dv)
 {
-    const long long elo = (s == 0 && cb > 0) ? -step : 0;
-    const long long ehi = (s == 1 && cb < ncb - 1) ? step : 0;
-    return 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+    constexpr int ka = 2 - axis;
+    const int kb = 2 - b;
+    const int cb = at[kb];
+    const long long elo = (s == 0 && cb > 0) ? -sc[kb] : 0;
+    const long long ehi = (s == 1 && cb < nc[kb] - 1) ? sc[kb] : 0;
+    *mu_e = 0.25 * (mu[lo + elo] + mu[lo + ehi] + mu[hi + elo] + mu[hi + ehi]);
+    long long sb[3];
+    strides3(nc, kb, 1, sb);
+    const long long ge = flat3(sb, at) + (s == 1 ? sb[kb] : 0);   // (fa, cb + s) of component b
+    *dv = ub[ge] - ub[ge - sb[ka]];
 }
 
 // (u . grad) u_a at face at[] of component `axis` (at[2 - axis] its index
@@ -198,21 +199,15 @@ __device__ __forceinline__ void mom3_explicit_face(
     for (int b = 0; b < 3; ++b) {
         if (b == axis) continue;
         const int kb = 2 - b;
-        long long sb[3];
-        strides3(nc, kb, 1, sb);
-        const T* ub = vel[b];
-        const long long g = flat3(sb, at);               // (fa, cb) of component b
-        const int cb = at[kb];
         T stress[2];
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-            const int e = cb + s;            // the edge below (s = 0) and above the face
-            const T mu_e = mom3_edge_viscosity(mu, lo, hi, sc[kb], cb, nc[kb], s);
+            const int e = at[kb] + s;        // the edge below (s = 0) and above the face
+            T mu_e, dv;
+            mom3_edge<axis>(mu, vel[b], b, nc, at, lo, hi, sc, s, &mu_e, &dv);
             const T u_hi = e < nc[kb] ? ua[f + (s == 1 ? sa[kb] : 0)]
                                       : signs[2 * b + 1] * ua[f];
             const T u_lo = e > 0 ? ua[f - (s == 0 ? sa[kb] : 0)] : signs[2 * b] * ua[f];
-            const long long ge = g + (s == 1 ? sb[kb] : 0);
-            const T dv = ub[ge] - ub[ge - sb[ka]];
             stress[s] = mu_e * ((u_hi - u_lo) * inv_h[b] + dv * inv_ha);
         }
         force = force + (stress[1] - stress[0]) * inv_h[b];
@@ -424,6 +419,8 @@ __device__ __forceinline__ void mom3_implicit_rhs(
     strides3(nc, ka, 0, sc);
     BF_CELLS3_RUNS(ni[2], ni[1], ni[0]) {
         const int at[3] = {k, j, i};
+        int face[3] = {k, j, i};                 // the face among all of the component's
+        face[ka] += 1;
         const long long F = ((long long)k * ni[1] + j) * ni[2] + i;
         const long long lo = flat3(sc, at), hi = lo + sc[ka];    // the cells either side
         T cross = 0.0;
@@ -431,19 +428,12 @@ __device__ __forceinline__ void mom3_implicit_rhs(
 #pragma unroll
         for (int b = 0; b < 3; ++b) {
             if (b == axis) continue;
-            const int kb = 2 - b;
-            long long sb[3];
-            strides3(nc, kb, 1, sb);
-            const T* ub = vel[b];
-            const long long g = flat3(sb, at);               // (fa, cb) of component b
-            const int cb = at[kb];
             T shear[2];
 #pragma unroll
-            for (int s = 0; s < 2; ++s) {
-                // The edge below (s = 0) and above the face.
-                const T mu_e = mom3_edge_viscosity(mu, lo, hi, sc[kb], cb, nc[kb], s);
-                const long long ge = g + (s == 1 ? sb[kb] : 0);
-                shear[s] = mu_e * (ub[ge + sb[ka]] - ub[ge]) / h[axis];
+            for (int s = 0; s < 2; ++s) {        // the edge below (s = 0) and above the face
+                T mu_e, dv;
+                mom3_edge<axis>(mu, vel[b], b, nc, face, lo, hi, sc, s, &mu_e, &dv);
+                shear[s] = mu_e * dv / h[axis];
             }
             const T term = (shear[1] - shear[0]) / h[b];
             cross = first ? term : cross + term;
