@@ -24,8 +24,9 @@ from ..mesh.grid import array_axis
 from . import boxes_cuda
 from .vof_limits import CLIP_TOLERANCE
 
-__all__ = ["gas_box", "interface_box", "region", "share", "face_region", "interior_face_region",
-           "worth_a_box", "spares", "in_region", "MIN_CELLS", "MAX_SHARE"]
+__all__ = ["gas_box", "interface_box", "interface_box_bounds", "box_of_bounds", "region",
+           "share", "face_region", "interior_face_region", "uncovered", "worth_a_box", "spares",
+           "in_region", "MIN_CELLS", "MAX_SHARE", "UNKNOWN"]
 
 #: By array module, the fewest cells of a grid whose work goes to a box:
 #: on smaller grids the boxes' searches, their transfers and the copies
@@ -35,6 +36,16 @@ __all__ = ["gas_box", "interface_box", "region", "share", "face_region", "interi
 MIN_CELLS = {"numpy": 1 << 15, "cupy": 1 << 24}
 #: ... and where the widened box holds at most this share of the grid.
 MAX_SHARE = 0.5
+
+
+class _Unknown:
+    def __repr__(self):
+        return "boxes.UNKNOWN"
+
+
+#: What a caller passes for a box it has not looked for (None is a box
+#: looked for that holds no cell).
+UNKNOWN = _Unknown()
 
 
 def _box_of(held, xp):
@@ -64,6 +75,27 @@ def interface_box(phi, bound):
     and the cells within ``bound`` of it; None where there are none."""
     xp = array_module(phi)
     return _box_of(~(phi >= bound), xp)
+
+
+@twin
+def interface_box_bounds(phi, bound):
+    """:func:`interface_box` as six integers on ``phi``'s backend, not read
+    yet: the least ``(i, j, k)`` (x first) and the greatest, or
+    :data:`.boxes_cuda.NO_BOX` where no cell is met (:func:`box_of_bounds`
+    reads them).  A step finds the next step's interface box so, read with
+    its other figures in one transfer."""
+    xp = array_module(phi)
+    box = _box_of(~(phi >= bound), xp)
+    bounds = boxes_cuda.NO_BOX.copy()
+    if box is not None:
+        for a, (lo, hi) in enumerate(box[::-1]):
+            bounds[a], bounds[3 + a] = lo, hi
+    return xp.asarray(bounds)
+
+
+def box_of_bounds(bounds, ndim):
+    """The box of the host integers :func:`interface_box_bounds` made, or None."""
+    return boxes_cuda.box_of_bounds(bounds, ndim)
 
 
 def worth_a_box(a):
@@ -119,7 +151,22 @@ def interior_face_region(cut, grid_axis):
     return tuple(out)
 
 
+def uncovered(old, new):
+    """Regions that together hold every cell of the region ``old`` outside
+    the region ``new`` (slabs of ``old`` below and above ``new`` along each
+    axis; they may overlap); none where ``new`` covers ``old``."""
+    out = []
+    for k, (o, n) in enumerate(zip(old, new)):
+        for lo, hi in ((o.start, min(o.stop, n.start)), (max(o.start, n.stop), o.stop)):
+            if lo < hi:
+                slab = list(old)
+                slab[k] = slice(lo, hi)
+                out.append(tuple(slab))
+    return out
+
+
 # One kernel and a read of six integers; NotImplemented (the array code
 # runs) for what it does not cover.
 gas_box.register("cupy")(boxes_cuda.gas_box)
 interface_box.register("cupy")(boxes_cuda.interface_box)
+interface_box_bounds.register("cupy")(boxes_cuda.interface_box_bounds)

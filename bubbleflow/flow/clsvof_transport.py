@@ -26,7 +26,7 @@ __all__ = ["transport", "LEVEL_SET_MARGIN"]
 LEVEL_SET_MARGIN = 12
 
 
-def transport(phi, c, velocity, dt, spacing, first_axis, bounded):
+def transport(phi, c, velocity, dt, spacing, first_axis, bounded, gas=boxes.UNKNOWN):
     """``(phi, c)`` carried one step: the volume fraction by
     :func:`.vof_advection.advect` with the normals of ``phi`` (its sweeps
     from array axis ``first_axis``), the level set by
@@ -35,10 +35,11 @@ def transport(phi, c, velocity, dt, spacing, first_axis, bounded):
     each is carried on the gas's box where its widened box holds at most
     :data:`.boxes.MAX_SHARE` of the grid (the level set elsewhere left as
     it was, which the rebuild does not read), and neither is carried where
-    there is no gas."""
+    there is no gas.  ``gas``: :func:`.boxes.gas_box` of ``c`` where the
+    caller has it."""
     box = None
     if bounded and boxes.worth_a_box(c):
-        box = boxes.gas_box(c)
+        box = boxes.gas_box(c) if gas is boxes.UNKNOWN else gas
         if box is None:
             # No gas (a rank's slab far from the bubbles): the sweeps leave
             # every cell as it is, and the rebuild reads no carried level set.

@@ -49,7 +49,7 @@ from ..case.time_step import landing_step, step_limits, viscosity_scheme
 from ..compute.backend import SideWork
 from ..compute.held_capture import keyed_replays
 from ..mesh.grid import Grid, interior_face_heights
-from . import (clsvof_transport, interface_force, levelset, momentum, viscosity,
+from . import (boxes, clsvof_transport, interface_force, levelset, momentum, viscosity,
                vof_redistance)
 from .bounds import FlowBounds
 from .initial_state import initial_state
@@ -136,6 +136,8 @@ class FlowSolver:
         # (state, its start) of the state the last step made (:meth:`_start`).
         self._next = None
         self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
+        self._force_faces = interface_force.KeptFaces()     # the box's force, step to step
+        self._gas_box = None                 # (c, its gas box): the last rebuild's
         self.partition = self._partition(comm)
         self.measures = StateMeasures(backend, self.spacing, self.eps, self.partition.padding)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
@@ -285,14 +287,17 @@ class FlowSolver:
         part, nd = self.partition, self.ndim
         return tuple(part.cropped(f, width, faces=a == nd - 1) for a, f in enumerate(velocity))
 
-    def provisional_velocity(self, phi, velocity, dt, H, rho, mu, rho_faces):
+    def provisional_velocity(self, phi, velocity, dt, H, rho, mu, rho_faces,
+                             interface_box=boxes.UNKNOWN):
         """``u*`` on the interior faces of the (widened) slab: explicit
         (:func:`.momentum.provisional_velocity`) or with the viscous
         stress implicit.  Its launches are replayed per ``dt``
         (:meth:`_replayed`): with implicit viscosity the whole phase, its
         solves' steps planned ahead (:attr:`viscous_plan`, their report
         read later), else the launches around the solves planned at the
-        step's start (:meth:`_implicit_solves`, their host reads)."""
+        step's start (:meth:`_implicit_solves`, their host reads).
+        ``interface_box``: the interface force's box on ``phi`` where the
+        step has it (:meth:`_start`)."""
         nd = self.ndim
         # Reduced gravity's consistency term on the vertical faces (momentum.density_mismatch).
         reduced = (momentum.ReducedGravity(self.gravity, self.rho_g, self.rho_l)
@@ -304,15 +309,20 @@ class FlowSolver:
             # curvature is taken (levelset.smooth says why).
             return interface_force.coefficients(phi, self.curvature_passes, self.spacing,
                                                 self.sigma, self.heights, self.buoyancy,
-                                                self.y0, self.eps)
+                                                self.y0, self.eps, self._force_faces,
+                                                interface_box)
 
+        # (The force on a known box writes its region into kept arrays: no
+        # CUDA graph may hold one box's region, so those launches run directly.)
+        replayed = (self._replayed if interface_box is boxes.UNKNOWN
+                    else lambda key, launches, inputs: launches(*inputs))
         faces = (*velocity, *rho_faces)
         if not self.implicit_viscosity:
             def explicit(phi, H, mu, *faces):
                 return momentum.provisional_velocity(faces[:nd], H, mu, faces[nd:], forces(phi),
                                                      dt, self.spacing, self.signs, gravity,
                                                      reduced)
-            return self._replayed(("explicit velocity", dt), explicit, (phi, H, mu, *faces))
+            return replayed(("explicit velocity", dt), explicit, (phi, H, mu, *faces))
 
         def before(phi, mu, *faces):
             u, rf = faces[:nd], faces[nd:]
@@ -337,14 +347,12 @@ class FlowSolver:
                     owned=self.partition.owned_planes(nd, self.width))
                 return after(H, *solutions, *faces, *(coefficients or (None,) * nd)), report
 
-            provisional, report = self._replayed(("momentum", dt, steps), whole,
-                                                 (phi, H, mu, *faces))
+            provisional, report = replayed(("momentum", dt, steps), whole, (phi, H, mu, *faces))
             self.viscous_plan.pend(report)      # (read with the next scalars: _over_ranks)
             return provisional
         # Steps planned from this step's start: the first step, the first
         # after a snapshot, and where the steps planned ahead fell short.
-        coefficients, rhss = self._replayed(("viscous right-hand sides", dt), before,
-                                            (phi, mu, *faces))
+        coefficients, rhss = replayed(("viscous right-hand sides", dt), before, (phi, mu, *faces))
         solutions = self._implicit_solves(velocity, dt, mu, rho_faces, rhss)
         return self._replayed(("implicit velocity", dt), after,
                               (H, *solutions, *faces, *(coefficients or (None,) * nd)))
@@ -459,7 +467,7 @@ class FlowSolver:
         """
         clock, part, w = self.clock, self.partition, self.width
         clock.start()
-        phi_w, (H, rho, mu, rho_faces), scalars = self._start(state)
+        phi_w, (H, rho, mu, rho_faces), scalars, interface_box = self._start(state)
         if not scalars[0]:
             raise part.error(FloatingPointError(
                 f"the velocity or level set is not finite at t = {state.time:.6g}"))
@@ -474,7 +482,7 @@ class FlowSolver:
                               out=self._pressure.operator_arrays() if self._pressure else None)
             solver = self.pressure_solver(A, phi_w, check=not part.overlap_setup)
         clock.mark("pressure set-up")
-        fields = (phi_w, H, rho, mu, rho_faces)
+        fields = (phi_w, H, rho, mu, rho_faces, interface_box)
         ahead = self.check_ahead and self.case.time.dt is None
         behind = (functools.partial(self._queue_checked_end, state, dt)
                   if ahead and self.queue_behind_solve and not clock.enabled else None)
@@ -491,7 +499,7 @@ class FlowSolver:
             ended = self._end(state, velocity, p, dt, norms, bounded)
         new, diagnostics, (nd, nu), figures, start = ended
         self._last_dt = dt
-        self._next = (new, start[:2] + (self._over_ranks(start[2]),))
+        self._next = (new, (*start[:2], self._over_ranks(start[2]), start[3]))
         bounds = self.bounds.figures(figures)
         clock.mark("diagnostics")
         report = StepReport(step=step, time=new.time, dt=dt, record=record,
@@ -576,10 +584,14 @@ class FlowSolver:
         """:meth:`_end`'s result from its launches ``queued``
         (:meth:`_queue_end`) and the divergence ``norms``: one transfer."""
         new, next_start, figures, sums, checks = queued
-        # The next step's start is read with this one's figures (one transfer).
+        # The next step's start is read with this one's figures (one
+        # transfer), the interface's box with it where the force takes one.
+        bounds = next_start[3]
+        read = [figures, next_start[2], *([] if bounds is None else [bounds]), *checks]
         diagnostics, host_norms, (figures, scalars, *checked) = self.measures.read(
-            new, norms, [figures, next_start[2], *checks], sums)
-        start = next_start[:2] + (scalars,)
+            new, norms, read, sums)
+        box = boxes.UNKNOWN if bounds is None else boxes.box_of_bounds(checked.pop(0), self.ndim)
+        start = (*next_start[:2], scalars, box)
         return (new, diagnostics, host_norms, figures, start) + ((checked,) if checks else ())
 
     def _end_of_step(self, state, velocity, dt, step, bounded):
@@ -601,7 +613,7 @@ class FlowSolver:
             phi, c = self.move_interface(old, new_velocity, dt, step, bounded)
             new = FlowState(phi=phi, velocity=new_velocity, p=None, time=state.time + dt,
                             step=step, c=c)
-            return (phi, c, self._start_on_device(new),
+            return (phi, c, self._start_on_device(new, box=True),
                     self.bounds.device_figures(old_phi, old.velocity, phi, new_velocity, c, dt),
                     self.measures.sums(new))
 
@@ -618,26 +630,31 @@ class FlowSolver:
         return self._replays(key, launches, inputs)
 
     def _start(self, state):
-        """``(phi_w, properties, scalars)`` of a step from ``state``: the
-        widened level set, its :meth:`properties` and the host step scalars
-        (:meth:`_step_scalars`), as the step that made ``state`` read them
-        with its figures, else now (one transfer)."""
+        """``(phi_w, properties, scalars, interface_box)`` of a step from
+        ``state``: the widened level set, its :meth:`properties`, the host
+        step scalars (:meth:`_step_scalars`) and the interface force's box,
+        as the step that made ``state`` read them with its figures, else now
+        (one transfer; the box :data:`.boxes.UNKNOWN`: the force finds it)."""
         made, self._next = self._next, None
         if made is not None and made[0] is state:
             return made[1]
-        phi_w, props, scalars = self._start_on_device(state)
-        return phi_w, props, self._over_ranks(scalars)
+        phi_w, props, scalars, _ = self._start_on_device(state)
+        return phi_w, props, self._over_ranks(scalars), boxes.UNKNOWN
 
-    def _start_on_device(self, state):
-        """:meth:`_start` with the step scalars of this rank on the device."""
+    def _start_on_device(self, state, box=False):
+        """:meth:`_start` with this rank's step scalars on the device and,
+        with ``box``, the bounds of the force's box on ``phi_w``
+        (:func:`.interface_force.box_bounds`; else None)."""
         part, w = self.partition, self.width
         phi_w = part.widened(state.phi, w)
         props = self.properties(phi_w)
         self.clock.mark("properties")
         scalars = self._device_step_scalars(state, part.cropped(props[1], w),
                                             part.cropped(props[2], w))
+        bounds = (interface_force.box_bounds(phi_w, self.sigma, self.spacing, self.eps)
+                  if box else None)
         self.clock.mark("finite check")
-        return phi_w, props, scalars
+        return phi_w, props, scalars, bounds
 
     def _project(self, state, dt, fields, A, solver, setup, behind=None):
         """The momentum phase, the pressure solve and the correction of a
@@ -649,9 +666,9 @@ class FlowSolver:
         read; ``queued`` is what it returned for the pressure accepted, else
         None."""
         clock, part, w = self.clock, self.partition, self.width
-        phi_w, H, rho, mu, rho_faces = fields
+        phi_w, H, rho, mu, rho_faces, interface_box = fields
         provisional_w = self.provisional_velocity(phi_w, self.widened_velocity(state.velocity, w),
-                                                  dt, H, rho, mu, rho_faces)
+                                                  dt, H, rho, mu, rho_faces, interface_box)
         div_star, b = momentum.pressure_rhs(self.cropped_velocity(provisional_w, w),
                                             self.spacing, dt)
         clock.mark("momentum")
@@ -735,9 +752,11 @@ class FlowSolver:
         wide_phi = part.widened(state.phi, wc)
         c = None
         if self.clsvof:
-            phi, c = clsvof_transport.transport(wide_phi, part.widened(state.c, wc),
-                                                wide_velocity, dt, spacing, step % self.ndim,
-                                                bounded)
+            known = self._gas_box
+            phi, c = clsvof_transport.transport(
+                wide_phi, part.widened(state.c, wc), wide_velocity, dt, spacing,
+                step % self.ndim, bounded,
+                known[1] if known is not None and known[0] is state.c else boxes.UNKNOWN)
             phi, c = part.cropped(phi, wc), part.cropped(c, wc)
         else:
             phi = part.cropped(levelset.advect(wide_phi, wide_velocity, dt, spacing), wc)
@@ -747,9 +766,14 @@ class FlowSolver:
             # The shortest search that finds a segment or patch for every band
             # cell: exact within CLSVOF_BAND + 1 cells of a straight interface,
             # which covers what the curvature reads.
-            phi = part.cropped(vof_redistance.redistance(part.widened(phi, wc), part.widened(c, wc),
-                                                 spacing, band=CLSVOF_BAND,
-                                                 reach=CLSVOF_BAND + 1), wc)
+            # The new fraction's gas box, for the rebuild and the next step's
+            # transport (a search reads the host: no CUDA graph holds one).
+            wide_c = part.widened(c, wc)
+            gas = boxes.gas_box(wide_c) if boxes.worth_a_box(wide_c) else boxes.UNKNOWN
+            self._gas_box = (c, gas)
+            phi = part.cropped(vof_redistance.redistance(part.widened(phi, wc), wide_c, spacing,
+                                                         band=CLSVOF_BAND, reach=CLSVOF_BAND + 1,
+                                                         gas=gas), wc)
         elif ls.reinit_every and step % ls.reinit_every == 0:
             phi = levelset.reinitialize(phi, spacing, iterations=ls.reinit_iterations,
                                            padding=part.padding)

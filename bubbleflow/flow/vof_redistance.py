@@ -33,6 +33,7 @@ from ..compute.truth import any_true
 from ..compute.twins import twin
 from ..mesh.grid import array_axis
 from . import vof_redistance_cuda
+from .boxes import UNKNOWN
 from .padding import along
 from .plic_reconstruction import interface_mask, interface_normal, plane_constants_where
 from .plic_segments import cell_segments, face_segments, segment_fields
@@ -71,7 +72,7 @@ def search_batch(xp, cells):
 
 
 @twin
-def redistance(phi, c, spacing, band=3, reach=None, info=None):
+def redistance(phi, c, spacing, band=3, reach=None, info=None, gas=UNKNOWN):
     """The level set rebuilt from the volume fraction.
 
     The interface is the PLIC reconstruction of ``c`` with the normals of
@@ -122,6 +123,9 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
     info : dict, optional
         Filled with ``"band_cells"`` and ``"sign_conflicts"`` (the band cells
         whose nearest patch's side disagreed with their own data), ints.
+    gas : tuple or None, optional
+        :func:`.boxes.gas_box` of ``c`` where the caller has it (the CUDA
+        3-D twin's search starts from it; the array code does not read it).
 
     Returns
     -------

@@ -55,6 +55,7 @@ import itertools
 import numpy as np
 
 from ..compute import cuda
+from .boxes import UNKNOWN
 from .boxes_cuda import gas_box
 from .vof_limits import CLIP_TOLERANCE, search_offsets, search_order, search_window
 
@@ -101,7 +102,7 @@ def _cell_size(h):
         and type(h).__module__ in ("builtins", "numpy")
 
 
-def redistance(phi, c, spacing, band=3, reach=None, info=None):
+def redistance(phi, c, spacing, band=3, reach=None, info=None, gas=UNKNOWN):
     """The level set rebuilt from the volume fraction (twin:
     ``vof_redistance.redistance``, same arguments, same result bits and
     ``info``): :func:`redistance_2d` with ``spacing = (hx, hy)``,
@@ -109,7 +110,7 @@ def redistance(phi, c, spacing, band=3, reach=None, info=None):
     if len(spacing) == 2:
         return redistance_2d(phi, c, *spacing, band, reach, info)
     if len(spacing) == 3:
-        return redistance_3d(phi, c, spacing, band, reach, info)
+        return redistance_3d(phi, c, spacing, band, reach, info, gas)
     return NotImplemented
 
 
@@ -205,14 +206,14 @@ def _region(box, far, shape):
     return tuple(lo) + tuple(h - l + 1 for l, h in zip(lo, hi))
 
 
-def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
+def redistance_3d(phi, c, spacing, band=3, reach=None, info=None, gas=UNKNOWN):
     """The level set rebuilt from the volume fraction on a 3-D grid:
-    the gas's box (``bf_box_where``, read by the host), ``bf_vof_rd3_planes``
-    near it, three launches of ``bf_vof_rd3_reach`` over the region,
-    ``bf_vof_rd3_outside``, ``bf_vof_rd3_band_blocks`` (the band's cells,
-    block after block, listed by ``flatnonzero``: the host reads their
-    number), ``bf_vof_rd3_bits`` and ``bf_vof_rd3_search`` over the band's
-    cells."""
+    the gas's box (``gas``, else ``bf_box_where``, read by the host),
+    ``bf_vof_rd3_planes`` near it, three launches of ``bf_vof_rd3_reach``
+    over the region, ``bf_vof_rd3_outside``, ``bf_vof_rd3_band_blocks``
+    (the band's cells, block after block, listed by ``flatnonzero``: the
+    host reads their number), ``bf_vof_rd3_bits`` and ``bf_vof_rd3_search``
+    over the band's cells."""
     import cupy as cp
 
     arrays = cuda.float64_3d(phi, c)
@@ -234,7 +235,7 @@ def redistance_3d(phi, c, spacing, band=3, reach=None, info=None):
     # patch and seeds beside a full cell), so every band cell within band + 1
     # of it: the flags and planes are made within one cell, and the region's
     # kernels need no more than band + 2.
-    gas = gas_box(c)
+    gas = gas_box(c) if gas is UNKNOWN else gas
     flags = cp.zeros(c.shape, dtype=cp.uint8)
     planes = cp.empty(c.shape + (_NPLANE,), dtype=cp.float64)
     near_gas = _region(gas, 1, c.shape)
