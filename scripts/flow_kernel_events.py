@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TWINS = ["momentum_launch", "momentum3_cuda", "vof_cuda", "vof_redistance_cuda", "levelset_cuda",
-         "viscosity_cuda", "viscosity3_cuda", "bounds_cuda"]
+         "viscosity_cuda", "viscosity3_cuda", "bounds_cuda", "boxes_cuda"]
 #: The getters' names in those modules.
 GETTERS = ("kernel", "_kernel", "_kernel3")
 
