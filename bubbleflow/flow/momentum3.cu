@@ -297,6 +297,46 @@ extern "C" __global__ void bf_mom3_divergence(
     }
 }
 
+// Per-block sums of div_star^2 and of (div u)^2 over the n cells, div u made
+// here and not stored: bf_mom_squares_partial of div_star and of
+// bf_mom3_divergence's div, with their threads' order of the cells, so the
+// same sums to the bit.  partial[k * gridDim.x + block].
+extern "C" __global__ void bf_mom3_divergence_squares(
+    const T* __restrict__ u, const T* __restrict__ v, const T* __restrict__ w,
+    const T* __restrict__ div_star, T* __restrict__ partial, const int nx, const int ny,
+    const int nz, const T hx, const T hy, const T hz)
+{
+    __shared__ T shm[32];
+    T acc[2] = {0.0, 0.0};
+    const long long plane = (long long)nx * ny, n = plane * nz;
+    const bool narrow = n <= 0xffffffffLL;     // (32-bit divisions where they reach: cheaper)
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n;
+         c += (long long)gridDim.x * blockDim.x) {
+        int i, j, k;
+        if (narrow) {
+            const unsigned int row = (unsigned int)c / (unsigned int)nx;
+            i = (int)((unsigned int)c - row * (unsigned int)nx);
+            k = (int)(row / (unsigned int)ny);
+            j = (int)(row - (unsigned int)k * (unsigned int)ny);
+        } else {
+            const long long row = c / nx;
+            i = (int)(c - row * nx);
+            k = (int)(row / ny);
+            j = (int)(row - (long long)k * ny);
+        }
+        const long long U = ((long long)k * ny + j) * (nx + 1) + i;
+        const long long V = ((long long)k * (ny + 1) + j) * nx + i;
+        const T d = (u[U + 1] - u[U]) / hx + (v[V + nx] - v[V]) / hy + (w[c + plane] - w[c]) / hz;
+        acc[0] += div_star[c] * div_star[c];
+        acc[1] += d * d;
+    }
+    block_sum<2>(acc, shm);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = acc[0];
+        partial[gridDim.x + blockIdx.x] = acc[1];
+    }
+}
+
 // The correction of component `axis` at its face (k, j, i): us - dt / rho_f
 // dp/dx_a on an interior face, a wall face copied.  (A template on the axis:
 // with the axis known at compile time the index arrays stay in registers, not

@@ -29,8 +29,8 @@ import numpy as np
 
 from ..compute import cuda
 from . import levelset
-from .momentum_launch import (BLOCK, MIN_CELLS, OPTIONS, RULES, launch_step_scalars, norms,
-                              reduced_scalars, vertical_heights)
+from .momentum_launch import (BLOCK, MIN_CELLS, OPTIONS, REDUCE_THREADS, RULES, final_norms,
+                              launch_step_scalars, norms, reduced_scalars, vertical_heights)
 
 __all__ = ["fluid_properties_3d", "step_scalars_3d", "interface_coefficients_3d",
            "provisional_velocity_3d", "divergence_3d", "correct_velocity_3d",
@@ -156,7 +156,7 @@ def divergence_3d(velocity, spacing, dt=None):
 def correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing):
     """``momentum.correct_velocity`` on a 3-D grid: one launch of
     ``bf_mom3_correct`` for the three components, then (with ``div_star``)
-    the divergence's kernel and :func:`.momentum_launch.norms`."""
+    :func:`_divergence_norms`."""
     import cupy as cp
 
     cells = getattr(p, "shape", ())
@@ -173,8 +173,27 @@ def correct_velocity_3d(velocity, p, rho_faces, div_star, dt, spacing):
         *(np.float64(h) for h in spacing)))
     if div_star is None:
         return out, None
-    div, _ = divergence_3d(out, spacing)
-    return out, norms(div_star, div)
+    return out, _divergence_norms(div_star, out, spacing)
+
+
+def _divergence_norms(div_star, velocity, spacing):
+    """``[||div_star||, ||div velocity||]``: one launch of
+    ``bf_mom3_divergence_squares`` (the divergence not stored), then
+    :func:`.momentum_launch.final_norms`; the bits of
+    :func:`.momentum_launch.norms` of ``div_star`` and :func:`divergence_3d`'s."""
+    import cupy as cp
+
+    u, v, w = velocity
+    div_star = cp.ascontiguousarray(div_star)
+    if div_star.dtype != cp.float64 or div_star.shape != _faces_3d(u.shape, 0, True):
+        return norms(div_star, divergence_3d(velocity, spacing)[0])
+    nz, ny, nx = div_star.shape
+    blocks = cuda.reduce_blocks(div_star.size, REDUCE_THREADS)
+    partial = cp.empty(2 * blocks, dtype=cp.float64)
+    _kernel3("bf_mom3_divergence_squares")((blocks,), (REDUCE_THREADS,), (
+        u, v, w, div_star, partial, np.int32(nx), np.int32(ny), np.int32(nz),
+        *(np.float64(h) for h in spacing)))
+    return final_norms(partial, blocks)
 
 
 def _per_component(name, shared, per_component, like, cells, scalars):

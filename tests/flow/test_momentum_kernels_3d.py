@@ -132,3 +132,22 @@ def test_3d_fallbacks(cp):
     assert m.divergence.variants["cupy"](velocity[::-1], (0.1,) * 3) is NotImplemented
     out = m.divergence.variants["cupy"](velocity, (0.1,) * 3)
     assert out is not NotImplemented and out.shape == (4, 5, 6)
+
+
+@pytest.mark.parametrize("cells", [(18, 12, 10), (33, 17, 65), (64, 64, 160)])
+def test_the_3d_divergence_norms_not_storing_the_divergence_keep_its_bits(cells, cp):
+    """``[||div u*||, ||div u||]`` of the correction, the divergence made
+    and summed in one pass: the bits of the divergence's kernel then the
+    norms' (the largest grid's blocks stride over its cells)."""
+    from bubbleflow.flow import momentum3_cuda, momentum_launch
+
+    rng = np.random.default_rng(sum(cells))
+    nz, ny, nx = cells
+    velocity = tuple(cp.asarray(rng.standard_normal(shape))
+                     for shape in ((nz, ny, nx + 1), (nz, ny + 1, nx), (nz + 1, ny, nx)))
+    div_star = cp.asarray(rng.standard_normal(cells))
+    spacing = (0.1, 0.07, 0.13)
+    div, _ = momentum3_cuda.divergence_3d(velocity, spacing)
+    want = momentum_launch.norms(div_star, div)
+    got = momentum3_cuda._divergence_norms(div_star, velocity, spacing)
+    assert bool(cp.array_equal(got, want)), (got, want)
