@@ -130,14 +130,17 @@ def face_region(cut, grid_axis):
     return tuple(out)
 
 
-def in_region(step, field, velocity, cut, *args):
+def in_region(step, field, velocity, cut, *args, out=None):
     """``field`` with ``step(field[cut], velocity on cut's faces, *args)``
     written on the region ``cut`` (each contiguous, the region's faces taken
-    as walls) and the field's own values elsewhere: a new array."""
+    as walls) and the field's own values elsewhere: a new array.  With
+    ``out`` (an array of ``field``'s shape and dtype) the region is written
+    there and ``out`` returned, what it held elsewhere left as it was."""
     xp = array_module(field)
     faces = tuple(xp.ascontiguousarray(v[face_region(cut, a)]) for a, v in enumerate(velocity))
-    out = field.copy()
-    out[cut] = step(xp.ascontiguousarray(field[cut]), faces, *args)
+    inside = step(xp.ascontiguousarray(field[cut]), faces, *args)
+    out = field.copy() if out is None else out
+    out[cut] = inside
     return out
 
 

@@ -15,9 +15,10 @@ bit for bit.
 """
 from __future__ import annotations
 
+from ..compute.backend import array_module
 from . import boxes, levelset, vof_advection
 
-__all__ = ["transport", "LEVEL_SET_MARGIN"]
+__all__ = ["transport", "KeptLevelSet", "LEVEL_SET_MARGIN"]
 
 #: Cells past the gas's box where the carried level set is read: the new
 #: interface cells lie within a cell of the old gas (one cell a sweep, each
@@ -26,7 +27,8 @@ __all__ = ["transport", "LEVEL_SET_MARGIN"]
 LEVEL_SET_MARGIN = 12
 
 
-def transport(phi, c, velocity, dt, spacing, first_axis, bounded, gas=boxes.UNKNOWN):
+def transport(phi, c, velocity, dt, spacing, first_axis, bounded, gas=boxes.UNKNOWN,
+              carried=None):
     """``(phi, c)`` carried one step: the volume fraction by
     :func:`.vof_advection.advect` with the normals of ``phi`` (its sweeps
     from array axis ``first_axis``), the level set by
@@ -36,7 +38,10 @@ def transport(phi, c, velocity, dt, spacing, first_axis, bounded, gas=boxes.UNKN
     :data:`.boxes.MAX_SHARE` of the grid (the level set elsewhere left as
     it was, which the rebuild does not read), and neither is carried where
     there is no gas.  ``gas``: :func:`.boxes.gas_box` of ``c`` where the
-    caller has it."""
+    caller has it.  ``carried``: an array of ``phi``'s shape and dtype that
+    takes the level set carried on the box (no copy of the rest of
+    ``phi``), its other cells left as they were, which the rebuild does not
+    read; the returned level set is then ``carried``."""
     box = None
     if bounded and boxes.worth_a_box(c):
         box = boxes.gas_box(c) if gas is boxes.UNKNOWN else gas
@@ -51,5 +56,26 @@ def transport(phi, c, velocity, dt, spacing, first_axis, bounded, gas=boxes.UNKN
     if not boxes.spares(box, LEVEL_SET_MARGIN, phi.shape):
         return levelset.advect(phi, velocity, dt, spacing), c_new
     cut = boxes.region(box, LEVEL_SET_MARGIN, phi.shape)
-    return boxes.in_region(levelset.advect, phi, velocity, cut, dt, spacing), c_new
+    if carried is not None and (carried.shape != phi.shape or carried.dtype != phi.dtype
+                                or type(carried) is not type(phi)):
+        carried = None
+    return boxes.in_region(levelset.advect, phi, velocity, cut, dt, spacing, out=carried), c_new
 
+
+class KeptLevelSet:
+    """The array a flow's transport carries its level set into on the gas's
+    box (:func:`transport`'s ``carried``), kept from step to step."""
+
+    def __init__(self):
+        self.array = None
+
+    def for_level_set(self, phi):
+        """The kept array for ``phi``'s grid (zeros at first, or for another
+        shape or dtype), or None where the grid takes no box."""
+        if not boxes.worth_a_box(phi):
+            return None
+        kept = self.array
+        if kept is None or kept.shape != phi.shape or kept.dtype != phi.dtype \
+                or type(kept) is not type(phi):
+            kept = self.array = array_module(phi).zeros_like(phi)
+        return kept

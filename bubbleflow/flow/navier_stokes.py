@@ -137,7 +137,8 @@ class FlowSolver:
         self._next = None
         self.clock = PhaseClock(backend)      # per-phase timing (off: no cost)
         self._force_faces = interface_force.KeptFaces()     # the box's force, step to step
-        self._gas_box = None                 # (c, its gas box): the last rebuild's
+        self._gas_box = (None, boxes.UNKNOWN)    # (c, its gas box): the last rebuild's
+        self._carried = clsvof_transport.KeptLevelSet()
         self.partition = self._partition(comm)
         self.measures = StateMeasures(backend, self.spacing, self.eps, self.partition.padding)
         self.bounds = FlowBounds(g, self.clsvof, self.partition.comm)
@@ -312,17 +313,13 @@ class FlowSolver:
                                                 self.y0, self.eps, self._force_faces,
                                                 interface_box)
 
-        # (The force on a known box writes its region into kept arrays: no
-        # CUDA graph may hold one box's region, so those launches run directly.)
-        replayed = (self._replayed if interface_box is boxes.UNKNOWN
-                    else lambda key, launches, inputs: launches(*inputs))
         faces = (*velocity, *rho_faces)
         if not self.implicit_viscosity:
             def explicit(phi, H, mu, *faces):
                 return momentum.provisional_velocity(faces[:nd], H, mu, faces[nd:], forces(phi),
                                                      dt, self.spacing, self.signs, gravity,
                                                      reduced)
-            return replayed(("explicit velocity", dt), explicit, (phi, H, mu, *faces))
+            return self._replayed(("explicit velocity", dt), explicit, (phi, H, mu, *faces))
 
         def before(phi, mu, *faces):
             u, rf = faces[:nd], faces[nd:]
@@ -347,12 +344,14 @@ class FlowSolver:
                     owned=self.partition.owned_planes(nd, self.width))
                 return after(H, *solutions, *faces, *(coefficients or (None,) * nd)), report
 
-            provisional, report = replayed(("momentum", dt, steps), whole, (phi, H, mu, *faces))
+            provisional, report = self._replayed(("momentum", dt, steps), whole,
+                                                 (phi, H, mu, *faces))
             self.viscous_plan.pend(report)      # (read with the next scalars: _over_ranks)
             return provisional
         # Steps planned from this step's start: the first step, the first
         # after a snapshot, and where the steps planned ahead fell short.
-        coefficients, rhss = replayed(("viscous right-hand sides", dt), before, (phi, mu, *faces))
+        coefficients, rhss = self._replayed(("viscous right-hand sides", dt), before,
+                                            (phi, mu, *faces))
         solutions = self._implicit_solves(velocity, dt, mu, rho_faces, rhss)
         return self._replayed(("implicit velocity", dt), after,
                               (H, *solutions, *faces, *(coefficients or (None,) * nd)))
@@ -624,8 +623,10 @@ class FlowSolver:
         """``launches(*inputs)``: a part of the step whose launches depend
         on the arrays ``inputs`` and on what ``key`` names alone, replayed
         from a CUDA graph per key on a GPU (:attr:`_replays`; not while the
-        phase clock times the phases)."""
-        if self._replays is None or self.clock.enabled:
+        phase clock times the phases, nor on a grid whose work takes boxes:
+        it writes their regions into arrays kept from step to step, and a
+        graph would hold one box's region)."""
+        if self._replays is None or self.clock.enabled or boxes.worth_a_box(inputs[0]):
             return launches(*inputs)
         return self._replays(key, launches, inputs)
 
@@ -752,11 +753,11 @@ class FlowSolver:
         wide_phi = part.widened(state.phi, wc)
         c = None
         if self.clsvof:
-            known = self._gas_box
+            last_c, gas = self._gas_box
             phi, c = clsvof_transport.transport(
                 wide_phi, part.widened(state.c, wc), wide_velocity, dt, spacing,
-                step % self.ndim, bounded,
-                known[1] if known is not None and known[0] is state.c else boxes.UNKNOWN)
+                step % self.ndim, bounded, gas if last_c is state.c else boxes.UNKNOWN,
+                self._carried.for_level_set(wide_phi))
             phi, c = part.cropped(phi, wc), part.cropped(c, wc)
         else:
             phi = part.cropped(levelset.advect(wide_phi, wide_velocity, dt, spacing), wc)
