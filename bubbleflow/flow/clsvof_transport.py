@@ -56,9 +56,6 @@ def transport(phi, c, velocity, dt, spacing, first_axis, bounded, gas=boxes.UNKN
     if not boxes.spares(box, LEVEL_SET_MARGIN, phi.shape):
         return levelset.advect(phi, velocity, dt, spacing), c_new
     cut = boxes.region(box, LEVEL_SET_MARGIN, phi.shape)
-    if carried is not None and (carried.shape != phi.shape or carried.dtype != phi.dtype
-                                or type(carried) is not type(phi)):
-        carried = None
     return boxes.in_region(levelset.advect, phi, velocity, cut, dt, spacing, out=carried), c_new
 
 
