@@ -37,7 +37,8 @@ extern "C" __global__ void bf_dot64_final(
 // blockIdx.y the vector, each block's sum of squares in bf_dot64_partial's order,
 // then one block adds each vector's block sums in bf_dot64_final's order (the
 // bits of sqrt(dot(a, a)), vector by vector) and takes the roots (roots != 0)
-// or leaves the sums (the ranks add theirs first).
+// or leaves the sums (the ranks add theirs first).  A vector given twice is
+// read once: output k takes the partial sums of row (rows >> 2 k) & 3.
 extern "C" __global__ void bf_norms64_partial(
     const T* __restrict__ a0, const T* __restrict__ a1, const T* __restrict__ a2,
     const T* __restrict__ a3, const long long n, T* __restrict__ partial)
@@ -50,8 +51,12 @@ extern "C" __global__ void bf_norms64_partial(
 
 extern "C" __global__ void bf_norms64_final(
     const T* __restrict__ partial, const int nblocks, const int count, const int roots,
-    T* __restrict__ out)
+    const int rows, T* __restrict__ out)
 {
     __shared__ T shm[32];
-    block_norms(partial, nblocks, count, out, shm, roots != 0);
+    for (int k = 0; k < count; ++k) {
+        const T s = block_sum_array(partial + (long long)((rows >> (2 * k)) & 3) * nblocks,
+                                    nblocks, shm);
+        if (threadIdx.x == 0) out[k] = roots != 0 ? sqrt(s) : s;
+    }
 }

@@ -104,7 +104,8 @@ DOTS = {
 
 def _numpy_squares64(backend):
     def squares(vectors, roots):
-        sums = np.array([np.einsum("i,i->", v, v) for v in vectors], dtype=np.float64)
+        read, rows = _distinct(vectors)
+        sums = np.array([np.einsum("i,i->", v, v) for v in read], dtype=np.float64)[rows]
         return np.sqrt(sums) if roots else sums
     return squares
 
@@ -125,17 +126,31 @@ def _cupy_squares64(backend):
                 for v in vectors)):
             sums = cp.stack([dot(v, v) for v in vectors])
             return cp.sqrt(sums) if roots else sums
-        count = len(vectors)
+        read, rows = _distinct(vectors)
         blocks = cuda.reduce_blocks(first.size, _THREADS)
-        partial, out = cp.empty(count * blocks, dtype=np.float64), cp.empty(count, np.float64)
-        padded = tuple(vectors) + (first,) * (NORMS_A_LAUNCH - count)
-        _dot64_kernel("bf_norms64_partial")((blocks, count), (_THREADS,),
+        partial = cp.empty(len(read) * blocks, dtype=np.float64)
+        out = cp.empty(len(vectors), np.float64)
+        padded = tuple(read) + (first,) * (NORMS_A_LAUNCH - len(read))
+        _dot64_kernel("bf_norms64_partial")((blocks, len(read)), (_THREADS,),
                                             padded + (np.int64(first.size), partial))
-        _dot64_kernel("bf_norms64_final")((1,), (_THREADS,), (partial, np.int32(blocks),
-                                                              np.int32(count),
-                                                              np.int32(bool(roots)), out))
+        _dot64_kernel("bf_norms64_final")((1,), (_THREADS,), (
+            partial, np.int32(blocks), np.int32(len(vectors)), np.int32(bool(roots)),
+            np.int32(sum(row << (2 * k) for k, row in enumerate(rows))), out))
         return out
     return squares
+
+
+def _distinct(vectors):
+    """``(read, rows)``: the vectors, each array once (a solve's first
+    residual is often ``b`` itself), and the place in ``read`` of each."""
+    read, rows = [], []
+    for v in vectors:
+        row = next((k for k, seen in enumerate(read) if seen is v), None)
+        if row is None:
+            row = len(read)
+            read.append(v)
+        rows.append(row)
+    return read, rows
 
 
 def _float32_squares(backend):

@@ -420,7 +420,7 @@ class FlowSolver:
         a candidate pressure while the solver's check of it is read
         (:meth:`.PressureSolver.solve`); ``queued`` is what it returned for
         the pressure accepted, else None."""
-        r = b - A.matvec(p_old.ravel()).reshape(b.shape)
+        r = A.residual(b, p_old)
 
         def candidate(d):
             p = p_old + d

@@ -116,6 +116,14 @@ class DistributedOperator:
             return out
         return y.reshape(shape).copy()
 
+    def residual(self, b, x, out=None):
+        """``b - A x`` on the slab's cells (:meth:`matvec`, then the
+        difference: the halo faces come after the slab's own)."""
+        y = self.matvec(x, out)
+        xp = self.backend.xp
+        xp.subtract(b.reshape(y.shape), y, out=y)
+        return y
+
     def __matmul__(self, x):
         return self.matvec(x)
 

@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from . import poisson_cuda
-from ..compute.backend import backend_of, get_backend
+from ..compute.backend import array_module, backend_of, get_backend
 from ..compute.transfer import on_backend
 from ..compute.twins import twin
 from ..mesh.grid import Grid, face_sides
@@ -247,14 +247,24 @@ class PoissonOperator:
     # -------------------------------------------------------------------- apply
     def matvec(self, x, out=None):
         """Return ``A x`` (``out`` is filled and returned when given)."""
+        return self._apply(x, out, None)
+
+    def residual(self, b, x, out=None):
+        """Return ``b - A x``, in one pass over the grid (``b`` and ``x`` of
+        one shape, flat or the grid's; ``out`` filled and returned when
+        given): the bits of ``b - A.matvec(x)``."""
+        return self._apply(x, out, b)
+
+    def _apply(self, x, out, b):
         xp = self.backend.xp
         shape = x.shape
         x2 = x.reshape(self.grid_shape)
         y = xp.empty_like(x2) if out is None else out.reshape(self.grid_shape)
+        b2 = None if b is None else b.reshape(self.grid_shape)
         if self.storage == "diagonals":
-            apply_diagonals(self.diagonals, x2, y)
+            apply_diagonals(self.diagonals, x2, y, b2)
         else:
-            apply_faces(self.couplings(), x2, y)
+            apply_faces(self.couplings(), x2, y, b2)
         return y.reshape(shape)
 
     dot = matvec
@@ -488,47 +498,55 @@ def diagonals_from_couplings(couplings, xp=np):
 
 
 @twin
-def apply_diagonals(diagonals, x, y):
+def apply_diagonals(diagonals, x, y, b=None):
     """NumPy-style y = A x from the ``2 ndim + 1`` diagonals (2-D: S, W, C,
-    E, N; the order of :func:`diagonals_from_couplings`; also runs on CuPy)."""
+    E, N; the order of :func:`diagonals_from_couplings`; also runs on CuPy);
+    with ``b`` (of ``x``'s shape) the residual ``y = b - A x`` instead."""
     ndim = x.ndim
     y[...] = diagonals[ndim] * x
     for axis in range(ndim):
         below, above = face_sides(ndim, axis)
         y[above] += diagonals[ndim - 1 - axis][above] * x[below]
         y[below] += diagonals[ndim + 1 + axis][below] * x[above]
+    return y if b is None else _residual_from_product(b, y)
+
+
+def _residual_from_product(b, y):
+    """``b - y`` written over the product ``y``."""
+    array_module(y).subtract(b.reshape(y.shape), y, out=y)
     return y
 
 
 @apply_diagonals.register("cupy")
-def _apply_diagonals_cuda(diagonals, x, y):
+def _apply_diagonals_cuda(diagonals, x, y, b=None):
     if len(diagonals) == 7 and x.dtype == y.dtype and y.flags.c_contiguous:
-        return poisson_cuda.stencil7_diagonals(diagonals, x, y)
+        return poisson_cuda.stencil7_diagonals(diagonals, x, y, b)
     if len(diagonals) != 5:
         return NotImplemented
-    return poisson_cuda.stencil5_diagonals(diagonals, x, y)
+    return poisson_cuda.stencil5_diagonals(diagonals, x, y, b)
 
 
 @twin
-def apply_faces(couplings, x, y):
+def apply_faces(couplings, x, y, b=None):
     """Matrix-free ``y = A x`` in flux form from the face couplings per axis
-    (x, y[, z]), for any dimension (array code; also runs on CuPy)."""
+    (x, y[, z]), for any dimension (array code; also runs on CuPy); with
+    ``b`` (of ``x``'s shape) the residual ``y = b - A x`` instead."""
     y[...] = 0
     for axis, c in enumerate(couplings):
         lower, upper = face_sides(x.ndim, axis)
         flux = c * (x[upper] - x[lower])
         y[lower] -= flux
         y[upper] += flux
-    return y
+    return y if b is None else _residual_from_product(b, y)
 
 
 @apply_faces.register("cupy")
-def _apply_faces_cuda(couplings, x, y):
+def _apply_faces_cuda(couplings, x, y, b=None):
     if len(couplings) == 3 and x.dtype == y.dtype and y.flags.c_contiguous:
-        return poisson_cuda.stencil7_faces(*couplings, x, y)
+        return poisson_cuda.stencil7_faces(*couplings, x, y, b)
     if len(couplings) != 2:
         return NotImplemented
-    return poisson_cuda.stencil5_faces(*couplings, x, y)
+    return poisson_cuda.stencil5_faces(*couplings, x, y, b)
 
 
 def assemble_pressure_operator(grid, phases, backend="numpy", dtype=np.float64, storage="diagonals"):

@@ -14,6 +14,8 @@ __all__ = ["op_diagonals", "face_couplings", "stencil5_diagonals", "stencil5_fac
            "stencil7_faces", "stencil7_diagonals"]
 
 _THREADS = 256
+#: Threads of a block of the stencil kernels (x, then rows).
+_BLOCK = (32, 8)
 
 
 @cuda.kernel_cache
@@ -29,28 +31,51 @@ def _assembly_kernel():
                          options=("-std=c++14",))
 
 
-def stencil5_diagonals(diagonals, x, y):
-    """``y = A x`` for ``A`` stored as five diagonals ``(S, W, C, E, N)``
-    (CuPy, ``x`` and ``y`` (ny, nx)); twin: ``poisson.apply_diagonals``."""
+def _cells_2d(nx, ny):
+    """Launch shape of a ``BF_CELLS`` kernel over ``nx`` by ``ny`` cells."""
+    return cuda.grid_2d(nx, ny, _BLOCK)
+
+
+def _cells_3d(nx, ny, nz):
+    """Launch shape of a ``BF_CELLS3`` kernel over ``nx`` by ``ny`` by ``nz`` cells."""
+    return cuda.grid_2d(nx, ny * nz, _BLOCK)
+
+
+def _right_hand_side(b, x):
+    """``b`` as the residual kernels read it (C-contiguous, ``x``'s dtype), or
+    the NULL pointer that makes them give the product alone."""
+    import cupy
+
+    if b is None:
+        return np.uint64(0)
+    return cupy.ascontiguousarray(b, dtype=x.dtype).reshape(x.shape)
+
+
+def stencil5_diagonals(diagonals, x, y, b=None):
+    """``y = A x``, or with ``b`` the residual ``y = b - A x`` in the same
+    pass, for ``A`` stored as five diagonals ``(S, W, C, E, N)`` (CuPy, ``x``
+    and ``y`` (ny, nx)); twin: ``poisson.apply_diagonals``."""
     import cupy
 
     x = cupy.ascontiguousarray(x)
     ny, nx = x.shape
     k = _stencil_kernel("bubbleflow_stencil5_diagonals", str(x.dtype))
     S, W, C, E, N = diagonals
-    cuda.launch_1d(k, nx * ny, (S, W, C, E, N, x, y, np.int32(nx), np.int32(ny)))
+    k(*_cells_2d(nx, ny), (S, W, C, E, N, x, _right_hand_side(b, x), y, np.int32(nx),
+                           np.int32(ny)))
     return y
 
 
-def stencil5_faces(cx, cy, x, y):
-    """``y = A x`` applied matrix-free from the face couplings (CuPy, ``x``
-    and ``y`` (ny, nx)); twin: ``poisson.apply_faces``."""
+def stencil5_faces(cx, cy, x, y, b=None):
+    """``y = A x`` (with ``b``: ``b - A x``) applied matrix-free from the
+    face couplings (CuPy, ``x`` and ``y`` (ny, nx)); twin:
+    ``poisson.apply_faces``."""
     import cupy
 
     x = cupy.ascontiguousarray(x)
     ny, nx = x.shape
     k = _stencil_kernel("bubbleflow_stencil5_faces", str(x.dtype))
-    cuda.launch_1d(k, nx * ny, (cx, cy, x, y, np.int32(nx), np.int32(ny)))
+    k(*_cells_2d(nx, ny), (cx, cy, x, _right_hand_side(b, x), y, np.int32(nx), np.int32(ny)))
     return y
 
 
@@ -60,17 +85,18 @@ def _stencil7_kernel(dtype):
     return cuda.raw_kernel(code, "bubbleflow_stencil7_faces")
 
 
-def stencil7_faces(cx, cy, cz, x, y):
-    """``y = A x`` for the 3-D operator, matrix free from the face couplings
-    (CuPy, ``x`` and ``y`` (nz, ny, nx), C-contiguous couplings); twin:
-    ``poisson.apply_faces``."""
+def stencil7_faces(cx, cy, cz, x, y, b=None):
+    """``y = A x`` (with ``b``: ``b - A x`` in the same pass) for the 3-D
+    operator, matrix free from the face couplings (CuPy, ``x`` and ``y``
+    (nz, ny, nx), C-contiguous couplings); twin: ``poisson.apply_faces``."""
     import cupy
 
     x = cupy.ascontiguousarray(x)
     nz, ny, nx = x.shape
     k = _stencil7_kernel(str(x.dtype))
     args = [cupy.ascontiguousarray(c, dtype=x.dtype) for c in (cx, cy, cz)]
-    cuda.launch_1d(k, nx * ny * nz, (*args, x, y, np.int32(nx), np.int32(ny), np.int32(nz)))
+    k(*_cells_3d(nx, ny, nz), (*args, x, _right_hand_side(b, x), y, np.int32(nx),
+                               np.int32(ny), np.int32(nz)))
     return y
 
 
@@ -80,16 +106,18 @@ def _stencil7_diagonals_kernel(dtype):
     return cuda.raw_kernel(code, "bubbleflow_stencil7_diagonals")
 
 
-def stencil7_diagonals(diagonals, x, y):
-    """``y = A x`` for the 3-D operator stored as seven diagonals ``(B, S,
-    W, C, E, N, T)`` (CuPy, all (nz, ny, nx)); twin: ``poisson.apply_diagonals``."""
+def stencil7_diagonals(diagonals, x, y, b=None):
+    """``y = A x`` (with ``b``: ``b - A x``) for the 3-D operator stored as
+    seven diagonals ``(B, S, W, C, E, N, T)`` (CuPy, all (nz, ny, nx));
+    twin: ``poisson.apply_diagonals``."""
     import cupy
 
     x = cupy.ascontiguousarray(x)
     nz, ny, nx = x.shape
     k = _stencil7_diagonals_kernel(str(x.dtype))
     args = [cupy.ascontiguousarray(d, dtype=x.dtype) for d in diagonals]
-    cuda.launch_1d(k, nx * ny * nz, (*args, x, y, np.int32(nx), np.int32(ny), np.int32(nz)))
+    k(*_cells_3d(nx, ny, nz), (*args, x, _right_hand_side(b, x), y, np.int32(nx),
+                               np.int32(ny), np.int32(nz)))
     return y
 
 

@@ -48,3 +48,14 @@ def test_several_norms_of_other_layouts_and_of_more_vectors(cp):
     got = cp.asnumpy(several_norms(get_backend("cupy"))(*vectors))
     want = [np.linalg.norm(cp.asnumpy(v)) for v in vectors]
     np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+@pytest.mark.parametrize("order", [(0, 0, 1), (0, 1, 0), (1, 0, 0, 1), (0, 0, 0, 0)])
+def test_a_vector_given_twice_has_its_norm_twice_bit_for_bit(cp, order):
+    rng = np.random.default_rng(len(order))
+    distinct = [cp.asarray(rng.standard_normal(70_001) * 10.0 ** k) for k in range(2)]
+    vectors = [distinct[k] for k in order]
+    _, norm = reductions(get_backend("cupy"))
+    got = several_norms(get_backend("cupy"))(*vectors)
+    assert got.shape == (len(order),)
+    assert cp.asnumpy(got).tolist() == [float(norm(v)) for v in vectors]

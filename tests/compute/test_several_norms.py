@@ -32,3 +32,12 @@ def test_on_ranks_the_squares_are_added_before_the_roots():
     got = several_norms(get_backend("numpy"), comm=_TwoRanks())(*vectors)
     np.testing.assert_allclose(got, [np.sqrt(2.0) * np.linalg.norm(v) for v in vectors],
                                rtol=1e-15)
+
+
+def test_a_vector_given_twice_has_its_norm_twice():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal(500), rng.standard_normal(500)
+    backend = get_backend("numpy")
+    _, norm = reductions(backend)
+    got = several_norms(backend)(a, b, a, a)
+    assert got.tolist() == [float(norm(v)) for v in (a, b, a, a)]

@@ -26,7 +26,8 @@ class NumpyDeviceEngine:
         self.settles = self.status_alone = 0
 
     def begin(self, x, r, hist, it, bnorm=None, tol_rel=None, own=True):
-        self.x, self.r_current, self.hist, self.it = x.copy(), r.copy(), hist, it
+        self.x = np.zeros_like(r) if x is None else x.copy()     # (None: the zero guess)
+        self.r_current, self.hist, self.it = r.copy(), hist, it
         y = self.e.precondition(self.r_current)
         self.p, self.rz = y.copy(), float(self.e.dot(self.r_current, y))
         self.bad = np.zeros((), dtype=bool)

@@ -409,6 +409,29 @@ def test_fused_begin_copies_into_buffers_kept_from_solve_to_solve(cupy_backend):
         np.testing.assert_array_equal(cp.asnumpy(r), r_host)
 
 
+def test_fused_begin_from_the_zero_guess_sets_it_in_its_buffer(cupy_backend):
+    """``begin`` with ``x`` None (the zero guess) zeroes the engine's own
+    iterate, whatever it held, and starts as from an array of zeros, bit for
+    bit (the start's preconditioned residual, direction and ``rz``)."""
+    import cupy as cp
+
+    from bubbleflow.linalg.fused.engine import fused_engine_for
+
+    A, b, phi = bubbly_column(64, 1e3, backend="cupy")
+    defl = _deflation(A, phi, "levelset_subdomains", (4, 4))
+    M = make_preconditioner("jacobi", A)
+    r = cp.asarray(np.random.default_rng(6).standard_normal(b.size))
+    eng = fused_engine_for(A, M, "jacobi", defl, "adef2", b)
+    starts = []
+    for x in (cp.zeros_like(r), None):
+        eng.x[...] = 7.0
+        eng.begin(x, r, eng.history(8), 0, 1.0, own=True)
+        starts.append([cp.asnumpy(a).copy() for a in (eng.x, eng.r_current, eng.p, eng.rz)])
+    assert not starts[1][0].any()
+    for got, want in zip(starts[1], starts[0]):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_graphs_kept_from_update_to_update(cupy_backend):
     """An update whose launches are the same (the same operator again, so the
     same number of deflation vectors and entries) keeps the engine's CUDA

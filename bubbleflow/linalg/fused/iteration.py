@@ -269,7 +269,7 @@ class FusedIteration(FusedStages, IterationGraphs):
         self.tolerance(bnorm, tol_rel)
 
     def begin(self, x, r, hist, it, bnorm=None, tol_rel=0.0, own=False):
-        """Start from ``x`` and its residual ``r`` with the engine's kernels.
+        """Start from ``x`` (None: zero) and its residual ``r`` with the engine's kernels.
 
         The generic start's ``y = M^-1 r + Z E^+ (Z^T r - (AZ)^T M^-1 r)``,
         ``rz = r . y`` and first direction ``p = y`` (A-DEF2; ``y = M^-1 r``
@@ -332,10 +332,12 @@ class FusedIteration(FusedStages, IterationGraphs):
             self._graphs[key] = self._capture(emit)[0]
 
     def _take(self, x, r):
-        """The iterate and the residual into the engine's buffers (one
-        launch for both)."""
+        """The iterate (None: zero, set without a copy of zeros) and the
+        residual into the engine's buffers (one launch for both copies)."""
+        if x is None:
+            self.x.fill(0)
         pairs = [(dst, src.reshape(self.n)) for dst, src in ((self.x, x), (self.r[self.cur], r))
-                 if src is not dst]
+                 if src is not None and src is not dst]
         copy_arrays([dst for dst, _ in pairs], [src for _, src in pairs])
 
     def _set_hist(self, hist):

@@ -265,7 +265,7 @@ class RankFusedEngine(DeviceEngine):
         self.scal[TOL_REL] = tol_rel
 
     def begin(self, x, r, hist, it, bnorm=None, tol_rel=0.0, own=False):
-        """Start from ``x`` and its residual ``r``: ``y = M^-1 r``, ``rz =
+        """Start from ``x`` (None: zero) and its residual ``r``: ``y = M^-1 r``, ``rz =
         r . y`` over the ranks and ``p = y`` by the engine's kernels (the
         start's breakdown flag: ``rz`` not finite)."""
         self.scal.fill(0)
@@ -301,7 +301,9 @@ class RankFusedEngine(DeviceEngine):
         self.tolerance(bnorm, tol_rel)
 
     def _take(self, x, r):
-        if x is not self.x:
+        if x is None:                          # the zero guess: no copy of zeros
+            self.x.fill(0)
+        elif x is not self.x:
             self.x[...] = x.reshape(-1)
         if r is not self.r:
             self.r[...] = r.reshape(-1)

@@ -188,7 +188,7 @@ def begin_solve(system, record, rtol, atol, norm):
     solver (this function, the loop, the public function: ``stacklevel=5``)."""
     backend, xp, b = system.backend, system.backend.xp, system.b
     x = xp.zeros_like(b) if system.x0 is None else system.x0
-    r = b.copy() if system.x0 is None else b - system.matvec(x)
+    r = b.copy() if system.x0 is None else system.residual(b, x)
     mean = system.rhs_mean
     values = [norm(b), norm(r)] + ([mean] if mean is not None else [])
     host = [float(v) for v in backend.to_host_many(values)]
@@ -208,7 +208,7 @@ def _iterate(state, system, record, norm, tol, rn0, callback):
 
     def verify():
         xf = gauge(state.x)
-        rt = b - system.matvec(xf)
+        rt = system.residual(b, xf)
         rtn = float(norm(rt))
         record.true_residual_checks.append((state.it, rtn / state.bnorm))
         return xf, rt, rtn

@@ -71,7 +71,7 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     if prepare is not None:
         prepare(b)
     engine = ArrayEngine(system)
-    x = xp.zeros_like(b) if x0 is None else x0
+    guess = xp.zeros_like(b) if x0 is None else x0
     device = select(system) if select is not None and callback is None else None
     owned = getattr(device, "history", None)          # a history buffer the engine keeps
     hist = owned(system.maxiter + 1) if owned is not None else \
@@ -82,8 +82,9 @@ def solve(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         # ||b||, ||r0||, the mean removed from b and the start's breakdown
         # flag, in one transfer.
         # (a device engine takes x and r into buffers of its own)
-        x, r = engine.start(x, x0 is not None, in_place=device is None)
-        state = KrylovState(x=x, r=r, hist=hist, bnorm=0.0, tol_rel=0.0)
+        x, r = engine.start(guess, x0 is not None, in_place=device is None)
+        state = KrylovState(x=x, r=r, hist=hist, bnorm=0.0, tol_rel=0.0,
+                            zero=x0 is None and x is guess)
         checks = _TrueResiduals(system, engine, state, device, behind)
         if device is not None:
             # An engine that stops on the device at the tolerance usually ends a
@@ -205,7 +206,7 @@ class _TrueResiduals:
 
     def _residual(self, candidate):
         xf = self.solution(candidate)
-        return xf, self.system.b - self.system.matvec(xf)
+        return xf, self.system.residual(self.system.b, xf)
 
     def queue(self, state, stop):
         """The check's work for the current iterate, and the arrays it reads

@@ -5,8 +5,9 @@ part is :class:`bubbleflow.linalg.fused.protocol.DeviceEngine`; injected by
 the caller: this module imports none) provides
 
 ``begin(x, r, hist, it, bnorm, tol_rel, own)``   the start, by its own kernels
-                        (``bnorm`` None: the tolerance comes later, by
-                        ``tolerance``; the start does not need it)
+                        (``x`` None: the zero guess; ``bnorm`` None: the
+                        tolerance comes later, by ``tolerance``; the start
+                        does not need it)
 ``tolerance(bnorm, tol_rel)``   ``1 / ||b||`` and the relative tolerance of
                         the solve, into the engine's device scalars
 ``load(x, r, p, rz, bad, hist, it, bnorm, tol_rel)``   a restart's state
@@ -56,6 +57,8 @@ class DeviceIterations:
         self.pending = None
         #: The iterate at the start, copied on the device before that stretch.
         self.x_start = None
+        #: The zero guess of the start, where the solve began from it.
+        self.zero_start = None
 
     @property
     def starts_ahead(self):
@@ -71,7 +74,10 @@ class DeviceIterations:
         own kernels (the array engine's are a dozen library calls), queued
         before ``||b||`` is known: :meth:`started` gives the tolerance."""
         d = self.device
-        d.begin(state.x, state.r, state.hist, 0, own=True)
+        # (The zero guess is set in the engine's buffer, not copied; the
+        # zero array itself stays the start's iterate.)
+        self.zero_start = state.x if state.zero else None
+        d.begin(None if state.zero else state.x, state.r, state.hist, 0, own=True)
         state.x, state.r, state.p = d.x, d.r_current, d.p
         state.rz = d.rz
         # The engine keeps its breakdown flag (read by ``status``); the
@@ -108,7 +114,7 @@ class DeviceIterations:
         ``read`` (the start's figures in the same transfer).  :meth:`run`
         takes its outcome where the host asks for that stretch."""
         self.device.tolerance_from_norms(norms, rtol, atol, has_reference)
-        self.x_start = state.x.copy()
+        self.x_start = state.x.copy() if self.zero_start is None else self.zero_start
         count = self.chunk(state)
         self.device.iterate(count)
         payload, arrays = self.ahead(state, state.it + count)

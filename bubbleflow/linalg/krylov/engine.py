@@ -41,6 +41,7 @@ class Undeflated:
 
     def __init__(self, system):
         self.b, self.matvec, self.prec = system.b, system.matvec, system.prec
+        self.residual = system.residual
 
     def precondition(self, r):
         return self.prec(r)
@@ -73,7 +74,7 @@ class ADef2(Undeflated):
         d = self.defl
         q = d.prolong(d.coarse.solve(d.restrict(r)))
         x = x + q if x0_given else q                   # (x is zero without x0)
-        return x, self.b - self.matvec(x)              # = r - A Z y: no A Z needed
+        return x, self.residual(self.b, x)             # = r - A Z y: no A Z needed
 
 
 class Def1(Undeflated):
@@ -100,7 +101,7 @@ class Def1(Undeflated):
     def finish(self, x):
         # x = Q b + P^T x^ = x^ + Q (b - A x^)
         d = self.defl
-        return x + d.prolong(self.coarse(d.restrict(self.b - self.matvec(x))))
+        return x + d.prolong(self.coarse(d.restrict(self.residual(self.b, x))))
 
 
 #: The pieces of each variant (names from :data:`bubbleflow.linalg.registry.VARIANTS`).
@@ -122,6 +123,7 @@ class KrylovState:
     bad: object = None                 # 0-d bool: breakdown seen on the device
     done: object = None                # 0-d bool: the tolerance reached (iterate frozen)
     it: int = 0
+    zero: bool = False                 # x is the zero guess, as the start left it
     last_check: int = 0
     hist_host: tuple = None            # (it, host copy of hist[:it + 1]) read at a check
     # (it, (x, r) of the iterate's true residual, their host figures): a
@@ -158,7 +160,7 @@ class ArrayEngine:
         False: the iterations run on copies (an engine's own buffers), so
         ``r`` may be ``b`` itself."""
         b = self.system.b
-        r = b - self.matvec(x) if x0_given else b
+        r = self.system.residual(b, x) if x0_given else b
         return self.pieces.start(x, r, x0_given, in_place)
 
 

@@ -18,7 +18,7 @@ from .. import registry
 from ..deflation.vectors import deflation_from_input
 from .record import SolveRecord
 
-__all__ = ["KrylovSystem", "make_system", "check_variant", "check_tolerances", "report_projection", "ConstantNullspace", "NoNullspace", "norm_inf"]
+__all__ = ["KrylovSystem", "make_system", "residual_of", "check_variant", "check_tolerances", "report_projection", "ConstantNullspace", "NoNullspace", "norm_inf"]
 
 
 # ----------------------------------------------------------------- null space
@@ -101,6 +101,15 @@ def matvec_of(A):
     if callable(A) and not hasattr(A, "shape"):
         return A
     return lambda x: A @ x
+
+
+def residual_of(A, matvec):
+    """``(b, x) -> b - A x``: the operator's own (one pass over the grid,
+    :meth:`.PoissonOperator.residual`) where it has one, else from ``matvec``."""
+    own = getattr(A, "residual", None)
+    if own is not None and hasattr(A, "matvec"):
+        return own
+    return lambda b, x: b - matvec(x)
 
 
 def preconditioner_of(M, A):
@@ -236,6 +245,7 @@ class KrylovSystem:
     A: object
     b: object
     matvec: object
+    residual: object                # (b, x) -> b - A x
     prec: object
     prec_name: str
     prec_obj: object
@@ -317,8 +327,8 @@ def make_system(A, b, M, deflation, variant, nullspace, maxiter, check_every, ca
     if isinstance(x0, str):                  # "Mb"
         x0 = xp.asarray(prec(b), dtype=b.dtype).ravel().copy()
     record.setup_seconds = time.perf_counter() - t_setup
-    system = KrylovSystem(A=A, b=b, matvec=matvec, prec=prec, prec_name=prec_name,
-                          prec_obj=prec_obj,
+    system = KrylovSystem(A=A, b=b, matvec=matvec, residual=residual_of(A, matvec), prec=prec,
+                          prec_name=prec_name, prec_obj=prec_obj,
                           deflation=defl, nullspace=gauge, backend=backend, maxiter=maxiter,
                           check_every=check_every, variant=variant, rhs_mean=rhs_mean, x0=x0,
                           comm=comm, size=size)

@@ -159,7 +159,7 @@ def chebyshev_smooth(product, inv_diagonal, b, x, degree, ratio):
 def residual_restrict(couplings, b, x):
     """``P^T (b - A x)``: the residual summed over each aggregate."""
     xp = backend_of(b).xp
-    return restrict(b - apply_faces(couplings, x, xp.empty_like(x)), xp)
+    return restrict(apply_faces(couplings, x, xp.empty_like(x), b), xp)
 
 
 def prolong_add(x, xc, scale):
@@ -609,7 +609,7 @@ class Multigrid(Preconditioner):
         xc = self._cycle(k + 1, bc)
         if k < self.w_levels and k + 1 < len(self.levels) - 1:
             coarse = self.levels[k + 1]
-            rc = bc - apply_faces(coarse.couplings, xc, self.xp.empty_like(xc))
+            rc = apply_faces(coarse.couplings, xc, self.xp.empty_like(xc), bc)
             xc = xc + self._cycle(k + 1, rc)
         return prolong_smooth(level.couplings, level.inv_diagonal, b, x, xc, self.scale,
                               self.degree, self.ratio)

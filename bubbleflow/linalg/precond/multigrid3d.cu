@@ -297,12 +297,8 @@ extern "C" __global__ void bf_mg3_residual_inplace(
     const T* __restrict__ x, T* __restrict__ b, const int nx, const int ny, const int nz)
 {
     const long long plane = (long long)nx * ny;
-    const long long n = plane * nz;
-    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < n;
-         p += (long long)gridDim.x * blockDim.x) {
-        const int i = (int)(p % nx);
-        const int j = (int)((p / nx) % ny);
-        const int k = (int)(p / plane);
+    BF_CELLS3(nx, ny, nz) {
+        const long long p = (long long)k * plane + (long long)j * nx + i;
         b[p] -= bf_face_flux7(cx, cy, cz, x, nx, ny, nz, p, k, j, i);
     }
 }

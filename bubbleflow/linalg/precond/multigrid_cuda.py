@@ -206,10 +206,9 @@ def residual_launch(dtype, degree, couplings, x, b):
     """The launch tuple of ``b -= A x`` on one level (a W level's second visit)."""
     if b.ndim == 3:
         nz, ny, nx = b.shape
-        n = nx * ny * nz
+        grid, block = cuda.grid_2d(nx, ny * nz, (32, 8))
         return (level_kernel(dtype, dtype, degree, "bf_mg3_residual_inplace", _TILE_3D),
-                (max(1, min(-(-n // 256), 65535)),), (256,),
-                (*couplings, x, b, np.int32(nx), np.int32(ny), np.int32(nz)), 0)
+                grid, block, (*couplings, x, b, np.int32(nx), np.int32(ny), np.int32(nz)), 0)
     ny, nx = b.shape
     grid, block = cuda.grid_2d(nx, ny, (32, 8))
     return (level_kernel(dtype, dtype, degree, "bf_mg_residual_inplace"), grid, block,
