@@ -416,18 +416,18 @@ class FlowSolver:
         solver's checks then see the small increment, not the whole
         pressure, whose rounding (``eps |p|`` times the gas cells' large
         coefficients) would floor the attainable residual.  The record's
-        relative figures are against ``||b||``.  ``behind(p)`` queues work on
-        a candidate pressure while the solver's check of it is read
-        (:meth:`.PressureSolver.solve`); ``queued`` is what it returned for
-        the pressure accepted, else None."""
+        relative figures are against ``||b||``.  Each candidate's ``p_old +
+        d`` is queued while the solver's check of it is read (the device makes
+        it while the host waits), and ``behind(p)`` queues more work on it;
+        ``queued`` is what that returned for the pressure accepted, else None."""
         r = A.residual(b, p_old)
 
         def candidate(d):
             p = p_old + d
-            return p, behind(p)
+            return p, None if behind is None else behind(p)
 
-        d, record = solver.solve(r, reference=b, behind=None if behind is None else candidate)
-        accepted = solver.accepted_behind if behind is not None else None
+        d, record = solver.solve(r, reference=b, behind=candidate)
+        accepted = solver.accepted_behind
         if accepted is not None:
             p, queued = accepted
             return p, record, queued

@@ -60,7 +60,8 @@ def small_run(tmp_path_factory):
 
     def recording(self, state):
         new, report = step(self, state)
-        reported.append(list(report.phases))
+        # (None: a step with the phase clock off)
+        reported.append(None if report.phases is None else list(report.phases))
         return new, report
 
     with pytest.MonkeyPatch.context() as mp:
@@ -76,13 +77,18 @@ def test_runs_and_prints_every_phase_beside_its_floor(small_run):
     assert small_run["code"] == 0, small_run["err"]
     phases = []
     for names in small_run["reported"]:
-        phases += [n for n in names if n not in phases]
+        phases += [n for n in names or () if n not in phases]
     assert "pressure solve" in phases
+    # Each configuration: 1 + 3 steps with the phase clock, then 3 without.
+    assert [names is None for names in small_run["reported"]] == \
+        ([False] * 4 + [True] * 3) * 2
     for title in ("hysing 20 x 40", "column 20 x 40"):
         lines = table_lines(small_run["out"], title)
-        # The phases the flow reported, in its order, then output and the whole step.
-        assert [line[:18].strip() for line in lines] == phases + ["output", "step"]
-        for line in lines:
+        # The phases the flow reported, in its order, then output, the whole
+        # step, and the step with the clock off.
+        assert [line[:18].strip() for line in lines] == \
+            phases + ["output", "step", "step, clock off"]
+        for line in lines[:-1]:
             name, cells = line[:18].strip(), line[18:].split()
             assert len(cells) == 5, line
             if name in MODELLED or name == "step":
@@ -132,6 +138,12 @@ def test_csv_columns_and_consistent_numbers(small_run):
         assert float(step["ms_per_iteration"]) > 0 and int(step["bytes_per_iteration"]) > 0
         assert float(step["snapshot_ms"]) > 0 and float(step["snapshot_bytes"]) > 0
         assert 0 < float(step["snapshots_per_step"]) <= 1
+        # The step with the clock off: its own steps' times, on every row.
+        off_mean, off_median = float(step["clock_off_mean_ms"]), float(step["clock_off_median_ms"])
+        assert off_mean > 0 and off_median > 0
+        assert float(step["clock_off_ratio_to_floor"]) == pytest.approx(
+            off_mean / float(step["floor_ms"]), rel=1e-9)
+        assert {r["clock_off_mean_ms"] for r in these} == {step["clock_off_mean_ms"]}
 
 
 def test_a_new_phase_of_the_flow_is_shown_without_a_floor(monkeypatch, tmp_path):
@@ -139,7 +151,8 @@ def test_a_new_phase_of_the_flow_is_shown_without_a_floor(monkeypatch, tmp_path)
 
     def with_new_phase(self, state):
         new, report = step(self, state)
-        report.phases["something new"] = 1e-3
+        if report.phases is not None:          # (None: a step with the phase clock off)
+            report.phases["something new"] = 1e-3
         return new, report
 
     monkeypatch.setattr(navier_stokes.FlowSolver, "step", with_new_phase)

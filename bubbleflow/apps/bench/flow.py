@@ -15,7 +15,9 @@ axes from the case's aspect; smaller on the CPU) or at ``--sizes``, or a
 case file's path.  Each runs ``K + N`` steps of its
 :class:`~bubbleflow.flow.navier_stokes.FlowSolver` with the phase clock on
 (every phase ends with a device synchronisation, so each is charged with its
-own device work; the step is a little slower than an unprofiled one).  The
+own device work; the step is slower than an unprofiled one), then ``N`` more
+with the clock off, each timed whole (one synchronisation a step, as a run
+paces itself): the step as a run takes it.  The
 first ``K`` steps (compilation, first use) are not measured.  The phases are
 those the steps report (:attr:`StepReport.phases`), plus ``output``: one
 snapshot written through :class:`~bubbleflow.io.flow_output.FlowWriter` into
@@ -97,8 +99,7 @@ def _run_steps(flow, state, writer, bench, say):
     """The warm-up and measured steps: per-step phases, solves, dts, writer rows."""
     steps = []
     end = flow.case.time.end
-    size = writer.diag["area" if "area" in writer.diag else "volume"]
-    gas = size[0] if size and size[0] > 0 else None      # (None: no gas, nothing to check)
+    gas = _gas(writer)
     for k in range(bench.skip + bench.steps):
         if state.time >= end:
             break
@@ -115,13 +116,44 @@ def _run_steps(flow, state, writer, bench, say):
             steps.append(dict(phases=dict(report.phases), dt=report.dt, row_s=row_s,
                               iterations=its, solve_bytes=per_it * its,
                               per_it=per_it, converged=bool(report.record.converged)))
-        # The run's check (flow/bounds.py): a flow outside its physical bounds
-        # is no flow to time.
-        broken = flow.bounds.broken(report, gas)
-        if broken:
-            raise FloatingPointError(f"the flow left its physical bounds at step {report.step} "
-                                     f"(t = {report.time:.6g}): {broken}")
+        _check_bounds(flow, report, gas)
     return state, steps
+
+
+def _gas(writer):
+    """The gas's area or volume at the start (None: no gas, nothing to check)."""
+    size = writer.diag["area" if "area" in writer.diag else "volume"]
+    return size[0] if size and size[0] > 0 else None
+
+
+def _check_bounds(flow, report, gas):
+    """The run's check (flow/bounds.py): a flow outside its physical bounds is
+    no flow to time."""
+    broken = flow.bounds.broken(report, gas)
+    if broken:
+        raise FloatingPointError(f"the flow left its physical bounds at step {report.step} "
+                                 f"(t = {report.time:.6g}): {broken}")
+
+
+def _run_unclocked(flow, state, writer, bench):
+    """``bench.steps`` more steps with the phase clock off, each with its
+    writer row, timed whole (the device synchronised at each end): ms a step."""
+    flow.clock.enabled = False
+    backend, end, gas = flow.backend, flow.case.time.end, _gas(writer)
+    out = []
+    try:
+        for _ in range(bench.steps):
+            if state.time >= end:
+                break
+            t0 = backend.clock()
+            with np.errstate(all="ignore"):
+                state, report = flow.step(state)
+            writer.write_step(report)
+            out.append(1e3 * (backend.clock() - t0))
+            _check_bounds(flow, report, gas)
+    finally:
+        flow.clock.enabled = True
+    return state, np.array(out)
 
 
 def measure_config(config, bench, say):
@@ -142,6 +174,7 @@ def measure_config(config, bench, say):
             t0 = time.perf_counter()
             state, steps = _run_steps(flow, state, writer, bench, say)
             loop_s = time.perf_counter() - t0
+            state, unclocked = _run_unclocked(flow, state, writer, bench)
             if not steps:
                 raise RuntimeError(f"no step after the first {bench.skip} (the case ends at "
                                    f"t = {case.time.end:g} s): lower --skip")
@@ -154,10 +187,10 @@ def measure_config(config, bench, say):
                              for f in files) / max(len(files), 1)
     del flow, state, writer
     release(backend)
-    return _summarise(case, steps, snaps, loop_s, snapshot_bytes)
+    return _summarise(case, steps, snaps, loop_s, snapshot_bytes, unclocked)
 
 
-def _summarise(case, steps, snaps, loop_s, snapshot_bytes):
+def _summarise(case, steps, snaps, loop_s, snapshot_bytes, unclocked=()):
     """Per-phase ms arrays (output included) and the configuration's figures."""
     names = []
     for s in steps:
@@ -184,7 +217,10 @@ def _summarise(case, steps, snaps, loop_s, snapshot_bytes):
                           and its.sum() else None),
         bytes_per_iteration=int(np.median([s["per_it"] for s in steps])),
         solve_bytes=float(np.mean([s["solve_bytes"] for s in steps])),
-        unconverged=int(sum(not s["converged"] for s in steps)), loop_s=loop_s)
+        unconverged=int(sum(not s["converged"] for s in steps)), loop_s=loop_s,
+        # The step with the clock off, its snapshots amortised as the output phase's.
+        unclocked_ms=(np.asarray(unclocked) + rate * float(snap_ms.mean())
+                      if len(unclocked) else None))
     return names + [OUTPUT], ms, summary
 
 
@@ -308,6 +344,16 @@ def _rows(config, bench, names, ms, summary):
                          share=mean / total_mean if total_mean else None, bytes_per_step=moved,
                          floor_ms=floor, ratio_to_floor=mean / floor if floor else None))
     mean = sum(r["mean_ms"] for r in rows)
+    unclocked = summary.get("unclocked_ms")
+    if unclocked is not None:
+        # The configuration's step with the clock off, on each of its rows.
+        off = dict(clock_off_median_ms=float(np.median(unclocked)),
+                   clock_off_mean_ms=float(unclocked.mean()),
+                   clock_off_ratio_to_floor=float(unclocked.mean()) / floor_sum
+                   if floor_sum else None)
+        for r in rows:
+            r.update(off)
+        base = dict(base, **off)
     rows.append(dict(base, phase="step", median_ms=float(np.median(total)), mean_ms=mean,
                      share=1.0, bytes_per_step=sum(r["bytes_per_step"] or 0 for r in rows),
                      floor_ms=floor_sum, ratio_to_floor=mean / floor_sum if floor_sum else None))
