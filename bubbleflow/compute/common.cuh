@@ -148,11 +148,14 @@ __device__ __forceinline__ T block_sum_array(const T* __restrict__ a, long long 
 // out[k] = sqrt(sum of partial[k * nblocks .. (k + 1) * nblocks)) for k < count,
 // by one block, fixed order: the norms from per-block sums of squares (the
 // sums themselves where roots is false).
+// Output k takes the partial sums of row (rows >> 2 k) & 3 (default: row k,
+// for count <= 4).
 __device__ __forceinline__ void block_norms(const T* __restrict__ partial, int nblocks,
                                             int count, T* __restrict__ out, T* shm,
-                                            bool roots = true) {
+                                            bool roots = true, int rows = 0xE4) {
     for (int k = 0; k < count; ++k) {
-        const T s = block_sum_array(partial + (long long)k * nblocks, nblocks, shm);
+        const T s = block_sum_array(partial + (long long)((rows >> (2 * k)) & 3) * nblocks,
+                                    nblocks, shm);
         if (threadIdx.x == 0) out[k] = roots ? sqrt(s) : s;
     }
 }

@@ -54,9 +54,5 @@ extern "C" __global__ void bf_norms64_final(
     const int rows, T* __restrict__ out)
 {
     __shared__ T shm[32];
-    for (int k = 0; k < count; ++k) {
-        const T s = block_sum_array(partial + (long long)((rows >> (2 * k)) & 3) * nblocks,
-                                    nblocks, shm);
-        if (threadIdx.x == 0) out[k] = roots != 0 ? sqrt(s) : s;
-    }
+    block_norms(partial, nblocks, count, out, shm, roots != 0, rows);
 }

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..compute.transfer import on_backend
 from ..mesh.ranks import rank_slab
-from .poisson import apply_faces, centre_from_couplings
+from .poisson import apply_faces, centre_from_couplings, residual_from_product
 
 __all__ = ["DistributedOperator"]
 
@@ -119,10 +119,7 @@ class DistributedOperator:
     def residual(self, b, x, out=None):
         """``b - A x`` on the slab's cells (:meth:`matvec`, then the
         difference: the halo faces come after the slab's own)."""
-        y = self.matvec(x, out)
-        xp = self.backend.xp
-        xp.subtract(b.reshape(y.shape), y, out=y)
-        return y
+        return residual_from_product(b, self.matvec(x, out))
 
     def __matmul__(self, x):
         return self.matvec(x)

@@ -31,7 +31,8 @@ from ..compute.twins import twin
 from ..mesh.grid import Grid, face_sides
 
 __all__ = ["PoissonOperator", "assemble_pressure_operator", "gravity_rhs", "STORAGES",
-           "diagonals_from_faces", "face_couplings", "apply_diagonals", "apply_faces"]
+           "diagonals_from_faces", "face_couplings", "apply_diagonals", "apply_faces",
+           "residual_from_product"]
 
 STORAGES = ("diagonals", "matrix_free")
 
@@ -508,10 +509,10 @@ def apply_diagonals(diagonals, x, y, b=None):
         below, above = face_sides(ndim, axis)
         y[above] += diagonals[ndim - 1 - axis][above] * x[below]
         y[below] += diagonals[ndim + 1 + axis][below] * x[above]
-    return y if b is None else _residual_from_product(b, y)
+    return y if b is None else residual_from_product(b, y)
 
 
-def _residual_from_product(b, y):
+def residual_from_product(b, y):
     """``b - y`` written over the product ``y``."""
     array_module(y).subtract(b.reshape(y.shape), y, out=y)
     return y
@@ -537,7 +538,7 @@ def apply_faces(couplings, x, y, b=None):
         flux = c * (x[upper] - x[lower])
         y[lower] -= flux
         y[upper] += flux
-    return y if b is None else _residual_from_product(b, y)
+    return y if b is None else residual_from_product(b, y)
 
 
 @apply_faces.register("cupy")

@@ -174,10 +174,10 @@ def measure_config(config, bench, say):
             t0 = time.perf_counter()
             state, steps = _run_steps(flow, state, writer, bench, say)
             loop_s = time.perf_counter() - t0
-            state, unclocked = _run_unclocked(flow, state, writer, bench)
             if not steps:
                 raise RuntimeError(f"no step after the first {bench.skip} (the case ends at "
                                    f"t = {case.time.end:g} s): lower --skip")
+            state, unclocked = _run_unclocked(flow, state, writer, bench)
             snaps = [_snapshot(flow, writer, dataclasses.replace(state, step=state.step + i),
                                backend) for i in range(SNAPSHOT_REPEAT)]
         finally:
@@ -190,7 +190,7 @@ def measure_config(config, bench, say):
     return _summarise(case, steps, snaps, loop_s, snapshot_bytes, unclocked)
 
 
-def _summarise(case, steps, snaps, loop_s, snapshot_bytes, unclocked=()):
+def _summarise(case, steps, snaps, loop_s, snapshot_bytes, unclocked):
     """Per-phase ms arrays (output included) and the configuration's figures."""
     names = []
     for s in steps:

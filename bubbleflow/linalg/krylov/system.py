@@ -107,9 +107,7 @@ def residual_of(A, matvec):
     """``(b, x) -> b - A x``: the operator's own (one pass over the grid,
     :meth:`.PoissonOperator.residual`) where it has one, else from ``matvec``."""
     own = getattr(A, "residual", None)
-    if own is not None and hasattr(A, "matvec"):
-        return own
-    return lambda b, x: b - matvec(x)
+    return own if own is not None else (lambda b, x: b - matvec(x))
 
 
 def preconditioner_of(M, A):
